@@ -1,0 +1,33 @@
+"""tracekit: where prefill and decode spend their time, and why.
+
+``import tracekit`` never imports torch: torch and nvtx are needed only to produce traces
+(``pip install 'tracekit[workloads]'``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from tracekit.trace import Trace
+
+
+def load(path: str, trace_id: str | None = None) -> "Trace":
+    """Load a Kineto trace (``.json``/``.json.gz``), an Nsight Systems SQLite export, or an
+    ingested Parquet dataset into a :class:`~tracekit.trace.Trace`.
+
+    Raises :class:`~tracekit.errors.TracekitError` subclasses on bad input.
+    """
+    from tracekit.sources import load as _load
+
+    return _load(path, trace_id=trace_id)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Trace":
+        from tracekit.trace import Trace
+
+        return Trace
+    raise AttributeError(name)

@@ -1,0 +1,86 @@
+"""The ``tracekit`` click group and the single error boundary.
+
+Subcommands live one per module in ``tracekit/cli/`` and are imported lazily, so that
+``tracekit --help`` stays fast and ``tracekit run`` alone reaches torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from tracekit.errors import TracekitError
+
+# command name -> (module, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "ingest": ("tracekit.cli.ingest", "ingest", "Read traces into a canonical Parquet dataset."),
+    "summary": ("tracekit.cli.summary", "summary", "One screen about a trace: devices, events, busy time."),
+    "analyze": ("tracekit.cli.analyze", "analyze", "Per-region and per-phase verdicts with their numbers."),
+    "report": ("tracekit.cli.report", "report", "Markdown / HTML / JSON report for a bug report."),
+    "plot": ("tracekit.cli.plot", "plot", "Draw one plot (roofline, timeline, ...) to PNG or SVG."),
+    "diff": ("tracekit.cli.diff", "diff", "Compare two traces phase by phase."),
+    "label": ("tracekit.cli.label", "label", "Write the trace back with phases and verdicts added."),
+    "run": ("tracekit.cli.run", "run", "Run a workload under torch.profiler (needs tracekit[workloads])."),
+    "calibrate": ("tracekit.cli.calibrate", "calibrate", "Measure this machine's peaks into a hardware file."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None:
+            return None
+        module_name, attr, short_help = spec
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                # Listed but not built yet: show it as unavailable rather than crash.
+                @click.command(cmd_name, help=short_help, short_help=short_help)
+                def unavailable() -> None:
+                    raise click.ClickException(f"'{cmd_name}' is not available in this build")
+
+                return unavailable
+            raise
+        cmd: click.Command = getattr(module, attr)
+        if cmd.short_help is None:
+            cmd.short_help = short_help
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracekit")
+def cli() -> None:
+    """tracekit: where prefill and decode spend their time, and why."""
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: run the CLI; typed library errors become one line on stderr and an exit code."""
+    try:
+        return cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
+    except TracekitError as exc:
+        click.echo(f"tracekit: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("tracekit: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("tracekit: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

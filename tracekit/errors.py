@@ -1,0 +1,47 @@
+"""Typed errors. Library code raises these; only the CLI prints them and picks the exit code."""
+
+from __future__ import annotations
+
+
+class TracekitError(Exception):
+    """Base class of every error tracekit raises on purpose. ``exit_code`` is what the CLI returns."""
+
+    exit_code: int = 1
+
+
+class UsageError(TracekitError):
+    """Bad arguments or paths given by the user (before any work starts)."""
+
+    exit_code = 2
+
+
+class TraceFormatError(TracekitError):
+    """A file that cannot be read as a trace of the expected format."""
+
+    exit_code = 3
+
+
+class UnsupportedFormatError(TraceFormatError):
+    """A file of a known format that tracekit cannot read (e.g. a raw ``.nsys-rep``)."""
+
+
+class EmptyTraceError(TraceFormatError):
+    """A trace (or directory) that holds no usable events."""
+
+
+class DatasetError(TracekitError):
+    """An ingested Parquet dataset that is missing, incomplete or inconsistent."""
+
+    exit_code = 4
+
+
+class AnalysisError(TracekitError):
+    """An analysis that cannot produce a result from the given tables."""
+
+    exit_code = 5
+
+
+class MissingDependencyError(TracekitError):
+    """An optional dependency is needed; the message says what to install."""
+
+    exit_code = 6

@@ -1,0 +1,104 @@
+"""Vectorised interval algebra on polars frames: nesting (depth, parent) and unions (busy time).
+
+Every function is a pure frame → frame transform; none loops over rows in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+
+def nest(
+    df: pl.DataFrame,
+    group: Sequence[str],
+    id_col: str,
+    start: str = "start_ns",
+    end: str = "end_ns",
+) -> pl.DataFrame:
+    """Add ``depth`` (Int32, 0 = outermost) and ``parent_id`` (id of the innermost enclosing row)
+    for intervals that nest by time within each ``group`` (e.g. the same pid/tid).
+
+    Order within a group is (start asc, end desc), so a parent that starts with its child comes
+    first. depth = (intervals opened before this one) − (of those, the ones closed at or before
+    its start). The parent is the last earlier interval at depth − 1 (an as-of join), which is
+    exact for properly nested intervals; partially overlapping intervals get the best nesting
+    the sweep gives.
+    """
+    if df.height == 0:
+        return df.with_columns(
+            pl.lit(None, dtype=pl.Int32()).alias("depth"),
+            pl.lit(None, dtype=pl.Int64()).alias("parent_id"),
+        )
+    g = list(group)
+    work = (
+        df.select([*g, id_col, start, end])
+        .sort([*g, start, end], descending=[*([False] * len(g)), False, True])
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over(g).alias("_pos"))
+    )
+    # For each interval, how many intervals of its group ended at or before its start.
+    ends = work.select([*g, pl.col(end).alias("_t")]).sort([*g, "_t"])
+    ends = ends.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(g).alias("_closed"))
+    ends = ends.group_by([*g, "_t"], maintain_order=True).agg(pl.col("_closed").max())
+    work = work.sort(start).join_asof(
+        ends.sort("_t"), left_on=start, right_on="_t", by=g, strategy="backward", check_sortedness=False
+    )
+    work = work.with_columns(
+        (pl.col("_pos") - pl.col("_closed").fill_null(0)).clip(lower_bound=0).cast(pl.Int32()).alias("depth")
+    )
+    # Parent: the latest earlier interval (by _pos) in the group at depth - 1.
+    parents = work.select(
+        [*g, pl.col("_pos").alias("_ppos"), (pl.col("depth") + 1).alias("_child_depth"), pl.col(id_col).alias("parent_id")]
+    ).sort("_ppos")
+    work = _parent_join(work, parents, g)
+    out = work.select([id_col, "depth", "parent_id"])
+    return df.join(out, on=id_col, how="left")
+
+
+def _parent_join(work: pl.DataFrame, parents: pl.DataFrame, g: list[str]) -> pl.DataFrame:
+    """As-of join each interval to the last earlier interval one level up in the same group."""
+    left = work.with_columns(pl.col("depth").alias("_child_depth")).sort("_pos")
+    joined = left.join_asof(
+        parents.rename({"_ppos": "_pos_p"}).sort("_pos_p"),
+        left_on="_pos",
+        right_on="_pos_p",
+        by=[*g, "_child_depth"],
+        strategy="backward",
+        check_sortedness=False,
+        allow_exact_matches=False,
+    )
+    return joined.with_columns(
+        pl.when(pl.col("depth") == 0).then(None).otherwise(pl.col("parent_id")).alias("parent_id")
+    )
+
+
+def union_length(df: pl.DataFrame, group: Sequence[str] = (), start: str = "start_ns", end: str = "end_ns") -> pl.DataFrame:
+    """Total length of the union of intervals per ``group`` (``busy_ns``), plus ``first_ns`` and
+    ``last_ns`` (so span = last − first). Overlapping intervals are counted once.
+
+    The sweep: sort by start, carry the running maximum end of earlier intervals; an interval
+    contributes only the part beyond that maximum.
+    """
+    g = list(group)
+    if df.height == 0:
+        schema = {c: df.schema[c] for c in g}
+        schema.update({"busy_ns": pl.Int64(), "first_ns": pl.Int64(), "last_ns": pl.Int64(), "count": pl.UInt32()})
+        return pl.DataFrame(schema=schema)
+    work = df.select([*g, start, end]).sort([*g, start])
+    prev_max = pl.col(end).cum_max().shift(1)
+    if g:
+        prev_max = prev_max.over(g)
+    work = work.with_columns(prev_max.alias("_prev"))
+    contrib = (
+        pl.col(end) - pl.max_horizontal(pl.col(start), pl.col("_prev").fill_null(pl.col(start)))
+    ).clip(lower_bound=0)
+    aggs = [
+        contrib.sum().cast(pl.Int64()).alias("busy_ns"),
+        pl.col(start).min().alias("first_ns"),
+        pl.col(end).max().alias("last_ns"),
+        pl.len().alias("count"),
+    ]
+    if g:
+        return work.group_by(g, maintain_order=True).agg(aggs)
+    return work.select(aggs)

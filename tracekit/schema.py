@@ -1,0 +1,126 @@
+"""Canonical table schemas: the one place that defines every column of every table.
+
+Times are int64 nanoseconds (``*_ns``) converted once in the loader. Every in-memory table
+carries ``trace_id``; on disk it comes from the hive partition directory
+(``<table>/trace_id=<id>/data.parquet``) instead of a stored column.
+See docs/schema.md for the meaning of each column.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+SCHEMA_VERSION: Final = 1
+
+# Kinds of device activity in ``kernels.kind``.
+KIND_KERNEL: Final = "kernel"
+KIND_MEMCPY: Final = "memcpy"
+KIND_MEMSET: Final = "memset"
+# CPU-only traces: leaf operators stand in for kernels in analyses (never stored in ``kernels``).
+KIND_CPU_OP: Final = "cpu_op"
+
+# Kinds of region in ``regions.kind``.
+REGION_USER: Final = "user_annotation"  # record_function on a CPU thread
+REGION_GPU_USER: Final = "gpu_user_annotation"  # the same range projected onto a device stream
+REGION_NVTX: Final = "nvtx"  # Nsight Systems NVTX range
+
+KERNELS: Final[dict[str, pl.DataType]] = {
+    "trace_id": pl.String(),
+    "kind": pl.String(),  # kernel | memcpy | memset
+    "name": pl.String(),
+    "device": pl.Int64(),
+    "stream": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "grid_x": pl.Int64(),
+    "grid_y": pl.Int64(),
+    "grid_z": pl.Int64(),
+    "block_x": pl.Int64(),
+    "block_y": pl.Int64(),
+    "block_z": pl.Int64(),
+    "registers_per_thread": pl.Int64(),
+    "shared_memory": pl.Int64(),
+    "bytes": pl.Int64(),  # memcpy / memset only
+    "copy_kind": pl.String(),  # e.g. HtoD, DtoH, DtoD (memcpy only)
+    "graph_id": pl.Int64(),  # CUDA graph id when the kernel ran in a graph replay
+}
+
+LAUNCHES: Final[dict[str, pl.DataType]] = {
+    "trace_id": pl.String(),
+    "api": pl.String(),  # runtime | driver
+    "name": pl.String(),  # cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch, hipLaunchKernel, ...
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+}
+
+OPS: Final[dict[str, pl.DataType]] = {
+    "trace_id": pl.String(),
+    "op_id": pl.Int64(),  # unique within a trace
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "depth": pl.Int32(),  # 0 = outermost op on its thread
+    "parent_id": pl.Int64(),  # op_id of the enclosing op on the same thread, null at depth 0
+    "external_id": pl.Int64(),
+    "sequence_number": pl.Int64(),
+    "input_dims": pl.String(),  # JSON text of ``Input Dims``, nesting kept exactly
+    "input_types": pl.List(pl.String()),
+    "input_strides": pl.String(),  # JSON text of ``Input Strides``
+    "concrete_inputs": pl.List(pl.String()),
+}
+
+REGIONS: Final[dict[str, pl.DataType]] = {
+    "trace_id": pl.String(),
+    "region_id": pl.Int64(),  # unique within a trace
+    "name": pl.String(),
+    "kind": pl.String(),  # user_annotation | gpu_user_annotation | nvtx
+    "domain": pl.String(),  # NVTX domain (null for Kineto)
+    "pid": pl.Int64(),  # CPU regions: process; gpu_user_annotation: device
+    "tid": pl.Int64(),  # CPU regions: thread; gpu_user_annotation: stream
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "depth": pl.Int32(),  # 0 = outermost on its (pid, tid)
+    "parent_id": pl.Int64(),  # region_id of the enclosing region on the same (pid, tid)
+    "external_id": pl.Int64(),
+    "end_tid": pl.Int64(),  # NVTX ranges that end on another thread; else null
+    "unterminated": pl.Boolean(),  # NVTX range with no end, extended to the capture end
+}
+
+TABLES: Final[dict[str, dict[str, pl.DataType]]] = {
+    "kernels": KERNELS,
+    "launches": LAUNCHES,
+    "ops": OPS,
+    "regions": REGIONS,
+}
+
+
+def empty(table: str) -> pl.DataFrame:
+    """An empty frame with the canonical schema of ``table``."""
+    return pl.DataFrame(schema=TABLES[table])
+
+
+def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.DataFrame:
+    """Return ``df`` with exactly the canonical columns of ``table`` in order and dtype.
+
+    Missing columns are added as nulls; extra columns are dropped. ``trace_id`` is filled when given.
+    """
+    schema = TABLES[table]
+    if trace_id is not None:
+        df = df.with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
+    cols = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            cols.append(pl.col(name).cast(dtype, strict=False))
+        else:
+            cols.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(cols)

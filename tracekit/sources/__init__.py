@@ -1,0 +1,118 @@
+"""Trace sources: format sniffing by content and one loader per format."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+from typing import Literal
+
+from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.trace import Trace, is_dataset, read_dataset
+
+Format = Literal["kineto", "nsys", "dataset"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# .nsys-rep / .qdrep files are not SQLite; they start with a binary header of their own.
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".gz")
+
+
+def sniff(path: str | os.PathLike[str]) -> Format:
+    """Tell a file's format from its bytes, not its name. Raises TraceFormatError when unknown."""
+    p = Path(path)
+    if p.is_dir():
+        if is_dataset(p):
+            return "dataset"
+        raise TraceFormatError(f"{p}: a directory, not an ingested dataset")
+    if not p.exists():
+        raise TraceFormatError(f"{p}: no such file")
+    with open(p, "rb") as fh:
+        head = fh.read(64)
+    if not head:
+        raise EmptyTraceError(f"{p}: empty file")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if head.startswith(GZIP_MAGIC):
+        return "kineto"
+    if p.suffix in (".nsys-rep", ".qdrep") or not _looks_textual(head):
+        raise UnsupportedFormatError(
+            f"{p}: not a Kineto JSON trace nor an SQLite export; for an Nsight Systems report run "
+            "`nsys export --type sqlite` on it first"
+        )
+    stripped = head.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        return "kineto"
+    raise TraceFormatError(f"{p}: not JSON (starts with {head[:16]!r})")
+
+
+def _looks_textual(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        # A cut in the middle of a multi-byte char at byte 64 is still text.
+        try:
+            head[:-3].decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    return b"\x00" not in head
+
+
+def is_gzip(path: str | os.PathLike[str]) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def find_traces(path: str | os.PathLike[str]) -> list[Path]:
+    """Expand a path into trace files: a file is itself; a directory means every trace under it."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceFormatError(f"{p}: no such file or directory")
+    if p.is_file():
+        return [p]
+    found = sorted(
+        f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not f.name.startswith(".")
+    )
+    if not found:
+        raise EmptyTraceError(f"{p}: directory holds no traces (*.json, *.json.gz, *.sqlite)")
+    return found
+
+
+def load(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
+    """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`)."""
+    fmt = sniff(path)
+    if fmt == "dataset":
+        return read_dataset(path, trace_id=trace_id)
+    if fmt == "nsys":
+        from tracekit.sources.nsys import load_nsys
+
+        return load_nsys(path)
+    from tracekit.sources.kineto import load_kineto
+
+    return load_kineto(path)
+
+
+def make_trace_id(path: str | os.PathLike[str]) -> str:
+    """A stable id for a trace file: a readable stem plus a hash of its size and first MiB.
+
+    The same file ingested twice gets the same id (so it replaces itself); two different files
+    with the same name do not collide.
+    """
+    import hashlib
+    import re
+
+    p = Path(path)
+    h = hashlib.blake2b(digest_size=6)
+    size = p.stat().st_size
+    h.update(str(size).encode())
+    with open(p, "rb") as fh:
+        h.update(fh.read(1 << 20))
+    stem = p.name
+    for suffix in (".gz", ".json", ".sqlite", ".pt.trace"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:60].strip("._") or "trace"
+    return f"{stem}-{h.hexdigest()}"
+
+
+__all__ = ["sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

@@ -1,0 +1,193 @@
+"""The ``Trace`` model: canonical tables + metadata + parse statistics, and its Parquet round trip.
+
+Dataset layout (hive style, one partition per trace, so many traces scan together)::
+
+    DIR/kernels/trace_id=<id>/data.parquet
+    DIR/launches/trace_id=<id>/data.parquet
+    DIR/ops/trace_id=<id>/data.parquet
+    DIR/regions/trace_id=<id>/data.parquet
+    DIR/meta/trace_id=<id>/data.parquet      # one row; written last = the commit marker
+
+A trace whose ``meta`` partition is missing was interrupted mid-write and is ignored with a
+warning. ``trace_id`` is not stored inside the files: readers get it from the directory name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.errors import DatasetError
+
+DATA_FILE = "data.parquet"
+META_TABLE = "meta"
+
+
+@dataclass
+class Trace:
+    """One trace in canonical form.
+
+    ``meta`` keys (all loaders fill what they know; see docs/schema.md):
+    ``trace_id``, ``source`` (path), ``format`` (``kineto`` | ``nsys``), ``format_version``,
+    ``schema_version``, ``devices`` (list of device-property dicts: ``id``, ``name``,
+    ``num_sms``, ``memory_bandwidth_bytes_per_s``, ...), ``distributed`` (``rank``,
+    ``world_size``, ``backend``), ``time_base_ns``, ``threads`` (list of ``pid``, ``tid``,
+    ``name``), ``parse_stats`` (``events_read``, ``events_kept``, ``dropped``: reason → count),
+    ``warnings`` (list of one-line strings), ``extra`` (free-form metadata of the source).
+    """
+
+    kernels: pl.DataFrame
+    launches: pl.DataFrame
+    ops: pl.DataFrame
+    regions: pl.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trace_id(self) -> str:
+        return str(self.meta.get("trace_id", ""))
+
+    @property
+    def is_cpu_only(self) -> bool:
+        """True when the trace holds no device activity: analyses then use leaf CPU ops."""
+        return self.kernels.height == 0
+
+    def table(self, name: str) -> pl.DataFrame:
+        frame: pl.DataFrame = getattr(self, name)
+        return frame
+
+    def warnings(self) -> list[str]:
+        return list(self.meta.get("warnings", []))
+
+
+def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
+    """One-row frame holding the metadata: a few typed columns for scans, and the full JSON."""
+    dist = meta.get("distributed") or {}
+    devices = meta.get("devices") or []
+    stats = meta.get("parse_stats") or {}
+    return pl.DataFrame(
+        {
+            "source": [str(meta.get("source", ""))],
+            "format": [str(meta.get("format", ""))],
+            "schema_version": [int(meta.get("schema_version", schema.SCHEMA_VERSION))],
+            "rank": [dist.get("rank")],
+            "world_size": [dist.get("world_size")],
+            "device_name": [devices[0].get("name") if devices else None],
+            "events_read": [stats.get("events_read")],
+            "events_kept": [stats.get("events_kept")],
+            "meta_json": [json.dumps(meta, sort_keys=True, default=str)],
+        },
+        schema={
+            "source": pl.String(),
+            "format": pl.String(),
+            "schema_version": pl.Int64(),
+            "rank": pl.Int64(),
+            "world_size": pl.Int64(),
+            "device_name": pl.String(),
+            "events_read": pl.Int64(),
+            "events_kept": pl.Int64(),
+            "meta_json": pl.String(),
+        },
+    )
+
+
+def write_dataset(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` into the dataset at ``out_dir`` atomically; replaces an earlier ingest.
+
+    Each partition is written into a staging directory and renamed into place; ``meta`` goes
+    last, so a reader never sees a trace without all of its tables. Returns ``out_dir``.
+    """
+    out = Path(out_dir)
+    tid = trace.trace_id
+    if not tid:
+        raise DatasetError("trace has no trace_id; cannot write it to a dataset")
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out}: output exists and is not a directory")
+    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True, exist_ok=False)
+    try:
+        # Invalidate any previous copy first: without its meta it is ignored by readers.
+        _remove_partition(out, META_TABLE, tid)
+        for name in schema.TABLES:
+            part = staging / name
+            part.mkdir()
+            trace.table(name).drop("trace_id").write_parquet(part / DATA_FILE, statistics=True)
+        part = staging / META_TABLE
+        part.mkdir()
+        meta_frame(trace.meta).write_parquet(part / DATA_FILE)
+        for name in [*schema.TABLES, META_TABLE]:
+            dest = out / name / f"trace_id={tid}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _remove_partition(out, name, tid)
+            os.replace(staging / name, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _remove_partition(out: Path, table: str, tid: str) -> None:
+    dest = out / table / f"trace_id={tid}"
+    if dest.exists():
+        shutil.rmtree(dest)
+
+
+def is_dataset(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a directory written by :func:`write_dataset`."""
+    return (Path(path) / META_TABLE).is_dir()
+
+
+def dataset_trace_ids(path: str | os.PathLike[str]) -> list[str]:
+    """Trace ids fully written in the dataset (those with a ``meta`` partition), sorted."""
+    meta_dir = Path(path) / META_TABLE
+    if not meta_dir.is_dir():
+        return []
+    ids = []
+    for d in meta_dir.iterdir():
+        if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file():
+            ids.append(d.name.split("=", 1)[1])
+    return sorted(ids)
+
+
+def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
+    """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one."""
+    root = Path(path)
+    ids = dataset_trace_ids(root)
+    if not ids:
+        raise DatasetError(f"{root}: no complete trace in this dataset (no meta partition)")
+    if trace_id is None:
+        if len(ids) > 1:
+            raise DatasetError(
+                f"{root}: dataset holds {len(ids)} traces; choose one with trace_id= "
+                f"(first ones: {', '.join(ids[:5])})"
+            )
+        trace_id = ids[0]
+    elif trace_id not in ids:
+        raise DatasetError(f"{root}: no trace {trace_id!r} in this dataset")
+    tables: dict[str, pl.DataFrame] = {}
+    for name in schema.TABLES:
+        f = root / name / f"trace_id={trace_id}" / DATA_FILE
+        if not f.is_file():
+            raise DatasetError(f"{root}: table {name!r} is missing for trace {trace_id!r}")
+        df = pl.read_parquet(f)
+        tables[name] = schema.conform(df, name, trace_id)
+    mf = pl.read_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
+    meta = json.loads(mf["meta_json"][0])
+    meta["trace_id"] = trace_id
+    return Trace(meta=meta, **tables)
+
+
+def scan_table(path: str | os.PathLike[str], table: str) -> pl.LazyFrame:
+    """Lazily scan ``table`` across every complete trace of a dataset (``trace_id`` column included)."""
+    root = Path(path)
+    ids = dataset_trace_ids(root)
+    if not ids:
+        raise DatasetError(f"{root}: no complete trace in this dataset")
+    files = [str(root / table / f"trace_id={i}" / DATA_FILE) for i in ids]
+    return pl.scan_parquet(files, hive_partitioning=True)
