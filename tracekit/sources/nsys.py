@@ -1,0 +1,205 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) → canonical tables.
+
+No nsys installation is needed: the export is read with the standard ``sqlite3`` module, opened
+read-only through a ``file:...?mode=ro`` URI, so the user's file is never written. Table and
+column names drift between releases (2022.2 = schema 2.x, 2025.1 = 3.x), so every query selects
+only columns that exist, and a missing table means "no data" (lazy exports omit empty tables).
+The mapping of every nsys table and column is documented in docs/nsys.md.
+
+Times stay as exported: int64 ns from the start of the capture session (``time_base_ns`` = 0).
+Correlation ids are unique per *process* in nsys, so ``correlation`` = pid << 32 | correlationId
+(in both ``kernels`` and ``launches``) to stay unique across the processes of one export.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.errors import EmptyTraceError, TraceFormatError
+from tracekit.sources import nsys_sql as sq
+from tracekit.sources.nsys_nvtx import NVTX_TABLE, ops_from_regions, read_regions
+from tracekit.sources.nsys_tables import read_kernels, read_launches, read_memcpy, read_memset, source_counts
+from tracekit.trace import Trace
+
+# Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
+EXPORT_MARKERS = {"StringIds", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "EXPORT_META_DATA", "ANALYSIS_DETAILS"}
+VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 3.x, 2.x
+
+
+def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
+    """Load an Nsight Systems SQLite export into canonical tables.
+
+    Raises TraceFormatError (one line) for an SQLite file that is not an nsys export, a corrupt or
+    truncated database, or a file locked by a writer; EmptyTraceError when the export holds no
+    CUDA activity, runtime calls nor NVTX ranges.
+    """
+    from tracekit.sources import make_trace_id
+
+    p = Path(path)
+    try:
+        conn = _open(p)
+    except sqlite3.Error as exc:
+        raise sq.describe_db_error(p, exc) from None
+    try:
+        return _load(conn, p, trace_id or make_trace_id(p))
+    except sqlite3.Error as exc:
+        raise sq.describe_db_error(p, exc) from None
+    finally:
+        conn.close()
+
+
+def _open(p: Path) -> sqlite3.Connection:
+    """Open read-only; on read-only media where that fails to open, retry with ``immutable=1``."""
+    try:
+        conn = sq.connect(p)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        if "unable to open" not in str(exc).lower():
+            raise
+    conn = sq.connect(p, immutable=True)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return conn
+
+
+def _load(conn: sqlite3.Connection, p: Path, trace_id: str) -> Trace:
+    have = sq.tables(conn)
+    if not have & EXPORT_MARKERS:
+        raise TraceFormatError(
+            f"{p}: an SQLite database but not an Nsight Systems export (no StringIds or nsys metadata tables)"
+        )
+    dropped: Counter[str] = Counter()
+    warnings: list[str] = []
+    kernels = pl.concat(
+        [read_kernels(conn, have, dropped), read_memcpy(conn, have, dropped), read_memset(conn, have, dropped)],
+        how="diagonal_relaxed",
+    )
+    launches = read_launches(conn, have, dropped)
+    capture_end = _capture_end(conn, have, kernels, launches)
+    regions = read_regions(conn, have, capture_end, dropped, warnings)
+    ops = ops_from_regions(regions, dropped)
+
+    counts = source_counts(conn, have)
+    if NVTX_TABLE in have:
+        counts[NVTX_TABLE] = sq.count(conn, NVTX_TABLE)
+    if kernels.filter(pl.col("kind") == schema.KIND_KERNEL).height == 0:
+        warnings.append("no CUDA kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
+                        "was it captured with `--trace=cuda`?")
+    if kernels.height == 0 and launches.height == 0 and regions.height == 0:
+        raise EmptyTraceError(f"{p}: the export holds no CUDA activity, CUDA API calls nor NVTX ranges")
+
+    tables = {
+        "kernels": schema.conform(kernels.sort("device", "stream", "start_ns"), "kernels", trace_id),
+        "launches": schema.conform(launches.sort("pid", "tid", "start_ns"), "launches", trace_id),
+        "ops": schema.conform(ops, "ops", trace_id),
+        "regions": schema.conform(regions, "regions", trace_id),
+    }
+    seen_pids = pl.concat([launches["pid"], regions["pid"]]).unique().drop_nulls().to_list()
+    version = _version(conn, have)
+    meta: dict[str, Any] = {
+        "trace_id": trace_id,
+        "source": str(p),
+        "format": "nsys",
+        "format_version": version.get("EXPORT_SCHEMA_VERSION"),
+        "schema_version": schema.SCHEMA_VERSION,
+        "devices": _devices(conn, have),
+        "distributed": {},
+        "time_base_ns": 0,
+        "threads": _threads(conn, have, seen_pids),
+        "parse_stats": {
+            "events_read": sum(counts.values()),
+            "events_kept": tables["kernels"].height + tables["launches"].height + tables["regions"].height,
+            "source_rows": counts,
+            "dropped": dict(dropped),
+        },
+        "warnings": warnings,
+        "extra": {
+            "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
+            "session_start_utc_ns": _session_start(conn, have),
+            "capture_end_ns": capture_end,
+            "correlation_encoding": "pid << 32 | correlationId",
+            "ops_from_nvtx_payloads": tables["ops"].height,
+        },
+    }
+    return Trace(meta=meta, **tables)
+
+
+def _capture_end(conn: sqlite3.Connection, have: set[str], kernels: pl.DataFrame, launches: pl.DataFrame) -> int:
+    """End of the capture: ANALYSIS_DETAILS.stopTime when exported, else the last event seen."""
+    candidates: list[int] = []
+    if "ANALYSIS_DETAILS" in have and "stopTime" in sq.columns(conn, "ANALYSIS_DETAILS"):
+        row = conn.execute("SELECT max(stopTime) FROM ANALYSIS_DETAILS").fetchone()
+        if row and row[0] is not None:
+            return int(row[0])
+    for df in (kernels, launches):
+        if df.height:
+            candidates.append(int(df["end_ns"].max()))  # type: ignore[arg-type]
+    if NVTX_TABLE in have:
+        row = conn.execute(f'SELECT max(max(coalesce("end", 0)), max(coalesce("start", 0))) FROM {NVTX_TABLE}').fetchone()
+        if row and row[0] is not None:
+            candidates.append(int(row[0]))
+    return max(candidates, default=0)
+
+
+def _version(conn: sqlite3.Connection, have: set[str]) -> dict[str, str]:
+    """Version rows of META_DATA_EXPORT (3.x) or EXPORT_META_DATA (2.x); only version keys are kept
+    (the tables also hold host and user names, which stay out of the trace metadata)."""
+    for table in VERSION_TABLES:
+        if table in have:
+            rows = conn.execute(f"SELECT name, value FROM {table} WHERE name LIKE 'EXPORT_%VERSION%'").fetchall()
+            return {str(k): str(v) for k, v in rows}
+    return {}
+
+
+def _session_start(conn: sqlite3.Connection, have: set[str]) -> int | None:
+    if "TARGET_INFO_SESSION_START_TIME" not in have or "utcEpochNs" not in sq.columns(conn, "TARGET_INFO_SESSION_START_TIME"):
+        return None
+    row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _devices(conn: sqlite3.Connection, have: set[str]) -> list[dict[str, Any]]:
+    """TARGET_INFO_GPU → the device dicts the Kineto loader also writes (same keys)."""
+    if "TARGET_INFO_GPU" not in have:
+        return []
+    cols = sq.columns(conn, "TARGET_INFO_GPU")
+    fields = ["id", "name", "smCount", "totalMemory", "computeMajor", "computeMinor", "memoryBandwidth", "clockRate"]
+    sel = ", ".join(sq.col(cols, f) for f in fields)
+    out: dict[int, dict[str, Any]] = {}
+    for r in conn.execute(f"SELECT {sel} FROM TARGET_INFO_GPU ORDER BY id").fetchall():
+        d = dict(zip(fields, r, strict=True))
+        out[int(d["id"]) if d["id"] is not None else len(out)] = {
+            "id": d["id"],
+            "name": d["name"],
+            "num_sms": d["smCount"],
+            "total_memory_bytes": d["totalMemory"],
+            "compute_capability": f"{d['computeMajor']}.{d['computeMinor']}" if d["computeMajor"] is not None else None,
+            "memory_bandwidth_bytes_per_s": d["memoryBandwidth"],
+            "clock_hz": d["clockRate"],
+        }
+    return list(out.values())
+
+
+def _threads(conn: sqlite3.Connection, have: set[str], pids: list[int]) -> list[dict[str, Any]]:
+    """Process names (PROCESSES) and thread names (ThreadNames) of the processes in the tables;
+    same entries as the Kineto loader: ``kind`` (process_name | thread_name), pid, tid, name."""
+    out: list[dict[str, Any]] = []
+    wanted = set(pids)
+    if "PROCESSES" in have and {"pid", "name"} <= sq.columns(conn, "PROCESSES"):
+        for pid, name in conn.execute("SELECT DISTINCT pid, name FROM PROCESSES").fetchall():
+            if pid in wanted:
+                out.append({"kind": "process_name", "pid": int(pid), "tid": None, "name": name})
+    if "ThreadNames" in have and {"globalTid", "nameId"} <= sq.columns(conn, "ThreadNames"):
+        sql = "SELECT t.globalTid, s.value FROM ThreadNames t LEFT JOIN StringIds s ON s.id = t.nameId"
+        for gtid, name in conn.execute(sql).fetchall():
+            pid, tid = (int(gtid) >> sq.PID_SHIFT) & sq.ID_MASK, int(gtid) & sq.ID_MASK
+            if pid in wanted:
+                out.append({"kind": "thread_name", "pid": pid, "tid": tid, "name": name})
+    return out

@@ -1,0 +1,173 @@
+"""nsys ``NVTX_EVENTS`` → canonical ``regions`` (kind ``nvtx``) and, where range texts carry
+shapes, ``ops``.
+
+Shapes are recognised in two text layouts:
+
+* PyProf-style dictionaries, ``{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '',
+  'type': 'tensor', 'shape': (32, 64), 'dtype': 'float32'}, ...]}`` (parsed with ``ast.literal_eval``,
+  never ``eval``);
+* ``torch.autograd.profiler.emit_nvtx(record_shapes=True)`` texts, ``aten::addmm, seq = 12,
+  op_id = 40, sizes = [[32], [32, 64], [64, 16]]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import sqlite3
+from collections import Counter
+from typing import Any
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.intervals import nest
+from tracekit.sources.nsys_sql import columns, pid_of, read_frame, string_ids, tid_of
+
+NVTX_TABLE = "NVTX_EVENTS"
+# ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).
+PUSH_POP, START_END = 59, 60
+NON_RANGE_TYPES = {33: "NVTX category name", 34: "NVTX mark (an instant, not a range)",
+                   39: "NVTX thread name", 75: "NVTX domain creation (its text names the domain)"}
+DOMAIN_CREATE = 75
+
+# PyProf dtype names → the type strings Kineto writes in ``Input type``.
+PYPROF_DTYPES = {"float32": "float", "float": "float", "float16": "c10::Half", "half": "c10::Half",
+                 "bfloat16": "c10::BFloat16", "float64": "double", "double": "double", "int64": "long int",
+                 "long": "long int", "int32": "int", "int": "int", "int16": "short int", "int8": "signed char",
+                 "uint8": "unsigned char", "bool": "bool"}
+
+_I64 = pl.Int64()
+
+
+def read_regions(
+    conn: sqlite3.Connection, have: set[str], capture_end_ns: int, dropped: Counter[str], warnings: list[str]
+) -> pl.DataFrame:
+    """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid)."""
+    if NVTX_TABLE not in have:
+        return schema.empty("regions").drop("trace_id")
+    cols = columns(conn, NVTX_TABLE)
+    for etype, n in conn.execute(
+        f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
+    ).fetchall():
+        dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
+    text = '"text"' if "text" in cols else "NULL"
+    text_id = '"textId"' if "textId" in cols else "NULL"
+    end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
+    domain = '"domainId"' if "domainId" in cols else "NULL"
+    sql = (f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
+           f"WHERE eventType IN ({PUSH_POP}, {START_END})")
+    sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "end_gtid": _I64, "text": pl.String(),
+                                    "text_id": _I64, "domain_id": _I64}
+    df = read_frame(conn, sql, sch)
+    strings = string_ids(conn, df["text_id"]).rename({"id": "text_id", "value": "_registered"})
+    df = df.join(strings, on="text_id", how="left", maintain_order="left")
+    df = df.with_columns(
+        pl.coalesce("text", "_registered").alias("name"),
+        pid_of(pl.col("gtid")).alias("pid"),
+        tid_of(pl.col("gtid")).alias("tid"),
+    ).drop("text", "_registered", "text_id")
+    df = df.join(_domains(conn, cols), on=["pid", "domain_id"], how="left", maintain_order="left")
+
+    no_start = df["start_ns"].is_null().sum()
+    if no_start:
+        dropped["NVTX range without a start time"] += int(no_start)
+        df = df.filter(pl.col("start_ns").is_not_null())
+    open_ = df["end_ns"].is_null()
+    n_open = int(open_.sum())
+    if n_open:
+        warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
+    backwards = ((df["end_ns"] < df["start_ns"]).fill_null(False)).sum()
+    if backwards:
+        dropped["NVTX range ending before it starts"] += int(backwards)
+    df = df.filter(pl.col("end_ns").is_null() | (pl.col("end_ns") >= pl.col("start_ns")))
+    df = df.with_columns(
+        pl.col("end_ns").is_null().alias("unterminated"),
+        pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
+        pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
+        .then(tid_of(pl.col("end_gtid")))
+        .alias("end_tid"),
+        pl.lit(schema.REGION_NVTX).alias("kind"),
+    )
+    n_cross = int(df["end_tid"].is_not_null().sum())
+    if n_cross:
+        warnings.append(f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread")
+    df = df.drop("gtid", "end_gtid", "domain_id")
+    df = df.sort("pid", "tid", "start_ns", "end_ns", descending=[False, False, False, True])
+    df = df.with_row_index("region_id").with_columns(pl.col("region_id").cast(pl.Int64))
+    return nest(df, ["pid", "tid"], "region_id")
+
+
+def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
+    """Domain names per (pid, domainId) from domain-creation events; the default domain (0) is null."""
+    sch: dict[str, pl.DataType] = {"pid": _I64, "domain_id": _I64, "domain": pl.String()}
+    if not {"domainId", "text"} <= cols:
+        return pl.DataFrame(schema=sch)
+    sql = f'SELECT globalTid, "domainId", "text" FROM {NVTX_TABLE} WHERE eventType = {DOMAIN_CREATE}'
+    raw = read_frame(conn, sql, {"gtid": _I64, "domain_id": _I64, "domain": pl.String()})
+    return raw.select(pid_of(pl.col("gtid")).alias("pid"), "domain_id", "domain").unique(["pid", "domain_id"], keep="last")
+
+
+def ops_from_regions(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """Ops rows for NVTX ranges whose text carries shapes; empty when none does (the usual case)."""
+    names = regions.select(pl.col("name").unique()).drop_nulls()["name"]
+    emit = names.filter(names.str.contains(r", sizes = \["))
+    pyprof = names.filter(names.str.starts_with("{") & names.str.contains("'args'"))
+    parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), dropped)])
+    if parsed.height == 0:
+        return schema.empty("ops").drop("trace_id")
+    ops = regions.select("name", "pid", "tid", "start_ns", "end_ns").join(parsed, on="name", how="inner")
+    ops = ops.with_columns(pl.col("op_name").alias("name")).drop("op_name")
+    ops = ops.sort("pid", "tid", "start_ns").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    return nest(ops, ["pid", "tid"], "op_id")
+
+
+_PARSED_SCHEMA: dict[str, pl.DataType] = {
+    "name": pl.String(), "op_name": pl.String(), "sequence_number": _I64, "input_dims": pl.String(),
+    "input_types": pl.List(pl.String()), "concrete_inputs": pl.List(pl.String()),
+}
+
+
+def _parse_emit_nvtx(texts: pl.Series) -> pl.DataFrame:
+    """``aten::mm, seq = 3, op_id = 9, sizes = [[2, 3], [3, 4]], input_op_ids = [...]`` (vectorised)."""
+    df = pl.DataFrame({"name": texts}, schema={"name": pl.String()})
+    dims = pl.col("name").str.extract(r", sizes = (\[[\[\]0-9, ]*\])")
+    return df.with_columns(
+        pl.col("name").str.extract(r"^([^,]+)").str.strip_chars().alias("op_name"),
+        pl.col("name").str.extract(r", seq = (-?\d+)").cast(_I64).alias("sequence_number"),
+        dims.str.replace_all(" ", "").alias("input_dims"),
+        pl.lit(None, dtype=pl.List(pl.String())).alias("input_types"),
+        pl.lit(None, dtype=pl.List(pl.String())).alias("concrete_inputs"),
+    ).filter(pl.col("input_dims").is_not_null()).select(list(_PARSED_SCHEMA))
+
+
+def _parse_pyprof(texts: list[str], dropped: Counter[str]) -> pl.DataFrame:
+    """PyProf dictionaries; one Python call per *distinct* text, not per range."""
+    rows: list[dict[str, Any]] = []
+    for text in texts:
+        try:
+            d = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            dropped["NVTX text looks like a PyProf dict but does not parse"] += 1
+            continue
+        if not isinstance(d, dict) or not isinstance(d.get("args"), list) or "op" not in d:
+            continue
+        dims: list[list[int]] = []
+        types: list[str] = []
+        concrete: list[str] = []
+        for a in d["args"]:
+            a = a if isinstance(a, dict) else {}
+            shape = a.get("shape")
+            if a.get("type") == "tensor" and isinstance(shape, (list, tuple)):
+                dims.append([int(x) for x in shape if isinstance(x, int)])
+                types.append(PYPROF_DTYPES.get(str(a.get("dtype", "")).replace("torch.", ""), str(a.get("dtype", ""))))
+                concrete.append("")
+            else:
+                dims.append([])
+                value = a.get("value")
+                types.append("Scalar" if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
+                concrete.append("" if value is None else str(value))
+        op = str(d["op"]).strip("_")
+        rows.append({"name": text, "op_name": op if "::" in op else f"aten::{op}", "sequence_number": d.get("seq") if isinstance(d.get("seq"), int) else None,
+                     "input_dims": json.dumps(dims, separators=(",", ":")), "input_types": types, "concrete_inputs": concrete})
+    return pl.DataFrame(rows, schema=_PARSED_SCHEMA)

@@ -1,0 +1,157 @@
+"""nsys export → canonical ``kernels`` (kernels, memcpy, memset) and ``launches`` tables.
+
+Integer columns are read from SQLite in chunks; names are joined from ``StringIds`` in polars
+(one copy of each distinct string, shared by every row that uses it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.sources.nsys_sql import col, columns, correlation_of, count, pid_of, read_frame, string_ids, tid_of
+
+KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+
+# nsys enums (ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND in 3.x exports; same ids in 2.x).
+# Short copy-kind names follow Kineto's ("Memcpy HtoD (Pageable -> Device)").
+COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UvmHtoD", 12: "UvmDtoH", 13: "UvmDtoD"}
+MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+             6: "Managed Static", 7: "Unknown"}
+# RUNTIME eventClass: 0 = CUDA runtime, 1 = CUDA driver. Others (67 = CUDA backtrace, ...) repeat
+# the correlationId of a real call and are excluded.
+API_CLASSES = {0: "runtime", 1: "driver"}
+
+_I64 = pl.Int64()
+
+
+def _timed(cols: set[str]) -> list[str]:
+    return ['"start" AS start_ns', '"end" AS end_ns', col(cols, "deviceId", "device"), col(cols, "streamId", "stream"),
+            col(cols, "correlationId", "corr"), col(cols, "globalPid", "gpid")]
+
+
+def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
+    bad = df.filter(pl.col("start_ns").is_null() | pl.col("end_ns").is_null() | (pl.col("end_ns") < pl.col("start_ns")))
+    if bad.height:
+        dropped[f"{what}: missing start/end or end < start"] += bad.height
+        df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+    return df.with_columns(correlation_of(pid_of(pl.col("gpid")), pl.col("corr")).alias("correlation")).drop("corr", "gpid")
+
+
+def read_kernels(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+    """Kernel rows (``kind`` = kernel). ``name`` is the demangled name (shortName, then
+    mangledName, when it is missing); shared memory = static + dynamic, as Kineto reports it."""
+    if KERNEL_TABLE not in have:
+        return schema.empty("kernels").drop("trace_id")
+    cols = columns(conn, KERNEL_TABLE)
+    sel = [*_timed(cols), col(cols, "demangledName", "dn"), col(cols, "shortName", "sn"), col(cols, "mangledName", "mn"),
+           col(cols, "gridX", "grid_x"), col(cols, "gridY", "grid_y"), col(cols, "gridZ", "grid_z"),
+           col(cols, "blockX", "block_x"), col(cols, "blockY", "block_y"), col(cols, "blockZ", "block_z"),
+           col(cols, "registersPerThread", "registers_per_thread"), col(cols, "staticSharedMemory", "ssm"),
+           col(cols, "dynamicSharedMemory", "dsm"), col(cols, "graphId", "graph_id")]
+    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "dn", "sn", "mn", "grid_x", "grid_y", "grid_z",
+             "block_x", "block_y", "block_z", "registers_per_thread", "ssm", "dsm", "graph_id"]
+    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64))
+    strings = string_ids(conn, pl.concat([df["dn"], df["sn"], df["mn"]]))
+    for c in ("dn", "sn", "mn"):
+        df = df.join(strings.rename({"id": c, "value": f"{c}_s"}), on=c, how="left", maintain_order="left")
+    df = df.with_columns(
+        pl.lit(schema.KIND_KERNEL).alias("kind"),
+        pl.coalesce("dn_s", "sn_s", "mn_s").alias("name"),
+        (pl.col("ssm").fill_null(0) + pl.col("dsm").fill_null(0)).alias("shared_memory"),
+    ).drop("dn", "sn", "mn", "dn_s", "sn_s", "mn_s", "ssm", "dsm")
+    return _finish_device(df, dropped, "kernel")
+
+
+def _enum(conn: sqlite3.Connection, have: set[str], table: str, fallback: dict[int, str]) -> dict[int, str]:
+    """An nsys ENUM table as id → label when present (3.x), else the built-in copy."""
+    if table not in have:
+        return fallback
+    rows = conn.execute(f'SELECT id, label FROM "{table}"').fetchall()
+    return {int(i): str(lbl) for i, lbl in rows} or fallback
+
+
+def read_memcpy(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+    """Memcpy rows: ``bytes``, ``copy_kind`` (HtoD, DtoH, DtoD, ...) and a Kineto-style name."""
+    if MEMCPY_TABLE not in have:
+        return schema.empty("kernels").drop("trace_id")
+    cols = columns(conn, MEMCPY_TABLE)
+    sel = [*_timed(cols), col(cols, "bytes"), col(cols, "copyKind", "ck"), col(cols, "srcKind", "sk"), col(cols, "dstKind", "dk"),
+           col(cols, "graphId", "graph_id")]
+    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "ck", "sk", "dk", "graph_id"]
+    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{MEMCPY_TABLE}"', dict.fromkeys(names, _I64))
+    mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    kinds = pl.col("ck").replace_strict(COPY_KINDS, default="Unknown", return_dtype=pl.String())
+    src = pl.col("sk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
+    dst = pl.col("dk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
+    df = df.with_columns(
+        pl.lit(schema.KIND_MEMCPY).alias("kind"),
+        kinds.alias("copy_kind"),
+        pl.format("Memcpy {} ({} -> {})", kinds, src, dst).alias("name"),
+    ).drop("ck", "sk", "dk")
+    return _finish_device(df, dropped, "memcpy")
+
+
+def read_memset(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+    """Memset rows: ``bytes`` and the name ``Memset (<memory kind>)`` as Kineto writes it."""
+    if MEMSET_TABLE not in have:
+        return schema.empty("kernels").drop("trace_id")
+    cols = columns(conn, MEMSET_TABLE)
+    sel = [*_timed(cols), col(cols, "bytes"), col(cols, "memKind", "mk"), col(cols, "graphId", "graph_id")]
+    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "mk", "graph_id"]
+    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{MEMSET_TABLE}"', dict.fromkeys(names, _I64))
+    mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
+    df = df.with_columns(
+        pl.lit(schema.KIND_MEMSET).alias("kind"),
+        pl.format("Memset ({})", pl.col("mk").replace_strict(mem, default="Unknown", return_dtype=pl.String())).alias("name"),
+    ).drop("mk")
+    return _finish_device(df, dropped, "memset")
+
+
+def read_launches(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+    """CUDA runtime (eventClass 0) and driver (1) calls; other classes are counted and excluded.
+
+    Runtime names lose their CUDART version tag (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``),
+    as Kineto and ``nsys stats`` show them; driver names are kept (``cuMemAlloc_v2`` is the symbol).
+    """
+    if RUNTIME_TABLE not in have:
+        return schema.empty("launches").drop("trace_id")
+    cols = columns(conn, RUNTIME_TABLE)
+    where = ""
+    if "eventClass" in cols:
+        where = f"WHERE eventClass IN ({', '.join(str(c) for c in API_CLASSES)})"
+        for cls, n in conn.execute(
+            f'SELECT eventClass, count(*) FROM "{RUNTIME_TABLE}" WHERE eventClass IS NULL OR eventClass NOT IN (0, 1) GROUP BY 1'
+        ).fetchall():
+            dropped[f"runtime row of eventClass {cls} (not a runtime/driver call; repeats a correlationId)"] += int(n)
+    sel = ['"start" AS start_ns', '"end" AS end_ns', col(cols, "eventClass", "cls"), col(cols, "globalTid", "gtid"),
+           col(cols, "correlationId", "corr"), col(cols, "nameId", "name_id")]
+    names = ["start_ns", "end_ns", "cls", "gtid", "corr", "name_id"]
+    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{RUNTIME_TABLE}" {where}', dict.fromkeys(names, _I64))
+    strings = string_ids(conn, df["name_id"]).rename({"id": "name_id", "value": "name"})
+    df = df.join(strings, on="name_id", how="left", maintain_order="left")
+    api = pl.col("cls").fill_null(0).replace_strict(API_CLASSES, default="runtime", return_dtype=pl.String())
+    df = df.with_columns(
+        api.alias("api"),
+        pl.when(api == "runtime").then(pl.col("name").str.replace(r"_v\d+$", "")).otherwise(pl.col("name")).alias("name"),
+        pid_of(pl.col("gtid")).alias("pid"),
+        tid_of(pl.col("gtid")).alias("tid"),
+        correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
+    )
+    bad = (df["start_ns"].is_null() | df["end_ns"].is_null() | (df["end_ns"] < df["start_ns"])).sum()
+    if bad:
+        dropped["runtime call: missing start/end or end < start"] += int(bad)
+        df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+    return df.drop("cls", "gtid", "corr", "name_id")
+
+
+def source_counts(conn: sqlite3.Connection, have: set[str]) -> dict[str, int]:
+    """Row counts of every source table this loader reads (for parse_stats.events_read)."""
+    return {t: count(conn, t) for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE) if t in have}
