@@ -14,7 +14,8 @@ Format = Literal["kineto", "nsys", "dataset"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# .nsys-rep / .qdrep files are not SQLite; they start with a binary header of their own.
+# .nsys-rep / .qdrep files are not SQLite; they start with a header of their own.
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".gz")
 
 
@@ -35,7 +36,12 @@ def sniff(path: str | os.PathLike[str]) -> Format:
         return "nsys"
     if head.startswith(GZIP_MAGIC):
         return "kineto"
-    if p.suffix in (".nsys-rep", ".qdrep") or not _looks_textual(head):
+    if head.startswith(NSYS_REPORT_MAGIC) or p.suffix in (".nsys-rep", ".qdrep"):
+        raise UnsupportedFormatError(
+            f"{p}: an Nsight Systems report (.nsys-rep), which tracekit cannot read; convert it with "
+            f"`nsys export --type sqlite {p.name}` and give tracekit the .sqlite file"
+        )
+    if not _looks_textual(head):
         raise UnsupportedFormatError(
             f"{p}: not a Kineto JSON trace nor an SQLite export; for an Nsight Systems report run "
             "`nsys export --type sqlite` on it first"
@@ -86,7 +92,7 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
     if fmt == "nsys":
         from tracekit.sources.nsys import load_nsys
 
-        return load_nsys(path)
+        return load_nsys(path, trace_id=trace_id)
     from tracekit.sources.kineto import load_kineto
 
     return load_kineto(path)
