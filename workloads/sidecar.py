@@ -1,0 +1,96 @@
+"""Run-metadata sidecars and output paths. No torch here (the environment probe takes torch lazily).
+
+A trace ``<stem>.pt.trace.json.gz`` has its sidecar ``<stem>.tracekit.json`` beside it; see
+docs/workloads.md for every field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from tracekit.errors import UsageError
+
+SIDECAR_VERSION = 1
+TRACE_SUFFIX = ".pt.trace.json.gz"
+SIDECAR_SUFFIX = ".tracekit.json"
+CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
+FEATURES_OFF = {"prefix_caching": False, "speculative_decoding": False, "quantization": False}
+
+
+def trace_path(out: Path, stem: str) -> Path:
+    return out / f"{stem}{TRACE_SUFFIX}"
+
+
+def sidecar_path_for(trace: str | os.PathLike[str]) -> Path:
+    """``dir/llm.pt.trace.json.gz`` → ``dir/llm.tracekit.json`` (also for ``.json``/``.pt.trace.json``)."""
+    p = Path(trace)
+    name = p.name
+    for suffix in (TRACE_SUFFIX, ".pt.trace.json", ".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return p.with_name(name + SIDECAR_SUFFIX)
+
+
+def read_sidecar(trace: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The sidecar beside ``trace`` as a dict, or None when there is none."""
+    p = sidecar_path_for(trace)
+    if not p.is_file():
+        return None
+    data: dict[str, Any] = json.loads(p.read_text())
+    return data
+
+
+def prepare_out_dir(out: str | os.PathLike[str]) -> Path:
+    """Create ``out`` (and parents) unless it exists as a directory; UsageError when it is a file."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--out {str(p)!r} exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --out {str(p)!r}: {exc.strerror}") from None
+    return p
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def base_sidecar(workload: str, device: str, device_name: str, torch_version: str,
+                 config: dict[str, Any], warmup: dict[str, Any]) -> dict[str, Any]:
+    """Fields every sidecar carries; the caller adds shapes, timings, requests."""
+    is_gpu = device.startswith("cuda")
+    out: dict[str, Any] = {
+        "tracekit_sidecar": SIDECAR_VERSION,
+        "workload": workload,
+        "device": device,
+        "device_name": device_name,
+        "is_gpu": is_gpu,
+        "torch_version": torch_version,
+        "python_version": platform.python_version(),
+        "host": platform.node(),
+        "config": config,
+        "warmup": warmup,
+        "features": dict(FEATURES_OFF),
+    }
+    if not is_gpu:
+        out["diagnostic"] = CPU_DIAGNOSTIC
+    return out
