@@ -1,0 +1,109 @@
+"""The report's environment block: device and peaks, versions, and the runner's sidecar.
+
+Only named keys are taken from trace metadata (some real traces carry secrets in free-form
+metadata, so whole blobs are never printed). The runner writes ``<stem>.tracekit.json`` beside
+each trace; its ``config`` / scheduler limits / versions are shown when present.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+_META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
+_SECRETISH = ("token", "secret", "password", "passwd", "key", "auth", "cookie", "credential", "env")
+_TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".sqlite")
+
+
+def sidecar_path(trace_path: str | Path) -> Path | None:
+    """``run.pt.trace.json.gz`` → ``run.tracekit.json`` (or ``run.pt.trace.tracekit.json``) if it exists."""
+    p = Path(trace_path)
+    if p.is_dir():
+        return None
+    name = p.name
+    candidates = []
+    stem = name
+    while True:
+        for suf in _TRACE_SUFFIXES:
+            if stem.endswith(suf):
+                stem = stem[: -len(suf)]
+                candidates.append(stem)
+                break
+        else:
+            break
+    for s in reversed(candidates):
+        c = p.with_name(f"{s}.tracekit.json")
+        if c.is_file():
+            return c
+    return None
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """The sidecar as a dict; unreadable sidecars give ``{"error": ...}`` rather than failing the report."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"unreadable sidecar {path.name}: {exc.__class__.__name__}"}
+    return data if isinstance(data, dict) else {"error": f"sidecar {path.name} is not a JSON object"}
+
+
+def _safe(key: str) -> bool:
+    k = key.lower()
+    return not any(s in k for s in _SECRETISH)
+
+
+def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in d.items():
+        if not _safe(str(k)):
+            continue
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.extend(_flat(v, key + "."))
+        elif isinstance(v, (list, tuple)):
+            if len(v) <= 16 and all(isinstance(x, (int, float, str, bool)) or x is None for x in v):
+                out.append((key, ", ".join(str(x) for x in v)))
+        else:
+            out.append((key, v))
+    return out
+
+
+def environment(
+    meta: Mapping[str, Any] | None,
+    device: Mapping[str, Any] | None = None,
+    trace_path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Environment rows for the report: ``{"rows": [(key, value), ...], "sidecar": path|None}``."""
+    rows: list[tuple[str, Any]] = []
+    meta = meta or {}
+    devs = meta.get("devices") or []
+    if devs:
+        d0 = devs[0]
+        rows.append(("trace device", d0.get("name") or "(unnamed)"))
+        for k in ("num_sms", "compute_capability", "total_memory_bytes"):
+            if d0.get(k) is not None:
+                rows.append((f"trace device {k}", d0[k]))
+        if len(devs) > 1:
+            rows.append(("trace devices", len(devs)))
+    dev = device or {}
+    if dev.get("name"):
+        rows.append(("peaks from", f"{dev.get('name')} ({dev.get('source') or 'source unknown'})"))
+    for k, v in _flat(dev):
+        if k not in ("name", "source"):
+            rows.append((f"peak {k}", v))
+    dist = meta.get("distributed") or {}
+    if dist.get("world_size"):
+        rows.append(("rank / world size", f"{dist.get('rank')} / {dist.get('world_size')}"))
+    extra = meta.get("extra") or {}
+    for k in _META_EXTRA_KEYS:
+        if extra.get(k) is not None:
+            rows.append((k, extra[k]))
+    for k in ("format", "format_version"):
+        if meta.get(k) is not None:
+            rows.append((f"trace {k}", meta[k]))
+    side = sidecar_path(trace_path) if trace_path is not None else None
+    if side is not None:
+        for k, v in _flat(read_sidecar(side)):
+            rows.append((f"runner {k}", v))
+    return {"rows": rows, "sidecar": str(side) if side else None}

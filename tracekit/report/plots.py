@@ -1,0 +1,332 @@
+"""Plots over analysis results (matplotlib, Agg canvas, no pyplot state): each one readable alone.
+
+Every function takes frames/dicts from the report model and returns a ``Figure``; when the data
+a plot needs is absent it raises :class:`MissingPlotData` whose message says what is missing
+(the report prints that line instead of drawing an empty chart). :func:`save` writes PNG or SVG
+by suffix. See docs/reports.md for what each plot shows.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import polars as pl
+
+from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
+from tracekit.report.model import pick
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
+PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3", "other": "#999999", "all": "#333333"}
+# Kernel-name → op class for the time breakdown (first match wins; documented in docs/reports.md).
+OP_CLASSES: tuple[tuple[str, str], ...] = (
+    ("communication", r"nccl|rccl|allreduce|all_reduce|allgather|reduce_scatter|sendrecv"),
+    ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
+    ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
+    ("norm", r"norm"),
+    ("memcpy/memset", r"^memcpy|^memset|copy_kernel|Memcpy|Memset"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope"),
+    ("reduction", r"reduce|triton_red|sum_kernel|argmax|topk|sort"),
+)
+
+
+class MissingPlotData(AnalysisError):
+    """The data a plot needs is absent; the message names what is missing."""
+
+
+def _figure(w: float = 8.0, h: float = 5.0) -> "Figure":
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - matplotlib is a core dependency
+        raise MissingDependencyError("plots need matplotlib: pip install matplotlib") from exc
+    fig = Figure(figsize=(w, h), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig: "Figure", path: str | Path) -> Path:
+    """Write ``fig`` as PNG or SVG chosen by the suffix of ``path``."""
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise UsageError(f"{p}: plot output must end in .png or .svg")
+    fig.savefig(p, format=fmt)
+    return p
+
+
+def to_bytes(fig: "Figure", fmt: str = "png", dpi: int = 100) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- roofline
+
+def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
+    """(peak FLOP/s, bandwidth B/s, dtype) from the contract's ``device`` block, or None."""
+    pf = device.get("peak_flops_per_s")
+    dtype = str(device.get("dtype") or device.get("dominant_dtype") or "")
+    if isinstance(pf, Mapping):
+        if not pf:
+            return None
+        if dtype not in pf:
+            dtype = "bf16" if "bf16" in pf else max(pf, key=lambda k: pf[k] or 0)
+        pf = pf[dtype]
+    bw = device.get("mem_bandwidth_bytes_per_s") or device.get("peak_bytes_per_s") or device.get("bandwidth_bytes_per_s")
+    if not pf or not bw:
+        return None
+    return float(pf), float(bw), dtype or "?"
+
+
+def peaks_of(device: Mapping[str, Any], phases: pl.DataFrame) -> tuple[float, float, str] | None:
+    """Peaks from the device block, else those the analysis used for the busiest phase."""
+    pk = peaks(device)
+    if pk is not None or phases.height == 0:
+        return pk
+    if not {"peak_flops_per_s", "peak_bytes_per_s"} <= set(phases.columns):
+        return None
+    order = "busy_ns" if "busy_ns" in phases.columns else "peak_flops_per_s"
+    rows = phases.filter(pl.col("peak_flops_per_s").is_not_null() & pl.col("peak_bytes_per_s").is_not_null()).sort(order, descending=True)
+    if rows.height == 0:
+        return None
+    r = rows.row(0, named=True)
+    return float(r["peak_flops_per_s"]), float(r["peak_bytes_per_s"]), str(r.get("dtype") or "?")
+
+
+def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any]) -> "Figure":
+    """Regions (small) and phases (large) as points under the compute and bandwidth roofs."""
+    pk = peaks_of(device, phases)
+    if pk is None:
+        raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
+    peak, bw, dtype = pk
+    pts = []
+    for df, kind in ((regions, "region"), (phases, "phase")):
+        if df.height and "intensity" in df.columns and "achieved_flops_per_s" in df.columns:
+            name = pick(df.columns, "name", "phase") or "phase"
+            sel = df.select(
+                pl.col(name).cast(pl.String).alias("label"),
+                (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
+                pl.col("intensity").cast(pl.Float64),
+                pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
+                pl.lit(kind).alias("kind"),
+            ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0))
+            pts.append(sel)
+    data = pl.concat(pts) if pts else pl.DataFrame()
+    if data.height == 0:
+        raise MissingPlotData("roofline: no region or phase has FLOPs, bytes and time (trace recorded without shapes?)")
+    ridge = peak / bw
+    fig = _figure()
+    ax = fig.add_subplot()
+    lo = min(float(data["intensity"].min()), ridge) / 10  # type: ignore[arg-type]
+    hi = max(float(data["intensity"].max()), ridge) * 10  # type: ignore[arg-type]
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, label=f"roof ({dtype}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s)")
+    ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge {ridge:.3g} FLOP/B")
+    for phase, color in PHASE_COLORS.items():
+        for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):
+            d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind))
+            if d.height:
+                ax.scatter(d["intensity"].to_list(), d["y"].to_list(), s=size, marker=marker, color=color,
+                           edgecolor="black" if kind == "phase" else "none", alpha=0.9 if kind == "phase" else 0.5,
+                           label=f"{phase} {'phase' if kind == 'phase' else 'regions'}", zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved throughput (FLOP/s)")
+    ax.set_title(f"Roofline: {device.get('name') or 'device'}")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+# ---------------------------------------------------------------- timeline
+
+def _spans(regions: pl.DataFrame) -> pl.DataFrame:
+    need = {"start_ns", "end_ns", "phase"}
+    if regions.height == 0 or not need <= set(regions.columns):
+        return pl.DataFrame()
+    r = regions.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    r = r.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"]))
+    if "depth" in r.columns and r.height:
+        # the outermost phase-labelled regions only: nested ones would shade the same time twice
+        r = r.filter(pl.col("depth") == pl.col("depth").min().over("phase"))
+    return r.select("phase", "start_ns", "end_ns")
+
+
+def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "Figure":
+    """Device busy intervals per stream (dark bars) over prefill/decode/mixed shading; gaps stay white."""
+    spans = _spans(regions)
+    have_act = activities is not None and activities.height > 0
+    if spans.height == 0 and not have_act:
+        raise MissingPlotData("timeline: no phase-labelled regions and no device activity to draw")
+    starts = [int(spans["start_ns"].min())] if spans.height else []  # type: ignore[arg-type]
+    if have_act and activities is not None:
+        starts.append(int(activities["start_ns"].min()))  # type: ignore[arg-type]
+    t0 = min(starts)
+    fig = _figure(10, 4)
+    ax = fig.add_subplot()
+    lanes: list[str] = []
+    if have_act and activities is not None:
+        merged = _merge(activities)
+        for i, ((dev, stream), grp) in enumerate(merged.group_by(["device", "stream"], maintain_order=True)):
+            lanes.append(f"dev {dev} stream {stream}")
+            bars = list(zip(((grp["start_ns"] - t0) / 1e6).to_list(), ((grp["end_ns"] - grp["start_ns"]) / 1e6).to_list()))
+            ax.broken_barh(bars, (i - 0.35, 0.7), facecolors="#222222", label="device busy" if i == 0 else None, zorder=2)
+    else:
+        lanes.append("regions")
+    seen: set[str] = set()
+    for phase, grp in spans.group_by("phase", maintain_order=True):
+        p = str(phase[0])
+        for s, e in zip(grp["start_ns"].to_list(), grp["end_ns"].to_list()):
+            ax.axvspan((s - t0) / 1e6, (e - t0) / 1e6, color=PHASE_COLORS.get(p, "#ccc"), alpha=0.25,
+                       label=p if p not in seen else None, lw=0, zorder=0)
+            seen.add(p)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    ax.set_xlabel("time since first event (ms)")
+    ax.set_title("Timeline: phases and device activity per stream (white = idle gaps)")
+    if not have_act:
+        ax.text(0.01, 0.02, "no device activity given: phases only", transform=ax.transAxes, fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def _merge(act: pl.DataFrame) -> pl.DataFrame:
+    """Union of intervals per (device, stream): far fewer bars to draw, same picture."""
+    a = act.select(
+        pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "start_ns", "end_ns"
+    ).sort(["device", "stream", "start_ns"])
+    prev = pl.col("end_ns").cum_max().shift(1).over(["device", "stream"])
+    a = a.with_columns((pl.col("start_ns") > prev.fill_null(pl.col("start_ns") - 1)).cum_sum().over(["device", "stream"]).alias("_g"))
+    return a.group_by(["device", "stream", "_g"], maintain_order=True).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+
+
+# ---------------------------------------------------------------- decode vs context
+
+def decode_vs_context(regions: pl.DataFrame) -> "Figure":
+    """Decode step time against context length: one point per decode step, median per bucket."""
+    if regions.height == 0 or "phase" not in regions.columns:
+        raise MissingPlotData("decode: no regions with phases")
+    ctx = pick(regions.columns, "ctx", "context", "context_len", "attrs.ctx")
+    t = pick(regions.columns, "span_ns", "duration_ns", "cpu_duration_ns")
+    d = regions.filter(pl.col("phase") == "decode")
+    if d.height == 0:
+        raise MissingPlotData("decode: the trace has no decode regions")
+    if ctx is None or t is None or d[ctx].drop_nulls().len() == 0:
+        raise MissingPlotData("decode: decode regions carry no context length (annotate with ctx=N)")
+    d = d.select(pl.col(ctx).cast(pl.Float64).alias("ctx"), (pl.col(t).cast(pl.Float64) / 1e6).alias("ms")).drop_nulls()
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.scatter(d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step")
+    nb = max(1, min(10, d["ctx"].n_unique()))
+    lo, hi = float(d["ctx"].min()), float(d["ctx"].max())  # type: ignore[arg-type]
+    width = (hi - lo) / nb or 1.0
+    b = (d.with_columns(((pl.col("ctx") - lo) / width).floor().clip(0, nb - 1).alias("b"))
+         .group_by("b").agg(pl.col("ctx").median(), pl.col("ms").median()).sort("b"))
+    ax.plot(b["ctx"].to_list(), b["ms"].to_list(), color="black", marker="s", label="median per bucket")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
+    ax.set_title("Decode step time vs context length")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ---------------------------------------------------------------- breakdown
+
+def op_class(names: pl.Expr) -> pl.Expr:
+    """Kernel name → op class (see :data:`OP_CLASSES`); unmatched names are ``other``."""
+    expr: Any = pl.lit("other")
+    for cls, pat in reversed(OP_CLASSES):
+        expr = pl.when(names.str.contains(f"(?i){pat}")).then(pl.lit(cls)).otherwise(expr)
+    return expr
+
+
+def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame) -> "Figure":
+    """Per phase: busy time split by op class (from top kernels; the rest is 'other busy') plus idle."""
+    if phases.height == 0 or not {"phase", "busy_ns", "span_ns"} <= set(phases.columns):
+        raise MissingPlotData("breakdown: no per-phase busy and span times")
+    ph = phases.filter(pl.col("phase") != "all").select("phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64))
+    tcol = pick(top_kernels.columns, "device_time_ns", "total_ns", "dur_ns", "time_ns", "busy_ns")
+    classes = pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
+    if top_kernels.height and tcol and "name" in top_kernels.columns and "phase" in top_kernels.columns:
+        classes = (top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
+                   .group_by("phase", "cls").agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns")))
+    fig = _figure()
+    ax = fig.add_subplot()
+    names = ph["phase"].cast(pl.String).to_list()
+    bottom = [0.0] * len(names)
+    order = [c for c, _ in OP_CLASSES] + ["other"]
+    cmap = {c: f"C{i}" for i, c in enumerate(order)}
+    for cls in order:
+        vals = [float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) / 1e6 for p in names]
+        if any(vals):
+            ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
+            bottom = [b + v for b, v in zip(bottom, vals)]
+    rest = [max(0.0, b / 1e6 - s) for b, s in zip(ph["busy_ns"].to_list(), bottom)]
+    if any(rest):
+        ax.bar(names, rest, bottom=bottom, color="#bbbbbb", label="busy: not in top kernels")
+        bottom = [b + r for b, r in zip(bottom, rest)]
+    idle = [max(0.0, (s - b) / 1e6) for s, b in zip(ph["span_ns"].to_list(), ph["busy_ns"].to_list())]
+    ax.bar(names, idle, bottom=bottom, color="white", edgecolor="black", hatch="//", label="idle (gaps)")
+    ax.set_ylabel("time (ms)")
+    ax.set_xlabel("phase")
+    ax.set_title("Where each phase's time goes: busy by op class, and idle")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+# ---------------------------------------------------------------- phase-shape sweep
+
+def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
+    """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
+    x = pick(table.columns, "intensity", "arithmetic_intensity", "intensity_flop_per_byte")
+    y = pick(table.columns, "achieved_flops_per_s", "flops_per_s", "achieved_flop_per_s")
+    if table.height == 0 or x is None or y is None:
+        raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
+    grp = pick(table.columns, "phase", "kind", "shape_kind")
+    d = table.with_columns(pl.col(x).cast(pl.Float64).alias("_x"), pl.col(y).cast(pl.Float64).alias("_y"))
+    d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
+    if d.height == 0:
+        raise MissingPlotData("sweep: no shape has positive intensity and throughput")
+    fig = _figure()
+    ax = fig.add_subplot()
+    groups = d.partition_by(grp, as_dict=False, maintain_order=True) if grp else [d]
+    for g in groups:
+        lab = str(g[grp][0]) if grp else "shapes"
+        ax.plot(g["_x"].to_list(), g["_y"].to_list(), marker="o", ls="-", lw=1, color=PHASE_COLORS.get(lab), label=lab)
+    pk = peaks(device or {})
+    if pk:
+        peak, bw, dtype = pk
+        lo, hi = float(d["_x"].min()) / 3, float(d["_x"].max()) * 3  # type: ignore[arg-type]
+        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+        ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
+        ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {peak / bw:.3g} FLOP/B")
+    knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
+    if knee is not None:
+        ax.axvline(knee, color="red", ls="--", label=f"measured change of character ≈ {knee:.3g} FLOP/B")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved throughput (FLOP/s)")
+    ax.set_title("Phase-shape sweep: intensity vs achieved throughput")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def measured_knee(xs: list[float], ys: list[float]) -> float | None:
+    """Where throughput stops tracking intensity: the first point after which the log-log slope
+    falls below 0.5 (bandwidth-bound work has slope ≈ 1, compute-bound ≈ 0). None if never."""
+    pts = sorted((a, b) for a, b in zip(xs, ys) if a > 0 and b > 0)
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x1 > x0 and math.log(y1 / y0) / math.log(x1 / x0) < 0.5:
+            return x0
+    return None
