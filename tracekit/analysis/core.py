@@ -1,0 +1,268 @@
+"""``analyze``: attribution + region labels + op costs + hardware → metrics, verdicts, latency.
+
+The table-level entry point :func:`analyze_tables` takes the frames directly (tests build tiny
+ones by hand); :func:`analyze` computes them from a :class:`~tracekit.trace.Trace`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.analysis.classify import Thresholds, classify, peaks_frame
+from tracekit.analysis.latency import Slo, latency, read_sidecar
+from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, top_by, with_costs
+from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
+from tracekit.errors import UsageError
+
+if TYPE_CHECKING:
+    from tracekit.hardware import Hardware
+    from tracekit.trace import Trace
+
+PHASES = ("prefill", "decode", "mixed")
+ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
+INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
+NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
+             "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands")
+
+
+def resolve_hardware(hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]) -> Hardware | None:
+    """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
+    from tracekit.hardware import Hardware as Hw
+    from tracekit.hardware import load_hardware_file, lookup
+
+    if isinstance(hardware, Hw):
+        return hardware
+    if hardware is None:
+        return lookup(devices)
+    text = str(hardware)
+    if Path(text).is_file():
+        return load_hardware_file(text)
+    found = lookup([{"name": text}])
+    if found is None:
+        raise UsageError(f"--hardware {text!r}: neither a file nor a device in the hardware table")
+    return found
+
+
+def analyze(
+    trace: Trace,
+    hardware: Hardware | str | os.PathLike[str] | None = None,
+    phase_map: Any = None,
+    slo: Slo | str | None = None,
+    thresholds: Thresholds | str | None = None,
+) -> AnalysisResult:
+    """Attribute, label, cost and classify ``trace``; see docs/analysis.md for every output.
+
+    ``hardware``: a Hardware, a device name from the table, a hardware file, or None (look up the
+    trace's device). ``phase_map``: user rules passed to ``label_regions``. ``slo``: Slo or text
+    ``"ttft=200,tpot=50"`` (ms). ``thresholds``: Thresholds or text ``"busy=0.5,coverage=0.5"``.
+    Raises UsageError for a bad --hardware / --slo / --thresholds.
+    """
+    from tracekit.attribution import attribute
+    from tracekit.costmodel import op_costs
+    from tracekit.regions import label_regions
+
+    devices = list(trace.meta.get("devices") or [])
+    hw = resolve_hardware(hardware, devices)
+    slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
+    th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
+    att = attribute(trace)
+    labels = label_regions(trace, phase_map=phase_map)
+    costs = op_costs(trace.ops)
+    names = [str(d.get("name") or "") for d in devices]
+    device_name = next((n for n in names if n), None)
+    if device_name is None and devices:
+        device_name = f"unnamed device ({devices[0].get('num_sms') or '?'} SMs/CUs)"
+    dist = trace.meta.get("distributed") or {}
+    trace_info = {"id": trace.trace_id, "source": str(trace.meta.get("source", "")),
+                  "format": trace.meta.get("format"), "rank": dist.get("rank"), "world_size": dist.get("world_size")}
+    warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
+    return analyze_tables(
+        att.activities, att.region_links, labels, costs, hardware=hw, cpu_only=bool(att.cpu_only),
+        device_name=device_name if not att.cpu_only else "CPU", thresholds=th, slo=slo_v,
+        sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
+    )
+
+
+def _units(regions: pl.DataFrame) -> pl.Series:
+    """Region ids of the phase units: regions with a phase other than ``other`` and no ancestor
+    with one (so nested phase regions never count twice). Walks parents one level per pass."""
+    r = regions.select("region_id", "parent_id", (pl.col("phase") != "other").fill_null(False).alias("_p"))
+    up = r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc"))
+    par = r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp"))
+    max_depth = regions.select(pl.col("depth").max().fill_null(0).cast(pl.Int64())).item() if regions.height else -1
+    for _ in range(max_depth + 1):
+        if up["_cur"].null_count() == up.height:
+            break
+        up = up.join(par, on="_cur", how="left").select(
+            "region_id", pl.col("_next").alias("_cur"), (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc"))
+    ok = r.join(up.select("region_id", "_anc"), on="region_id").filter(pl.col("_p") & ~pl.col("_anc"))
+    return ok["region_id"]
+
+
+def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
+    linked = links.select("act_id", "region_id").join(acts, on="act_id", how="inner", suffix="_act")
+    m = group_metrics(linked.select(pl.exclude("region_id_act")), "region_id")
+    out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
+    dev = (~pl.lit(cpu_only)) & pl.col("first_ns").is_not_null()
+    out = out.with_columns(
+        (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
+        pl.when(dev).then(pl.col("first_ns")).otherwise(pl.col("cpu_start_ns")).alias("start_ns"),
+        pl.when(dev).then(pl.col("last_ns")).otherwise(pl.col("cpu_end_ns")).alias("end_ns"),
+        pl.when(dev).then(pl.lit("device")).otherwise(pl.lit("cpu")).alias("span_source"),
+        *[pl.col(c).fill_null(0) for c in INT_FILL],
+    )
+    return out.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+
+
+def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
+    """Phase rows: sums over the phase units; median kernel time and dtype from their activities."""
+    units = reg.filter(pl.col("is_unit"))
+    if units.height == 0:
+        return pl.DataFrame()
+    agg = units.group_by("phase").agg(
+        pl.len().cast(pl.Int64()).alias("region_count"),
+        pl.col("start_ns").min(), pl.col("end_ns").max(),
+        *[pl.col(c).sum() for c in ("span_ns", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count",
+                                    "gap_total_ns", "kernel_count")],
+        pl.col("gap_max_ns").max(),
+        pl.col("flops").sum().alias("flops"), pl.col("bytes").sum().alias("bytes"),
+        pl.col("flops").is_not_null().any().alias("_hasf"), pl.col("bytes").is_not_null().any().alias("_hasb"),
+    ).with_columns(
+        pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
+        pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
+    ).drop("_hasf", "_hasb")
+    med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
+    dt = dominant_dtype(acts_ph, "phase")
+    order = {p: i for i, p in enumerate((*PHASES, "other"))}
+    return (agg.join(med, on="phase", how="left").join(dt, on="phase", how="left")
+            .sort(pl.col("phase").replace_strict(order, default=99)))
+
+
+def _tops(acts: pl.DataFrame, links: pl.DataFrame, acts_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Top kernels and top ops per scope: the whole trace, each phase, each region."""
+    a = acts.with_columns(pl.col("op_name").fill_null("(no op)"))
+    scopes = [
+        a.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")),
+        acts_ph.with_columns(pl.col("op_name").fill_null("(no op)"), pl.lit("phase").alias("scope_kind"),
+                             pl.col("phase").alias("scope")).drop("phase"),
+        links.select("act_id", "region_id").join(a.drop("region_id"), on="act_id").with_columns(
+            pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String()).alias("scope")).drop("region_id"),
+    ]
+    cols = ["scope_kind", "scope", "act_id", "name", "op_id", "op_name", "dur_ns", "covered", "op_flops", "op_bytes"]
+    allsc = pl.concat([s.select(cols) for s in scopes]).with_columns(
+        (pl.col("scope_kind") + "\x1f" + pl.col("scope")).alias("_k"))
+    tk = top_by(allsc, "_k", "name")
+    # Ops: collapse to op instances first (an op's kernels share its cost), then by op name.
+    inst = allsc.group_by("_k", "op_id", "op_name").agg(
+        pl.col("dur_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first())
+    modelled = [pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(o)
+                for c, o in (("op_flops", "flops"), ("op_bytes", "bytes"))]
+    to = top_by(inst, "_k", "op_name", extra=modelled)
+    split = [pl.col("_k").str.split_exact("\x1f", 1).struct.rename_fields(["scope_kind", "scope"]).alias("_s")]
+    tk = tk.with_columns(split).unnest("_s").drop("_k")
+    to = to.with_columns(split).unnest("_s").drop("_k")
+    first = ["scope_kind", "scope", "rank", "name"]
+    return tk.select(*first, pl.exclude(first)), to.select(*first, pl.exclude(first))
+
+
+def analyze_tables(
+    activities: pl.DataFrame,
+    region_links: pl.DataFrame,
+    labels: pl.DataFrame,
+    costs: pl.DataFrame,
+    hardware: Hardware | None = None,
+    cpu_only: bool = False,
+    device_name: str | None = None,
+    thresholds: Thresholds | None = None,
+    slo: Slo | None = None,
+    sidecar: dict[str, Any] | None = None,
+    trace_info: dict[str, Any] | None = None,
+    warnings: list[str] | None = None,
+) -> AnalysisResult:
+    """The analysis over already-built frames (activities and links from attribution, labelled
+    regions, op costs). Pure: returns an :class:`AnalysisResult`."""
+    th = thresholds or Thresholds()
+    warn = list(warnings or [])
+    acts = with_costs(activities, costs)
+    regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
+    reg = _region_metrics(regions, acts, region_links, cpu_only)
+    units = _units(regions)
+    reg = reg.with_columns(pl.col("region_id").is_in(units.implode()).alias("is_unit"))
+    reg = classify(derived(reg), hardware, th, device_name)
+    excluded = int(reg["bound"].null_count())
+    reg = reg.filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
+
+    # Each activity's phase: the phase of its (single) enclosing phase unit.
+    unit_ph = reg.filter(pl.col("is_unit")).select("region_id", "phase")
+    acts_ph = (region_links.select("act_id", "region_id").join(unit_ph, on="region_id")
+               .unique("act_id", keep="first").select("act_id", "phase").join(acts, on="act_id"))
+    ph = _phase_metrics(reg, acts_ph)
+    if ph.height:
+        ph = classify(derived(ph), hardware, th, device_name)
+    if not (reg["phase"] != "other").any():
+        warn.append(NO_PHASES)
+
+    whole = group_metrics(acts.with_columns(pl.lit("trace").alias("_all")), "_all")
+    whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
+    whole = classify(derived(whole), hardware, th, device_name)
+    tk, to = _tops(acts, region_links, acts_ph)
+
+    unattr = (acts.filter(pl.col("region_id").is_null())
+              .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
+              .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
+              .sort("time_ns", descending=True))
+    lat_units = reg.filter(pl.col("is_unit")).select(
+        "region_id", "name", "phase", "step", "cpu_start_ns", "cpu_end_ns", "last_ns",
+        *[c for c in ATTR_COLUMNS if c in reg.columns])
+    lat = latency(lat_units, sidecar=sidecar, slo=slo)
+    totals = _totals(acts, whole, reg, excluded, th, lat.scalars)
+    return AnalysisResult(
+        trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
+        regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
+        latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
+    )
+
+
+def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"name": device_name, "hardware": None, "peaks_source": None,
+                         "peak_flops_per_s": None, "peak_bytes_per_s": None, "ridge": None}
+    if hw is not None:
+        pk = peaks_frame(hw)
+        d.update(hardware=hw.name, peaks_source=hw.source,
+                 peak_flops_per_s={r["dtype"]: r["peak_flops_per_s"] for r in pk.to_dicts()},
+                 peak_bytes_per_s=float(hw.mem_bandwidth_bytes_per_s),
+                 ridge={r["dtype"]: r["ridge"] for r in pk.to_dicts()})
+    else:
+        d["hint"] = (f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
+                     "(a device of the table) or --hardware FILE (from `tracekit calibrate`)")
+    return d
+
+
+def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds,
+            lat: dict[str, Any]) -> dict[str, Any]:
+    total = int(acts["dur_ns"].sum()) if acts.height else 0
+    attributed = int(acts.filter(pl.col("region_id").is_not_null())["dur_ns"].sum()) if acts.height else 0
+    unattributed = int(acts.filter(pl.col("region_id").is_null())["dur_ns"].sum()) if acts.height else 0
+    w = whole.to_dicts()[0] if whole.height else {}
+    keep = ("span_ns", "busy_ns", "idle_ns", "busy_ratio", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
+            "kernel_median_ns", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
+            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason")
+    return {
+        "activity_count": acts.height,
+        "device_time_ns": total,
+        "attributed_ns": attributed,
+        "unattributed_ns": unattributed,
+        "conserved": attributed + unattributed == total,
+        "regions_analyzed": reg.height,
+        "regions_excluded": excluded,
+        "phase_units": int(reg["is_unit"].sum()) if reg.height else 0,
+        "trace": {k: w.get(k) for k in keep},
+        "thresholds": th.as_dict(),
+        **{k: lat.get(k) for k in ("output_tokens", "output_tokens_per_s", "duration_s", "goodput_req_per_s",
+                                   "goodput_fraction", "slo")},
+    }

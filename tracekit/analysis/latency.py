@@ -1,0 +1,269 @@
+"""Serving latency from phase regions: TTFT, TPOT, ITL, decode step time by context length,
+output tokens/s and goodput, with the definitions of vLLM's serving benchmark (docs/analysis.md).
+
+The trace side works on *phase units* in time order (the outermost region of each phase, one
+per forward step), each with ``cpu_start_ns`` and ``done_ns`` (the later of the CPU-side end and
+the last attributed device activity: when the step's output exists). A prefill unit starts a
+request batch; the decode units after it, until the next prefill, belong to that batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit.errors import UsageError
+
+PCTS = (0.5, 0.9, 0.99)
+SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+SIDECAR_SUFFIX = ".tracekit.json"
+
+LATENCY_SCHEMA: dict[str, pl.DataType] = {
+    "phase": pl.String(), "metric": pl.String(), "source": pl.String(), "unit": pl.String(),
+    "count": pl.Int64(), "mean": pl.Float64(), "p50": pl.Float64(), "p90": pl.Float64(),
+    "p99": pl.Float64(), "min": pl.Float64(), "max": pl.Float64(),
+}
+REQUEST_SCHEMA: dict[str, pl.DataType] = {
+    "request": pl.Int64(), "source": pl.String(), "sequences": pl.Int64(), "start_ns": pl.Int64(),
+    "ttft_ms": pl.Float64(), "tpot_ms": pl.Float64(), "e2el_ms": pl.Float64(), "output_tokens": pl.Int64(),
+    "meets_slo": pl.Boolean(),
+}
+BYCTX_SCHEMA: dict[str, pl.DataType] = {
+    "ctx_lo": pl.Int64(), "ctx_hi": pl.Int64(), "steps": pl.Int64(), "mean_ms": pl.Float64(),
+    "p50_ms": pl.Float64(), "p90_ms": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives in milliseconds (``--slo ttft=200,tpot=50``); None = not set."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> Slo | None:
+        if not text:
+            return None
+        vals: dict[str, float] = {}
+        for part in text.split(","):
+            k, sep, v = part.partition("=")
+            key = SLO_KEYS.get(k.strip().lower())
+            if not sep or key is None:
+                raise UsageError(f"--slo: {part!r} is not KEY=MS with KEY one of ttft, tpot, e2el")
+            try:
+                x = float(v)
+            except ValueError:
+                raise UsageError(f"--slo: {v!r} is not a number of milliseconds") from None
+            if x <= 0:
+                raise UsageError(f"--slo: {k.strip()}={v} must be positive")
+            vals[key] = x
+        return cls(**vals)
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2el_ms": self.e2el_ms}
+
+
+@dataclass(frozen=True)
+class Latency:
+    summary: pl.DataFrame  # LATENCY_SCHEMA
+    steps: pl.DataFrame
+    requests: pl.DataFrame  # REQUEST_SCHEMA
+    decode_by_ctx: pl.DataFrame  # BYCTX_SCHEMA
+    scalars: dict[str, Any]
+
+
+def sidecar_path(trace_source: str | os.PathLike[str]) -> Path:
+    """``dir/x.pt.trace.json.gz`` (or ``.json``, ``.json.gz``) → ``dir/x.tracekit.json``."""
+    p = Path(trace_source)
+    name = p.name
+    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return p.with_name(name + SIDECAR_SUFFIX)
+
+
+def read_sidecar(trace_source: str | None) -> dict[str, Any] | None:
+    """The runner's sidecar beside the trace, or None (missing, unreadable or not a dict)."""
+    if not trace_source:
+        return None
+    p = sidecar_path(trace_source)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def step_table(units: pl.DataFrame) -> pl.DataFrame:
+    """Phase units in time order with ``done_ns``, ``step_ns``, and ``request`` (the request batch
+    index: 1 for the first prefill and the decode steps after it; 0 before any prefill)."""
+    if units.height == 0:
+        return units.with_columns(pl.lit(None, dtype=pl.Int64()).alias(c) for c in ("done_ns", "step_ns", "request"))
+    done = pl.max_horizontal(pl.col("cpu_end_ns"), pl.col("last_ns").fill_null(pl.col("cpu_end_ns")))
+    return (
+        units.sort("cpu_start_ns")
+        .with_columns(done.alias("done_ns"))
+        .with_columns(
+            (pl.col("done_ns") - pl.col("cpu_start_ns")).alias("step_ns"),
+            (pl.col("phase") == "prefill").cast(pl.Int64()).cum_sum().alias("request"),
+        )
+    )
+
+
+def _pct_row(values: pl.Series, phase: str, metric: str, source: str, unit: str) -> dict[str, Any]:
+    v = values.drop_nulls().cast(pl.Float64())
+    row: dict[str, Any] = {"phase": phase, "metric": metric, "source": source, "unit": unit, "count": v.len()}
+    if v.len() == 0:
+        return row | {k: None for k in ("mean", "p50", "p90", "p99", "min", "max")}
+    # Linear interpolation between order statistics, as numpy.percentile (vLLM's benchmark) does.
+    return row | {"mean": v.mean(), "min": v.min(), "max": v.max(),
+                  **{f"p{int(q * 100)}": v.quantile(q, interpolation="linear") for q in PCTS}}
+
+
+def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Per request batch (from the trace): TTFT, TPOT, e2e latency, output tokens; and the ITLs.
+
+    TTFT = prefill start → prefill done (the prefill forward yields the first token).
+    ITL = gap between consecutive token times (prefill done, then each decode step's done).
+    TPOT = (last token time − first token time) / (decode steps), i.e. vLLM's
+    (e2el − ttft) / (output tokens − 1) per sequence.
+    """
+    empty = pl.DataFrame(schema=REQUEST_SCHEMA)
+    s = steps.filter((pl.col("request") >= 1) & pl.col("phase").is_in(["prefill", "decode"]))
+    if s.height == 0:
+        return empty, pl.Series("itl_ms", [], dtype=pl.Float64())
+    s = s.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_itl"))
+    itl = s.filter(pl.col("phase") == "decode")["_itl"].drop_nulls().cast(pl.Float64()) / 1e6
+    batch = pl.col("batch").fill_null(1) if "batch" in s.columns else pl.lit(1)
+    g = s.group_by("request").agg(
+        pl.col("cpu_start_ns").filter(pl.col("phase") == "prefill").first().alias("start_ns"),
+        pl.col("done_ns").filter(pl.col("phase") == "prefill").first().alias("_first"),
+        pl.col("done_ns").max().alias("_last"),
+        (pl.col("phase") == "decode").sum().cast(pl.Int64()).alias("_n"),
+        batch.filter(pl.col("phase") == "prefill").first().cast(pl.Int64()).alias("sequences"),
+    ).sort("request")
+    g = g.with_columns(
+        pl.lit("trace").alias("source"),
+        ((pl.col("_first") - pl.col("start_ns")) / 1e6).alias("ttft_ms"),
+        pl.when(pl.col("_n") > 0).then((pl.col("_last") - pl.col("_first")) / 1e6 / pl.col("_n")).alias("tpot_ms"),
+        ((pl.col("_last") - pl.col("start_ns")) / 1e6).alias("e2el_ms"),
+        (pl.col("_n") + 1).cast(pl.Int64()).alias("output_tokens"),
+        pl.lit(None, dtype=pl.Boolean()).alias("meets_slo"),
+    )
+    return g.select([pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()]), itl.alias("itl_ms")
+
+
+def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
+    """Requests measured by the runner's wall clock (sidecar ``requests``: ``ttft_ns``/``ttft_ms``,
+    ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none."""
+    reqs = (sidecar or {}).get("requests")
+    if not isinstance(reqs, list):
+        return pl.DataFrame(schema=REQUEST_SCHEMA)
+    rows = []
+    for i, r in enumerate(reqs):
+        if not isinstance(r, dict):
+            continue
+        rows.append({
+            "request": i + 1, "source": "sidecar", "sequences": 1, "start_ns": None,
+            "ttft_ms": _ms(r, "ttft"), "tpot_ms": _ms(r, "tpot"),
+            "e2el_ms": _ms(r, "e2el") if _ms(r, "e2el") is not None else _ms(r, "latency"),
+            "output_tokens": r.get("output_tokens"), "meets_slo": None,
+        })
+    return pl.DataFrame(rows, schema=REQUEST_SCHEMA)
+
+
+def _ms(r: dict[str, Any], key: str) -> float | None:
+    for suffix, scale in (("_ms", 1.0), ("_ns", 1e-6), ("_s", 1e3), ("", 1e3)):
+        v = r.get(key + suffix)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v) * scale
+    return None
+
+
+def apply_slo(requests: pl.DataFrame, slo: Slo | None) -> pl.DataFrame:
+    """``meets_slo`` per request: every set objective holds (TPOT only checked with > 1 token)."""
+    if slo is None or requests.height == 0:
+        return requests
+    ok = pl.lit(True)
+    if slo.ttft_ms is not None:
+        ok = ok & (pl.col("ttft_ms") <= slo.ttft_ms).fill_null(False)
+    if slo.tpot_ms is not None:
+        ok = ok & ((pl.col("output_tokens").fill_null(1) <= 1) | (pl.col("tpot_ms") <= slo.tpot_ms).fill_null(False))
+    if slo.e2el_ms is not None:
+        ok = ok & (pl.col("e2el_ms") <= slo.e2el_ms).fill_null(False)
+    return requests.with_columns(ok.alias("meets_slo"))
+
+
+def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
+    """Decode step time per context-length bucket: up to ``buckets`` equal-width buckets between
+    the smallest and largest ``ctx`` seen (fewer when there are fewer distinct lengths)."""
+    if "ctx" not in steps.columns:
+        return pl.DataFrame(schema=BYCTX_SCHEMA)
+    d = steps.filter((pl.col("phase") == "decode") & pl.col("ctx").is_not_null())
+    if d.height == 0:
+        return pl.DataFrame(schema=BYCTX_SCHEMA)
+    lo, hi = int(d["ctx"].min()), int(d["ctx"].max())  # type: ignore[arg-type]
+    n = max(1, min(buckets, d["ctx"].n_unique()))
+    width = max(1, -(-(hi - lo + 1) // n))
+    b = ((pl.col("ctx") - lo) // width).cast(pl.Int64())
+    out = d.with_columns(b.alias("_b"), (pl.col("step_ns") / 1e6).alias("_ms")).group_by("_b").agg(
+        pl.len().cast(pl.Int64()).alias("steps"),
+        pl.col("_ms").mean().alias("mean_ms"),
+        pl.col("_ms").quantile(0.5, interpolation="linear").alias("p50_ms"),
+        pl.col("_ms").quantile(0.9, interpolation="linear").alias("p90_ms"),
+    ).sort("_b")
+    out = out.with_columns((lo + pl.col("_b") * width).alias("ctx_lo"), (lo + (pl.col("_b") + 1) * width - 1).alias("ctx_hi"))
+    return out.select([pl.col(c).cast(t) for c, t in BYCTX_SCHEMA.items()])
+
+
+def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo | None = None) -> Latency:
+    """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
+    steps = step_table(units)
+    treq, itl = trace_requests(steps)
+    sreq = sidecar_requests(sidecar)
+    rows = []
+    for ph in ("prefill", "decode", "mixed"):
+        st = steps.filter(pl.col("phase") == ph)["step_ns"] if steps.height else pl.Series([], dtype=pl.Int64())
+        if st.len():
+            rows.append(_pct_row(st / 1e6, ph, "step_time", "trace", "ms"))
+    if treq.height:
+        rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
+        rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
+    if itl.len():
+        rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
+    if sreq.height:
+        rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
+        rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
+    summary = pl.DataFrame(rows, schema=LATENCY_SCHEMA)
+    # Goodput counts requests: the runner's own when it recorded them, else the trace's batches
+    # (each sequence of a batch shares its batch's TTFT and TPOT).
+    treq, sreq = apply_slo(treq, slo), apply_slo(sreq, slo)
+    scalars = _scalars(steps, sreq if sreq.height else treq, slo)
+    requests = pl.concat([treq, sreq]) if sreq.height else treq
+    return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)
+
+
+def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"output_tokens": None, "output_tokens_per_s": None, "duration_s": None,
+                           "goodput_req_per_s": None, "goodput_fraction": None,
+                           "slo": slo.as_dict() if slo else None}
+    gen = steps.filter(pl.col("phase").is_in(["prefill", "decode"])) if steps.height else steps
+    if gen.height:
+        dur_s = (int(gen["done_ns"].max()) - int(gen["cpu_start_ns"].min())) / 1e9  # type: ignore[arg-type]
+        per = pl.col("batch").fill_null(1) if "batch" in gen.columns else pl.lit(1)
+        tokens = int(gen.select(per.sum()).item())  # one token per sequence per forward step
+        out.update(output_tokens=tokens, duration_s=dur_s,
+                   output_tokens_per_s=tokens / dur_s if dur_s > 0 else None)
+    if slo is not None and reqs.height and out["duration_s"]:
+        w = reqs["sequences"].fill_null(1)
+        good = int((w * reqs["meets_slo"].fill_null(False).cast(pl.Int64())).sum())
+        out.update(goodput_req_per_s=good / out["duration_s"], goodput_fraction=good / max(1, int(w.sum())))
+    return out

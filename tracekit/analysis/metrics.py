@@ -1,0 +1,151 @@
+"""Per-group device metrics: span, busy (union of intervals), launch gaps, kernel statistics,
+FLOPs / minimum bytes and cost-model coverage. See docs/analysis.md for every definition.
+
+Everything here is a frame → frame transform. The input is an *activity* frame with a group
+key column (a region id, a phase name, or a constant for the whole trace) and at least
+``act_id, start_ns, end_ns, dur_ns, op_id``; :func:`with_costs` adds the op cost columns.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.intervals import union_length
+
+# Columns every metric frame carries (beside the group key). Documented in docs/analysis.md.
+METRIC_COLUMNS: dict[str, pl.DataType] = {
+    "kernel_count": pl.Int64(),
+    "first_ns": pl.Int64(),
+    "last_ns": pl.Int64(),
+    "busy_ns": pl.Int64(),
+    "covered_busy_ns": pl.Int64(),
+    "device_time_ns": pl.Int64(),
+    "gap_count": pl.Int64(),
+    "gap_total_ns": pl.Int64(),
+    "gap_max_ns": pl.Int64(),
+    "kernel_median_ns": pl.Float64(),
+    "flops": pl.Float64(),
+    "bytes": pl.Float64(),
+    "dtype": pl.String(),
+}
+
+COST_COLUMNS = ["op_id", "flops", "bytes", "cost_model", "dtype"]
+
+
+def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
+    """Join each activity to its launching op's cost (``op_flops``, ``op_bytes``, ``cost_model``,
+    ``dtype``) and flag ``covered`` (the op has a cost model). Activities without an op are not
+    covered. The op's cost stays per op: :func:`group_metrics` counts each op once per group.
+    """
+    c = costs.select(
+        pl.col("op_id").cast(pl.Int64()),
+        pl.col("flops").cast(pl.Float64()).alias("op_flops"),
+        pl.col("bytes").cast(pl.Float64()).alias("op_bytes"),
+        pl.col("cost_model").cast(pl.String()),
+        pl.col("dtype").cast(pl.String()),
+    ).unique("op_id", keep="first")
+    out = acts.join(c, on="op_id", how="left")
+    covered = pl.col("cost_model").is_not_null() & (pl.col("op_flops").is_not_null() | pl.col("op_bytes").is_not_null())
+    return out.with_columns(covered.fill_null(False).alias("covered"))
+
+
+def gap_stats(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Launch gaps per group: intervals inside the group's span where none of its activities
+    runs. Sorted sweep: a gap precedes an activity when it starts after the running maximum end
+    of the earlier ones. Returns ``key, gap_count, gap_total_ns, gap_max_ns``.
+    """
+    if acts.height == 0:
+        return pl.DataFrame(schema={key: acts.schema[key], "gap_count": pl.Int64(),
+                                    "gap_total_ns": pl.Int64(), "gap_max_ns": pl.Int64()})
+    w = acts.select(key, "start_ns", "end_ns").sort([key, "start_ns"])
+    w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over(key).alias("_prev"))
+    gap = (pl.col("start_ns") - pl.col("_prev")).clip(lower_bound=0)
+    return w.group_by(key).agg(
+        (gap > 0).sum().cast(pl.Int64()).alias("gap_count"),
+        gap.sum().cast(pl.Int64()).alias("gap_total_ns"),
+        gap.max().fill_null(0).cast(pl.Int64()).alias("gap_max_ns"),
+    )
+
+
+def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """The dtype of the covered ops that took the most device time in each group."""
+    d = acts.filter(pl.col("covered") & pl.col("dtype").is_not_null())
+    if d.height == 0:
+        return pl.DataFrame(schema={key: acts.schema[key], "dtype": pl.String()})
+    return (
+        d.group_by(key, "dtype").agg(pl.col("dur_ns").sum().alias("_t"))
+        .sort([key, "_t", "dtype"], descending=[False, True, False])
+        .group_by(key, maintain_order=True).agg(pl.col("dtype").first())
+    )
+
+
+def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched."""
+    ops = acts.filter(pl.col("covered")).unique([key, "op_id"], keep="first")
+    return ops.group_by(key).agg(
+        pl.col("op_flops").sum().alias("flops"),
+        pl.col("op_bytes").sum().alias("bytes"),
+    )
+
+
+def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Device metrics per value of ``key`` over activities that already carry cost columns
+    (see :func:`with_costs`). One row per group that has at least one activity.
+    """
+    if acts.height == 0:
+        return pl.DataFrame(schema={key: acts.schema[key], **METRIC_COLUMNS})
+    busy = union_length(acts, [key]).select(key, "busy_ns", "first_ns", "last_ns")
+    cov = union_length(acts.filter(pl.col("covered")), [key]).select(key, pl.col("busy_ns").alias("covered_busy_ns"))
+    basic = acts.group_by(key).agg(
+        pl.len().cast(pl.Int64()).alias("kernel_count"),
+        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+        pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"),
+    )
+    out = (
+        basic.join(busy, on=key, how="left")
+        .join(cov, on=key, how="left")
+        .join(gap_stats(acts, key), on=key, how="left")
+        .join(_op_totals(acts, key), on=key, how="left")
+        .join(dominant_dtype(acts, key), on=key, how="left")
+        .with_columns(pl.col("covered_busy_ns").fill_null(0))
+    )
+    return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()])
+
+
+def derived(df: pl.DataFrame) -> pl.DataFrame:
+    """Ratios from the summed metrics (``span_ns`` and ``busy_ns`` must be present):
+    idle, busy_ratio, coverage, intensity, achieved FLOP/s and bytes/s.
+
+    Achieved rates divide by ``covered_busy_ns`` — the busy time of the activities the FLOPs
+    and bytes came from — so an op without a cost model does not dilute them. With coverage 1
+    that is the busy time itself.
+    """
+    span = pl.col("span_ns").cast(pl.Float64())
+    busy = pl.col("busy_ns").cast(pl.Float64())
+    cov_busy = pl.col("covered_busy_ns").cast(pl.Float64())
+    flops = pl.col("flops")
+    nbytes = pl.col("bytes")
+    return df.with_columns(
+        (pl.col("span_ns") - pl.col("busy_ns")).alias("idle_ns"),
+        pl.when(span > 0).then(busy / span).otherwise(None).alias("busy_ratio"),
+        pl.when(busy > 0).then(cov_busy / busy).otherwise(0.0).alias("coverage"),
+        pl.when(nbytes > 0).then(flops / nbytes).otherwise(None).alias("intensity"),
+        pl.when(cov_busy > 0).then(flops / (cov_busy * 1e-9)).otherwise(None).alias("achieved_flops_per_s"),
+        pl.when(cov_busy > 0).then(nbytes / (cov_busy * 1e-9)).otherwise(None).alias("achieved_bytes_per_s"),
+    )
+
+
+def top_by(acts: pl.DataFrame, key: str, name_col: str, n: int = 10, extra: list[pl.Expr] | None = None) -> pl.DataFrame:
+    """The ``n`` names (kernel or op) with the most device time per group: ``key, name, count,
+    device_time_ns, share`` (share of the group's summed device time), ``rank`` from 1.
+    """
+    aggs = [pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns")]
+    if extra:
+        aggs += extra
+    d = acts.filter(pl.col(name_col).is_not_null())
+    g = d.group_by(key, name_col).agg(aggs)
+    g = g.with_columns(
+        (pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(key)).alias("share")
+    ).sort([key, "device_time_ns", name_col], descending=[False, True, False])
+    g = g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
+    return g.filter(pl.col("rank") <= n).rename({name_col: "name"})

@@ -1,0 +1,135 @@
+"""``AnalysisResult``: the frames an analysis returns, and their stable JSON form (docs/json.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+JSON_VERSION = 1
+CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
+
+# Region columns written to JSON, in order (docs/json.md). The first block is the contract of
+# issue 4 §8; the rest are documented additions.
+REGION_JSON_COLUMNS = [
+    "name", "phase", "phase_rule", "step", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns",
+    "gap_count", "kernel_count", "flops", "bytes", "intensity", "achieved_flops_per_s",
+    "achieved_bytes_per_s", "coverage", "bound", "reason",
+    "region_id", "parent_id", "depth", "kind", "span_source", "cpu_start_ns", "cpu_end_ns", "cpu_dur_ns",
+    "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
+    "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
+    "batch", "ctx", "tokens", "prefill_tokens", "decode_seqs",
+]
+PHASE_JSON_COLUMNS = [
+    "phase", "region_count", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "gap_count", "kernel_count",
+    "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "coverage", "bound", "reason",
+    "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
+    "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
+]
+TOP_JSON = 5  # top kernels / ops per region in the JSON (the frames keep 10)
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    """What :func:`tracekit.analysis.analyze` returns. Every frame is documented in docs/analysis.md.
+
+    regions: one row per analysed CPU-side region (metrics, verdict, reason).
+    phases: one row per phase found (prefill / decode / mixed / other), aggregated over the
+        outermost region of each phase ("phase units"), so nested regions never count twice.
+    unattributed: device time not attributed to any region, by reason.
+    top_kernels / top_ops: the 10 names with most device time per scope (trace, phase, region).
+    latency: TTFT / TPOT / ITL / step-time percentiles (one row per metric).
+    steps: one row per phase unit in time order (the decode steps give ITL).
+    requests: one row per request (or request batch) with TTFT, TPOT, output tokens, SLO check.
+    decode_by_ctx: decode step time per context-length bucket.
+    totals: whole-trace metrics and verdict, the conservation check, counts and thresholds.
+    """
+
+    trace: dict[str, Any]
+    device: dict[str, Any]
+    diagnostic: str | None
+    regions: pl.DataFrame
+    phases: pl.DataFrame
+    unattributed: pl.DataFrame
+    top_kernels: pl.DataFrame
+    top_ops: pl.DataFrame
+    totals: dict[str, Any]
+    latency: pl.DataFrame
+    steps: pl.DataFrame
+    requests: pl.DataFrame
+    decode_by_ctx: pl.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
+        regions = _records(self.regions, REGION_JSON_COLUMNS)
+        tops_k = _tops_by_scope(self.top_kernels, "region")
+        tops_o = _tops_by_scope(self.top_ops, "region")
+        for r in regions:
+            rid = str(r.get("region_id"))
+            r["top_kernels"] = tops_k.get(rid, [])
+            r["top_ops"] = tops_o.get(rid, [])
+        phases = _records(self.phases, PHASE_JSON_COLUMNS)
+        lat = _records(self.latency, list(self.latency.columns))
+        byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
+        pk = _tops_by_scope(self.top_kernels, "phase")
+        po = _tops_by_scope(self.top_ops, "phase")
+        for p in phases:
+            name = str(p["phase"])
+            p["latency"] = {str(x["metric"]): _strip(x, "metric") for x in lat if x.get("phase") == name}
+            if name == "decode":
+                p["step_time_by_ctx"] = byctx
+            p["top_kernels"] = pk.get(name, [])
+            p["top_ops"] = po.get(name, [])
+        un = self.unattributed
+        totals = dict(self.totals)
+        totals["top_kernels"] = _tops_by_scope(self.top_kernels, "trace").get("trace", [])
+        totals["top_ops"] = _tops_by_scope(self.top_ops, "trace").get("trace", [])
+        totals["latency"] = {str(x["metric"]): _strip(x, "metric") for x in lat}
+        totals["requests"] = _records(self.requests, list(self.requests.columns))
+        totals["warnings"] = list(self.warnings)
+        return _clean({
+            "version": JSON_VERSION,
+            "trace": self.trace,
+            "device": self.device,
+            "diagnostic": self.diagnostic,
+            "regions": regions,
+            "phases": phases,
+            "unattributed": {
+                "time_ns": int(un["time_ns"].sum()) if un.height else 0,
+                "count": int(un["count"].sum()) if un.height else 0,
+                "by_reason": _records(un, list(un.columns)),
+            },
+            "totals": totals,
+        })
+
+
+def _strip(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def _records(df: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+    cols = [c for c in columns if c in df.columns]
+    return df.select(cols).to_dicts()
+
+
+def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
+    d = df.filter((pl.col("scope_kind") == kind) & (pl.col("rank") <= TOP_JSON))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for scope, part in d.partition_by("scope", as_dict=True, maintain_order=True).items():
+        key = str(scope[0]) if isinstance(scope, tuple) else str(scope)
+        out[key] = part.drop("scope_kind", "scope").to_dicts()
+    return out
+
+
+def _clean(x: Any) -> Any:
+    """NaN / inf → null, recursively, so the document is strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
