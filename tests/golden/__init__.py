@@ -1,0 +1,1 @@
+"""Tiny hand-made traces for golden tests (built in code so each event sits next to its reason)."""
