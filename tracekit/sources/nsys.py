@@ -16,6 +16,9 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +27,18 @@ import polars as pl
 from tracekit import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources import nsys_sql as sq
-from tracekit.sources.nsys_nvtx import NVTX_TABLE, ops_from_regions, read_regions
-from tracekit.sources.nsys_tables import read_kernels, read_launches, read_memcpy, read_memset, source_counts
+from tracekit.sources.nsys_nvtx import NVTX_TABLE, number_ops, op_rows, read_regions
+from tracekit.sources.nsys_tables import (
+    KERNEL_TABLE,
+    MEMCPY_TABLE,
+    MEMSET_TABLE,
+    RUNTIME_TABLE,
+    read_kernels,
+    read_launches,
+    read_memcpy,
+    read_memset,
+    source_counts,
+)
 from tracekit.trace import Trace
 
 # Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
@@ -33,8 +46,66 @@ EXPORT_MARKERS = {"StringIds", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPO
 VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 3.x, 2.x
 
 
+@dataclass
+class Export:
+    """An open export plus what is learnt while reading it (drops, warnings, pids seen)."""
+
+    path: Path
+    conn: sqlite3.Connection
+    have: set[str]
+    strings: pl.DataFrame
+    dropped: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    pids: set[int] = field(default_factory=set)
+    capture_end_ns: int = 0
+
+
+@contextmanager
+def open_export(path: str | os.PathLike[str]) -> Iterator[Export]:
+    """Open an export read-only and check that it is one; sqlite3 errors inside the block become
+    one-line TraceFormatErrors."""
+    p = Path(path)
+    try:
+        conn = _open(p)
+    except sqlite3.Error as exc:
+        raise sq.describe_db_error(p, exc) from None
+    try:
+        have = sq.tables(conn)
+        if not have & EXPORT_MARKERS:
+            raise TraceFormatError(
+                f"{p}: an SQLite database but not an Nsight Systems export (no StringIds or nsys metadata tables)"
+            )
+        ex = Export(p, conn, have, sq.all_strings(conn, have))
+        ex.capture_end_ns = _capture_end(conn, have)
+        yield ex
+    except sqlite3.Error as exc:
+        raise sq.describe_db_error(p, exc) from None
+    finally:
+        conn.close()
+
+
+def device_chunks(ex: Export) -> Iterator[pl.DataFrame]:
+    """``kernels`` rows (kernels, then memcpy, then memset), chunk by chunk, canonical order of columns."""
+    yield from read_kernels(ex.conn, ex.have, ex.strings, ex.dropped)
+    yield from read_memcpy(ex.conn, ex.have, ex.dropped)
+    yield from read_memset(ex.conn, ex.have, ex.dropped)
+
+
+def launch_chunks(ex: Export) -> Iterator[pl.DataFrame]:
+    for df in read_launches(ex.conn, ex.have, ex.strings, ex.dropped):
+        ex.pids.update(df["pid"].unique().drop_nulls().to_list())
+        yield df
+
+
+def region_chunks(ex: Export) -> Iterator[pl.DataFrame]:
+    for df in read_regions(ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.dropped, ex.warnings):
+        ex.pids.update(df["pid"].unique().drop_nulls().to_list())
+        yield df
+
+
 def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
-    """Load an Nsight Systems SQLite export into canonical tables.
+    """Load an Nsight Systems SQLite export into canonical tables (all in memory; for exports
+    larger than RAM use :func:`tracekit.sources.nsys_ingest.ingest_nsys`).
 
     Raises TraceFormatError (one line) for an SQLite file that is not an nsys export, a corrupt or
     truncated database, or a file locked by a writer; EmptyTraceError when the export holds no
@@ -43,16 +114,63 @@ def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trac
     from tracekit.sources import make_trace_id
 
     p = Path(path)
-    try:
-        conn = _open(p)
-    except sqlite3.Error as exc:
-        raise sq.describe_db_error(p, exc) from None
-    try:
-        return _load(conn, p, trace_id or make_trace_id(p))
-    except sqlite3.Error as exc:
-        raise sq.describe_db_error(p, exc) from None
-    finally:
-        conn.close()
+    tid = trace_id or make_trace_id(p)
+    with open_export(p) as ex:
+        kernels = sq.concat(device_chunks(ex), schema.empty("kernels"))
+        launches = sq.concat(launch_chunks(ex), schema.empty("launches"))
+        regions = sq.concat(region_chunks(ex), schema.empty("regions"))
+        ops = number_ops(op_rows(regions, ex.dropped))
+        tables = {
+            "kernels": schema.conform(kernels.sort("device", "stream", "start_ns"), "kernels", tid),
+            "launches": schema.conform(launches.sort("pid", "tid", "start_ns"), "launches", tid),
+            "ops": schema.conform(ops, "ops", tid),
+            "regions": schema.conform(regions, "regions", tid),
+        }
+        heights = {name: df.height for name, df in tables.items()}
+        heights["kernel"] = tables["kernels"].filter(pl.col("kind") == schema.KIND_KERNEL).height
+        meta = export_meta(ex, tid, heights)
+    return Trace(meta=meta, **tables)
+
+
+def export_meta(ex: Export, trace_id: str, heights: dict[str, int]) -> dict[str, Any]:
+    """Trace metadata once every table has been read (``heights``: rows per table, plus
+    ``kernel``: rows of kind kernel). Raises EmptyTraceError when nothing usable was found."""
+    conn, have = ex.conn, ex.have
+    counts = source_counts(conn, have)
+    if NVTX_TABLE in have:
+        counts[NVTX_TABLE] = sq.count(conn, NVTX_TABLE)
+    warnings = list(ex.warnings)
+    if heights["kernel"] == 0:
+        warnings.append("no CUDA kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
+                        "was it captured with `--trace=cuda`?")
+    if heights["kernels"] == 0 and heights["launches"] == 0 and heights["regions"] == 0:
+        raise EmptyTraceError(f"{ex.path}: the export holds no CUDA activity, CUDA API calls nor NVTX ranges")
+    version = _version(conn, have)
+    return {
+        "trace_id": trace_id,
+        "source": str(ex.path),
+        "format": "nsys",
+        "format_version": version.get("EXPORT_SCHEMA_VERSION"),
+        "schema_version": schema.SCHEMA_VERSION,
+        "devices": _devices(conn, have),
+        "distributed": {},
+        "time_base_ns": 0,
+        "threads": _threads(conn, have, sorted(ex.pids)),
+        "parse_stats": {
+            "events_read": sum(counts.values()),
+            "events_kept": heights["kernels"] + heights["launches"] + heights["regions"],
+            "source_rows": counts,
+            "dropped": dict(ex.dropped),
+        },
+        "warnings": warnings,
+        "extra": {
+            "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
+            "session_start_utc_ns": _session_start(conn, have),
+            "capture_end_ns": ex.capture_end_ns,
+            "correlation_encoding": "pid << 32 | correlationId",
+            "ops_from_nvtx_payloads": heights["ops"],
+        },
+    }
 
 
 def _open(p: Path) -> sqlite3.Connection:
@@ -69,82 +187,19 @@ def _open(p: Path) -> sqlite3.Connection:
     return conn
 
 
-def _load(conn: sqlite3.Connection, p: Path, trace_id: str) -> Trace:
-    have = sq.tables(conn)
-    if not have & EXPORT_MARKERS:
-        raise TraceFormatError(
-            f"{p}: an SQLite database but not an Nsight Systems export (no StringIds or nsys metadata tables)"
-        )
-    dropped: Counter[str] = Counter()
-    warnings: list[str] = []
-    kernels = pl.concat(
-        [read_kernels(conn, have, dropped), read_memcpy(conn, have, dropped), read_memset(conn, have, dropped)],
-        how="diagonal_relaxed",
-    )
-    launches = read_launches(conn, have, dropped)
-    capture_end = _capture_end(conn, have, kernels, launches)
-    regions = read_regions(conn, have, capture_end, dropped, warnings)
-    ops = ops_from_regions(regions, dropped)
-
-    counts = source_counts(conn, have)
-    if NVTX_TABLE in have:
-        counts[NVTX_TABLE] = sq.count(conn, NVTX_TABLE)
-    if kernels.filter(pl.col("kind") == schema.KIND_KERNEL).height == 0:
-        warnings.append("no CUDA kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
-                        "was it captured with `--trace=cuda`?")
-    if kernels.height == 0 and launches.height == 0 and regions.height == 0:
-        raise EmptyTraceError(f"{p}: the export holds no CUDA activity, CUDA API calls nor NVTX ranges")
-
-    tables = {
-        "kernels": schema.conform(kernels.sort("device", "stream", "start_ns"), "kernels", trace_id),
-        "launches": schema.conform(launches.sort("pid", "tid", "start_ns"), "launches", trace_id),
-        "ops": schema.conform(ops, "ops", trace_id),
-        "regions": schema.conform(regions, "regions", trace_id),
-    }
-    seen_pids = pl.concat([launches["pid"], regions["pid"]]).unique().drop_nulls().to_list()
-    version = _version(conn, have)
-    meta: dict[str, Any] = {
-        "trace_id": trace_id,
-        "source": str(p),
-        "format": "nsys",
-        "format_version": version.get("EXPORT_SCHEMA_VERSION"),
-        "schema_version": schema.SCHEMA_VERSION,
-        "devices": _devices(conn, have),
-        "distributed": {},
-        "time_base_ns": 0,
-        "threads": _threads(conn, have, seen_pids),
-        "parse_stats": {
-            "events_read": sum(counts.values()),
-            "events_kept": tables["kernels"].height + tables["launches"].height + tables["regions"].height,
-            "source_rows": counts,
-            "dropped": dict(dropped),
-        },
-        "warnings": warnings,
-        "extra": {
-            "nsys_version": version.get("EXPORT_PRODUCT_VERSION"),
-            "session_start_utc_ns": _session_start(conn, have),
-            "capture_end_ns": capture_end,
-            "correlation_encoding": "pid << 32 | correlationId",
-            "ops_from_nvtx_payloads": tables["ops"].height,
-        },
-    }
-    return Trace(meta=meta, **tables)
-
-
-def _capture_end(conn: sqlite3.Connection, have: set[str], kernels: pl.DataFrame, launches: pl.DataFrame) -> int:
-    """End of the capture: ANALYSIS_DETAILS.stopTime when exported, else the last event seen."""
-    candidates: list[int] = []
+def _capture_end(conn: sqlite3.Connection, have: set[str]) -> int:
+    """End of the capture: ANALYSIS_DETAILS.stopTime when exported, else the last end in the
+    activity tables (aggregates computed by SQLite, nothing loaded)."""
     if "ANALYSIS_DETAILS" in have and "stopTime" in sq.columns(conn, "ANALYSIS_DETAILS"):
         row = conn.execute("SELECT max(stopTime) FROM ANALYSIS_DETAILS").fetchone()
         if row and row[0] is not None:
             return int(row[0])
-    for df in (kernels, launches):
-        if df.height:
-            candidates.append(int(df["end_ns"].max()))  # type: ignore[arg-type]
-    if NVTX_TABLE in have:
-        row = conn.execute(f'SELECT max(max(coalesce("end", 0)), max(coalesce("start", 0))) FROM {NVTX_TABLE}').fetchone()
-        if row and row[0] is not None:
-            candidates.append(int(row[0]))
+    candidates: list[int] = []
+    for table in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, NVTX_TABLE):
+        if table in have:
+            row = conn.execute(f'SELECT max(max(coalesce("end", 0)), max(coalesce("start", 0))) FROM {table}').fetchone()
+            if row and row[0] is not None:
+                candidates.append(int(row[0]))
     return max(candidates, default=0)
 
 

@@ -16,13 +16,14 @@ import ast
 import json
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
 
 from tracekit import schema
 from tracekit.intervals import nest
-from tracekit.sources.nsys_sql import columns, pid_of, read_frame, string_ids, tid_of
+from tracekit.sources.nsys_sql import columns, iter_frames, pid_of, read_frame, tid_of
 
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).
@@ -41,61 +42,66 @@ _I64 = pl.Int64()
 
 
 def read_regions(
-    conn: sqlite3.Connection, have: set[str], capture_end_ns: int, dropped: Counter[str], warnings: list[str]
-) -> pl.DataFrame:
-    """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid)."""
+    conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, capture_end_ns: int,
+    dropped: Counter[str], warnings: list[str],
+) -> Iterator[pl.DataFrame]:
+    """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
+
+    SQLite sorts the ranges by (globalTid, start, end desc); each chunk is nested together with
+    the ranges still open from the previous chunk, so memory stays bounded and depth/parent are
+    the same as nesting everything at once.
+    """
     if NVTX_TABLE not in have:
-        return schema.empty("regions").drop("trace_id")
+        return
     cols = columns(conn, NVTX_TABLE)
     for etype, n in conn.execute(
         f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
     ).fetchall():
         dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
+    bad = conn.execute(f'SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) '
+                       'AND ("start" IS NULL OR "end" < "start")').fetchone()[0]
+    if bad:
+        dropped["NVTX range without a start, or ending before it starts"] += int(bad)
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
     domain = '"domainId"' if "domainId" in cols else "NULL"
     sql = (f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
-           f"WHERE eventType IN ({PUSH_POP}, {START_END})")
+           f'WHERE eventType IN ({PUSH_POP}, {START_END}) AND "start" IS NOT NULL AND ("end" IS NULL OR "end" >= "start") '
+           f'ORDER BY globalTid, "start", coalesce("end", ?) DESC')
     sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "end_gtid": _I64, "text": pl.String(),
                                     "text_id": _I64, "domain_id": _I64}
-    df = read_frame(conn, sql, sch)
-    strings = string_ids(conn, df["text_id"]).rename({"id": "text_id", "value": "_registered"})
-    df = df.join(strings, on="text_id", how="left", maintain_order="left")
-    df = df.with_columns(
-        pl.coalesce("text", "_registered").alias("name"),
-        pid_of(pl.col("gtid")).alias("pid"),
-        tid_of(pl.col("gtid")).alias("tid"),
-    ).drop("text", "_registered", "text_id")
-    df = df.join(_domains(conn, cols), on=["pid", "domain_id"], how="left", maintain_order="left")
-
-    no_start = df["start_ns"].is_null().sum()
-    if no_start:
-        dropped["NVTX range without a start time"] += int(no_start)
-        df = df.filter(pl.col("start_ns").is_not_null())
-    open_ = df["end_ns"].is_null()
-    n_open = int(open_.sum())
+    lookup = strings.rename({"id": "text_id", "value": "_registered"})
+    domains = _domains(conn, cols)
+    carry = pl.DataFrame()
+    next_id = n_open = n_cross = 0
+    for df in iter_frames(conn, sql, sch, [capture_end_ns]):
+        df = df.join(lookup, on="text_id", how="left", maintain_order="left").with_columns(
+            pl.coalesce("text", "_registered").alias("name"),
+            pid_of(pl.col("gtid")).alias("pid"),
+            tid_of(pl.col("gtid")).alias("tid"),
+            pl.col("end_ns").is_null().alias("unterminated"),
+            pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
+            pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
+            .then(tid_of(pl.col("end_gtid")))
+            .alias("end_tid"),
+            pl.lit(schema.REGION_NVTX).alias("kind"),
+        ).drop("text", "_registered", "text_id")
+        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop("gtid", "end_gtid", "domain_id")
+        df = df.with_row_index("region_id", offset=next_id).with_columns(pl.col("region_id").cast(pl.Int64))
+        next_id += df.height
+        n_open += int(df["unterminated"].sum())
+        n_cross += int(df["end_tid"].is_not_null().sum())
+        work = pl.concat([carry, df.with_columns(pl.lit(False).alias("_carried"))], how="diagonal_relaxed") if carry.height else df.with_columns(pl.lit(False).alias("_carried"))
+        nested = nest(work.drop("depth", "parent_id", strict=False), ["pid", "tid"], "region_id")
+        last = df.row(-1, named=True)
+        carry = nested.filter((pl.col("pid") == last["pid"]) & (pl.col("tid") == last["tid"]) & (pl.col("end_ns") > last["start_ns"]))
+        carry = carry.with_columns(pl.lit(True).alias("_carried"))
+        yield nested.filter(~pl.col("_carried")).drop("_carried").sort("region_id")
     if n_open:
         warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
-    backwards = ((df["end_ns"] < df["start_ns"]).fill_null(False)).sum()
-    if backwards:
-        dropped["NVTX range ending before it starts"] += int(backwards)
-    df = df.filter(pl.col("end_ns").is_null() | (pl.col("end_ns") >= pl.col("start_ns")))
-    df = df.with_columns(
-        pl.col("end_ns").is_null().alias("unterminated"),
-        pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
-        pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
-        .then(tid_of(pl.col("end_gtid")))
-        .alias("end_tid"),
-        pl.lit(schema.REGION_NVTX).alias("kind"),
-    )
-    n_cross = int(df["end_tid"].is_not_null().sum())
     if n_cross:
         warnings.append(f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread")
-    df = df.drop("gtid", "end_gtid", "domain_id")
-    df = df.sort("pid", "tid", "start_ns", "end_ns", descending=[False, False, False, True])
-    df = df.with_row_index("region_id").with_columns(pl.col("region_id").cast(pl.Int64))
-    return nest(df, ["pid", "tid"], "region_id")
 
 
 def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
@@ -108,17 +114,21 @@ def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
     return raw.select(pid_of(pl.col("gtid")).alias("pid"), "domain_id", "domain").unique(["pid", "domain_id"], keep="last")
 
 
-def ops_from_regions(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
-    """Ops rows for NVTX ranges whose text carries shapes; empty when none does (the usual case)."""
+def op_rows(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+    """Un-numbered ops rows for the NVTX ranges of ``regions`` whose text carries shapes (usually none)."""
     names = regions.select(pl.col("name").unique()).drop_nulls()["name"]
     emit = names.filter(names.str.contains(r", sizes = \["))
     pyprof = names.filter(names.str.starts_with("{") & names.str.contains("'args'"))
     parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), dropped)])
-    if parsed.height == 0:
-        return schema.empty("ops").drop("trace_id")
     ops = regions.select("name", "pid", "tid", "start_ns", "end_ns").join(parsed, on="name", how="inner")
-    ops = ops.with_columns(pl.col("op_name").alias("name")).drop("op_name")
-    ops = ops.sort("pid", "tid", "start_ns").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    return ops.with_columns(pl.col("op_name").alias("name")).drop("op_name")
+
+
+def number_ops(rows: pl.DataFrame) -> pl.DataFrame:
+    """Give ops rows their ``op_id`` and nest them per (pid, tid)."""
+    if rows.height == 0:
+        return schema.empty("ops").drop("trace_id")
+    ops = rows.sort("pid", "tid", "start_ns").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     return nest(ops, ["pid", "tid"], "op_id")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,42 +83,57 @@ def count(conn: sqlite3.Connection, table: str, where: str = "") -> int:
     return int(row[0]) if row else 0
 
 
-def read_frame(
+def iter_frames(
     conn: sqlite3.Connection,
     sql: str,
     schema: dict[str, pl.DataType],
     params: Sequence[Any] = (),
-    chunk_rows: int = CHUNK_ROWS,
-) -> pl.DataFrame:
-    """Run ``sql`` and collect its rows into a frame, ``chunk_rows`` Python tuples at a time."""
+    chunk_rows: int | None = None,
+) -> Iterator[pl.DataFrame]:
+    """Run ``sql`` and yield its rows as frames of at most ``chunk_rows`` rows (default
+    :data:`CHUNK_ROWS`, read at call time); nothing when there are no rows."""
+    chunk_rows = chunk_rows or CHUNK_ROWS
     cur = conn.execute(sql, tuple(params))
     names = list(schema)
-    parts: list[pl.DataFrame] = []
     while True:
         rows = cur.fetchmany(chunk_rows)
         if not rows:
             break
         cols: Iterable[Any] = zip(*rows, strict=True)
-        parts.append(pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=False))
+        frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=False)
         del rows
+        yield frame
+
+
+def read_frame(
+    conn: sqlite3.Connection,
+    sql: str,
+    schema: dict[str, pl.DataType],
+    params: Sequence[Any] = (),
+    chunk_rows: int | None = None,
+) -> pl.DataFrame:
+    """Run ``sql`` and collect its rows into one frame, ``chunk_rows`` Python tuples at a time."""
+    parts = list(iter_frames(conn, sql, schema, params, chunk_rows))
     if not parts:
         return pl.DataFrame(schema=schema)
     return pl.concat(parts, rechunk=True)
 
 
-def string_ids(conn: sqlite3.Connection, ids: pl.Series) -> pl.DataFrame:
-    """The ``StringIds`` rows for the given ids only (``id`` Int64, ``value`` String)."""
+def concat(parts: Iterable[pl.DataFrame], empty: pl.DataFrame) -> pl.DataFrame:
+    """Concatenate chunks (``empty`` gives the schema when there are none)."""
+    frames = list(parts)
+    return pl.concat(frames, how="diagonal_relaxed", rechunk=True) if frames else empty
+
+
+def all_strings(conn: sqlite3.Connection, have: set[str]) -> pl.DataFrame:
+    """The whole ``StringIds`` table (``id`` Int64, ``value`` String), read once per export.
+
+    Joining it onto a chunk shares each distinct string instead of copying it per row.
+    """
     schema: dict[str, pl.DataType] = {"id": pl.Int64(), "value": pl.String()}
-    wanted = ids.drop_nulls().unique().sort()
-    if wanted.len() == 0 or "StringIds" not in tables(conn):
+    if "StringIds" not in have or not {"id", "value"} <= columns(conn, "StringIds"):
         return pl.DataFrame(schema=schema)
-    parts = []
-    step = 30_000  # below SQLite's host-parameter limit
-    for i in range(0, wanted.len(), step):
-        chunk = wanted.slice(i, step).to_list()
-        marks = ",".join("?" * len(chunk))
-        parts.append(read_frame(conn, f"SELECT id, value FROM StringIds WHERE id IN ({marks})", schema, chunk))
-    return pl.concat(parts)
+    return read_frame(conn, "SELECT id, value FROM StringIds", schema)
 
 
 def pid_of(expr: pl.Expr) -> pl.Expr:

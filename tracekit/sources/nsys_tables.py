@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 
 import polars as pl
 
 from tracekit import schema
-from tracekit.sources.nsys_sql import col, columns, correlation_of, count, pid_of, read_frame, string_ids, tid_of
+from tracekit.sources.nsys_sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -45,11 +46,11 @@ def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.Dat
     return df.with_columns(correlation_of(pid_of(pl.col("gpid")), pl.col("corr")).alias("correlation")).drop("corr", "gpid")
 
 
-def read_kernels(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+def read_kernels(conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]) -> Iterator[pl.DataFrame]:
     """Kernel rows (``kind`` = kernel). ``name`` is the demangled name (shortName, then
     mangledName, when it is missing); shared memory = static + dynamic, as Kineto reports it."""
     if KERNEL_TABLE not in have:
-        return schema.empty("kernels").drop("trace_id")
+        return
     cols = columns(conn, KERNEL_TABLE)
     sel = [*_timed(cols), col(cols, "demangledName", "dn"), col(cols, "shortName", "sn"), col(cols, "mangledName", "mn"),
            col(cols, "gridX", "grid_x"), col(cols, "gridY", "grid_y"), col(cols, "gridZ", "grid_z"),
@@ -58,16 +59,15 @@ def read_kernels(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]
            col(cols, "dynamicSharedMemory", "dsm"), col(cols, "graphId", "graph_id")]
     names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "dn", "sn", "mn", "grid_x", "grid_y", "grid_z",
              "block_x", "block_y", "block_z", "registers_per_thread", "ssm", "dsm", "graph_id"]
-    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64))
-    strings = string_ids(conn, pl.concat([df["dn"], df["sn"], df["mn"]]))
-    for c in ("dn", "sn", "mn"):
-        df = df.join(strings.rename({"id": c, "value": f"{c}_s"}), on=c, how="left", maintain_order="left")
-    df = df.with_columns(
-        pl.lit(schema.KIND_KERNEL).alias("kind"),
-        pl.coalesce("dn_s", "sn_s", "mn_s").alias("name"),
-        (pl.col("ssm").fill_null(0) + pl.col("dsm").fill_null(0)).alias("shared_memory"),
-    ).drop("dn", "sn", "mn", "dn_s", "sn_s", "mn_s", "ssm", "dsm")
-    return _finish_device(df, dropped, "kernel")
+    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64)):
+        for c in ("dn", "sn", "mn"):
+            df = df.join(strings.rename({"id": c, "value": f"{c}_s"}), on=c, how="left", maintain_order="left")
+        df = df.with_columns(
+            pl.lit(schema.KIND_KERNEL).alias("kind"),
+            pl.coalesce("dn_s", "sn_s", "mn_s").alias("name"),
+            (pl.col("ssm").fill_null(0) + pl.col("dsm").fill_null(0)).alias("shared_memory"),
+        ).drop("dn", "sn", "mn", "dn_s", "sn_s", "mn_s", "ssm", "dsm")
+        yield _finish_device(df, dropped, "kernel")
 
 
 def _enum(conn: sqlite3.Connection, have: set[str], table: str, fallback: dict[int, str]) -> dict[int, str]:
@@ -78,51 +78,51 @@ def _enum(conn: sqlite3.Connection, have: set[str], table: str, fallback: dict[i
     return {int(i): str(lbl) for i, lbl in rows} or fallback
 
 
-def read_memcpy(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+def read_memcpy(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> Iterator[pl.DataFrame]:
     """Memcpy rows: ``bytes``, ``copy_kind`` (HtoD, DtoH, DtoD, ...) and a Kineto-style name."""
     if MEMCPY_TABLE not in have:
-        return schema.empty("kernels").drop("trace_id")
+        return
     cols = columns(conn, MEMCPY_TABLE)
     sel = [*_timed(cols), col(cols, "bytes"), col(cols, "copyKind", "ck"), col(cols, "srcKind", "sk"), col(cols, "dstKind", "dk"),
            col(cols, "graphId", "graph_id")]
     names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "ck", "sk", "dk", "graph_id"]
-    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{MEMCPY_TABLE}"', dict.fromkeys(names, _I64))
     mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     kinds = pl.col("ck").replace_strict(COPY_KINDS, default="Unknown", return_dtype=pl.String())
     src = pl.col("sk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
     dst = pl.col("dk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
-    df = df.with_columns(
-        pl.lit(schema.KIND_MEMCPY).alias("kind"),
-        kinds.alias("copy_kind"),
-        pl.format("Memcpy {} ({} -> {})", kinds, src, dst).alias("name"),
-    ).drop("ck", "sk", "dk")
-    return _finish_device(df, dropped, "memcpy")
+    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{MEMCPY_TABLE}"', dict.fromkeys(names, _I64)):
+        df = df.with_columns(
+            pl.lit(schema.KIND_MEMCPY).alias("kind"),
+            kinds.alias("copy_kind"),
+            pl.format("Memcpy {} ({} -> {})", kinds, src, dst).alias("name"),
+        ).drop("ck", "sk", "dk")
+        yield _finish_device(df, dropped, "memcpy")
 
 
-def read_memset(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+def read_memset(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> Iterator[pl.DataFrame]:
     """Memset rows: ``bytes`` and the name ``Memset (<memory kind>)`` as Kineto writes it."""
     if MEMSET_TABLE not in have:
-        return schema.empty("kernels").drop("trace_id")
+        return
     cols = columns(conn, MEMSET_TABLE)
     sel = [*_timed(cols), col(cols, "bytes"), col(cols, "memKind", "mk"), col(cols, "graphId", "graph_id")]
     names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "mk", "graph_id"]
-    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{MEMSET_TABLE}"', dict.fromkeys(names, _I64))
     mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    df = df.with_columns(
-        pl.lit(schema.KIND_MEMSET).alias("kind"),
-        pl.format("Memset ({})", pl.col("mk").replace_strict(mem, default="Unknown", return_dtype=pl.String())).alias("name"),
-    ).drop("mk")
-    return _finish_device(df, dropped, "memset")
+    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{MEMSET_TABLE}"', dict.fromkeys(names, _I64)):
+        df = df.with_columns(
+            pl.lit(schema.KIND_MEMSET).alias("kind"),
+            pl.format("Memset ({})", pl.col("mk").replace_strict(mem, default="Unknown", return_dtype=pl.String())).alias("name"),
+        ).drop("mk")
+        yield _finish_device(df, dropped, "memset")
 
 
-def read_launches(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> pl.DataFrame:
+def read_launches(conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]) -> Iterator[pl.DataFrame]:
     """CUDA runtime (eventClass 0) and driver (1) calls; other classes are counted and excluded.
 
     Runtime names lose their CUDART version tag (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``),
     as Kineto and ``nsys stats`` show them; driver names are kept (``cuMemAlloc_v2`` is the symbol).
     """
     if RUNTIME_TABLE not in have:
-        return schema.empty("launches").drop("trace_id")
+        return
     cols = columns(conn, RUNTIME_TABLE)
     where = ""
     if "eventClass" in cols:
@@ -134,22 +134,22 @@ def read_launches(conn: sqlite3.Connection, have: set[str], dropped: Counter[str
     sel = ['"start" AS start_ns', '"end" AS end_ns', col(cols, "eventClass", "cls"), col(cols, "globalTid", "gtid"),
            col(cols, "correlationId", "corr"), col(cols, "nameId", "name_id")]
     names = ["start_ns", "end_ns", "cls", "gtid", "corr", "name_id"]
-    df = read_frame(conn, f'SELECT {", ".join(sel)} FROM "{RUNTIME_TABLE}" {where}', dict.fromkeys(names, _I64))
-    strings = string_ids(conn, df["name_id"]).rename({"id": "name_id", "value": "name"})
-    df = df.join(strings, on="name_id", how="left", maintain_order="left")
+    lookup = strings.rename({"id": "name_id", "value": "name"})
     api = pl.col("cls").fill_null(0).replace_strict(API_CLASSES, default="runtime", return_dtype=pl.String())
-    df = df.with_columns(
-        api.alias("api"),
-        pl.when(api == "runtime").then(pl.col("name").str.replace(r"_v\d+$", "")).otherwise(pl.col("name")).alias("name"),
-        pid_of(pl.col("gtid")).alias("pid"),
-        tid_of(pl.col("gtid")).alias("tid"),
-        correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
-    )
-    bad = (df["start_ns"].is_null() | df["end_ns"].is_null() | (df["end_ns"] < df["start_ns"])).sum()
-    if bad:
-        dropped["runtime call: missing start/end or end < start"] += int(bad)
-        df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
-    return df.drop("cls", "gtid", "corr", "name_id")
+    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{RUNTIME_TABLE}" {where}', dict.fromkeys(names, _I64)):
+        df = df.join(lookup, on="name_id", how="left", maintain_order="left")
+        df = df.with_columns(
+            api.alias("api"),
+            pl.when(api == "runtime").then(pl.col("name").str.replace(r"_v\d+$", "")).otherwise(pl.col("name")).alias("name"),
+            pid_of(pl.col("gtid")).alias("pid"),
+            tid_of(pl.col("gtid")).alias("tid"),
+            correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
+        )
+        bad = (df["start_ns"].is_null() | df["end_ns"].is_null() | (df["end_ns"] < df["start_ns"])).sum()
+        if bad:
+            dropped["runtime call: missing start/end or end < start"] += int(bad)
+            df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+        yield df.drop("cls", "gtid", "corr", "name_id")
 
 
 def source_counts(conn: sqlite3.Connection, have: set[str]) -> dict[str, int]:
