@@ -192,3 +192,29 @@ def test_cpu_only_and_no_work_regions() -> None:
     r10 = res.regions.filter(pl.col("region_id") == 10).row(0, named=True)
     assert r10["bound"] == "overhead" and r10["reason"] == "no device work in its 2.0 µs span"
     assert 11 not in res.regions["region_id"].to_list() and res.totals["regions_excluded"] == 1
+
+
+def test_cost_owner_counts_composite_once() -> None:
+    # Op 10 aten::rms_norm (own cost 4e6 FLOP, 8e6 B) launched nothing itself; its children
+    # 11 aten::pow and 12 aten::mean (counted_in_parent, no own cost) launched k1 and k2.
+    # Region FLOPs must be 4e6 (the owner, once), not 0 and not 8e6; coverage 1.
+    acts = pl.DataFrame({
+        "act_id": [1, 2], "kind": ["kernel"] * 2, "name": ["pow_k", "mean_k"], "device": [0, 0], "stream": [7, 7],
+        "start_ns": [1_000, 3_000], "end_ns": [2_000, 4_000], "dur_ns": [1_000, 1_000],
+        "op_id": [11, 12], "op_name": ["aten::pow", "aten::mean"], "region_id": [1, 1],
+        "unattributed_reason": [None, None],
+    })
+    costs = pl.DataFrame({
+        "op_id": [10, 11, 12], "name": ["aten::rms_norm", "aten::pow", "aten::mean"], "parent_id": [None, 10, 10],
+        "flops": [4e6, None, None], "bytes": [8e6, None, None],
+        "cost_model": ["rms_norm", "counted_in_parent", "counted_in_parent"], "dtype": ["bf16"] * 3,
+        "covered": [True, True, True],
+    }, schema_overrides={"parent_id": pl.Int64})
+    regs = _regions().head(1)
+    res = analyze_tables(acts, acts.select("act_id", "region_id"), regs, costs, hardware=Hw())
+    r = res.regions.row(0, named=True)
+    assert (r["flops"], r["bytes"], r["coverage"], r["intensity"]) == (4e6, 8e6, 1.0, 0.5)
+    # Span 1_000→4_000 = 3_000, busy 2_000 → 67 % ≥ 50 %: bandwidth (0.5 < 1000).
+    assert r["bound"] == "bandwidth"
+    top = res.top_ops.filter(pl.col("scope_kind") == "trace").row(0, named=True)
+    assert (top["name"], top["count"], top["device_time_ns"], top["flops"]) == ("aten::rms_norm", 1, 2_000, 4e6)

@@ -145,24 +145,27 @@ def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
 
 def _tops(acts: pl.DataFrame, links: pl.DataFrame, acts_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Top kernels and top ops per scope: the whole trace, each phase, each region."""
-    a = acts.with_columns(pl.col("op_name").fill_null("(no op)"))
+    # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
+    # aten::pow it launched through), else by the launching op.
+    opn = [pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
+           pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).alias("top_op_name")]
+    a = acts.with_columns(opn)
     scopes = [
         a.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")),
-        acts_ph.with_columns(pl.col("op_name").fill_null("(no op)"), pl.lit("phase").alias("scope_kind"),
-                             pl.col("phase").alias("scope")).drop("phase"),
+        acts_ph.with_columns(*opn, pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope")).drop("phase"),
         links.select("act_id", "region_id").join(a.drop("region_id"), on="act_id").with_columns(
             pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String()).alias("scope")).drop("region_id"),
     ]
-    cols = ["scope_kind", "scope", "act_id", "name", "op_id", "op_name", "dur_ns", "covered", "op_flops", "op_bytes"]
+    cols = ["scope_kind", "scope", "act_id", "name", "top_op_id", "top_op_name", "dur_ns", "op_flops", "op_bytes"]
     allsc = pl.concat([s.select(cols) for s in scopes]).with_columns(
         (pl.col("scope_kind") + "\x1f" + pl.col("scope")).alias("_k"))
     tk = top_by(allsc, "_k", "name")
     # Ops: collapse to op instances first (an op's kernels share its cost), then by op name.
-    inst = allsc.group_by("_k", "op_id", "op_name").agg(
+    inst = allsc.group_by("_k", "top_op_id", "top_op_name").agg(
         pl.col("dur_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first())
     modelled = [pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(o)
                 for c, o in (("op_flops", "flops"), ("op_bytes", "bytes"))]
-    to = top_by(inst, "_k", "op_name", extra=modelled)
+    to = top_by(inst, "_k", "top_op_name", extra=modelled)
     split = [pl.col("_k").str.split_exact("\x1f", 1).struct.rename_fields(["scope_kind", "scope"]).alias("_s")]
     tk = tk.with_columns(split).unnest("_s").drop("_k")
     to = to.with_columns(split).unnest("_s").drop("_k")

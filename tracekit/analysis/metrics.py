@@ -29,24 +29,66 @@ METRIC_COLUMNS: dict[str, pl.DataType] = {
     "dtype": pl.String(),
 }
 
-COST_COLUMNS = ["op_id", "flops", "bytes", "cost_model", "dtype"]
+SPECIAL_MODELS = ("counted_in_child", "counted_in_parent")
+
+
+def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
+    """For each launching op: the op that owns its cost (``cost_op_id``).
+
+    The cost model prices each unit of work once per op stack (docs/costmodel.md): an op with its
+    own formula owns its cost; an op folded into a costed ancestor (``counted_in_parent``, e.g.
+    the ``aten::pow`` inside a composite ``aten::rms_norm``) or covered by one defers to the
+    nearest ancestor that owns a cost. Walks parents one level per pass (no row loops).
+    """
+    has_parent = "parent_id" in costs.columns
+    c = costs.select(
+        pl.col("op_id").cast(pl.Int64()),
+        (pl.col("parent_id") if has_parent else pl.lit(None)).cast(pl.Int64()).alias("_parent"),
+        (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
+         & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null())).alias("_own"),
+        (pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null())
+        .fill_null(False).alias("_covered"),
+    ).unique("op_id", keep="first")
+    start = pl.DataFrame({"op_id": op_ids.drop_nulls().unique().cast(pl.Int64())}).join(c, on="op_id", how="left")
+    done = start.filter(pl.col("_own")).select("op_id", pl.col("op_id").alias("cost_op_id"))
+    todo = start.filter(~pl.col("_own").fill_null(False) & pl.col("_covered") & pl.col("_parent").is_not_null())
+    todo = todo.select("op_id", pl.col("_parent").alias("_cur"))
+    parts = [done]
+    up = c.select(pl.col("op_id").alias("_cur"), "_own", pl.col("_parent").alias("_next"))
+    for _ in range(256):  # deeper op stacks than this do not occur; the bound stops a cycle
+        if todo.height == 0:
+            break
+        todo = todo.join(up, on="_cur", how="inner")
+        parts.append(todo.filter(pl.col("_own")).select("op_id", pl.col("_cur").alias("cost_op_id")))
+        todo = todo.filter(~pl.col("_own") & pl.col("_next").is_not_null()).select("op_id", pl.col("_next").alias("_cur"))
+    return pl.concat(parts).unique("op_id", keep="first")
 
 
 def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
-    """Join each activity to its launching op's cost (``op_flops``, ``op_bytes``, ``cost_model``,
-    ``dtype``) and flag ``covered`` (the op has a cost model). Activities without an op are not
-    covered. The op's cost stays per op: :func:`group_metrics` counts each op once per group.
+    """Join each activity to the cost of the op that owns its work (see :func:`cost_owners`):
+    ``cost_op_id``, ``cost_op_name``, ``op_flops``, ``op_bytes``, ``cost_model``, ``dtype``, and
+    ``covered`` (the launching op's work is inside some cost model). Activities without an op are
+    not covered. Costs stay per op: :func:`group_metrics` counts each owner once per group.
     """
+    owners = cost_owners(costs, acts["op_id"])
     c = costs.select(
-        pl.col("op_id").cast(pl.Int64()),
+        pl.col("op_id").cast(pl.Int64()).alias("cost_op_id"),
+        pl.col("name").cast(pl.String()).alias("cost_op_name") if "name" in costs.columns
+        else pl.lit(None, dtype=pl.String()).alias("cost_op_name"),
         pl.col("flops").cast(pl.Float64()).alias("op_flops"),
         pl.col("bytes").cast(pl.Float64()).alias("op_bytes"),
         pl.col("cost_model").cast(pl.String()),
-        pl.col("dtype").cast(pl.String()),
+        pl.col("dtype").cast(pl.String()).alias("_owner_dtype"),
+    ).unique("cost_op_id", keep="first")
+    own = costs.select(
+        pl.col("op_id").cast(pl.Int64()), pl.col("dtype").cast(pl.String()).alias("_op_dtype"),
+        (pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()).alias("covered"),
     ).unique("op_id", keep="first")
-    out = acts.join(c, on="op_id", how="left")
-    covered = pl.col("cost_model").is_not_null() & (pl.col("op_flops").is_not_null() | pl.col("op_bytes").is_not_null())
-    return out.with_columns(covered.fill_null(False).alias("covered"))
+    out = acts.join(owners, on="op_id", how="left").join(c, on="cost_op_id", how="left").join(own, on="op_id", how="left")
+    return out.with_columns(
+        (pl.col("covered").fill_null(False) & pl.col("op_id").is_not_null()).alias("covered"),
+        pl.coalesce("_owner_dtype", "_op_dtype").alias("dtype"),
+    ).drop("_owner_dtype", "_op_dtype")
 
 
 def gap_stats(acts: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -81,7 +123,7 @@ def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
 
 def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched."""
-    ops = acts.filter(pl.col("covered")).unique([key, "op_id"], keep="first")
+    ops = acts.filter(pl.col("cost_op_id").is_not_null()).unique([key, "cost_op_id"], keep="first")
     return ops.group_by(key).agg(
         pl.col("op_flops").sum().alias("flops"),
         pl.col("op_bytes").sum().alias("bytes"),

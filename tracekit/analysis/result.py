@@ -78,7 +78,7 @@ class AnalysisResult:
         po = _tops_by_scope(self.top_ops, "phase")
         for p in phases:
             name = str(p["phase"])
-            p["latency"] = {str(x["metric"]): _strip(x, "metric") for x in lat if x.get("phase") == name}
+            p["latency"] = {_lat_key(x): _strip(x, "metric") for x in lat if x.get("phase") == name}
             if name == "decode":
                 p["step_time_by_ctx"] = byctx
             p["top_kernels"] = pk.get(name, [])
@@ -87,7 +87,8 @@ class AnalysisResult:
         totals = dict(self.totals)
         totals["top_kernels"] = _tops_by_scope(self.top_kernels, "trace").get("trace", [])
         totals["top_ops"] = _tops_by_scope(self.top_ops, "trace").get("trace", [])
-        totals["latency"] = {str(x["metric"]): _strip(x, "metric") for x in lat}
+        totals["latency"] = {str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
+                             for ph in dict.fromkeys(x.get("phase") for x in lat)}
         totals["requests"] = _records(self.requests, list(self.requests.columns))
         totals["warnings"] = list(self.warnings)
         return _clean({
@@ -104,6 +105,11 @@ class AnalysisResult:
             },
             "totals": totals,
         })
+
+
+def _lat_key(row: dict[str, Any]) -> str:
+    """``ttft`` for the trace's own numbers, ``ttft_sidecar`` for the runner's wall clock."""
+    return str(row["metric"]) if row.get("source") == "trace" else f"{row['metric']}_{row.get('source')}"
 
 
 def _strip(d: dict[str, Any], *keys: str) -> dict[str, Any]:
