@@ -245,3 +245,20 @@ def test_chunked_reading_gives_the_same_tables(shared_traces: Path, monkeypatch:
     small = load_nsys(path)
     for name in schema.TABLES:
         assert small.table(name).equals(whole.table(name)), name
+
+
+@pytest.mark.parametrize("rel", [SAXPY, XENT])
+def test_streaming_ingest_equals_load(shared_traces: Path, tmp_path: Path, rel: str) -> None:
+    from tracekit.sources.nsys_ingest import ingest_nsys
+    from tracekit.trace import read_dataset
+
+    path = shared_traces / rel
+    tid = ingest_nsys(path, tmp_path / "ds", trace_id="x")
+    back = read_dataset(tmp_path / "ds", trace_id=tid)
+    whole = load_nsys(path, trace_id="x")
+    order = {"kernels": ["kind", "device", "stream", "start_ns", "correlation"], "launches": ["correlation"],
+             "ops": ["op_id"], "regions": ["region_id"]}
+    for name, keys in order.items():
+        assert back.table(name).sort(keys).equals(whole.table(name).sort(keys)), name
+    assert back.meta["parse_stats"] == whole.meta["parse_stats"]
+    assert back.meta["devices"] == whole.meta["devices"]

@@ -1,0 +1,110 @@
+"""Bounded-memory ingest of an Nsight Systems export straight into a Parquet dataset.
+
+:func:`tracekit.sources.nsys.load_nsys` builds every table in memory (what analyses want). For
+exports near or above the size of RAM, :func:`ingest_nsys` writes the same tables chunk by chunk
+(one Parquet row group per chunk), so peak memory is a few chunks plus the ``StringIds`` table,
+whatever the export's size. The dataset layout and commit protocol are those of
+:func:`tracekit.trace.write_dataset`: tables in a staging directory, ``meta`` renamed in last.
+
+Rows are written in export order (``load_nsys`` sorts kernels and launches by time; readers must
+not rely on either order).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit import schema
+from tracekit.errors import DatasetError
+from tracekit.sources.nsys import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
+from tracekit.sources.nsys_nvtx import number_ops, op_rows
+from tracekit.trace import DATA_FILE, META_TABLE, meta_frame
+
+
+def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
+    """Write the canonical tables of the export at ``path`` into the dataset ``out_dir``.
+
+    Returns the trace id. Replaces an earlier ingest of the same trace id. Raises what
+    :func:`~tracekit.sources.nsys.load_nsys` raises, and DatasetError for an unusable ``out_dir``.
+    """
+    from tracekit.sources import make_trace_id
+
+    p = Path(path)
+    tid = trace_id or make_trace_id(p)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out}: output exists and is not a directory")
+    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True, exist_ok=False)
+    try:
+        with open_export(p) as ex:
+            heights = _write_tables(ex, staging, tid)
+            meta = export_meta(ex, tid, heights)
+        _remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
+        part = staging / META_TABLE
+        part.mkdir()
+        meta_frame(meta).write_parquet(part / DATA_FILE)
+        for name in [*schema.TABLES, META_TABLE]:
+            dest = out / name / f"trace_id={tid}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _remove_partition(out, name, tid)
+            os.replace(staging / name, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return tid
+
+
+def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
+    heights = {"kernel": 0}
+    ops: list[pl.DataFrame] = []
+
+    def regions_and_ops() -> Iterator[pl.DataFrame]:
+        for chunk in region_chunks(ex):
+            rows = op_rows(chunk, ex.dropped)
+            if rows.height:
+                ops.append(rows)
+            yield chunk
+
+    def kernels() -> Iterator[pl.DataFrame]:
+        for chunk in device_chunks(ex):
+            heights["kernel"] += chunk.filter(pl.col("kind") == schema.KIND_KERNEL).height
+            yield chunk
+
+    heights["kernels"] = _write(staging, "kernels", kernels(), tid)
+    heights["launches"] = _write(staging, "launches", launch_chunks(ex), tid)
+    heights["regions"] = _write(staging, "regions", regions_and_ops(), tid)
+    all_ops = number_ops(pl.concat(ops) if ops else pl.DataFrame())
+    heights["ops"] = _write(staging, "ops", iter([all_ops]), tid)
+    return heights
+
+
+def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) -> int:
+    """Stream ``chunks`` into ``staging/<table>/data.parquet``; an empty table still gets a file."""
+    part = staging / table
+    part.mkdir()
+    target = schema.empty(table).drop("trace_id").to_arrow().schema
+    rows = 0
+    with pq.ParquetWriter(part / DATA_FILE, target) as writer:
+        for chunk in chunks:
+            if chunk.height == 0:
+                continue
+            arrow = schema.conform(chunk, table, tid).drop("trace_id").to_arrow()
+            writer.write_table(arrow.cast(target) if arrow.schema != target else arrow)
+            rows += chunk.height
+        if rows == 0:
+            writer.write_table(pa.Table.from_pylist([], schema=target))
+    return rows
+
+
+def _remove_partition(out: Path, table: str, tid: str) -> None:
+    dest = out / table / f"trace_id={tid}"
+    if dest.exists():
+        shutil.rmtree(dest)
