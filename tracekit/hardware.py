@@ -194,7 +194,7 @@ def load_hardware_file(path: str | Path) -> Hardware:
     return Hardware(
         name=name.strip(),
         peak_flops_per_s=_with_aliases({str(k): float(v) for k, v in peaks.items()}),
-        mem_bandwidth_bytes_per_s=float(bw),
+        mem_bandwidth_bytes_per_s=float(bw or 0.0),
         source=str(doc.get("source") or f"hardware file {p.name}"),
         key=str(doc.get("key") or ""),
         device_name=doc.get("device_name") if isinstance(doc.get("device_name"), str) else None,
