@@ -90,3 +90,58 @@ def test_sample_doc_is_consistent() -> None:
     # achieved FLOP/s = FLOPs / busy time: 4e12 / 8e-3 s = 5e14
     assert pre["flops"] / (pre["busy_ns"] / 1e9) == pre["achieved_flops_per_s"]
     assert pre["flops"] / pre["bytes"] == pre["intensity"]
+
+
+def tiny_trace_doc() -> dict[str, Any]:
+    """A hand-made Kineto trace: one prefill step and two decode steps on one H100 stream.
+
+    Times in µs (Kineto's unit). prefill: annotation 0–100, aten::mm 10–60 (64×128 @ 128×256 bf16:
+    FLOPs 2·64·128·256 = 4,194,304), launch corr 1 → kernel 200–230. decode step 1: annotation
+    300–350, aten::mm (1×128 @ 128×256), kernel 400–410 (corr 2). decode step 2: annotation
+    500–550 named with a ``<script>`` payload, kernel named ``<script>alert(1)</script>`` 600–605
+    (corr 3). Device busy = 30 + 10 + 5 = 45 µs.
+    """
+    def ann(name: str, ts: float, dur: float) -> dict[str, Any]:
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+    def mm(ts: float, m: int, ext: int) -> dict[str, Any]:
+        return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": 30,
+                "args": {"External id": ext, "Input Dims": [[m, 128], [128, 256]],
+                         "Input type": ["c10::BFloat16", "c10::BFloat16"], "Concrete Inputs": ["", ""]}}
+
+    def launch(ts: float, corr: int, ext: int) -> dict[str, Any]:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 5,
+                "args": {"correlation": corr, "External id": ext}}
+
+    def kernel(name: str, ts: float, dur: float, corr: int, ext: int) -> dict[str, Any]:
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+                "args": {"correlation": corr, "External id": ext, "device": 0, "stream": 7,
+                         "grid": [1, 1, 1], "block": [128, 1, 1]}}
+
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+        ann("tk:prefill step=0 batch=1 prompt_tokens=64 ctx=64", 0, 100), mm(10, 64, 11), launch(20, 1, 11),
+        kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 200, 30, 1, 11),
+        ann("tk:decode step=1 batch=1 ctx=65", 300, 50), mm(310, 1, 12), launch(320, 2, 12),
+        kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 400, 10, 2, 12),
+        ann(f"tk:decode step=2 batch=1 ctx=66 {EVIL}", 500, 50), mm(510, 1, 13), launch(520, 3, 13),
+        kernel(EVIL, 600, 5, 3, 13),
+    ]
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85899345920,
+                              "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+        "record_shapes": 1,
+        "traceEvents": events,
+        "traceName": "tiny",
+    }
+
+
+def write_tiny_trace(path: Any) -> Any:
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    p.write_text(json.dumps(tiny_trace_doc()))
+    return p

@@ -88,10 +88,13 @@ def environment(
             rows.append(("trace devices", len(devs)))
     dev = device or {}
     if dev.get("name"):
-        rows.append(("peaks from", f"{dev.get('name')} ({dev.get('source') or 'source unknown'})"))
+        rows.append(("analysed device", dev.get("name")))
+    if dev.get("hardware"):
+        src = dev.get("peaks_source") or dev.get("source") or "source unknown"
+        rows.append(("peaks from", f"{dev.get('hardware')} ({src})"))
     for k, v in _flat(dev):
-        if k not in ("name", "source"):
-            rows.append((f"peak {k}", v))
+        if k not in ("name", "source", "peaks_source", "hardware", "hint") and v is not None:
+            rows.append((k, v))
     dist = meta.get("distributed") or {}
     if dist.get("world_size"):
         rows.append(("rank / world size", f"{dist.get('rank')} / {dist.get('world_size')}"))

@@ -31,6 +31,8 @@ class ReportData:
     environment: dict[str, Any] = field(default_factory=dict)
     activities: pl.DataFrame | None = None  # device, stream, start_ns, end_ns (timeline only)
     missing: tuple[str, ...] = ()
+    top_kernels_all: pl.DataFrame = field(default_factory=pl.DataFrame)  # result's frame, every scope
+    top_ops_all: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @property
     def title(self) -> str:
@@ -174,8 +176,15 @@ def from_json(
         missing.append("no regions: the trace has no annotations the analysis could use")
     if phases.height == 0:
         missing.append("no phases found")
-    if not (d.get("device") or {}).get("name") if isinstance(d.get("device"), Mapping) else True:
-        missing.append("device unknown: pass --hardware NAME|FILE for peaks")
+    dev_raw = d.get("device")
+    dev: Mapping[str, Any] = dev_raw if isinstance(dev_raw, Mapping) else {}
+    if dev.get("hint"):
+        missing.append(str(dev["hint"]))
+    elif not dev.get("peak_flops_per_s"):
+        missing.append("device peaks unknown: pass --hardware NAME|FILE")
+    tot_raw = d.get("totals")
+    tot: Mapping[str, Any] = tot_raw if isinstance(tot_raw, Mapping) else {}
+    missing += [str(w) for w in (tot.get("warnings") or [])]
     return ReportData(
         doc=d,
         regions=regions,
@@ -186,6 +195,8 @@ def from_json(
         environment=dict(environment or {}),
         activities=activities,
         missing=tuple(missing),
+        top_kernels_all=top_kernels if top_kernels is not None else pl.DataFrame(),
+        top_ops_all=top_ops if top_ops is not None else pl.DataFrame(),
     )
 
 

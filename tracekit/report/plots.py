@@ -74,11 +74,12 @@ def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
     pf = device.get("peak_flops_per_s")
     dtype = str(device.get("dtype") or device.get("dominant_dtype") or "")
     if isinstance(pf, Mapping):
-        if not pf:
+        table: Mapping[str, Any] = pf
+        if not table:
             return None
-        if dtype not in pf:
-            dtype = "bf16" if "bf16" in pf else max(pf, key=lambda k: pf[k] or 0)
-        pf = pf[dtype]
+        if dtype not in table:
+            dtype = "bf16" if "bf16" in table else max(table, key=lambda k: table[k] or 0)
+        pf = table[dtype]
     bw = device.get("mem_bandwidth_bytes_per_s") or device.get("peak_bytes_per_s") or device.get("bandwidth_bytes_per_s")
     if not pf or not bw:
         return None
@@ -309,9 +310,17 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
         ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
         ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {peak / bw:.3g} FLOP/B")
-    knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
-    if knee is not None:
-        ax.axvline(knee, color="red", ls="--", label=f"measured change of character ≈ {knee:.3g} FLOP/B")
+    if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
+        k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)
+        ax.axvline(k["_x"], color="red", ls="--", label=f"change of character (runner's knee) at {k['_x']:.3g} FLOP/B")
+        ax.scatter([k["_x"]], [k["_y"]], s=150, facecolor="none", edgecolor="red", lw=2, zorder=4)
+    else:
+        knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
+        if knee is not None:
+            ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {knee:.3g} FLOP/B")
+        else:
+            ax.text(0.01, 0.97, "no change of character within the sweep (throughput still rising)",
+                    transform=ax.transAxes, fontsize=8, va="top")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

@@ -84,6 +84,9 @@ def _summary(d: ReportData) -> Section:
                         + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "") + ")")
     if d.diagnostic:
         s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — leaf CPU operators stand in for kernels; this is not GPU evidence.")
+    tot = d.totals
+    if tot.get("bound"):
+        s.paragraphs.append(f"whole trace: {tot.get('bound')}" + (f" — {tot.get('reason')}" if tot.get("reason") else ""))
     for p in _verdict_lines(d):
         s.paragraphs.append(p)
     for m in d.missing:

@@ -1,0 +1,32 @@
+"""``tracekit label TRACE --out FILE.json``: the trace with phases and verdicts added (args + tracks)."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.report.output import check_out
+
+
+@click.command("label")
+@click.argument("trace", metavar="TRACE")
+@click.option("--out", "out", required=True, help="Output Chrome trace (.json or .json.gz).")
+@click.option("--force", is_flag=True, help="Overwrite an existing output.")
+@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
+def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...]) -> None:
+    """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing."""
+    from tracekit.errors import UsageError
+    from tracekit.report import label as lab
+    from tracekit.report.pipeline import analyse_path
+    from tracekit.sources import sniff
+
+    out_path = check_out(out, force, (".json", ".json.gz"))
+    if sniff(trace) != "kineto":
+        raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
+    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None)
+    labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
+    doc = lab.read_raw(trace)
+    stats = lab.label_doc(doc, labels)
+    lab.write(doc, out_path)
+    click.echo(f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
+               + (f", {stats.unmatched} regions not found in the original" if stats.unmatched else ""), err=True)

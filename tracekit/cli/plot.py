@@ -1,0 +1,61 @@
+"""``tracekit plot KIND TRACE --out FILE``: one plot as PNG or SVG (by suffix)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracekit.report.output import check_out
+
+KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
+
+
+@click.command("plot")
+@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("trace", metavar="TRACE_OR_DATASET_OR_SWEEP_TABLE")
+@click.option("--out", "out", required=True, help="Output file, .png or .svg.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output.")
+@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
+@click.option("--trace-id", default=None, help="Which trace of a dataset holding several.")
+def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
+         trace_id: str | None) -> None:
+    """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
+    from tracekit.report import figures, plots
+    from tracekit.report.pipeline import analyse_path, read_table
+
+    out_path = check_out(out, force, (".png", ".svg"))
+    if kind == "sweep":
+        table = read_table(trace)
+        fig = plots.sweep(table, _sweep_device(trace, hardware))
+    else:
+        data = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, trace_id=trace_id).report_data()
+        fig = figures.draw(kind, data)
+    plots.save(fig, out_path)
+    click.echo(f"wrote {out_path}", err=True)
+
+
+def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
+    """Peaks for the sweep's roofs: --hardware, else the device named in phase_shape_sweep.json."""
+    from tracekit.analysis import resolve_hardware
+
+    name = hardware
+    if name is None:
+        p = Path(table_path)
+        summary = (p if p.is_dir() else p.parent) / "phase_shape_sweep.json"
+        if summary.is_file():
+            try:
+                name = json.loads(summary.read_text()).get("device_name") or None
+            except ValueError:
+                name = None
+        if name is None:
+            return {}
+        hw = resolve_hardware(None, [{"name": name}])
+    else:
+        hw = resolve_hardware(name, [])
+    if hw is None:
+        return {}
+    return {"name": hw.name, "peak_flops_per_s": dict(hw.peak_flops_per_s), "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s}

@@ -1,0 +1,60 @@
+"""``tracekit report``: Markdown / HTML / JSON report of one trace or ingested dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracekit.report.output import check_out, write_atomic
+
+FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
+
+
+@click.command("report")
+@click.argument("trace", metavar="TRACE_OR_DATASET")
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None,
+              help="Output format (default: from --out's suffix, else md).")
+@click.option("--out", "out", default=None, help="Write here instead of stdout (md: plots go to <stem>_plots/).")
+@click.option("--force", is_flag=True, help="Overwrite an existing output.")
+@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
+@click.option("--slo", default=None, help="ttft=MS,tpot=MS")
+@click.option("--sweep", "sweep", default=None, help="Phase-shape sweep table (CSV/Parquet or its directory) to plot too.")
+@click.option("--trace-id", default=None, help="Which trace of a dataset holding several.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots.")
+def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
+           slo: str | None, sweep: str | None, trace_id: str | None, no_plots: bool) -> None:
+    """Report for a bug report: environment, phase table, verdicts, top kernels, plots."""
+    from tracekit.report import figures
+    from tracekit.report.pipeline import analyse_path, read_table
+
+    if fmt is None:
+        fmt = next((f for f, sfx in FORMATS.items() if out and out.lower().endswith(sfx)), "md")
+    out_path = check_out(out, force, FORMATS[fmt]) if out else None
+    plot_dir = out_path.with_name(out_path.stem + "_plots") if out_path is not None and fmt == "md" else None
+    if plot_dir is not None and plot_dir.exists() and not force and not no_plots:
+        from tracekit.errors import UsageError
+
+        raise UsageError(f"{plot_dir}: already exists; pass --force to overwrite")
+    sweep_table = read_table(sweep) if sweep else None
+    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=trace_id)
+    data = analysed.report_data()
+    figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)
+    if fmt == "json":
+        from tracekit.report.json import render as render_json
+
+        text = render_json(data)
+    elif fmt == "html":
+        from tracekit.report.html import render as render_html
+
+        text = render_html(data, figs)
+    else:
+        from tracekit.report.markdown import render as render_md
+
+        text = render_md(data, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "")
+    if out_path is None:
+        click.echo(text, nl=False)
+    else:
+        write_atomic(out_path, text)
+        click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)

@@ -1,0 +1,173 @@
+"""Before/after comparison of two analysis results: pure functions returning frames.
+
+``delta = b − a`` and ``change = b / a − 1`` (null when a is 0 or either side is missing).
+Regions are compared per *kind*: the region name with every number replaced by ``N``
+(``tk:decode step=17 batch=4 ctx=530`` → ``tk:decode step=N batch=N ctx=N``), so steps and
+batch sizes of two runs line up. Kernels and operators are compared by name over their total
+device time (names differ across vendors: an H100 and an MI300X share operator names, not
+kernel names). See docs/reports.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from tracekit.report.model import ReportData
+
+METRICS = (
+    "span_ns", "busy_ns", "busy_ratio", "idle_ns", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
+    "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_peak_flops",
+    "frac_peak_bytes", "coverage",
+)
+LAT_PREFIXES = ("ttft_", "tpot_", "itl_", "step_")
+REGION_METRICS = ("count", "span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes", "span_p50_ns")
+TOP_MOVED = 15
+
+
+@dataclass(frozen=True)
+class Diff:
+    """phases / regions: long frames (group, metric, a, b, delta, change); verdicts: phase, bound_a,
+    bound_b, changed, reason_a, reason_b; kernels / ops: name, time_a_ns, time_b_ns, delta_ns, change."""
+
+    a_label: str
+    b_label: str
+    phases: pl.DataFrame
+    verdicts: pl.DataFrame
+    regions: pl.DataFrame
+    kernels: pl.DataFrame
+    ops: pl.DataFrame
+
+    def to_json(self) -> dict[str, Any]:
+        from tracekit.report.json import clean
+
+        return clean({
+            "a": self.a_label, "b": self.b_label,
+            "phases": self.phases.to_dicts(), "verdicts": self.verdicts.to_dicts(),
+            "regions": self.regions.to_dicts(), "kernels": self.kernels.to_dicts(), "ops": self.ops.to_dicts(),
+        })
+
+
+def _long(df: pl.DataFrame, key: str, metrics: list[str]) -> pl.DataFrame:
+    cols = [m for m in metrics if m in df.columns]
+    if df.height == 0 or not cols:
+        return pl.DataFrame(schema={key: pl.String, "metric": pl.String, "value": pl.Float64})
+    return (df.select(pl.col(key).cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in cols])
+            .unpivot(index=key, variable_name="metric", value_name="value"))
+
+
+def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> pl.DataFrame:
+    """Long comparison of two wide frames keyed by ``key``: one row per (key, metric) present in either."""
+    la, lb = _long(a, key, metrics), _long(b, key, metrics)
+    j = la.join(lb, on=[key, "metric"], how="full", coalesce=True, suffix="_b").rename({"value": "a", "value_b": "b"})
+    order = {m: i for i, m in enumerate(metrics)}
+    return (
+        j.with_columns(
+            (pl.col("b") - pl.col("a")).alias("delta"),
+            pl.when(pl.col("a") != 0).then(pl.col("b") / pl.col("a") - 1).otherwise(None).alias("change"),
+            pl.col("metric").replace_strict(order, default=len(order), return_dtype=pl.Int64).alias("_o"),
+        )
+        .sort([key, "_o"], maintain_order=True)
+        .drop("_o")
+    )
+
+
+def _metric_list(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
+    lat = sorted({c for c in (*a.columns, *b.columns) if c.startswith(LAT_PREFIXES)})
+    return [*METRICS, *lat]
+
+
+def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Per phase: every metric of both sides with its delta and relative change."""
+    return compare(a.phases, b.phases, "phase", _metric_list(a.phases, b.phases))
+
+
+def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Per phase (and the whole trace): verdict before and after, and whether it changed."""
+    def side(d: ReportData) -> pl.DataFrame:
+        rows = [{"phase": "whole trace", "bound": d.totals.get("bound"), "reason": d.totals.get("reason")}]
+        if d.phases.height and "phase" in d.phases.columns:
+            cols = [c for c in ("phase", "bound", "reason") if c in d.phases.columns]
+            rows += d.phases.select(cols).to_dicts()
+        return pl.DataFrame(rows, schema={"phase": pl.String, "bound": pl.String, "reason": pl.String}, orient="row")
+
+    j = side(a).join(side(b), on="phase", how="full", coalesce=True, suffix="_b")
+    return j.select(
+        "phase", pl.col("bound").alias("bound_a"), pl.col("bound_b"),
+        (pl.col("bound").fill_null("–") != pl.col("bound_b").fill_null("–")).alias("changed"),
+        pl.col("reason").alias("reason_a"), pl.col("reason_b"),
+    )
+
+
+def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
+    """Regions aggregated per kind (name with numbers → N) and phase: count and summed metrics."""
+    if regions.height == 0 or "name" not in regions.columns:
+        return pl.DataFrame(schema={"kind": pl.String})
+    r = regions.with_columns(pl.col("name").cast(pl.String).str.replace_all(r"\d+", "N").alias("_k"))
+    ph = pl.col("phase").cast(pl.String) if "phase" in r.columns else pl.lit("other")
+    r = r.with_columns(pl.format("{} [{}]", pl.col("_k"), ph).alias("kind"))
+    aggs = [pl.len().cast(pl.Float64).alias("count")]
+    for m in ("span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes"):
+        if m in r.columns:
+            aggs.append(pl.col(m).cast(pl.Float64).sum().alias(m))
+    if "span_ns" in r.columns:
+        aggs.append(pl.col("span_ns").cast(pl.Float64).median().alias("span_p50_ns"))
+    return r.group_by("kind", maintain_order=True).agg(aggs)
+
+
+def region_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    return compare(region_kinds(a.regions), region_kinds(b.regions), "kind", list(REGION_METRICS))
+
+
+def name_totals(df: pl.DataFrame, name: str = "name", time: str = "dur_ns") -> pl.DataFrame:
+    """``name, count, time_ns`` summed over rows (kernels table: time = end − start)."""
+    if df.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "count": pl.Int64, "time_ns": pl.Int64})
+    t = pl.col(time) if time in df.columns else (pl.col("end_ns") - pl.col("start_ns"))
+    return (df.group_by(pl.col(name).cast(pl.String).alias("name"))
+            .agg(pl.len().cast(pl.Int64).alias("count"), t.sum().cast(pl.Int64).alias("time_ns")))
+
+
+def moved(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
+    """Names whose total device time moved most (by |delta|); absent on one side counts as 0."""
+    j = a.join(b, on="name", how="full", coalesce=True, suffix="_b")
+    return (
+        j.select(
+            "name",
+            pl.col("count").fill_null(0).alias("count_a"), pl.col("count_b").fill_null(0),
+            pl.col("time_ns").fill_null(0).alias("time_a_ns"), pl.col("time_ns_b").fill_null(0).alias("time_b_ns"),
+        )
+        .with_columns((pl.col("time_b_ns") - pl.col("time_a_ns")).alias("delta_ns"))
+        .with_columns(pl.when(pl.col("time_a_ns") > 0).then(pl.col("time_b_ns") / pl.col("time_a_ns") - 1).otherwise(None).alias("change"))
+        .sort([pl.col("delta_ns").abs(), "name"], descending=[True, False])
+        .head(n)
+    )
+
+
+def top_totals(top: pl.DataFrame) -> pl.DataFrame:
+    """Whole-trace totals from a result's top-N frame (scope_kind == "trace")."""
+    if top.height == 0 or "scope_kind" not in top.columns:
+        return name_totals(pl.DataFrame())
+    t = top.filter(pl.col("scope_kind") == "trace")
+    tcol = "device_time_ns" if "device_time_ns" in t.columns else "time_ns"
+    return t.select(pl.col("name").cast(pl.String), pl.col("count").cast(pl.Int64), pl.col(tcol).cast(pl.Int64).alias("time_ns"))
+
+
+def diff(
+    a: ReportData,
+    b: ReportData,
+    kernels: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    ops: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    labels: tuple[str, str] = ("A", "B"),
+) -> Diff:
+    """Compare two reports. ``kernels`` / ``ops``: per-name totals of each side (``name_totals``);
+    without them the results' own top-N lists are compared (names outside a top-N count as 0)."""
+    ka, kb = kernels if kernels is not None else (top_totals(a.top_kernels_all), top_totals(b.top_kernels_all))
+    oa, ob = ops if ops is not None else (top_totals(a.top_ops_all), top_totals(b.top_ops_all))
+    return Diff(
+        a_label=labels[0], b_label=labels[1],
+        phases=phase_diff(a, b), verdicts=verdict_diff(a, b), regions=region_diff(a, b),
+        kernels=moved(ka, kb), ops=moved(oa, ob),
+    )
