@@ -1,0 +1,172 @@
+"""Measure this machine's copy bandwidth and matmul FLOP/s into a hardware file.
+
+``measure(device)`` returns a :class:`~tracekit.hardware.Hardware` whose peaks are the best of a
+few timed repetitions (so the file is an *achievable* ceiling, not a datasheet peak):
+
+- bandwidth: ``dst.copy_(src)`` of a large buffer; bytes = 2 x buffer (one read + one write);
+- FLOP/s per dtype: an n x n x n matmul; FLOPs = 2 n^3 (the cost model's GEMM convention).
+
+torch is imported lazily (only here); without torch, numpy measures the CPU (fp32/fp64 only);
+without either, MissingDependencyError. CPU results carry the diagnostic label
+"CPU diagnostic — not GPU evidence". docs/hardware.md describes the output format.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Final
+
+from tracekit.errors import MissingDependencyError, UsageError
+from tracekit.hardware import Hardware
+
+CPU_DIAGNOSTIC: Final = "CPU diagnostic — not GPU evidence"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Problem sizes: copy buffer bytes, matmul n, timed repetitions (best one kept)."""
+
+    copy_bytes: int
+    matmul_n: int
+    repeats: int
+
+
+SIZES: Final[dict[tuple[str, bool], Sizes]] = {
+    ("cpu", False): Sizes(256 * 2**20, 2048, 5),
+    ("cpu", True): Sizes(8 * 2**20, 256, 3),
+    ("cuda", False): Sizes(2 * 2**30, 8192, 10),
+    ("cuda", True): Sizes(64 * 2**20, 1024, 3),
+}
+
+
+def _best(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> float:
+    """Best wall time in seconds of ``fn`` over ``repeats`` runs, after one warm-up."""
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return max(best, 1e-9)
+
+
+def _torch_measure(device: str, sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
+    import torch  # lazy: tracekit never imports torch at module level
+
+    dev = torch.device("cuda" if device == "cuda" else "cpu")
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    n_elems = sizes.copy_bytes // 4
+    src = torch.ones(n_elems, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+    t_copy = _best(lambda: dst.copy_(src), sync, sizes.repeats)
+    bandwidth = 2.0 * n_elems * 4 / t_copy
+    del src, dst
+
+    n = sizes.matmul_n
+    dtypes: dict[str, Any] = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    if device == "cuda":
+        dtypes["fp16"] = torch.float16
+    peaks: dict[str, float] = {}
+    seconds: dict[str, float] = {"copy": t_copy}
+    for name, dt in dtypes.items():
+        try:
+            a = torch.randn(n, n, device=dev).to(dt)
+            b = torch.randn(n, n, device=dev).to(dt)
+            t = _best(lambda: torch.mm(a, b), sync, sizes.repeats)
+        except RuntimeError:  # dtype not supported for matmul on this device
+            continue
+        peaks[name] = 2.0 * n**3 / t
+        seconds[name] = t
+    if device == "cuda":
+        old = torch.backends.cuda.matmul.allow_tf32
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            a = torch.randn(n, n, device=dev)
+            b = torch.randn(n, n, device=dev)
+            t = _best(lambda: torch.mm(a, b), sync, sizes.repeats)
+            peaks["tf32"] = 2.0 * n**3 / t
+            seconds["tf32"] = t
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+    info = {"backend": f"torch {torch.__version__}", "seconds": seconds}
+    if device == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(0)
+    return bandwidth, peaks, info
+
+
+def _numpy_measure(sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
+    import numpy as np
+
+    n_elems = sizes.copy_bytes // 4
+    src = np.ones(n_elems, dtype=np.float32)
+    dst = np.empty_like(src)
+    t_copy = _best(lambda: np.copyto(dst, src), lambda: None, sizes.repeats)
+    n = sizes.matmul_n
+    peaks: dict[str, float] = {}
+    seconds: dict[str, float] = {"copy": t_copy}
+    rng = np.random.default_rng(0)
+    for name, dt in {"fp32": np.float32, "fp64": np.float64}.items():
+        a = rng.standard_normal((n, n)).astype(dt)
+        b = rng.standard_normal((n, n)).astype(dt)
+        t = _best(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
+        peaks[name] = 2.0 * n**3 / t
+        seconds[name] = t
+    return 2.0 * n_elems * 4 / t_copy, peaks, {"backend": f"numpy {np.__version__}", "seconds": seconds}
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def measure(device: str = "cpu", quick: bool = False) -> Hardware:
+    """Measure ``device`` ("cpu", "cuda" or "auto"); ``quick`` uses small sizes (tests, smoke runs).
+
+    Raises UsageError for an unknown or absent device, MissingDependencyError when neither torch
+    nor numpy is installed.
+    """
+    if device == "auto":
+        device = "cuda" if _cuda_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r}: choose cpu, cuda or auto")
+    if device == "cuda" and not _cuda_available():
+        raise UsageError("--device cuda: no CUDA device visible to torch on this machine (try --device cpu)")
+    sizes = SIZES[(device, quick)]
+    try:
+        bandwidth, peaks, info = _torch_measure(device, sizes)
+    except ImportError:
+        try:
+            bandwidth, peaks, info = _numpy_measure(sizes)
+        except ImportError:
+            raise MissingDependencyError("tracekit calibrate needs torch or numpy: pip install 'tracekit[workloads]'") from None
+    if device == "cpu":
+        desc = f"CPU {platform.machine()} {platform.processor() or ''}".strip()
+    else:
+        desc = str(info.get("device_name", "CUDA device"))
+    info.update({"device": device, "copy_bytes": sizes.copy_bytes, "matmul_n": sizes.matmul_n,
+                 "repeats": sizes.repeats, "quick": quick,
+                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return Hardware(
+        name=f"calibrated: {desc}",
+        peak_flops_per_s=peaks,
+        mem_bandwidth_bytes_per_s=bandwidth,
+        source=(f"tracekit calibrate ({info['backend']}): best of {sizes.repeats} x copy of "
+                f"{sizes.copy_bytes / 2**20:.0f} MiB and {sizes.matmul_n}^3 matmul per dtype"),
+        key="calibrated",
+        device_name=desc,
+        matched_by="measured by tracekit calibrate",
+        diagnostic=CPU_DIAGNOSTIC if device == "cpu" else None,
+        notes="achieved rates on this machine, not datasheet peaks",
+        measured=info,
+    )
