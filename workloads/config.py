@@ -60,6 +60,11 @@ def parse_int_list(text: str, what: str) -> list[int]:
     return out
 
 
+def check_threads(n: int) -> None:
+    if int(n) < 0:
+        raise UsageError(f"--threads must be >= 0 (got {n})")
+
+
 def _positive(name: str, value: int) -> None:
     if int(value) <= 0:
         raise UsageError(f"{name} must be > 0 (got {value})")
@@ -76,6 +81,7 @@ class PhaseShapeConfig:
     active: int = 3  # profiled steps per shape
     reps: int = 5  # GEMMs per step (amortises launch latency on GPU)
     seed: int = 0
+    threads: int = 0  # CPU intra-op threads (0 = torch's default)
 
     def validate(self) -> "PhaseShapeConfig":
         _positive("--d", self.d)
@@ -85,6 +91,7 @@ class PhaseShapeConfig:
             _positive("rows (m)", m)
         for n, v in (("--warmup", self.warmup + 1), ("--active", self.active), ("--reps", self.reps)):
             _positive(n, v)
+        check_threads(self.threads)
         return dataclasses.replace(self, dtype=canonical_dtype(self.dtype), device=check_device_name(self.device))
 
 
@@ -174,6 +181,7 @@ class LLMRunConfig:
     output_len: str = "fixed:32"
     device: str = "cpu"
     seed: int = 0
+    threads: int = 0  # CPU intra-op threads (0 = torch's default)
     warmup_decode_steps: int = 2  # decode steps in the (discarded) profiler warm-up pass
 
     def validate(self) -> "LLMRunConfig":
@@ -185,6 +193,7 @@ class LLMRunConfig:
             raise UsageError(f"prompt ({p.max()}) + output ({o.max()}) tokens exceed --max-context {model.max_context}")
         if self.warmup_decode_steps < 0:
             raise UsageError("--warmup-decode-steps must be >= 0")
+        check_threads(self.threads)
         return dataclasses.replace(self, model=model, device=check_device_name(self.device))
 
 
@@ -200,6 +209,7 @@ class ServeConfig:
     chunk: int = 128  # max prefill tokens of one request per step
     device: str = "cpu"
     seed: int = 0
+    threads: int = 0  # CPU intra-op threads (0 = torch's default)
     warmup_requests: int = 2
 
     def validate(self) -> "ServeConfig":
@@ -216,6 +226,7 @@ class ServeConfig:
         if self.warmup_requests < 0:
             raise UsageError("--warmup-requests must be >= 0")
         arrival_times(self.arrival, 1, random.Random(0))  # validates the spec
+        check_threads(self.threads)
         return dataclasses.replace(self, model=model, device=check_device_name(self.device))
 
 

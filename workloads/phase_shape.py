@@ -79,10 +79,12 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
 
     from tracekit.annotate import phase
     from workloads import profiling as P
-    from workloads.sidecar import base_sidecar, sidecar_path_for, trace_path, write_json
+    from workloads.sidecar import base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
     dev = P.resolve_device(cfg.device)
+    out = prepare_out_dir(out)
     dt = P.torch_dtype(cfg.dtype)
+    P.set_threads(cfg.threads)
     env = P.env_info(dev)
     shapes = shapes_of(cfg)
     gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
@@ -146,6 +148,7 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
                       "the profiler starts (cold_ns)",
             "warmup_steps": cfg.warmup, "active_steps": cfg.active, "gemms_per_step": cfg.reps}
     summary = base_sidecar("phase-shape", str(dev), env["device_name"], env["torch_version"], config, warm)
+    summary["cpu_threads"] = int(env["cpu_threads"])
     summary["timing"] = "CUDA events around each step" if dev.type == "cuda" else "perf_counter around each step"
     summary["knee"] = None if knee is None else {"kind": rows[knee]["kind"], "m": rows[knee]["m"],
                                                  "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s"}

@@ -20,6 +20,12 @@ warnings.filterwarnings("ignore", message="Profiler clears events at the end of 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def set_threads(n: int) -> None:
+    """Pin CPU intra-op threads (0 keeps torch's default). One thread is steadier on a busy host."""
+    if n > 0:
+        torch.set_num_threads(n)
+
+
 def resolve_device(name: str) -> torch.device:
     """A usable torch device; UsageError for an unknown name or CUDA without a GPU."""
     name = check_device_name(name)
@@ -105,4 +111,5 @@ def export(prof: Any, path: Path) -> None:
 
 
 def env_info(dev: torch.device) -> dict[str, str]:
-    return {"device_name": device_name(dev), "torch_version": str(torch.__version__)}
+    return {"device_name": device_name(dev), "torch_version": str(torch.__version__),
+            "cpu_threads": str(torch.get_num_threads())}

@@ -53,26 +53,36 @@ def _fmt_ns(ns: float) -> str:
 @click.option("--active", type=int, default=3, show_default=True, help="Profiled steps per shape.")
 @click.option("--reps", type=int, default=5, show_default=True, help="GEMMs per step.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default).")
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
 def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device: str, warmup: int,
-                active: int, reps: int, seed: int, out: Path) -> None:
+                active: int, reps: int, seed: int, threads: int, out: Path) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
     from workloads.config import PhaseShapeConfig, parse_int_list
-    from workloads.sidecar import prepare_out_dir
 
     cfg = PhaseShapeConfig(d=d, dtype=dtype, prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
                            decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")), device=device,
-                           warmup=warmup, active=active, reps=reps, seed=seed).validate()
-    require_torch()
-    from workloads.profiling import resolve_device
-
-    resolve_device(cfg.device)
-    out_dir = prepare_out_dir(out)
+                           warmup=warmup, active=active, reps=reps, seed=seed,
+                           threads=threads).validate()
+    out_dir = _ready(cfg.device, out)
     from workloads.phase_shape import run_sweep
 
     res = run_sweep(cfg, out_dir)
     _print_sweep(res.table, res.summary)
     click.echo(f"wrote {len(res.files)} files to {out_dir}")
+
+
+def _ready(device: str, out: Path) -> Path:
+    """Checks that need torch (the extra installed, the device present), then the output directory."""
+    from workloads.sidecar import prepare_out_dir
+
+    if out.exists() and not out.is_dir():
+        prepare_out_dir(out)  # raises the one-line UsageError before torch is even imported
+    require_torch()
+    from workloads.profiling import resolve_device
+
+    resolve_device(device)
+    return prepare_out_dir(out)
 
 
 def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
@@ -88,3 +98,104 @@ def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
     if "diagnostic" in summary:
         click.echo(summary["diagnostic"])
 
+
+
+F = Any
+
+
+def _model_options(fn: F) -> F:
+    opts = [
+        click.option("--layers", type=int, default=4, show_default=True),
+        click.option("--d-model", type=int, default=512, show_default=True),
+        click.option("--heads", type=int, default=8, show_default=True),
+        click.option("--kv-heads", type=int, default=0, show_default=True, help="0: same as --heads; fewer: GQA."),
+        click.option("--ffn-mult", type=int, default=4, show_default=True),
+        click.option("--vocab", type=int, default=8192, show_default=True),
+        click.option("--max-context", type=int, default=1024, show_default=True),
+        click.option("--dtype", default="float32", show_default=True, help="float32 | bfloat16 | float16"),
+        click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N"),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default)."),
+        click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _model(kw: dict[str, Any]) -> Any:
+    from workloads.config import ModelConfig
+
+    return ModelConfig(**{k: kw.pop(k) for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab",
+                                                 "max_context", "dtype")})
+
+
+@run.command("llm")
+@_model_options
+@click.option("--batch", type=int, default=4, show_default=True, help="Prompts prefilled and decoded together.")
+@click.option("--prompt-len", default="uniform:64:256", show_default=True,
+              help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...")
+@click.option("--output-len", default="fixed:32", show_default=True, help="Output-length distribution (same forms).")
+@click.option("--warmup-decode-steps", type=int, default=2, show_default=True)
+def llm(**kw: Any) -> None:
+    """Static-batch prefill then greedy decode of a small random-weight transformer."""
+    from workloads.config import LLMRunConfig
+
+    out = kw.pop("out")
+    cfg = LLMRunConfig(model=_model(kw), **kw).validate()
+    out_dir = _ready(cfg.device, out)
+    from workloads.generate import run_llm
+
+    res = run_llm(cfg, out_dir)
+    _print_requests(res.summary)
+    t = res.summary["timing"]
+    steps = t["decode_step_ns"]
+    if steps:
+        click.echo(f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
+                   f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}")
+    _print_files(res.summary, res.trace, res.sidecar)
+
+
+@run.command("serve")
+@_model_options
+@click.option("--requests", type=int, default=16, show_default=True)
+@click.option("--prompt-len", default="uniform:32:256", show_default=True,
+              help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...")
+@click.option("--output-len", default="uniform:8:32", show_default=True, help="Output-length distribution.")
+@click.option("--arrival", default="poisson:200", show_default=True, help="poisson:<req/s> | interval:<ms> | burst")
+@click.option("--token-budget", type=int, default=256, show_default=True, help="Max tokens per step.")
+@click.option("--max-seqs", type=int, default=8, show_default=True, help="Max active sequences (KV slots).")
+@click.option("--chunk", type=int, default=128, show_default=True, help="Max prefill tokens of one request per step.")
+@click.option("--warmup-requests", type=int, default=2, show_default=True)
+def serve(**kw: Any) -> None:
+    """Continuous batching with a token budget, chunked prefill and an arrival schedule."""
+    from workloads.config import ServeConfig
+
+    out = kw.pop("out")
+    cfg = ServeConfig(model=_model(kw), **kw).validate()
+    out_dir = _ready(cfg.device, out)
+    from workloads.serve import run_serve
+
+    res = run_serve(cfg, out_dir)
+    _print_requests(res.summary)
+    kinds: dict[str, int] = {}
+    for st in res.summary["steps"]:
+        kinds[st["kind"]] = kinds.get(st["kind"], 0) + 1
+    click.echo(f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
+               f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "
+               f"(budget {cfg.token_budget})")
+    _print_files(res.summary, res.trace, res.sidecar)
+
+
+def _print_requests(summary: dict[str, Any]) -> None:
+    click.echo(f"{'req':>4}{'prompt':>8}{'output':>8}{'arrival':>12}{'TTFT':>12}{'TPOT':>12}")
+    for r in summary["requests"]:
+        tpot = _fmt_ns(r["tpot_ns"]) if r["tpot_ns"] is not None else "-"
+        click.echo(f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
+                   f"{_fmt_ns(r['ttft_ns']):>12}{tpot:>12}")
+
+
+def _print_files(summary: dict[str, Any], trace: Path, sidecar: Path) -> None:
+    if "diagnostic" in summary:
+        click.echo(summary["diagnostic"])
+    click.echo(f"trace {trace}\nsidecar {sidecar}")
