@@ -1,14 +1,15 @@
-"""Kineto (torch.profiler Chrome trace JSON) → canonical tables.
+"""Kineto (torch.profiler Chrome trace JSON) → canonical tables, streamed.
 
-Raw Kineto field names appear here and nowhere else. Decoding uses msgspec typed structs so
-that fields nobody reads are skipped without building Python objects; timestamps are decoded
-as raw JSON numbers and converted to int64 ns exactly (decimal string → int), because float64
-cannot hold ns fractions of epoch-µs timestamps.
+Raw Kineto field names appear here and in ``kineto_tables`` only. The file is read (gunzipped)
+in chunks by ``jsonstream``; each slice of ``traceEvents`` is decoded by msgspec into the typed
+structs below, which skip every field nobody reads. Timestamps are kept as raw JSON text
+(``msgspec.Raw``) and converted to int64 ns exactly, because float64 cannot hold ns fractions
+of epoch-µs values. See docs/kineto.md for the decoder choice and its measurements.
 """
 
 from __future__ import annotations
 
-import gzip
+import gc
 import os
 from collections import Counter
 from pathlib import Path
@@ -18,336 +19,231 @@ import msgspec
 import polars as pl
 
 from tracekit import schema
-from tracekit.errors import EmptyTraceError, TraceFormatError
-from tracekit.intervals import nest
+from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.sources.jsonstream import StreamStats, stream_document
+from tracekit.sources.kineto_tables import LAUNCH_FLOW_CATS, Collector, decode_fallback
 from tracekit.trace import Trace
 
-# Category → table. Old (≤ 2021) names map to the same tables.
-KERNEL_CATS = {"kernel": schema.KIND_KERNEL, "Kernel": schema.KIND_KERNEL,
-               "gpu_memcpy": schema.KIND_MEMCPY, "Memcpy": schema.KIND_MEMCPY,
-               "gpu_memset": schema.KIND_MEMSET, "Memset": schema.KIND_MEMSET}
-LAUNCH_CATS = {"cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "driver", "Driver": "driver"}
-OP_CATS = {"cpu_op", "Operator"}
-REGION_CATS = {"user_annotation": schema.REGION_USER, "User": schema.REGION_USER,
-               "gpu_user_annotation": schema.REGION_GPU_USER}
-FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "fwdbwd"}
+_NULL = msgspec.Raw(b"null")
 
 
-class Args(msgspec.Struct):
+class Args(msgspec.Struct, frozen=True, gc=False):
+    """The ``args`` fields tracekit reads; every other key is skipped by the decoder."""
+
     external_id: Any = msgspec.field(default=None, name="External id")
     correlation: Any = None
     device: Any = None
     stream: Any = None
-    grid: Any = None
-    block: Any = None
+    grid: msgspec.Raw = _NULL  # [x, y, z] kept as text, split in polars
+    block: msgspec.Raw = _NULL
     registers: Any = msgspec.field(default=None, name="registers per thread")
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
     nbytes: Any = msgspec.field(default=None, name="bytes")
     graph_id: Any = msgspec.field(default=None, name="graph id")
     seq: Any = msgspec.field(default=None, name="Sequence number")
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_types: Any = msgspec.field(default=None, name="Input type")
-    input_strides: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Strides")
-    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+    input_strides: msgspec.Raw = msgspec.field(default=_NULL, name="Input Strides")
+    concrete: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
     name: Any = None  # M events: process_name / thread_name
 
 
-class Event(msgspec.Struct):
-    ph: Any = None
-    cat: Any = None
+_NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str | None = None
+    cat: str | None = None
     name: Any = None
     pid: Any = None
     tid: Any = None
-    ts: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
-    dur: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    ts: msgspec.Raw = _NULL
+    dur: msgspec.Raw = _NULL
     id: Any = None
-    args: Args | None = None
+    args: Args = _NO_ARGS
 
 
-class Document(msgspec.Struct):
-    traceEvents: list[Event] = []
-    schemaVersion: Any = None
-    deviceProperties: Any = None
-    distributedInfo: Any = None
-    baseTimeNanoseconds: Any = None
-    displayTimeUnit: Any = None
-    trace_id: Any = None
-    record_shapes: Any = None
-    with_flops: Any = None
-    cuda_runtime_version: Any = None
-    cuda_driver_version: Any = None
-    cupti_version: Any = None
-    traceName: Any = None
-
-
-_DECODER = msgspec.json.Decoder(Document)
-
-
-def _read_bytes(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-    if head == b"\x1f\x8b":
-        with gzip.open(path, "rb") as gz:
-            return gz.read()
-    return path.read_bytes()
+_BATCH = msgspec.json.Decoder(list[Event])
+_ONE = msgspec.json.Decoder(Event)
+_EXTRA_KEYS = ("trace_id", "record_shapes", "with_flops", "with_stack", "profile_memory", "with_modules",
+               "cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
+               "hip_driver_version", "roctracer_version", "displayTimeUnit", "traceName")
 
 
 def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
-    """Load a Kineto JSON trace (``.json`` or gzip by magic bytes) into canonical tables."""
+    """Load a Kineto JSON trace (``.json`` or gzip, told by magic bytes) into canonical tables.
+
+    Streams the file: memory stays near the size of the tables, not of the JSON. A file cut off
+    mid-write keeps every complete event and says how much was lost in ``meta["warnings"]``.
+    Raises TraceFormatError (not JSON / not a trace), EmptyTraceError (no events),
+    UnsupportedFormatError (SQLite or ``.nsys-rep``).
+    """
     from tracekit.sources import make_trace_id
 
     p = Path(path)
-    raw = _read_bytes(p)
-    if not raw.strip():
-        raise EmptyTraceError(f"{p}: empty file")
-    try:
-        doc = _DECODER.decode(raw)
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(f"{p}: JSON but not a Kineto trace ({exc})") from None
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(f"{p}: not valid JSON ({exc})") from None
-    tid = trace_id or make_trace_id(p)
-    return build_trace(doc, source=str(p), trace_id=tid)
+    if p.is_dir():
+        raise TraceFormatError(f"{p}: a directory, not a Kineto trace file")
+    if not p.is_file():
+        raise TraceFormatError(f"{p}: no such file")
+    _refuse_other_formats(p)
+    col = Collector()
 
-
-def _ints(values: list[Any]) -> pl.Series:
-    """Best-effort int64 column from raw JSON values (ints, numeric strings, others → null)."""
-    return pl.Series([_to_int(v) for v in values], dtype=pl.Int64)
-
-
-def _to_int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v if -(1 << 63) <= v < (1 << 63) else None
-    if isinstance(v, float):
-        return int(v) if v == v and abs(v) < 9e18 else None
-    if isinstance(v, str):
+    def decode(piece: bytes) -> list[Any]:
         try:
-            return int(v)
-        except ValueError:
-            return None
-    return None
+            evs: list[Any] = _BATCH.decode(piece)
+            return evs
+        except msgspec.ValidationError:
+            return decode_fallback(piece, _ONE, col.dropped)
 
-
-def _ns_from_raw(col: pl.Expr) -> pl.Expr:
-    """Exact decimal µs text → int64 ns: integer part × 1000 + first three fraction digits."""
-    parts = col.str.strip_chars().str.split_exact(".", 1)
-    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
-    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 3).str.pad_end(3, "0").cast(pl.Int64, strict=False)
-    neg = col.str.strip_chars().str.starts_with("-")
-    return pl.when(neg).then(whole * 1000 - frac).otherwise(whole * 1000 + frac)
-
-
-def build_trace(doc: Document, source: str, trace_id: str) -> Trace:
-    """Split decoded events into the canonical tables, counting every event kept or dropped."""
-    dropped: Counter[str] = Counter()
-    rows: dict[str, list[Event]] = {"kernels": [], "launches": [], "ops": [], "regions": []}
-    threads: list[dict[str, Any]] = []
-    flows: Counter[str] = Counter()
-    cats: Counter[str] = Counter()
-    for ev in doc.traceEvents:
-        cat = ev.cat if isinstance(ev.cat, str) else ""
-        ph = ev.ph
-        cats[cat or f"<ph {ph}>"] += 1
-        if ph == "X":
-            if cat in KERNEL_CATS:
-                rows["kernels"].append(ev)
-            elif cat in LAUNCH_CATS:
-                rows["launches"].append(ev)
-            elif cat in OP_CATS:
-                rows["ops"].append(ev)
-            elif cat in REGION_CATS:
-                rows["regions"].append(ev)
-            else:
-                dropped[f"category not modelled: {cat or '<none>'}"] += 1
-        elif ph in ("s", "f", "t") and cat in FLOW_CATS:
-            flows[f"{cat}:{ph}"] += 1
-        elif ph == "M":
-            if ev.name in ("process_name", "thread_name") and ev.args is not None:
-                threads.append({"kind": ev.name, "pid": _to_int(ev.pid), "tid": _to_int(ev.tid), "name": ev.args.name})
-            else:
-                dropped["metadata event"] += 1
-        else:
-            dropped[f"phase not modelled: {ph}" + (f" ({cat})" if cat else "")] += 1
-
-    base = _to_int(doc.baseTimeNanoseconds) or 0
-    tables: dict[str, pl.DataFrame] = {}
-    tables["kernels"] = _kernels(rows["kernels"], base, dropped)
-    tables["launches"] = _launches(rows["launches"], base, dropped)
-    tables["ops"] = _ops(rows["ops"], base, dropped)
-    tables["regions"] = _regions(rows["regions"], base, dropped)
-    for name, df in tables.items():
-        tables[name] = schema.conform(df, name, trace_id)
-
-    read = len(doc.traceEvents)
+    stats = StreamStats()
+    gc_was_on = gc.isenabled()
+    gc.disable()  # millions of short-lived acyclic objects: the cycle collector only costs time
+    try:
+        top = stream_document(p, decode, col.add, stats)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    events_read = col.events_read + sum(n for k, n in col.dropped.items() if k.startswith("invalid event"))
+    if events_read == 0:
+        raise EmptyTraceError(f"{p}: trace has no events" + (" (file is cut off)" if stats.unclosed else ""))
+    base = _base_ns(top.get("baseTimeNanoseconds"), col.notes)
+    tid = trace_id or make_trace_id(p)
+    tables = col.finish(base, tid)
+    warnings = _warnings(stats, col)
     kept = sum(df.height for df in tables.values())
-    meta = {
-        "trace_id": trace_id,
-        "source": source,
+    meta: dict[str, Any] = {
+        "trace_id": tid,
+        "source": str(p),
         "format": "kineto",
-        "format_version": doc.schemaVersion,
+        "format_version": top.get("schemaVersion"),
         "schema_version": schema.SCHEMA_VERSION,
-        "devices": _devices(doc.deviceProperties),
-        "distributed": _distributed(doc.distributedInfo),
+        "devices": _devices(top.get("deviceProperties")),
+        "distributed": _distributed(top.get("distributedInfo")),
         "time_base_ns": base,
-        "threads": threads,
-        "flows": dict(flows),
-        "categories": dict(cats),
-        "parse_stats": {"events_read": read, "events_kept": kept, "dropped": dict(dropped)},
-        "warnings": [],
-        "extra": {
-            k: getattr(doc, k)
-            for k in ("trace_id", "record_shapes", "with_flops", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "displayTimeUnit")
-            if getattr(doc, k) is not None
+        "time_base": "baseTimeNanoseconds" if "baseTimeNanoseconds" in top else "epoch_us",
+        "threads": [{"kind": k, "pid": pid, "tid": t, "name": n} for k, pid, t, n in col.threads],
+        "flows": _flow_stats(col.flows(), tables["kernels"]),
+        "categories": _categories(tables, col.skipped),
+        "parse_stats": {
+            "events_read": events_read,
+            "events_kept": kept,
+            "skipped": dict(sorted(col.skipped.items())),
+            "dropped": dict(sorted(col.dropped.items())),
+            "coerced": dict(sorted(col.notes.items())),
+            "bytes_read": stats.bytes_read,
+            "gzip": stats.gzip,
+            "truncated": bool(stats.unclosed or stats.gzip_truncated or stats.gzip_error),
+            "bytes_lost": stats.truncated_bytes,
+            "utf8_replaced": stats.utf8_replaced,
         },
+        "warnings": warnings,
+        "extra": {k: top[k] for k in _EXTRA_KEYS if k in top and isinstance(top[k], (str, int, float, bool))},
     }
-    if read == 0:
-        raise EmptyTraceError(f"{source}: trace has no events")
     return Trace(meta=meta, **tables)
 
 
-def _base_frame(evs: list[Event], base: int, dropped: Counter[str], what: str) -> pl.DataFrame:
-    df = pl.DataFrame(
-        {
-            "name": [e.name if isinstance(e.name, str) else None for e in evs],
-            "pid": _ints([e.pid for e in evs]),
-            "tid": _ints([e.tid for e in evs]),
-            "_ts": [bytes(e.ts).decode("ascii", "replace") or None for e in evs],
-            "_dur": [bytes(e.dur).decode("ascii", "replace") or None for e in evs],
-        },
-        schema={"name": pl.String, "pid": pl.Int64, "tid": pl.Int64, "_ts": pl.String, "_dur": pl.String},
-    ).with_columns(
-        (_ns_from_raw(pl.col("_ts")) + base).alias("start_ns"),
-        _ns_from_raw(pl.col("_dur")).alias("_dur_ns"),
-    )
-    df = df.with_columns((pl.col("start_ns") + pl.col("_dur_ns")).alias("end_ns"))
-    bad_ts = df["start_ns"].is_null()
-    bad_dur = df["_dur_ns"].is_null() & ~bad_ts
-    neg = (df["_dur_ns"] < 0).fill_null(False)
-    if bad_ts.any():
-        dropped[f"{what}: missing or non-numeric ts"] += int(bad_ts.sum())
-    if bad_dur.any():
-        dropped[f"{what}: missing or non-numeric dur"] += int(bad_dur.sum())
-    if neg.any():
-        dropped[f"{what}: negative duration"] += int(neg.sum())
-    return df
+def _refuse_other_formats(p: Path) -> None:
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"SQLite format 3\x00"):
+        raise UnsupportedFormatError(f"{p}: an SQLite file (an Nsight Systems export?), not a Kineto JSON trace")
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        raise UnsupportedFormatError(
+            f"{p}: an Nsight Systems report, not a Kineto JSON trace; run `nsys export --type sqlite` on it first"
+        )
 
 
-def _finish(df: pl.DataFrame, dropped: Counter[str], what: str, key: list[str]) -> pl.DataFrame:
-    df = df.filter(pl.col("start_ns").is_not_null() & pl.col("_dur_ns").is_not_null() & (pl.col("_dur_ns") >= 0))
-    before = df.height
-    df = df.unique(subset=key, keep="first", maintain_order=True)
-    if df.height < before:
-        dropped[f"{what}: duplicate event"] += before - df.height
-    return df.drop("_ts", "_dur", "_dur_ns")
+def _base_ns(v: Any, notes: Counter[str]) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    try:
+        return int(str(v))
+    except ValueError:
+        notes["baseTimeNanoseconds: not an integer (ignored)"] += 1
+        return 0
 
 
-def _arg(evs: list[Event], attr: str) -> list[Any]:
-    return [getattr(e.args, attr) if e.args is not None else None for e in evs]
+def _warnings(stats: StreamStats, col: Collector) -> list[str]:
+    out = []
+    if stats.gzip_truncated:
+        out.append("gzip stream is truncated: the file ends before the compressed data does")
+    if stats.gzip_error:
+        out.append(f"gzip stream is corrupt ({stats.gzip_error}); read up to that point")
+    if stats.malformed_at is not None:
+        out.append(f"malformed JSON at byte {stats.malformed_at}; the rest of the file was not read")
+    elif stats.unclosed:
+        out.append(
+            f"trace is cut off: kept every complete event; lost {stats.truncated_bytes} bytes "
+            "of an incomplete event and anything after it"
+        )
+    if stats.utf8_replaced:
+        out.append(f"{stats.utf8_replaced} invalid UTF-8 sequences replaced by U+FFFD")
+    n_drop = sum(col.dropped.values())
+    if n_drop:
+        out.append(f"{n_drop} events dropped: " + ", ".join(f"{k} ({v})" for k, v in col.dropped.most_common(5)))
+    n_coerced = sum(col.notes.values())
+    if n_coerced:
+        out.append(f"{n_coerced} values coerced: " + ", ".join(f"{k} ({v})" for k, v in col.notes.most_common(5)))
+    return out
 
 
-def _dim(values: list[Any], i: int) -> pl.Series:
-    return pl.Series([_to_int(v[i]) if isinstance(v, list) and len(v) > i else None for v in values], dtype=pl.Int64)
+def _categories(tables: dict[str, pl.DataFrame], skipped: Counter[str]) -> dict[str, int]:
+    """Events per category: canonical kinds of the kept events plus the skipped raw categories."""
+    out: dict[str, int] = {}
+    k = tables["kernels"]
+    for kind, n in k.group_by("kind").len().iter_rows():
+        out[str(kind)] = int(n)
+    out["runtime/driver call"] = tables["launches"].height
+    out["cpu_op"] = tables["ops"].height
+    for kind, n in tables["regions"].group_by("kind").len().iter_rows():
+        out[str(kind)] = int(n)
+    out.update({f"skipped: {key}": v for key, v in skipped.items()})
+    return {key: v for key, v in out.items() if v}
 
 
-def _kernels(evs: list[Event], base: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _base_frame(evs, base, dropped, "device activity")
-    grid, block = _arg(evs, "grid"), _arg(evs, "block")
-    df = df.with_columns(
-        pl.Series("kind", [KERNEL_CATS[e.cat] for e in evs], dtype=pl.String),
-        pl.Series("correlation", _ints(_arg(evs, "correlation"))),
-        pl.Series("external_id", _ints(_arg(evs, "external_id"))),
-        pl.Series("device", _ints(_arg(evs, "device"))),
-        pl.Series("stream", _ints(_arg(evs, "stream"))),
-        _dim(grid, 0).alias("grid_x"), _dim(grid, 1).alias("grid_y"), _dim(grid, 2).alias("grid_z"),
-        _dim(block, 0).alias("block_x"), _dim(block, 1).alias("block_y"), _dim(block, 2).alias("block_z"),
-        pl.Series("registers_per_thread", _ints(_arg(evs, "registers"))),
-        pl.Series("shared_memory", _ints(_arg(evs, "shared_memory"))),
-        pl.Series("bytes", _ints(_arg(evs, "nbytes"))),
-        pl.Series("graph_id", _ints(_arg(evs, "graph_id"))),
-    )
-    # device/stream args are authoritative; pid/tid are their display copies.
-    df = df.with_columns(
-        pl.coalesce("device", "pid").alias("device"),
-        pl.coalesce("stream", "tid").alias("stream"),
-        pl.when(pl.col("kind") == schema.KIND_MEMCPY)
-        .then(pl.col("name").str.extract(r"Memcpy (\w+)"))
-        .alias("copy_kind"),
-    )
-    return _finish(df, dropped, "device activity", ["kind", "name", "device", "stream", "start_ns", "end_ns", "correlation"])
-
-
-def _launches(evs: list[Event], base: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _base_frame(evs, base, dropped, "runtime call")
-    df = df.with_columns(
-        pl.Series("api", [LAUNCH_CATS[e.cat] for e in evs], dtype=pl.String),
-        pl.Series("correlation", _ints(_arg(evs, "correlation"))),
-        pl.Series("external_id", _ints(_arg(evs, "external_id"))),
-    )
-    return _finish(df, dropped, "runtime call", ["name", "pid", "tid", "start_ns", "end_ns", "correlation"])
-
-
-def _raw_text(values: list[Any]) -> list[str | None]:
-    return [bytes(v).decode("utf-8", "replace") or None if v is not None else None for v in values]
-
-
-def _str_list(values: list[Any]) -> list[list[str] | None]:
-    return [[str(x) for x in v] if isinstance(v, list) else None for v in values]
-
-
-def _ops(evs: list[Event], base: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _base_frame(evs, base, dropped, "cpu op")
-    df = df.with_columns(
-        pl.Series("external_id", _ints(_arg(evs, "external_id"))),
-        pl.Series("sequence_number", _ints(_arg(evs, "seq"))),
-        pl.Series("input_dims", _raw_text(_arg(evs, "input_dims")), dtype=pl.String),
-        pl.Series("input_types", _str_list(_arg(evs, "input_types")), dtype=pl.List(pl.String)),
-        pl.Series("input_strides", _raw_text(_arg(evs, "input_strides")), dtype=pl.String),
-        pl.Series("concrete_inputs", _str_list(_arg(evs, "concrete")), dtype=pl.List(pl.String)),
-    )
-    df = _finish(df, dropped, "cpu op", ["name", "pid", "tid", "start_ns", "end_ns", "external_id"])
-    df = df.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
-    return nest(df, ["pid", "tid"], "op_id")
-
-
-def _regions(evs: list[Event], base: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _base_frame(evs, base, dropped, "annotation")
-    df = df.with_columns(
-        pl.Series("kind", [REGION_CATS[e.cat] for e in evs], dtype=pl.String),
-        pl.Series("external_id", _ints(_arg(evs, "external_id"))),
-        pl.Series("_device", _ints(_arg(evs, "device"))),
-        pl.Series("_stream", _ints(_arg(evs, "stream"))),
-    )
-    # gpu_user_annotation: pid/tid are device/stream (some traces lack the stream arg).
-    df = df.with_columns(
-        pl.when(pl.col("kind") == schema.REGION_GPU_USER).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
-        pl.when(pl.col("kind") == schema.REGION_GPU_USER).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
-    ).drop("_device", "_stream")
-    df = _finish(df, dropped, "annotation", ["kind", "name", "pid", "tid", "start_ns", "end_ns"])
-    df = df.with_row_index("region_id").with_columns(pl.col("region_id").cast(pl.Int64))
-    return nest(df, ["kind", "pid", "tid"], "region_id")
+def _flow_stats(flows: pl.DataFrame, kernels: pl.DataFrame) -> dict[str, Any]:
+    """Flow events per category and phase, and how many device activities a CPU→GPU flow
+    reaches (its id is the launch correlation id)."""
+    counts = {f"{c}:{p}": int(n) for c, p, n in flows.group_by("cat", "ph").len().sort("cat", "ph").iter_rows()}
+    link = flows.filter(pl.col("cat").is_in(list(LAUNCH_FLOW_CATS)))["id"].drop_nulls().unique()
+    linked = int(kernels["correlation"].is_in(link.implode()).sum()) if kernels.height else 0
+    cats = sorted(set(flows.filter(pl.col("cat").is_in(list(LAUNCH_FLOW_CATS)))["cat"].to_list()))
+    return {"counts": counts, "launch_flow_categories": cats, "launch_flow_ids": link.len(),
+            "device_activities_with_flow": linked}
 
 
 def _devices(props: Any) -> list[dict[str, Any]]:
     out = []
-    if isinstance(props, list):
-        for d in props:
-            if not isinstance(d, dict):
-                continue
-            out.append({
-                "id": _to_int(d.get("id")),
-                "name": d.get("name") if isinstance(d.get("name"), str) else None,
-                "num_sms": _to_int(d.get("numSms")),
-                "total_memory_bytes": _to_int(d.get("totalGlobalMem")),
-                "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}" if d.get("computeMajor") is not None else None,
-                "memory_bandwidth_bytes_per_s": None,
-                "clock_hz": None,
-            })
+    for d in props if isinstance(props, list) else []:
+        if not isinstance(d, dict):
+            continue
+        out.append({
+            "id": _int(d.get("id")),
+            "name": d.get("name") if isinstance(d.get("name"), str) else None,
+            "num_sms": _int(d.get("numSms")),
+            "total_memory_bytes": _int(d.get("totalGlobalMem")),
+            "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}" if d.get("computeMajor") is not None else None,
+            "memory_bandwidth_bytes_per_s": None,
+            "clock_hz": None,
+        })
     return out
 
 
 def _distributed(info: Any) -> dict[str, Any]:
     if not isinstance(info, dict):
         return {}
-    return {"rank": _to_int(info.get("rank")), "world_size": _to_int(info.get("world_size")), "backend": info.get("backend")}
+    backend = info.get("backend")
+    return {"rank": _int(info.get("rank")), "world_size": _int(info.get("world_size")),
+            "backend": backend if isinstance(backend, str) else None}
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None

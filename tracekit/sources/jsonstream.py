@@ -1,0 +1,383 @@
+"""Stream a Chrome-trace JSON document: top-level keys as values, ``traceEvents`` in batches.
+
+Nothing here knows Kineto field names. The document is read (and gunzipped) in chunks; the
+``traceEvents`` array is cut at event boundaries and each slice is decoded as ``[`` + slice +
+``]`` by a caller-supplied batch decoder, so the whole document never exists as Python objects.
+
+Finding boundaries: a candidate is a ``}`` whose next non-blank byte is ``,`` or ``]``. Starting
+from an event boundary, ``[`` + slice + ``]`` is valid JSON exactly when the slice ends at an event
+boundary (a cut inside a string or a nested value leaves something unclosed), so a failed decode
+means "back off to an earlier candidate" and a successful one is a correct split. The same rule
+keeps every complete event of a file cut off mid-write.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from tracekit.errors import EmptyTraceError, TraceFormatError
+
+CHUNK_BYTES = 4 << 20  # uncompressed bytes per batch (about 15-20k events): bounds memory
+_GZ_READ = 1 << 20
+_WS = re.compile(rb"[ \t\r\n]*")
+_CAND = re.compile(rb"\}[ \t\r\n]*(?=[,\]])")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
+_SCALAR = re.compile(rb"[^,}\]\s]+")
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+_MAX_BACKOFF = 64
+_SEARCH_WINDOW = 1 << 16
+
+
+@dataclass
+class StreamStats:
+    """What the reader saw, beyond the events themselves (surfaced as loader warnings)."""
+
+    bytes_read: int = 0  # uncompressed bytes consumed
+    gzip: bool = False
+    gzip_truncated: bool = False
+    gzip_error: str | None = None
+    truncated_bytes: int = 0  # bytes after the last complete event of a cut-off document
+    malformed_at: int | None = None  # offset of unparseable JSON (the rest was not read)
+    utf8_replaced: int = 0  # invalid UTF-8 sequences replaced by U+FFFD
+    unclosed: bool = False  # the document ended before its closing brackets
+    bare_array: bool = False  # the document is a bare event array (Chrome "JSON Array Format")
+    top_keys: list[str] = field(default_factory=list)
+
+
+def _chunks(path: Path, stats: StreamStats) -> Iterator[bytes]:
+    """Uncompressed chunks of ``path``; gzip is told by magic bytes. A truncated or corrupt gzip
+    stream yields what could be decompressed and flags it in ``stats``."""
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head != b"\x1f\x8b":
+            while True:
+                data = fh.read(CHUNK_BYTES)
+                if not data:
+                    return
+                yield data
+        stats.gzip = True
+        yield from _gunzip(fh, stats)
+
+
+def _gunzip(fh: IO[bytes], stats: StreamStats) -> Iterator[bytes]:
+    dec = zlib.decompressobj(wbits=47)
+    while True:
+        data = fh.read(_GZ_READ)
+        if not data:
+            if not dec.eof:
+                stats.gzip_truncated = True
+            tail = dec.flush()
+            if tail:
+                yield tail
+            return
+        while data:
+            try:
+                out = dec.decompress(data, CHUNK_BYTES)
+            except zlib.error as exc:
+                stats.gzip_error = str(exc)
+                return
+            if out:
+                yield out
+            data = dec.unconsumed_tail
+            if dec.eof:
+                rest = dec.unused_data + data
+                if rest.strip(b"\x00"):  # another gzip member follows
+                    dec = zlib.decompressobj(wbits=47)
+                    data = rest
+                else:
+                    data = b""
+
+
+def _threaded(gen: Iterator[bytes]) -> Iterator[bytes]:
+    """Run ``gen`` (file reads + zlib, which release the GIL) in a thread, two chunks ahead."""
+    q: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in gen:
+                while not stop.is_set():
+                    try:
+                        q.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((None, None))
+        except BaseException as exc:  # handed to the consumer, re-raised there
+            q.put((None, exc))
+
+    t = threading.Thread(target=work, name="tracekit-gunzip", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if exc is not None:
+                raise exc
+            if item is None:
+                return
+            yield item
+    finally:
+        stop.set()
+
+
+class _Buffer:
+    """A sliding window over the uncompressed document."""
+
+    def __init__(self, chunks: Iterator[bytes], stats: StreamStats) -> None:
+        self.chunks = chunks
+        self.stats = stats
+        self.buf = b""
+        self.pos = 0
+        self.offset = 0  # absolute offset of buf[0]
+        self.eof = False
+
+    def more(self) -> bool:
+        """Append the next chunk (dropping consumed bytes). False at end of input."""
+        if self.eof:
+            return False
+        try:
+            chunk = next(self.chunks)
+        except StopIteration:
+            self.eof = True
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        self.stats.bytes_read += len(chunk)
+        return True
+
+    def skip_ws(self) -> bool:
+        """Skip blanks; False when the input ended."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return True
+            if not self.more():
+                return False
+
+    def peek(self) -> int:
+        return self.buf[self.pos]
+
+
+def stream_document(
+    path: Path,
+    decode_batch: Callable[[bytes], list[Any]],
+    on_events: Callable[[list[Any]], None],
+    stats: StreamStats,
+    threaded: bool = True,
+) -> dict[str, Any]:
+    """Read ``path``; call ``on_events`` with each decoded batch of ``traceEvents``; return the
+    other top-level keys decoded as plain values. Raises TraceFormatError / EmptyTraceError when
+    the file is not a JSON object or array; damage after a good start is recorded in ``stats``."""
+    gen = _chunks(path, stats)
+    b = _Buffer(_threaded(gen) if threaded else gen, stats)
+    if not b.skip_ws():
+        if stats.gzip_truncated or stats.gzip_error:
+            raise EmptyTraceError(f"{path}: gzip stream is truncated or corrupt before any data")
+        raise EmptyTraceError(f"{path}: empty file")
+    top: dict[str, Any] = {}
+    first = b.peek()
+    if first == ord("["):
+        stats.bare_array = True
+        b.pos += 1
+        _events(b, decode_batch, on_events, path)
+        return top
+    if first != ord("{"):
+        raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos:b.pos + 16]!r})")
+    b.pos += 1
+    saw_events = False
+    while True:
+        if not b.skip_ws():
+            stats.unclosed = True
+            break
+        c = b.peek()
+        if c == ord("}"):
+            b.pos += 1
+            break
+        if c == ord(","):
+            b.pos += 1
+            continue
+        key = _read_key(b, path)
+        if key is None:
+            stats.unclosed = True
+            break
+        stats.top_keys.append(key)
+        if not b.skip_ws():
+            stats.unclosed = True
+            break
+        if key == "traceEvents" and b.peek() == ord("["):
+            b.pos += 1
+            saw_events = True
+            if not _events(b, decode_batch, on_events, path):
+                break
+            continue
+        value = _read_value(b)
+        if value is _INCOMPLETE:
+            stats.unclosed = True
+            break
+        if value is _MALFORMED:
+            stats.malformed_at = b.offset + b.pos
+            break
+        top[key] = value
+    if not saw_events:
+        if stats.malformed_at is not None or stats.unclosed:
+            raise TraceFormatError(f"{path}: malformed or cut-off JSON before any trace events")
+        raise TraceFormatError(f"{path}: JSON but not a trace (no traceEvents array)")
+    return top
+
+
+class _Sentinel:
+    pass
+
+
+_INCOMPLETE: Any = _Sentinel()
+_MALFORMED: Any = _Sentinel()
+
+
+def _read_key(b: _Buffer, path: Path) -> str | None:
+    """A top-level key followed by ``:``; None when the input ends first."""
+    while True:
+        if b.peek() != ord('"'):
+            raise TraceFormatError(f"{path}: malformed JSON at byte {b.offset + b.pos}")
+        m = _STRING.match(b.buf, b.pos)
+        if m is not None:
+            key: str = msgspec.json.decode(m.group(0).decode("utf-8", "replace").encode())
+            b.pos = m.end()
+            break
+        if not b.more():
+            return None
+    if not b.skip_ws():
+        return None
+    if b.peek() != ord(":"):
+        raise TraceFormatError(f"{path}: malformed JSON at byte {b.offset + b.pos}")
+    b.pos += 1
+    return key
+
+
+def _value_end(buf: bytes, pos: int) -> int | None:
+    """End offset of the JSON value starting at ``pos`` or None if ``buf`` ends first."""
+    c = buf[pos]
+    if c == ord('"'):
+        m = _STRING.match(buf, pos)
+        return m.end() if m else None
+    if c in b"[{":
+        depth = 0
+        for m in _TOKEN.finditer(buf, pos):
+            tok = m.group(0)
+            if tok == b'"':
+                return None  # a string not closed within the buffer
+            if tok in (b"[", b"{"):
+                depth += 1
+            elif tok in (b"]", b"}"):
+                depth -= 1
+                if depth == 0:
+                    return m.end()
+        return None
+    m = _SCALAR.match(buf, pos)
+    if m is None or m.end() == len(buf):
+        return None
+    return m.end()
+
+
+def _read_value(b: _Buffer) -> Any:
+    while True:
+        end = _value_end(b.buf, b.pos)
+        if end is not None:
+            break
+        if not b.more():
+            return _INCOMPLETE
+    raw = b.buf[b.pos:end]
+    b.pos = end
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        try:
+            return msgspec.json.decode(raw.decode("utf-8", "replace").encode())
+        except msgspec.DecodeError:
+            return _MALFORMED
+
+
+def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None], path: Path) -> bool:
+    """Consume the ``traceEvents`` array (after its ``[``). True when it closed with ``]``."""
+    stats = b.stats
+    while True:
+        if not b.skip_ws():
+            stats.unclosed = True
+            return False
+        c = b.peek()
+        if c == ord("]"):
+            b.pos += 1
+            return True
+        if c == ord(","):
+            b.pos += 1
+            continue
+        if not b.eof and len(b.buf) - b.pos < CHUNK_BYTES and b.more():
+            continue  # fill the window to about one batch before splitting
+        end = _decode_prefix(b, decode_batch, on_events)
+        if end is None:
+            if b.more():
+                continue
+            # End of input inside the array: everything after the last complete event is lost.
+            stats.unclosed = True
+            rest = b.buf[b.pos:]
+            if stats.malformed_at is None:
+                stats.truncated_bytes = len(rest.strip())
+            b.pos = len(b.buf)
+            return False
+        b.pos = end
+        if stats.malformed_at is not None:
+            return False
+
+
+def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]) -> int | None:
+    """Decode the longest prefix of the window that ends at an event boundary; return its end."""
+    buf, start = b.buf, b.pos
+    lo = max(start, len(buf) - _SEARCH_WINDOW)
+    cands = [m.start() + 1 for m in _CAND.finditer(buf, lo)]
+    if not cands and lo > start:
+        cands = [m.start() + 1 for m in _CAND.finditer(buf, start)]
+    limit = len(buf) + 1
+    tries = 0
+    for end in reversed(cands):
+        if end > limit:
+            continue
+        tries += 1
+        if tries > _MAX_BACKOFF:
+            break
+        piece = b"[" + buf[start:end] + b"]"
+        try:
+            evs = decode_batch(piece)
+        except msgspec.DecodeError as exc:
+            msg = str(exc)
+            if "UTF-8" in msg:
+                text = buf[start:end].decode("utf-8", "replace")
+                fixed = text.encode("utf-8")
+                b.stats.utf8_replaced += text.count("\ufffd") - buf[start:end].count("\ufffd".encode())
+                b.buf = buf = buf[:start] + fixed + buf[end:]
+                return _decode_prefix(b, decode_batch, on_events)
+            m = _BYTE_POS.search(msg)
+            err = start + int(m.group(1)) - 1 if m else end
+            if err < end - 1:  # bad JSON before the cut: only earlier candidates can succeed
+                limit = min(limit, err)
+                if not any(c <= limit for c in cands):
+                    b.stats.malformed_at = b.offset + err
+                    break
+            continue
+        on_events(evs)
+        return end
+    if b.stats.malformed_at is not None:
+        return len(buf)
+    return None

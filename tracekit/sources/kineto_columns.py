@@ -1,0 +1,146 @@
+"""Raw decoded values → typed polars columns, counting every value that had to be coerced.
+
+The fast path hands a whole Python list to polars in one call; only when that fails (a string
+pid, a float id, an integer beyond int64) does a per-value pass run, which counts each reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import msgspec
+import polars as pl
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_RS = b"\x1e"  # never appears unescaped in JSON text, so it cannot collide with a raw value
+
+
+def ints(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
+    """Int64 column; numeric strings and integral floats are converted, other values become null.
+    Every converted or nulled value is counted in ``notes`` as ``"<field>: <reason>"``."""
+    try:
+        return pl.Series(values, dtype=pl.Int64())
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+        pass
+    out: list[int | None] = []
+    for v in values:
+        r, why = _to_int(v)
+        if why:
+            notes[f"{field}: {why}"] += 1
+        out.append(r)
+    return pl.Series(out, dtype=pl.Int64())
+
+
+def _to_int(v: Any) -> tuple[int | None, str | None]:
+    if v is None:
+        return None, None
+    if isinstance(v, bool):
+        return int(v), "boolean converted"
+    if isinstance(v, int):
+        if _INT64_MIN <= v <= _INT64_MAX:
+            return v, None
+        return None, "integer beyond int64 (nulled)"
+    if isinstance(v, float):
+        if v == v and abs(v) < 9.2e18 and v == int(v):
+            return int(v), "float converted"
+        return None, "non-integral number (nulled)"
+    if isinstance(v, str):
+        try:
+            r = int(v.strip())
+        except ValueError:
+            return None, "non-numeric string (nulled)"
+        if _INT64_MIN <= r <= _INT64_MAX:
+            return r, "numeric string converted"
+        return None, "integer beyond int64 (nulled)"
+    return None, f"{type(v).__name__} value (nulled)"
+
+
+def ints_or_str(values: list[Any]) -> tuple[list[int | None], list[str | None]]:
+    """Split values into ints and (non-numeric) strings, e.g. pids like ``"Spans"``."""
+    iv: list[int | None] = []
+    sv: list[str | None] = []
+    for v in values:
+        r, _ = _to_int(v)
+        iv.append(r)
+        sv.append(v if r is None and isinstance(v, str) else None)
+    return iv, sv
+
+
+def strings(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
+    """String column; other JSON types become null and are counted."""
+    try:
+        return pl.Series(values, dtype=pl.String())
+    except (TypeError, ValueError, pl.exceptions.PolarsError):
+        pass
+    out: list[str | None] = []
+    for v in values:
+        if v is None or isinstance(v, str):
+            out.append(v)
+        else:
+            notes[f"{field}: {type(v).__name__} instead of string (nulled)"] += 1
+            out.append(None)
+    return pl.Series(out, dtype=pl.String())
+
+
+def int_lists(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
+    """List[Int64] column (e.g. grid / block dims)."""
+    try:
+        return pl.Series(values, dtype=pl.List(pl.Int64()))
+    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+        pass
+    out: list[list[int | None] | None] = []
+    for v in values:
+        if isinstance(v, list):
+            out.append([_to_int(x)[0] for x in v])
+        else:
+            if v is not None:
+                notes[f"{field}: not a list (nulled)"] += 1
+            out.append(None)
+    return pl.Series(out, dtype=pl.List(pl.Int64()))
+
+
+def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
+    """List[String] column from raw JSON lists (``Input type``, ``Concrete Inputs``), parsed in
+    polars; items that are not strings (nested lists) are kept as their JSON text."""
+    text = raw_text(raws)
+    try:
+        return text.str.json_decode(pl.List(pl.String()))
+    except pl.exceptions.PolarsError:
+        pass
+    out: list[list[str] | None] = []
+    for r in raws:
+        v = msgspec.json.decode(r)
+        if isinstance(v, list):
+            out.append([x if isinstance(x, str) else msgspec.json.encode(x).decode() for x in v])
+        else:
+            out.append(None)
+    return pl.Series(out, dtype=pl.List(pl.String()))
+
+
+def raw_text(raws: list[msgspec.Raw]) -> pl.Series:
+    """The JSON text of raw values as a String column, in one pass (JSON ``null`` stays the
+    text ``"null"``; callers map it)."""
+    if not raws:
+        return pl.Series([], dtype=pl.String())
+    blob = _RS.join(raws).decode("utf-8", "replace")
+    return pl.Series([blob]).str.split("\x1e").explode()
+
+
+def json_text_or_null(col: pl.Expr) -> pl.Expr:
+    return pl.when(col == "null").then(None).otherwise(col)
+
+
+def ns_from_text(col: pl.Expr) -> pl.Expr:
+    """Decimal µs text → int64 ns, exactly: parsed as a decimal with 3 fraction digits (digits
+    below 1 ns are truncated), then scaled by 1000 in integer arithmetic. Quoted numbers are
+    accepted; null, other strings and values beyond int64 ns → null."""
+    # The physical value of Decimal(scale=3) is the number × 1000 as an integer: exactly ns.
+    dec = col.str.strip_chars('"').str.to_decimal(scale=3)
+    return dec.to_physical().cast(pl.Int64(), strict=False)
+
+
+def dim(col: pl.Expr, i: int) -> pl.Expr:
+    """Item ``i`` of a JSON integer list held as text (``"[128, 1, 1]"``), or null."""
+    items = col.str.strip_chars("[] \t\r\n").str.split(",")
+    return items.list.get(i, null_on_oob=True).str.strip_chars().cast(pl.Int64(), strict=False)
