@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import EVIL, sample_activities, sample_doc, sample_top_kernels, sample_top_ops, write_tiny_trace  # noqa: E402
+from test_report_helpers import EVIL, sample_activities, sample_doc, sample_top_kernels, sample_top_ops, run_cli, write_tiny_trace  # noqa: E402
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -94,13 +94,9 @@ def test_html_report_in_browser(tmp_path: Path) -> None:
 
 
 def test_cli_html_report_in_browser(tmp_path: Path) -> None:
-    from tracekit.cli.main import main
-
     trace = write_tiny_trace(tmp_path / "tiny.json")
     page = tmp_path / "tiny.html"
-    with pytest.raises(SystemExit) as exc:
-        main(["report", str(trace), "--format", "html", "--out", str(page)])
-    assert exc.value.code in (0, None)
+    assert run_cli(["report", str(trace), "--format", "html", "--out", str(page)]) == 0
     text = page.read_text()
     assert EVIL not in text
     check_report_page(page, tmp_path)

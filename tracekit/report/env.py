@@ -92,9 +92,11 @@ def environment(
     if dev.get("hardware"):
         src = dev.get("peaks_source") or dev.get("source") or "source unknown"
         rows.append(("peaks from", f"{dev.get('hardware')} ({src})"))
-    for k, v in _flat(dev):
-        if k not in ("name", "source", "peaks_source", "hardware", "hint") and v is not None:
-            rows.append((k, v))
+    pf = dev.get("peak_flops_per_s")
+    if isinstance(pf, Mapping) and pf:
+        rows.append(("peak FLOP/s (dense)", ", ".join(f"{k} {v / 1e12:.4g} T" for k, v in pf.items() if v)))
+    if dev.get("peak_bytes_per_s"):
+        rows.append(("peak_bytes_per_s", dev["peak_bytes_per_s"]))
     dist = meta.get("distributed") or {}
     if dist.get("world_size"):
         rows.append(("rank / world size", f"{dist.get('rank')} / {dist.get('world_size')}"))

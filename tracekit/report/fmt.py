@@ -79,8 +79,11 @@ def value(col: str, v: Any) -> str:
 
 def label(col: str) -> str:
     """Column name → a short header ("achieved_flops_per_s" → "achieved FLOP/s")."""
+    named = {"frac_peak_flops": "of peak FLOP/s", "frac_peak_bytes": "of peak B/s", "busy_ratio": "busy %"}
+    if col in named:
+        return named[col]
     c = col.replace(".", " ").replace("_per_s", "/s").replace("_ns", "").replace("_ms", "")
-    c = c.replace("frac peak", "of peak").replace("flops", "FLOP").replace("_", " ")
+    c = c.replace("flops", "FLOP").replace("_", " ")
     return c.strip()
 
 

@@ -58,6 +58,13 @@ class ReportData:
         t = self.doc.get("totals")
         return dict(t) if isinstance(t, Mapping) else {}
 
+    @property
+    def whole(self) -> dict[str, Any]:
+        """Whole-trace metrics and verdict (``totals.trace`` in the contract; else totals itself)."""
+        t = self.totals
+        w = t.get("trace")
+        return dict(w) if isinstance(w, Mapping) else t
+
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested dicts → dotted keys (``{"tpot": {"p50_ns": 1}}`` → ``{"tpot.p50_ns": 1}``)."""
@@ -137,8 +144,8 @@ def per_phase(top: pl.DataFrame) -> pl.DataFrame:
     """A result's top-N frame (``scope_kind, scope, rank, name, ...``) → its per-phase rows."""
     if top.height == 0 or "scope_kind" not in top.columns:
         return top
-    return (top.filter(pl.col("scope_kind") == "phase").drop("scope_kind")
-            .rename({"scope": "phase"}).sort(["phase", "rank"] if "rank" in top.columns else ["phase"], maintain_order=True))
+    out = top.filter(pl.col("scope_kind") == "phase").drop("scope_kind").rename({"scope": "phase"})
+    return _order_phases(out)
 
 
 def _cell(v: Any) -> Any:
@@ -223,9 +230,10 @@ def _order_phases(df: pl.DataFrame) -> pl.DataFrame:
     if df.height == 0 or "phase" not in df.columns:
         return df
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    keys = ["_o", "rank"] if "rank" in df.columns else ["_o"]
     return (
         df.with_columns(pl.col("phase").cast(pl.String).replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("_o"))
-        .sort("_o", maintain_order=True)
+        .sort(keys, maintain_order=True)
         .drop("_o")
     )
 

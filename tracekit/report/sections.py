@@ -15,14 +15,15 @@ import polars as pl
 from tracekit.report import fmt
 from tracekit.report.model import ReportData
 
-PHASE_COLUMNS = (
-    "phase", "count", "region_count", "regions", "steps", "span_ns", "cpu_span_ns", "busy_ns", "busy_ratio", "busy_fraction",
-    "idle_ns", "gap_count", "gap_total_ns", "gap_max_ns", "largest_gap_ns", "kernel_count", "flops", "bytes",
-    "intensity", "dtype", "ridge", "achieved_flops_per_s", "frac_peak_flops", "peak_fraction",
+PHASE_TIME_COLUMNS = (
+    "phase", "count", "region_count", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "idle_ns", "gap_count",
+    "gap_total_ns", "gap_max_ns", "kernel_count", "bound", "reason",
+)
+PHASE_WORK_COLUMNS = (
+    "phase", "flops", "bytes", "intensity", "dtype", "ridge", "achieved_flops_per_s", "frac_peak_flops",
     "achieved_bytes_per_s", "frac_peak_bytes", "coverage",
 )
-LATENCY_RE = re.compile(r"^(ttft|tpot|itl|inter_token|output_tokens_per_s|goodput)", re.I)
-VERDICT_COLUMNS = ("bound", "reason")
+LATENCY_RE = re.compile(r"^(ttft|tpot|itl|e2el|inter_token|output_tokens_per_s|goodput)", re.I)
 REGION_COLUMNS = (
     "name", "phase", "step", "ctx", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "gap_count", "gap_max_ns",
     "kernel_count", "flops", "bytes", "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage", "bound",
@@ -55,11 +56,9 @@ def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str =
     return Table([fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse)
 
 
-def phase_columns(df: pl.DataFrame) -> list[str]:
-    cols = [c for c in PHASE_COLUMNS if c in df.columns]
-    cols += [c for c in df.columns if LATENCY_RE.match(c) and c not in cols]
-    cols += [c for c in VERDICT_COLUMNS if c in df.columns]
-    return cols
+def latency_columns(df: pl.DataFrame) -> list[str]:
+    """Latency columns that hold at least one value."""
+    return [c for c in df.columns if LATENCY_RE.match(c) and df[c].null_count() < df.height]
 
 
 def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
@@ -84,11 +83,19 @@ def _summary(d: ReportData) -> Section:
                         + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "") + ")")
     if d.diagnostic:
         s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — leaf CPU operators stand in for kernels; this is not GPU evidence.")
-    tot = d.totals
-    if tot.get("bound"):
-        s.paragraphs.append(f"whole trace: {tot.get('bound')}" + (f" — {tot.get('reason')}" if tot.get("reason") else ""))
+    w = d.whole
+    if w.get("bound"):
+        s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
     for p in _verdict_lines(d):
         s.paragraphs.append(p)
+    keys = ("device_time_ns", "attributed_ns", "unattributed_ns", "conserved", "activity_count", "regions_analyzed",
+            "regions_excluded", "output_tokens", "output_tokens_per_s", "goodput_req_per_s", "goodput_fraction")
+    tot = d.totals
+    rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
+    rows += [[f"whole trace {fmt.label(k)}", fmt.value(k, w[k])] for k in ("span_ns", "busy_ns", "busy_ratio", "gap_count", "gap_max_ns",
+             "flops", "bytes", "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage") if w is not tot and w.get(k) is not None]
+    if rows:
+        s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
     for m in d.missing:
         s.paragraphs.append(f"Note: {m}")
     return s
@@ -125,7 +132,13 @@ def _phases(d: ReportData) -> Section:
         s.paragraphs.append("No phases were found: no annotation matched a phase rule and shapes did not allow inference.")
         return s
     ph = _with_busy_fraction(d.phases)
-    s.tables.append(table(ph, phase_columns(ph), caption="phase table", collapse=False))
+    s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
+    s.tables.append(table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False))
+    lat = latency_columns(ph)
+    if lat:
+        s.tables.append(table(ph, ["phase", *lat], caption="latency (TTFT / TPOT / ITL percentiles)", collapse=False))
+    else:
+        s.paragraphs.append("No TTFT / TPOT: the trace has no prefill→decode sequence to measure.")
     return s
 
 
@@ -167,8 +180,7 @@ def _unattributed(d: ReportData) -> Section:
 
 def _coverage(d: ReportData) -> Section:
     s = Section("Cost-model coverage", anchor="coverage")
-    tot = d.totals
-    cov = tot.get("coverage")
+    cov = d.whole.get("coverage")
     if cov is not None:
         s.paragraphs.append(f"Share of busy time whose operators have a FLOPs/bytes model: {fmt.value('coverage', cov)} (whole trace).")
     if d.phases.height and "coverage" in d.phases.columns:

@@ -1,0 +1,141 @@
+"""Plots: each readable alone (title, axis labels with units, legend), missing data says so."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report_helpers import sample_activities, sample_doc, sample_top_kernels  # noqa: E402
+
+from tracekit.errors import UsageError  # noqa: E402
+from tracekit.report import figures, model, plots  # noqa: E402
+
+
+def _readable(fig: object) -> None:
+    ax = fig.axes[0]  # type: ignore[attr-defined]
+    assert ax.get_title()
+    assert "(" in ax.get_xlabel() or ax.get_xlabel() == "phase"  # a unit in parentheses
+    assert "(" in ax.get_ylabel() or ax.get_yticklabels()
+    assert ax.get_legend() is not None and ax.get_legend().get_texts()
+
+
+@pytest.fixture(scope="module")
+def data() -> model.ReportData:
+    return model.from_json(sample_doc(), top_kernels=sample_top_kernels(), activities=sample_activities())
+
+
+def test_roofline_points_and_roofs(data: model.ReportData) -> None:
+    fig = plots.roofline(data.regions, data.phases, data.device)
+    _readable(fig)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    # ridge = 989e12 / 3.35e12 = 295.2 FLOP/B
+    assert "ridge 295 FLOP/B" in labels
+    assert "prefill phase" in labels and "decode regions" in labels
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_roofline_uses_phase_peaks_when_device_has_none(data: model.ReportData) -> None:
+    ph = data.phases.with_columns(pl.lit(100e12).alias("peak_flops_per_s"), pl.lit(1e12).alias("peak_bytes_per_s"),
+                                  pl.lit("fp16").alias("dtype"))
+    fig = plots.roofline(data.regions, ph, {"name": "x"})
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "ridge 100 FLOP/B" in labels  # 100e12 / 1e12
+
+
+def test_roofline_without_flops_says_so(data: model.ReportData) -> None:
+    r = data.regions.with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
+    p = data.phases.with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
+    with pytest.raises(plots.MissingPlotData, match="without shapes"):
+        plots.roofline(r, p, data.device)
+
+
+def test_timeline_merges_intervals_per_stream(data: model.ReportData) -> None:
+    # stream 7: [0,4] and [5,8] ms stay two bars (a 1 ms gap); overlapping [0,4]+[3,6] become one bar [0,6]
+    ms = 1_000_000
+    act = pl.DataFrame({"device": [0, 0, 0, 0], "stream": [7, 7, 7, 8], "start_ns": [0, 3 * ms, 10 * ms, 0],
+                        "end_ns": [4 * ms, 6 * ms, 12 * ms, ms]})
+    m = plots._merge(act).sort("device", "stream", "start_ns")
+    assert m.select("stream", "start_ns", "end_ns").rows() == [(7, 0, 6 * ms), (7, 10 * ms, 12 * ms), (8, 0, ms)]
+    fig = plots.timeline(data.regions, data.activities)
+    _readable(fig)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert ticks == ["dev 0 stream 7", "dev 0 stream 8"]
+
+
+def test_timeline_needs_something() -> None:
+    with pytest.raises(plots.MissingPlotData, match="timeline"):
+        plots.timeline(pl.DataFrame(), None)
+
+
+def test_decode_vs_context(data: model.ReportData) -> None:
+    fig = plots.decode_vs_context(data.regions)
+    _readable(fig)
+    # three decode steps: 2, 3, 4 ms at ctx 100, 200, 300
+    xy = fig.axes[0].collections[0].get_offsets()
+    assert [tuple(p) for p in xy.tolist()] == [(100.0, 2.0), (200.0, 3.0), (300.0, 4.0)]
+
+
+def test_decode_missing_pieces(data: model.ReportData) -> None:
+    with pytest.raises(plots.MissingPlotData, match="no decode regions"):
+        plots.decode_vs_context(data.regions.filter(pl.col("phase") != "decode"))
+    with pytest.raises(plots.MissingPlotData, match="context length"):
+        plots.decode_vs_context(data.regions.drop("ctx"))
+
+
+def test_breakdown_classes_and_idle(data: model.ReportData) -> None:
+    fig = plots.breakdown(data.phases, data.top_kernels)
+    _readable(fig)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:2] == ["busy: attention", "busy: gemm"]
+    assert "idle (gaps)" in labels
+    # prefill total bar height = span 10 ms (8 busy + 2 idle)
+    tops = {}
+    for bar in ax.patches:
+        x = round(bar.get_x() + bar.get_width() / 2)
+        tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
+    assert tops[0] == pytest.approx(10.0) and tops[1] == pytest.approx(9.0)
+    assert plots.OP_CLASSES[0][0] == "communication"
+
+
+def test_op_class_rules() -> None:
+    names = pl.Series(["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclKernel_AllReduce", "Memcpy HtoD", "rms_norm_kernel", "weird"])
+    got = pl.select(plots.op_class(pl.lit(names))).to_series().to_list()
+    assert got == ["gemm", "attention", "communication", "memcpy/memset", "norm", "other"]
+
+
+def test_sweep_marks_change_of_character() -> None:
+    # bandwidth-bound shapes double throughput as intensity doubles (slope 1) until 64 FLOP/B,
+    # then flatten (slope ≈ 0.07): the knee is at 64.
+    t = pl.DataFrame({"kind": ["decode"] * 4 + ["prefill"] * 3, "intensity": [8.0, 16, 32, 64, 128, 256, 512],
+                      "achieved_flops_per_s": [1e12, 2e12, 4e12, 8e12, 8.4e12, 8.8e12, 9e12]})
+    assert plots.measured_knee(t["intensity"].to_list(), t["achieved_flops_per_s"].to_list()) == 64.0
+    fig = plots.sweep(t, {"name": "x", "peak_flops_per_s": {"bf16": 1e13}, "peak_bytes_per_s": 1e11})
+    _readable(fig)
+    labels = [t_.get_text() for t_ in fig.axes[0].get_legend().get_texts()]
+    assert any("change of character (slope < 0.5) ≈ 64 FLOP/B" in x for x in labels)
+    assert "ridge 100 FLOP/B" in labels
+    # the runner's own knee column wins when present
+    t2 = t.with_columns((pl.col("intensity") == 128).alias("knee"))
+    labels2 = [x.get_text() for x in plots.sweep(t2).axes[0].get_legend().get_texts()]
+    assert any("runner's knee) at 128 FLOP/B" in x for x in labels2)
+
+
+def test_sweep_missing_columns() -> None:
+    with pytest.raises(plots.MissingPlotData, match="intensity and achieved_flops_per_s"):
+        plots.sweep(pl.DataFrame({"m": [1, 2]}))
+
+
+def test_save_png_svg_and_bad_suffix(tmp_path: Path, data: model.ReportData) -> None:
+    fig = figures.draw("decode", data)
+    assert plots.save(fig, tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+    assert b"<svg" in plots.save(fig, tmp_path / "d.svg").read_bytes()[:400]
+    with pytest.raises(UsageError, match=".png or .svg"):
+        plots.save(fig, tmp_path / "d.jpg")
+    with pytest.raises(UsageError, match="unknown plot"):
+        figures.draw("pie", data)

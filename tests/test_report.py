@@ -1,0 +1,136 @@
+"""Report renderers over a hand-made analysis result (tests/test_report_helpers.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report_helpers import EVIL, EVIL_PIPE, sample_activities, sample_doc, sample_top_kernels, sample_top_ops  # noqa: E402
+
+from tracekit.report import figures, fmt, html, markdown, model  # noqa: E402
+from tracekit.report import json as rjson  # noqa: E402
+
+
+def data() -> model.ReportData:
+    return model.from_json(sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(),
+                           activities=sample_activities(), environment={"rows": [("torch_version", "2.13.0")]})
+
+
+def test_formatting_units() -> None:
+    assert fmt.value("span_ns", 2_500_000) == "2.5 ms"
+    assert fmt.value("gap_max_ns", 1500) == "1.5 µs"
+    assert fmt.value("achieved_flops_per_s", 5e14) == "500 TFLOP/s"
+    assert fmt.value("achieved_bytes_per_s", 1.25e12) == "1.25 TB/s"
+    assert fmt.value("coverage", 0.9) == "90.0 %"
+    assert fmt.value("frac_peak_flops", 0.5056) == "50.6 %"
+    assert fmt.value("intensity", 400.0) == "400 FLOP/B"
+    assert fmt.value("ttft_p50_ms", 10.0) == "10 ms"
+    assert fmt.value("flops", 4e12) == "4 TFLOP"
+    assert fmt.value("span_ns", None) == "–"
+    assert fmt.value("intensity", float("nan")) == "–"
+
+
+def test_md_escape_neutralises_html_and_table_syntax() -> None:
+    assert fmt.md_escape(EVIL) == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    # a pipe would end the table cell; backticks/asterisks would become code/emphasis
+    assert fmt.md_escape(EVIL_PIPE) == r"a\|b \`c\` \*d\*"
+    assert fmt.md_escape("a\nb") == "a b"
+    assert fmt.md_escape("it's") == "it&#x27;s"  # the entity survives (no backslash inside it)
+
+
+def test_markdown_report_tables_and_escaping() -> None:
+    text = markdown.render(data(), None)
+    assert EVIL not in text and "<script" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| phase | region count"))
+    ncols = header.count(" | ") + 1
+    # every row of the phase table has as many cells as the header: the pipe in the reason was escaped
+    rows = lines[lines.index(header) + 2: lines.index(header) + 4]
+    assert [r.split(" | ")[0] for r in rows] == ["| prefill", "| decode"]
+    assert ncols == 10  # phase, region count, span, busy, busy fraction, idle, gap count, kernel count, bound, reason
+    # in every table block, every line has the header's number of unescaped pipes
+    block: list[str] = []
+    for ln in [*lines, ""]:
+        if ln.startswith("|"):
+            block.append(ln)
+        elif block:
+            counts = {b.replace("\\|", "").count("|") for b in block}
+            assert len(counts) == 1, block
+            block = []
+    # prefill: busy 8 ms of a 10 ms span = 80.0 %; 4e12 FLOP over 8 ms busy = 500 TFLOP/s
+    assert "| prefill | 1 | 10 ms | 8 ms | 80.0 % |" in text
+    assert "500 TFLOP/s" in text
+    assert "tpot p50" in text and "5 ms" in text
+    # long lists fold: top kernels per phase are in <details>
+    assert "<details>" in text and "<summary>top kernels: prefill (2 rows)</summary>" in text
+    assert "launched from another thread" in text and "250 µs" in text
+    assert "85.0 %" in text  # whole-trace coverage
+
+
+def test_markdown_writes_plots_beside(tmp_path: Path) -> None:
+    d = data()
+    text = markdown.render(d, figures.draw_all(d), tmp_path / "r_plots", "r_plots/")
+    assert "![Roofline](r_plots/roofline.png)" in text
+    png = (tmp_path / "r_plots" / "roofline.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_html_is_self_contained_and_escaped() -> None:
+    d = data()
+    page = html.render(d, figures.draw_all(d))
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert 'id="phase-table"' in page
+    # nothing fetched from elsewhere: images are data URIs, no http(s) references at all
+    assert "http://" not in page and "https://" not in page
+    assert page.count('src="data:image/png;base64,') == 4  # roofline, timeline, decode, breakdown
+    assert "script-src" not in page or "default-src 'none'" in page
+
+
+def test_missing_plot_data_becomes_a_note() -> None:
+    doc = sample_doc()
+    doc["device"] = {"name": "mystery", "hint": "no peaks known for device mystery: pass --hardware NAME"}
+    for r in doc["regions"]:
+        r["ctx"] = None
+    d = model.from_json(doc)
+    figs = {f.kind: f for f in figures.draw_all(d)}
+    assert figs["decode"].figure is None and "context length" in figs["decode"].missing
+    # peaks: the device has none, and the phases carry none either
+    assert figs["roofline"].figure is None and "peaks unknown" in figs["roofline"].missing
+    text = markdown.render(d, list(figs.values()))
+    assert "Roofline: not drawn — roofline: device peaks unknown" in text
+    assert "no peaks known for device mystery" in text
+
+
+def test_json_report_is_strict_json() -> None:
+    doc = sample_doc()
+    doc["regions"][0]["intensity"] = float("nan")
+    d = model.from_json(doc, environment={"rows": [("torch_version", "2.13.0")]})
+    out = json.loads(rjson.render(d))
+    assert out["regions"][0]["intensity"] is None
+    assert out["environment"] == [["torch_version", "2.13.0"]]
+    assert set(out) >= {"trace", "device", "diagnostic", "regions", "phases", "unattributed", "totals"}
+
+
+def test_cpu_diagnostic_is_stated() -> None:
+    doc = sample_doc()
+    doc["diagnostic"] = "CPU diagnostic — not GPU evidence"
+    text = markdown.render(model.from_json(doc))
+    assert "CPU DIAGNOSTIC: CPU diagnostic — not GPU evidence" in text
+    page = html.render(model.from_json(doc))
+    assert '<p class="diag">CPU DIAGNOSTIC' in page
+
+
+def test_records_frame_variants() -> None:
+    f = model.records_frame({"prefill": {"busy_ns": 1, "latency": {"ttft": {"p50": 2}}}})
+    assert f.columns == ["phase", "busy_ns", "latency.ttft.p50"]
+    g = model.records_frame([{"name": "a", "top_kernels": [{"name": "k"}], "dims": [1, 2]}])
+    assert g.columns == ["name", "dims"] and g["dims"][0] == "1, 2"
+    assert model.records_frame([]).height == 0
+    assert isinstance(model.records_frame(None), pl.DataFrame)
