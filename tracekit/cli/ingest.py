@@ -1,0 +1,68 @@
+"""``tracekit ingest TRACE... --out DIR``: traces → canonical Parquet dataset (one line per trace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracekit.errors import TracekitError, UsageError
+from tracekit.progress import Progress
+
+
+@click.command("ingest")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "-o", "out", required=True, type=click.Path(path_type=Path),
+              help="Dataset directory (created if missing); re-ingesting a trace replaces it.")
+def ingest(traces: tuple[Path, ...], out: Path) -> None:
+    """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
+
+    A directory argument means every trace under it; formats are told by content.
+    Each trace is written atomically; a trace that fails is reported and the others go on
+    (the exit code is then non-zero).
+    """
+    from tracekit.sources import find_traces, load
+    from tracekit.trace import write_dataset
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: --out exists and is not a directory")
+    errors: list[str] = []
+    files: list[Path] = []
+    for t in traces:
+        try:
+            files.extend(f for f in find_traces(t) if out.resolve() not in f.resolve().parents)
+        except TracekitError as exc:
+            errors.append(str(exc))
+            click.echo(f"{t}: error: {exc}")
+    total = len(files) + len(errors)
+    ok = 0
+    with Progress(len(files), "ingest") as bar:
+        for f in files:
+            bar.set_detail(f.name)
+            try:
+                trace = load(f)
+                write_dataset(trace, out)
+            except TracekitError as exc:
+                errors.append(f"{f}: {exc}")
+                bar.write(f"{f}: error: {exc}")
+            else:
+                ok += 1
+                bar.write(_line(f, trace.meta, {n: trace.table(n).height for n in ("kernels", "launches", "ops", "regions")}))
+            bar.update(1)
+    click.echo(f"ingested {ok} of {total} traces into {out}")
+    if errors:
+        raise TracekitError(f"{len(errors)} of {total} inputs failed (see the lines above)")
+
+
+def _line(f: Path, meta: dict[str, object], heights: dict[str, int]) -> str:
+    stats = meta.get("parse_stats") or {}
+    assert isinstance(stats, dict)
+    dropped = sum((stats.get("dropped") or {}).values())
+    warns = meta.get("warnings") or []
+    assert isinstance(warns, list)
+    text = (f"{f}: {meta.get('trace_id')}  {heights['kernels']} device activities, {heights['launches']} launches, "
+            f"{heights['ops']} ops, {heights['regions']} regions; {stats.get('events_read')} events read, "
+            f"{dropped} dropped")
+    if warns:
+        text += f"; {len(warns)} warning(s): {warns[0]}"
+    return text

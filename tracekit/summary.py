@@ -1,0 +1,188 @@
+"""The summary screen as pure functions: ``summarize(trace) -> dict`` and ``render_text(dict)``.
+
+Definitions (docs/schema.md repeats them):
+- time span: first start to last end over every kept event of every table;
+- busy % of a stream: union of its device-activity intervals (overlaps counted once,
+  :func:`tracekit.intervals.union_length`) divided by the trace time span;
+- busy % of a device: the same union over all of its streams;
+- top kernels: ``kind == "kernel"`` rows grouped by name, by total duration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit import schema
+from tracekit.intervals import union_length
+from tracekit.trace import Trace
+
+CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
+
+
+def time_span(trace: Trace) -> tuple[int | None, int | None]:
+    """(first start, last end) in ns over all tables; (None, None) for an empty trace."""
+    lo: list[int] = []
+    hi: list[int] = []
+    for name in schema.TABLES:
+        df = trace.table(name)
+        if df.height:
+            lo.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
+            hi.append(int(df["end_ns"].max()))  # type: ignore[arg-type]
+    return (min(lo), max(hi)) if lo else (None, None)
+
+
+def stream_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
+    """Per (device, stream): activity count, busy_ns (union) and busy_pct of the span."""
+    if kernels.height == 0:
+        return pl.DataFrame(schema={"device": pl.Int64(), "stream": pl.Int64(), "count": pl.UInt32(),
+                                    "busy_ns": pl.Int64(), "busy_pct": pl.Float64()})
+    u = union_length(kernels, ["device", "stream"]).sort("device", "stream")
+    return u.select("device", "stream", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
+
+
+def device_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
+    """Per device: busy_ns as the union over all its streams, and busy_pct of the span."""
+    if kernels.height == 0:
+        return pl.DataFrame(schema={"device": pl.Int64(), "count": pl.UInt32(), "busy_ns": pl.Int64(),
+                                    "busy_pct": pl.Float64()})
+    u = union_length(kernels, ["device"]).sort("device")
+    return u.select("device", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
+
+
+def _pct(col: pl.Expr, span_ns: int | None) -> pl.Expr:
+    if not span_ns:
+        return pl.lit(None, dtype=pl.Float64()).alias("busy_pct")
+    return (col * 100.0 / span_ns).alias("busy_pct")
+
+
+def top_kernels(kernels: pl.DataFrame, n: int = 10) -> pl.DataFrame:
+    """Kernels (not copies) grouped by name: count, total_ns, mean_ns, pct of all kernel time."""
+    k = kernels.filter(pl.col("kind") == schema.KIND_KERNEL).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
+    total = int(k["dur"].sum()) if k.height else 0
+    g = k.group_by("name").agg(pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
+    g = g.with_columns((pl.col("total_ns") // pl.col("count")).alias("mean_ns"),
+                       (pl.col("total_ns") * 100.0 / max(total, 1)).alias("pct"))
+    return g.sort(["total_ns", "name"], descending=[True, False]).head(n)
+
+
+def annotations(regions: pl.DataFrame, n: int = 10) -> pl.DataFrame:
+    """Annotation names by kind with counts and total time, most frequent first."""
+    g = regions.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur")).group_by("kind", "name").agg(
+        pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
+    return g.sort(["count", "total_ns", "name"], descending=[True, True, False]).head(n)
+
+
+def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
+    """Everything the summary screen shows, as plain JSON-ready values."""
+    meta = trace.meta
+    first, last = time_span(trace)
+    span = (last - first) if first is not None and last is not None else None
+    k = trace.kernels
+    kinds = {str(a): int(b) for a, b in k.group_by("kind").len().sort("kind").iter_rows()} if k.height else {}
+    stats = meta.get("parse_stats") or {}
+    regions = trace.regions
+    return {
+        "trace_id": trace.trace_id,
+        "source": meta.get("source"),
+        "format": meta.get("format"),
+        "devices": [{key: d.get(key) for key in ("id", "name", "num_sms")} for d in meta.get("devices") or []],
+        "distributed": meta.get("distributed") or {},
+        "cpu_only": trace.is_cpu_only,
+        "diagnostic": CPU_DIAGNOSTIC if trace.is_cpu_only else None,
+        "time": {"first_ns": first, "last_ns": last, "span_ns": span, "time_base_ns": meta.get("time_base_ns")},
+        "counts": {"device_activity": kinds, "launches": trace.launches.height, "ops": trace.ops.height,
+                   "regions": regions.height},
+        "categories": meta.get("categories") or {},
+        "devices_busy": device_busy(k, span).to_dicts(),
+        "streams": stream_busy(k, span).to_dicts(),
+        "top_kernels": top_kernels(k, top).to_dicts(),
+        "annotations": {"distinct": regions.select("kind", "name").unique().height,
+                        "top": annotations(regions, top).to_dicts()},
+        "flows": meta.get("flows") or {},
+        "parse": {
+            "events_read": stats.get("events_read"),
+            "events_kept": stats.get("events_kept"),
+            "skipped": sum((stats.get("skipped") or {}).values()),
+            "dropped": stats.get("dropped") or {},
+            "coerced": stats.get("coerced") or {},
+            "warnings": list(meta.get("warnings") or []),
+        },
+    }
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def _cut(s: Any, n: int) -> str:
+    t = str(s)
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _devices_text(devices: list[dict[str, Any]]) -> str:
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for d in devices:
+        groups.setdefault((d.get("name"), d.get("num_sms")), []).append(d.get("id"))
+    parts = []
+    for (name, sms), ids in groups.items():
+        count = f"{len(ids)}× " if len(ids) > 1 else ""
+        parts.append(f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]")
+    return "; ".join(parts) or "none recorded"
+
+
+def render_text(s: dict[str, Any], width: int = 100) -> str:
+    """The summary as one screen of plain text."""
+    out: list[str] = [f"trace {s['trace_id']}  ({s['format']}: {s['source']})"]
+    if s["diagnostic"]:
+        out.append(f"!! {s['diagnostic']}: no device activity in this trace")
+    devs = _devices_text(s["devices"])
+    used = sorted({d["device"] for d in s["devices_busy"]})
+    if used:
+        devs += f"; activity on device {', '.join(str(u) for u in used)}"
+    out.append(f"devices   {devs}")
+    dist = s["distributed"]
+    if dist.get("world_size"):
+        out.append(f"rank      {dist.get('rank')} of {dist.get('world_size')} ({dist.get('backend') or '?'})")
+    t = s["time"]
+    out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
+    c = s["counts"]
+    act = ", ".join(f"{v} {k}" for k, v in c["device_activity"].items()) or "no device activity"
+    out.append(f"events    {act}; {c['launches']} launches, {c['ops']} cpu ops, {c['regions']} annotations")
+    for d in s["devices_busy"]:
+        out.append(f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)")
+    if s["streams"]:
+        out.append("streams   " + "  ".join(
+            f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]))
+    if s["top_kernels"]:
+        out.append("top kernels by total time")
+        for r in s["top_kernels"]:
+            out.append(f"  {r['pct']:5.1f}%  {_ms(r['total_ns']):>14}  ×{r['count']:<6} {_cut(r['name'], width - 40)}")
+    ann = s["annotations"]
+    if ann["distinct"]:
+        out.append(f"annotations ({ann['distinct']} distinct names)")
+        for r in ann["top"]:
+            out.append(f"  ×{r['count']:<6} {r['kind']:<20} {_cut(r['name'], width - 32)}")
+    else:
+        out.append("annotations none")
+    p = s["parse"]
+    dropped = sum(p["dropped"].values())
+    out.append(f"parse     {p['events_read']} events read, {p['events_kept']} kept, {p['skipped']} not modelled, {dropped} dropped")
+    for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
+        out.append(f"  dropped {n}: {reason}")
+    for w in p["warnings"][:6]:
+        out.append(f"  warning: {_cut(w, width - 11)}")
+    return "\n".join(out)
+
+
+def dataset_overview(path: str | Path) -> list[dict[str, Any]]:
+    """One row per trace of a dataset (id, format, device, rank, device-activity count), read
+    lazily with :func:`tracekit.trace.scan_table`."""
+    from tracekit.trace import scan_table
+
+    meta = scan_table(path, "meta").select("trace_id", "format", "device_name", "rank").collect()
+    counts = scan_table(path, "kernels").group_by("trace_id").agg(pl.len().alias("kernels")).collect()
+    rows = meta.join(counts, on="trace_id", how="left").with_columns(pl.col("kernels").fill_null(0))
+    return rows.sort("trace_id").to_dicts()
