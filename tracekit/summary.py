@@ -68,7 +68,7 @@ def top_kernels(kernels: pl.DataFrame, n: int = 10) -> pl.DataFrame:
     return g.sort(["total_ns", "name"], descending=[True, False]).head(n)
 
 
-def annotations(regions: pl.DataFrame, n: int = 10) -> pl.DataFrame:
+def annotation_counts(regions: pl.DataFrame, n: int = 10) -> pl.DataFrame:
     """Annotation names by kind with counts and total time, most frequent first."""
     g = regions.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur")).group_by("kind", "name").agg(
         pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
@@ -100,7 +100,7 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
         "streams": stream_busy(k, span).to_dicts(),
         "top_kernels": top_kernels(k, top).to_dicts(),
         "annotations": {"distinct": regions.select("kind", "name").unique().height,
-                        "top": annotations(regions, top).to_dicts()},
+                        "top": annotation_counts(regions, top).to_dicts()},
         "flows": meta.get("flows") or {},
         "parse": {
             "events_read": stats.get("events_read"),
