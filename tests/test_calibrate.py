@@ -1,0 +1,40 @@
+"""tracekit calibrate: a quick CPU measurement writes a hardware file the other commands accept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracekit.calibrate import CPU_DIAGNOSTIC
+from tracekit.cli.main import main
+from tracekit.hardware import load_hardware_file
+
+
+def test_calibrate_cpu_quick_writes_loadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "hw.json"
+    main(["calibrate", "--device", "cpu", "--quick", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    assert doc["diagnostic"] == CPU_DIAGNOSTIC and doc["measured"]["device"] == "cpu"
+    assert set(doc["peak_flops_per_s"]) >= {"fp32"}
+    hw = load_hardware_file(out)
+    assert hw.mem_bandwidth_bytes_per_s > 1e6 and hw.peak("fp32") > 1e6  # a real measurement, not 0
+    assert hw.diagnostic == CPU_DIAGNOSTIC and hw.ridge("fp32") > 0
+    assert "CPU diagnostic" in capsys.readouterr().out
+    # refuses to overwrite without --force: one-line error, exit code 2
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--device", "cpu", "--quick", "--out", str(out)])
+    assert exc.value.code == 2
+
+
+def test_calibrate_cuda_absent_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--device", "cuda", "--out", str(tmp_path / "x.json")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA device" in err
