@@ -330,9 +330,13 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
         if end is None:
             if b.more():
                 continue
+            rest = b.buf[b.pos:]
+            closed = _close_without_candidate(rest, decode_batch, on_events)
+            if closed is not None:  # e.g. a last element that is not an object: `..., 5]`
+                b.pos += closed
+                return True
             # End of input inside the array: everything after the last complete event is lost.
             stats.unclosed = True
-            rest = b.buf[b.pos:]
             if stats.malformed_at is None:
                 stats.truncated_bytes = len(rest.strip())
             b.pos = len(b.buf)
@@ -340,6 +344,24 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
         b.pos = end
         if stats.malformed_at is not None:
             return False
+
+
+def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[Any]],
+                             on_events: Callable[[list[Any]], None]) -> int | None:
+    """At end of input: the array may still close at a ``]`` not preceded by ``}``. Returns the
+    offset just after that ``]`` when ``[`` + rest up to it decodes."""
+    j = len(rest)
+    for _ in range(_MAX_BACKOFF):
+        j = rest.rfind(b"]", 0, j)
+        if j < 0:
+            return None
+        try:
+            evs = decode_batch(b"[" + rest[:j + 1])
+        except msgspec.DecodeError:
+            continue
+        on_events(evs)
+        return j + 1
+    return None
 
 
 def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]) -> int | None:

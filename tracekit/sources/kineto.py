@@ -106,6 +106,8 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
     events_read = col.events_read + sum(n for k, n in col.dropped.items() if k.startswith("invalid event"))
     if events_read == 0:
         raise EmptyTraceError(f"{p}: trace has no events" + (" (file is cut off)" if stats.unclosed else ""))
+    if col.events_read == 0:
+        raise TraceFormatError(f"{p}: JSON but not a trace (none of its {events_read} events is an event object)")
     base = _base_ns(top.get("baseTimeNanoseconds"), col.notes)
     tid = trace_id or make_trace_id(p)
     tables = col.finish(base, tid)

@@ -256,12 +256,15 @@ _FINISH = {"kernels": _finish_kernels, "launches": _finish_launches, "ops": _fin
 
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:
-    """Per-event decode of a batch that failed typed validation; bad events are counted."""
+    """Per-event decode of a batch that failed typed validation; bad events are counted (only
+    once the whole batch went through: a DecodeError, e.g. invalid UTF-8, is retried upstream)."""
     out = []
+    bad: Counter[str] = Counter()
     for raw in msgspec.json.decode(piece, type=list[msgspec.Raw]):
         try:
             out.append(decoder.decode(raw))
         except msgspec.ValidationError as exc:
-            msg = str(exc)
-            dropped[f"invalid event: {msg.split(' - at ')[0]}" + (f" at {msg.split(' - at ')[1]}" if " - at " in msg else "")] += 1
+            msg, _, where = str(exc).partition(" - at ")
+            bad[f"invalid event: {msg}" + (f" at {where}" if where else "")] += 1
+    dropped.update(bad)
     return out

@@ -1,0 +1,232 @@
+"""Damaged and odd Kineto input: tiny files built here, with every count derived by hand."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracekit.cli.main import main
+from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.sources import jsonstream
+from tracekit.sources.kineto import load_kineto
+
+KERNEL: dict[str, Any] = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
+                          "args": {"device": 0, "stream": 7, "correlation": 1}}
+
+
+def kernel(i: int, **kw: Any) -> dict[str, Any]:
+    d = json.loads(json.dumps(KERNEL))
+    d["ts"] = 100 + 10 * i
+    d["args"]["correlation"] = i
+    d.update(kw)
+    return d
+
+
+def pretty_trace(events: list[dict[str, Any]], **top: Any) -> str:
+    """Kineto-like layout: one event per block, args nested (so `}` also closes args)."""
+    body = ",\n".join("  " + json.dumps(e, indent=2).replace("\n", "\n  ") for e in events)
+    head = "".join(f'  "{k}": {json.dumps(v)},\n' for k, v in top.items())
+    return "{\n" + head + '  "traceEvents": [\n' + body + "\n  ]\n}\n"
+
+
+def test_json_cut_mid_event_keeps_complete_events(tmp_path: Path) -> None:
+    events = [kernel(i) for i in range(10)]
+    text = pretty_trace(events, schemaVersion=1)
+    # Cut in the middle of the 8th event (index 7): its opening brace is the 8th '{\n    "ph"'.
+    starts = [i for i in range(len(text)) if text.startswith('{\n    "ph"', i)]
+    assert len(starts) == 10
+    cut = starts[7] + 40
+    f = tmp_path / "cut.json"
+    f.write_text(text[:cut])
+    tr = load_kineto(f)
+    # 7 complete events (indices 0..6) survive; the partial 8th is the lost tail.
+    assert tr.kernels.height == 7
+    assert tr.kernels["correlation"].to_list() == list(range(7))
+    ps = tr.meta["parse_stats"]
+    assert ps["truncated"] is True
+    assert ps["bytes_lost"] == len(text[starts[7]:cut].strip())
+    assert any("cut off" in w for w in tr.meta["warnings"])
+
+
+def test_json_cut_inside_a_string_with_braces(tmp_path: Path) -> None:
+    # A name containing '}, {' must not be taken for an event boundary.
+    events = [kernel(0), kernel(1, name='weird"}, {"name": "x'), kernel(2)]
+    text = pretty_trace(events)
+    f = tmp_path / "t.json"
+    f.write_text(text)
+    tr = load_kineto(f)
+    assert tr.kernels["name"].to_list() == ["k", 'weird"}, {"name": "x', "k"]
+    # Cut right after the brace inside the string: the second event is incomplete.
+    cut = text.index('\\"}, {') + len('\\"}')
+    assert text[cut - 1] == "}" and text[cut] == ","  # a boundary candidate inside the string
+    f.write_text(text[:cut])
+    tr = load_kineto(f)
+    assert tr.kernels.height == 1
+
+
+def test_gzip_truncated_stream(tmp_path: Path) -> None:
+    events = [kernel(i) for i in range(6)]
+    text = pretty_trace(events).encode()
+    # Compress the part up to and including the 4th event's ",", flush, then the rest; cut the
+    # compressed bytes at the flush point so exactly that prefix decompresses.
+    starts = [i for i in range(len(text)) if text.startswith(b'{\n    "ph"', i)]
+    split = starts[4]
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    head = c.compress(text[:split]) + c.flush(zlib.Z_FULL_FLUSH)
+    full = head + c.compress(text[split:]) + c.flush()
+    assert gzip.decompress(full) == text
+    f = tmp_path / "trace.json.gz"
+    f.write_bytes(head)
+    tr = load_kineto(f)
+    assert tr.kernels.height == 4
+    assert tr.meta["parse_stats"]["truncated"] is True
+    assert any("gzip stream is truncated" in w for w in tr.meta["warnings"])
+
+
+def test_tiny_batches_give_the_same_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many batches (a 64-byte window) must split exactly where one big batch does.
+    events = [kernel(i, name=f"k{i}" + "}, {" * (i % 3)) for i in range(50)]
+    f = tmp_path / "t.json"
+    f.write_text(pretty_trace(events))
+    whole = load_kineto(f)
+    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", 64)
+    small = load_kineto(f)
+    assert small.kernels.equals(whole.kernels)
+    assert small.kernels.height == 50
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "words"),
+    [
+        (b"", EmptyTraceError, "empty file"),
+        (b"  \n ", EmptyTraceError, "empty file"),
+        (b"hello world", TraceFormatError, "not JSON"),
+        (b'{"a": 1, "b": [1, 2]}', TraceFormatError, "not a trace"),
+        (b"[1, 2, 3]", TraceFormatError, "not a trace"),
+        (b'{"traceEvents": []}', EmptyTraceError, "no events"),
+        (b'{"traceEvents": [', EmptyTraceError, "no events"),
+    ],
+)
+def test_unreadable_files_raise_one_line_errors(tmp_path: Path, content: bytes, error: type, words: str) -> None:
+    f = tmp_path / "x.json"
+    f.write_bytes(content)
+    with pytest.raises(error) as exc:
+        load_kineto(f)
+    msg = str(exc.value)
+    assert words in msg and str(f) in msg and "\n" not in msg
+
+
+def test_sqlite_and_nsys_rep_refused(tmp_path: Path, shared_traces: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    sqlite3.connect(db).execute("create table t(a)").connection.commit()
+    with pytest.raises(UnsupportedFormatError, match="SQLite"):
+        load_kineto(db)
+    rep = shared_traces / "nsys/fuser/report1_64ee035d.nsys-rep"
+    with pytest.raises(UnsupportedFormatError, match="nsys export"):
+        load_kineto(rep)
+
+
+def test_bad_events_counted_by_reason(tmp_path: Path) -> None:
+    evs: list[Any] = [kernel(0), kernel(1, args={"device": 0, "stream": 7, "correlation": 2**70}), kernel(2), kernel(2)]
+    evs.append({k: v for k, v in kernel(3).items() if k != "ts"})
+    evs.append({k: v for k, v in kernel(4).items() if k != "dur"})
+    evs.append(kernel(5, ts="abc"))
+    evs.append(kernel(6, dur=-3))
+    evs.append({"ph": "X", "cat": "cpu_op", "name": "op", "pid": "12", "tid": 1, "ts": 10, "dur": 1})
+    evs.append({"ph": "X", "cat": "cpu_op", "name": "op2", "pid": "host", "tid": 1, "ts": 20, "dur": 1})
+    evs.append({"ph": "X", "cat": 5, "name": "x", "ts": 1, "dur": 1})
+    evs.append({"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1, "dur": 1, "args": [1]})
+    text = json.dumps({"traceEvents": evs})[:-2]
+    text += ', 42, {"ph": "X", "cat": "cpu_op", "name": "bad\udcff", "pid": 1, "tid": 1, "ts": 30, "dur": 1}]}'
+    f = tmp_path / "bad.json"
+    f.write_bytes(text.encode("utf-8", "surrogateescape"))  # \xff: invalid UTF-8 in a name
+    tr = load_kineto(f)
+    ps = tr.meta["parse_stats"]
+    # 14 events: kernels 0, 1, 2 kept (the second "2" is a duplicate); 3 (no ts), 4 (no dur),
+    # 5 (ts "abc"), 6 (dur < 0) dropped; ops "op", "op2", "bad\ufffd" kept; 3 invalid events.
+    assert ps["events_read"] == 14
+    assert ps["events_kept"] == 6
+    assert ps["dropped"] == {
+        "device activity: duplicate event": 1,
+        "device activity: missing or non-numeric dur": 1,
+        "device activity: missing or non-numeric ts": 2,
+        "device activity: negative duration": 1,
+        "invalid event: Expected `object`, got `array` at `$.args`": 1,
+        "invalid event: Expected `object`, got `int`": 1,
+        "invalid event: Expected `str | null`, got `int` at `$.cat`": 1,
+    }
+    assert ps["coerced"] == {
+        "cpu op pid: non-numeric string (nulled)": 1,
+        "cpu op pid: numeric string converted": 1,
+        "device activity correlation: integer beyond int64 (nulled)": 1,
+    }
+    assert ps["utf8_replaced"] == 1
+    assert tr.ops.sort("start_ns")["name"].to_list() == ["op", "op2", "bad\ufffd"]
+    assert tr.ops.sort("start_ns")["pid"].to_list() == [12, None, 1]
+    assert tr.kernels.sort("start_ns")["correlation"].to_list() == [0, None, 2]
+
+
+def test_2021_categories_epoch_us_and_trailing_distributed_info(tmp_path: Path) -> None:
+    evs = [
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 5, "tid": 6, "ts": 1612000000000100, "dur": 50},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 6, "ts": 1612000000000110, "dur": 5,
+         "args": {"correlation": 9}},
+        {"ph": "X", "cat": "Kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 1612000000000120, "dur": 30,
+         "args": {"device": 0, "stream": 7, "correlation": 9}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+         "ts": 1612000000000200, "dur": 4, "args": {"device": 0, "stream": 7, "bytes": 4096}},
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 1612000000000210, "dur": 1},
+        {"ph": "X", "cat": "User", "name": "step", "pid": 5, "tid": 6, "ts": 1612000000000090, "dur": 200},
+    ]
+    text = json.dumps({"schemaVersion": 1, "traceEvents": evs, "distributedInfo": {"rank": 2, "world_size": 4}})
+    f = tmp_path / "old.json"
+    f.write_text(text)
+    tr = load_kineto(f)
+    assert tr.kernels.sort("start_ns")["kind"].to_list() == ["kernel", "memcpy", "memset"]
+    assert tr.kernels.sort("start_ns")["copy_kind"].to_list() == [None, "HtoD", None]
+    assert tr.kernels.filter(kind="memcpy")["bytes"].item() == 4096
+    assert tr.launches["api"].to_list() == ["runtime"] and tr.ops.height == 1
+    assert tr.regions["kind"].to_list() == ["user_annotation"]
+    # integer epoch µs → ns: 1612000000000120 µs × 1000.
+    assert tr.kernels.filter(kind="kernel")["start_ns"].item() == 1_612_000_000_000_120_000
+    assert tr.meta["distributed"] == {"rank": 2, "world_size": 4, "backend": None}
+    assert tr.meta["time_base_ns"] == 0 and tr.meta["time_base"] == "epoch_us"
+
+
+def test_base_time_and_fractional_ns(tmp_path: Path) -> None:
+    evs = [
+        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 5172723568236.703, "dur": 1.5,
+         "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 1712195495519689.047, "dur": 0.001},
+    ]
+    f = tmp_path / "t.json"
+    f.write_text('{"traceEvents": ' + json.dumps(evs).replace("1712195495519689.0", "1712195495519689.047")
+                 + ', "baseTimeNanoseconds": 1000000000000000000}')
+    tr = load_kineto(f)
+    k = tr.kernels.sort("name")
+    base = 1_000_000_000_000_000_000
+    # a: 5172723568236.703 µs = 5172723568236703 ns, + base; end = + 1500 ns.
+    assert k["start_ns"].to_list() == [base + 5_172_723_568_236_703, base + 1_712_195_495_519_689_047]
+    assert k["end_ns"].to_list() == [base + 5_172_723_568_238_203, base + 1_712_195_495_519_689_048]
+    assert tr.meta["time_base"] == "baseTimeNanoseconds"
+
+
+def test_cli_errors_are_one_line_with_nonzero_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json at all")
+    empty_dir = tmp_path / "nothing"
+    empty_dir.mkdir()
+    for args in (["summary", str(bad)], ["ingest", str(empty_dir), "--out", str(tmp_path / "ds")]):
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        assert exc.value.code != 0
+        err = capsys.readouterr()
+        assert "Traceback" not in err.err + err.out
+        lines = [ln for ln in err.err.splitlines() if ln.startswith("tracekit: error:")]
+        assert len(lines) == 1
