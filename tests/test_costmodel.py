@@ -207,3 +207,21 @@ def test_dtype_for_every_op_and_empty_table() -> None:
     assert out.sort("op_id")["dtype"].to_list() == ["fp16", "fp8_e4m3"]
     empty = op_costs(schema_empty("ops"))
     assert empty.height == 0 and "flops" in empty.columns
+
+
+def test_gemm_agrees_with_flop_counter_mode() -> None:
+    """FlopCounterMode counts 2·m·n·k and ignores the bias add; ours adds M·N for addmm/baddbmm."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    a, b, bias = torch.randn(6, 5), torch.randn(5, 7), torch.randn(7)
+    x, y = torch.randn(3, 6, 5), torch.randn(3, 5, 7)
+    cases = [
+        ("aten::mm", lambda: torch.mm(a, b), [[6, 5], [5, 7]], [F32, F32], 0),
+        ("aten::addmm", lambda: torch.addmm(bias, a, b), [[7], [6, 5], [5, 7], [], []], [F32, F32, F32, "Scalar", "Scalar"], 6 * 7),
+        ("aten::bmm", lambda: torch.bmm(x, y), [[3, 6, 5], [3, 5, 7]], [F32, F32], 0),
+    ]
+    for name, fn, dims, types, bias_flops in cases:
+        with FlopCounterMode(display=False) as m:
+            fn()
+        assert cost(name, dims, types)[0] == m.get_total_flops() + bias_flops, name

@@ -34,7 +34,7 @@ class Sizes:
 
 
 SIZES: Final[dict[tuple[str, bool], Sizes]] = {
-    ("cpu", False): Sizes(256 * 2**20, 2048, 5),
+    ("cpu", False): Sizes(256 * 2**20, 1024, 5),
     ("cpu", True): Sizes(8 * 2**20, 256, 3),
     ("cuda", False): Sizes(2 * 2**30, 8192, 10),
     ("cuda", True): Sizes(64 * 2**20, 1024, 3),
