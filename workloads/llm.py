@@ -35,6 +35,11 @@ class Block(nn.Module):
         self.up = nn.Linear(d, cfg.ffn_mult * d, bias=False)
         self.down = nn.Linear(cfg.ffn_mult * d, d, bias=False)
 
+    @staticmethod
+    def cast(m: nn.Module) -> "Block":
+        assert isinstance(m, Block)
+        return m
+
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(F.gelu(self.up(self.ln2(x))))
 
@@ -48,6 +53,7 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.max_context, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.layer_list: list[Block] = [Block.cast(b) for b in self.blocks]  # typed view for iteration
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.to(device=device, dtype=dtype)
@@ -81,7 +87,7 @@ class TinyLM(nn.Module):
         """Logits [B, V] at each prompt's last position; fills the cache of slots 0..B-1."""
         b, t = tokens.shape
         h = self.embed(tokens) + self.pos.weight[:t]
-        for i, blk in enumerate(self.blocks):
+        for i, blk in enumerate(self.layer_list):
             q, k, v = self._split(blk.qkv(blk.ln1(h)))
             self.k_cache[i, :b, :, :t] = k
             self.v_cache[i, :b, :, :t] = v
@@ -98,7 +104,7 @@ class TinyLM(nn.Module):
         rows = torch.arange(b, device=tokens.device)
         h = (self.embed(tokens) + self.pos(pos)).unsqueeze(1)  # [B, 1, D]
         mask = (torch.arange(ctx, device=tokens.device)[None, :] <= pos[:, None]).view(b, 1, 1, ctx)
-        for i, blk in enumerate(self.blocks):
+        for i, blk in enumerate(self.layer_list):
             q, k, v = self._split(blk.qkv(blk.ln1(h)))  # q [B, H, 1, hd], k/v [B, Hkv, 1, hd]
             self.k_cache[i, rows, :, pos] = k[:, :, 0]
             self.v_cache[i, rows, :, pos] = v[:, :, 0]
@@ -116,7 +122,7 @@ class TinyLM(nn.Module):
         sampled. Returns logits [len(sample), V]."""
         h = self.embed(tokens) + self.pos(positions)  # [N, D]
         masks = [_chunk_mask(start, n, tokens.device) for _, start, n in segments]
-        for i, blk in enumerate(self.blocks):
+        for i, blk in enumerate(self.layer_list):
             q, k, v = self._split(blk.qkv(blk.ln1(h)))  # q [H, N, hd], k/v [Hkv, N, hd]
             outs = []
             off = 0

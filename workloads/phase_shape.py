@@ -12,6 +12,7 @@ The pure functions (``shape_costs``, ``find_knee``) need no torch; ``run_sweep``
 from __future__ import annotations
 
 import statistics
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,19 +110,22 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
         traces.append(path)
 
     short = SHORT[cfg.dtype]
-    with P.make_profiler(dev, cfg.warmup, cfg.active, len(shapes), on_ready) as prof:
-        for i in range(len(shapes) * per_cycle):
-            s, j = divmod(i, per_cycle)
-            kind, m = shapes[s]
-            x = inputs[s]
-            size = {"tokens": m} if kind == "prefill" else {"batch": m}
-            with phase(kind, step=j, **size, d=cfg.d, dtype=short, reps=cfg.reps):
-                with P.DeviceTimer(dev) as t:
-                    for _ in range(cfg.reps):
-                        F.linear(x, weight)
-            if j >= cfg.warmup:
-                times[s].append(t.elapsed_ns)
-            prof.step()
+    with warnings.catch_warnings():
+        # each cycle is exported on its own; torch warns that events do not accumulate across cycles
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        with P.make_profiler(dev, cfg.warmup, cfg.active, len(shapes), on_ready) as prof:
+            for i in range(len(shapes) * per_cycle):
+                s, j = divmod(i, per_cycle)
+                kind, m = shapes[s]
+                x = inputs[s]
+                size = {"tokens": m} if kind == "prefill" else {"batch": m}
+                with phase(kind, step=j, **size, d=cfg.d, dtype=short, reps=cfg.reps):
+                    with P.DeviceTimer(dev) as t:
+                        for _ in range(cfg.reps):
+                            F.linear(x, weight)
+                if j >= cfg.warmup:
+                    times[s].append(t.elapsed_ns)
+                prof.step()
 
     rows = []
     for s, (kind, m) in enumerate(shapes):

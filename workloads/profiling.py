@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,9 +12,6 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from tracekit.errors import UsageError
 from workloads.config import canonical_dtype, check_device_name
 from workloads.sidecar import cpu_name
-
-# Each schedule cycle is exported on its own; accumulating events across cycles is not wanted.
-warnings.filterwarnings("ignore", message="Profiler clears events at the end of each cycle")
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
