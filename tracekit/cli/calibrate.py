@@ -40,5 +40,5 @@ def calibrate(device: str, out: str, quick: bool, force: bool) -> None:
         click.echo(f"  {hw.diagnostic}")
     click.echo(f"  copy bandwidth  {hw.mem_bandwidth_bytes_per_s / 1e9:10.2f} GB/s")
     for dtype, peak in sorted(hw.peak_flops_per_s.items()):
-        click.echo(f"  matmul {dtype:<8} {peak / 1e12:10.3f} TFLOP/s   ridge {peak / hw.mem_bandwidth_bytes_per_s:8.1f} FLOP/B")
+        click.echo(f"  matmul {dtype:<8} {peak / 1e12:10.4g} TFLOP/s   ridge {peak / hw.mem_bandwidth_bytes_per_s:8.3g} FLOP/B")
     click.echo(f"wrote {path}")
