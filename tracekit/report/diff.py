@@ -25,6 +25,7 @@ METRICS = (
 LAT_PREFIXES = ("ttft_", "tpot_", "itl_", "step_")
 REGION_METRICS = ("count", "span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes", "span_p50_ns")
 TOP_MOVED = 15
+KEY_ORDER = {"whole trace": 0, "prefill": 1, "decode": 2, "mixed": 3, "other": 4}
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,10 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> p
             (pl.col("b") - pl.col("a")).alias("delta"),
             pl.when(pl.col("a") != 0).then(pl.col("b") / pl.col("a") - 1).otherwise(None).alias("change"),
             pl.col("metric").replace_strict(order, default=len(order), return_dtype=pl.Int64).alias("_o"),
+            pl.col(key).replace_strict(KEY_ORDER, default=len(KEY_ORDER), return_dtype=pl.Int64).alias("_k"),
         )
-        .sort([key, "_o"], maintain_order=True)
-        .drop("_o")
+        .sort(["_k", "_o"], maintain_order=True)
+        .drop("_o", "_k")
     )
 
 
@@ -79,15 +81,27 @@ def _metric_list(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
     return [*METRICS, *lat]
 
 
+def _with_whole(d: ReportData) -> pl.DataFrame:
+    """The phases frame plus a "whole trace" row from the totals (so phase-less traces compare too)."""
+    w = {k: v for k, v in d.whole.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    whole = pl.DataFrame([{"phase": "whole trace", **{k: float(v) for k, v in w.items()}}])
+    ph = d.phases
+    if ph.height == 0 or "phase" not in ph.columns:
+        return whole
+    num = [c for c in ph.columns if c != "phase" and ph.schema[c].is_numeric()]
+    return pl.concat([whole, ph.select(pl.col("phase").cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in num])], how="diagonal")
+
+
 def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
-    """Per phase: every metric of both sides with its delta and relative change."""
-    return compare(a.phases, b.phases, "phase", _metric_list(a.phases, b.phases))
+    """Per phase (and the whole trace): every metric of both sides with its delta and relative change."""
+    pa, pb = _with_whole(a), _with_whole(b)
+    return compare(pa, pb, "phase", _metric_list(pa, pb))
 
 
 def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     """Per phase (and the whole trace): verdict before and after, and whether it changed."""
     def side(d: ReportData) -> pl.DataFrame:
-        rows = [{"phase": "whole trace", "bound": d.totals.get("bound"), "reason": d.totals.get("reason")}]
+        rows = [{"phase": "whole trace", "bound": d.whole.get("bound"), "reason": d.whole.get("reason")}]
         if d.phases.height and "phase" in d.phases.columns:
             cols = [c for c in ("phase", "bound", "reason") if c in d.phases.columns]
             rows += d.phases.select(cols).to_dicts()
