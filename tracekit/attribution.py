@@ -117,14 +117,21 @@ def attribute(trace: Trace) -> Attribution:
     tree = region_tree(regions, thread_links)
     if cpu_only:
         acts = _leaf_op_activities(trace.ops)
+        key = "act_id"
+        lau = acts.select("act_id", "launch_pid", "launch_tid", "launch_start_ns")
     else:
-        acts = _device_activities(trace.kernels, trace.launches, trace.ops)
+        acts = _device_activities(trace.kernels)
+        key = "correlation"
+        lau = _launches(trace.launches, acts)
+        lau = lau.join(launch_ops(lau, trace.ops), on="correlation", how="left")
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
-    acts = _attach_regions(acts, regions, thread_links)
-    acts = acts.with_columns(_reason(acts, regions)).select(
-        [pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()]
-    ).sort("act_id")
+    found = _launch_regions(lau, key, regions, thread_links)
+    lau = found if cpu_only else lau.drop("_lext").join(found, on=key, how="left")
+    # The one join at activity scale: both sides sorted on the key take polars' merge path.
+    acts = acts.sort(key).join(lau.sort(key), on=key, how="left")
+    acts = acts.with_columns(_reason(acts, regions))
+    acts = acts.select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()]).sort("act_id")
     links = _region_links(acts, tree)
     stats = {
         "activities": acts.height,
@@ -146,30 +153,30 @@ def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _device_activities(kernels: pl.DataFrame, launches: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    acts = kernels.with_row_index("act_id").select(
+def _device_activities(kernels: pl.DataFrame) -> pl.DataFrame:
+    return kernels.with_row_index("act_id").select(
         pl.col("act_id").cast(pl.Int64), "kind", "name", "device", "stream", "start_ns", "end_ns",
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"), "correlation", "graph_id",
     )
-    # One launch per correlation (a repeated correlation would count its kernels twice).
+
+
+def _launches(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """One launch per correlation (a repeated correlation would count its kernels twice: the
+    earliest call is kept), restricted to correlations some activity uses; sorted by correlation."""
     lau = (
-        launches.filter(pl.col("correlation").is_not_null())
-        .sort("start_ns")
-        .unique("correlation", keep="first", maintain_order=True)
-        .select(
-            "correlation", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
-            pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("launch_start_ns"),
-            pl.col("end_ns").alias("launch_end_ns"), pl.col("external_id").alias("_lext"),
-        )
+        launches.filter(pl.col("correlation").is_not_null() & pl.col("correlation").is_in(acts["correlation"].drop_nulls().implode()))
+        .sort(["correlation", "start_ns"])
     )
-    lau = lau.join(acts.select("correlation").unique(), on="correlation", how="semi")
-    lau = lau.join(launch_ops(lau, ops), on="correlation", how="left")
-    return acts.join(lau.drop("_lext"), on="correlation", how="left")
+    lau = lau.filter(pl.col("correlation") != pl.col("correlation").shift(1).fill_null(pl.col("correlation") - 1))
+    return lau.select(
+        "correlation", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
+        pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"), pl.col("external_id").alias("_lext"),
+    )
 
 
 def _leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
-    parents = ops.select(pl.col("parent_id").alias("op_id")).drop_nulls().unique()
-    leaf = ops.join(parents, on="op_id", how="anti")
+    leaf = ops.filter(~pl.col("op_id").is_in(ops["parent_id"].drop_nulls().implode()))
     return leaf.select(
         pl.col("op_id").alias("act_id"), pl.lit(schema.KIND_CPU_OP).alias("kind"), "name",
         pl.lit(None, pl.Int64).alias("device"), pl.lit(None, pl.Int64).alias("stream"),
@@ -186,71 +193,105 @@ def _leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """correlation → (op_id, op_name, op_link) for launches with columns correlation, launch_pid,
-    launch_tid, launch_start_ns, _lext. External id first (validated), then time nesting."""
+    """correlation → (op_id, op_name, op_link) for launches (columns correlation, launch_pid,
+    launch_tid, launch_start_ns, _lext).
+
+    The External id link is valid only for an op on the launch's thread that encloses the launch,
+    i.e. the innermost enclosing op or one of its ancestors. So: find the innermost enclosing op
+    by time; where its External id equals the launch's, the link is "external id"; where the
+    launch's External id names an ancestor, that ancestor (a small hash join on the few
+    remaining rows); otherwise (a broken or missing External id) the innermost op by time.
+    """
     o = ops.select("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "external_id")
-    by_ext = (
-        lau.filter(pl.col("_lext").is_not_null())
-        .join(o.filter(pl.col("external_id").is_not_null()), left_on="_lext", right_on="external_id")
-        .filter(
-            (pl.col("pid") == pl.col("launch_pid")) & (pl.col("tid") == pl.col("launch_tid"))
-            & (pl.col("start_ns") <= pl.col("launch_start_ns")) & (pl.col("end_ns") >= pl.col("launch_start_ns"))
-        )
+    pts = lau.select("correlation", pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+                     pl.col("launch_start_ns").alias("t"), "_lext")
+    inner = innermost_enclosing(pts, o, key="correlation", group=["pid", "tid"], id_col="op_id",
+                                extra=["external_id"], carry=["pid", "tid", "t", "_lext"])
+    same = pl.col("_lext").is_not_null() & (pl.col("external_id") == pl.col("_lext"))
+    # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
+    other = inner.filter(pl.col("_lext").is_not_null() & ~same.fill_null(False))
+    anc = (
+        other.select("correlation", "pid", "tid", "t", "_lext")
+        .join(o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
+              left_on=["_lext", "pid", "tid"], right_on=["external_id", "pid", "tid"])
+        .filter((pl.col("start_ns") <= pl.col("t")) & (pl.col("end_ns") >= pl.col("t")))
         .sort(["correlation", "depth"], descending=[False, True])
         .unique("correlation", keep="first")
-        .select("correlation", "op_id", pl.lit(OP_LINK_EXTERNAL).alias("op_link"))
+        .select("correlation", pl.col("op_id").alias("_aid"))
     )
-    rest = lau.join(by_ext, on="correlation", how="anti").select(
-        "correlation", pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-        pl.col("launch_start_ns").alias("t"),
+    out = inner.join(anc, on="correlation", how="left") if anc.height else inner.with_columns(pl.lit(None, pl.Int64).alias("_aid"))
+    out = out.with_columns(pl.coalesce("_aid", "op_id").alias("op_id"))
+    return out.select(
+        "correlation", "op_id", _names_by_id(ops, out["op_id"]).alias("op_name"),
+        pl.when(same.fill_null(False) | pl.col("_aid").is_not_null()).then(pl.lit(OP_LINK_EXTERNAL))
+        .when(pl.col("op_id").is_not_null()).then(pl.lit(OP_LINK_TIME)).alias("op_link"),
     )
-    by_time = (
-        innermost_enclosing(rest, o, key="correlation", group=["pid", "tid"], id_col="op_id")
-        .filter(pl.col("op_id").is_not_null())
-        .with_columns(pl.lit(OP_LINK_TIME).alias("op_link"))
-    )
-    out = pl.concat([by_ext, by_time.select("correlation", "op_id", "op_link")])
-    return out.join(o.select("op_id", pl.col("name").alias("op_name")), on="op_id", how="left")
+
+
+def _names_by_id(ops: pl.DataFrame, ids: pl.Series) -> pl.Series:
+    """ops.name for each op id: a positional gather when op_id is the row index (as loaders
+    write it), else a join."""
+    n = ops.height
+    if n == 0:
+        return pl.Series("name", [None] * ids.len(), dtype=pl.String)
+    if ops["op_id"].equals(pl.Series("op_id", range(n), dtype=ops["op_id"].dtype)):
+        return ops["name"].gather(ids.cast(pl.Int64))
+    if ops["op_id"].is_sorted():
+        pos = ops["op_id"].search_sorted(ids.cast(pl.Int64).fill_null(-1)).clip(0, max(n - 1, 0))
+        hit = ops["op_id"].gather(pos) == ids
+        return pl.select(pl.when(hit).then(ops["name"].gather(pos))).to_series()
+    m = pl.DataFrame({"op_id": ids.cast(pl.Int64)}).join(ops.select("op_id", "name"), on="op_id", how="left", maintain_order="left")
+    return m["name"]
 
 
 def innermost_enclosing(
     points: pl.DataFrame, intervals: pl.DataFrame, key: str, group: list[str], id_col: str,
-    out: str | None = None, t: str = "t",
+    out: str | None = None, t: str = "t", extra: list[str] | None = None, carry: list[str] | None = None,
 ) -> pl.DataFrame:
     """For each point (``key``, ``group``…, ``t``): the innermost interval of its group whose
-    [start_ns, end_ns] holds ``t`` → frame (key, ``out`` or id_col), id null when none.
+    [start_ns, end_ns] holds ``t`` → frame (key, ``out`` or id_col, *extra), null when none.
 
     An as-of join finds the latest-starting interval with start ≤ t (ties: the innermost, sorted
     last); if it ended before t, the answer is its nearest ancestor that still holds t, found by
     walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows).
+    ``extra`` columns of the interval and ``carry`` columns of the point come along.
     """
     out = out or id_col
+    extra = extra or []
+    carry = carry or []
+    schema_out = {key: points.schema[key], **{c: points.schema[c] for c in carry}, out: pl.Int64(),
+                  **{c: intervals.schema[c] for c in extra}}
     if points.height == 0:
-        return pl.DataFrame(schema={key: points.schema[key], out: pl.Int64()})
-    iv = intervals.select([*group, id_col, "start_ns", "end_ns", "parent_id"]).drop_nulls([*group, "start_ns", "end_ns"])
+        return pl.DataFrame(schema=schema_out)
+    iv = intervals.select([*group, id_col, "start_ns", "end_ns", "parent_id", *extra]).drop_nulls([*group, "start_ns", "end_ns"])
     if iv.height == 0:
-        return points.select(key, pl.lit(None, pl.Int64).alias(out))
+        return points.select(key, *carry).with_columns([pl.lit(None, d).alias(c) for c, d in schema_out.items() if c not in (key, *carry)])
+    # The candidate carries its end, parent and extras, so most points resolve with no join.
     right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(
-        [*group, pl.col("start_ns").alias("_s"), pl.col(id_col).alias("_c")]
+        [*group, pl.col("start_ns").alias("_s"), pl.col(id_col).alias("_c"), pl.col("end_ns").alias("_e"),
+         pl.col("parent_id").alias("_p"), *extra]
     )
     cur = (
-        points.select([key, *group, t]).sort(t)
+        points.select(list(dict.fromkeys([key, *group, t, *carry]))).sort(t)
         .join_asof(right, left_on=t, right_on="_s", by=group, strategy="backward", check_sortedness=False)
-        .select(key, t, "_c")
+        .select(list(dict.fromkeys([key, t, *carry])) + ["_c", "_e", "_p", *extra])
     )
-    info = iv.select(pl.col(id_col).alias("_c"), pl.col("end_ns").alias("_e"), pl.col("parent_id").alias("_p"))
+    info = iv.select(pl.col(id_col).alias("_c"), pl.col("end_ns").alias("_e"), pl.col("parent_id").alias("_p"), *extra)
     done: list[pl.DataFrame] = []
     max_depth = intervals["depth"].max() if "depth" in intervals.columns else None
     levels = int(max_depth) + 2 if isinstance(max_depth, int) else iv.height + 1
     for _ in range(levels):
-        cur = cur.join(info, on="_c", how="left")
         ok = pl.col("_c").is_null() | (pl.col("_e") >= pl.col(t))
-        done.append(cur.filter(ok).select(key, pl.col("_c").alias(out)))
-        cur = cur.filter(~ok).select(key, t, pl.col("_p").alias("_c"))
-        if cur.height == 0:
+        done.append(cur.filter(ok).select(key, *carry, pl.col("_c").alias(out), *extra))
+        nxt = cur.filter(~ok).select(list(dict.fromkeys([key, t, *carry])) + [pl.col("_p").alias("_c")])
+        if nxt.height == 0:
             break
+        # Few points walk up: look their parents up in the matching rows of ``info`` only.
+        sub = info.filter(pl.col("_c").is_in(nxt["_c"].drop_nulls().implode()))
+        cur = nxt.join(sub, on="_c", how="left")
     else:  # malformed nesting deeper than its own depth column: those points get no interval
-        done.append(cur.select(key, pl.lit(None, pl.Int64).alias(out)))
+        done.append(cur.filter(~ok).select(key, *carry).with_columns(
+            [pl.lit(None, d).alias(c) for c, d in schema_out.items() if c not in (key, *carry)]))
     return pl.concat(done)
 
 
@@ -301,30 +342,21 @@ def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFra
     ).drop("_fp")
 
 
-def _attach_regions(acts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
-    """Innermost region on the launch thread at the launch start; else on its forward thread."""
-    pts = (
-        acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"), pl.col("launch_start_ns").alias("t"))
-        .drop_nulls()
-        .unique()
-        .with_row_index("_pt")
-    )
-    own = innermost_enclosing(pts, regions, key="_pt", group=["pid", "tid"], id_col="region_id", out="_r_own")
-    pts = pts.join(own, on="_pt", how="left")
+def _launch_regions(lau: pl.DataFrame, key: str, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
+    """key → (region_id, region_name, region_via): the innermost region on the launch thread at
+    the launch start; else, on a thread with a forward thread, the forward thread's region."""
+    pts = lau.select(key, pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+                     pl.col("launch_start_ns").alias("t")).drop_nulls()
+    own = innermost_enclosing(pts, regions, key=key, group=["pid", "tid"], id_col="region_id", extra=["name"], carry=["pid", "tid", "t"])
+    found = own.filter(pl.col("region_id").is_not_null()).with_columns(pl.lit(VIA_THREAD).alias("region_via")).drop("pid", "tid", "t")
     miss = (
-        pts.filter(pl.col("_r_own").is_null())
+        own.filter(pl.col("region_id").is_null())
         .join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
-        .select("_pt", "pid", pl.col("fwd_tid").alias("tid"), "t")
+        .select(key, "pid", pl.col("fwd_tid").alias("tid"), "t")
     )
-    fwd = innermost_enclosing(miss, regions, key="_pt", group=["pid", "tid"], id_col="region_id", out="_r_fwd")
-    pts = pts.join(fwd, on="_pt", how="left").select(
-        pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"), pl.col("t").alias("launch_start_ns"),
-        pl.coalesce("_r_own", "_r_fwd").alias("region_id"),
-        pl.when(pl.col("_r_own").is_not_null()).then(pl.lit(VIA_THREAD))
-        .when(pl.col("_r_fwd").is_not_null()).then(pl.lit(VIA_FORWARD)).alias("region_via"),
-    )
-    acts = acts.join(pts, on=["launch_pid", "launch_tid", "launch_start_ns"], how="left", nulls_equal=False)
-    return acts.join(regions.select("region_id", pl.col("name").alias("region_name")), on="region_id", how="left")
+    fwd = innermost_enclosing(miss, regions, key=key, group=["pid", "tid"], id_col="region_id", extra=["name"])
+    fwd = fwd.filter(pl.col("region_id").is_not_null()).with_columns(pl.lit(VIA_FORWARD).alias("region_via"))
+    return pl.concat([found, fwd]).select(key, "region_id", pl.col("name").alias("region_name"), "region_via").sort(key)
 
 
 def _reason(acts: pl.DataFrame, regions: pl.DataFrame) -> pl.Expr:
