@@ -230,3 +230,16 @@ def test_cli_errors_are_one_line_with_nonzero_exit(tmp_path: Path, capsys: pytes
         assert "Traceback" not in err.err + err.out
         lines = [ln for ln in err.err.splitlines() if ln.startswith("tracekit: error:")]
         assert len(lines) == 1
+
+
+def test_zero_length_op_nests_inside_its_parent(tmp_path: Path) -> None:
+    # Integer-µs traces record tiny ops with dur 0. gather [76, 112] holds as_strided [89, 89]
+    # (depth 1) and then as_strided [90, 91] (depth 1, parent gather — not the zero-length one).
+    evs = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": d}
+           for n, ts, d in (("gather", 76, 36), ("as_strided_a", 89, 0), ("as_strided_b", 90, 1))]
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"traceEvents": evs}))
+    ops = load_kineto(f).ops.sort("start_ns")
+    ids = dict(zip(ops["name"], ops["op_id"]))
+    assert ops["depth"].to_list() == [0, 1, 1]
+    assert ops["parent_id"].to_list() == [None, ids["gather"], ids["gather"]]

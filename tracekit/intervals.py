@@ -37,6 +37,11 @@ def nest(
         .sort([*g, start, end], descending=[*([False] * len(g)), False, True])
         .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over(g).alias("_pos"))
     )
+    # Zero-length intervals starting at t also "end at or before t", but they are not closed
+    # before the intervals that start at t ahead of them (nor before themselves): they sort
+    # last among those starting at t, so uncount Z(t) minus the zero-length ones ahead.
+    zl = (pl.col(end) == pl.col(start)).cast(pl.Int64())
+    work = work.with_columns((zl.sum() - zl.cum_sum() + zl).over([*g, start]).alias("_zl_over"))
     # For each interval, how many intervals of its group ended at or before its start.
     ends = work.select([*g, pl.col(end).alias("_t")]).sort([*g, "_t"])
     ends = ends.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(g).alias("_closed"))
@@ -45,7 +50,8 @@ def nest(
         ends.sort("_t"), left_on=start, right_on="_t", by=g, strategy="backward", check_sortedness=False
     )
     work = work.with_columns(
-        (pl.col("_pos") - pl.col("_closed").fill_null(0)).clip(lower_bound=0).cast(pl.Int32()).alias("depth")
+        (pl.col("_pos") - pl.col("_closed").fill_null(0) + pl.col("_zl_over"))
+        .clip(lower_bound=0).cast(pl.Int32()).alias("depth")
     )
     # Parent: the latest earlier interval (by _pos) in the group at depth - 1.
     parents = work.select(
