@@ -1,0 +1,160 @@
+"""`tracekit ingest` and `tracekit summary` end to end, the dataset layout and the progress bar."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tracekit import progress
+from tracekit.cli.main import main
+from tracekit.sources import load, make_trace_id
+from tracekit.trace import dataset_trace_ids, read_dataset, scan_table
+
+SMALL = [
+    "kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "kineto/hta/trace_filter/sampled_rank-0.json.gz",
+    "kineto/hta/trace_filter/sampled_rank-1.json.gz",
+]
+TABLES = ("kernels", "launches", "ops", "regions")
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_ingest_directory_reingest_identical_and_scan(tmp_path: Path, shared_traces: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    for rel in SMALL:
+        shutil.copy(shared_traces / rel, src / Path(rel).name)
+    out = tmp_path / "ds"
+    code, stdout, _ = run(["ingest", str(src), "--out", str(out)], capsys)
+    assert code == 0
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(str(src))]
+    assert len(lines) == 3  # one line per trace
+    assert "ingested 3 of 3 traces" in stdout
+    ids = dataset_trace_ids(out)
+    assert ids == sorted(make_trace_id(src / Path(r).name) for r in SMALL)
+    first = {t: (out / t / f"trace_id={ids[0]}" / "data.parquet").read_bytes() for t in TABLES}
+    before = read_dataset(out, trace_id=ids[0])
+
+    # Re-ingest: same ids, byte-identical files, equal frames, no staging left behind.
+    code, _, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out)], capsys)
+    assert code == 0
+    assert dataset_trace_ids(out) == ids
+    for t in TABLES:
+        assert (out / t / f"trace_id={ids[0]}" / "data.parquet").read_bytes() == first[t]
+    after = read_dataset(out, trace_id=ids[0])
+    for t in TABLES:
+        assert after.table(t).equals(before.table(t))
+    assert not [p for p in out.iterdir() if p.name.startswith(".staging")]
+
+    # The dataset scans lazily across traces: per-trace kernel counts equal each trace's own.
+    counts = dict(scan_table(out, "kernels").group_by("trace_id").len().collect().iter_rows())
+    for rel in SMALL:
+        tr = load(src / Path(rel).name)
+        assert counts[tr.trace_id] == tr.kernels.height
+    # sampled_rank-0 holds 1154 kernels + 40 memcpy + 10 memset (README / plain count).
+    assert counts[make_trace_id(src / "sampled_rank-0.json.gz")] == 1204
+    # A trace whose meta partition is missing (interrupted write) is not listed.
+    shutil.rmtree(out / "meta" / f"trace_id={ids[1]}")
+    assert dataset_trace_ids(out) == [ids[0], ids[2]]
+    assert scan_table(out, "kernels").select(pl.col("trace_id").unique()).collect().height == 2
+
+
+def test_ingest_reports_each_failure_and_continues(tmp_path: Path, shared_traces: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    shutil.copy(shared_traces / SMALL[0], src / "good.json.gz")
+    (src / "broken.json").write_text("this is not json")
+    (src / "empty.json").write_text("")
+    out = tmp_path / "ds"
+    code, stdout, err = run(["ingest", str(src), "--out", str(out)], capsys)
+    assert code != 0
+    assert "ingested 1 of 3 traces" in stdout
+    assert sum(1 for ln in stdout.splitlines() if ": error: " in ln) == 2
+    assert "Traceback" not in stdout + err
+    assert err.count("tracekit: error:") == 1
+    assert dataset_trace_ids(out) == [make_trace_id(src / "good.json.gz")]
+
+
+def test_ingest_dispatches_sqlite_through_sources_load(tmp_path: Path, shared_traces: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db = shared_traces / "nsys/fuser/report1_64ee035d.sqlite"
+    out = tmp_path / "ds"
+    code, stdout, err = run(["ingest", str(db), "--out", str(out)], capsys)
+    assert code == 0, err
+    (tid,) = dataset_trace_ids(out)
+    tr = read_dataset(out)
+    assert tr.meta["format"] == "nsys" and tr.kernels.height == load(db).kernels.height
+
+
+def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Hand-made trace: stream 7 runs [200, 230] and [220, 240] µs (union 40 µs), stream 8
+    # runs [300, 310] µs; the span is 90 µs (cpu op) .. 310 µs = 220 µs.
+    evs = [
+        {"ph": "X", "cat": "user_annotation", "name": "tk:prefill step=0", "pid": 1, "tid": 1, "ts": 90, "dur": 200},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 200, "dur": 30, "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 220, "dur": 20, "args": {"device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 8, "ts": 300, "dur": 10, "args": {"device": 0, "stream": 8}},
+    ]
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "Fake GPU", "numSms": 4}], "traceEvents": evs}))
+    code, stdout, _ = run(["summary", str(f), "--format", "json"], capsys)
+    assert code == 0
+    s = json.loads(stdout)
+    assert s["time"]["span_ns"] == 220_000
+    assert [(r["stream"], r["busy_ns"]) for r in s["streams"]] == [(7, 40_000), (8, 10_000)]
+    assert s["devices_busy"][0]["busy_ns"] == 50_000
+    assert s["devices_busy"][0]["busy_pct"] == pytest.approx(50 / 220 * 100)
+    # gemm: 30 + 10 µs of 60 µs of kernel time.
+    assert s["top_kernels"][0]["name"] == "gemm" and s["top_kernels"][0]["total_ns"] == 40_000
+    assert s["top_kernels"][0]["pct"] == pytest.approx(40 / 60 * 100)
+    assert s["annotations"]["top"][0]["name"] == "tk:prefill step=0" and s["annotations"]["top"][0]["count"] == 1
+    assert s["cpu_only"] is False and s["diagnostic"] is None
+    code, stdout, _ = run(["summary", str(f)], capsys)
+    assert code == 0 and "Fake GPU" in stdout and "22.7% of span" in stdout
+
+
+def test_summary_cpu_only_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50}]
+    f = tmp_path / "cpu.json"
+    f.write_text(json.dumps({"traceEvents": evs}))
+    code, stdout, _ = run(["summary", str(f)], capsys)
+    assert code == 0 and "CPU diagnostic — not GPU evidence" in stdout
+
+
+def test_progress_only_on_a_tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("CI", raising=False)
+    assert progress.enabled(io.StringIO()) is False  # piped
+    tty = Tty()
+    assert progress.enabled(tty) is True
+    out = io.StringIO()
+    with progress.Progress(2, "ingest", stream=tty, out=out) as bar:
+        bar.update(1, detail="a.json")
+        bar.write("a.json: done")
+    assert "1/2" in tty.getvalue() and out.getvalue() == "a.json: done\n"
+    monkeypatch.setenv("CI", "true")
+    assert progress.enabled(tty) is False
+    quiet = Tty()
+    with progress.Progress(2, "x", stream=quiet, out=io.StringIO()) as bar:
+        bar.update(2)
+    assert quiet.getvalue() == ""
