@@ -1,0 +1,29 @@
+# Developer shortcuts. PY defaults to the project venv.
+PY ?= .venv/bin/python
+TK ?= .venv/bin/tracekit
+DEMO ?= out/demo
+SMALL_MODEL = --layers 2 --d-model 256 --heads 4 --kv-heads 2 --vocab 2048 --max-context 256 --threads 1
+
+.PHONY: demo sample-traces gpu-check bench-annotate
+
+# Run the small LLM workload, then summarise and analyse its trace.
+demo:
+	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out $(DEMO)
+	$(TK) summary $(DEMO)/llm.pt.trace.json.gz
+	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz
+
+# Regenerate sample_traces/ (commands and notes in sample_traces/README.md).
+sample-traces:
+	rm -rf sample_traces/phase_shape sample_traces/llm sample_traces/serve
+	$(TK) run phase-shape --d 512 --dtype float32 --prefill-rows 16,64,256,1024 --decode-rows 1,4,16 \
+	  --warmup 1 --active 2 --reps 2 --threads 1 --out sample_traces/phase_shape
+	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out sample_traces/llm
+	$(TK) run serve $(SMALL_MODEL) --requests 8 --prompt-len uniform:16:120 --output-len uniform:2:8 \
+	  --arrival interval:10 --token-budget 64 --max-seqs 4 --chunk 32 --warmup-requests 1 --out sample_traces/serve
+
+# All three workloads on CUDA with their checks (needs a GPU).
+gpu-check:
+	benchmarks/gpu_check.sh
+
+bench-annotate:
+	$(PY) benchmarks/annotate_overhead.py --threads 1
