@@ -4,13 +4,33 @@ TK ?= .venv/bin/tracekit
 DEMO ?= out/demo
 SMALL_MODEL = --layers 2 --d-model 256 --heads 4 --kv-heads 2 --vocab 2048 --max-context 256 --threads 1
 
-.PHONY: demo sample-traces gpu-check bench-annotate
+.PHONY: demo test venv browser sample-traces gpu-check bench-annotate
 
-# Run the small LLM workload, then summarise and analyse its trace.
-demo:
+# The project venv with everything installed from pyproject.toml (torch pinned to the CPU build).
+.venv/bin/tracekit: pyproject.toml
+	python3 -m venv .venv
+	.venv/bin/pip install -q -e '.[workloads,dev]'
+	touch $@
+
+venv: .venv/bin/tracekit
+
+# Headless Chromium (Debian package) for the HTML-report browser test.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# Type-check and run the whole test suite (what CI runs).
+test: venv browser
+	.venv/bin/mypy tracekit
+	MPLBACKEND=Agg .venv/bin/pytest -q -p no:cacheprovider
+
+# Run the small LLM workload, then summarise, analyse and report its trace.
+demo: venv
 	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out $(DEMO)
 	$(TK) summary $(DEMO)/llm.pt.trace.json.gz
 	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz
+	$(TK) report $(DEMO)/llm.pt.trace.json.gz --format html --out $(DEMO)/report.html --force
+	@echo "report: $(DEMO)/report.html"
 
 # Regenerate sample_traces/ (commands and notes in sample_traces/README.md).
 sample-traces:
