@@ -64,7 +64,9 @@ def _links() -> pl.DataFrame:
 
 def _costs() -> pl.DataFrame:
     return pl.DataFrame({
-        "op_id": [1, 2, 3, 4, 5, 6],
+        "op_id": [1, 2, 3, 4, 5, 6], "pid": [1] * 6, "tid": [1] * 6,
+        "start_ns": [1_000, 201_000, 202_000, 203_000, 301_000, 302_000],
+        "end_ns": [2_000, 201_500, 202_500, 203_500, 301_500, 302_500],
         "flops": [2e9, 1e3, 1e3, 0.0, 1e6, None],
         "bytes": [1e6, 1e3, 1e3, 1e3, 1e6, None],
         "cost_model": ["gemm", "binary", "binary", "copy", "rms_norm", None],
@@ -206,6 +208,7 @@ def test_cost_owner_counts_composite_once() -> None:
     })
     costs = pl.DataFrame({
         "op_id": [10, 11, 12], "name": ["aten::rms_norm", "aten::pow", "aten::mean"], "parent_id": [None, 10, 10],
+        "pid": [1] * 3, "tid": [1] * 3, "start_ns": [500, 600, 2_500], "end_ns": [3_000, 700, 2_600],
         "flops": [4e6, None, None], "bytes": [8e6, None, None],
         "cost_model": ["rms_norm", "counted_in_parent", "counted_in_parent"], "dtype": ["bf16"] * 3,
         "covered": [True, True, True],

@@ -15,7 +15,7 @@ import polars as pl
 from tracekit import schema
 from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
-from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, top_by, with_costs
+from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, rank_top, with_costs
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 from tracekit.errors import UsageError
 
@@ -33,19 +33,16 @@ NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..
 def resolve_hardware(hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]) -> Hardware | None:
     """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
     from tracekit.hardware import Hardware as Hw
-    from tracekit.hardware import load_hardware_file, lookup
+    from tracekit.hardware import get, load_hardware_file, lookup
 
     if isinstance(hardware, Hw):
         return hardware
     if hardware is None:
         return lookup(devices)
     text = str(hardware)
-    if Path(text).is_file():
+    if Path(text).is_file() or text.endswith(".json"):
         return load_hardware_file(text)
-    found = lookup([{"name": text}])
-    if found is None:
-        raise UsageError(f"--hardware {text!r}: neither a file nor a device in the hardware table")
-    return found
+    return get(text)
 
 
 def analyze(
@@ -105,8 +102,9 @@ def _units(regions: pl.DataFrame) -> pl.Series:
 
 
 def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
-    linked = links.select("act_id", "region_id").join(acts, on="act_id", how="inner", suffix="_act")
-    m = group_metrics(linked.select(pl.exclude("region_id_act")), "region_id")
+    need = ["act_id", "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
+    linked = links.select("act_id", "region_id").join(acts.select(need), on="act_id", how="inner")
+    m = group_metrics(linked, "region_id")
     out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
     dev = (~pl.lit(cpu_only)) & pl.col("first_ns").is_not_null()
     out = out.with_columns(
@@ -143,34 +141,48 @@ def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
             .sort(pl.col("phase").replace_strict(order, default=99)))
 
 
-def _tops(acts: pl.DataFrame, links: pl.DataFrame, acts_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Top kernels and top ops per scope: the whole trace, each phase, each region."""
+def _tops(acts: pl.DataFrame, links: pl.DataFrame, unit_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Top kernels and top ops per scope: the whole trace, each phase, each region.
+
+    Activities are first summed per (innermost region, name) — a few thousand rows — and only
+    those partial sums are spread to enclosing regions and phases through the region closure,
+    so the cost does not grow with nesting depth × activities.
+    """
     # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
     # aten::pow it launched through), else by the launching op.
-    opn = [pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
-           pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).alias("top_op_name")]
-    a = acts.with_columns(opn)
-    scopes = [
-        a.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")),
-        acts_ph.with_columns(*opn, pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope")).drop("phase"),
-        links.select("act_id", "region_id").join(a.drop("region_id"), on="act_id").with_columns(
-            pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String()).alias("scope")).drop("region_id"),
-    ]
-    cols = ["scope_kind", "scope", "act_id", "name", "top_op_id", "top_op_name", "dur_ns", "op_flops", "op_bytes"]
-    allsc = pl.concat([s.select(cols) for s in scopes]).with_columns(
-        (pl.col("scope_kind") + "\x1f" + pl.col("scope")).alias("_k"))
-    tk = top_by(allsc, "_k", "name")
-    # Ops: collapse to op instances first (an op's kernels share its cost), then by op name.
-    inst = allsc.group_by("_k", "top_op_id", "top_op_name").agg(
-        pl.col("dur_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first())
+    a = acts.select(
+        "region_id", "name", "dur_ns", "op_flops", "op_bytes",
+        pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
+        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).alias("top_op_name"),
+    )
+    closure = (links.select("act_id", "region_id").join(acts.select("act_id", pl.col("region_id").alias("_leaf")), on="act_id")
+               .select("_leaf", "region_id").unique())
+    leaf_phase = closure.join(unit_ph, on="region_id").select("_leaf", "phase").unique("_leaf", keep="first")
+    kpre = a.group_by("region_id", "name").agg(pl.len().cast(pl.Int64()).alias("count"),
+                                                pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
+    opre = a.group_by("region_id", "top_op_id", "top_op_name").agg(
+        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"), pl.col("op_flops").first(), pl.col("op_bytes").first())
+
+    def spread(pre: pl.DataFrame) -> pl.DataFrame:
+        leaf = pre.rename({"region_id": "_leaf"})
+        return pl.concat([
+            leaf.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")).drop("_leaf"),
+            leaf.join(leaf_phase, on="_leaf").with_columns(pl.lit("phase").alias("scope_kind"))
+            .rename({"phase": "scope"}).drop("_leaf"),
+            leaf.join(closure, on="_leaf").with_columns(pl.lit("region").alias("scope_kind"),
+                                                        pl.col("region_id").cast(pl.String()).alias("scope"))
+            .drop("_leaf", "region_id"),
+        ], how="diagonal_relaxed")
+
+    keys = ["scope_kind", "scope"]
+    tk = spread(kpre).group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    inst = spread(opre).group_by(*keys, "top_op_id", "top_op_name").agg(
+        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first())
     modelled = [pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(o)
                 for c, o in (("op_flops", "flops"), ("op_bytes", "bytes"))]
-    to = top_by(inst, "_k", "top_op_name", extra=modelled)
-    split = [pl.col("_k").str.split_exact("\x1f", 1).struct.rename_fields(["scope_kind", "scope"]).alias("_s")]
-    tk = tk.with_columns(split).unnest("_s").drop("_k")
-    to = to.with_columns(split).unnest("_s").drop("_k")
-    first = ["scope_kind", "scope", "rank", "name"]
-    return tk.select(*first, pl.exclude(first)), to.select(*first, pl.exclude(first))
+    to = inst.group_by(*keys, pl.col("top_op_name").alias("name")).agg(
+        pl.len().cast(pl.Int64()).alias("count"), pl.col("device_time_ns").sum(), *modelled)
+    return rank_top(tk, keys), rank_top(to, keys)
 
 
 def analyze_tables(
@@ -213,7 +225,7 @@ def analyze_tables(
     whole = group_metrics(acts.with_columns(pl.lit("trace").alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
-    tk, to = _tops(acts, region_links, acts_ph)
+    tk, to = _tops(acts, region_links, unit_ph)
 
     unattr = (acts.filter(pl.col("region_id").is_null())
               .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))

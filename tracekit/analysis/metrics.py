@@ -33,35 +33,33 @@ SPECIAL_MODELS = ("counted_in_child", "counted_in_parent")
 
 
 def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
-    """For each launching op: the op that owns its cost (``cost_op_id``).
+    """For each launching op in ``op_ids``: the op that owns its cost (``op_id, cost_op_id``).
 
     The cost model prices each unit of work once per op stack (docs/costmodel.md): an op with its
     own formula owns its cost; an op folded into a costed ancestor (``counted_in_parent``, e.g.
-    the ``aten::pow`` inside a composite ``aten::rms_norm``) or covered by one defers to the
-    nearest ancestor that owns a cost. Walks parents one level per pass (no row loops).
+    the ``aten::pow`` inside a composite ``aten::rms_norm``) or otherwise covered by one defers to
+    that ancestor. Along any root-to-leaf path at most one op owns a cost, so on each thread the
+    owning ops' intervals do not nest, and the owner of a covered op is the owning op that starts
+    last at or before it on its thread and ends at or after its end: one as-of join, no walk.
     """
-    has_parent = "parent_id" in costs.columns
-    c = costs.select(
-        pl.col("op_id").cast(pl.Int64()),
-        (pl.col("parent_id") if has_parent else pl.lit(None)).cast(pl.Int64()).alias("_parent"),
-        (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
-         & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null())).alias("_own"),
-        (pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null())
-        .fill_null(False).alias("_covered"),
-    ).unique("op_id", keep="first")
-    start = pl.DataFrame({"op_id": op_ids.drop_nulls().unique().cast(pl.Int64())}).join(c, on="op_id", how="left")
-    done = start.filter(pl.col("_own")).select("op_id", pl.col("op_id").alias("cost_op_id"))
-    todo = start.filter(~pl.col("_own").fill_null(False) & pl.col("_covered") & pl.col("_parent").is_not_null())
-    todo = todo.select("op_id", pl.col("_parent").alias("_cur"))
-    parts = [done]
-    up = c.select(pl.col("op_id").alias("_cur"), "_own", pl.col("_parent").alias("_next"))
-    for _ in range(256):  # deeper op stacks than this do not occur; the bound stops a cycle
-        if todo.height == 0:
-            break
-        todo = todo.join(up, on="_cur", how="inner")
-        parts.append(todo.filter(pl.col("_own")).select("op_id", pl.col("_cur").alias("cost_op_id")))
-        todo = todo.filter(~pl.col("_own") & pl.col("_next").is_not_null()).select("op_id", pl.col("_next").alias("_cur"))
-    return pl.concat(parts).unique("op_id", keep="first")
+    own = (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
+           & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null()))
+    covered = pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()
+    need = pl.DataFrame({"op_id": op_ids.drop_nulls().unique().cast(pl.Int64())})
+    c = costs.select(pl.col("op_id").cast(pl.Int64()), "pid", "tid", "start_ns", "end_ns",
+                     own.fill_null(False).alias("_own"), covered.fill_null(False).alias("_cov"))
+    launching = c.join(need, on="op_id", how="semi")
+    direct = launching.filter(pl.col("_own")).select("op_id", pl.col("op_id").alias("cost_op_id"))
+    todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
+    owners = c.filter(pl.col("_own")).select(
+        "pid", "tid", pl.col("op_id").alias("cost_op_id"), pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
+    ).sort("_os")
+    if todo.height == 0 or owners.height == 0:
+        return direct
+    found = todo.join_asof(owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward",
+                           check_sortedness=False)
+    found = found.filter(pl.col("_oe") >= pl.col("end_ns")).select("op_id", "cost_op_id")
+    return pl.concat([direct, found])
 
 
 def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
@@ -69,26 +67,29 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     ``cost_op_id``, ``cost_op_name``, ``op_flops``, ``op_bytes``, ``cost_model``, ``dtype``, and
     ``covered`` (the launching op's work is inside some cost model). Activities without an op are
     not covered. Costs stay per op: :func:`group_metrics` counts each owner once per group.
+    One small per-launching-op table is built first, then joined once to the activities.
     """
     owners = cost_owners(costs, acts["op_id"])
-    c = costs.select(
-        pl.col("op_id").cast(pl.Int64()).alias("cost_op_id"),
-        pl.col("name").cast(pl.String()).alias("cost_op_name") if "name" in costs.columns
-        else pl.lit(None, dtype=pl.String()).alias("cost_op_name"),
-        pl.col("flops").cast(pl.Float64()).alias("op_flops"),
-        pl.col("bytes").cast(pl.Float64()).alias("op_bytes"),
-        pl.col("cost_model").cast(pl.String()),
-        pl.col("dtype").cast(pl.String()).alias("_owner_dtype"),
+    ids = pl.concat([owners["cost_op_id"], acts["op_id"]]).drop_nulls().unique().implode()
+    small = costs.filter(pl.col("op_id").is_in(ids))
+    name = pl.col("name").cast(pl.String()) if "name" in small.columns else pl.lit(None, dtype=pl.String())
+    covered = pl.col("covered") if "covered" in small.columns else pl.col("cost_model").is_not_null()
+    owner_cost = small.select(
+        pl.col("op_id").cast(pl.Int64()).alias("cost_op_id"), name.alias("cost_op_name"),
+        pl.col("flops").cast(pl.Float64()).alias("op_flops"), pl.col("bytes").cast(pl.Float64()).alias("op_bytes"),
+        pl.col("cost_model").cast(pl.String()), pl.col("dtype").cast(pl.String()).alias("_owner_dtype"),
     ).unique("cost_op_id", keep="first")
-    own = costs.select(
-        pl.col("op_id").cast(pl.Int64()), pl.col("dtype").cast(pl.String()).alias("_op_dtype"),
-        (pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()).alias("covered"),
-    ).unique("op_id", keep="first")
-    out = acts.join(owners, on="op_id", how="left").join(c, on="cost_op_id", how="left").join(own, on="op_id", how="left")
-    return out.with_columns(
-        (pl.col("covered").fill_null(False) & pl.col("op_id").is_not_null()).alias("covered"),
-        pl.coalesce("_owner_dtype", "_op_dtype").alias("dtype"),
-    ).drop("_owner_dtype", "_op_dtype")
+    per_op = (
+        small.select(pl.col("op_id").cast(pl.Int64()), pl.col("dtype").cast(pl.String()).alias("_op_dtype"),
+                     covered.fill_null(False).alias("covered"))
+        .unique("op_id", keep="first")
+        .join(owners, on="op_id", how="left")
+        .join(owner_cost, on="cost_op_id", how="left")
+        .with_columns(pl.coalesce("_owner_dtype", "_op_dtype").alias("dtype"))
+        .drop("_owner_dtype", "_op_dtype")
+    )
+    out = acts.join(per_op, on="op_id", how="left")
+    return out.with_columns(pl.col("covered").fill_null(False))
 
 
 def gap_stats(acts: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -177,17 +178,12 @@ def derived(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def top_by(acts: pl.DataFrame, key: str, name_col: str, n: int = 10, extra: list[pl.Expr] | None = None) -> pl.DataFrame:
-    """The ``n`` names (kernel or op) with the most device time per group: ``key, name, count,
-    device_time_ns, share`` (share of the group's summed device time), ``rank`` from 1.
-    """
-    aggs = [pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns")]
-    if extra:
-        aggs += extra
-    d = acts.filter(pl.col(name_col).is_not_null())
-    g = d.group_by(key, name_col).agg(aggs)
-    g = g.with_columns(
-        (pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(key)).alias("share")
-    ).sort([key, "device_time_ns", name_col], descending=[False, True, False])
-    g = g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
-    return g.filter(pl.col("rank") <= n).rename({name_col: "name"})
+def rank_top(df: pl.DataFrame, keys: list[str], n: int = 10) -> pl.DataFrame:
+    """Keep the ``n`` rows with most ``device_time_ns`` per ``keys`` group; add ``share`` (of the
+    group's total device time) and ``rank`` from 1. Ties break by name."""
+    g = df.with_columns(
+        (pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(keys)).alias("share")
+    ).sort([*keys, "device_time_ns", "name"], descending=[*([False] * len(keys)), True, False])
+    g = g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(keys).alias("rank"))
+    first = [*keys, "rank", "name"]
+    return g.filter(pl.col("rank") <= n).select(*first, pl.exclude(first))
