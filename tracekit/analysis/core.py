@@ -69,6 +69,11 @@ def analyze(
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
     att = attribute(trace)
     labels = label_regions(trace, phase_map=phase_map)
+    links = att.region_links
+    warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
+    if not (labels["phase"] != "other").any():
+        labels, links, note = _shape_phase(trace, att.activities, labels, links)
+        warnings.append(note)
     costs = op_costs(trace.ops)
     names = [str(d.get("name") or "") for d in devices]
     device_name = next((n for n in names if n), None)
@@ -77,22 +82,42 @@ def analyze(
     dist = trace.meta.get("distributed") or {}
     trace_info = {"id": trace.trace_id, "source": str(trace.meta.get("source", "")),
                   "format": trace.meta.get("format"), "rank": dist.get("rank"), "world_size": dist.get("world_size")}
-    warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     return analyze_tables(
-        att.activities, att.region_links, labels, costs, hardware=hw, cpu_only=bool(att.cpu_only),
+        att.activities, links, labels, costs, hardware=hw, cpu_only=bool(att.cpu_only),
         device_name=device_name if not att.cpu_only else "CPU", thresholds=th, slo=slo_v,
         sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
     )
 
 
+def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
+                 links: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """No region has a phase: ask the shapes (``infer_phase_from_shapes``). When they tell, add
+    one synthetic whole-trace region (id −1, kind ``inferred``) holding every activity, so the
+    phase tables say what the shapes imply; the note says so either way."""
+    from tracekit.regions import infer_phase_from_shapes
+
+    inf = infer_phase_from_shapes(trace)
+    row = inf.row(0, named=True)
+    if row["phase"] == "other" or acts.height == 0:
+        return labels, links, f"{NO_PHASES} ({row['phase_rule']})"
+    synth = inf.select("region_id", "name", "kind", "start_ns", "end_ns", "phase", "phase_rule", "step").with_columns(
+        pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id"))
+    labels = pl.concat([labels, synth], how="diagonal_relaxed")
+    extra = acts.select("act_id", pl.lit(-1, dtype=pl.Int64()).alias("region_id"))
+    links = pl.concat([links.select("act_id", "region_id"), extra])
+    return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
+
+
 def _units(regions: pl.DataFrame) -> pl.Series:
     """Region ids of the phase units: regions with a phase other than ``other`` and no ancestor
-    with one (so nested phase regions never count twice). Walks parents one level per pass."""
-    r = regions.select("region_id", "parent_id", (pl.col("phase") != "other").fill_null(False).alias("_p"))
+    with one (so nested phase regions never count twice). Ancestors follow
+    ``effective_parent_id`` (the tree across threads, as attribution uses it) when present.
+    Walks parents one level per pass."""
+    parent = pl.coalesce("effective_parent_id", "parent_id") if "effective_parent_id" in regions.columns else pl.col("parent_id")
+    r = regions.select("region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p"))
     up = r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc"))
     par = r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp"))
-    max_depth = regions.select(pl.col("depth").max().fill_null(0).cast(pl.Int64())).item() if regions.height else -1
-    for _ in range(max_depth + 1):
+    for _ in range(regions.height):
         if up["_cur"].null_count() == up.height:
             break
         up = up.join(par, on="_cur", how="left").select(
@@ -219,7 +244,7 @@ def analyze_tables(
     ph = _phase_metrics(reg, acts_ph)
     if ph.height:
         ph = classify(derived(ph), hardware, th, device_name)
-    if not (reg["phase"] != "other").any():
+    if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
 
     whole = group_metrics(acts.with_columns(pl.lit("trace").alias("_all")), "_all")

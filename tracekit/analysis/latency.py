@@ -174,10 +174,22 @@ def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
         rows.append({
             "request": i + 1, "source": "sidecar", "sequences": 1, "start_ns": None,
             "ttft_ms": _ms(r, "ttft"), "tpot_ms": _ms(r, "tpot"),
-            "e2el_ms": _ms(r, "e2el") if _ms(r, "e2el") is not None else _ms(r, "latency"),
+            "e2el_ms": _e2el(r),
             "output_tokens": r.get("output_tokens"), "meets_slo": None,
         })
     return pl.DataFrame(rows, schema=REQUEST_SCHEMA)
+
+
+def _e2el(r: dict[str, Any]) -> float | None:
+    """End-to-end latency: ``e2el_*`` / ``latency_*``, else ``finish_ns − arrival_ns``."""
+    for key in ("e2el", "latency"):
+        v = _ms(r, key)
+        if v is not None:
+            return v
+    f, a = r.get("finish_ns"), r.get("arrival_ns")
+    if isinstance(f, (int, float)) and isinstance(a, (int, float)):
+        return (float(f) - float(a)) / 1e6
+    return None
 
 
 def _ms(r: dict[str, Any], key: str) -> float | None:
