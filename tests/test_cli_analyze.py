@@ -1,0 +1,77 @@
+"""`tracekit analyze` end to end: formats, the JSON contract, bad input as one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli.main import main
+
+REPO = Path(__file__).resolve().parent.parent
+LLM = REPO / "sample_traces/llm/llm.pt.trace.json.gz"
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(["analyze", *args])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_contract_on_runner_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run([str(LLM), "--format", "json", "--slo", "ttft=1000,tpot=1000"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"version", "trace", "device", "diagnostic", "regions", "phases", "unattributed", "totals"}
+    assert doc["version"] == 1 and doc["diagnostic"] == "CPU diagnostic — not GPU evidence"
+    assert {p["phase"] for p in doc["phases"]} == {"prefill", "decode"}
+    t = doc["totals"]
+    assert t["attributed_ns"] + t["unattributed_ns"] == t["device_time_ns"] and t["conserved"] is True
+    # Generous SLOs: every request is good.
+    assert t["goodput_fraction"] == 1.0
+
+
+def test_markdown_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run([str(LLM), "--format", "markdown"], capsys)
+    assert code == 0 and "## Phases" in out and "| prefill |" in out
+    code, out, _ = _run([str(LLM), "--thresholds", "busy=0.01"], capsys)
+    # With busy=0.01 nothing on this CPU trace is overhead-bound by the busy rule.
+    assert code == 0 and "Phases" in out and "busy 5 % of span:" not in out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--slo", "ttft=abc"], "--slo"),
+    (["--hardware", "NoSuchGPU"], "unknown hardware"),
+    (["--phase-map", "foo=sideways"], "--phase-map"),
+    (["--thresholds", "busy=2"], "--thresholds"),
+])
+def test_bad_options_one_line(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run([str(LLM), *args], capsys)
+    assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_not_a_trace_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    p = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "analyze", str(bad)], capture_output=True, text=True)
+    assert p.returncode != 0 and "Traceback" not in p.stderr and p.stderr.startswith("tracekit: error:")
+
+
+def test_dataset_gives_same_result(tmp_path: Path) -> None:
+    import tracekit
+    from tracekit.analysis import analyze
+    from tracekit.trace import write_dataset
+
+    tr = tracekit.load(str(LLM))
+    write_dataset(tr, tmp_path / "ds")
+    a = analyze(tr).to_json()
+    b = analyze(tracekit.load(str(tmp_path / "ds"))).to_json()
+    key = lambda d: [(r["name"], r["busy_ns"], r["span_ns"], r["flops"], r["bound"]) for r in d["regions"]]  # noqa: E731
+    assert key(a) == key(b) and a["totals"]["device_time_ns"] == b["totals"]["device_time_ns"]
