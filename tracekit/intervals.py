@@ -40,8 +40,13 @@ def nest(
     # Zero-length intervals starting at t also "end at or before t", but they are not closed
     # before the intervals that start at t ahead of them (nor before themselves): they sort
     # last among those starting at t, so uncount Z(t) minus the zero-length ones ahead.
+    # (No window per start time: with one group per distinct start that is very slow.)
     zl = (pl.col(end) == pl.col(start)).cast(pl.Int64())
-    work = work.with_columns((zl.sum() - zl.cum_sum() + zl).over([*g, start]).alias("_zl_over"))
+    last_of_block = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(-1)) for c in [*g, start]])
+    work = work.with_columns(zl.cum_sum().alias("_zc"), zl.alias("_zl"))
+    work = work.with_columns(
+        (pl.when(last_of_block).then(pl.col("_zc")).backward_fill() - pl.col("_zc") + pl.col("_zl")).alias("_zl_over")
+    ).drop("_zc", "_zl")
     # For each interval, how many intervals of its group ended at or before its start.
     ends = work.select([*g, pl.col(end).alias("_t")]).sort([*g, "_t"])
     ends = ends.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(g).alias("_closed"))

@@ -9,7 +9,7 @@ the time base, drops bad events (counted by reason), removes duplicates and nest
 from __future__ import annotations
 
 from collections import Counter
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -56,7 +56,7 @@ class Collector:
             return
         self.events_read += len(evs)
         key = pl.DataFrame(
-            {"cat": [e.cat for e in evs], "ph": [e.ph for e in evs]}, schema={"cat": pl.String(), "ph": pl.String()}
+            {"cat": _get(evs, "cat"), "ph": _get(evs, "ph")}, schema={"cat": pl.String(), "ph": pl.String()}
         )
         cat, ph = pl.col("cat"), pl.col("ph")
         route = key.select(
@@ -80,7 +80,7 @@ class Collector:
                 self.flow_frames.append(pl.DataFrame({
                     "cat": key["cat"].gather(idx),
                     "ph": key["ph"].gather(idx),
-                    "id": kc.ints([e.id for e in rows], "flow id", self.notes),
+                    "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
                 }))
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows)
@@ -113,6 +113,11 @@ class Collector:
         return pl.concat(self.flow_frames)
 
 
+def _get(objs: list[Any], attr: str) -> list[Any]:
+    """``[o.attr for o in objs]`` without a Python-level loop."""
+    return list(map(attrgetter(attr), objs))
+
+
 def _take(evs: list[Any], idx: pl.Series) -> list[Any]:
     """``[evs[i] for i in idx]`` at C speed."""
     ix = idx.to_list()
@@ -123,11 +128,11 @@ def _take(evs: list[Any], idx: pl.Series) -> list[Any]:
 
 def _common(evs: list[Any], notes: Counter[str], what: str) -> dict[str, pl.Series]:
     return {
-        "name": kc.strings([e.name for e in evs], f"{what} name", notes),
-        "pid": kc.ints([e.pid for e in evs], f"{what} pid", notes),
-        "tid": kc.ints([e.tid for e in evs], f"{what} tid", notes),
-        "_ts": kc.raw_text([e.ts for e in evs]),
-        "_dur": kc.raw_text([e.dur for e in evs]),
+        "name": kc.strings(_get(evs, "name"), f"{what} name", notes),
+        "pid": kc.ints(_get(evs, "pid"), f"{what} pid", notes),
+        "tid": kc.ints(_get(evs, "tid"), f"{what} tid", notes),
+        "_ts": kc.raw_text(_get(evs, "ts")),
+        "_dur": kc.raw_text(_get(evs, "dur")),
     }
 
 
@@ -139,45 +144,45 @@ def _times(df: pl.DataFrame) -> pl.DataFrame:
 
 def _kernels(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
     cols = _common(evs, notes, "device activity")
-    args = [e.args for e in evs]
+    args = _get(evs, "args")
     cols["_cat"] = cats
     for col, attr in (("correlation", "correlation"), ("external_id", "external_id"), ("device", "device"),
                       ("stream", "stream"), ("registers_per_thread", "registers"),
                       ("shared_memory", "shared_memory"), ("bytes", "nbytes"), ("graph_id", "graph_id")):
-        cols[col] = kc.ints([getattr(a, attr) for a in args], f"device activity {col}", notes)
-    cols["_grid"] = kc.raw_text([a.grid for a in args])
-    cols["_block"] = kc.raw_text([a.block for a in args])
+        cols[col] = kc.ints(_get(args, attr), f"device activity {col}", notes)
+    cols["_grid"] = kc.raw_text(_get(args, "grid"))
+    cols["_block"] = kc.raw_text(_get(args, "block"))
     return _times(pl.DataFrame(cols))
 
 
 def _launches(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
     cols = _common(evs, notes, "runtime call")
-    args = [e.args for e in evs]
+    args = _get(evs, "args")
     cols["_cat"] = cats
-    cols["correlation"] = kc.ints([a.correlation for a in args], "runtime call correlation", notes)
-    cols["external_id"] = kc.ints([a.external_id for a in args], "runtime call external_id", notes)
+    cols["correlation"] = kc.ints(_get(args, "correlation"), "runtime call correlation", notes)
+    cols["external_id"] = kc.ints(_get(args, "external_id"), "runtime call external_id", notes)
     return _times(pl.DataFrame(cols))
 
 
 def _ops(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
     cols = _common(evs, notes, "cpu op")
-    args = [e.args for e in evs]
-    cols["external_id"] = kc.ints([a.external_id for a in args], "cpu op external_id", notes)
-    cols["sequence_number"] = kc.ints([a.seq for a in args], "cpu op sequence_number", notes)
-    cols["input_dims"] = kc.raw_text([a.input_dims for a in args])
-    cols["input_strides"] = kc.raw_text([a.input_strides for a in args])
-    cols["input_types"] = kc.str_lists([a.input_types for a in args])
-    cols["concrete_inputs"] = kc.str_lists([a.concrete for a in args])
+    args = _get(evs, "args")
+    cols["external_id"] = kc.ints(_get(args, "external_id"), "cpu op external_id", notes)
+    cols["sequence_number"] = kc.ints(_get(args, "seq"), "cpu op sequence_number", notes)
+    cols["input_dims"] = kc.raw_text(_get(args, "input_dims"))
+    cols["input_strides"] = kc.raw_text(_get(args, "input_strides"))
+    cols["input_types"] = kc.str_lists(_get(args, "input_types"))
+    cols["concrete_inputs"] = kc.str_lists(_get(args, "concrete"))
     return _times(pl.DataFrame(cols))
 
 
 def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
     cols = _common(evs, notes, "annotation")
-    args = [e.args for e in evs]
+    args = _get(evs, "args")
     cols["_cat"] = cats
-    cols["external_id"] = kc.ints([a.external_id for a in args], "annotation external_id", notes)
-    cols["_device"] = kc.ints([a.device for a in args], "annotation device", notes)
-    cols["_stream"] = kc.ints([a.stream for a in args], "annotation stream", notes)
+    cols["external_id"] = kc.ints(_get(args, "external_id"), "annotation external_id", notes)
+    cols["_device"] = kc.ints(_get(args, "device"), "annotation device", notes)
+    cols["_stream"] = kc.ints(_get(args, "stream"), "annotation stream", notes)
     return _times(pl.DataFrame(cols))
 
 
