@@ -61,6 +61,12 @@ def test_h100_qwen_one_step_prefill_by_shapes(shared_traces: Path) -> None:
     # No annotations → the shapes say prefill (attention query length 559 > 1).
     assert res.phases["phase"].to_list() == ["prefill"] and any("inferred from shapes" in w for w in res.warnings)
     assert res.totals["conserved"]
+    # The inferred whole-trace region holds every activity, so its top kernels are the trace's.
+    tk = res.top_kernels
+    for scope_kind, scope in (("region", "-1"), ("phase", "prefill")):
+        part = tk.filter((pl.col("scope_kind") == scope_kind) & (pl.col("scope") == scope))
+        assert part.select("name", "count", "device_time_ns").equals(
+            tk.filter(pl.col("scope_kind") == "trace").select("name", "count", "device_time_ns"))
 
 
 def test_sglang_prefill_and_vllm_decode(shared_traces: Path) -> None:

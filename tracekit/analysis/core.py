@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tracekit.trace import Trace
 
 PHASES = ("prefill", "decode", "mixed")
+SYNTHETIC_ID = -1  # the whole-trace region added when phases come from shapes
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
 NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
@@ -103,7 +104,7 @@ def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
     synth = inf.select("region_id", "name", "kind", "start_ns", "end_ns", "phase", "phase_rule", "step").with_columns(
         pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id"))
     labels = pl.concat([labels, synth], how="diagonal_relaxed")
-    extra = acts.select("act_id", pl.lit(-1, dtype=pl.Int64()).alias("region_id"))
+    extra = acts.select("act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))
     links = pl.concat([links.select("act_id", "region_id"), extra])
     return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
 
@@ -166,7 +167,29 @@ def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
             .sort(pl.col("phase").replace_strict(order, default=99)))
 
 
-def _tops(acts: pl.DataFrame, links: pl.DataFrame, unit_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """(``_leaf``, ``region_id``): each region with itself and every ancestor, along
+    ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
+    small regions table, not from the activities. The synthetic whole-trace region of shape
+    inference (id −1) encloses every activity's region, and the unattributed ones (null leaf)."""
+    parent = pl.coalesce("effective_parent_id", "parent_id") if "effective_parent_id" in regions.columns else pl.col("parent_id")
+    real = regions.filter(pl.col("region_id") != SYNTHETIC_ID)
+    up = real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls()
+    frontier = real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur"))
+    parts = [frontier]
+    for _ in range(real.height):
+        frontier = frontier.join(up, on="_cur").select("_leaf", pl.col("_next").alias("_cur"))
+        if frontier.height == 0:
+            break
+        parts.append(frontier)
+    out = pl.concat(parts).rename({"_cur": "region_id"}).unique()
+    if (regions["region_id"] == SYNTHETIC_ID).any():
+        leaves = acts.select(pl.col("region_id").alias("_leaf")).unique()
+        out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
+    return out
+
+
+def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Top kernels and top ops per scope: the whole trace, each phase, each region.
 
     Activities are first summed per (innermost region, name) — a few thousand rows — and only
@@ -180,8 +203,7 @@ def _tops(acts: pl.DataFrame, links: pl.DataFrame, unit_ph: pl.DataFrame) -> tup
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
         pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).alias("top_op_name"),
     )
-    closure = (links.select("act_id", "region_id").join(acts.select("act_id", pl.col("region_id").alias("_leaf")), on="act_id")
-               .select("_leaf", "region_id").unique())
+    closure = region_closure(regions, acts)
     leaf_phase = closure.join(unit_ph, on="region_id").select("_leaf", "phase").unique("_leaf", keep="first")
     kpre = a.group_by("region_id", "name").agg(pl.len().cast(pl.Int64()).alias("count"),
                                                 pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
@@ -192,9 +214,9 @@ def _tops(acts: pl.DataFrame, links: pl.DataFrame, unit_ph: pl.DataFrame) -> tup
         leaf = pre.rename({"region_id": "_leaf"})
         return pl.concat([
             leaf.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")).drop("_leaf"),
-            leaf.join(leaf_phase, on="_leaf").with_columns(pl.lit("phase").alias("scope_kind"))
+            leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(pl.lit("phase").alias("scope_kind"))
             .rename({"phase": "scope"}).drop("_leaf"),
-            leaf.join(closure, on="_leaf").with_columns(pl.lit("region").alias("scope_kind"),
+            leaf.join(closure, on="_leaf", nulls_equal=True).with_columns(pl.lit("region").alias("scope_kind"),
                                                         pl.col("region_id").cast(pl.String()).alias("scope"))
             .drop("_leaf", "region_id"),
         ], how="diagonal_relaxed")
@@ -250,7 +272,7 @@ def analyze_tables(
     whole = group_metrics(acts.with_columns(pl.lit("trace").alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
-    tk, to = _tops(acts, region_links, unit_ph)
+    tk, to = _tops(acts, regions, unit_ph)
 
     unattr = (acts.filter(pl.col("region_id").is_null())
               .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))

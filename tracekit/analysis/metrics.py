@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.intervals import union_length
-
 # Columns every metric frame carries (beside the group key). Documented in docs/analysis.md.
 METRIC_COLUMNS: dict[str, pl.DataType] = {
     "kernel_count": pl.Int64(),
@@ -92,24 +90,6 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.col("covered").fill_null(False))
 
 
-def gap_stats(acts: pl.DataFrame, key: str) -> pl.DataFrame:
-    """Launch gaps per group: intervals inside the group's span where none of its activities
-    runs. Sorted sweep: a gap precedes an activity when it starts after the running maximum end
-    of the earlier ones. Returns ``key, gap_count, gap_total_ns, gap_max_ns``.
-    """
-    if acts.height == 0:
-        return pl.DataFrame(schema={key: acts.schema[key], "gap_count": pl.Int64(),
-                                    "gap_total_ns": pl.Int64(), "gap_max_ns": pl.Int64()})
-    w = acts.select(key, "start_ns", "end_ns").sort([key, "start_ns"])
-    w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over(key).alias("_prev"))
-    gap = (pl.col("start_ns") - pl.col("_prev")).clip(lower_bound=0)
-    return w.group_by(key).agg(
-        (gap > 0).sum().cast(pl.Int64()).alias("gap_count"),
-        gap.sum().cast(pl.Int64()).alias("gap_total_ns"),
-        gap.max().fill_null(0).cast(pl.Int64()).alias("gap_max_ns"),
-    )
-
-
 def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """The dtype of the covered ops that took the most device time in each group."""
     d = acts.filter(pl.col("covered") & pl.col("dtype").is_not_null())
@@ -131,26 +111,70 @@ def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     )
 
 
+def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+    """One sorted sweep per group: busy (union length, as :func:`tracekit.intervals.union_length`
+    computes it), covered busy, launch gaps, counts. Returns ``key, kernel_count, first_ns,
+    last_ns, busy_ns, covered_busy_ns, device_time_ns, kernel_median_ns, gap_count,
+    gap_total_ns, gap_max_ns``.
+
+    Each activity contributes the part of it beyond the running maximum end of the earlier ones
+    in its group; a gap precedes it when it starts after that maximum. To run the running maximum
+    once over the whole frame (no per-group window), group g's times are shifted by
+    g × (extent of all times + 1), which keeps groups apart; when that could overflow int64 the
+    per-group window is used instead.
+    """
+    w = acts.select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False)).sort([key, "start_ns"])
+    t0, t1 = w.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+    first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
+    w = w.with_columns(first.alias("_first"))
+    w = w.with_columns(pl.col("_first").cast(pl.Int64()).cum_sum().alias("_g"))
+    extent = int(t1) - int(t0) + 1
+    n_groups = int(w.select(pl.col("_g").max().fill_null(0)).item())
+    if n_groups * extent < 2**62:
+        off = (pl.col("_g") * extent) - int(t0)
+        w = w.with_columns((pl.col("start_ns") + off).alias("_s"), (pl.col("end_ns") + off).alias("_e"),
+                           (off - 1 + int(t0)).alias("_floor"))
+        prev = pl.col("_e").cum_max().shift(1)
+        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
+    else:  # per-group windows (slower, never overflows)
+        w = w.with_columns(pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"),
+                           pl.lit(int(t0) - 1).alias("_floor"))
+        prev = pl.col("_e").cum_max().shift(1).over("_g")
+        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
+    w = w.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"))
+    # Values carried over from the previous group are below this group's shifted start.
+    lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))
+    lo_cov = pl.max_horizontal(pl.col("_s"), pl.col("_prevc").fill_null(pl.col("_s")))
+    gap = pl.when(pl.col("_first")).then(0).otherwise((pl.col("_s") - pl.col("_prev")).clip(lower_bound=0))
+    w = w.with_columns(
+        (pl.col("_e") - lo).clip(lower_bound=0).alias("_busy"),
+        pl.when(pl.col("covered")).then((pl.col("_e") - lo_cov).clip(lower_bound=0)).otherwise(0).alias("_cbusy"),
+        gap.alias("_gap"),
+    )
+    return w.group_by(key).agg(
+        pl.len().cast(pl.Int64()).alias("kernel_count"),
+        pl.col("start_ns").min().alias("first_ns"),
+        pl.col("end_ns").max().alias("last_ns"),
+        pl.col("_busy").sum().cast(pl.Int64()).alias("busy_ns"),
+        pl.col("_cbusy").sum().cast(pl.Int64()).alias("covered_busy_ns"),
+        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+        pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"),
+        (pl.col("_gap") > 0).sum().cast(pl.Int64()).alias("gap_count"),
+        pl.col("_gap").sum().cast(pl.Int64()).alias("gap_total_ns"),
+        pl.col("_gap").max().cast(pl.Int64()).alias("gap_max_ns"),
+    )
+
+
 def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """Device metrics per value of ``key`` over activities that already carry cost columns
     (see :func:`with_costs`). One row per group that has at least one activity.
     """
     if acts.height == 0:
         return pl.DataFrame(schema={key: acts.schema[key], **METRIC_COLUMNS})
-    busy = union_length(acts, [key]).select(key, "busy_ns", "first_ns", "last_ns")
-    cov = union_length(acts.filter(pl.col("covered")), [key]).select(key, pl.col("busy_ns").alias("covered_busy_ns"))
-    basic = acts.group_by(key).agg(
-        pl.len().cast(pl.Int64()).alias("kernel_count"),
-        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
-        pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"),
-    )
     out = (
-        basic.join(busy, on=key, how="left")
-        .join(cov, on=key, how="left")
-        .join(gap_stats(acts, key), on=key, how="left")
+        sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
         .join(dominant_dtype(acts, key), on=key, how="left")
-        .with_columns(pl.col("covered_busy_ns").fill_null(0))
     )
     return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()])
 
