@@ -115,6 +115,9 @@ def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.Dat
     Missing columns are added as nulls; extra columns are dropped. ``trace_id`` is filled when given.
     """
     schema = TABLES[table]
+    if df.width == 0:
+        # A frame without columns: selecting literals from it would broadcast to one row.
+        df = empty(table)
     if trace_id is not None:
         df = df.with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
     cols = []
