@@ -3,6 +3,7 @@ numbers recomputed independently here (plain Python sweeps, not the library's co
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -33,7 +34,11 @@ def _union(intervals: list[tuple[int, int]]) -> int:
 def _check_verdict(row: dict, ridge: float | None) -> None:
     """The verdict follows from the row's own numbers with the default thresholds."""
     if row["busy_ratio"] is not None and row["busy_ratio"] < 0.5:
-        assert row["bound"] == "overhead" and row["reason"].startswith(f"busy {round(100 * row['busy_ratio'])} % of span")
+        # The reason quotes busy/span in percent (two decimals near the 50 % threshold).
+        m = re.match(r"busy ([0-9.]+) % of span: (\d+) gaps", row["reason"])
+        assert row["bound"] == "overhead" and m is not None, row["reason"]
+        assert abs(float(m.group(1)) - 100 * row["busy_ratio"]) <= 0.5 and int(m.group(2)) == row["gap_count"]
+        assert float(m.group(1)) < 50 or round(100 * row["busy_ratio"]) == 50
     elif row["coverage"] < 0.5:
         assert row["bound"] == "unknown" and "cost model covers" in row["reason"]
     elif ridge is None:

@@ -100,8 +100,14 @@ def fmt_num(x: pl.Expr) -> pl.Expr:
     return pl.when(x < 10).then(x.round(1).cast(pl.String())).otherwise(x.round(0).cast(pl.Int64()).cast(pl.String()))
 
 
-def fmt_pct(x: pl.Expr) -> pl.Expr:
-    return pl.format("{} %", (x * 100).round(0).cast(pl.Int64()))
+def fmt_pct(x: pl.Expr, threshold: float | None = None) -> pl.Expr:
+    """Whole percent; two decimals when the whole number would equal the threshold's (so a
+    reason never reads "busy 50 % of span" for a region just under a 50 % threshold)."""
+    whole = pl.format("{} %", (x * 100).round(0).cast(pl.Int64()))
+    if threshold is None:
+        return whole
+    near = (x * 100).round(0) == round(threshold * 100)
+    return pl.when(near).then(pl.format("{} %", (x * 100).round(2))).otherwise(whole)
 
 
 def classify(
@@ -133,7 +139,7 @@ def classify(
         .when(compute).then(pl.lit("compute"))
         .otherwise(pl.lit("bandwidth"))
     )
-    busy_txt = pl.format("busy {} of span", fmt_pct(pl.col("busy_ratio")))
+    busy_txt = pl.format("busy {} of span", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
     if device is None:
         peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
     else:
@@ -143,7 +149,7 @@ def classify(
         .when(no_work).then(pl.lit("zero span and no device work: excluded"))
         .when(overhead).then(pl.format("{}: {} gaps, largest {}", busy_txt, pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns"))))
         .when(low_cov).then(pl.format("cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
-                                      fmt_pct(pl.col("coverage").fill_null(0)), fmt_pct(pl.lit(th.min_coverage))))
+                                      fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage), fmt_pct(pl.lit(th.min_coverage))))
         .when(no_peak).then(pl.format("{}; {}", busy_txt, peak_txt))
         .when(no_bytes).then(pl.lit("no bytes from the cost model: intensity undefined"))
         .when(compute).then(pl.format("intensity {} FLOP/B ≥ ridge {} FLOP/B ({}); {}", fmt_num(pl.col("intensity")),

@@ -91,13 +91,17 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
 
 
 def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
-    """The dtype of the covered ops that took the most device time in each group."""
+    """The dtype of the covered ops that took the most device time in each group, preferring
+    floating-point dtypes (fp*, bf16, tf32): an index or embedding op's int64 input should not
+    pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present."""
     d = acts.filter(pl.col("covered") & pl.col("dtype").is_not_null())
     if d.height == 0:
         return pl.DataFrame(schema={key: acts.schema[key], "dtype": pl.String()})
+    is_float = pl.col("dtype").str.contains(r"^(fp|bf|tf)")
     return (
         d.group_by(key, "dtype").agg(pl.col("dur_ns").sum().alias("_t"))
-        .sort([key, "_t", "dtype"], descending=[False, True, False])
+        .with_columns(is_float.alias("_f"))
+        .sort([key, "_f", "_t", "dtype"], descending=[False, True, True, False])
         .group_by(key, maintain_order=True).agg(pl.col("dtype").first())
     )
 
