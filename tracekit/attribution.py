@@ -17,8 +17,10 @@ The links, in order (docs/attribution.md says why each one):
    issued the work (it is blocked in ``backward()`` there).
 
 CPU-only traces (no device activity): leaf CPU ops (ops with no child op) play the kernels' role.
-Everything is vectorised polars (joins, as-of joins); the only Python loops run over nesting
-levels, never over rows.
+Everything is vectorised polars; the only Python loops run over nesting levels, never over rows.
+At scale (10⁶ activities) the work is done on integer columns only: one as-of join per link on a
+single sorted int64 key, per-launch answers gathered to activities by position (no hash join at
+activity scale), and the text columns (names) gathered once at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Final
 import polars as pl
 
 from tracekit import schema
-from tracekit.errors import AnalysisError
+from tracekit.invariants import check_conservation, check_links  # noqa: F401  (re-exported)
 from tracekit.trace import Trace
 
 REASON_NO_LAUNCH: Final = "no launch with this correlation"
@@ -116,30 +118,61 @@ def attribute(trace: Trace) -> Attribution:
     thread_links = forward_threads(trace.ops, regions)
     tree = region_tree(regions, thread_links)
     if cpu_only:
-        acts = _leaf_op_activities(trace.ops)
-        key = "act_id"
-        lau = acts.select("act_id", "launch_pid", "launch_tid", "launch_start_ns")
+        acts = leaf_op_activities(trace.ops)
+        acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
+        reg = _launch_regions(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
+                                          pl.col("launch_start_ns").alias("t")), regions, thread_links)
+        rrow, via, why = reg["_row"], reg["_via"], reg["_why"]
+        link = pl.repeat(_code(OP_LINK_SELF), acts.height, dtype=pl.UInt8, eager=True)
     else:
         acts = _device_activities(trace.kernels)
-        key = "correlation"
-        lau = _launches(trace.launches, acts)
-        lau = lau.join(launch_ops(lau, trace.ops), on="correlation", how="left")
+        lau, pos = _launch_index(trace.launches, acts["correlation"])
+        lops = launch_ops(lau, trace.ops)
+        reg = _launch_regions(lau, regions, thread_links)
+        # Per-launch answers → per activity, by position (a graph launch's kernels share one).
+        lrow, orow, link = lau["_row"].gather(pos), lops["_row"].gather(pos), lops["_link"].gather(pos)
+        rrow, via = reg["_row"].gather(pos), reg["_via"].gather(pos)
+        why = pl.select(pl.when(pos.is_null()).then(pl.lit(_code(REASON_NO_LAUNCH), pl.UInt8))
+                        .otherwise(reg["_why"].gather(pos))).to_series()
+        launches, ops = trace.launches, trace.ops
+        acts = acts.with_columns(
+            launches["name"].gather(lrow).alias("launch_name"), launches["pid"].gather(lrow).alias("launch_pid"),
+            launches["tid"].gather(lrow).alias("launch_tid"), launches["start_ns"].gather(lrow).alias("launch_start_ns"),
+            launches["end_ns"].gather(lrow).alias("launch_end_ns"),
+            ops["op_id"].gather(orow).alias("op_id"), ops["name"].gather(orow).alias("op_name"),
+        )
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
-    found = _launch_regions(lau, key, regions, thread_links)
-    lau = found if cpu_only else lau.drop("_lext").join(found, on=key, how="left")
-    # The one join at activity scale: both sides sorted on the key take polars' merge path.
-    acts = acts.sort(key).join(lau.sort(key), on=key, how="left")
-    acts = acts.with_columns(_reason(acts, regions))
-    acts = acts.select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()]).sort("act_id")
+    acts = acts.with_columns(
+        _text(link).alias("op_link"), regions["region_id"].gather(rrow).alias("region_id"),
+        regions["name"].gather(rrow).alias("region_name"), _text(via).alias("region_via"),
+        _text(why).alias("unattributed_reason"),
+    ).select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()])
     links = _region_links(acts, tree)
     stats = {
         "activities": acts.height,
-        "attributed": int(acts["region_id"].is_not_null().sum()),
-        "op_link": dict(acts.group_by("op_link").len().iter_rows()),
-        "region_via": dict(acts.group_by("region_via").len().iter_rows()),
+        "attributed": int(rrow.is_not_null().sum()),
+        "op_link": _counts(link),
+        "region_via": _counts(via),
     }
     return Attribution(acts, links, cpu_only, total_count, total_dur, tree, thread_links, stats)
+
+
+# Small-integer codes for the text columns: computed on UInt8, turned into text once at the end.
+_LABELS: Final = (OP_LINK_EXTERNAL, OP_LINK_TIME, OP_LINK_SELF, VIA_THREAD, VIA_FORWARD, *REASONS)
+
+
+def _code(label: str) -> int:
+    return _LABELS.index(label)
+
+
+def _text(codes: pl.Series) -> pl.Series:
+    return codes.replace_strict(dict(enumerate(_LABELS)), default=None, return_dtype=pl.String)
+
+
+def _counts(codes: pl.Series) -> dict[str | None, int]:
+    vc = codes.value_counts()
+    return {(_LABELS[c] if c is not None else None): int(n) for c, n in vc.iter_rows()}
 
 
 # --- sources -----------------------------------------------------------------------------------
@@ -160,22 +193,38 @@ def _device_activities(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _launches(launches: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
-    """One launch per correlation (a repeated correlation would count its kernels twice: the
-    earliest call is kept), restricted to correlations some activity uses; sorted by correlation."""
-    lau = (
-        launches.filter(pl.col("correlation").is_not_null() & pl.col("correlation").is_in(acts["correlation"].drop_nulls().implode()))
-        .sort(["correlation", "start_ns"])
-    )
-    lau = lau.filter(pl.col("correlation") != pl.col("correlation").shift(1).fill_null(pl.col("correlation") - 1))
-    return lau.select(
-        "correlation", pl.col("name").alias("launch_name"), pl.col("pid").alias("launch_pid"),
-        pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("launch_start_ns"),
-        pl.col("end_ns").alias("launch_end_ns"), pl.col("external_id").alias("_lext"),
-    )
+def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
+    """The launches some activity uses, one per correlation (a repeated correlation would count
+    its kernels twice: the earliest call is kept), sorted by correlation, as (_row = row in
+    ``launches``, pid, tid, t, _lext); and for each activity its row in that frame (null: no launch
+    has its correlation). Sorts and binary searches on the integer correlation only."""
+    lau = launches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "correlation", "start_ns")
+    lau = lau.filter(pl.col("correlation").is_not_null()).sort("correlation")
+    c = lau["correlation"]
+    dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)
+    if dup.any():  # rare: keep the earliest call of each repeated correlation
+        first = lau.filter(dup).sort(["correlation", "start_ns"], maintain_order=True).unique("correlation", keep="first")
+        lau = pl.concat([lau.filter(~dup), first]).sort("correlation")
+        c = lau["correlation"]
+    m, n = lau.height, len(corr)
+    if m == 0:
+        return lau.select("_row", pl.lit(None, pl.Int64).alias("pid"), pl.lit(None, pl.Int64).alias("tid"),
+                          pl.lit(None, pl.Int64).alias("t"), pl.lit(None, pl.Int64).alias("_lext")), pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, m - 1)
+    hit = (c.gather(at) == corr).fill_null(False)
+    used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
+    dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
+    pos = pl.select(pl.when(hit).then(dense.gather(at))).to_series()
+    rows = lau.filter(used)["_row"]
+    lau = pl.DataFrame({
+        "_row": rows, "pid": launches["pid"].gather(rows), "tid": launches["tid"].gather(rows),
+        "t": launches["start_ns"].gather(rows), "_lext": launches["external_id"].gather(rows),
+    })
+    return lau, pos
 
 
-def _leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
+def leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
+    """CPU-only traces: the leaf ops (no child op) as activities, launch columns = the op itself."""
     leaf = ops.filter(~pl.col("op_id").is_in(ops["parent_id"].drop_nulls().implode()))
     return leaf.select(
         pl.col("op_id").alias("act_id"), pl.lit(schema.KIND_CPU_OP).alias("kind"), "name",
@@ -185,7 +234,6 @@ def _leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
         pl.lit(None, pl.String).alias("launch_name"), pl.col("pid").alias("launch_pid"),
         pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("launch_start_ns"),
         pl.col("end_ns").alias("launch_end_ns"), "op_id", pl.col("name").alias("op_name"),
-        pl.lit(OP_LINK_SELF).alias("op_link"),
     )
 
 
@@ -193,8 +241,8 @@ def _leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """correlation → (op_id, op_name, op_link) for launches (columns correlation, launch_pid,
-    launch_tid, launch_start_ns, _lext).
+    """For launches (pid, tid, t, _lext; one per row): the launching op's row in ``ops`` (_row) and
+    how it was found (_link code), one row per launch in launch order.
 
     The External id link is valid only for an op on the launch's thread that encloses the launch,
     i.e. the innermost enclosing op or one of its ancestors. So: find the innermost enclosing op
@@ -202,97 +250,102 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     launch's External id names an ancestor, that ancestor (a small hash join on the few
     remaining rows); otherwise (a broken or missing External id) the innermost op by time.
     """
-    o = ops.select("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "external_id")
-    pts = lau.select("correlation", pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-                     pl.col("launch_start_ns").alias("t"), "_lext")
-    inner = innermost_enclosing(pts, o, key="correlation", group=["pid", "tid"], id_col="op_id",
-                                extra=["external_id"], carry=["pid", "tid", "t", "_lext"])
-    same = pl.col("_lext").is_not_null() & (pl.col("external_id") == pl.col("_lext"))
+    row = innermost_rows(lau, ops, group=["pid", "tid"], id_col="op_id")
+    inner = lau.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", "_lext").with_columns(
+        row.alias("_row"), ops["external_id"].gather(row).alias("_ext"))
+    same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
-    other = inner.filter(pl.col("_lext").is_not_null() & ~same.fill_null(False))
+    other = inner.filter(pl.col("_lext").is_not_null() & ~same)
+    o = ops.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_arow"), "pid", "tid", "start_ns", "end_ns", "depth", "external_id")
     anc = (
-        other.select("correlation", "pid", "tid", "t", "_lext")
+        other.select("_k", "pid", "tid", "t", "_lext")
         .join(o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
               left_on=["_lext", "pid", "tid"], right_on=["external_id", "pid", "tid"])
         .filter((pl.col("start_ns") <= pl.col("t")) & (pl.col("end_ns") >= pl.col("t")))
-        .sort(["correlation", "depth"], descending=[False, True])
-        .unique("correlation", keep="first")
-        .select("correlation", pl.col("op_id").alias("_aid"))
+        .sort(["_k", "depth"], descending=[False, True])
+        .unique("_k", keep="first")
+        .select("_k", "_arow")
     )
-    out = inner.join(anc, on="correlation", how="left") if anc.height else inner.with_columns(pl.lit(None, pl.Int64).alias("_aid"))
-    out = out.with_columns(pl.coalesce("_aid", "op_id").alias("op_id"))
-    return out.select(
-        "correlation", "op_id", _names_by_id(ops, out["op_id"]).alias("op_name"),
-        pl.when(same.fill_null(False) | pl.col("_aid").is_not_null()).then(pl.lit(OP_LINK_EXTERNAL))
-        .when(pl.col("op_id").is_not_null()).then(pl.lit(OP_LINK_TIME)).alias("op_link"),
+    arow = pl.repeat(None, inner.height, dtype=pl.Int64, eager=True)
+    inner = inner.with_columns((arow.scatter(anc["_k"], anc["_arow"]) if anc.height else arow).alias("_arow"))
+    return inner.select(
+        pl.coalesce("_arow", "_row").alias("_row"),
+        pl.when(same | pl.col("_arow").is_not_null()).then(pl.lit(_code(OP_LINK_EXTERNAL), pl.UInt8))
+        .when(pl.col("_row").is_not_null()).then(pl.lit(_code(OP_LINK_TIME), pl.UInt8)).alias("_link"),
     )
 
 
-def _names_by_id(ops: pl.DataFrame, ids: pl.Series) -> pl.Series:
-    """ops.name for each op id: a positional gather when op_id is the row index (as loaders
-    write it), else a join."""
-    n = ops.height
-    if n == 0:
-        return pl.Series("name", [None] * ids.len(), dtype=pl.String)
-    if ops["op_id"].equals(pl.Series("op_id", range(n), dtype=ops["op_id"].dtype)):
-        return ops["name"].gather(ids.cast(pl.Int64))
-    if ops["op_id"].is_sorted():
-        pos = ops["op_id"].search_sorted(ids.cast(pl.Int64).fill_null(-1)).clip(0, max(n - 1, 0))
-        hit = ops["op_id"].gather(pos) == ids
-        return pl.select(pl.when(hit).then(ops["name"].gather(pos))).to_series()
-    m = pl.DataFrame({"op_id": ids.cast(pl.Int64)}).join(ops.select("op_id", "name"), on="op_id", how="left", maintain_order="left")
-    return m["name"]
-
-
-def innermost_enclosing(
-    points: pl.DataFrame, intervals: pl.DataFrame, key: str, group: list[str], id_col: str,
-    out: str | None = None, t: str = "t", extra: list[str] | None = None, carry: list[str] | None = None,
-) -> pl.DataFrame:
-    """For each point (``key``, ``group``…, ``t``): the innermost interval of its group whose
-    [start_ns, end_ns] holds ``t`` → frame (key, ``out`` or id_col, *extra), null when none.
+def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[str], id_col: str, t: str = "t") -> pl.Series:
+    """For each point (``group``…, ``t``), in point order: the row in ``intervals`` of the innermost
+    interval of its group whose [start_ns, end_ns] holds ``t``; null when none.
 
     An as-of join finds the latest-starting interval with start ≤ t (ties: the innermost, sorted
     last); if it ended before t, the answer is its nearest ancestor that still holds t, found by
-    walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows).
-    ``extra`` columns of the interval and ``carry`` columns of the point come along.
+    walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows). Only
+    integers are sorted: one int64 key per interval, group·S + (start − min start + 1)·D + depth
+    with D = max depth + 1 (so the group needs no hash-partitioned ``by`` join), when it cannot
+    overflow; else (start, end descending) with ``by``.
     """
-    out = out or id_col
-    extra = extra or []
-    carry = carry or []
-    schema_out = {key: points.schema[key], **{c: points.schema[c] for c in carry}, out: pl.Int64(),
-                  **{c: intervals.schema[c] for c in extra}}
-    if points.height == 0:
-        return pl.DataFrame(schema=schema_out)
-    iv = intervals.select([*group, id_col, "start_ns", "end_ns", "parent_id", *extra]).drop_nulls([*group, "start_ns", "end_ns"])
-    if iv.height == 0:
-        return points.select(key, *carry).with_columns([pl.lit(None, d).alias(c) for c, d in schema_out.items() if c not in (key, *carry)])
-    # The candidate carries its end, parent and extras, so most points resolve with no join.
-    right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(
-        [*group, pl.col("start_ns").alias("_s"), pl.col(id_col).alias("_c"), pl.col("end_ns").alias("_e"),
-         pl.col("parent_id").alias("_p"), *extra]
-    )
-    cur = (
-        points.select(list(dict.fromkeys([key, *group, t, *carry]))).sort(t)
-        .join_asof(right, left_on=t, right_on="_s", by=group, strategy="backward", check_sortedness=False)
-        .select(list(dict.fromkeys([key, t, *carry])) + ["_c", "_e", "_p", *extra])
-    )
-    info = iv.select(pl.col(id_col).alias("_c"), pl.col("end_ns").alias("_e"), pl.col("parent_id").alias("_p"), *extra)
-    done: list[pl.DataFrame] = []
-    max_depth = intervals["depth"].max() if "depth" in intervals.columns else None
-    levels = int(max_depth) + 2 if isinstance(max_depth, int) else iv.height + 1
-    for _ in range(levels):
-        ok = pl.col("_c").is_null() | (pl.col("_e") >= pl.col(t))
-        done.append(cur.filter(ok).select(key, *carry, pl.col("_c").alias(out), *extra))
-        nxt = cur.filter(~ok).select(list(dict.fromkeys([key, t, *carry])) + [pl.col("_p").alias("_c")])
-        if nxt.height == 0:
-            break
-        # Few points walk up: look their parents up in the matching rows of ``info`` only.
-        sub = info.filter(pl.col("_c").is_in(nxt["_c"].drop_nulls().implode()))
-        cur = nxt.join(sub, on="_c", how="left")
-    else:  # malformed nesting deeper than its own depth column: those points get no interval
-        done.append(cur.filter(~ok).select(key, *carry).with_columns(
-            [pl.lit(None, d).alias(c) for c, d in schema_out.items() if c not in (key, *carry)]))
-    return pl.concat(done)
+    n = points.height
+    iv = intervals.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), *group, "start_ns",
+                          "end_ns", *(["depth"] if "depth" in intervals.columns else []))
+    iv = iv.drop_nulls([*group, "start_ns", "end_ns"])
+    pts = points.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *group, t).drop_nulls()
+    found = pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    if iv.height == 0 or pts.height == 0:
+        return found
+    lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
+    dmax = iv["depth"].max() if "depth" in iv.columns and iv["depth"].null_count() == 0 else None
+    d = int(dmax) + 1 if isinstance(dmax, int) and dmax >= 0 else 0
+    code = _thread_code(group, iv, pts)
+    if d and code is not None and (code[2] + 1) * (hi - lo + 3) * d < 2**62:
+        g_iv, g_pt, _ = code
+        span = (hi - lo + 3) * d
+        right = pl.DataFrame({"_rk": g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], "_row": iv["_row"]}).sort("_rk")
+        left = pl.DataFrame({"_lk": g_pt * span + (pts[t].clip(lo - 1, hi) - lo + 1) * d + (d - 1), "_i": pts["_i"]})
+        m = left.drop_nulls().sort("_lk").join_asof(right, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+        m = m.filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
+    else:
+        right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(*group, "_row", pl.col("start_ns").alias("_rk"))
+        m = pts.sort(t).join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
+    m = m.drop_nulls("_row")
+    found = found.scatter(m["_i"], m["_row"])
+    ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
+    by_row = ids.equals(pl.Series(ids.name, range(intervals.height), dtype=ids.dtype)) if ids.dtype.is_integer() else False
+    for _ in range(d + 1 if d else iv.height + 1):
+        idx = pl.select(pl.int_range(n, dtype=pl.Int64).filter(found.is_not_null() & (ends.gather(found) < ts))).to_series()
+        if idx.len() == 0:
+            return found
+        # Few points walk up: their parents' rows (positional when ids are row numbers).
+        want = parents.gather(found.gather(idx))
+        if by_row:
+            up = want
+        else:
+            sub = pl.DataFrame({"_c": ids, "_r": pl.int_range(intervals.height, dtype=pl.Int64, eager=True)}).filter(
+                pl.col("_c").is_in(want.drop_nulls().implode()))
+            up = pl.DataFrame({"_c": want}).join(sub, on="_c", how="left", maintain_order="left")["_r"]
+        found = found.scatter(idx, up)
+    # malformed nesting deeper than its own depth column: those points get no interval
+    bad = found.is_not_null() & (ends.gather(found) < ts)
+    return pl.select(pl.when(~bad).then(found)).to_series()
+
+
+def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
+    """Dense thread numbers (intervals', points' (null: a thread with no interval), count) for a
+    (pid, tid) group of non-negative ids below 2³¹; None otherwise."""
+    if len(group) != 2:
+        return None
+    a, b = group
+    for f in (iv, pts):
+        for c in group:
+            lo, hi = f[c].min(), f[c].max()
+            if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 2**31):
+                return None
+    c_iv = iv[a] * 2**31 + iv[b]
+    c_pt = pts[a] * 2**31 + pts[b]
+    uniq = c_iv.unique().sort()
+    dense = pl.int_range(uniq.len(), dtype=pl.Int64, eager=True)
+    return c_iv.replace_strict(uniq, dense), c_pt.replace_strict(uniq, dense, default=None), uniq.len()
 
 
 def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
@@ -335,54 +388,55 @@ def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFra
     if tops.height == 0:
         return base
     pts = tops.select("region_id", "pid", pl.col("fwd_tid").alias("tid"), pl.col("start_ns").alias("t"))
-    found = innermost_enclosing(pts, regions, key="region_id", group=["pid", "tid"], id_col="region_id", out="_fp").drop_nulls()
+    row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
+    found = pts.select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
     return base.join(found, on="region_id", how="left").with_columns(
         pl.coalesce("parent_id", "_fp").alias("parent_id"),
         pl.when(pl.col("_fp").is_not_null()).then(pl.lit(VIA_FORWARD)).otherwise(pl.col("via")).alias("via"),
     ).drop("_fp")
 
 
-def _launch_regions(lau: pl.DataFrame, key: str, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
-    """key → (region_id, region_name, region_via): the innermost region on the launch thread at
-    the launch start; else, on a thread with a forward thread, the forward thread's region."""
-    pts = lau.select(key, pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-                     pl.col("launch_start_ns").alias("t")).drop_nulls()
-    own = innermost_enclosing(pts, regions, key=key, group=["pid", "tid"], id_col="region_id", extra=["name"], carry=["pid", "tid", "t"])
-    found = own.filter(pl.col("region_id").is_not_null()).with_columns(pl.lit(VIA_THREAD).alias("region_via")).drop("pid", "tid", "t")
-    miss = (
-        own.filter(pl.col("region_id").is_null())
-        .join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
-        .select(key, "pid", pl.col("fwd_tid").alias("tid"), "t")
-    )
-    fwd = innermost_enclosing(miss, regions, key=key, group=["pid", "tid"], id_col="region_id", extra=["name"])
-    fwd = fwd.filter(pl.col("region_id").is_not_null()).with_columns(pl.lit(VIA_FORWARD).alias("region_via"))
-    return pl.concat([found, fwd]).select(key, "region_id", pl.col("name").alias("region_name"), "region_via").sort(key)
-
-
-def _reason(acts: pl.DataFrame, regions: pl.DataFrame) -> pl.Expr:
+def _launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
+    """For launches (pid, tid, t; one per row), in launch order: the innermost region on the launch
+    thread at the launch start, else, on a thread with a forward thread, the forward thread's
+    region (_row = its row in ``regions``, _via code); else the reason code (_why)."""
+    row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
+    via = pl.select(pl.when(row.is_not_null()).then(pl.lit(_code(VIA_THREAD), pl.UInt8))).to_series()
+    miss = pts.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t").filter(row.is_null())
+    links = miss.join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]).select("_k", "pid", pl.col("fwd_tid").alias("tid"), "t")
+    if links.height:
+        frow = innermost_rows(links, regions, group=["pid", "tid"], id_col="region_id")
+        fwd = links.select("_k", frow.alias("_row")).drop_nulls("_row")
+        row = row.scatter(fwd["_k"], fwd["_row"])
+        via = via.scatter(fwd["_k"], pl.repeat(_code(VIA_FORWARD), fwd.height, dtype=pl.UInt8, eager=True))
+    # Unattributed launches: does their thread have regions at all?
     threads = regions.select("pid", "tid").unique()
-    has_thread = pl.struct("launch_pid", "launch_tid").is_in(
-        threads.select(pl.struct(pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"))).to_series().implode()
-    )
-    return (
-        pl.when(pl.col("region_id").is_not_null()).then(None)
-        .when(pl.col("launch_start_ns").is_null()).then(pl.lit(REASON_NO_LAUNCH))
-        .when(pl.lit(regions.height == 0)).then(pl.lit(REASON_NO_REGIONS))
-        .when(has_thread).then(pl.lit(REASON_OUTSIDE))
-        .otherwise(pl.lit(REASON_OTHER_THREAD))
-        .alias("unattributed_reason")
-    )
+    inside = miss.join(threads, on=["pid", "tid"], how="semi")["_k"]
+    why = pl.repeat(_code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), len(row), dtype=pl.UInt8, eager=True)
+    if inside.len():
+        why = why.scatter(inside, pl.repeat(_code(REASON_OUTSIDE), inside.len(), dtype=pl.UInt8, eager=True))
+    why = pl.select(pl.when(row.is_null()).then(why)).to_series()
+    return pl.DataFrame({"_row": row, "_via": via, "_why": why})
 
 
 def _region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
-    """(act_id, region_id, level) for every enclosing region, via the effective parents."""
-    closure = ancestors(tree)
-    att = acts.filter(pl.col("region_id").is_not_null()).select("act_id", pl.col("region_id").alias("_leaf"))
-    return (
-        att.join(closure, left_on="_leaf", right_on="region_id")
-        .select("act_id", pl.col("ancestor_id").alias("region_id"), "level")
-        .sort("act_id", "level")
-    )
+    """(act_id, region_id, level) for every enclosing region, via the effective parents, sorted by
+    (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
+    (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
+    closure = ancestors(tree).sort("region_id", "level")
+    per = closure.group_by("region_id", maintain_order=True).len().with_columns(
+        (pl.col("len").cum_sum() - pl.col("len")).alias("_off"))
+    att = acts.filter(pl.col("region_id").is_not_null()).select("act_id", "region_id")
+    if att.height == 0 or per.height == 0:
+        return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
+    at = per["region_id"].search_sorted(att["region_id"]).cast(pl.Int64).clip(0, per.height - 1)
+    n, off = per["len"].cast(pl.Int64).gather(at), per["_off"].cast(pl.Int64).gather(at)
+    flat = pl.select(pl.int_ranges(off, off + n).explode()).to_series()
+    return pl.DataFrame({
+        "act_id": att["act_id"].repeat_by(n).explode(),
+        "region_id": closure["ancestor_id"].gather(flat),
+        "level": pl.select(pl.int_ranges(0, n, dtype=pl.Int32).explode()).to_series(),
+    })
 
 
 def ancestors(tree: pl.DataFrame) -> pl.DataFrame:
@@ -398,48 +452,3 @@ def ancestors(tree: pl.DataFrame) -> pl.DataFrame:
             break
         parts.append(frontier)
     return pl.concat(parts)
-
-
-# --- invariants --------------------------------------------------------------------------------
-
-
-def check_conservation(attribution: Attribution, trace: Trace | None = None) -> None:
-    """Raise :class:`AnalysisError` unless attributed + unattributed time == total time to the ns,
-    every activity is either attributed or has a reason (never both, never neither), no activity
-    appears twice, and (with ``trace``) the totals equal the source table's."""
-    a = attribution.activities
-    if a["act_id"].n_unique() != a.height:
-        raise AnalysisError("an activity appears more than once in the attribution")
-    if a.height != attribution.total_count:
-        raise AnalysisError(f"{a.height} activities attributed, source has {attribution.total_count}")
-    both = a.filter(pl.col("region_id").is_not_null() == pl.col("unattributed_reason").is_not_null()).height
-    if both:
-        raise AnalysisError(f"{both} activities have both (or neither of) a region and a reason")
-    att = int(attribution.attributed["dur_ns"].sum() or 0)
-    un = int(attribution.unattributed["dur_ns"].sum() or 0)
-    if att + un != attribution.total_dur_ns:
-        raise AnalysisError(f"attributed {att} ns + unattributed {un} ns != total {attribution.total_dur_ns} ns")
-    if trace is not None:
-        src = trace.kernels if not trace.is_cpu_only else _leaf_op_activities(trace.ops)
-        src_dur = int((src["end_ns"] - src["start_ns"]).sum() or 0)
-        if src.height != a.height or src_dur != att + un:
-            raise AnalysisError(f"source has {src.height} activities / {src_dur} ns; attribution {a.height} / {att + un} ns")
-
-
-def check_links(attribution: Attribution) -> None:
-    """Raise :class:`AnalysisError` unless region_links holds, for each attributed activity,
-    exactly one row per level (0 = its own region), no region twice, and nothing for
-    unattributed activities."""
-    links = attribution.region_links
-    if links.select("act_id", "level").is_duplicated().any():
-        raise AnalysisError("an activity is attributed twice at the same level")
-    if links.select("act_id", "region_id").is_duplicated().any():
-        raise AnalysisError("an activity links to the same region twice")
-    lvl0 = links.filter(pl.col("level") == 0).select("act_id", pl.col("region_id").alias("_r"))
-    att = attribution.attributed.select("act_id", "region_id").join(lvl0, on="act_id", how="full", coalesce=True)
-    bad = att.filter(pl.col("region_id").is_null() | pl.col("_r").is_null() | (pl.col("region_id") != pl.col("_r"))).height
-    if bad:
-        raise AnalysisError(f"{bad} activities whose level-0 link differs from their region")
-    gaps = links.group_by("act_id").agg((pl.col("level").max() + 1 == pl.len()).alias("ok")).filter(~pl.col("ok")).height
-    if gaps:
-        raise AnalysisError(f"{gaps} activities with a gap in their region levels")
