@@ -143,3 +143,14 @@ def test_base_time_nanoseconds_added() -> None:
     got = tr.kernels.filter(kind="kernel")["start_ns"].min()
     assert got == base + int(Decimal(repr(first["ts"])) * 1000)
     assert tr.meta["devices"][0]["name"]
+
+
+def test_chunked_nesting_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.intervals import nest
+    from tracekit.sources import kineto_tables
+
+    monkeypatch.setattr(kineto_tables, "NEST_CHUNK_ROWS", 997)  # many chunks on ~40k ops
+    tr = load_kineto(SHARED_TRACES / CONTROL)
+    one = nest(tr.ops.select("pid", "tid", "op_id", "start_ns", "end_ns"), ["pid", "tid"], "op_id").sort("op_id")
+    assert tr.ops.sort("op_id").select("depth", "parent_id").equals(one.select("depth", "parent_id"))
+    assert tr.ops["depth"].max() >= 3

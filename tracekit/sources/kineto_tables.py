@@ -75,7 +75,9 @@ class Collector:
                 continue
             rows = _take(evs, idx)
             if i < len(TABLE_NAMES):
-                self.frames[TABLE_NAMES[i]].append(_BUILDERS[i](rows, key["cat"].gather(idx), self.notes))
+                name = TABLE_NAMES[i]
+                frame = _BUILDERS[i](rows, key["cat"].gather(idx), self.notes)
+                self.frames[name].append(_prepare(frame, name, self.dropped))
             elif i == _FLOW:
                 self.flow_frames.append(pl.DataFrame({
                     "cat": key["cat"].gather(idx),
@@ -98,13 +100,18 @@ class Collector:
                     return
 
     def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
+        """Concatenate the batches of each table; drop duplicates; add the time base; nest."""
         tables: dict[str, pl.DataFrame] = {}
         for name in TABLE_NAMES:
             parts = self.frames[name]
-            df = pl.concat(parts, how="vertical_relaxed") if parts else None
             self.frames[name] = []
-            tables[name] = _FINISH[name](df, base_ns, self.dropped) if df is not None else schema.empty(name)
-            tables[name] = schema.conform(tables[name], name, trace_id)
+            if not parts:
+                tables[name] = schema.empty(name).with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
+                continue
+            df = pl.concat(parts, how="vertical_relaxed", rechunk=False)
+            del parts
+            df = _finish(df, name, base_ns, self.dropped)
+            tables[name] = schema.conform(df, name, trace_id)
         return tables
 
     def flows(self) -> pl.DataFrame:
@@ -189,8 +196,19 @@ def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFra
 _BUILDERS = (_kernels, _launches, _ops, _regions)
 
 
-def _valid(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Absolute times; drop (and count) events without a usable ts/dur or with dur < 0."""
+_WHAT = {"kernels": "device activity", "launches": "runtime call", "ops": "cpu op", "regions": "annotation"}
+# Two events are duplicates when all of these agree (the name included).
+DEDUPE_KEYS = {
+    "kernels": ["kind", "name", "device", "stream", "start_ns", "end_ns", "correlation"],
+    "launches": ["name", "pid", "tid", "start_ns", "end_ns", "correlation"],
+    "ops": ["name", "pid", "tid", "start_ns", "end_ns", "external_id"],
+    "regions": ["kind", "name", "pid", "tid", "start_ns", "end_ns"],
+}
+
+
+def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
+    """Drop (and count) events without a usable ts/dur or with dur < 0; times relative to the
+    time base (added in ``_finish``, as ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
     bad_ts = pl.col("_ts_ns").is_null()
     bad_dur = pl.col("_dur_ns").is_null() & ~bad_ts
     neg = (pl.col("_dur_ns") < 0) & ~bad_ts
@@ -198,14 +216,68 @@ def _valid(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) -> 
     for reason, n in zip(("missing or non-numeric ts", "missing or non-numeric dur", "negative duration"), counts):
         if n:
             dropped[f"{what}: {reason}"] += int(n)
-    df = df.filter(~bad_ts & ~bad_dur & (pl.col("_dur_ns") >= 0))
-    return df.with_columns((pl.col("_ts_ns") + base_ns).alias("start_ns")).with_columns(
-        (pl.col("start_ns") + pl.col("_dur_ns")).alias("end_ns")
+    if any(counts):
+        df = df.filter(~bad_ts & ~bad_dur & (pl.col("_dur_ns") >= 0))
+    return df.with_columns(
+        pl.col("_ts_ns").alias("start_ns"), (pl.col("_ts_ns") + pl.col("_dur_ns")).alias("end_ns")
     ).drop("_ts", "_dur", "_ts_ns", "_dur_ns")
 
 
+def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
+    """Per batch: validity, derived columns, a hash of the duplicate key, and names as
+    Categorical (repeated names are then stored once; see ``_shared_strings``)."""
+    df = _valid(df, dropped, _WHAT[table])
+    if table == "kernels":
+        df = df.with_columns(
+            pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
+            # device/stream args are authoritative; pid/tid are their display copies.
+            pl.coalesce("device", "pid").alias("device"),
+            pl.coalesce("stream", "tid").alias("stream"),
+            *[kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}") for d in ("grid", "block") for i, ax in enumerate("xyz")],
+        ).with_columns(
+            pl.when(pl.col("kind") == schema.KIND_MEMCPY).then(pl.col("name").str.extract(r"Memcpy (\w+)")).alias("copy_kind")
+        ).drop("_cat", "_grid", "_block")
+    elif table == "launches":
+        df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop("_cat")
+    elif table == "ops":
+        df = df.with_columns(kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
+                             kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"))
+    else:
+        kind = pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String())
+        gpu = kind == schema.REGION_GPU_USER
+        # gpu_user_annotation: pid/tid are device/stream (some traces lack the stream arg).
+        df = df.with_columns(
+            kind.alias("kind"),
+            pl.when(gpu).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
+            pl.when(gpu).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
+        ).drop("_cat", "_device", "_stream")
+    return df.with_columns(
+        pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"),
+        pl.col("name").cast(pl.Categorical()),
+    )
+
+
+def _finish(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
+    df = _dedupe(df, DEDUPE_KEYS[table], dropped, _WHAT[table]).drop("_key")
+    df = df.with_columns(
+        (pl.col("start_ns") + base_ns).alias("start_ns"),
+        (pl.col("end_ns") + base_ns).alias("end_ns"),
+        _shared_strings(df["name"]).alias("name"),
+    )
+    if table == "ops":
+        return _nested(df, ["pid", "tid"], "op_id")
+    if table == "regions":
+        return _nested(df, ["kind", "pid", "tid"], "region_id")
+    return df
+
+
 def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) -> pl.DataFrame:
-    dup = df.select(pl.struct(key).is_first_distinct().not_().alias("d"))["d"]
+    """Drop repeated events (all of ``key`` equal). The per-row hash finds candidates cheaply;
+    the full key decides, so a hash collision never drops an event."""
+    cand = df["_key"].is_duplicated()
+    if not cand.any():
+        return df
+    dup = df.select((~pl.struct(key).is_first_distinct() & cand).alias("d"))["d"]
     n = int(dup.sum())
     if n:
         dropped[f"{what}: duplicate event"] += n
@@ -213,51 +285,37 @@ def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) 
     return df
 
 
-def _finish_kernels(df: pl.DataFrame, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _valid(df, base_ns, dropped, "device activity")
-    df = df.with_columns(
-        pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
-        # device/stream args are authoritative; pid/tid are their display copies.
-        pl.coalesce("device", "pid").alias("device"),
-        pl.coalesce("stream", "tid").alias("stream"),
-        *[kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}") for d in ("grid", "block") for i, ax in enumerate("xyz")],
-    ).with_columns(
-        pl.when(pl.col("kind") == schema.KIND_MEMCPY).then(pl.col("name").str.extract(r"Memcpy (\w+)")).alias("copy_kind")
-    )
-    return _dedupe(df, ["kind", "name", "device", "stream", "start_ns", "end_ns", "correlation"], dropped, "device activity")
+def _shared_strings(cat: pl.Series) -> pl.Series:
+    """Categorical → String whose rows share one copy of each distinct value (a plain cast
+    would copy every row's bytes: ~200 bytes per kernel name)."""
+    uniq = cat.unique().drop_nulls()
+    mapping = pl.DataFrame({"c": uniq.to_physical(), "s": uniq.cast(pl.String())})
+    return cat.to_physical().replace_strict(mapping["c"], mapping["s"], default=None, return_dtype=pl.String())
 
 
-def _finish_launches(df: pl.DataFrame, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _valid(df, base_ns, dropped, "runtime call")
-    df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api"))
-    return _dedupe(df, ["name", "pid", "tid", "start_ns", "end_ns", "correlation"], dropped, "runtime call")
+NEST_CHUNK_ROWS = 250_000
 
 
-def _finish_ops(df: pl.DataFrame, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _valid(df, base_ns, dropped, "cpu op").with_columns(
-        kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
-        kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"),
-    )
-    df = _dedupe(df, ["name", "pid", "tid", "start_ns", "end_ns", "external_id"], dropped, "cpu op")
-    df = df.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64()))
-    return nest(df, ["pid", "tid"], "op_id")
+def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
+    """Row ids, then depth/parent from :func:`nest`, run on slim chunks to bound memory.
 
-
-def _finish_regions(df: pl.DataFrame, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _valid(df, base_ns, dropped, "annotation")
-    gpu = pl.col("kind") == schema.REGION_GPU_USER
-    df = df.with_columns(pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String()).alias("kind"))
-    # gpu_user_annotation: pid/tid are device/stream (some traces lack the stream arg).
-    df = df.with_columns(
-        pl.when(gpu).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
-        pl.when(gpu).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
-    )
-    df = _dedupe(df, ["kind", "name", "pid", "tid", "start_ns", "end_ns"], dropped, "annotation")
-    df = df.with_row_index("region_id").with_columns(pl.col("region_id").cast(pl.Int64()))
-    return nest(df, ["kind", "pid", "tid"], "region_id")
-
-
-_FINISH = {"kernels": _finish_kernels, "launches": _finish_launches, "ops": _finish_ops, "regions": _finish_regions}
+    Chunks are cut only where nothing is open on a (group) thread — a start at or after the
+    latest end so far — so no interval can nest across a cut and the result equals one call.
+    """
+    df = df.with_row_index(id_col).with_columns(pl.col(id_col).cast(pl.Int64()))
+    keys = df.select(group).unique(maintain_order=True).with_row_index("_g")
+    slim = df.select([*group, id_col, "start_ns", "end_ns"]).join(keys, on=group, how="left", nulls_equal=True)
+    slim = slim.select("_g", id_col, "start_ns", "end_ns").sort(
+        ["_g", "start_ns", "end_ns"], descending=[False, False, True])
+    prev_end = pl.col("end_ns").cum_max().shift(1).over("_g")
+    free = prev_end.is_null() | (pl.col("start_ns") >= prev_end)
+    row = pl.int_range(pl.len(), dtype=pl.Int64())
+    slim = slim.with_columns(pl.when(free).then(row // NEST_CHUNK_ROWS).forward_fill().alias("_chunk"))
+    parts = [nest(part.drop("_chunk"), ["_g"], id_col).select(id_col, "depth", "parent_id")
+             for part in slim.partition_by("_chunk", maintain_order=True)]
+    del slim
+    out = pl.concat(parts).sort(id_col)
+    return df.with_columns(out["depth"], out["parent_id"])
 
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:
