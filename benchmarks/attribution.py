@@ -47,8 +47,11 @@ ID_SPACES = {
 }
 
 
-def replicate(trace: Trace, copies: int) -> Trace:
-    """``copies`` back-to-back copies of ``trace`` (a cross join with the copy index)."""
+def replicate(trace: Trace, copies: int, interleave: bool = False) -> Trace:
+    """``copies`` back-to-back copies of ``trace`` (a cross join with the copy index), copy after
+    copy, as a loader would write a trace that long (op_id stays the row number); ``interleave``:
+    row after row instead (each row's copies adjacent), so no table is in time or id order and
+    op_id is not the row number: the unsorted paths."""
     tables = {n: trace.table(n) for n in ("kernels", "launches", "ops", "regions")}
     starts = [int(t["start_ns"].min()) for t in tables.values() if t.height]  # type: ignore[arg-type]
     ends = [int(t["end_ns"].max()) for t in tables.values() if t.height]  # type: ignore[arg-type]
@@ -61,7 +64,7 @@ def replicate(trace: Trace, copies: int) -> Trace:
     out: dict[str, pl.DataFrame] = {}
     for name, df in tables.items():
         ids = [(pl.col(c) + pl.col("_c") * s).alias(c) for (t, c), s in stride.items() if t == name]
-        out[name] = df.join(idx, how="cross").with_columns(
+        out[name] = (df.join(idx, how="cross") if interleave else idx.join(df, how="cross")).with_columns(
             (pl.col("start_ns") + pl.col("_c") * shift).alias("start_ns"),
             (pl.col("end_ns") + pl.col("_c") * shift).alias("end_ns"), *ids,
         ).drop("_c")
@@ -86,6 +89,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--interleave", action="store_true", help="replicate row by row (unsorted tables)")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)\n")
     if not args.skip_real:
@@ -101,12 +105,13 @@ def main() -> None:
                   f"{tr.regions.height} | {ta:.3f} | {tl:.3f} |", flush=True)
         print()
     base = tracekit.load(str(DEFAULT_BASE))
-    print(f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels per copy)\n")
+    print(f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels per copy"
+          f"{', interleaved' if args.interleave else ''})\n")
     print("| device events | copies | ops | attribute s | s per 1M events | attribute / (n log2 n) ns |")
     print("|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         copies = max(1, math.ceil(n / base.kernels.height))
-        tr = replicate(base, copies)
+        tr = replicate(base, copies, args.interleave)
         ta, a = timed(lambda: attribute(tr), args.repeat)
         check_conservation(a, tr)
         check_links(a)

@@ -1,26 +1,17 @@
 """Attribution: each device activity → its launch → the launching op → the innermost enclosing
-CPU-side region (and, for totals, every enclosing region).
+CPU-side region (and, for totals, every enclosing region). docs/attribution.md says why each link:
 
-The links, in order (docs/attribution.md says why each one):
+1. activity → launch by ``correlation`` (a CUDA/HIP graph launch shares its correlation with every
+   kernel of its replay, so they all land on the graph launch and its region);
+2. launch → op: the innermost op on the launch's thread holding the launch start, or the
+   enclosing ancestor its External id names;
+3. launch → region: the innermost ``user_annotation``/``nvtx`` region on the launch's thread at the
+   launch start (never the kernel's device time), else on the thread's *forward thread* (the one
+   whose ops share its autograd sequence numbers and started them first).
 
-1. activity → launch by ``correlation`` (held for 100 % of device events in every real trace
-   checked). A CUDA/HIP graph launch shares one correlation with every kernel of its replay, so
-   all those kernels land on the graph launch and its region.
-2. launch → op by the launch's External id (validated: same pid/tid, the op encloses the launch
-   in time), else by time nesting: the innermost op on the launch's thread whose [start, end]
-   holds the launch start (External id was broken in traces from late 2023 to Feb 2024).
-3. launch → region: the innermost ``user_annotation``/``nvtx`` region on the launch's thread that
-   holds the launch start — the launch time, never the kernel's device time (kernels run after
-   their CPU region ends). A launch from a thread with no enclosing region (e.g. autograd's)
-   goes through its *forward thread*: the thread whose ops share its ops' autograd sequence
-   numbers and started them first; the region of that thread at the launch time is the one that
-   issued the work (it is blocked in ``backward()`` there).
-
-CPU-only traces (no device activity): leaf CPU ops (ops with no child op) play the kernels' role.
-Everything is vectorised polars; the only Python loops run over nesting levels, never over rows.
-At scale (10⁶ activities) the work is done on integer columns only: one as-of join per link on a
-single sorted int64 key, per-launch answers gathered to activities by position (no hash join at
-activity scale), and the text columns (names) gathered once at the end.
+CPU-only traces: leaf CPU ops play the kernels' role. Vectorised polars on integer columns: as-of
+joins on one sorted int64 key, per-launch answers gathered to activities by position (no hash join
+at activity scale), names gathered once at the end; Python loops run over nesting levels only.
 """
 
 from __future__ import annotations
@@ -31,6 +22,7 @@ from typing import Any, Final
 import polars as pl
 
 from tracekit import schema
+from tracekit.enclosing import innermost_rows
 from tracekit.invariants import check_conservation, check_links  # noqa: F401  (re-exported)
 from tracekit.trace import Trace
 
@@ -48,29 +40,12 @@ VIA_FORWARD: Final = "forward thread"
 
 CPU_REGION_KINDS: Final = (schema.REGION_USER, schema.REGION_NVTX)
 
+_I, _S = pl.Int64(), pl.String()
 ACTIVITY_COLUMNS: Final[dict[str, pl.DataType]] = {
-    "act_id": pl.Int64(),
-    "kind": pl.String(),
-    "name": pl.String(),
-    "device": pl.Int64(),
-    "stream": pl.Int64(),
-    "start_ns": pl.Int64(),
-    "end_ns": pl.Int64(),
-    "dur_ns": pl.Int64(),
-    "correlation": pl.Int64(),
-    "graph_id": pl.Int64(),
-    "launch_name": pl.String(),
-    "launch_pid": pl.Int64(),
-    "launch_tid": pl.Int64(),
-    "launch_start_ns": pl.Int64(),
-    "launch_end_ns": pl.Int64(),
-    "op_id": pl.Int64(),
-    "op_name": pl.String(),
-    "op_link": pl.String(),
-    "region_id": pl.Int64(),
-    "region_name": pl.String(),
-    "region_via": pl.String(),
-    "unattributed_reason": pl.String(),
+    "act_id": _I, "kind": _S, "name": _S, "device": _I, "stream": _I, "start_ns": _I, "end_ns": _I, "dur_ns": _I,
+    "correlation": _I, "graph_id": _I, "launch_name": _S, "launch_pid": _I, "launch_tid": _I,
+    "launch_start_ns": _I, "launch_end_ns": _I, "op_id": _I, "op_name": _S, "op_link": _S,
+    "region_id": _I, "region_name": _S, "region_via": _S, "unattributed_reason": _S,
 }
 
 
@@ -167,7 +142,7 @@ def _code(label: str) -> int:
 
 
 def _text(codes: pl.Series) -> pl.Series:
-    return codes.replace_strict(dict(enumerate(_LABELS)), default=None, return_dtype=pl.String)
+    return pl.Series(_LABELS, dtype=pl.String).gather(codes)
 
 
 def _counts(codes: pl.Series) -> dict[str | None, int]:
@@ -199,7 +174,8 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
     ``launches``, pid, tid, t, _lext); and for each activity its row in that frame (null: no launch
     has its correlation). Sorts and binary searches on the integer correlation only."""
     lau = launches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "correlation", "start_ns")
-    lau = lau.filter(pl.col("correlation").is_not_null()).sort("correlation")
+    lau = lau.filter(pl.col("correlation").is_not_null())
+    lau = lau if lau["correlation"].is_sorted() else lau.sort("correlation")
     c = lau["correlation"]
     dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)
     if dup.any():  # rare: keep the earliest call of each repeated correlation
@@ -207,14 +183,11 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
         lau = pl.concat([lau.filter(~dup), first]).sort("correlation")
         c = lau["correlation"]
     m, n = lau.height, len(corr)
-    if m == 0:
-        return lau.select("_row", pl.lit(None, pl.Int64).alias("pid"), pl.lit(None, pl.Int64).alias("tid"),
-                          pl.lit(None, pl.Int64).alias("t"), pl.lit(None, pl.Int64).alias("_lext")), pl.repeat(None, n, dtype=pl.Int64, eager=True)
-    at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, m - 1)
-    hit = (c.gather(at) == corr).fill_null(False)
+    at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, max(m - 1, 0))
+    hit = (c.gather(at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
     dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
-    pos = pl.select(pl.when(hit).then(dense.gather(at))).to_series()
+    pos = pl.select(pl.when(hit).then(dense.gather(at))).to_series() if m else pl.repeat(None, n, dtype=pl.Int64, eager=True)
     rows = lau.filter(used)["_row"]
     lau = pl.DataFrame({
         "_row": rows, "pid": launches["pid"].gather(rows), "tid": launches["tid"].gather(rows),
@@ -273,79 +246,6 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         pl.when(same | pl.col("_arow").is_not_null()).then(pl.lit(_code(OP_LINK_EXTERNAL), pl.UInt8))
         .when(pl.col("_row").is_not_null()).then(pl.lit(_code(OP_LINK_TIME), pl.UInt8)).alias("_link"),
     )
-
-
-def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[str], id_col: str, t: str = "t") -> pl.Series:
-    """For each point (``group``…, ``t``), in point order: the row in ``intervals`` of the innermost
-    interval of its group whose [start_ns, end_ns] holds ``t``; null when none.
-
-    An as-of join finds the latest-starting interval with start ≤ t (ties: the innermost, sorted
-    last); if it ended before t, the answer is its nearest ancestor that still holds t, found by
-    walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows). Only
-    integers are sorted: one int64 key per interval, group·S + (start − min start + 1)·D + depth
-    with D = max depth + 1 (so the group needs no hash-partitioned ``by`` join), when it cannot
-    overflow; else (start, end descending) with ``by``.
-    """
-    n = points.height
-    iv = intervals.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), *group, "start_ns",
-                          "end_ns", *(["depth"] if "depth" in intervals.columns else []))
-    iv = iv.drop_nulls([*group, "start_ns", "end_ns"])
-    pts = points.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *group, t).drop_nulls()
-    found = pl.repeat(None, n, dtype=pl.Int64, eager=True)
-    if iv.height == 0 or pts.height == 0:
-        return found
-    lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
-    dmax = iv["depth"].max() if "depth" in iv.columns and iv["depth"].null_count() == 0 else None
-    d = int(dmax) + 1 if isinstance(dmax, int) and dmax >= 0 else 0
-    code = _thread_code(group, iv, pts)
-    if d and code is not None and (code[2] + 1) * (hi - lo + 3) * d < 2**62:
-        g_iv, g_pt, _ = code
-        span = (hi - lo + 3) * d
-        right = pl.DataFrame({"_rk": g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], "_row": iv["_row"]}).sort("_rk")
-        left = pl.DataFrame({"_lk": g_pt * span + (pts[t].clip(lo - 1, hi) - lo + 1) * d + (d - 1), "_i": pts["_i"]})
-        m = left.drop_nulls().sort("_lk").join_asof(right, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
-        m = m.filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
-    else:
-        right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(*group, "_row", pl.col("start_ns").alias("_rk"))
-        m = pts.sort(t).join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
-    m = m.drop_nulls("_row")
-    found = found.scatter(m["_i"], m["_row"])
-    ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
-    by_row = ids.equals(pl.Series(ids.name, range(intervals.height), dtype=ids.dtype)) if ids.dtype.is_integer() else False
-    for _ in range(d + 1 if d else iv.height + 1):
-        idx = pl.select(pl.int_range(n, dtype=pl.Int64).filter(found.is_not_null() & (ends.gather(found) < ts))).to_series()
-        if idx.len() == 0:
-            return found
-        # Few points walk up: their parents' rows (positional when ids are row numbers).
-        want = parents.gather(found.gather(idx))
-        if by_row:
-            up = want
-        else:
-            sub = pl.DataFrame({"_c": ids, "_r": pl.int_range(intervals.height, dtype=pl.Int64, eager=True)}).filter(
-                pl.col("_c").is_in(want.drop_nulls().implode()))
-            up = pl.DataFrame({"_c": want}).join(sub, on="_c", how="left", maintain_order="left")["_r"]
-        found = found.scatter(idx, up)
-    # malformed nesting deeper than its own depth column: those points get no interval
-    bad = found.is_not_null() & (ends.gather(found) < ts)
-    return pl.select(pl.when(~bad).then(found)).to_series()
-
-
-def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
-    """Dense thread numbers (intervals', points' (null: a thread with no interval), count) for a
-    (pid, tid) group of non-negative ids below 2³¹; None otherwise."""
-    if len(group) != 2:
-        return None
-    a, b = group
-    for f in (iv, pts):
-        for c in group:
-            lo, hi = f[c].min(), f[c].max()
-            if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 2**31):
-                return None
-    c_iv = iv[a] * 2**31 + iv[b]
-    c_pt = pts[a] * 2**31 + pts[b]
-    uniq = c_iv.unique().sort()
-    dense = pl.int_range(uniq.len(), dtype=pl.Int64, eager=True)
-    return c_iv.replace_strict(uniq, dense), c_pt.replace_strict(uniq, dense, default=None), uniq.len()
 
 
 def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
@@ -430,12 +330,13 @@ def _region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     if att.height == 0 or per.height == 0:
         return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
     at = per["region_id"].search_sorted(att["region_id"]).cast(pl.Int64).clip(0, per.height - 1)
-    n, off = per["len"].cast(pl.Int64).gather(at), per["_off"].cast(pl.Int64).gather(at)
-    flat = pl.select(pl.int_ranges(off, off + n).explode()).to_series()
+    n = per["len"].cast(pl.Int64).gather(at)
+    i = pl.int_range(att.height, dtype=pl.Int64, eager=True).repeat_by(n).explode()  # activity of each link
+    level = pl.int_range(i.len(), dtype=pl.Int64, eager=True) - (n.cum_sum() - n).gather(i)
     return pl.DataFrame({
-        "act_id": att["act_id"].repeat_by(n).explode(),
-        "region_id": closure["ancestor_id"].gather(flat),
-        "level": pl.select(pl.int_ranges(0, n, dtype=pl.Int32).explode()).to_series(),
+        "act_id": att["act_id"].gather(i),
+        "region_id": closure["ancestor_id"].gather(per["_off"].cast(pl.Int64).gather(at).gather(i) + level),
+        "level": level.cast(pl.Int32),
     })
 
 
