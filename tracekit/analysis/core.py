@@ -197,18 +197,21 @@ def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> t
     so the cost does not grow with nesting depth × activities.
     """
     # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
-    # aten::pow it launched through), else by the launching op.
-    # Kernel names average ~400 bytes in real traces: group on a categorical, not the text.
+    # aten::pow it launched through), else by the launching op. Kernel names average ~400 bytes
+    # in real traces: names are grouped as categoricals and scopes as integers
+    # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
     a = acts.select(
         "region_id", pl.col("name").cast(pl.Categorical()), "dur_ns", "op_flops", "op_bytes",
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
-        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).alias("top_op_name"),
+        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("top_op_name"),
     )
+    order = [*PHASES, "other"]
     closure = region_closure(regions, acts)
-    leaf_phase = closure.join(unit_ph, on="region_id").select("_leaf", "phase").unique("_leaf", keep="first")
+    leaf_phase = (closure.join(unit_ph, on="region_id").unique("_leaf", keep="first")
+                  .select("_leaf", pl.col("phase").replace_strict(order, list(range(len(order))), default=len(order),
+                                                                  return_dtype=pl.Int64()).alias("_sc")))
     kpre = a.group_by("region_id", "name").agg(pl.len().cast(pl.Int64()).alias("count"),
                                                 pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
-    # Integer keys only; the op's name rides along (one name per op id).
     opre = a.group_by("region_id", "top_op_id").agg(
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"), pl.col("op_flops").first(),
         pl.col("op_bytes").first(), pl.col("top_op_name").first())
@@ -216,24 +219,32 @@ def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> t
     def spread(pre: pl.DataFrame) -> pl.DataFrame:
         leaf = pre.rename({"region_id": "_leaf"})
         return pl.concat([
-            leaf.with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")).drop("_leaf"),
-            leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(pl.lit("phase").alias("scope_kind"))
-            .rename({"phase": "scope"}).drop("_leaf"),
-            leaf.join(closure, on="_leaf", nulls_equal=True).with_columns(pl.lit("region").alias("scope_kind"),
-                                                        pl.col("region_id").cast(pl.String()).alias("scope"))
-            .drop("_leaf", "region_id"),
-        ], how="diagonal_relaxed")
+            leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
+            leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(pl.lit(1, dtype=pl.Int64()).alias("_sk")),
+            leaf.join(closure, on="_leaf", nulls_equal=True).with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
+            .rename({"region_id": "_sc"}),
+        ], how="diagonal_relaxed").drop("_leaf")
 
-    keys = ["scope_kind", "scope"]
+    keys = ["_sk", "_sc"]
     tk = spread(kpre).group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-    inst = spread(opre).group_by(*keys, "top_op_id", "top_op_name").agg(
-        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first())
+    inst = spread(opre).group_by(*keys, "top_op_id").agg(
+        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("top_op_name").first())
     modelled = [pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(o)
                 for c, o in (("op_flops", "flops"), ("op_bytes", "bytes"))]
     to = inst.group_by(*keys, pl.col("top_op_name").alias("name")).agg(
         pl.len().cast(pl.Int64()).alias("count"), pl.col("device_time_ns").sum(), *modelled)
-    tk = tk.with_columns(pl.col("name").cast(pl.String()))
-    return rank_top(tk, keys), rank_top(to, keys)
+
+    def scoped(df: pl.DataFrame) -> pl.DataFrame:
+        kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
+        scope = (pl.when(pl.col("_sk") == 0).then(pl.lit("trace"))
+                 .when(pl.col("_sk") == 1).then(pl.col("_sc").replace_strict(list(range(len(order))), order,
+                                                                            default="other", return_dtype=pl.String()))
+                 .otherwise(pl.col("_sc").cast(pl.String())))
+        top = rank_top(df.with_columns(pl.col("name").cast(pl.String())), keys)
+        return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
+            "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys))
+
+    return scoped(tk), scoped(to)
 
 
 def analyze_tables(

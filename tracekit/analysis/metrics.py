@@ -69,7 +69,9 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     """
     owners = cost_owners(costs, acts["op_id"])
     ids = pl.concat([owners["cost_op_id"], acts["op_id"]]).drop_nulls().unique().implode()
-    small = costs.filter(pl.col("op_id").is_in(ids))
+    # Slim first: the ops table carries long text columns (input dims) that a filter would copy.
+    slim = [c for c in ("op_id", "name", "flops", "bytes", "cost_model", "dtype", "covered") if c in costs.columns]
+    small = costs.select(slim).filter(pl.col("op_id").is_in(ids))
     name = pl.col("name").cast(pl.String()) if "name" in small.columns else pl.lit(None, dtype=pl.String())
     covered = pl.col("covered") if "covered" in small.columns else pl.col("cost_model").is_not_null()
     owner_cost = small.select(
