@@ -105,3 +105,20 @@ def test_runner_trace_latency_matches_wall_clock() -> None:
     assert res.diagnostic == "CPU diagnostic — not GPU evidence"
     # Decode steps carry ctx: one bucket per distinct context length.
     assert res.decode_by_ctx["steps"].sum() == res.steps.filter(pl.col("phase") == "decode").height
+
+
+def test_serve_trace_continuous_batching_uses_sidecar() -> None:
+    """Mixed steps (continuous batching): the trace cannot delimit requests, so no trace TTFT;
+    the sidecar's per-request numbers and token count are used, and a warning says why."""
+    import json
+
+    trace = REPO / "sample_traces/serve/serve.pt.trace.json.gz"
+    side = json.loads((REPO / "sample_traces/serve/serve.tracekit.json").read_text())
+    res = analyze(tracekit.load(str(trace)))
+    assert "mixed" in res.phases["phase"].to_list()
+    keys = {(r["metric"], r["source"]) for r in res.latency.to_dicts()}
+    assert ("ttft", "trace") not in keys and ("ttft", "sidecar") in keys
+    assert res.totals["output_tokens"] == sum(r["output_tokens"] for r in side["requests"])
+    ttft = next(r for r in res.latency.to_dicts() if (r["metric"], r["source"]) == ("ttft", "sidecar"))
+    assert ttft["count"] == len(side["requests"])
+    assert any(w.startswith("continuous batching") for w in res.warnings)

@@ -297,6 +297,7 @@ def analyze_tables(
         "region_id", "name", "phase", "step", "cpu_start_ns", "cpu_end_ns", "last_ns",
         *[c for c in ATTR_COLUMNS if c in reg.columns])
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
+    warn.extend(lat.scalars.get("notes") or [])
     totals = _totals(acts, whole, reg, excluded, th, lat.scalars)
     return AnalysisResult(
         trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,

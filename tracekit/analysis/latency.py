@@ -239,7 +239,15 @@ def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
 def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo | None = None) -> Latency:
     """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
     steps = step_table(units)
-    treq, itl = trace_requests(steps)
+    notes: list[str] = []
+    if steps.height and (steps["phase"] == "mixed").any():
+        # Continuous batching: a step serves several requests at different stages, so prefill
+        # regions do not delimit requests; only the runner's own records (sidecar) can.
+        treq, itl = trace_requests(steps.clear())
+        notes.append("continuous batching (mixed steps): requests cannot be told apart in the trace, so TTFT/TPOT/ITL "
+                     "come only from the runner's sidecar when present; step times are from the trace")
+    else:
+        treq, itl = trace_requests(steps)
     sreq = sidecar_requests(sidecar)
     rows = []
     for ph in ("prefill", "decode", "mixed"):
@@ -259,6 +267,7 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     # (each sequence of a batch shares its batch's TTFT and TPOT).
     treq, sreq = apply_slo(treq, slo), apply_slo(sreq, slo)
     scalars = _scalars(steps, sreq if sreq.height else treq, slo)
+    scalars["notes"] = notes
     requests = pl.concat([treq, sreq]) if sreq.height else treq
     return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)
 
@@ -267,11 +276,15 @@ def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None) -> dict[s
     out: dict[str, Any] = {"output_tokens": None, "output_tokens_per_s": None, "duration_s": None,
                            "goodput_req_per_s": None, "goodput_fraction": None,
                            "slo": slo.as_dict() if slo else None}
-    gen = steps.filter(pl.col("phase").is_in(["prefill", "decode"])) if steps.height else steps
+    gen = steps.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"])) if steps.height else steps
     if gen.height:
         dur_s = (int(gen["done_ns"].max()) - int(gen["cpu_start_ns"].min())) / 1e9  # type: ignore[arg-type]
-        per = pl.col("batch").fill_null(1) if "batch" in gen.columns else pl.lit(1)
-        tokens = int(gen.select(per.sum()).item())  # one token per sequence per forward step
+        if reqs.height and (reqs["source"] == "sidecar").all() and reqs["output_tokens"].null_count() == 0:
+            tokens = int(reqs["output_tokens"].sum())  # the runner counted them
+        else:  # one token per sequence per forward step: batch, else decode_seqs, else 1
+            cands = [pl.col(c) for c in ("batch", "decode_seqs") if c in gen.columns]
+            per = pl.coalesce(*cands, pl.lit(1)) if cands else pl.lit(1)
+            tokens = int(gen.select(per.sum()).item())
         out.update(output_tokens=tokens, duration_s=dur_s,
                    output_tokens_per_s=tokens / dur_s if dur_s > 0 else None)
     if slo is not None and reqs.height and out["duration_s"]:
