@@ -12,7 +12,7 @@ def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[st
     interval of its group whose [start_ns, end_ns] holds ``t``; null when none.
 
     An as-of join finds the latest-starting interval with start ≤ t (ties: the innermost, sorted
-    last); if it ended before t, the answer is its nearest ancestor that still holds t, found by
+    last; equal start and depth: the later row); if it ended before t, the answer is its nearest ancestor that still holds t, found by
     walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows). Only
     integers are sorted: one int64 key per interval, group·S + (start − min start + 1)·D + depth
     with D = max depth + 1 (so the group needs no hash-partitioned ``by`` join), when it cannot
@@ -71,7 +71,7 @@ def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.DataFrame:
     if int(key.max()) < 2 ** (62 - b):  # type: ignore[arg-type]
         packed = (key * 2**b + row).sort()
         return pl.DataFrame({"_rk": packed // 2**b, "_row": packed % 2**b})
-    return pl.DataFrame({"_rk": key, "_row": row}).sort("_rk")
+    return pl.DataFrame({"_rk": key, "_row": row}).sort("_rk", maintain_order=True)  # ties: row order, as packed
 
 
 def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
