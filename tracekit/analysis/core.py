@@ -277,7 +277,8 @@ def analyze_tables(
     # Each activity's phase: the phase of its (single) enclosing phase unit.
     unit_ph = reg.filter(pl.col("is_unit")).select("region_id", "phase")
     acts_ph = (region_links.select("act_id", "region_id").join(unit_ph, on="region_id")
-               .unique("act_id", keep="first").select("act_id", "phase").join(acts, on="act_id"))
+               .unique("act_id", keep="first").select("act_id", "phase")
+               .join(acts.select("act_id", "dur_ns", "covered", "dtype"), on="act_id"))
     ph = _phase_metrics(reg, acts_ph)
     if ph.height:
         ph = classify(derived(ph), hardware, th, device_name)

@@ -43,10 +43,10 @@ def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
     own = (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
            & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null()))
     covered = pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()
-    need = pl.DataFrame({"op_id": op_ids.drop_nulls().unique().cast(pl.Int64())})
+    need = op_ids.drop_nulls().unique().cast(pl.Int64()).implode()
     c = costs.select(pl.col("op_id").cast(pl.Int64()), "pid", "tid", "start_ns", "end_ns",
                      own.fill_null(False).alias("_own"), covered.fill_null(False).alias("_cov"))
-    launching = c.join(need, on="op_id", how="semi")
+    launching = c.filter(pl.col("op_id").is_in(need))
     direct = launching.filter(pl.col("_own")).select("op_id", pl.col("op_id").alias("cost_op_id"))
     todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
     owners = c.filter(pl.col("_own")).select(
