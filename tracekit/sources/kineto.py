@@ -21,10 +21,11 @@ import polars as pl
 from tracekit import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.jsonstream import StreamStats, stream_document
+from tracekit.sources.kineto_columns import NULL_RAW
 from tracekit.sources.kineto_tables import LAUNCH_FLOW_CATS, Collector, decode_fallback
 from tracekit.trace import Trace
 
-_NULL = msgspec.Raw(b"null")
+_NULL = NULL_RAW
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):

@@ -13,6 +13,7 @@ import msgspec
 import polars as pl
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+NULL_RAW = msgspec.Raw(b"null")  # the default of every Raw field (absent = JSON null)
 _RS = b"\x1e"  # never appears unescaped in JSON text, so it cannot collide with a raw value
 
 
@@ -123,6 +124,8 @@ def raw_text(raws: list[msgspec.Raw]) -> pl.Series:
     text ``"null"``; callers map it)."""
     if not raws:
         return pl.Series([], dtype=pl.String())
+    if raws.count(NULL_RAW) == len(raws):  # the field is absent from every event (common)
+        return pl.repeat("null", len(raws), dtype=pl.String(), eager=True)
     blob = _RS.join(raws).decode("utf-8", "replace")
     return pl.Series([blob]).str.split("\x1e").explode()
 

@@ -251,10 +251,9 @@ def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFram
             pl.when(gpu).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
             pl.when(gpu).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
         ).drop("_cat", "_device", "_stream")
-    return df.with_columns(
-        pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"),
-        pl.col("name").cast(pl.Categorical()),
-    )
+    # Hash after the Categorical cast: codes are global in the process, cheaper than the text.
+    df = df.with_columns(pl.col("name").cast(pl.Categorical()))
+    return df.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"))
 
 
 def _finish(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
