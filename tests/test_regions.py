@@ -156,3 +156,14 @@ def test_labels_complete_on_real_traces(shared_traces: Path, path: Path) -> None
     assert df.height == tr.regions.height
     assert df["phase"].is_in(list(PHASES)).all()
     assert df["phase_rule"].null_count() == 0 and df["step"].null_count() == 0
+
+
+def test_decoder_is_a_model_part_not_the_decode_phase() -> None:
+    # Real names from the HTA trace_filter traces: "## decoder fp8 None ##" is a recsys tower.
+    import polars as pl
+
+    from tracekit.phases import keyword_phase
+
+    names = pl.DataFrame({"n": ["## decoder fp8 None ##", "MyDecodeLoop", "decode", "prefill_decode", "Encoder"]})
+    got = names.select(keyword_phase(pl.col("n")).alias("p"))["p"].to_list()
+    assert got == [None, "decode", "decode", "mixed", None]

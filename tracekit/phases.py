@@ -10,7 +10,8 @@ Conventions recognised (see docs/phases.md for the evidence behind each):
   n context (prefill) requests and m generation (decode) requests; n > 0 = m → prefill,
   n = 0 < m → decode, both > 0 → mixed. Inside each parenthesis ``sq`` is the sum of query
   tokens and ``sk`` the sum of key/context tokens of those requests;
-- any name containing "prefill" or "decode" (case-insensitive; both → mixed);
+- any name containing "prefill" or "decode" (case-insensitive; both → mixed), except "decoder",
+  which names a model part, not the phase;
 - user rules ``REGEX=PHASE`` (:func:`parse_phase_map`), which win over all built-ins.
 """
 
@@ -115,7 +116,8 @@ def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
 def keyword_phase(name: pl.Expr) -> pl.Expr:
     """prefill / decode / mixed from the words in a name (case-insensitive), else null."""
     low = name.str.to_lowercase()
-    pre, dec = low.str.contains("prefill"), low.str.contains("decode")
+    # "decoder" names a model part (encoder/decoder towers), not the decode phase.
+    pre, dec = low.str.contains("prefill"), low.str.contains(r"decode(?:[^r]|$)")
     return pl.when(pre & dec).then(pl.lit(MIXED)).when(pre).then(pl.lit(PREFILL)).when(dec).then(pl.lit(DECODE))
 
 
