@@ -1,0 +1,97 @@
+"""tracekit diff: pure frame functions with hand-derived deltas, and the CLI on real pairs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report_helpers import run_cli, sample_doc, write_tiny_trace  # noqa: E402
+
+from tracekit.report import diff, model  # noqa: E402
+
+
+def _pair() -> tuple[model.ReportData, model.ReportData]:
+    a = model.from_json(sample_doc())
+    doc = sample_doc()
+    doc["phases"][1]["busy_ns"] = 6_000_000.0  # decode busy 4.5 ms → 6 ms: +1.5 ms, +33.3 %
+    doc["phases"][1]["bound"] = "bandwidth"
+    doc["regions"].append(dict(doc["regions"][1], name="tk:decode step=4 ctx=400", span_ns=5_000_000))
+    return a, model.from_json(doc)
+
+
+def test_phase_deltas_by_hand() -> None:
+    a, b = _pair()
+    d = diff.phase_diff(a, b)
+    row = d.filter((pl.col("phase") == "decode") & (pl.col("metric") == "busy_ns")).row(0, named=True)
+    assert (row["a"], row["b"], row["delta"]) == (4_500_000.0, 6_000_000.0, 1_500_000.0)
+    assert row["change"] == pytest.approx(1 / 3)
+    # TPOT percentiles are compared too (same on both sides: delta 0)
+    tp = d.filter((pl.col("phase") == "decode") & (pl.col("metric") == "tpot_p50_ms")).row(0, named=True)
+    assert (tp["a"], tp["delta"]) == (5.0, 0.0)
+    assert d["phase"].unique(maintain_order=True).to_list()[:2] == ["whole trace", "prefill"]
+
+
+def test_verdict_change() -> None:
+    a, b = _pair()
+    v = diff.verdict_diff(a, b)
+    dec = v.filter(pl.col("phase") == "decode").row(0, named=True)
+    assert (dec["bound_a"], dec["bound_b"], dec["changed"]) == ("overhead", "bandwidth", True)
+    assert not v.filter(pl.col("phase") == "prefill")["changed"][0]
+
+
+def test_region_kinds_line_up_steps() -> None:
+    a, b = _pair()
+    r = diff.region_diff(a, b)
+    # "tk:decode step=N ctx=N [decode]": 3 regions before, 4 after; span sum 9 ms → 14 ms
+    kind = "tk:decode step=N ctx=N [decode]"
+    cnt = r.filter((pl.col("kind") == kind) & (pl.col("metric") == "count")).row(0, named=True)
+    assert (cnt["a"], cnt["b"]) == (3.0, 4.0)
+    span = r.filter((pl.col("kind") == kind) & (pl.col("metric") == "span_ns")).row(0, named=True)
+    assert (span["a"], span["b"]) == (9_000_000.0, 14_000_000.0)
+
+
+def test_moved_kernels() -> None:
+    ka = pl.DataFrame({"name": ["gemm", "attn", "gone"], "count": [2, 1, 1], "time_ns": [100, 50, 30]})
+    kb = pl.DataFrame({"name": ["gemm", "attn", "new"], "count": [2, 1, 1], "time_ns": [160, 45, 10]})
+    m = diff.moved(ka, kb)
+    # |Δ|: gemm 60, gone 30, new 10, attn 5
+    assert m["name"].to_list() == ["gemm", "gone", "new", "attn"]
+    assert m.filter(pl.col("name") == "new")["change"][0] is None
+    assert m.filter(pl.col("name") == "gone")["delta_ns"][0] == -30
+    k = diff.name_totals(pl.DataFrame({"name": ["x", "x", "y"], "start_ns": [0, 10, 0], "end_ns": [5, 12, 1]}))
+    assert sorted(k.rows()) == [("x", 2, 7), ("y", 1, 1)]
+
+
+def test_cli_diff_h100_vs_mi300x(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = shared_traces / "kineto/tracelens"
+    a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    assert run_cli(["diff", str(a), str(b), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    whole = {r["metric"]: r for r in out["phases"] if r["phase"] == "whole trace"}
+    # the same forward on two GPUs: identical FLOPs (same shapes), different time
+    assert whole["flops"]["delta"] == 0 and whole["flops"]["a"] > 0
+    assert whole["busy_ns"]["a"] != whole["busy_ns"]["b"]
+    # CUDA and ROCm kernels share no names, so the biggest movers appear on one side only
+    assert any(k["count_a"] == 0 for k in out["kernels"]) and any(k["count_b"] == 0 for k in out["kernels"])
+    ops = {o["name"]: o for o in out["ops"]}
+    assert "aten::mm" in ops and ops["aten::mm"]["count_a"] == ops["aten::mm"]["count_b"]
+    assert run_cli(["diff", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "verdicts" in text and "kernels that moved most" in text
+
+
+def test_cli_diff_md_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = write_tiny_trace(tmp_path / "t.json")
+    out = tmp_path / "d.md"
+    assert run_cli(["diff", str(t), str(t), "--format", "md", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# tracekit diff") and "&lt;script&gt;" in text and "<script>" not in text
+    assert run_cli(["diff", str(t), str(tmp_path / "missing.json")]) != 0
+    err = capsys.readouterr().err
+    assert "missing.json" in err and "Traceback" not in err
