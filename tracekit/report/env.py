@@ -8,11 +8,13 @@ each trace; its ``config`` / scheduler limits / versions are shown when present.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
-_SECRETISH = ("token", "secret", "password", "passwd", "key", "auth", "cookie", "credential", "env")
+# key names that may hold secrets or identify people (hf_token, api_key, env, host, user): never printed
+_SECRETISH = re.compile(r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username)$", re.I)
 _TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".sqlite")
 
 
@@ -49,8 +51,7 @@ def read_sidecar(path: Path) -> dict[str, Any]:
 
 
 def _safe(key: str) -> bool:
-    k = key.lower()
-    return not any(s in k for s in _SECRETISH)
+    return _SECRETISH.search(key) is None
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+PIXELS = 2000  # timeline: gaps shorter than span / PIXELS cannot be seen and are merged
 KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3", "other": "#999999", "all": "#333333"}
 # Kernel-name → op class for the time breakdown (first match wins; documented in docs/reports.md).
@@ -175,7 +176,9 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
     ax = fig.add_subplot()
     lanes: list[str] = []
     if have_act and activities is not None:
-        merged = _merge(activities)
+        t1 = max([int(activities["end_ns"].max())] + ([int(spans["end_ns"].max())] if spans.height else []))  # type: ignore[arg-type]
+        min_gap = (t1 - t0) // PIXELS
+        merged = _merge(activities, min_gap)
         for i, ((dev, stream), grp) in enumerate(merged.group_by(["device", "stream"], maintain_order=True)):
             lanes.append(f"dev {dev} stream {stream}")
             bars = list(zip(((grp["start_ns"] - t0) / 1e6).to_list(), ((grp["end_ns"] - grp["start_ns"]) / 1e6).to_list()))
@@ -195,17 +198,22 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
     ax.set_title("Timeline: phases and device activity per stream (white = idle gaps)")
     if not have_act:
         ax.text(0.01, 0.02, "no device activity given: phases only", transform=ax.transAxes, fontsize=8)
+    else:
+        ax.text(0.01, -0.22, f"gaps shorter than {(t1 - t0) / PIXELS / 1e3:.3g} µs (under a pixel) are not drawn",
+                transform=ax.transAxes, fontsize=7, color="#555")
     ax.legend(fontsize=8, loc="upper right")
     return fig
 
 
-def _merge(act: pl.DataFrame) -> pl.DataFrame:
-    """Union of intervals per (device, stream): far fewer bars to draw, same picture."""
+def _merge(act: pl.DataFrame, min_gap_ns: int = 0) -> pl.DataFrame:
+    """Union of intervals per (device, stream), also closing gaps shorter than ``min_gap_ns``
+    (narrower than a pixel at the plot's scale): far fewer bars to draw, the same picture."""
     a = act.select(
         pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "start_ns", "end_ns"
     ).sort(["device", "stream", "start_ns"])
     prev = pl.col("end_ns").cum_max().shift(1).over(["device", "stream"])
-    a = a.with_columns((pl.col("start_ns") > prev.fill_null(pl.col("start_ns") - 1)).cum_sum().over(["device", "stream"]).alias("_g"))
+    new_bar = pl.col("start_ns") > prev.fill_null(pl.col("start_ns") - min_gap_ns - 1) + min_gap_ns
+    a = a.with_columns(new_bar.cum_sum().over(["device", "stream"]).alias("_g"))
     return a.group_by(["device", "stream", "_g"], maintain_order=True).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
 
 
