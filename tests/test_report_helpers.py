@@ -86,7 +86,7 @@ def sample_activities() -> pl.DataFrame:
 
 def test_sample_doc_is_consistent() -> None:
     d = sample_doc()
-    pre = d["phases"]["prefill"]
+    pre = next(p for p in d["phases"] if p["phase"] == "prefill")
     # achieved FLOP/s = FLOPs / busy time: 4e12 / 8e-3 s = 5e14
     assert pre["flops"] / (pre["busy_ns"] / 1e9) == pre["achieved_flops_per_s"]
     assert pre["flops"] / pre["bytes"] == pre["intensity"]

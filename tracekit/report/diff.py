@@ -63,6 +63,7 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> p
     """Long comparison of two wide frames keyed by ``key``: one row per (key, metric) present in either."""
     la, lb = _long(a, key, metrics), _long(b, key, metrics)
     j = la.join(lb, on=[key, "metric"], how="full", coalesce=True, suffix="_b").rename({"value": "a", "value_b": "b"})
+    j = j.filter(pl.col("a").is_not_null() | pl.col("b").is_not_null())  # a metric neither side has
     order = {m: i for i, m in enumerate(metrics)}
     return (
         j.with_columns(
