@@ -15,7 +15,7 @@ import polars as pl
 from tracekit import schema
 from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
-from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, rank_top, with_costs
+from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, rank_top, with_costs
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 from tracekit.errors import UsageError
 
@@ -128,8 +128,8 @@ def _units(regions: pl.DataFrame) -> pl.Series:
 
 
 def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
-    need = ["act_id", "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
-    linked = links.select("act_id", "region_id").join(acts.select(need), on="act_id", how="inner")
+    linked = _gather_acts(links.select("region_id", "act_id"), acts,
+                          ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"])
     m = group_metrics(linked, "region_id")
     out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
     dev = (~pl.lit(cpu_only)) & pl.col("first_ns").is_not_null()
@@ -141,6 +141,16 @@ def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFra
         *[pl.col(c).fill_null(0) for c in INT_FILL],
     )
     return out.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+
+
+def _gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """``rows`` (with an ``act_id`` column) joined to ``columns`` of their activities (inner: rows
+    whose activity is absent are dropped), by position rather than a hash join at activity scale."""
+    pos = positions(rows["act_id"], acts["act_id"])
+    keep = pos.is_not_null()
+    if not bool(keep.all()):
+        rows, pos = rows.filter(keep), pos.filter(keep)
+    return rows.hstack(acts.select(columns)[pos].get_columns())
 
 
 def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
@@ -276,16 +286,16 @@ def analyze_tables(
 
     # Each activity's phase: the phase of its (single) enclosing phase unit.
     unit_ph = reg.filter(pl.col("is_unit")).select("region_id", "phase")
-    acts_ph = (region_links.select("act_id", "region_id").join(unit_ph, on="region_id")
-               .unique("act_id", keep="first").select("act_id", "phase")
-               .join(acts.select("act_id", "dur_ns", "covered", "dtype"), on="act_id"))
+    in_unit = region_links.select("act_id", "region_id").filter(pl.col("region_id").is_in(unit_ph["region_id"].implode()))
+    in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique("act_id", keep="first", maintain_order=True)
+    acts_ph = _gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     ph = _phase_metrics(reg, acts_ph)
     if ph.height:
         ph = classify(derived(ph), hardware, th, device_name)
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
 
-    whole = group_metrics(acts.with_columns(pl.lit("trace").alias("_all")), "_all")
+    whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
     tk, to = _tops(acts, regions, unit_ph)
@@ -324,9 +334,12 @@ def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dic
 
 def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds,
             lat: dict[str, Any]) -> dict[str, Any]:
-    total = int(acts["dur_ns"].sum()) if acts.height else 0
-    attributed = int(acts.filter(pl.col("region_id").is_not_null())["dur_ns"].sum()) if acts.height else 0
-    unattributed = int(acts.filter(pl.col("region_id").is_null())["dur_ns"].sum()) if acts.height else 0
+    sums = acts.select(
+        pl.col("dur_ns").sum().alias("total"),
+        pl.col("dur_ns").filter(pl.col("region_id").is_not_null()).sum().alias("attributed"),
+        pl.col("dur_ns").filter(pl.col("region_id").is_null()).sum().alias("unattributed"),
+    ).row(0, named=True) if acts.height else {}
+    total, attributed, unattributed = (int(sums.get(k) or 0) for k in ("total", "attributed", "unattributed"))
     w = whole.to_dicts()[0] if whole.height else {}
     keep = ("span_ns", "busy_ns", "idle_ns", "busy_ratio", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
             "kernel_median_ns", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",

@@ -30,8 +30,34 @@ METRIC_COLUMNS: dict[str, pl.DataType] = {
 SPECIAL_MODELS = ("counted_in_child", "counted_in_parent")
 
 
-def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
-    """For each launching op in ``op_ids``: the op that owns its cost (``op_id, cost_op_id``).
+def positions(keys: pl.Series, ids: pl.Series) -> pl.Series:
+    """For each key, the row of ``ids`` holding it (Int64; null when absent; the first row when an
+    id repeats). Loaders and attribution number rows consecutively (``op_id``, ``act_id`` = row),
+    and then this is arithmetic; otherwise one hash join."""
+    n = ids.len()
+    k = keys.cast(pl.Int64())
+    if n and ids.dtype.is_integer() and ids.null_count() == 0:
+        lo, hi = int(ids[0]), int(ids[-1])
+        if hi - lo == n - 1 and (n == 1 or bool((ids.diff().drop_nulls() == 1).all())):
+            p = k - lo
+            return pl.select(pl.when((p >= 0) & (p < n)).then(p).alias("pos")).to_series()
+    index = pl.DataFrame({"_k": ids.cast(pl.Int64()), "pos": pl.int_range(n, eager=True, dtype=pl.Int64())})
+    index = index.unique("_k", keep="first")
+    return pl.DataFrame({"_k": k}).join(index, on="_k", how="left", maintain_order="left")["pos"]
+
+
+def _cost_flags(costs: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """(owns its cost, covered by some model) per op row."""
+    own = (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
+           & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null()))
+    covered = pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()
+    f = costs.select(own.fill_null(False).alias("own"), covered.fill_null(False).alias("cov"))
+    return f["own"], f["cov"]
+
+
+def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
+    """For each op row of ``costs`` in ``op_pos`` (the launching ops): the row of the op that owns
+    its cost; a Series as long as ``costs``, null where there is none (or the op is not in ``op_pos``).
 
     The cost model prices each unit of work once per op stack (docs/costmodel.md): an op with its
     own formula owns its cost; an op folded into a costed ancestor (``counted_in_parent``, e.g.
@@ -40,56 +66,69 @@ def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
     owning ops' intervals do not nest, and the owner of a covered op is the owning op that starts
     last at or before it on its thread and ends at or after its end: one as-of join, no walk.
     """
-    own = (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
-           & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null()))
-    covered = pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()
-    need = op_ids.drop_nulls().unique().cast(pl.Int64()).implode()
-    c = costs.select(pl.col("op_id").cast(pl.Int64()), "pid", "tid", "start_ns", "end_ns",
-                     own.fill_null(False).alias("_own"), covered.fill_null(False).alias("_cov"))
-    launching = c.filter(pl.col("op_id").is_in(need))
-    direct = launching.filter(pl.col("_own")).select("op_id", pl.col("op_id").alias("cost_op_id"))
+    own, cov = _cost_flags(costs)
+    launch = op_pos.drop_nulls().unique()
+    base = costs.select("pid", "tid", "start_ns", "end_ns").with_columns(own.alias("_own"), cov.alias("_cov"))
+    launching = base[launch].with_columns(launch.alias("_pos"))
+    direct = launching.filter(pl.col("_own"))["_pos"]
+    out = pl.Series("owner", [None] * costs.height, dtype=pl.Int64())
+    if direct.len():
+        out = out.scatter(direct, direct)
     todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
-    owners = c.filter(pl.col("_own")).select(
-        "pid", "tid", pl.col("op_id").alias("cost_op_id"), pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
-    ).sort("_os")
+    owners = (base.with_row_index("_opos").filter(pl.col("_own"))
+              .select("pid", "tid", pl.col("_opos").cast(pl.Int64()), pl.col("start_ns").alias("_os"),
+                      pl.col("end_ns").alias("_oe"))
+              .sort("_os"))
     if todo.height == 0 or owners.height == 0:
-        return direct
+        return out
     found = todo.join_asof(owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward",
                            check_sortedness=False)
-    found = found.filter(pl.col("_oe") >= pl.col("end_ns")).select("op_id", "cost_op_id")
-    return pl.concat([direct, found])
+    found = found.filter(pl.col("_oe") >= pl.col("end_ns"))
+    if found.height:
+        out = out.scatter(found["_pos"], found["_opos"])
+    return out
+
+
+def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
+    """``op_id, cost_op_id`` for each launching op in ``op_ids`` that has a cost owner
+    (see :func:`owner_positions`)."""
+    pos = positions(op_ids.drop_nulls().unique(), costs["op_id"]).drop_nulls()
+    owner = owner_positions(costs, pos).gather(pos)
+    ids = costs["op_id"].cast(pl.Int64())
+    return pl.DataFrame({"op_id": ids.gather(pos), "cost_op_id": ids.gather(owner)}).drop_nulls("cost_op_id")
+
+
+COST_COLUMNS = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "covered")
 
 
 def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
-    """Join each activity to the cost of the op that owns its work (see :func:`cost_owners`):
-    ``cost_op_id``, ``cost_op_name``, ``op_flops``, ``op_bytes``, ``cost_model``, ``dtype``, and
-    ``covered`` (the launching op's work is inside some cost model). Activities without an op are
-    not covered. Costs stay per op: :func:`group_metrics` counts each owner once per group.
-    One small per-launching-op table is built first, then joined once to the activities.
+    """Add to each activity the cost of the op that owns its work (see :func:`owner_positions`):
+    ``cost_op_id``, ``cost_op_name``, ``op_flops``, ``op_bytes``, ``cost_model``, ``dtype`` (the
+    owner's, else the launching op's), and ``covered`` (the launching op's work is inside some
+    cost model). Activities without an op are not covered. Costs stay per op:
+    :func:`group_metrics` counts each owner once per group. Every column is a positional gather
+    from the ops table (no join at activity scale, no copy of the activities' own columns).
     """
-    owners = cost_owners(costs, acts["op_id"])
-    ids = pl.concat([owners["cost_op_id"], acts["op_id"]]).drop_nulls().unique().implode()
-    # Slim first: the ops table carries long text columns (input dims) that a filter would copy.
-    slim = [c for c in ("op_id", "name", "flops", "bytes", "cost_model", "dtype", "covered") if c in costs.columns]
-    small = costs.select(slim).filter(pl.col("op_id").is_in(ids))
-    name = pl.col("name").cast(pl.String()) if "name" in small.columns else pl.lit(None, dtype=pl.String())
-    covered = pl.col("covered") if "covered" in small.columns else pl.col("cost_model").is_not_null()
-    owner_cost = small.select(
-        pl.col("op_id").cast(pl.Int64()).alias("cost_op_id"), name.alias("cost_op_name"),
-        pl.col("flops").cast(pl.Float64()).alias("op_flops"), pl.col("bytes").cast(pl.Float64()).alias("op_bytes"),
-        pl.col("cost_model").cast(pl.String()), pl.col("dtype").cast(pl.String()).alias("_owner_dtype"),
-    ).unique("cost_op_id", keep="first")
-    per_op = (
-        small.select(pl.col("op_id").cast(pl.Int64()), pl.col("dtype").cast(pl.String()).alias("_op_dtype"),
-                     covered.fill_null(False).alias("covered"))
-        .unique("op_id", keep="first")
-        .join(owners, on="op_id", how="left")
-        .join(owner_cost, on="cost_op_id", how="left")
-        .with_columns(pl.coalesce("_owner_dtype", "_op_dtype").alias("dtype"))
-        .drop("_owner_dtype", "_op_dtype")
-    )
-    out = acts.join(per_op, on="op_id", how="left")
-    return out.with_columns(pl.col("covered").fill_null(False))
+    pos = positions(acts["op_id"], costs["op_id"])
+    _, cov = _cost_flags(costs)
+    opos = owner_positions(costs, pos).gather(pos)
+
+    def col(name: str, dtype: pl.DataType, at: pl.Series) -> pl.Series:
+        if name not in costs.columns:
+            return pl.Series([None] * acts.height, dtype=dtype)
+        return costs[name].gather(at).cast(dtype)
+
+    dtype = pl.select(pl.coalesce(col("dtype", pl.String(), opos), col("dtype", pl.String(), pos))).to_series()
+    added = [
+        col("op_id", pl.Int64(), opos).alias("cost_op_id"),
+        col("name", pl.String(), opos).alias("cost_op_name"),
+        col("flops", pl.Float64(), opos).alias("op_flops"),
+        col("bytes", pl.Float64(), opos).alias("op_bytes"),
+        col("cost_model", pl.String(), opos).alias("cost_model"),
+        dtype.alias("dtype"),
+        cov.gather(pos).fill_null(False).alias("covered"),
+    ]
+    return acts.drop(COST_COLUMNS, strict=False).hstack(added)
 
 
 def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -109,9 +148,16 @@ def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
 
 
 def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
-    """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched."""
-    ops = acts.filter(pl.col("cost_op_id").is_not_null()).unique([key, "cost_op_id"], keep="first")
-    return ops.group_by(key).agg(
+    """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched
+    (its first activity in frame order, so the sums run in the same order as before)."""
+    ops = acts.select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
+    pair: pl.Expr = pl.struct(key, "cost_op_id")
+    if ops.height and ops.schema[key].is_integer() and ops[key].null_count() == 0:
+        k0, k1, m = int(ops[key].min()), int(ops[key].max()), int(ops["cost_op_id"].max()) + 1  # type: ignore[arg-type]
+        c0 = int(ops["cost_op_id"].min())  # type: ignore[arg-type]
+        if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
+            pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
+    return ops.filter(pair.is_first_distinct()).group_by(key).agg(
         pl.col("op_flops").sum().alias("flops"),
         pl.col("op_bytes").sum().alias("bytes"),
     )
@@ -126,17 +172,39 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     Each activity contributes the part of it beyond the running maximum end of the earlier ones
     in its group; a gap precedes it when it starts after that maximum. To run the running maximum
     once over the whole frame (no per-group window), group g's times are shifted by
-    g × (extent of all times + 1), which keeps groups apart; when that could overflow int64 the
-    per-group window is used instead.
+    g × (extent of all times + 1), which keeps groups apart; g is the integer key itself minus its
+    minimum when the key is an integer without nulls (one int64 sort, skipped when already in
+    order), else a group number after a (key, start) sort. When that could overflow int64 the
+    per-group window is used instead. Busy, covered busy and gap totals do not depend on the
+    order of activities with equal starts.
     """
-    w = acts.select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False)).sort([key, "start_ns"])
-    t0, t1 = w.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-    first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
-    w = w.with_columns(first.alias("_first"))
-    w = w.with_columns(pl.col("_first").cast(pl.Int64()).cum_sum().alias("_g"))
+    w = acts.select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
+    t0, t1 = w["start_ns"].min(), w["end_ns"].max()
     extent = int(t1) - int(t0) + 1
-    n_groups = int(w.select(pl.col("_g").max().fill_null(0)).item())
-    if n_groups * extent < 2**62:
+    kd = w.schema[key]
+    packed = False
+    if kd.is_integer() and w[key].null_count() == 0:
+        k0, k1 = w[key].min(), w[key].max()
+        if (int(k1) - int(k0) + 1) * extent < 2**62:
+            packed = True
+            off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
+            w = w.with_columns((pl.col("start_ns") + off).alias("_s"))
+            if not w["_s"].is_sorted():
+                w = w.sort("_s")
+            w = w.with_columns((pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"),
+                               pl.col(key).set_sorted())
+    if not packed:
+        w = w.sort([key, "start_ns"])
+    first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
+    if not packed:
+        w = w.with_columns(first.alias("_first"))
+        w = w.with_columns(pl.col("_first").cast(pl.Int64()).cum_sum().alias("_g"))
+        n_groups = int(w.select(pl.col("_g").max().fill_null(0)).item())
+    if packed:
+        w = w.with_columns(first.alias("_first"))
+        prev = pl.col("_e").cum_max().shift(1)
+        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
+    elif n_groups * extent < 2**62:
         off = (pl.col("_g") * extent) - int(t0)
         w = w.with_columns((pl.col("start_ns") + off).alias("_s"), (pl.col("end_ns") + off).alias("_e"),
                            (off - 1 + int(t0)).alias("_floor"))
@@ -152,7 +220,8 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))
     lo_cov = pl.max_horizontal(pl.col("_s"), pl.col("_prevc").fill_null(pl.col("_s")))
     gap = pl.when(pl.col("_first")).then(0).otherwise((pl.col("_s") - pl.col("_prev")).clip(lower_bound=0))
-    w = w.with_columns(
+    w = w.select(
+        key, "start_ns", "end_ns", "dur_ns",
         (pl.col("_e") - lo).clip(lower_bound=0).alias("_busy"),
         pl.when(pl.col("covered")).then((pl.col("_e") - lo_cov).clip(lower_bound=0)).otherwise(0).alias("_cbusy"),
         gap.alias("_gap"),
@@ -177,6 +246,7 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """
     if acts.height == 0:
         return pl.DataFrame(schema={key: acts.schema[key], **METRIC_COLUMNS})
+    acts = acts.select(key, "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype")
     out = (
         sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
