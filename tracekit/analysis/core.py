@@ -199,6 +199,21 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     return out
 
 
+def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
+    """True on the first row of each (``key``, ``item``) pair, nulls being equal; one int64 key
+    when both are integers that pack, else a struct."""
+    k, i = df[key], df[item]
+    pair: pl.Expr = pl.struct(key, item)
+    if k.dtype.is_integer() and i.dtype.is_integer() and df.height:
+        k0, k1 = (int(k.min()), int(k.max())) if k.null_count() < k.len() else (0, 0)  # type: ignore[arg-type]
+        i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
+        m = i1 - i0 + 2  # room for null as the last value
+        if (k1 - k0 + 2) * m < 2**62:
+            pair = ((pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m
+                    + (pl.col(item).cast(pl.Int64()) - i0).fill_null(i1 - i0 + 1))
+    return df.select(pair.is_first_distinct()).to_series()
+
+
 def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Top kernels and top ops per scope: the whole trace, each phase, each region.
 
@@ -210,21 +225,38 @@ def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> t
     # aten::pow it launched through), else by the launching op. Kernel names average ~400 bytes
     # in real traces: names are grouped as categoricals and scopes as integers
     # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
-    a = acts.select(
-        "region_id", pl.col("name").cast(pl.Categorical()), "dur_ns", "op_flops", "op_bytes",
-        pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
-        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("top_op_name"),
-    )
     order = [*PHASES, "other"]
     closure = region_closure(regions, acts)
     leaf_phase = (closure.join(unit_ph, on="region_id").unique("_leaf", keep="first")
                   .select("_leaf", pl.col("phase").replace_strict(order, list(range(len(order))), default=len(order),
                                                                   return_dtype=pl.Int64()).alias("_sc")))
-    kpre = a.group_by("region_id", "name").agg(pl.len().cast(pl.Int64()).alias("count"),
-                                                pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
-    opre = a.group_by("region_id", "top_op_id").agg(
+    a = acts.select(
+        "region_id", "dur_ns", "op_flops", "op_bytes", pl.col("name").cast(pl.Categorical()).alias("_kname"),
+        pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
+        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
+    )
+    kpre = a.group_by("region_id", pl.col("_kname").alias("name")).agg(
+        pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
+    # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
+    # activities all lie in one innermost region (nearly all) is summed per (region, op name)
+    # before spreading: ``_new`` marks its first activity there. Ops in several regions, and
+    # activities without an op ("(no op)", one instance per scope), stay per op so that an
+    # enclosing scope counts them once.
+    a = a.with_columns(_first_of(a, "region_id", "top_op_id").alias("_new"))
+    multi = a.filter(pl.col("_new")).select("top_op_id").filter(pl.col("top_op_id").is_duplicated())["top_op_id"]
+    is_multi = pl.col("top_op_id").is_null()
+    if multi.len():
+        is_multi = is_multi | pl.col("top_op_id").is_in(multi.implode())
+    a = a.with_columns(is_multi.alias("_multi"))
+    once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]
+    single = a.filter(~pl.col("_multi")).group_by("region_id", "name").agg(
+        pl.col("_new").sum().cast(pl.Int64()).alias("count"),
+        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+        once[0].sum().alias("op_flops"), once[1].sum().alias("op_bytes"),
+        once[0].is_not_null().any().alias("_hasf"), once[1].is_not_null().any().alias("_hasb"))
+    several = a.filter(pl.col("_multi")).group_by("region_id", "top_op_id").agg(
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"), pl.col("op_flops").first(),
-        pl.col("op_bytes").first(), pl.col("top_op_name").first())
+        pl.col("op_bytes").first(), pl.col("name").first())
 
     def spread(pre: pl.DataFrame) -> pl.DataFrame:
         leaf = pre.rename({"region_id": "_leaf"})
@@ -237,12 +269,14 @@ def _tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> t
 
     keys = ["_sk", "_sc"]
     tk = spread(kpre).group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-    inst = spread(opre).group_by(*keys, "top_op_id").agg(
-        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("top_op_name").first())
-    modelled = [pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(o)
-                for c, o in (("op_flops", "flops"), ("op_bytes", "bytes"))]
-    to = inst.group_by(*keys, pl.col("top_op_name").alias("name")).agg(
-        pl.len().cast(pl.Int64()).alias("count"), pl.col("device_time_ns").sum(), *modelled)
+    per_op = spread(several).group_by(*keys, "top_op_id").agg(
+        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("name").first(),
+    ).with_columns(pl.lit(1, dtype=pl.Int64()).alias("count"), pl.col("op_flops").is_not_null().alias("_hasf"),
+                   pl.col("op_bytes").is_not_null().alias("_hasb")).drop("top_op_id")
+    to = pl.concat([spread(single), per_op], how="diagonal_relaxed").group_by(*keys, "name").agg(
+        pl.col("count").sum(), pl.col("device_time_ns").sum(),
+        pl.when(pl.col("_hasf").any()).then(pl.col("op_flops").sum()).alias("flops"),
+        pl.when(pl.col("_hasb").any()).then(pl.col("op_bytes").sum()).alias("bytes"))
 
     def scoped(df: pl.DataFrame) -> pl.DataFrame:
         kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
