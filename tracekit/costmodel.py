@@ -17,7 +17,12 @@ elementwise/copy), or same-class descendants moving at least half its bytes, def
 op is folded into that ancestor
 (``counted_in_parent``: e.g. the ``aten::copy_`` of a bias inside CPU ``aten::addmm``, the
 ``aten::pow``/``aten::mean`` inside a composite ``aten::rms_norm``).
-Formulas run once per unique (name, input_dims, input_types, concrete_inputs) signature.
+
+Implementation (linear in rows times nesting depth, no joins on strings): formulas run once per
+unique (name, input_dims, input_types, concrete_inputs) signature, grouped on a 64-bit hash that
+is checked against the key strings (exact regrouping on a collision); results are gathered back
+by position. The op tree is walked by gathering parent row positions (``op_id`` is normally the
+row number; otherwise one integer join maps parent ids to rows), one gather per nesting level.
 """
 
 from __future__ import annotations
@@ -35,71 +40,170 @@ _SEP: Final = "\x1f"
 DEFER_SHARE: Final = 0.5
 _KEYS: Final = ["name", "_dims_k", "_types_k", "_conc_k"]
 _SIZE_OF: Final = {canon: size for canon, size in DTYPES.values()}
+_CANON: Final = {k: v[0] for k, v in DTYPES.items()}
+# A cycle in parent_id would be a loader bug; the ancestor walks stop after min(rows, this) levels.
+_MAX_DEPTH: Final = 10_000
+_MIX: Final = 0x9E3779B97F4A7C15  # odd 64-bit multiplier combining the per-column hashes
+_SIG_SCHEMA: Final = {"_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(),
+                      "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64()}
 
 
-def _keyed(ops: pl.DataFrame) -> pl.DataFrame:
-    return ops.with_columns(
+def _signature_hash(keys: pl.DataFrame) -> pl.Series:
+    """One UInt64 per row over the ``_KEYS`` strings. Only has to be fast: ``_group_ids`` checks
+    every row against its group's first row."""
+    h = pl.lit(0, dtype=pl.UInt64())
+    for i, k in enumerate(_KEYS):
+        h = (h * pl.lit(_MIX, dtype=pl.UInt64())) ^ pl.col(k).hash(seed=i)
+    return keys.select(h.alias("_h")).to_series()
+
+
+def _group_ids(keys: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+    """(group id per row, row of each group's first occurrence) for rows with equal ``_KEYS``.
+
+    Groups on a 64-bit hash, then compares every row's key strings with its group's first row;
+    on any mismatch (a hash collision) it regroups on the strings themselves, so groups are always
+    exactly the equal keys."""
+    h = _signature_hash(keys)
+    first = h.arg_unique()
+    ids = pl.DataFrame({"_h": h.gather(first), "_gid": pl.int_range(first.len(), dtype=pl.UInt32(), eager=True)})
+    gid = pl.DataFrame({"_h": h}).join(ids, on="_h", how="left", maintain_order="left").get_column("_gid")
+    rep = first.gather(gid)
+    if all(keys[k].equals(keys[k].gather(rep)) for k in _KEYS):
+        return gid, first
+    uniq = keys.unique(subset=_KEYS, keep="first", maintain_order=True).with_row_index("_gid")
+    gid = keys.join(uniq, on=_KEYS, how="left", maintain_order="left").get_column("_gid")
+    first = gid.arg_unique()
+    return gid, first
+
+
+def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """(signature row per op, null where no formula applies; one row per unique signature with
+    its cost and ``_calls``). The only Python loop: once per signature."""
+    sub = ops.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32()).alias("_row"), "name", "input_dims", "input_types", "concrete_inputs"
+    ).filter(pl.col("name").is_in(list(FORMULAS)))
+    keys = sub.select(
+        "name",
         pl.col("input_dims").fill_null("").alias("_dims_k"),
         pl.col("input_types").list.join(_SEP).fill_null("").alias("_types_k"),
         pl.col("concrete_inputs").list.join(_SEP).fill_null("").alias("_conc_k"),
+    ).rechunk()  # gathers on many-chunk columns are several times slower
+    gid, first = _group_ids(keys)
+    rows: dict[str, list[object]] = {k: [] for k in _SIG_SCHEMA}
+    reps = sub.select("name", "input_dims", "input_types", "concrete_inputs")[first]
+    for name, dims, types, conc in reps.iter_rows():
+        c = signature_cost(name, dims, types, conc)
+        for k, v in zip(_SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems) if c else [None] * 6):
+            rows[k].append(v)
+    calls = pl.DataFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").get_column("len").cast(pl.Float64())
+    sig = pl.DataFrame(rows, schema=_SIG_SCHEMA).with_columns(calls.alias("_calls"))
+    per_row = pl.repeat(None, ops.height, dtype=pl.UInt32(), eager=True).scatter(sub.get_column("_row"), gid)
+    return per_row, sig
+
+
+def _price_unknown(sig: pl.DataFrame) -> pl.DataFrame:
+    """TensorList inputs hide their element type: price them at the table's dominant float dtype
+    (the dtype with the most bytes over all modelled calls)."""
+    dominant = (
+        sig.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
+        .group_by("_mdtype").agg((pl.col("_bytes") * pl.col("_calls")).sum()).sort("_bytes", descending=True)
+        .get_column("_mdtype").head(1).to_list()
+    )
+    dom = dominant[0] if dominant else "fp32"
+    return sig.with_columns(
+        pl.when(pl.col("_unknown") > 0).then(pl.col("_bytes") + pl.col("_unknown") * _SIZE_OF.get(dom, 4.0))
+        .otherwise(pl.col("_bytes")).alias("_bytes"),
+        pl.when(pl.col("_unknown") > 0).then(pl.lit(dom)).otherwise(pl.col("_mdtype")).alias("_mdtype"),
     )
 
 
-def _signature_table(ops: pl.DataFrame) -> pl.DataFrame:
-    """One row per unique modelled signature with its cost (the only Python loop: per signature)."""
-    sigs = (
-        ops.filter(pl.col("name").is_in(list(FORMULAS)))
-        .group_by(_KEYS)
-        .agg(pl.col("input_dims").first(), pl.col("input_types").first(), pl.col("concrete_inputs").first())
+def _parent_rows(ops: pl.DataFrame) -> pl.Series:
+    """Row position of each op's parent (same trace_id, op_id == parent_id); null when none."""
+    n = ops.height
+    tid = ops.get_column("trace_id").fill_null("")
+    one_trace = n == 0 or bool((tid == tid[0]).all())
+    op_id, parent = ops.get_column("op_id"), ops.get_column("parent_id")
+    rownum = pl.int_range(n, dtype=pl.Int64(), eager=True)
+    if op_id.null_count() == 0 and op_id.cast(pl.Int64()).equals(rownum, check_names=False):
+        pos = pl.select(pl.when((parent >= 0) & (parent < n)).then(parent).otherwise(None).cast(pl.UInt32())).to_series()
+        if one_trace:
+            return pos
+        code = tid.cast(pl.Categorical()).to_physical()
+        return pl.select(pl.when(code.gather(pos) == code).then(pos).otherwise(None)).to_series()
+    left = pl.DataFrame({"_tid": tid, "_id": parent})
+    right = (
+        pl.DataFrame({"_tid": tid, "_id": op_id, "_pos": pl.int_range(n, dtype=pl.UInt32(), eager=True)})
+        .drop_nulls("_id").unique(subset=["_tid", "_id"], keep="first", maintain_order=True)
     )
-    rows: dict[str, list[object]] = {k: [] for k in [*_KEYS, "_flops", "_bytes", "_model", "_mdtype", "_rank", "_unknown"]}
-    for r in sigs.iter_rows(named=True):
-        c = signature_cost(r["name"], r["input_dims"], r["input_types"], r["concrete_inputs"])
-        if c is None:
-            continue
-        for k in _KEYS:
-            rows[k].append(r[k])
-        rows["_flops"].append(c.flops)
-        rows["_bytes"].append(c.bytes)
-        rows["_model"].append(c.model)
-        rows["_mdtype"].append(c.dtype)
-        rows["_rank"].append(c.rank)
-        rows["_unknown"].append(c.unknown_elems)
-    schema = {k: pl.String() for k in _KEYS} | {
-        "_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(), "_mdtype": pl.String(),
-        "_rank": pl.Int8(), "_unknown": pl.Float64(),
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return left.join(right, on=["_tid", "_id"], how="left", maintain_order="left").get_column("_pos")
 
 
-def _first_dtype_expr() -> pl.Expr:
-    """Vectorised: canonical dtype of the first typed tensor input."""
-    mapping = {k: v[0] for k, v in DTYPES.items()}
-    return (
-        pl.col("input_types")
-        .list.eval(pl.element().replace_strict(mapping, default=None, return_dtype=pl.String()).drop_nulls())
-        .list.first()
-    )
-
-
-def _ancestor_pairs(ops: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:
-    """(_tid, op_id, anc_id) for every ancestor of every op in ``start`` (iterative joins, one
-    per nesting level)."""
-    parent = ops.select("_tid", pl.col("op_id").alias("anc_id"), pl.col("parent_id").alias("_next"))
-    front = start.select("_tid", "op_id", pl.col("parent_id").alias("anc_id")).drop_nulls("anc_id")
-    parts = []
-    while front.height:
-        parts.append(front)
-        front = (
-            front.join(parent, on=["_tid", "anc_id"], how="inner")
-            .select("_tid", "op_id", pl.col("_next").alias("anc_id"))
-            .drop_nulls("anc_id")
-        )
-        if len(parts) > 10_000:  # a cycle in parent_id would be a loader bug; never loop forever
+def _descendant_totals(parent: pl.Series, rank: pl.Series, nbytes: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Per op: max class and summed bytes of its modelled descendants whose class is at least the
+    op's own (nulls where none). One gather per nesting level."""
+    n = parent.len()
+    rows = rank.is_not_null().arg_true()
+    r, b, anc = rank.gather(rows), nbytes.gather(rows), parent.gather(rows)
+    parts: list[pl.DataFrame] = []
+    for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
+        alive = anc.is_not_null()
+        if not alive.any():
             break
-    if not parts:
-        return pl.DataFrame(schema={"_tid": pl.String(), "op_id": pl.Int64(), "anc_id": pl.Int64()})
-    return pl.concat(parts)
+        r, b, anc = r.filter(alive), b.filter(alive), anc.filter(alive)
+        ar = rank.gather(anc)
+        keep = (ar.is_not_null() & (r >= ar)).fill_null(False)
+        parts.append(pl.DataFrame({"_anc": anc.filter(keep), "_r": r.filter(keep), "_b": b.filter(keep)}))
+        anc = parent.gather(anc)
+    desc_rank = pl.repeat(None, n, dtype=pl.Int8(), eager=True)
+    desc_bytes = pl.repeat(None, n, dtype=pl.Float64(), eager=True)
+    if parts:
+        agg = pl.concat(parts).group_by("_anc").agg(pl.col("_r").max(), pl.col("_b").sum())
+        if agg.height:
+            desc_rank = desc_rank.scatter(agg["_anc"], agg["_r"])
+            desc_bytes = desc_bytes.scatter(agg["_anc"], agg["_b"])
+    return desc_rank, desc_bytes
+
+
+def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
+    """Per op: whether some ancestor is ``costed``. One gather per nesting level."""
+    n = parent.len()
+    rows = parent.is_not_null().arg_true()
+    anc = parent.gather(rows)
+    hits: list[pl.Series] = []
+    for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
+        if not rows.len():
+            break
+        hit = costed.gather(anc).fill_null(False)
+        hits.append(rows.filter(hit))
+        rest = ~hit
+        rows, anc = rows.filter(rest), parent.gather(anc.filter(rest))
+        alive = anc.is_not_null()
+        rows, anc = rows.filter(alive), anc.filter(alive)
+    under = pl.repeat(False, n, dtype=pl.Boolean(), eager=True)
+    if hits:
+        idx = pl.concat(hits)
+        if idx.len():
+            under = under.scatter(idx, True)
+    return under
+
+
+def _first_dtype(types: pl.Series) -> pl.Series:
+    """Canonical dtype of the first typed tensor input, one list position at a time over the rows
+    still without one (almost all rows resolve at position 0 or 1)."""
+    out = types.list.get(0, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
+    lens = types.list.len().fill_null(0)
+    todo = out.is_null() & (lens > 1)
+    rows, sub, sub_len = todo.arg_true(), types.filter(todo), lens.filter(todo)
+    i = 1
+    while rows.len():
+        d = sub.list.get(i, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
+        got = d.is_not_null()
+        if got.any():
+            out = out.scatter(rows.filter(got), d.filter(got))
+        i += 1
+        rest = ~got & (sub_len > i)
+        rows, sub, sub_len = rows.filter(rest), sub.filter(rest), sub_len.filter(rest)
+    return out
 
 
 def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
@@ -112,63 +216,39 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     if "trace_id" not in ops.columns:
         ops = ops.with_columns(pl.lit(None, dtype=pl.String()).alias("trace_id"))
     cols = ops.columns
-    base = _keyed(ops).with_columns(pl.col("trace_id").fill_null("").alias("_tid"))
-    sig = _signature_table(base)
-    df = base.join(sig, on=_KEYS, how="left")
-
-    # TensorList inputs hide their element type: price them at the table's dominant float dtype.
-    dominant = (
-        df.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
-        .group_by("_mdtype").agg(pl.col("_bytes").sum()).sort("_bytes", descending=True)
-        .get_column("_mdtype").head(1).to_list()
-    )
-    dom = dominant[0] if dominant else "fp32"
-    df = df.with_columns(
-        pl.when(pl.col("_unknown") > 0).then(pl.col("_bytes") + pl.col("_unknown") * _SIZE_OF.get(dom, 4.0))
-        .otherwise(pl.col("_bytes")).alias("_bytes"),
-        pl.when(pl.col("_unknown") > 0).then(pl.lit(dom)).otherwise(pl.col("_mdtype")).alias("_mdtype"),
-    )
+    sig_row, sig = _signature_table(ops)
+    sig = _price_unknown(sig)
+    per = pl.DataFrame({c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")})
+    model = per.get_column("_model")
+    rank = pl.select(pl.when(model.is_not_null()).then(per.get_column("_rank"))).to_series()
 
     # Count once per stack: resolve composite parents and folded children.
-    modelled = df.filter(pl.col("_model").is_not_null()).select("_tid", "op_id", "parent_id", "_rank", "_bytes")
-    pairs = _ancestor_pairs(df, modelled)
-    m = modelled.select("_tid", "op_id", "_rank", "_bytes")
-    desc = (
-        pairs.join(m, on=["_tid", "op_id"])
-        .join(m.select("_tid", pl.col("op_id").alias("anc_id"), pl.col("_rank").alias("_anc_rank")), on=["_tid", "anc_id"])
-        .filter(pl.col("_rank") >= pl.col("_anc_rank"))
-        .group_by("_tid", "anc_id")
-        .agg(pl.col("_rank").max().alias("_desc_rank"), pl.col("_bytes").sum().alias("_desc_bytes"))
-        .rename({"anc_id": "op_id"})
-    )
-    df = df.join(desc, on=["_tid", "op_id"], how="left")
+    parent = _parent_rows(ops)
+    desc_rank, desc_bytes = _descendant_totals(parent, rank, per.get_column("_bytes"))
     # Defer to descendants of a higher class always; to same-class descendants only when they
     # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
     # when they are a sliver of it (sum -> fill_ of the output, div_ -> copy_ of a scalar).
-    in_child = pl.col("_model").is_not_null() & (
-        (pl.col("_desc_rank") > pl.col("_rank"))
-        | (pl.col("_desc_bytes") >= DEFER_SHARE * pl.col("_bytes"))
-    ).fill_null(False)
-    df = df.with_columns(in_child.alias("_in_child"))
-    costed = df.filter(pl.col("_model").is_not_null() & ~pl.col("_in_child")).select("_tid", pl.col("op_id").alias("anc_id"))
-    all_ops = df.select("_tid", "op_id", "parent_id")
-    under = (
-        _ancestor_pairs(df, all_ops).join(costed, on=["_tid", "anc_id"], how="semi")
-        .select("_tid", "op_id").unique().with_columns(pl.lit(True).alias("_under_costed"))
-    )
-    df = df.join(under, on=["_tid", "op_id"], how="left").with_columns(pl.col("_under_costed").fill_null(False))
+    in_child = pl.select(
+        (model.is_not_null() & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes"))))
+        .fill_null(False)
+    ).to_series()
+    under = _under(parent, model.is_not_null() & ~in_child)
     has_model = pl.col("_model").is_not_null()
-    in_parent = has_model & ~pl.col("_in_child") & pl.col("_under_costed")
-    own = has_model & ~pl.col("_in_child") & ~pl.col("_under_costed")
-    return df.with_columns(
+    own = has_model & ~pl.col("_in_child") & ~pl.col("_under")
+    in_parent = has_model & ~pl.col("_in_child") & pl.col("_under")
+    # Computed on the derived single-chunk columns, then appended: no expression touches ``ops``.
+    out = per.with_columns(
+        in_child.alias("_in_child"), under.alias("_under"), _first_dtype(ops.get_column("input_types")).alias("_first")
+    ).select(
         pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
         pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
         pl.when(pl.col("_in_child")).then(pl.lit(COUNTED_IN_CHILD))
         .when(in_parent).then(pl.lit(COUNTED_IN_PARENT))
         .otherwise(pl.col("_model")).alias("cost_model"),
-        pl.coalesce(pl.col("_mdtype"), _first_dtype_expr()).alias("dtype"),
-        (has_model | pl.col("_under_costed")).alias("covered"),
-    ).select(*cols, "flops", "bytes", "cost_model", "dtype", "covered")
+        pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
+        (has_model | pl.col("_under")).alias("covered"),
+    )
+    return ops.select(cols).hstack(out)
 
 
 def unmodelled(costed: pl.DataFrame) -> pl.DataFrame:
