@@ -37,7 +37,7 @@ def positions(keys: pl.Series, ids: pl.Series) -> pl.Series:
     n = ids.len()
     k = keys.cast(pl.Int64())
     if n and ids.dtype.is_integer() and ids.null_count() == 0:
-        lo, hi = int(ids[0]), int(ids[-1])
+        lo, hi = ids.to_frame("i").select(pl.col("i").first().alias("a"), pl.col("i").last().alias("b")).row(0)
         if hi - lo == n - 1 and (n == 1 or bool((ids.diff().drop_nulls() == 1).all())):
             p = k - lo
             return pl.select(pl.when((p >= 0) & (p < n)).then(p).alias("pos")).to_series()
@@ -153,8 +153,9 @@ def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     ops = acts.select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
     pair: pl.Expr = pl.struct(key, "cost_op_id")
     if ops.height and ops.schema[key].is_integer() and ops[key].null_count() == 0:
-        k0, k1, m = int(ops[key].min()), int(ops[key].max()), int(ops["cost_op_id"].max()) + 1  # type: ignore[arg-type]
-        c0 = int(ops["cost_op_id"].min())  # type: ignore[arg-type]
+        k0, k1, c0, c1 = ops.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b"),
+                                    pl.col("cost_op_id").min().alias("c"), pl.col("cost_op_id").max().alias("d")).row(0)
+        m = int(c1) + 1
         if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
             pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
     return ops.filter(pair.is_first_distinct()).group_by(key).agg(
@@ -179,13 +180,13 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     order of activities with equal starts.
     """
     w = acts.select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
-    t0, t1 = w["start_ns"].min(), w["end_ns"].max()
+    t0, t1 = w.select(pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b")).row(0)
     extent = int(t1) - int(t0) + 1
     kd = w.schema[key]
     packed = False
     if kd.is_integer() and w[key].null_count() == 0:
-        k0, k1 = w[key].min(), w[key].max()
-        if (int(k1) - int(k0) + 1) * extent < 2**62:
+        k0, k1 = w.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b")).row(0)
+        if (int(k1) - int(k0) + 1) * extent < 2**62:  # the key itself numbers the groups
             packed = True
             off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
             w = w.with_columns((pl.col("start_ns") + off).alias("_s"))
@@ -193,21 +194,19 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
                 w = w.sort("_s")
             w = w.with_columns((pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"),
                                pl.col(key).set_sorted())
-    if not packed:
-        w = w.sort([key, "start_ns"])
     first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
-    if not packed:
-        w = w.with_columns(first.alias("_first"))
+    if not packed:  # group numbers after a (key, start) sort
+        w = w.sort([key, "start_ns"]).with_columns(first.alias("_first"))
         w = w.with_columns(pl.col("_first").cast(pl.Int64()).cum_sum().alias("_g"))
         n_groups = int(w.select(pl.col("_g").max().fill_null(0)).item())
-    if packed:
+        if n_groups * extent < 2**62:
+            packed = True
+            off = (pl.col("_g") * extent) - int(t0)
+            w = w.with_columns((pl.col("start_ns") + off).alias("_s"), (pl.col("end_ns") + off).alias("_e"),
+                               (off - 1 + int(t0)).alias("_floor"))
+    else:
         w = w.with_columns(first.alias("_first"))
-        prev = pl.col("_e").cum_max().shift(1)
-        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
-    elif n_groups * extent < 2**62:
-        off = (pl.col("_g") * extent) - int(t0)
-        w = w.with_columns((pl.col("start_ns") + off).alias("_s"), (pl.col("end_ns") + off).alias("_e"),
-                           (off - 1 + int(t0)).alias("_floor"))
+    if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
     else:  # per-group windows (slower, never overflows)
