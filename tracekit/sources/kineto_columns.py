@@ -105,6 +105,8 @@ def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
     """List[String] column from raw JSON lists (``Input type``, ``Concrete Inputs``), parsed in
     polars; items that are not strings (nested lists) are kept as their JSON text."""
     text = raw_text(raws)
+    if text.null_count() == text.len():
+        return pl.repeat(None, text.len(), dtype=pl.List(pl.String()), eager=True)
     try:
         return text.str.json_decode(pl.List(pl.String()))
     except pl.exceptions.PolarsError:
@@ -121,11 +123,11 @@ def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
 
 def raw_text(raws: list[msgspec.Raw]) -> pl.Series:
     """The JSON text of raw values as a String column, in one pass (JSON ``null`` stays the
-    text ``"null"``; callers map it)."""
+    text ``"null"``, callers map it — except when every value is null: then a null column)."""
     if not raws:
         return pl.Series([], dtype=pl.String())
     if raws.count(NULL_RAW) == len(raws):  # the field is absent from every event (common)
-        return pl.repeat("null", len(raws), dtype=pl.String(), eager=True)
+        return pl.repeat(None, len(raws), dtype=pl.String(), eager=True)
     blob = _RS.join(raws).decode("utf-8", "replace")
     return pl.Series([blob]).str.split("\x1e").explode()
 
