@@ -82,7 +82,7 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
             "device_name": [devices[0].get("name") if devices else None],
             "events_read": [stats.get("events_read")],
             "events_kept": [stats.get("events_kept")],
-            "meta_json": [json.dumps(meta, sort_keys=True, default=str)],
+            "meta_json": [json.dumps({k: v for k, v in meta.items() if k != "dataset_path"}, sort_keys=True, default=str)],
         },
         schema={
             "source": pl.String(),
@@ -98,11 +98,15 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
     )
 
 
-def write_dataset(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
+                  extra: dict[str, pl.DataFrame] | None = None) -> Path:
     """Write ``trace`` into the dataset at ``out_dir`` atomically; replaces an earlier ingest.
 
     Each partition is written into a staging directory and renamed into place; ``meta`` goes
-    last, so a reader never sees a trace without all of its tables. Returns ``out_dir``.
+    last, so a reader never sees a trace without all of its tables. ``extra``: more tables of
+    this trace (name → frame, e.g. the derived tables of tracekit/derived.py), written the same
+    way before ``meta``; partitions of this trace in other tables than those written are removed.
+    Returns ``out_dir``.
     """
     out = Path(out_dir)
     tid = trace.trace_id
@@ -122,7 +126,15 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
         part = staging / META_TABLE
         part.mkdir()
         meta_frame(trace.meta).write_parquet(part / DATA_FILE)
-        for name in [*schema.TABLES, META_TABLE]:
+        extras = dict(extra or {})
+        for name, frame in extras.items():
+            (staging / name).mkdir()
+            frame.drop("trace_id", strict=False).write_parquet(staging / name / DATA_FILE, statistics=True)
+        written = {*schema.TABLES, *extras, META_TABLE}
+        for stale in out.glob(f"*/trace_id={tid}"):
+            if stale.parent.name not in written and not stale.parent.name.startswith("."):
+                shutil.rmtree(stale, ignore_errors=True)
+        for name in [*schema.TABLES, *extras, META_TABLE]:
             dest = out / name / f"trace_id={tid}"
             dest.parent.mkdir(parents=True, exist_ok=True)
             _remove_partition(out, name, tid)
@@ -180,6 +192,7 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
     mf = pl.read_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
     meta = json.loads(mf["meta_json"][0])
     meta["trace_id"] = trace_id
+    meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     return Trace(meta=meta, **tables)
 
 

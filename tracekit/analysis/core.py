@@ -58,24 +58,32 @@ def analyze(
     ``hardware``: a Hardware, a device name from the table, a hardware file, or None (look up the
     trace's device). ``phase_map``: user rules passed to ``label_regions``. ``slo``: Slo or text
     ``"ttft=200,tpot=50"`` (ms). ``thresholds``: Thresholds or text ``"busy=0.5,coverage=0.5"``.
+    A trace read from a dataset reuses the derived tables stored at ingest when they are current
+    (tracekit/derived.py; the region labels only without ``phase_map``).
     Raises UsageError for a bad --hardware / --slo / --thresholds.
     """
-    from tracekit.attribution import attribute
-    from tracekit.costmodel import op_costs
+    from tracekit.derived import read_derived
     from tracekit.regions import label_regions
 
     devices = list(trace.meta.get("devices") or [])
     hw = resolve_hardware(hardware, devices)
     slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
-    att = attribute(trace)
-    labels = label_regions(trace, phase_map=phase_map)
-    links = att.region_links
+    stored = read_derived(trace)
+    if stored is None:
+        from tracekit.attribution import attribute
+        from tracekit.costmodel import op_costs
+
+        att = attribute(trace)
+        acts, links, cpu_only, costs = att.activities, att.region_links, bool(att.cpu_only), op_costs(trace.ops)
+        labels = label_regions(trace, phase_map=phase_map)
+    else:
+        acts, links, cpu_only, costs = stored.activities, stored.region_links, stored.cpu_only, stored.costs
+        labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     if not (labels["phase"] != "other").any():
-        labels, links, note = _shape_phase(trace, att.activities, labels, links)
+        labels, links, note = _shape_phase(trace, acts, labels, links)
         warnings.append(note)
-    costs = op_costs(trace.ops)
     names = [str(d.get("name") or "") for d in devices]
     device_name = next((n for n in names if n), None)
     if device_name is None and devices:
@@ -84,8 +92,8 @@ def analyze(
     trace_info = {"id": trace.trace_id, "source": str(trace.meta.get("source", "")),
                   "format": trace.meta.get("format"), "rank": dist.get("rank"), "world_size": dist.get("world_size")}
     return analyze_tables(
-        att.activities, links, labels, costs, hardware=hw, cpu_only=bool(att.cpu_only),
-        device_name=device_name if not att.cpu_only else "CPU", thresholds=th, slo=slo_v,
+        acts, links, labels, costs, hardware=hw, cpu_only=cpu_only,
+        device_name=device_name if not cpu_only else "CPU", thresholds=th, slo=slo_v,
         sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
     )
 

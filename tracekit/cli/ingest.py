@@ -22,7 +22,7 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
     (the exit code is then non-zero).
     """
     from tracekit.sources import find_traces, load
-    from tracekit.trace import write_dataset
+    from tracekit.derived import write_with_derived
 
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: --out exists and is not a directory")
@@ -41,7 +41,7 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
             bar.set_detail(f.name)
             try:
                 trace = load(f)
-                write_dataset(trace, out)
+                write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
             except TracekitError as exc:
                 errors.append(f"{f}: {exc}")
                 bar.write(f"{f}: error: {exc}")

@@ -1,0 +1,95 @@
+"""Derived tables stored at ingest (tracekit/derived.py): round trip, equality with analysing from
+the JSON, and staleness (key, row counts, missing table, plain re-ingest) → recomputed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit.analysis import analyze
+from tracekit.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
+from tracekit.trace import write_dataset
+
+QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+SGLANG = "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
+
+
+def _json(res: object) -> str:
+    return json.dumps(res.to_json(), sort_keys=True, default=str)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("rel", [QWEN, SGLANG])
+def test_reanalysis_from_derived_equals_json(shared_traces: Path, tmp_path: Path, rel: str) -> None:
+    tr = tracekit.load(str(shared_traces / rel))
+    write_with_derived(tr, tmp_path)
+    tid = tr.trace_id
+    for name in DERIVED_TABLES:  # hive layout, same partition as the canonical tables
+        assert (tmp_path / name / f"trace_id={tid}" / "data.parquet").is_file()
+    back = tracekit.load(str(tmp_path))
+    d = read_derived(back)
+    assert d is not None
+    # The stored attribution is the one computed from the trace: one activity per kernel.
+    assert d.activities.height == tr.kernels.height
+    assert d.costs.height == tr.ops.height and d.costs["op_id"].equals(back.ops["op_id"])
+    assert _json(analyze(back)) == _json(analyze(tr))
+    # The dataset path is a reader's note, never stored in the meta partition.
+    meta = pl.read_parquet(tmp_path / "meta" / f"trace_id={tid}" / "data.parquet")["meta_json"][0]
+    assert "dataset_path" not in json.loads(meta)
+
+
+def test_stale_or_missing_derived_tables_are_recomputed(shared_traces: Path, tmp_path: Path) -> None:
+    tr = tracekit.load(str(shared_traces / QWEN))
+    expected = _json(analyze(tr))
+    write_with_derived(tr, tmp_path)
+    tid = tr.trace_id
+    key_file = tmp_path / KEY / f"trace_id={tid}" / "data.parquet"
+    good = pl.read_parquet(key_file)
+
+    # Another code version wrote them: not trusted.
+    good.with_columns(pl.lit("tracekit 0.0.0; schema 0; derived 0; code x").alias("key")).write_parquet(key_file)
+    back = tracekit.load(str(tmp_path))
+    assert read_derived(back) is None
+    assert _json(analyze(back)) == expected
+
+    # Right key, but counted for another copy of the trace (ops rows differ): not trusted.
+    good.with_columns((pl.col("ops_rows") + 1).alias("ops_rows")).write_parquet(key_file)
+    assert read_derived(tracekit.load(str(tmp_path))) is None
+    good.write_parquet(key_file)
+    assert read_derived(tracekit.load(str(tmp_path))) is not None
+
+    # A table missing: not used.
+    (tmp_path / LABELS / f"trace_id={tid}" / "data.parquet").unlink()
+    assert read_derived(tracekit.load(str(tmp_path))) is None
+
+    # Re-ingest without derived tables removes the old ones (they could describe another copy).
+    write_with_derived(tr, tmp_path)
+    write_dataset(tr, tmp_path)
+    assert not (tmp_path / KEY / f"trace_id={tid}").exists()
+    assert read_derived(tracekit.load(str(tmp_path))) is None
+
+    # A trace loaded from JSON has no dataset: nothing to read.
+    assert read_derived(tr) is None
+
+
+def test_phase_map_relabels_but_reuses_attribution(shared_traces: Path, tmp_path: Path) -> None:
+    tr = tracekit.load(str(shared_traces / QWEN))
+    write_with_derived(tr, tmp_path)
+    back = tracekit.load(str(tmp_path))
+    pm = {"ProfilerStep": "decode"}
+    a, b = analyze(back, phase_map=pm), analyze(tr, phase_map=pm)
+    assert _json(a) == _json(b)
+    # The rule took effect (the stored labels, made without it, have no decode region).
+    assert "decode" in a.regions["phase"].to_list()
+    assert "decode" not in read_derived(back).labels["phase"].to_list()  # type: ignore[union-attr]
+
+
+def test_ingest_cli_stores_derived_tables(shared_traces: Path, tmp_path: Path) -> None:
+    from tracekit.cli.main import main
+
+    main(["ingest", str(shared_traces / QWEN), "--out", str(tmp_path / "ds")])
+    back = tracekit.load(str(tmp_path / "ds"))
+    assert read_derived(back) is not None

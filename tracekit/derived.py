@@ -1,0 +1,138 @@
+"""Derived tables stored beside a trace in an ingested dataset, so re-analysis skips recomputing them.
+
+At ingest (:func:`write_with_derived`) the dataset also receives, in the same hive layout and the
+same atomic commit (written before ``meta``)::
+
+    DIR/attribution_activities/trace_id=<id>/data.parquet   # attribute(trace).activities
+    DIR/attribution_links/trace_id=<id>/data.parquet        # attribute(trace).region_links
+    DIR/region_labels/trace_id=<id>/data.parquet            # label_regions(trace) (no --phase-map)
+    DIR/op_costs/trace_id=<id>/data.parquet                 # op_id + the cost columns of op_costs
+    DIR/derived_key/trace_id=<id>/data.parquet              # one row: key, cpu_only, row counts
+
+The key names the code that computed them: tracekit version, schema version, this module's
+format number and a hash of the source of the modules that compute them (attribution, regions,
+phases, cost model, ...). :func:`read_derived` returns None — and the analysis recomputes — when
+the key or the canonical tables' row counts differ, or a table is missing: stale derived tables
+are never trusted. See docs/analysis.md ("Re-analysis from a dataset").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from tracekit import schema
+
+if TYPE_CHECKING:
+    from tracekit.trace import Trace
+
+DERIVED_FORMAT = 1
+ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
+    "attribution_activities", "attribution_links", "region_labels", "op_costs", "derived_key")
+DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
+COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered")
+# Modules whose code decides the derived tables; their source is hashed into the key.
+SOURCE_MODULES = ("tracekit.attribution", "tracekit.enclosing", "tracekit.intervals", "tracekit.invariants",
+                  "tracekit.regions", "tracekit.phases", "tracekit.annotate", "tracekit.costmodel",
+                  "tracekit.costmodel_formulas", "tracekit.schema", "tracekit.derived")
+CANONICAL = ("kernels", "launches", "ops", "regions")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The frames the analysis needs besides the trace (``costs`` is ``op_costs(trace.ops)``)."""
+
+    activities: pl.DataFrame
+    region_links: pl.DataFrame
+    labels: pl.DataFrame
+    costs: pl.DataFrame
+    cpu_only: bool
+
+
+@lru_cache(maxsize=1)
+def derived_key() -> str:
+    """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>``."""
+    from tracekit import __version__
+
+    h = hashlib.sha256()
+    for name in SOURCE_MODULES:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        try:
+            h.update(Path(origin).read_bytes() if origin else name.encode())
+        except OSError:
+            h.update(name.encode())
+    return f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
+
+
+def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
+    """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables."""
+    from tracekit.attribution import attribute
+    from tracekit.costmodel import op_costs
+    from tracekit.regions import label_regions
+
+    att = attribute(trace)
+    costs = op_costs(trace.ops)
+    key = pl.DataFrame({
+        "key": [derived_key()], "cpu_only": [bool(att.cpu_only)],
+        **{f"{n}_rows": [trace.table(n).height] for n in CANONICAL},
+    })
+    return {
+        ACTIVITIES: att.activities,
+        LINKS: att.region_links,
+        LABELS: label_regions(trace).drop("trace_id", strict=False),
+        COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
+        KEY: key,
+    }
+
+
+def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` and its derived tables into the dataset at ``out_dir`` in one atomic commit
+    (what ``tracekit ingest`` calls)."""
+    from tracekit.trace import write_dataset
+
+    return write_dataset(trace, out_dir, extra=compute_derived(trace))
+
+
+def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+    """Alias of :func:`write_with_derived` (the canonical tables are rewritten with them, so the
+    derived tables can never describe another copy of the trace)."""
+    return write_with_derived(trace, out_dir)
+
+
+def read_derived(trace: Trace) -> Derived | None:
+    """The stored derived tables of a trace read from a dataset, or None when the trace did not
+    come from a dataset, a table is missing, or the key / row counts say they are stale."""
+    root = trace.meta.get("dataset_path")
+    tid = trace.trace_id
+    if not root or not tid:
+        return None
+    files = {n: Path(root) / n / f"trace_id={tid}" / "data.parquet" for n in DERIVED_TABLES}
+    if not all(f.is_file() for f in files.values()):
+        return None
+    try:
+        key = pl.read_parquet(files[KEY]).row(0, named=True)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != trace.table(n).height for n in CANONICAL):
+        return None
+    try:
+        frames = {n: pl.read_parquet(files[n]) for n in (ACTIVITIES, LINKS, LABELS, COSTS)}
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    stored = frames[COSTS]
+    ops = trace.ops
+    if stored["op_id"].equals(ops["op_id"]):
+        costs = ops.hstack(stored.drop("op_id").get_columns())
+    else:
+        costs = ops.join(stored, on="op_id", how="left")
+    labels = frames[LABELS].with_columns(pl.lit(tid).alias("trace_id")).select(
+        "trace_id", pl.exclude("trace_id"))
+    return Derived(frames[ACTIVITIES], frames[LINKS], labels, costs, bool(key.get("cpu_only")))
