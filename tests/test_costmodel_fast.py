@@ -119,6 +119,9 @@ def test_same_frame_as_reference_as_loaded(real_ops: pl.DataFrame) -> None:
 def test_same_frame_as_reference_shuffled_and_two_traces(real_ops: pl.DataFrame) -> None:
     shuffled = real_ops.sample(fraction=1.0, shuffle=True, seed=7)  # op_id no longer the row number
     assert_frame_equal(op_costs(shuffled), reference_op_costs(shuffled))
+    # sparse ids (too spread for the direct table): the integer-join fallback
+    sparse = shuffled.with_columns(pl.col("op_id") * 1_000_003, pl.col("parent_id") * 1_000_003)
+    assert_frame_equal(op_costs(sparse), reference_op_costs(sparse))
     # two traces with the same op ids (join path) and with disjoint ids that are the row numbers
     # (positional path checking the parent's trace_id)
     n = real_ops.height
@@ -170,6 +173,11 @@ def test_parent_rows_positional_and_joined() -> None:
     df2 = pl.concat([_table([(10, "a", None, None, None), (5, "b", 10, None, None)], "t"),
                      _table([(10, "c", 5, None, None), (5, "d", None, None, None)], "u")])
     assert costmodel._parent_rows(df2).to_list() == [None, 0, 3, None]
+    # sparse ids (direct table would be too big) and a duplicated id (first row wins): joined
+    df3 = _table([(10**12, "a", None, None, None), (5, "b", 10**12, None, None), (5, "c", 5, None, None)])
+    assert costmodel._parent_rows(df3).to_list() == [None, 0, 1]
+    df4 = _table([(1, "a", None, None, None), (1, "b", None, None, None), (2, "c", 1, None, None)])
+    assert costmodel._parent_rows(df4).to_list() == [None, None, 0]
 
 
 def test_parent_cycle_terminates() -> None:

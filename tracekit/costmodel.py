@@ -118,21 +118,32 @@ def _price_unknown(sig: pl.DataFrame) -> pl.DataFrame:
 
 
 def _parent_rows(ops: pl.DataFrame) -> pl.Series:
-    """Row position of each op's parent (same trace_id, op_id == parent_id); null when none."""
+    """Row position of each op's parent (same trace_id, op_id == parent_id); null when none.
+
+    Loaders number ops densely, so (trace, op_id) is turned into one integer and looked up in a
+    direct table (position by id); sparse or duplicated ids fall back to an integer join (on a
+    duplicated id the first row wins)."""
     n = ops.height
     tid = ops.get_column("trace_id").fill_null("")
+    op_id, parent = ops.get_column("op_id").cast(pl.Int64()), ops.get_column("parent_id").cast(pl.Int64())
     one_trace = n == 0 or bool((tid == tid[0]).all())
-    op_id, parent = ops.get_column("op_id"), ops.get_column("parent_id")
-    rownum = pl.int_range(n, dtype=pl.Int64(), eager=True)
-    if op_id.null_count() == 0 and op_id.cast(pl.Int64()).equals(rownum, check_names=False):
-        pos = pl.select(pl.when((parent >= 0) & (parent < n)).then(parent).otherwise(None).cast(pl.UInt32())).to_series()
-        if one_trace:
-            return pos
-        code = tid.cast(pl.Categorical()).to_physical()
-        return pl.select(pl.when(code.gather(pos) == code).then(pos).otherwise(None)).to_series()
-    left = pl.DataFrame({"_tid": tid, "_id": parent})
+    code = pl.repeat(0, n, dtype=pl.Int64(), eager=True) if one_trace else tid.cast(pl.Categorical()).to_physical().cast(pl.Int64())
+    lo, hi = op_id.min(), op_id.max()
+    rows = pl.int_range(n, dtype=pl.UInt32(), eager=True)
+    if isinstance(lo, int) and isinstance(hi, int):
+        span = hi - lo + 1
+        size = span * (int(code.max() or 0) + 1)  # type: ignore[arg-type]
+        if size <= 4 * n + 1024:
+            has = op_id.is_not_null()
+            lut = pl.repeat(None, size, dtype=pl.UInt32(), eager=True).scatter(
+                (code.filter(has) * span + op_id.filter(has) - lo), rows.filter(has))
+            if size - lut.null_count() == int(has.sum()):  # no duplicated (trace, op_id)
+                ok = parent.is_not_null() & (parent >= lo) & (parent <= hi)
+                key = pl.select(pl.when(ok).then(code * span + parent - lo)).to_series()
+                return lut.gather(key)
+    left = pl.DataFrame({"_tid": code, "_id": parent})
     right = (
-        pl.DataFrame({"_tid": tid, "_id": op_id, "_pos": pl.int_range(n, dtype=pl.UInt32(), eager=True)})
+        pl.DataFrame({"_tid": code, "_id": op_id, "_pos": rows})
         .drop_nulls("_id").unique(subset=["_tid", "_id"], keep="first", maintain_order=True)
     )
     return left.join(right, on=["_tid", "_id"], how="left", maintain_order="left").get_column("_pos")
