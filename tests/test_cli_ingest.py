@@ -91,15 +91,42 @@ def test_ingest_reports_each_failure_and_continues(tmp_path: Path, shared_traces
     assert dataset_trace_ids(out) == [make_trace_id(src / "good.json.gz")]
 
 
-def test_ingest_dispatches_sqlite_through_sources_load(tmp_path: Path, shared_traces: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_sends_sqlite_through_the_chunked_writer(tmp_path: Path, shared_traces: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Nsight export goes through ingest_nsys (bounded memory), never the in-memory loader,
+    and yields the same rows as load_nsys (row order and ids aside)."""
+    from tracekit.sources import nsys, nsys_ingest
+
     db = shared_traces / "nsys/fuser/report1_64ee035d.sqlite"
+    expected = load(db)
+    calls: list[str] = []
+    real = nsys_ingest.ingest_nsys
+
+    def spy(path: Path, out_dir: Path, trace_id: str | None = None) -> str:
+        calls.append(str(trace_id))
+        return real(path, out_dir, trace_id)
+
+    def refuse(*a: object, **k: object) -> None:
+        raise AssertionError("tracekit ingest loaded an nsys export in memory")
+
+    monkeypatch.setattr(nsys_ingest, "ingest_nsys", spy)
+    monkeypatch.setattr(nsys, "load_nsys", refuse)
     out = tmp_path / "ds"
+    stale = out / "region_labels" / f"trace_id={make_trace_id(db)}"
+    stale.mkdir(parents=True)  # a derived table of an earlier ingest: must not survive
     code, stdout, err = run(["ingest", str(db), "--out", str(out)], capsys)
     assert code == 0, err
-    (tid,) = dataset_trace_ids(out)
+    assert calls == [make_trace_id(db)] and not stale.exists()
+    # The export has 21 device activities, 968 runtime calls, 652 NVTX ranges (load_nsys agrees).
+    assert "21 device activities, 968 launches, 0 ops, 652 regions" in stdout
     tr = read_dataset(out)
-    assert tr.meta["format"] == "nsys" and tr.kernels.height == load(db).kernels.height
+    assert tr.meta["format"] == "nsys" and tr.trace_id == make_trace_id(db)
+    for name in TABLES:
+        got, want = tr.table(name), expected.table(name)
+        cols = [c for c in want.columns if c not in ("op_id", "region_id", "parent_id")]
+        key = [c for c in ("start_ns", "end_ns", "correlation", "name") if c in cols]
+        assert got.select(cols).sort(key).equals(want.select(cols).sort(key)), name
 
 
 def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

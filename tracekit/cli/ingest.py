@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import click
+import polars as pl
 
 from tracekit.errors import TracekitError, UsageError
 from tracekit.progress import Progress
+
+TABLES = ("kernels", "launches", "ops", "regions")
 
 
 @click.command("ingest")
@@ -21,7 +27,7 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
     Each trace is written atomically; a trace that fails is reported and the others go on
     (the exit code is then non-zero).
     """
-    from tracekit.sources import find_traces, load
+    from tracekit.sources import find_traces, load, sniff
     from tracekit.derived import write_with_derived
 
     if out.exists() and not out.is_dir():
@@ -40,18 +46,42 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
         for f in files:
             bar.set_detail(f.name)
             try:
-                trace = load(f)
-                write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
+                if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
+                    meta, heights = _ingest_nsys(f, out)
+                else:
+                    trace = load(f)
+                    write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
+                    meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}
             except TracekitError as exc:
                 errors.append(f"{f}: {exc}")
                 bar.write(f"{f}: error: {exc}")
             else:
                 ok += 1
-                bar.write(_line(f, trace.meta, {n: trace.table(n).height for n in ("kernels", "launches", "ops", "regions")}))
+                bar.write(_line(f, meta, heights))
             bar.update(1)
     click.echo(f"ingested {ok} of {total} traces into {out}")
     if errors:
         raise TracekitError(f"{len(errors)} of {total} inputs failed (see the lines above)")
+
+
+def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """An Nsight Systems export through the chunked writer (never the whole export in memory).
+    Partitions of this trace in tables other than the canonical ones (e.g. derived tables of an
+    earlier ingest) are removed first: they might describe another row order."""
+    from tracekit.sources import make_trace_id
+    from tracekit.sources.nsys_ingest import ingest_nsys
+    from tracekit.trace import DATA_FILE, META_TABLE
+
+    tid = make_trace_id(f)
+    for stale in out.glob(f"*/trace_id={tid}"):
+        if stale.parent.name not in (*TABLES, META_TABLE) and not stale.parent.name.startswith("."):
+            shutil.rmtree(stale, ignore_errors=True)
+    ingest_nsys(f, out, tid)
+    meta: dict[str, Any] = json.loads(pl.read_parquet(out / META_TABLE / f"trace_id={tid}" / DATA_FILE)["meta_json"][0])
+    meta["trace_id"] = tid
+    heights = {n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item()
+               for n in TABLES}
+    return meta, heights
 
 
 def _line(f: Path, meta: dict[str, object], heights: dict[str, int]) -> str:
