@@ -21,8 +21,9 @@ op is folded into that ancestor
 Implementation (linear in rows times nesting depth, no joins on strings): formulas run once per
 unique (name, input_dims, input_types, concrete_inputs) signature, grouped on a 64-bit hash that
 is checked against the key strings (exact regrouping on a collision); results are gathered back
-by position. The op tree is walked by gathering parent row positions (``op_id`` is normally the
-row number; otherwise one integer join maps parent ids to rows), one gather per nesting level.
+by position. The op tree is walked by gathering parent row positions (a direct table by
+(trace, op_id) when ids are dense, as loaders write them; else one integer join), one gather per
+nesting level.
 """
 
 from __future__ import annotations
