@@ -1,6 +1,7 @@
 """Derived tables stored beside a trace in an ingested dataset, so re-analysis skips recomputing them.
 
-At ingest (:func:`write_with_derived`) the dataset also receives, in the same hive layout and the
+At ingest (:func:`write_with_derived`; :func:`add_derived` for a trace already committed) the
+dataset also receives, in the same hive layout and the
 same atomic commit (written before ``meta``)::
 
     DIR/attribution_activities/trace_id=<id>/data.parquet   # attribute(trace).activities
@@ -105,6 +106,40 @@ def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     """Alias of :func:`write_with_derived` (the canonical tables are rewritten with them, so the
     derived tables can never describe another copy of the trace)."""
     return write_with_derived(trace, out_dir)
+
+
+def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
+    """Compute and store the derived tables of a trace already committed in ``dataset`` (for
+    writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest). Each
+    partition is written to a temporary name and renamed; ``derived_key`` goes last, so an
+    interrupted call leaves tables without a key, which :func:`read_derived` ignores."""
+    import shutil
+    import uuid
+
+    from tracekit.trace import DATA_FILE, read_dataset
+
+    root = Path(dataset)
+    trace = read_dataset(root, trace_id=trace_id)
+    _remove(root, KEY, trace_id)
+    tables = compute_derived(trace)
+    for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
+        dest = root / name / f"trace_id={trace_id}"
+        tmp = root / name / f".tmp-{trace_id}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        try:
+            tables[name].write_parquet(tmp / DATA_FILE, statistics=True)
+            _remove(root, name, trace_id)
+            os.replace(tmp, dest)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove(root: Path, table: str, trace_id: str) -> None:
+    import shutil
+
+    dest = root / table / f"trace_id={trace_id}"
+    if dest.exists():
+        shutil.rmtree(dest)
 
 
 def read_derived(trace: Trace) -> Derived | None:
