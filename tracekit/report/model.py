@@ -91,11 +91,7 @@ def records_frame(rows: Any) -> pl.DataFrame:
         rows = [flatten(_drop_nested_lists(r)) if isinstance(r, Mapping) else {"value": r} for r in rows]
     if not rows:
         return pl.DataFrame()
-    keys: list[str] = []
-    for r in rows:
-        for k in r:
-            if k not in keys:
-                keys.append(k)
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, O(cells)
     cols: dict[str, list[Any]] = {k: [_cell(r.get(k)) for r in rows] for k in keys}
     return pl.DataFrame(cols, strict=False, infer_schema_length=None)
 
