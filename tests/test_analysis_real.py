@@ -12,23 +12,9 @@ import pytest
 import tracekit
 from tracekit.analysis import analyze
 from tracekit.attribution import attribute
+from golden.reference import union_ns
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    """Busy time by a plain sorted sweep (independent of tracekit.intervals)."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
-    return total
 
 
 def _check_verdict(row: dict, ridge: float | None) -> None:
@@ -57,7 +43,7 @@ def test_h100_qwen_one_step_prefill_by_shapes(shared_traces: Path) -> None:
     r = step.row(0, named=True)
     acts = attribute(tr).activities.filter(pl.col("region_id") == r["region_id"])
     iv = list(zip(acts["start_ns"].to_list(), acts["end_ns"].to_list()))
-    assert r["busy_ns"] == _union(iv) and r["kernel_count"] == len(iv)
+    assert r["busy_ns"] == union_ns(iv) and r["kernel_count"] == len(iv)
     assert r["span_ns"] == max(e for _, e in iv) - min(s for s, _ in iv)
     # H100 SXM bf16: 989.5e12 / 3.35e12 = 295.4 FLOP/B.
     ridge = 989.5e12 / 3.35e12

@@ -17,6 +17,7 @@ from conftest import SHARED_TRACES, kineto_trace_files
 from tracekit.sources.kineto import load_kineto
 from tracekit.summary import stream_busy
 from tracekit.trace import Trace
+from golden.reference import union_ns
 
 DFI = "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 CONTROL = "kineto/hta/trace_diff/control/control.json.gz"
@@ -35,21 +36,6 @@ def plain(rel: str) -> dict[str, Any]:
     """The independent oracle: the stdlib json module on the whole document."""
     doc: dict[str, Any] = json.loads(gzip.decompress((SHARED_TRACES / rel).read_bytes()))
     return doc
-
-
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
-    """Plain-Python union length of [start, end) intervals."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s  # type: ignore[operator]
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s  # type: ignore[operator]
-    return total
 
 
 @pytest.mark.parametrize("path", kineto_trace_files(), ids=lambda p: str(p.relative_to(SHARED_TRACES)))
@@ -93,7 +79,7 @@ def test_stream_busy_equals_independent_union() -> None:
             s = int(e["ts"]) * 1000  # this trace has integer epoch µs
             per_stream.setdefault((a["device"], a["stream"]), []).append((s, s + int(e["dur"]) * 1000))
     got = {(r["device"], r["stream"]): r["busy_ns"] for r in stream_busy(tr.kernels, None).to_dicts()}
-    want = {k: _union_ns(v) for k, v in per_stream.items()}
+    want = {k: union_ns(v) for k, v in per_stream.items()}
     assert got == want
     assert len(want) == 2
 
