@@ -118,7 +118,7 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
     staging.mkdir(parents=True, exist_ok=False)
     try:
         # Invalidate any previous copy first: without its meta it is ignored by readers.
-        _remove_partition(out, META_TABLE, tid)
+        remove_partition(out, META_TABLE, tid)
         for name in schema.TABLES:
             part = staging / name
             part.mkdir()
@@ -130,21 +130,30 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
         for name, frame in extras.items():
             (staging / name).mkdir()
             frame.drop("trace_id", strict=False).write_parquet(staging / name / DATA_FILE, statistics=True)
-        written = {*schema.TABLES, *extras, META_TABLE}
-        for stale in out.glob(f"*/trace_id={tid}"):
-            if stale.parent.name not in written and not stale.parent.name.startswith("."):
-                shutil.rmtree(stale, ignore_errors=True)
-        for name in [*schema.TABLES, *extras, META_TABLE]:
-            dest = out / name / f"trace_id={tid}"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _remove_partition(out, name, tid)
-            os.replace(staging / name, dest)
+        commit_staged(out, staging, tid, [*schema.TABLES, *extras])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
-def _remove_partition(out: Path, table: str, tid: str) -> None:
+def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None:
+    """Move a trace's staged partitions (``staging/<table>`` and ``staging/meta``) into the
+    dataset at ``out``, ``meta`` last. This trace's partitions in tables not written this time
+    (e.g. derived tables of an earlier ingest) are removed first, so nothing stale survives.
+    The caller has already removed the old ``meta`` before staging (readers then ignore the
+    trace until the new ``meta`` lands)."""
+    written = {*tables, META_TABLE}
+    for stale in out.glob(f"*/trace_id={tid}"):
+        if stale.parent.name not in written and not stale.parent.name.startswith("."):
+            shutil.rmtree(stale, ignore_errors=True)
+    for name in [*tables, META_TABLE]:
+        dest = out / name / f"trace_id={tid}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        remove_partition(out, name, tid)
+        os.replace(staging / name, dest)
+
+
+def remove_partition(out: Path, table: str, tid: str) -> None:
     dest = out / table / f"trace_id={tid}"
     if dest.exists():
         shutil.rmtree(dest)

@@ -26,7 +26,7 @@ from tracekit import schema
 from tracekit.errors import DatasetError
 from tracekit.sources.nsys import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
 from tracekit.sources.nsys_nvtx import number_ops, op_rows
-from tracekit.trace import DATA_FILE, META_TABLE, meta_frame
+from tracekit.trace import DATA_FILE, META_TABLE, commit_staged, meta_frame, remove_partition
 
 
 def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
@@ -48,15 +48,11 @@ def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], t
         with open_export(p) as ex:
             heights = _write_tables(ex, staging, tid)
             meta = export_meta(ex, tid, heights)
-        _remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
+        remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
         part = staging / META_TABLE
         part.mkdir()
         meta_frame(meta).write_parquet(part / DATA_FILE)
-        for name in [*schema.TABLES, META_TABLE]:
-            dest = out / name / f"trace_id={tid}"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _remove_partition(out, name, tid)
-            os.replace(staging / name, dest)
+        commit_staged(out, staging, tid, list(schema.TABLES))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tid
@@ -103,8 +99,3 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
             writer.write_table(pa.Table.from_pylist([], schema=target))
     return rows
 
-
-def _remove_partition(out: Path, table: str, tid: str) -> None:
-    dest = out / table / f"trace_id={tid}"
-    if dest.exists():
-        shutil.rmtree(dest)
