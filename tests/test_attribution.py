@@ -189,20 +189,25 @@ def test_no_regions_at_all(tmp_path: Path) -> None:
     assert _row(a, "k")["unattributed_reason"] == REASON_NO_REGIONS and _row(a, "k")["op_name"] == "aten::add"
 
 
-def test_cpu_only_trace_uses_leaf_ops(tmp_path: Path) -> None:
+def test_cpu_only_trace_uses_op_self_time(tmp_path: Path) -> None:
     # No kernels. Region "tk:prefill step=0" [0, 100] µs holds aten::linear [10, 50] (children
     # aten::addmm [12, 40] = 28 µs and aten::t [41, 45] = 4 µs) and aten::relu [60, 70] = 10 µs.
-    # aten::add [150, 160] = 10 µs is outside every region. Leaf ops: addmm, t, relu, add
-    # (linear is not a leaf). Attributed 28 + 4 + 10 = 42 µs; unattributed 10 µs.
+    # aten::add [150, 160] = 10 µs is outside every region. Activities are self-time stretches:
+    # linear [10, 12] + [40, 41] + [45, 50] = 2 + 1 + 5 µs, addmm 28, t 4, relu 10, add 10.
+    # Attributed 8 + 28 + 4 + 10 = 50 µs (all op time inside the region); unattributed 10 µs.
     a, ids = _attr(tmp_path, [
         region("tk:prefill step=0", 0, 100), op("aten::linear", 10, 40), op("aten::addmm", 12, 28),
         op("aten::t", 41, 4), op("aten::relu", 60, 10), op("aten::add", 150, 10),
     ])
     assert a.cpu_only
-    assert sorted(a.activities["name"]) == ["aten::add", "aten::addmm", "aten::relu", "aten::t"]
+    assert sorted(a.activities["name"]) == ["aten::add", "aten::addmm", "aten::linear", "aten::linear",
+                                            "aten::linear", "aten::relu", "aten::t"]
+    lin = a.activities.filter(pl.col("name") == "aten::linear").sort("start_ns")
+    assert lin.select("start_ns", "end_ns").rows() == [(10_000, 12_000), (40_000, 41_000), (45_000, 50_000)]
     assert set(a.activities["kind"]) == {"cpu_op"} and set(a.activities["op_link"]) == {OP_LINK_SELF}
-    assert a.attributed["dur_ns"].sum() == 42_000 and a.unattributed["dur_ns"].sum() == 10_000
+    assert a.attributed["dur_ns"].sum() == 50_000 and a.unattributed["dur_ns"].sum() == 10_000
     assert _row(a, "aten::add")["unattributed_reason"] == REASON_OUTSIDE
+    check_conservation(a)
 
 
 def test_invariant_checks_fail_on_broken_attributions(tmp_path: Path) -> None:

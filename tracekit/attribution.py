@@ -9,7 +9,7 @@ CPU-side region (and, for totals, every enclosing region). docs/attribution.md s
    launch start (never the kernel's device time), else on the thread's *forward thread* (the one
    whose ops share its autograd sequence numbers and started them first).
 
-CPU-only traces: leaf CPU ops play the kernels' role. Vectorised polars on integer columns: as-of
+CPU-only traces: the self-time stretches of CPU ops play the kernels' role. Vectorised polars on integer columns: as-of
 joins on one sorted int64 key, per-launch answers gathered to activities by position (no hash join
 at activity scale), names gathered once at the end; Python loops run over nesting levels only.
 """
@@ -54,7 +54,7 @@ class Attribution:
     """Result of :func:`attribute`.
 
     ``activities``: one row per device activity (``trace.kernels`` row; ``act_id`` = its row
-    position) or, when ``cpu_only``, per leaf CPU op (``act_id`` = ``op_id``); columns
+    position) or, when ``cpu_only``, per self-time stretch of a CPU op (``op_id`` names it); columns
     :data:`ACTIVITY_COLUMNS`. ``region_id`` is the innermost enclosing CPU region (null when
     unattributed; then ``unattributed_reason`` says why).
     ``region_links``: (act_id, region_id, level) for every enclosing region of every attributed
@@ -86,14 +86,14 @@ class Attribution:
 
 
 def attribute(trace: Trace) -> Attribution:
-    """Attribute every device activity (or leaf CPU op in a CPU-only trace) of ``trace`` to the
+    """Attribute every device activity (or CPU-op self-time stretch in a CPU-only trace) of ``trace`` to the
     innermost CPU-side region that launched it. Pure; times in ns. See the module docstring."""
     cpu_only = trace.is_cpu_only
     regions = cpu_regions(trace.regions)
     thread_links = forward_threads(trace.ops, regions)
     tree = region_tree(regions, thread_links)
     if cpu_only:
-        acts = leaf_op_activities(trace.ops)
+        acts = cpu_op_activities(trace.ops)
         acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
         reg = _launch_regions(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
                                           pl.col("launch_start_ns").alias("t")), regions, thread_links)
@@ -196,11 +196,37 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
     return lau, pos
 
 
-def leaf_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
-    """CPU-only traces: the leaf ops (no child op) as activities, launch columns = the op itself."""
-    leaf = ops.filter(~pl.col("op_id").is_in(ops["parent_id"].drop_nulls().implode()))
-    return leaf.select(
-        pl.col("op_id").alias("act_id"), pl.lit(schema.KIND_CPU_OP).alias("kind"), "name",
+def self_time_segments(ops: pl.DataFrame) -> pl.DataFrame:
+    """The stretches of each op's own (self) time: the op's interval minus its children's.
+
+    Op [s, e] with children c1..ck (sorted by start) gives [s, c1.s], [c1.e, c2.s], …,
+    [ck.e, e]; a leaf gives [s, e]. Zero-length stretches are dropped. On one thread these
+    stretches never overlap, so their durations add up to the time spent inside operators, and
+    the GEMM inside ``aten::mm`` counts as ``aten::mm`` (its only child, ``resolve_conj``, takes a
+    few µs), not as the leaf beside it. Columns: op_id, start_ns, end_ns.
+    """
+    o = ops.select("op_id", "parent_id", "start_ns", "end_ns")
+    kids = o.filter(pl.col("parent_id").is_not_null()).sort("parent_id", "start_ns")
+    first = kids.group_by("parent_id").agg(pl.col("start_ns").min().alias("_first"))
+    head = o.join(first, left_on="op_id", right_on="parent_id", how="left").select(
+        "op_id", "start_ns", pl.coalesce("_first", "end_ns").alias("end_ns"))
+    parent_end = o.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
+    after = kids.with_columns(pl.col("start_ns").shift(-1).over("parent_id").alias("_next")).join(
+        parent_end, on="parent_id", how="left").select(
+        pl.col("parent_id").alias("op_id"), pl.col("end_ns").alias("start_ns"),
+        pl.coalesce("_next", "_pend").alias("end_ns"))
+    segs = pl.concat([head, after.filter(pl.col("end_ns").is_not_null())])
+    return segs.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns", "op_id")
+
+
+def cpu_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
+    """CPU-only traces: each op's self-time stretches (:func:`self_time_segments`) are the
+    activities; the "launch" is the op itself, at the stretch's start. act_id = row number."""
+    segs = self_time_segments(ops).with_row_index("act_id").with_columns(pl.col("act_id").cast(pl.Int64))
+    info = ops.select("op_id", "name", "pid", "tid")
+    acts = segs.join(info, on="op_id", how="left").sort("act_id")
+    return acts.select(
+        "act_id", pl.lit(schema.KIND_CPU_OP).alias("kind"), "name",
         pl.lit(None, pl.Int64).alias("device"), pl.lit(None, pl.Int64).alias("stream"),
         "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
         pl.lit(None, pl.Int64).alias("correlation"), pl.lit(None, pl.Int64).alias("graph_id"),

@@ -32,9 +32,9 @@ def check_conservation(attribution: Attribution, trace: Trace | None = None) -> 
     if att + un != attribution.total_dur_ns:
         raise AnalysisError(f"attributed {att} ns + unattributed {un} ns != total {attribution.total_dur_ns} ns")
     if trace is not None:
-        from tracekit.attribution import leaf_op_activities
+        from tracekit.attribution import self_time_segments
 
-        src = trace.kernels if not trace.is_cpu_only else leaf_op_activities(trace.ops)
+        src = trace.kernels if not trace.is_cpu_only else self_time_segments(trace.ops)
         src_dur = int((src["end_ns"] - src["start_ns"]).sum() or 0)
         if src.height != a.height or src_dur != att + un:
             raise AnalysisError(f"source has {src.height} activities / {src_dur} ns; attribution {a.height} / {att + un} ns")

@@ -82,7 +82,7 @@ def _summary(d: ReportData) -> Section:
     s.paragraphs.append(f"Trace: {tr.get('source') or '(unknown source)'} ({tr.get('format') or '?'} format"
                         + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "") + ")")
     if d.diagnostic:
-        s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — leaf CPU operators stand in for kernels; this is not GPU evidence.")
+        s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
     w = d.whole
     if w.get("bound"):
         s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
