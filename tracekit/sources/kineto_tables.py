@@ -2,14 +2,14 @@
 
 Each batch is routed by (ph, cat) in one pass; each table then takes its columns from its own
 events with one list comprehension per field and one polars call per column. Times stay as text
-until ``ns_from_text`` converts them exactly. ``Collector.finish`` concatenates the batches, adds
+until ``ns_from_raw`` converts them exactly. ``Collector.finish`` concatenates the batches, adds
 the time base, drops bad events (counted by reason), removes duplicates and nests ops/regions.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -34,6 +34,10 @@ _ROUTE: dict[str, int] = {**{c: 0 for c in KERNEL_CATS}, **{c: 1 for c in LAUNCH
                                  **{c: 2 for c in OP_CATS}, **{c: 3 for c in REGION_CATS}}
 TABLE_NAMES = ("kernels", "launches", "ops", "regions")
 _FLOW, _META = 4, 5
+# (ph, cat) → table index or _FLOW; other "M" events are _META, everything else unrouted.
+_ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
+    **{("X", c): i for c, i in _ROUTE.items()}, **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"}}
+_PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
 
 
@@ -55,33 +59,26 @@ class Collector:
         if not evs:
             return
         self.events_read += len(evs)
-        key = pl.DataFrame(
-            {"cat": _get(evs, "cat"), "ph": _get(evs, "ph")}, schema={"cat": pl.String(), "ph": pl.String()}
-        )
-        cat, ph = pl.col("cat"), pl.col("ph")
-        route = key.select(
-            pl.when(ph == "X").then(cat.replace_strict(_ROUTE, default=None, return_dtype=pl.Int8()))
-            .when(ph.is_in(["s", "f", "t"]) & cat.is_in(list(FLOW_CATS))).then(pl.lit(_FLOW, pl.Int8()))
-            .when(ph == "M").then(pl.lit(_META, pl.Int8()))
-            .alias("r")
-        ).to_series()
-        unrouted = route.is_null() | (route >= _FLOW)
-        if unrouted.any():
-            for c, p, n in key.filter(unrouted).group_by("cat", "ph").len().iter_rows():
-                self.skipped[f"{c if c is not None else '-'} [{p}]"] += int(n)
-        for i in range(len(TABLE_NAMES) + 2):
-            idx = (route == i).arg_true()
-            if idx.len() == 0:
+        # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
+        buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
+        route, unrouted = _ROUTE_PH_CAT.get, len(TABLE_NAMES) + 2
+        for e, r in zip(evs, map(route, map(_PH_CAT, evs))):
+            buckets[(_META if e.ph == "M" else unrouted) if r is None else r].append(e)
+        for rows in buckets[_FLOW:]:
+            for (p, c), n in Counter(map(_PH_CAT, rows)).items():
+                self.skipped[f"{c if c is not None else '-'} [{p}]"] += n
+        for i, rows in enumerate(buckets[:unrouted]):
+            if not rows:
                 continue
-            rows = _take(evs, idx)
             if i < len(TABLE_NAMES):
                 name = TABLE_NAMES[i]
-                frame = _BUILDERS[i](rows, key["cat"].gather(idx), self.notes)
+                cats = pl.Series("cat", _get(rows, "cat"), dtype=pl.String())
+                frame = _BUILDERS[i](rows, cats, self.notes)
                 self.frames[name].append(_prepare(frame, name, self.dropped))
             elif i == _FLOW:
                 self.flow_frames.append(pl.DataFrame({
-                    "cat": key["cat"].gather(idx),
-                    "ph": key["ph"].gather(idx),
+                    "cat": pl.Series(_get(rows, "cat"), dtype=pl.String()),
+                    "ph": pl.Series(_get(rows, "ph"), dtype=pl.String()),
                     "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
                 }))
             elif len(self.threads) < MAX_THREADS:
@@ -125,28 +122,14 @@ def _get(objs: list[Any], attr: str) -> list[Any]:
     return list(map(attrgetter(attr), objs))
 
 
-def _take(evs: list[Any], idx: pl.Series) -> list[Any]:
-    """``[evs[i] for i in idx]`` at C speed."""
-    ix = idx.to_list()
-    if len(ix) == 1:
-        return [evs[ix[0]]]
-    return list(itemgetter(*ix)(evs))
-
-
 def _common(evs: list[Any], notes: Counter[str], what: str) -> dict[str, pl.Series]:
     return {
         "name": kc.strings(_get(evs, "name"), f"{what} name", notes),
         "pid": kc.ints(_get(evs, "pid"), f"{what} pid", notes),
         "tid": kc.ints(_get(evs, "tid"), f"{what} tid", notes),
-        "_ts": kc.raw_text(_get(evs, "ts")),
-        "_dur": kc.raw_text(_get(evs, "dur")),
+        "_ts_ns": kc.ns_from_raw(_get(evs, "ts")),
+        "_dur_ns": kc.ns_from_raw(_get(evs, "dur")),
     }
-
-
-def _times(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(
-        kc.ns_from_text(pl.col("_ts")).alias("_ts_ns"), kc.ns_from_text(pl.col("_dur")).alias("_dur_ns")
-    )
 
 
 def _kernels(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
@@ -159,7 +142,7 @@ def _kernels(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFra
         cols[col] = kc.ints(_get(args, attr), f"device activity {col}", notes)
     cols["_grid"] = kc.raw_text(_get(args, "grid"))
     cols["_block"] = kc.raw_text(_get(args, "block"))
-    return _times(pl.DataFrame(cols))
+    return pl.DataFrame(cols)
 
 
 def _launches(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
@@ -168,7 +151,7 @@ def _launches(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFr
     cols["_cat"] = cats
     cols["correlation"] = kc.ints(_get(args, "correlation"), "runtime call correlation", notes)
     cols["external_id"] = kc.ints(_get(args, "external_id"), "runtime call external_id", notes)
-    return _times(pl.DataFrame(cols))
+    return pl.DataFrame(cols)
 
 
 def _ops(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
@@ -180,7 +163,7 @@ def _ops(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
     cols["input_strides"] = kc.raw_text(_get(args, "input_strides"))
     cols["input_types"] = kc.str_lists(_get(args, "input_types"))
     cols["concrete_inputs"] = kc.str_lists(_get(args, "concrete"))
-    return _times(pl.DataFrame(cols))
+    return pl.DataFrame(cols)
 
 
 def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
@@ -190,7 +173,7 @@ def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFra
     cols["external_id"] = kc.ints(_get(args, "external_id"), "annotation external_id", notes)
     cols["_device"] = kc.ints(_get(args, "device"), "annotation device", notes)
     cols["_stream"] = kc.ints(_get(args, "stream"), "annotation stream", notes)
-    return _times(pl.DataFrame(cols))
+    return pl.DataFrame(cols)
 
 
 _BUILDERS = (_kernels, _launches, _ops, _regions)
@@ -220,7 +203,7 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
         df = df.filter(~bad_ts & ~bad_dur & (pl.col("_dur_ns") >= 0))
     return df.with_columns(
         pl.col("_ts_ns").alias("start_ns"), (pl.col("_ts_ns") + pl.col("_dur_ns")).alias("end_ns")
-    ).drop("_ts", "_dur", "_ts_ns", "_dur_ns")
+    ).drop("_ts_ns", "_dur_ns")
 
 
 def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
