@@ -243,3 +243,25 @@ def test_zero_length_op_nests_inside_its_parent(tmp_path: Path) -> None:
     ids = dict(zip(ops["name"], ops["op_id"]))
     assert ops["depth"].to_list() == [0, 1, 1]
     assert ops["parent_id"].to_list() == [None, ids["gather"], ids["gather"]]
+
+
+def test_integer_fast_path_equals_exact_text_path() -> None:
+    # ns_from_raw takes a msgspec int path when the first value is an integer literal; it must
+    # give exactly what the decimal-text path gives, including the values that force a fallback.
+    import msgspec
+    import polars as pl
+
+    from tracekit.sources.kineto_columns import ns_from_raw, ns_from_text
+
+    cases = [
+        [b"1669783687464181", b"12", b"-0", b"0"],           # all ints: 1669783687464181000 ns, ...
+        [b"5", b"1712195495519689.047", b"null"],            # a float and a null later: text path
+        [b"9223372036854776", b"9223372036854775807"],        # past int64 ns once × 1000 → null
+        [b"7", b"\"8\""],                                     # a quoted number
+    ]
+    for raw in cases:
+        raws = [msgspec.Raw(b) for b in raw]
+        text = pl.Series([None if b == b"null" else b.decode() for b in raw], dtype=pl.String())
+        want = text.to_frame("t").select(ns_from_text(pl.col("t"))).to_series().to_list()
+        assert ns_from_raw(raws).to_list() == want, raw
+    assert ns_from_raw([msgspec.Raw(b"1669783687464181")]).to_list() == [1669783687464181000]
