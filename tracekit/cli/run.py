@@ -86,13 +86,14 @@ def _ready(device: str, out: Path) -> Path:
 
 
 def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
-    click.echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}{'time':>12}{'achieved':>14}"
-               f"{'bytes/s':>14}{'cold':>12}  note")
+    # Each column is right-aligned and separated by two spaces, so wide values never run together.
+    click.echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'achieved':>15}"
+               f"  {'bytes/s':>11}  {'cold':>11}  note")
     for r in table.iter_rows(named=True):
         note = "<- throughput stops rising with m" if r["knee"] else ""
         click.echo(f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
-                   f"{_fmt_ns(r['time_ns']):>12}{_fmt_rate(r['achieved_flops_per_s'], 'FLOP/s'):>14}"
-                   f"{_fmt_rate(r['achieved_bytes_per_s'], 'B/s'):>14}{_fmt_ns(r['cold_ns']):>12}  {note}")
+                   f"  {_fmt_ns(r['time_ns']):>11}  {_fmt_rate(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
+                   f"  {_fmt_rate(r['achieved_bytes_per_s'], 'B/s'):>11}  {_fmt_ns(r['cold_ns']):>11}  {note}")
     if summary.get("knee") is None:
         click.echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
     if "diagnostic" in summary:
