@@ -42,7 +42,7 @@ COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered")
 # Modules whose code decides the derived tables; their source is hashed into the key.
 SOURCE_MODULES = ("tracekit.attribution", "tracekit.enclosing", "tracekit.intervals", "tracekit.invariants",
                   "tracekit.regions", "tracekit.phases", "tracekit.annotate", "tracekit.costmodel",
-                  "tracekit.costmodel_formulas", "tracekit.schema", "tracekit.derived")
+                  "tracekit.costmodel_formulas", "tracekit.costmodel_args", "tracekit.schema", "tracekit.derived")
 CANONICAL = ("kernels", "launches", "ops", "regions")
 
 
