@@ -18,28 +18,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
 
-import polars as pl
 
 import tracekit
 from tracekit.derived import write_with_derived
 from tracekit.trace import Trace, write_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attribution import SHARED, replicate  # noqa: E402  one replication for all benchmarks (one stride per id space)
+from attribution import SHARED, replicate, timed  # noqa: E402  one replication and timer for all benchmarks
 
 DEFAULT_BASE = SHARED / "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, result = math.inf, None
-    for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, result
 
 
 def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
