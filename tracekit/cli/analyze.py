@@ -11,27 +11,7 @@ from typing import Any
 
 import click
 
-from tracekit.errors import UsageError
-
-PHASE_NAMES = ("prefill", "decode", "mixed", "other")
-
-
-def parse_phase_map(items: tuple[str, ...]) -> list[tuple[str, str]] | None:
-    """``REGEX=PHASE`` items → [(regex, phase)]; the last ``=`` splits (a regex may hold one)."""
-    import re
-
-    out = []
-    for item in items:
-        rx, sep, phase = item.rpartition("=")
-        if not sep or not rx or phase not in PHASE_NAMES:
-            raise UsageError(f"--phase-map {item!r}: expected REGEX=PHASE with PHASE one of {', '.join(PHASE_NAMES)}")
-        try:
-            re.compile(rx)
-        except re.error as exc:
-            raise UsageError(f"--phase-map {item!r}: bad regular expression: {exc}") from None
-        out.append((rx, phase))
-    return out or None
-
+from tracekit.phases import parse_phase_map
 
 @click.command("analyze")
 @click.argument("source", type=click.Path(exists=True, dir_okay=True))
@@ -54,7 +34,7 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
 
-    pm = parse_phase_map(phase_map)
+    pm = parse_phase_map(phase_map) or None  # checked before any work: one-line UsageError
     slo_v = Slo.parse(slo)
     th = Thresholds.parse(thresholds)
     trace = tracekit.load(source, trace_id=trace_id)
@@ -141,7 +121,6 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     if doc["phases"]:
         rows = [[p["phase"], str(p.get("region_count")), *_metric_row(p)] for p in doc["phases"]]
         out += ["", h("Phases"), *_table(["phase", "steps", *METRIC_HEADERS], rows, markdown)]
-    lat = tot.get("latency") or {}
     lat_rows = []
     for p in doc["phases"]:
         for metric, v in (p.get("latency") or {}).items():
