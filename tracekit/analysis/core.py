@@ -18,7 +18,6 @@ from tracekit.analysis.latency import Slo, latency, read_sidecar
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
-from tracekit.errors import UsageError
 
 if TYPE_CHECKING:
     from tracekit.hardware import Hardware

@@ -19,7 +19,6 @@ from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
 from tracekit.report.model import pick
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 PIXELS = 2000  # timeline: gaps shorter than span / PIXELS cannot be seen and are merged

@@ -65,7 +65,7 @@ def render_diff(d: Diff, style: str = "table") -> str:
     if style == "md":
         from tracekit.report.markdown import _table
 
-        out = [f"# tracekit diff", "", f"- A: {fmt.md_escape(d.a_label)}", f"- B: {fmt.md_escape(d.b_label)}", ""]
+        out = ["# tracekit diff", "", f"- A: {fmt.md_escape(d.a_label)}", f"- B: {fmt.md_escape(d.b_label)}", ""]
         for t in diff_tables(d):
             t.collapsed = len(t.rows) > 20
             out += [*_table(t), ""]
