@@ -23,16 +23,9 @@ from workloads import flops as FL
 from workloads import profiling as P
 from workloads.config import LengthDist, LLMRunConfig, as_dict
 from workloads.llm import TinyLM
-from workloads.sidecar import base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
 STEM = "llm"
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    trace: Path
-    sidecar: Path
-    summary: dict[str, Any]
 
 
 @dataclass
@@ -85,7 +78,7 @@ def _generate(model: TinyLM, dev: torch.device, prompts: torch.Tensor, lens: lis
     return _Run(start, first, finish, step_ns, steps, first - start)
 
 
-def run_llm(cfg: LLMRunConfig, out: Path) -> LLMResult:
+def run_llm(cfg: LLMRunConfig, out: Path) -> RunResult:
     """Cold pass (timed, unprofiled) → warm-up pass (profiler warm-up, discarded) → measured pass
     (profiled, exported to ``llm.pt.trace.json.gz``) and the sidecar ``llm.tracekit.json``."""
     dev = P.resolve_device(cfg.device)
@@ -142,4 +135,4 @@ def run_llm(cfg: LLMRunConfig, out: Path) -> LLMResult:
         "tokens_generated": sum(out_lens), "decode_steps": len(run.steps),
         "requests": requests,
     })
-    return LLMResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)
+    return RunResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)

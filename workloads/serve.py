@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,9 @@ from workloads import profiling as P
 from workloads.config import LengthDist, ServeConfig, arrival_times, as_dict
 from workloads.llm import TinyLM
 from workloads.scheduler import Request, Scheduler, StepPlan
-from workloads.sidecar import base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
 STEM = "serve"
-
-
-@dataclass(frozen=True)
-class ServeResult:
-    trace: Path
-    sidecar: Path
-    summary: dict[str, Any]
 
 
 def _requests(cfg: ServeConfig, n: int, seed: int) -> tuple[list[Request], list[list[int]]]:
@@ -98,7 +90,7 @@ def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Re
     return start, steps
 
 
-def run_serve(cfg: ServeConfig, out: Path) -> ServeResult:
+def run_serve(cfg: ServeConfig, out: Path) -> RunResult:
     """Cold step (timed) → warm-up loop of ``warmup_requests`` (profiler warm-up, discarded) →
     measured loop (profiled) → ``serve.pt.trace.json.gz`` + ``serve.tracekit.json``."""
     dev = P.resolve_device(cfg.device)
@@ -157,4 +149,4 @@ def run_serve(cfg: ServeConfig, out: Path) -> ServeResult:
         "tokens_generated": sum(r.generated for r in reqs),
         "requests": requests,
     })
-    return ServeResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)
+    return RunResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)

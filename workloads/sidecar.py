@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ TRACE_SUFFIX = ".pt.trace.json.gz"
 SIDECAR_SUFFIX = ".tracekit.json"
 CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
 FEATURES_OFF = {"prefix_caching": False, "speculative_decoding": False, "quantization": False}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a workload run wrote: its trace, its sidecar, and the sidecar's content."""
+
+    trace: Path
+    sidecar: Path
+    summary: dict[str, Any]
 
 
 def trace_path(out: Path, stem: str) -> Path:
