@@ -35,6 +35,10 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
 _SCALAR = re.compile(rb"[^,}\]\s]+")
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _MAX_BACKOFF = 64
+# A fast reader of the events in a window: scan(buf, pos) -> (status, end). It consumes the
+# complete events of buf[pos:end] itself; status SCAN_CLOSED means the array closed at end.
+Scanner = Callable[[bytes, int], tuple[int, int]]
+SCAN_NEED_MORE, SCAN_CLOSED = 0, 1
 _SEARCH_WINDOW = 1 << 16
 
 
@@ -178,9 +182,11 @@ def stream_document(
     on_events: Callable[[list[Any]], None],
     stats: StreamStats,
     threaded: bool = True,
+    scan: Scanner | None = None,
 ) -> dict[str, Any]:
     """Read ``path``; call ``on_events`` with each decoded batch of ``traceEvents``; return the
-    other top-level keys decoded as plain values. Raises TraceFormatError / EmptyTraceError when
+    other top-level keys decoded as plain values. ``scan``, when given, reads each window first
+    (see :data:`Scanner`); what it leaves goes through ``decode_batch``. Raises TraceFormatError / EmptyTraceError when
     the file is not a JSON object or array; damage after a good start is recorded in ``stats``."""
     gen = _chunks(path, stats)
     b = _Buffer(_threaded(gen) if threaded else gen, stats)
@@ -193,7 +199,7 @@ def stream_document(
     if first == ord("["):
         stats.bare_array = True
         b.pos += 1
-        _events(b, decode_batch, on_events, path)
+        _events(b, decode_batch, on_events, path, scan)
         return top
     if first != ord("{"):
         raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos:b.pos + 16]!r})")
@@ -221,7 +227,7 @@ def stream_document(
         if key == "traceEvents" and b.peek() == ord("["):
             b.pos += 1
             saw_events = True
-            if not _events(b, decode_batch, on_events, path):
+            if not _events(b, decode_batch, on_events, path, scan):
                 break
             continue
         value = _read_value(b)
@@ -310,7 +316,8 @@ def _read_value(b: _Buffer) -> Any:
             return _MALFORMED
 
 
-def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None], path: Path) -> bool:
+def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None], path: Path,
+            scan: Scanner | None = None) -> bool:
     """Consume the ``traceEvents`` array (after its ``[``). True when it closed with ``]``."""
     stats = b.stats
     while True:
@@ -326,6 +333,18 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
             continue
         if not b.eof and len(b.buf) - b.pos < CHUNK_BYTES and b.more():
             continue  # fill the window to about one batch before splitting
+        if scan is not None:
+            status, scanned = scan(b.buf, b.pos)
+            if status == SCAN_CLOSED:
+                b.pos = scanned
+                return True
+            if scanned > b.pos:
+                b.pos = scanned
+                continue
+            if status == SCAN_NEED_MORE and b.more():
+                continue
+            # No progress: bad JSON, invalid UTF-8, a non-object element, or a cut-off end —
+            # the careful path below decides (and counts) what this window holds.
         end = _decode_prefix(b, decode_batch, on_events)
         if end is None:
             if b.more():

@@ -21,6 +21,7 @@ import polars as pl
 from tracekit import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.jsonstream import StreamStats, stream_document
+from tracekit.sources import kineto_native
 from tracekit.sources.kineto_columns import NULL_RAW
 from tracekit.sources.kineto_tables import LAUNCH_FLOW_CATS, Collector, decode_fallback
 from tracekit.trace import Trace
@@ -96,11 +97,28 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
         except msgspec.ValidationError:
             return decode_fallback(piece, _ONE, col.dropped)
 
+    scan = None
+    if kineto_native.available():
+        def scan(buf: bytes, pos: int) -> tuple[int, int]:
+            status, end, frame, slow = kineto_native.scan(buf, pos)
+            base = col.ordinal
+            col.add_frame(frame, base)
+            if slow:  # valid JSON (the scanner checked), unusual values: msgspec, counting each
+                evs, ords = [], []
+                for s, e, k in slow:
+                    got = decode(b"[" + buf[s:e] + b"]")
+                    if got:
+                        evs.append(got[0])
+                        ords.append(base + k)
+                col.add(evs, ords)
+            col.ordinal = base + frame.height + len(slow)
+            return status, end
+
     stats = StreamStats()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived acyclic objects: the cycle collector only costs time
     try:
-        top = stream_document(p, decode, col.add, stats)
+        top = stream_document(p, decode, col.add, stats, scan=scan)
     finally:
         if gc_was_on:
             gc.enable()

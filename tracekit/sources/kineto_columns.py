@@ -104,7 +104,11 @@ def int_lists(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
 def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
     """List[String] column from raw JSON lists (``Input type``, ``Concrete Inputs``), parsed in
     polars; items that are not strings (nested lists) are kept as their JSON text."""
-    text = raw_text(raws)
+    return str_lists_text(raw_text(raws))
+
+
+def str_lists_text(text: pl.Series) -> pl.Series:
+    """:func:`str_lists` on JSON text (null or ``"null"`` for absent values)."""
     if text.null_count() == text.len():
         return pl.repeat(None, text.len(), dtype=pl.List(pl.String()), eager=True)
     try:
@@ -112,8 +116,8 @@ def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
     except pl.exceptions.PolarsError:
         pass
     out: list[list[str] | None] = []
-    for r in raws:
-        v = msgspec.json.decode(r)
+    for t in text:
+        v = msgspec.json.decode(t if t is not None else "null")
         if isinstance(v, list):
             out.append([x if isinstance(x, str) else msgspec.json.encode(x).decode() for x in v])
         else:

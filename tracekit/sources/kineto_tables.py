@@ -39,6 +39,7 @@ _ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
     **{("X", c): i for c, i in _ROUTE.items()}, **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"}}
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
+PENDING_ROWS = 1 << 17  # native-scanner rows routed per polars pass (bounded memory, few calls)
 
 
 class Collector:
@@ -53,17 +54,27 @@ class Collector:
         self.notes: Counter[str] = Counter()
         self.threads: dict[tuple[Any, ...], None] = {}
         self.events_read = 0
+        self.ordinal = 0  # events seen, in file order: each table row keeps its ordinal as _ev
+        self.pending: list[pl.DataFrame] = []  # native frames not routed yet
+        self.pending_rows = 0
 
-    def add(self, evs: list[Any]) -> None:
-        """Route one decoded batch by (ph, cat) — vectorised — and build its table frames."""
+    def add(self, evs: list[Any], ordinals: list[int] | None = None) -> None:
+        """Route one decoded batch by (ph, cat) — vectorised — and build its table frames.
+        ``ordinals`` (file order) default to the next ``len(evs)`` ones."""
         if not evs:
             return
         self.events_read += len(evs)
+        if ordinals is None:
+            ordinals = list(range(self.ordinal, self.ordinal + len(evs)))
+            self.ordinal += len(evs)
         # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
         buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
+        order: list[list[int]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
         route, unrouted = _ROUTE_PH_CAT.get, len(TABLE_NAMES) + 2
-        for e, r in zip(evs, map(route, map(_PH_CAT, evs))):
-            buckets[(_META if e.ph == "M" else unrouted) if r is None else r].append(e)
+        for e, r, o in zip(evs, map(route, map(_PH_CAT, evs)), ordinals):
+            i = (_META if e.ph == "M" else unrouted) if r is None else r
+            buckets[i].append(e)
+            order[i].append(o)
         for rows in buckets[_FLOW:]:
             for (p, c), n in Counter(map(_PH_CAT, rows)).items():
                 self.skipped[f"{c if c is not None else '-'} [{p}]"] += n
@@ -73,7 +84,7 @@ class Collector:
             if i < len(TABLE_NAMES):
                 name = TABLE_NAMES[i]
                 cats = pl.Series("cat", _get(rows, "cat"), dtype=pl.String())
-                frame = _BUILDERS[i](rows, cats, self.notes)
+                frame = _BUILDERS[i](rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
                 self.frames[name].append(_prepare(frame, name, self.dropped))
             elif i == _FLOW:
                 self.flow_frames.append(pl.DataFrame({
@@ -83,6 +94,45 @@ class Collector:
                 }))
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows)
+
+    def add_frame(self, df: pl.DataFrame, base: int) -> None:
+        """Route one frame from the native scanner (columns of ``kineto_native``; ``_ev`` counts
+        from ``base``) — the same tables, columns and counts as :meth:`add` gives."""
+        if df.is_empty():
+            return
+        self.events_read += df.height
+        self.pending.append(df.with_columns(pl.col("_ev") + base))
+        self.pending_rows += df.height
+        if self.pending_rows >= PENDING_ROWS:
+            self._route_pending()
+
+    def _route_pending(self) -> None:
+        """Route the pending native frames together (polars' cost per call dominates small frames)."""
+        if not self.pending:
+            return
+        df = pl.concat(self.pending, rechunk=False)
+        self.pending, self.pending_rows = [], 0
+        ph, cat = pl.col("ph"), pl.col("cat")
+        table = cat.replace_strict(_ROUTE, default=None, return_dtype=pl.Int8())
+        route = (pl.when((ph == "X") & table.is_not_null()).then(table)
+                 .when(ph.is_in(["s", "f", "t"]) & cat.is_in(list(FLOW_CATS))).then(pl.lit(_FLOW, pl.Int8()))
+                 .when(ph == "M").then(pl.lit(_META, pl.Int8()))
+                 .otherwise(pl.lit(_META + 1, pl.Int8())))
+        df = df.with_columns(route.alias("_route"))
+        for c, p, n in df.filter(pl.col("_route") >= _FLOW).group_by("cat", "ph").len().iter_rows():
+            self.skipped[f"{c if c is not None else '-'} [{p}]"] += n
+        for i, name in enumerate(TABLE_NAMES):
+            rows = df.filter(pl.col("_route") == i)
+            if rows.height:
+                self.frames[name].append(_prepare(_FRAME_BUILDERS[i](rows), name, self.dropped))
+        flows = df.filter(pl.col("_route") == _FLOW)
+        if flows.height:
+            self.flow_frames.append(flows.select("cat", "ph", "id"))
+        meta = df.filter((pl.col("_route") == _META) & pl.col("name").is_in(["process_name", "thread_name"]))
+        for key in meta.select("name", "pid", "tid", "arg_name").iter_rows():
+            if len(self.threads) >= MAX_THREADS:
+                break
+            self.threads[key] = None
 
     def _metadata(self, rows: list[Any]) -> None:
         for e in rows:
@@ -98,6 +148,7 @@ class Collector:
 
     def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
         """Concatenate the batches of each table; drop duplicates; add the time base; nest."""
+        self._route_pending()
         tables: dict[str, pl.DataFrame] = {}
         for name in TABLE_NAMES:
             parts = self.frames[name]
@@ -107,6 +158,9 @@ class Collector:
                 continue
             df = pl.concat(parts, how="vertical_relaxed", rechunk=False)
             del parts
+            if not df["_ev"].is_sorted():  # events the native scanner left to Python came later
+                df = df.sort("_ev")
+            df = df.drop("_ev")
             df = _finish(df, name, base_ns, self.dropped)
             tables[name] = schema.conform(df, name, trace_id)
         return tables
@@ -177,6 +231,33 @@ def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFra
 
 
 _BUILDERS = (_kernels, _launches, _ops, _regions)
+
+# The same frames from the native scanner's columns (see kineto_native.INT_FIELDS/STR_FIELDS).
+_COMMON = (pl.col("name"), pl.col("pid"), pl.col("tid"), pl.col("ts_ns").alias("_ts_ns"), pl.col("dur_ns").alias("_dur_ns"))
+
+
+def _kernels_frame(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "correlation", "external_id", "device", "stream",
+                     "registers_per_thread", "shared_memory", "bytes", "graph_id",
+                     pl.col("grid").alias("_grid"), pl.col("block").alias("_block"), "_ev")
+
+
+def _launches_frame(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "correlation", "external_id", "_ev")
+
+
+def _ops_frame(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(*_COMMON, "external_id", "sequence_number", "input_dims", "input_strides").with_columns(
+        kc.str_lists_text(df["input_types"]).alias("input_types"),
+        kc.str_lists_text(df["concrete_inputs"]).alias("concrete_inputs"), df["_ev"])
+
+
+def _regions_frame(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "external_id",
+                     pl.col("device").alias("_device"), pl.col("stream").alias("_stream"), "_ev")
+
+
+_FRAME_BUILDERS = (_kernels_frame, _launches_frame, _ops_frame, _regions_frame)
 
 
 _WHAT = {"kernels": "device activity", "launches": "runtime call", "ops": "cpu op", "regions": "annotation"}

@@ -1,0 +1,6 @@
+"""The native Kineto scanner (tracekit/_kscan.c). Optional: when it cannot be compiled, tracekit
+installs without it and reads traces with its pure-Python path (same tables, slower)."""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("tracekit._kscan", ["tracekit/_kscan.c"], optional=True)])

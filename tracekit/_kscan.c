@@ -1,0 +1,509 @@
+/* Native scanner for the traceEvents array of a Kineto (Chrome trace) JSON document.
+ *
+ * scan(buf, pos) reads complete events from buf[pos:] and returns their fields as Arrow
+ * buffers (validity bitmaps, int64 values, large-string offsets + data), so no Python object is
+ * built per event. It validates the JSON it reads (grammar and UTF-8) and stops, without
+ * guessing, wherever the careful Python path must decide instead:
+ *
+ *   status 0  the buffer ended (inside an event or between events): read more and call again;
+ *   status 1  the array closed: `end` is just after its `]`;
+ *   status 2  something it does not handle (bad JSON, invalid UTF-8, a non-object element):
+ *             `end` is the start of that element; the caller hands the rest to the Python path.
+ *
+ * Events whose fields have unusual types (a string pid, a float id, an escaped name, an
+ * exponent in ts, an integer beyond int64, a null args) are valid JSON but are not converted
+ * here: their byte spans (start, end, index) are returned in `slow` and decoded by the Python path, which counts
+ * every coercion. Times are decimal microseconds turned into int64 ns exactly: three fraction
+ * digits, further digits rounded half to even (as polars' str.to_decimal(scale=3) does).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { S_PH, S_CAT, S_NAME, S_ANAME, S_DIMS, S_TYPES, S_STRIDES, S_CONCRETE, S_GRID, S_BLOCK, NSTR };
+enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, I_SMEM, I_BYTES,
+       I_GRAPH, I_SEQ, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
+#define N_PLAIN 4 /* S_PH..S_ANAME hold string contents; the others hold raw JSON text */
+
+enum { OK = 0, INCOMPLETE = -1, BAD = -2 };
+#define MAX_DEPTH 256
+
+typedef struct { char *p; size_t len, cap; } buf_t;
+
+static int grow(buf_t *b, size_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 1 << 14;
+    while (nc < b->len + extra) nc *= 2;
+    char *q = realloc(b->p, nc);
+    if (!q) return -1;
+    b->p = q;
+    b->cap = nc;
+    return 0;
+}
+
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t n, p;
+} P;
+
+typedef struct {
+    Py_ssize_t str_start[NSTR], str_len[NSTR];
+    int64_t ival[NINT];
+    unsigned char has_str[NSTR], has_int[NINT];
+    int slow;
+} rec_t;
+
+static inline void ws(P *x) {
+    while (x->p < x->n) {
+        unsigned char c = x->s[x->p];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
+        x->p++;
+    }
+}
+
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int k;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { k = 1; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; cp = c & 0x07; }
+        else return 0;
+        for (int j = 1; j <= k; j++) {
+            if (i + j >= n || (s[i + j] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i + j] & 0x3F);
+        }
+        if ((k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+static inline int hexd(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* At '"'. On OK, x->p is after the closing quote; *esc tells whether escapes occurred. */
+static int string(P *x, int *esc) {
+    Py_ssize_t start = ++x->p;
+    int high = 0;
+    *esc = 0;
+    for (;;) {
+        const unsigned char *q = x->s + x->p;
+        const unsigned char *e = x->s + x->n;
+        while (q < e && *q != '"' && *q != '\\' && *q >= 0x20) { high |= *q & 0x80; q++; }
+        x->p = q - x->s;
+        if (x->p >= x->n) return INCOMPLETE;
+        unsigned char c = *q;
+        if (c == '"') break;
+        if (c < 0x20) return BAD;
+        *esc = 1; /* a backslash */
+        if (x->p + 1 >= x->n) return INCOMPLETE;
+        c = x->s[x->p + 1];
+        if (c == 'u') {
+            if (x->p + 5 >= x->n) return INCOMPLETE;
+            for (int j = 2; j < 6; j++) if (!hexd(x->s[x->p + j])) return BAD;
+            x->p += 6;
+        } else if (strchr("\"\\/bfnrt", c) && c) {
+            x->p += 2;
+        } else {
+            return BAD;
+        }
+    }
+    if (high && !utf8_ok(x->s + start, x->p - start)) return BAD;
+    x->p++;
+    return OK;
+}
+
+/* A JSON number. *kind: 0 integer literal, 1 has a fraction, 2 has an exponent. */
+static int number(P *x, int *kind) {
+    Py_ssize_t p = x->p, n = x->n;
+    const unsigned char *s = x->s;
+    *kind = 0;
+    if (p < n && s[p] == '-') p++;
+    if (p >= n) return INCOMPLETE;
+    if (s[p] == '0') p++;
+    else if (s[p] >= '1' && s[p] <= '9') { while (p < n && s[p] >= '0' && s[p] <= '9') p++; }
+    else return BAD;
+    if (p < n && s[p] == '.') {
+        *kind = 1;
+        p++;
+        if (p >= n) return INCOMPLETE;
+        if (!(s[p] >= '0' && s[p] <= '9')) return BAD;
+        while (p < n && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p < n && (s[p] == 'e' || s[p] == 'E')) {
+        *kind = 2;
+        p++;
+        if (p < n && (s[p] == '+' || s[p] == '-')) p++;
+        if (p >= n) return INCOMPLETE;
+        if (!(s[p] >= '0' && s[p] <= '9')) return BAD;
+        while (p < n && s[p] >= '0' && s[p] <= '9') p++;
+    }
+    if (p >= n) return INCOMPLETE; /* the number may continue in the next chunk */
+    x->p = p;
+    return OK;
+}
+
+static int literal(P *x, const char *word) {
+    size_t k = strlen(word);
+    for (size_t i = 0; i < k; i++) {
+        if (x->p + (Py_ssize_t)i >= x->n) return INCOMPLETE;
+        if (x->s[x->p + i] != (unsigned char)word[i]) return BAD;
+    }
+    x->p += k;
+    return OK;
+}
+
+static int value(P *x, int depth);
+
+static int container(P *x, int depth) {
+    unsigned char close = x->s[x->p] == '{' ? '}' : ']';
+    int obj = close == '}', r, esc;
+    if (depth > MAX_DEPTH) return BAD;
+    x->p++;
+    ws(x);
+    if (x->p >= x->n) return INCOMPLETE;
+    if (x->s[x->p] == close) { x->p++; return OK; }
+    for (;;) {
+        if (obj) {
+            if (x->s[x->p] != '"') return BAD;
+            if ((r = string(x, &esc)) != OK) return r;
+            ws(x);
+            if (x->p >= x->n) return INCOMPLETE;
+            if (x->s[x->p] != ':') return BAD;
+            x->p++;
+            ws(x);
+            if (x->p >= x->n) return INCOMPLETE;
+        }
+        if ((r = value(x, depth + 1)) != OK) return r;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+        unsigned char c = x->s[x->p];
+        if (c == close) { x->p++; return OK; }
+        if (c != ',') return BAD;
+        x->p++;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+    }
+}
+
+/* Any JSON value at x->p (blanks already skipped). */
+static int value(P *x, int depth) {
+    int kind, esc;
+    switch (x->s[x->p]) {
+    case '"': return string(x, &esc);
+    case '{': case '[': return container(x, depth);
+    case 't': return literal(x, "true");
+    case 'f': return literal(x, "false");
+    case 'n': return literal(x, "null");
+    default: return number(x, &kind);
+    }
+}
+
+/* An integer literal that fits int64; 0 when it does not (or is not an integer). */
+static int parse_int(const unsigned char *s, Py_ssize_t n, int64_t *out) {
+    Py_ssize_t i = 0;
+    int neg = 0;
+    uint64_t v = 0;
+    if (s[0] == '-') { neg = 1; i = 1; }
+    for (; i < n; i++) {
+        unsigned d = s[i] - '0';
+        if (d > 9) return 0;
+        if (v > (UINT64_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (uint64_t)INT64_MAX + 1) return 0;
+        *out = (int64_t)(0 - v);
+    } else {
+        if (v > (uint64_t)INT64_MAX) return 0;
+        *out = (int64_t)v;
+    }
+    return 1;
+}
+
+/* Decimal µs text (no exponent) → ns, rounded half to even beyond the third fraction digit. */
+static int parse_ns(const unsigned char *s, Py_ssize_t n, int64_t *out) {
+    Py_ssize_t i = 0;
+    int neg = 0;
+    unsigned __int128 v = 0;
+    if (s[0] == '-') { neg = 1; i = 1; }
+    for (; i < n && s[i] != '.'; i++) {
+        v = v * 10 + (s[i] - '0');
+        if (v > ((unsigned __int128)1 << 64)) return 0;
+    }
+    int digits = 0, d4 = 0, sticky = 0;
+    if (i < n) i++; /* the '.' */
+    for (; i < n; i++, digits++) {
+        unsigned d = s[i] - '0';
+        if (digits < 3) v = v * 10 + d;
+        else if (digits == 3) d4 = (int)d;
+        else if (d) sticky = 1;
+    }
+    for (; digits < 3; digits++) v *= 10;
+    if (d4 > 5 || (d4 == 5 && (sticky || (v & 1)))) v += 1;
+    if (neg) {
+        if (v > (unsigned __int128)INT64_MAX + 1) return 0;
+        *out = (int64_t)(0 - (uint64_t)v);
+    } else {
+        if (v > (unsigned __int128)INT64_MAX) return 0;
+        *out = (int64_t)v;
+    }
+    return 1;
+}
+
+#define KEY(lit) (klen == sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
+
+static int top_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
+    *is_str = 1;
+    if (KEY("ph")) return S_PH;
+    if (KEY("cat")) return S_CAT;
+    if (KEY("name")) return S_NAME;
+    *is_str = 0;
+    if (KEY("pid")) return I_PID;
+    if (KEY("tid")) return I_TID;
+    if (KEY("ts")) return I_TS;
+    if (KEY("dur")) return I_DUR;
+    if (KEY("id")) return I_ID;
+    if (KEY("args")) return -2;
+    return -1;
+}
+
+static int arg_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
+    *is_str = 1;
+    if (KEY("name")) return S_ANAME;
+    if (KEY("Input Dims")) return S_DIMS;
+    if (KEY("Input type")) return S_TYPES;
+    if (KEY("Input Strides")) return S_STRIDES;
+    if (KEY("Concrete Inputs")) return S_CONCRETE;
+    if (KEY("grid")) return S_GRID;
+    if (KEY("block")) return S_BLOCK;
+    *is_str = 0;
+    if (KEY("External id")) return I_EXT;
+    if (KEY("correlation")) return I_CORR;
+    if (KEY("device")) return I_DEV;
+    if (KEY("stream")) return I_STREAM;
+    if (KEY("registers per thread")) return I_REGS;
+    if (KEY("shared memory")) return I_SMEM;
+    if (KEY("bytes")) return I_BYTES;
+    if (KEY("graph id")) return I_GRAPH;
+    if (KEY("Sequence number")) return I_SEQ;
+    return -1;
+}
+
+/* One field value into the record (or a slow mark). */
+static int field(P *x, rec_t *r, int f, int is_str) {
+    Py_ssize_t v0 = x->p;
+    unsigned char c = x->s[v0];
+    int rc, esc, kind;
+    if (c == 'n') { /* null: absent */
+        if ((rc = literal(x, "null")) != OK) return rc;
+        if (is_str) r->has_str[f] = 0; else r->has_int[f] = 0;
+        return OK;
+    }
+    if (is_str && f >= N_PLAIN) { /* raw JSON text of any value */
+        if ((rc = value(x, 1)) != OK) return rc;
+        r->str_start[f] = v0;
+        r->str_len[f] = x->p - v0;
+        r->has_str[f] = 1;
+        return OK;
+    }
+    if (is_str) {
+        if (c != '"') { r->slow = 1; return value(x, 1); }
+        if ((rc = string(x, &esc)) != OK) return rc;
+        if (esc) { r->slow = 1; return OK; }
+        r->str_start[f] = v0 + 1;
+        r->str_len[f] = x->p - v0 - 2;
+        r->has_str[f] = 1;
+        return OK;
+    }
+    if (c != '-' && !(c >= '0' && c <= '9')) { r->slow = 1; return value(x, 1); }
+    if ((rc = number(x, &kind)) != OK) return rc;
+    int ok;
+    if (f == I_TS || f == I_DUR) ok = kind != 2 && parse_ns(x->s + v0, x->p - v0, &r->ival[f]);
+    else ok = kind == 0 && parse_int(x->s + v0, x->p - v0, &r->ival[f]);
+    if (!ok) r->slow = 1;
+    else r->has_int[f] = 1;
+    return OK;
+}
+
+/* An object whose keys are matched by `lookup`; `args` (top level only) recurses once. */
+static int object(P *x, rec_t *r, int top) {
+    int rc, esc, is_str;
+    x->p++; /* '{' */
+    ws(x);
+    if (x->p >= x->n) return INCOMPLETE;
+    if (x->s[x->p] == '}') { x->p++; return OK; }
+    for (;;) {
+        if (x->s[x->p] != '"') return BAD;
+        Py_ssize_t k0 = x->p + 1;
+        if ((rc = string(x, &esc)) != OK) return rc;
+        Py_ssize_t klen = x->p - 1 - k0;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+        if (x->s[x->p] != ':') return BAD;
+        x->p++;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+        int f = top ? top_field(x->s + k0, klen, &is_str) : arg_field(x->s + k0, klen, &is_str);
+        if (esc) { r->slow = 1; f = -1; } /* an escaped key might name a field: let Python decide */
+        if (f == -2) {
+            if (x->s[x->p] == '{') rc = object(x, r, 0);
+            else { r->slow = 1; rc = value(x, 1); }
+        } else if (f >= 0) {
+            rc = field(x, r, f, is_str);
+        } else {
+            rc = value(x, 1);
+        }
+        if (rc != OK) return rc;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+        unsigned char c = x->s[x->p];
+        if (c == '}') { x->p++; return OK; }
+        if (c != ',') return BAD;
+        x->p++;
+        ws(x);
+        if (x->p >= x->n) return INCOMPLETE;
+    }
+}
+
+typedef struct {
+    buf_t sval[NSTR], soff[NSTR], ival[NINT], svalid[NSTR], ivalid[NINT], slow;
+    Py_ssize_t rows;
+} out_t;
+
+static void out_free(out_t *o) {
+    for (int i = 0; i < NSTR; i++) { free(o->sval[i].p); free(o->soff[i].p); free(o->svalid[i].p); }
+    for (int i = 0; i < NINT; i++) { free(o->ival[i].p); free(o->ivalid[i].p); }
+    free(o->slow.p);
+}
+
+static int set_bit(buf_t *b, Py_ssize_t row, int on) {
+    size_t byte = (size_t)(row >> 3);
+    if (byte >= b->len) {
+        if (grow(b, byte + 1 - b->len)) return -1;
+        memset(b->p + b->len, 0, byte + 1 - b->len);
+        b->len = byte + 1;
+    }
+    if (on) b->p[byte] |= (char)(1u << (row & 7));
+    return 0;
+}
+
+static int commit(out_t *o, const rec_t *r, const unsigned char *s) {
+    Py_ssize_t row = o->rows;
+    for (int i = 0; i < NSTR; i++) {
+        buf_t *off = &o->soff[i], *val = &o->sval[i];
+        if (row == 0) {
+            if (grow(off, 8)) return -1;
+            memset(off->p, 0, 8);
+            off->len = 8;
+        }
+        Py_ssize_t len = r->has_str[i] ? r->str_len[i] : 0;
+        if (len) {
+            if (grow(val, (size_t)len)) return -1;
+            memcpy(val->p + val->len, s + r->str_start[i], (size_t)len);
+            val->len += (size_t)len;
+        }
+        int64_t end = (int64_t)val->len;
+        if (grow(off, 8)) return -1;
+        memcpy(off->p + off->len, &end, 8);
+        off->len += 8;
+        if (set_bit(&o->svalid[i], row, r->has_str[i])) return -1;
+    }
+    for (int i = 0; i < NINT; i++) {
+        buf_t *v = &o->ival[i];
+        int64_t x = r->has_int[i] ? r->ival[i] : 0;
+        if (grow(v, 8)) return -1;
+        memcpy(v->p + v->len, &x, 8);
+        v->len += 8;
+        if (set_bit(&o->ivalid[i], row, r->has_int[i])) return -1;
+    }
+    o->rows++;
+    return 0;
+}
+
+static PyObject *as_bytes(const buf_t *b) {
+    return PyBytes_FromStringAndSize(b->len ? b->p : "", (Py_ssize_t)b->len);
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &pos)) return NULL;
+    P x = {(const unsigned char *)view.buf, view.len, pos};
+    out_t o;
+    memset(&o, 0, sizeof o);
+    int status = 0, oom = 0;
+    Py_ssize_t end = pos;
+    Py_BEGIN_ALLOW_THREADS
+    int need_sep = 0;
+    int64_t k = 0;
+    for (;;) {
+        ws(&x);
+        if (x.p >= x.n) { status = 0; break; }
+        unsigned char c = x.s[x.p];
+        if (c == ']') { status = 1; end = x.p + 1; break; }
+        if (c == ',') { x.p++; need_sep = 0; continue; }
+        if (need_sep || c != '{') { status = 2; break; }
+        Py_ssize_t e0 = x.p;
+        rec_t r;
+        memset(&r, 0, sizeof r);
+        int rc = object(&x, &r, 1);
+        if (rc == INCOMPLETE) { status = 0; break; }
+        if (rc == BAD) { status = 2; break; }
+        if (r.slow) {
+            int64_t span[3] = {(int64_t)e0, (int64_t)x.p, k};
+            if (grow(&o.slow, 24)) { oom = 1; break; }
+            memcpy(o.slow.p + o.slow.len, span, 24);
+            o.slow.len += 24;
+        } else {
+            r.ival[I_EV] = k;
+            r.has_int[I_EV] = 1;
+            if (commit(&o, &r, x.s)) { oom = 1; break; }
+        }
+        k++;
+        end = x.p;
+        need_sep = 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (oom) { out_free(&o); return PyErr_NoMemory(); }
+    PyObject *strs = PyTuple_New(NSTR), *ints = PyTuple_New(NINT);
+    if (!strs || !ints) goto fail;
+    for (int i = 0; i < NSTR; i++) {
+        PyObject *t = Py_BuildValue("(NNN)", as_bytes(&o.svalid[i]), as_bytes(&o.soff[i]), as_bytes(&o.sval[i]));
+        if (!t) goto fail;
+        PyTuple_SET_ITEM(strs, i, t);
+    }
+    for (int i = 0; i < NINT; i++) {
+        PyObject *t = Py_BuildValue("(NN)", as_bytes(&o.ivalid[i]), as_bytes(&o.ival[i]));
+        if (!t) goto fail;
+        PyTuple_SET_ITEM(ints, i, t);
+    }
+    PyObject *res = Py_BuildValue("(innNNN)", status, end, o.rows, strs, ints, as_bytes(&o.slow));
+    out_free(&o);
+    return res;
+fail:
+    Py_XDECREF(strs);
+    Py_XDECREF(ints);
+    out_free(&o);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buf, pos) -> (status, end, rows, strings, ints, slow): complete trace events of "
+     "buf[pos:] as Arrow buffers; see tracekit/sources/kineto_native.py."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&module); }
