@@ -1,8 +1,9 @@
 /* Native scanner for the traceEvents array of a Kineto (Chrome trace) JSON document.
  *
- * scan(buf, pos) reads complete events from buf[pos:] and returns their fields as Arrow
- * buffers (validity bitmaps, int64 values, large-string offsets + data), so no Python object is
- * built per event. It validates the JSON it reads (grammar and UTF-8) and stops, without
+ * scan(buf, pos, x_routes, flow_cats) reads complete events from buf[pos:] and returns their
+ * fields as Arrow buffers (validity bitmaps, int64 values, large-string offsets + data), one set
+ * per group (the four tables, flows, metadata), so no Python object is built per event. Events
+ * of no group are only counted by their (ph, cat) pair. It validates the JSON it reads (grammar and UTF-8) and stops, without
  * guessing, wherever the careful Python path must decide instead:
  *
  *   status 0  the buffer ended (inside an event or between events): read more and call again;
@@ -55,12 +56,10 @@ typedef struct {
     int slow;
 } rec_t;
 
+static unsigned char BLANK[256];
+
 static inline void ws(P *x) {
-    while (x->p < x->n) {
-        unsigned char c = x->s[x->p];
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
-        x->p++;
-    }
+    while (x->p < x->n && BLANK[x->s[x->p]]) x->p++;
 }
 
 static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
@@ -85,6 +84,18 @@ static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
     return 1;
 }
 
+#define ONES 0x0101010101010101ULL
+#define HAS_ZERO(v) (((v) - ONES) & ~(v) & (ONES * 0x80))
+#define HAS_LESS(v, n) (((v) - ONES * (n)) & ~(v) & (ONES * 0x80))
+
+/* Bytes that end a run of plain string content: '"', '\\', controls and high bytes. */
+static unsigned char STRING_STOP[256];
+
+static void init_tables(void) {
+    for (int c = 0; c < 256; c++) BLANK[c] = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    for (int c = 0; c < 256; c++) STRING_STOP[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
+}
+
 static inline int hexd(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
@@ -97,7 +108,17 @@ static int string(P *x, int *esc) {
     for (;;) {
         const unsigned char *q = x->s + x->p;
         const unsigned char *e = x->s + x->n;
-        while (q < e && *q != '"' && *q != '\\' && *q >= 0x20) { high |= *q & 0x80; q++; }
+        /* Eight bytes at a time while none is a quote, a backslash, a control or a high byte. */
+        while (e - q >= 8) {
+            uint64_t v;
+            memcpy(&v, q, 8);
+            uint64_t stop = HAS_ZERO(v ^ (ONES * '"')) | HAS_ZERO(v ^ (ONES * '\\')) |
+                            HAS_LESS(v, 0x20) | (v & (ONES * 0x80));
+            if (stop) break;
+            q += 8;
+        }
+        while (q < e && !STRING_STOP[*q]) q++;
+        if (q < e && *q >= 0x80) { high = 1; q++; x->p = q - x->s; continue; }
         x->p = q - x->s;
         if (x->p >= x->n) return INCOMPLETE;
         unsigned char c = *q;
@@ -374,77 +395,202 @@ static int object(P *x, rec_t *r, int top) {
     }
 }
 
+/* Output columns: one row capacity for all; validity kept as a byte per row, packed at the end. */
+/* Output columns of one group: one row capacity for all; validity kept as a byte per row,
+ * packed into Arrow bitmaps at the end. */
 typedef struct {
-    buf_t sval[NSTR], soff[NSTR], ival[NINT], svalid[NSTR], ivalid[NINT], slow;
-    Py_ssize_t rows;
+    buf_t sval[NSTR];
+    int64_t *soff[NSTR], *ival[NINT];
+    unsigned char *svalid[NSTR], *ivalid[NINT];
+    Py_ssize_t rows, cap;
 } out_t;
 
 static void out_free(out_t *o) {
-    for (int i = 0; i < NSTR; i++) { free(o->sval[i].p); free(o->soff[i].p); free(o->svalid[i].p); }
-    for (int i = 0; i < NINT; i++) { free(o->ival[i].p); free(o->ivalid[i].p); }
-    free(o->slow.p);
+    for (int i = 0; i < NSTR; i++) { free(o->sval[i].p); free(o->soff[i]); free(o->svalid[i]); }
+    for (int i = 0; i < NINT; i++) { free(o->ival[i]); free(o->ivalid[i]); }
 }
 
-static int set_bit(buf_t *b, Py_ssize_t row, int on) {
-    size_t byte = (size_t)(row >> 3);
-    if (byte >= b->len) {
-        if (grow(b, byte + 1 - b->len)) return -1;
-        memset(b->p + b->len, 0, byte + 1 - b->len);
-        b->len = byte + 1;
+#define REALLOC(ptr, n) do { void *q_ = realloc((ptr), (n)); if (!q_) return -1; (ptr) = q_; } while (0)
+
+static int reserve_rows(out_t *o) {
+    if (o->rows + 1 < o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap * 2 : 1024;
+    for (int i = 0; i < NSTR; i++) {
+        REALLOC(o->soff[i], (size_t)(cap + 1) * 8);
+        REALLOC(o->svalid[i], (size_t)cap);
+        if (o->cap == 0) o->soff[i][0] = 0;
     }
-    if (on) b->p[byte] |= (char)(1u << (row & 7));
+    for (int i = 0; i < NINT; i++) {
+        REALLOC(o->ival[i], (size_t)cap * 8);
+        REALLOC(o->ivalid[i], (size_t)cap);
+    }
+    o->cap = cap;
     return 0;
 }
 
 static int commit(out_t *o, const rec_t *r, const unsigned char *s) {
+    if (reserve_rows(o)) return -1;
     Py_ssize_t row = o->rows;
     for (int i = 0; i < NSTR; i++) {
-        buf_t *off = &o->soff[i], *val = &o->sval[i];
-        if (row == 0) {
-            if (grow(off, 8)) return -1;
-            memset(off->p, 0, 8);
-            off->len = 8;
+        buf_t *val = &o->sval[i];
+        int has = r->has_str[i];
+        if (has && r->str_len[i]) {
+            size_t len = (size_t)r->str_len[i];
+            if (grow(val, len)) return -1;
+            memcpy(val->p + val->len, s + r->str_start[i], len);
+            val->len += len;
         }
-        Py_ssize_t len = r->has_str[i] ? r->str_len[i] : 0;
-        if (len) {
-            if (grow(val, (size_t)len)) return -1;
-            memcpy(val->p + val->len, s + r->str_start[i], (size_t)len);
-            val->len += (size_t)len;
-        }
-        int64_t end = (int64_t)val->len;
-        if (grow(off, 8)) return -1;
-        memcpy(off->p + off->len, &end, 8);
-        off->len += 8;
-        if (set_bit(&o->svalid[i], row, r->has_str[i])) return -1;
+        o->soff[i][row + 1] = (int64_t)val->len;
+        o->svalid[i][row] = (unsigned char)has;
     }
     for (int i = 0; i < NINT; i++) {
-        buf_t *v = &o->ival[i];
-        int64_t x = r->has_int[i] ? r->ival[i] : 0;
-        if (grow(v, 8)) return -1;
-        memcpy(v->p + v->len, &x, 8);
-        v->len += 8;
-        if (set_bit(&o->ivalid[i], row, r->has_int[i])) return -1;
+        int has = r->has_int[i];
+        o->ival[i][row] = has ? r->ival[i] : 0;
+        o->ivalid[i][row] = (unsigned char)has;
     }
     o->rows++;
     return 0;
 }
 
-static PyObject *as_bytes(const buf_t *b) {
-    return PyBytes_FromStringAndSize(b->len ? b->p : "", (Py_ssize_t)b->len);
+static const int64_t ZERO = 0;
+
+static PyObject *as_bytes(const void *p, size_t n) {
+    return PyBytes_FromStringAndSize(n ? (const char *)p : "", (Py_ssize_t)n);
+}
+
+/* A byte per row → an Arrow validity bitmap; None when every row is valid. */
+static PyObject *bitmap(const unsigned char *valid, Py_ssize_t rows) {
+    Py_ssize_t all = 1;
+    for (Py_ssize_t i = 0; i < rows && all; i++) all = valid[i];
+    if (all) Py_RETURN_NONE;
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (rows + 7) / 8);
+    if (!b) return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(b);
+    memset(p, 0, (size_t)(rows + 7) / 8);
+    for (Py_ssize_t i = 0; i < rows; i++) p[i >> 3] |= (unsigned char)(valid[i] << (i & 7));
+    return b;
+}
+
+/* (rows, strings, ints) of one group as Python objects. */
+static PyObject *group_result(const out_t *o) {
+    Py_ssize_t n = o->rows;
+    PyObject *strs = PyTuple_New(NSTR), *ints = PyTuple_New(NINT), *res = NULL;
+    if (!strs || !ints) goto done;
+    for (int i = 0; i < NSTR; i++) {
+        PyObject *t = n ? Py_BuildValue("(NNN)", bitmap(o->svalid[i], n), as_bytes(o->soff[i], (size_t)(n + 1) * 8),
+                                        as_bytes(o->sval[i].p, o->sval[i].len))
+                        : Py_BuildValue("(ONN)", Py_None, as_bytes(&ZERO, 8), as_bytes("", 0));
+        if (!t) goto done;
+        PyTuple_SET_ITEM(strs, i, t);
+    }
+    for (int i = 0; i < NINT; i++) {
+        PyObject *t = Py_BuildValue("(NN)", n ? bitmap(o->ivalid[i], n) : Py_NewRef(Py_None),
+                                    as_bytes(o->ival[i], (size_t)n * 8));
+        if (!t) goto done;
+        PyTuple_SET_ITEM(ints, i, t);
+    }
+    res = Py_BuildValue("(nOO)", n, strs, ints);
+done:
+    Py_XDECREF(strs);
+    Py_XDECREF(ints);
+    return res;
+}
+
+/* Routing, given by the caller: `X` events by category to groups 0..3, flow phases (s/f/t) of
+ * the flow categories to group 4, `M` events to group 5; every event outside groups 0..3 is
+ * also counted by its (ph, cat) pair. */
+#define MAX_ROUTES 64
+#define MAX_PAIRS 256
+#define N_GROUPS 6
+#define G_FLOW 4
+#define G_META 5
+typedef struct { const char *s; Py_ssize_t n; int group; } route_t;
+typedef struct { Py_ssize_t ph0, phn, cat0, catn; int has_ph, has_cat; int64_t count; } pair_t;
+
+static int same(const unsigned char *a, Py_ssize_t an, const char *b, Py_ssize_t bn) {
+    return an == bn && memcmp(a, b, (size_t)an) == 0;
+}
+
+static int route(const rec_t *r, const unsigned char *s, const route_t *x_routes, int nx,
+                 const route_t *flows, int nf) {
+    if (!r->has_str[S_PH] || r->str_len[S_PH] != 1) return -1;
+    unsigned char ph = s[r->str_start[S_PH]];
+    const unsigned char *cat = s + r->str_start[S_CAT];
+    Py_ssize_t catn = r->str_len[S_CAT];
+    if (ph == 'X' && r->has_str[S_CAT]) {
+        for (int i = 0; i < nx; i++) if (same(cat, catn, x_routes[i].s, x_routes[i].n)) return x_routes[i].group;
+    } else if ((ph == 's' || ph == 'f' || ph == 't') && r->has_str[S_CAT]) {
+        for (int i = 0; i < nf; i++) if (same(cat, catn, flows[i].s, flows[i].n)) return G_FLOW;
+    } else if (ph == 'M') {
+        return G_META;
+    }
+    return -1;
+}
+
+/* Count the (ph, cat) pair of r; 0 when the table of pairs is full. Pairs point into `s`. */
+static int count_pair(pair_t *pairs, int *np, const rec_t *r, const unsigned char *s) {
+    for (int i = 0; i < *np; i++) {
+        pair_t *q = &pairs[i];
+        if (q->has_ph == r->has_str[S_PH] && q->has_cat == r->has_str[S_CAT] &&
+            (!q->has_ph || (q->phn == r->str_len[S_PH] && !memcmp(s + q->ph0, s + r->str_start[S_PH], (size_t)q->phn))) &&
+            (!q->has_cat || (q->catn == r->str_len[S_CAT] && !memcmp(s + q->cat0, s + r->str_start[S_CAT], (size_t)q->catn)))) {
+            q->count++;
+            return 1;
+        }
+    }
+    if (*np >= MAX_PAIRS) return 0;
+    pair_t *q = &pairs[(*np)++];
+    q->has_ph = r->has_str[S_PH];
+    q->has_cat = r->has_str[S_CAT];
+    q->ph0 = r->str_start[S_PH];
+    q->phn = q->has_ph ? r->str_len[S_PH] : 0;
+    q->cat0 = r->str_start[S_CAT];
+    q->catn = q->has_cat ? r->str_len[S_CAT] : 0;
+    q->count = 1;
+    return 1;
+}
+
+static int parse_routes(PyObject *seq, route_t *out, int *n, int flows) {
+    PyObject *fast = PySequence_Fast(seq, "routes must be a sequence");
+    if (!fast) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    if (k > MAX_ROUTES) { Py_DECREF(fast); PyErr_SetString(PyExc_ValueError, "too many routes"); return -1; }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *name = item;
+        int group = G_FLOW;
+        if (!flows && !PyArg_ParseTuple(item, "Si", &name, &group)) { Py_DECREF(fast); return -1; }
+        if (!PyBytes_Check(name)) { Py_DECREF(fast); PyErr_SetString(PyExc_TypeError, "route names are bytes"); return -1; }
+        out[i].s = PyBytes_AS_STRING(name);
+        out[i].n = PyBytes_GET_SIZE(name);
+        out[i].group = group;
+    }
+    *n = (int)k;
+    Py_DECREF(fast);  /* the names stay alive: the caller's sequences hold them */
+    return 0;
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos;
-    if (!PyArg_ParseTuple(args, "y*n", &view, &pos)) return NULL;
+    PyObject *x_seq, *flow_seq;
+    route_t x_routes[MAX_ROUTES], flows[MAX_ROUTES];
+    int nx = 0, nf = 0;
+    if (!PyArg_ParseTuple(args, "y*nOO", &view, &pos, &x_seq, &flow_seq)) return NULL;
+    if (parse_routes(x_seq, x_routes, &nx, 0) || parse_routes(flow_seq, flows, &nf, 1)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     P x = {(const unsigned char *)view.buf, view.len, pos};
-    out_t o;
-    memset(&o, 0, sizeof o);
-    int status = 0, oom = 0;
+    out_t o[N_GROUPS];
+    memset(o, 0, sizeof o);
+    buf_t slow = {0};
+    pair_t pairs[MAX_PAIRS];
+    int npairs = 0, status = 0, oom = 0;
     Py_ssize_t end = pos;
     Py_BEGIN_ALLOW_THREADS
     int need_sep = 0;
     int64_t k = 0;
+    rec_t r;
     for (;;) {
         ws(&x);
         if (x.p >= x.n) { status = 0; break; }
@@ -453,57 +599,66 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (c == ',') { x.p++; need_sep = 0; continue; }
         if (need_sep || c != '{') { status = 2; break; }
         Py_ssize_t e0 = x.p;
-        rec_t r;
-        memset(&r, 0, sizeof r);
+        memset(r.has_str, 0, sizeof r.has_str);
+        memset(r.has_int, 0, sizeof r.has_int);
+        r.slow = 0;
         int rc = object(&x, &r, 1);
         if (rc == INCOMPLETE) { status = 0; break; }
         if (rc == BAD) { status = 2; break; }
+        int g = r.slow ? -1 : route(&r, x.s, x_routes, nx, flows, nf);
+        if (!r.slow && (g < 0 || g >= G_FLOW) && !count_pair(pairs, &npairs, &r, x.s)) r.slow = 1;
         if (r.slow) {
             int64_t span[3] = {(int64_t)e0, (int64_t)x.p, k};
-            if (grow(&o.slow, 24)) { oom = 1; break; }
-            memcpy(o.slow.p + o.slow.len, span, 24);
-            o.slow.len += 24;
-        } else {
+            if (grow(&slow, 24)) { oom = 1; break; }
+            memcpy(slow.p + slow.len, span, 24);
+            slow.len += 24;
+        } else if (g >= 0) {
             r.ival[I_EV] = k;
             r.has_int[I_EV] = 1;
-            if (commit(&o, &r, x.s)) { oom = 1; break; }
+            if (commit(&o[g], &r, x.s)) { oom = 1; break; }
         }
         k++;
         end = x.p;
         need_sep = 1;
     }
     Py_END_ALLOW_THREADS
+    PyObject *groups = NULL, *counts = NULL, *res = NULL;
+    if (oom) { PyErr_NoMemory(); goto done; }
+    if (!(groups = PyTuple_New(N_GROUPS)) || !(counts = PyList_New(npairs))) goto done;
+    for (int i = 0; i < N_GROUPS; i++) {
+        PyObject *t = group_result(&o[i]);
+        if (!t) goto done;
+        PyTuple_SET_ITEM(groups, i, t);
+    }
+    for (int i = 0; i < npairs; i++) {
+        pair_t *q = &pairs[i];
+        PyObject *ph = q->has_ph ? PyUnicode_DecodeUTF8((const char *)x.s + q->ph0, q->phn, "replace") : Py_NewRef(Py_None);
+        PyObject *cat = q->has_cat ? PyUnicode_DecodeUTF8((const char *)x.s + q->cat0, q->catn, "replace") : Py_NewRef(Py_None);
+        PyObject *t = (ph && cat) ? Py_BuildValue("(NNL)", ph, cat, (long long)q->count) : NULL;
+        if (!t) { Py_XDECREF(ph); Py_XDECREF(cat); goto done; }
+        PyList_SET_ITEM(counts, i, t);
+    }
+    res = Py_BuildValue("(inOON)", status, end, groups, counts, as_bytes(slow.p, slow.len));
+done:
     PyBuffer_Release(&view);
-    if (oom) { out_free(&o); return PyErr_NoMemory(); }
-    PyObject *strs = PyTuple_New(NSTR), *ints = PyTuple_New(NINT);
-    if (!strs || !ints) goto fail;
-    for (int i = 0; i < NSTR; i++) {
-        PyObject *t = Py_BuildValue("(NNN)", as_bytes(&o.svalid[i]), as_bytes(&o.soff[i]), as_bytes(&o.sval[i]));
-        if (!t) goto fail;
-        PyTuple_SET_ITEM(strs, i, t);
-    }
-    for (int i = 0; i < NINT; i++) {
-        PyObject *t = Py_BuildValue("(NN)", as_bytes(&o.ivalid[i]), as_bytes(&o.ival[i]));
-        if (!t) goto fail;
-        PyTuple_SET_ITEM(ints, i, t);
-    }
-    PyObject *res = Py_BuildValue("(innNNN)", status, end, o.rows, strs, ints, as_bytes(&o.slow));
-    out_free(&o);
+    Py_XDECREF(groups);
+    Py_XDECREF(counts);
+    for (int i = 0; i < N_GROUPS; i++) out_free(&o[i]);
+    free(slow.p);
     return res;
-fail:
-    Py_XDECREF(strs);
-    Py_XDECREF(ints);
-    out_free(&o);
-    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buf, pos) -> (status, end, rows, strings, ints, slow): complete trace events of "
-     "buf[pos:] as Arrow buffers; see tracekit/sources/kineto_native.py."},
+     "scan(buf, pos, x_routes, flow_cats) -> (status, end, groups, pair_counts, slow): the "
+     "complete trace events of buf[pos:] as Arrow buffers by group; see "
+     "tracekit/sources/kineto_native.py."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__kscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kscan(void) {
+    init_tables();
+    return PyModule_Create(&module);
+}

@@ -23,7 +23,14 @@ from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormat
 from tracekit.sources.jsonstream import StreamStats, stream_document
 from tracekit.sources import kineto_native
 from tracekit.sources.kineto_columns import NULL_RAW
-from tracekit.sources.kineto_tables import LAUNCH_FLOW_CATS, Collector, decode_fallback
+from tracekit.sources.kineto_tables import (
+    FLOW_CATS,
+    LAUNCH_FLOW_CATS,
+    NATIVE_COLUMNS,
+    X_ROUTES,
+    Collector,
+    decode_fallback,
+)
 from tracekit.trace import Trace
 
 _NULL = NULL_RAW
@@ -100,19 +107,19 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
     scan = None
     if kineto_native.available():
         def scan(buf: bytes, pos: int) -> tuple[int, int]:
-            status, end, frame, slow = kineto_native.scan(buf, pos)
-            base = col.ordinal
-            col.add_frame(frame, base)
-            if slow:  # valid JSON (the scanner checked), unusual values: msgspec, counting each
-                evs, ords = [], []
-                for s, e, k in slow:
-                    got = decode(b"[" + buf[s:e] + b"]")
-                    if got:
-                        evs.append(got[0])
-                        ords.append(base + k)
-                col.add(evs, ords)
-            col.ordinal = base + frame.height + len(slow)
-            return status, end
+            for w in kineto_native.scan_split(buf, pos, X_ROUTES, sorted(FLOW_CATS), NATIVE_COLUMNS):
+                base = col.ordinal
+                col.add_native(w, base)
+                if w.slow:  # valid JSON (the scanner checked), unusual values: msgspec, counting each
+                    evs, ords = [], []
+                    for s, e, k in w.slow:
+                        got = decode(b"[" + buf[s:e] + b"]")
+                        if got:
+                            evs.append(got[0])
+                            ords.append(base + k)
+                    col.add(evs, ords)
+                col.ordinal = base + w.elements
+            return w.status, w.end
 
     stats = StreamStats()
     gc_was_on = gc.isenabled()

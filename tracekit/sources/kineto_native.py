@@ -1,7 +1,8 @@
 """The native scanner (``tracekit._kscan``, C) as polars frames.
 
-``scan`` reads the complete events of a window of the ``traceEvents`` array and returns their
-fields as one polars frame built from Arrow buffers — no Python object per event. Events it does
+``scan`` reads the complete events of a window of the ``traceEvents`` array and returns them
+routed — one polars frame per table, flows and metadata, built from Arrow buffers with no Python
+object per event — plus the (ph, cat) counts of every event outside the tables. Events it does
 not convert (unusual types, escaped strings) come back as byte spans for the Python path. When
 the extension is not built, or ``TRACEKIT_PURE_PYTHON=1``, :func:`available` is False and the
 loader uses msgspec only (same tables, slower). See docs/kineto.md.
@@ -10,6 +11,10 @@ loader uses msgspec only (same tables, slower). See docs/kineto.md.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from types import ModuleType
 
 import polars as pl
@@ -21,40 +26,94 @@ try:
 except ImportError:  # not compiled on this machine
     _kscan = None
 
-# Order fixed by tracekit/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args.
+# Order fixed by tracekit/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
+# ``_ev`` is the element's index within one scan call (file order).
 STR_FIELDS = ("ph", "cat", "name", "arg_name", "input_dims", "input_types", "input_strides",
               "concrete_inputs", "grid", "block")
 INT_FIELDS = ("pid", "tid", "ts_ns", "dur_ns", "id", "external_id", "correlation", "device", "stream",
               "registers_per_thread", "shared_memory", "bytes", "graph_id", "sequence_number", "_ev")
 NEED_MORE, CLOSED, STOPPED = 0, 1, 2
+N_GROUPS = 6  # the four tables (by index), then flows, then metadata ("M") events
+
+
+@dataclass
+class Window:
+    status: int  # NEED_MORE: the window ended; CLOSED: the array closed just before `end`;
+    # STOPPED: buf[end:] starts with what only the Python path handles (bad JSON, invalid UTF-8,
+    # an element that is not an object)
+    end: int
+    elements: int  # array elements consumed (converted, counted or left to Python)
+    groups: list[pl.DataFrame]  # per group, the columns asked for
+    pairs: list[tuple[str | None, str | None, int]]  # (ph, cat, n) of events outside the tables
+    slow: list[tuple[int, int, int]]  # (start, end, element index) left to the Python path
 
 
 def available() -> bool:
     return _kscan is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("1", "true", "yes")
 
 
-def scan(buf: bytes, pos: int) -> tuple[int, int, pl.DataFrame, list[tuple[int, int, int]]]:
-    """(status, end, frame of the converted events, (start, end, index) of the events left to
-    Python). ``_ev`` in the frame and the index of a span count the elements of this call in
-    file order (tables keep file order by them).
-
-    status NEED_MORE: the window ended; CLOSED: the array closed just before ``end``; STOPPED:
-    ``buf[end:]`` starts with something only the Python path handles (bad JSON, invalid UTF-8,
-    an element that is not an object)."""
+def scan(buf: bytes | memoryview, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str],
+         columns: Sequence[Sequence[str]]) -> Window:
+    """Scan ``buf[pos:]``: ``ph == "X"`` events go to group ``x_routes[cat]``, flow phases
+    (s/f/t) of ``flow_cats`` to group 4, ``M`` events to group 5; ``columns[g]`` names the fields
+    built for group ``g``."""
     assert _kscan is not None
-    status, end, rows, strs, ints, slow = _kscan.scan(buf, pos)
-    arrays: list[pa.Array] = []
-    for valid, offsets, data in strs:
-        arrays.append(pa.Array.from_buffers(pa.large_string(), rows, [_bits(valid, rows), pa.py_buffer(offsets), pa.py_buffer(data)]))
-    for valid, data in ints:
-        arrays.append(pa.Array.from_buffers(pa.int64(), rows, [_bits(valid, rows), pa.py_buffer(data)]))
-    frame = pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=[*STR_FIELDS, *INT_FIELDS]))
-    assert isinstance(frame, pl.DataFrame)
+    routes = tuple((c.encode(), g) for c, g in x_routes.items())
+    status, end, groups, pairs, slow = _kscan.scan(buf, pos, routes, tuple(c.encode() for c in flow_cats))
+    frames = [_frame(*groups[g], columns[g]) for g in range(N_GROUPS)]
     spans = memoryview(slow).cast("q").tolist() if slow else []
-    return status, end, frame, list(zip(spans[::3], spans[1::3], spans[2::3]))
+    slow_spans = list(zip(spans[::3], spans[1::3], spans[2::3]))
+    # Flow and metadata events are counted in `pairs` too.
+    elements = sum(frames[g].height for g in range(4)) + sum(n for _, _, n in pairs) + len(slow_spans)
+    return Window(status, end, elements, frames, pairs, slow_spans)
 
 
-def _bits(valid: bytes, rows: int) -> pa.Buffer | None:
-    if rows == 0:
-        return None
-    return pa.py_buffer(valid if len(valid) * 8 >= rows else valid + bytes((rows + 7) // 8 - len(valid)))
+_SPLIT_MIN = 1 << 20  # windows smaller than this are scanned in one piece
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_pool: ThreadPoolExecutor | None = None
+
+
+def scan_split(buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str],
+               columns: Sequence[Sequence[str]]) -> list[Window]:
+    """:func:`scan` on two halves of the window at once (the scanner releases the GIL). The cut
+    is a guess (a ``}`` ``,`` ``{`` near the middle, possibly inside a string); it is kept only
+    when the first half's scan ends exactly there, which proves it an event boundary — else the
+    second half is discarded and the caller scans on from where the first half ended."""
+    global _pool
+    n = len(buf)
+    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= _SPLIT_MIN else None
+    if m is None:
+        return [scan(buf, pos, x_routes, flow_cats, columns)]
+    cut = m.start() + 1
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-scan")
+    second = _pool.submit(scan, buf, cut, x_routes, flow_cats, columns)
+    first = scan(memoryview(buf)[:cut], pos, x_routes, flow_cats, columns)
+    rest = second.result()
+    if first.status == NEED_MORE and first.end == cut:
+        return [first, rest]
+    return [first]
+
+
+_STR_INDEX = {f: i for i, f in enumerate(STR_FIELDS)}
+_INT_INDEX = {f: i for i, f in enumerate(INT_FIELDS)}
+
+
+def _frame(rows: int, strs: tuple[tuple[bytes | None, bytes, bytes], ...],
+           ints: tuple[tuple[bytes | None, bytes], ...], names: Sequence[str]) -> pl.DataFrame:
+    arrays: list[pa.Array] = []
+    for f in names:
+        if f in _STR_INDEX:
+            valid, offsets, data = strs[_STR_INDEX[f]]
+            arrays.append(pa.Array.from_buffers(pa.large_string(), rows, [_bits(valid), pa.py_buffer(offsets), pa.py_buffer(data)]))
+        else:
+            valid, values = ints[_INT_INDEX[f]]
+            arrays.append(pa.Array.from_buffers(pa.int64(), rows, [_bits(valid), pa.py_buffer(values)]))
+    frame = pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=list(names)))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _bits(valid: bytes | None) -> pa.Buffer | None:
+    """An Arrow validity bitmap (None from the scanner: every row valid)."""
+    return None if valid is None else pa.py_buffer(valid)

@@ -18,6 +18,7 @@ import polars as pl
 from tracekit import schema
 from tracekit.intervals import nest
 from tracekit.sources import kineto_columns as kc
+from tracekit.sources.kineto_native import Window
 
 # Category → table. Old (≤ 2021) names map to the same tables.
 KERNEL_CATS = {"kernel": schema.KIND_KERNEL, "Kernel": schema.KIND_KERNEL,
@@ -39,7 +40,19 @@ _ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
     **{("X", c): i for c, i in _ROUTE.items()}, **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"}}
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
-PENDING_ROWS = 1 << 17  # native-scanner rows routed per polars pass (bounded memory, few calls)
+PENDING_ROWS = 1 << 17  # native-scanner rows built per polars pass (bounded memory, few calls)
+# Fields the native scanner builds per group (tables, flows, metadata): see _FRAME_BUILDERS.
+NATIVE_COLUMNS = (
+    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "correlation", "external_id", "device", "stream",
+     "registers_per_thread", "shared_memory", "bytes", "graph_id", "grid", "block", "_ev"),
+    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "correlation", "external_id", "_ev"),
+    ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "sequence_number", "input_dims", "input_strides",
+     "input_types", "concrete_inputs", "_ev"),
+    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "external_id", "device", "stream", "_ev"),
+    ("cat", "ph", "id"),
+    ("name", "pid", "tid", "arg_name"),
+)
+X_ROUTES = _ROUTE
 
 
 class Collector:
@@ -55,7 +68,7 @@ class Collector:
         self.threads: dict[tuple[Any, ...], None] = {}
         self.events_read = 0
         self.ordinal = 0  # events seen, in file order: each table row keeps its ordinal as _ev
-        self.pending: list[pl.DataFrame] = []  # native frames not routed yet
+        self.pending: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLE_NAMES}  # native, not built yet
         self.pending_rows = 0
 
     def add(self, evs: list[Any], ordinals: list[int] | None = None) -> None:
@@ -95,44 +108,35 @@ class Collector:
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows)
 
-    def add_frame(self, df: pl.DataFrame, base: int) -> None:
-        """Route one frame from the native scanner (columns of ``kineto_native``; ``_ev`` counts
-        from ``base``) — the same tables, columns and counts as :meth:`add` gives."""
-        if df.is_empty():
-            return
-        self.events_read += df.height
-        self.pending.append(df.with_columns(pl.col("_ev") + base))
-        self.pending_rows += df.height
-        if self.pending_rows >= PENDING_ROWS:
-            self._route_pending()
-
-    def _route_pending(self) -> None:
-        """Route the pending native frames together (polars' cost per call dominates small frames)."""
-        if not self.pending:
-            return
-        df = pl.concat(self.pending, rechunk=False)
-        self.pending, self.pending_rows = [], 0
-        ph, cat = pl.col("ph"), pl.col("cat")
-        table = cat.replace_strict(_ROUTE, default=None, return_dtype=pl.Int8())
-        route = (pl.when((ph == "X") & table.is_not_null()).then(table)
-                 .when(ph.is_in(["s", "f", "t"]) & cat.is_in(list(FLOW_CATS))).then(pl.lit(_FLOW, pl.Int8()))
-                 .when(ph == "M").then(pl.lit(_META, pl.Int8()))
-                 .otherwise(pl.lit(_META + 1, pl.Int8())))
-        df = df.with_columns(route.alias("_route"))
-        for c, p, n in df.filter(pl.col("_route") >= _FLOW).group_by("cat", "ph").len().iter_rows():
-            self.skipped[f"{c if c is not None else '-'} [{p}]"] += n
-        for i, name in enumerate(TABLE_NAMES):
-            rows = df.filter(pl.col("_route") == i)
-            if rows.height:
-                self.frames[name].append(_prepare(_FRAME_BUILDERS[i](rows), name, self.dropped))
-        flows = df.filter(pl.col("_route") == _FLOW)
-        if flows.height:
-            self.flow_frames.append(flows.select("cat", "ph", "id"))
-        meta = df.filter((pl.col("_route") == _META) & pl.col("name").is_in(["process_name", "thread_name"]))
-        for key in meta.select("name", "pid", "tid", "arg_name").iter_rows():
+    def add_native(self, w: Window, base: int) -> None:
+        """Take one window from the native scanner (``_ev`` counts from ``base``) — the same
+        tables, columns and counts as :meth:`add` gives for the same events."""
+        self.events_read += w.elements - len(w.slow)
+        for ph, cat, n in w.pairs:
+            self.skipped[f"{cat if cat is not None else '-'} [{ph}]"] += n
+        for name, frame in zip(TABLE_NAMES, w.groups):
+            if frame.height:
+                self.pending[name].append(frame.with_columns(pl.col("_ev") + base))
+                self.pending_rows += frame.height
+        if w.groups[_FLOW].height:
+            self.flow_frames.append(w.groups[_FLOW])
+        meta = w.groups[_META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
+        for key in meta.iter_rows():
             if len(self.threads) >= MAX_THREADS:
                 break
             self.threads[key] = None
+        if self.pending_rows >= PENDING_ROWS:
+            self._build_pending()
+
+    def _build_pending(self) -> None:
+        """Build the pending native frames, many windows at once (polars' cost per call
+        dominates small frames)."""
+        for i, name in enumerate(TABLE_NAMES):
+            if self.pending[name]:
+                df = pl.concat(self.pending[name], rechunk=False)
+                self.frames[name].append(_prepare(_FRAME_BUILDERS[i](df), name, self.dropped))
+        self.pending = {t: [] for t in TABLE_NAMES}
+        self.pending_rows = 0
 
     def _metadata(self, rows: list[Any]) -> None:
         for e in rows:
@@ -148,7 +152,7 @@ class Collector:
 
     def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
         """Concatenate the batches of each table; drop duplicates; add the time base; nest."""
-        self._route_pending()
+        self._build_pending()
         tables: dict[str, pl.DataFrame] = {}
         for name in TABLE_NAMES:
             parts = self.frames[name]
