@@ -60,7 +60,7 @@ def scan(buf: bytes | memoryview, pos: int, x_routes: Mapping[str, int], flow_ca
     assert _kscan is not None
     routes = tuple((c.encode(), g) for c, g in x_routes.items())
     status, end, groups, pairs, slow = _kscan.scan(buf, pos, routes, tuple(c.encode() for c in flow_cats))
-    frames = [_frame(*groups[g], columns[g]) for g in range(N_GROUPS)]
+    frames = [_frame(groups[g][0], groups[g][1], groups[g][2], columns[g]) for g in range(N_GROUPS)]
     spans = memoryview(slow).cast("q").tolist() if slow else []
     slow_spans = list(zip(spans[::3], spans[1::3], spans[2::3]))
     # Flow and metadata events are counted in `pairs` too.
