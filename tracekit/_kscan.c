@@ -146,6 +146,9 @@ static int object(P *x, rec_t *r, int top) {
         int f = top ? top_field(x->s + k0, klen, &is_str) : arg_field(x->s + k0, klen, &is_str);
         if (esc) { r->slow = 1; f = -1; } /* an escaped key might name a field: let Python decide */
         if (f == -2) {
+            /* A repeated "args" replaces the earlier one (as msgspec decodes it): forget its fields. */
+            memset(r->has_str + S_ANAME, 0, S_BLOCK - S_ANAME + 1);
+            memset(r->has_int + I_EXT, 0, I_SEQ - I_EXT + 1);
             if (x->s[x->p] == '{') rc = object(x, r, 0);
             else { r->slow = 1; rc = value(x, 1); }
         } else if (f >= 0) {

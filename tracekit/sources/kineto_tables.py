@@ -341,9 +341,14 @@ def _finish(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[str]) -
 def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) -> pl.DataFrame:
     """Drop repeated events (all of ``key`` equal). The per-row hash finds candidates cheaply;
     the full key decides, so a hash collision never drops an event."""
-    cand = df["_key"].is_duplicated()
-    if not cand.any():
+    # Sorted hashes, not a hash table: 8 bytes a row instead of ~60 (a 1M-row table's table
+    # stayed ~80 MB in RSS after use).
+    keys = df["_key"].sort()
+    repeated = keys.filter(keys == keys.shift(1))
+    del keys
+    if repeated.is_empty():
         return df
+    cand = df["_key"].is_in(repeated.unique().implode())
     dup = df.select((~pl.struct(key).is_first_distinct() & cand).alias("d"))["d"]
     n = int(dup.sum())
     if n:
