@@ -9,7 +9,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -352,68 +351,59 @@ def test_scan_split_keeps_only_a_proven_cut() -> None:
     assert [(w.status, w.end, w.elements) for w in ws] == [(kn.NEED_MORE, len(A), 1)]
 
 
-# --- bugs found: parity breaks, strict xfail (minimal inputs; see the commit's report) -------
+# --- regressions: parity breaks these tests found, fixed (minimal inputs) -------------------
 
 
-def _xfail(reason: str, raises: type[BaseException] = AssertionError) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=raises, reason=reason)
-
-
-@_xfail("a lone surrogate escape in an escaped name: the slow decode raises", msgspec.DecodeError)
-def test_bug_lone_surrogate_in_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # pure: kernel 0 kept, then "malformed JSON at byte …"; native: msgspec.DecodeError escapes load_kineto
+def test_regression_lone_surrogate_in_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Was: native let msgspec.DecodeError escape load_kineto. Both: kernel 0 kept, then "malformed JSON".
     pure, native, _ = load_both(write(tmp_path, doc([K(0), K(1, name="k\\ud800"), K(2)])), monkeypatch)
     assert_same(pure, native)
 
 
-@_xfail("a lone surrogate escape in a skipped arg: native accepts what msgspec calls malformed")
-def test_bug_lone_surrogate_in_skipped_arg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_lone_surrogate_in_skipped_arg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     odd = K(1).replace('"args":{', '"args":{"foo":"\\udc00",')
     pure, native, _ = load_both(write(tmp_path, doc([K(0), odd, K(2)])), monkeypatch)
     assert pure.kernels.height == 1 and "malformed JSON" in pure.meta["warnings"][0]
-    assert native.kernels.height == 1  # native: 3 kernels, no warning
+    assert native.kernels.height == 1  # was: native kept 3 kernels, no warning
 
 
-@_xfail("meta['threads']: a window's slow M events come after its native ones")
-def test_bug_thread_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_thread_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     m1 = '{"ph":"M","name":"process_name","pid":"Spans","tid":0,"args":{"name":"spans"}}'
     m2 = '{"ph":"M","name":"thread_name","pid":1,"tid":2,"args":{"name":"main"}}'
     pure, native, _ = load_both(write(tmp_path, doc([m1, m2, K(0)])), monkeypatch)
     assert [t["pid"] for t in pure.meta["threads"]] == ["Spans", 1]  # file order
-    assert [t["pid"] for t in native.meta["threads"]] == ["Spans", 1]  # native: [1, "Spans"]
+    assert [t["pid"] for t in native.meta["threads"]] == ["Spans", 1]  # was: native [1, "Spans"]
 
 
-@_xfail("warnings: slow events' drop reasons are counted before the pending native frames'")
-def test_bug_drop_reason_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Both drops count 1, so most_common() keeps insertion order: pure "device activity" first
-    # (table order within a batch), native "cpu op" first (the slow op is built at once).
+def test_regression_drop_reason_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both drops count 1. Ties were listed in insertion order, which differed between the paths;
+    # now ties go by reason name on both: "cpu op …" before "device activity …".
     events = [K(0, dur="null"), OP("o", 1, "null").replace('"pid":1', '"pid":"1"'), OP("p", 2)]
     pure, native, _ = load_both(write(tmp_path, doc(events)), monkeypatch)
-    assert pure.meta["warnings"][0].startswith("2 events dropped: device activity")
+    assert pure.meta["warnings"][0].startswith("2 events dropped: cpu op")
     assert native.meta["warnings"] == pure.meta["warnings"]
 
 
-@_xfail("input_types: polars json_decode for native frames vs msgspec when a batch has a nested list")
-def test_bug_input_types_depend_on_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_input_types_depend_on_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = OP("a", 1, extra=',"args":{"Input type":[["x"]]}').replace('"pid":1', '"pid":"1"')  # slow
     b = OP("b", 2, extra=',"args":{"Input type":[null]}')
     pure, native, _ = load_both(write(tmp_path, doc([a, b])), monkeypatch)
-    assert pure.ops["input_types"].to_list() == [['["x"]'], ["null"]]
-    assert native.ops["input_types"].to_list() == [['["x"]'], ["null"]]  # native: [None] for b
+    # A row's value no longer depends on its batch: a null item is null on both paths
+    # (was: "null" when a nested list elsewhere in the batch sent the batch through msgspec).
+    assert pure.ops["input_types"].to_list() == [['["x"]'], [None]]
+    assert native.ops["input_types"].to_list() == [['["x"]'], [None]]
 
 
-@_xfail("'boolean converted' is counted only if another value of the batch fails polars too")
-def test_bug_bool_note_depends_on_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_bool_note_depends_on_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events = synthetic(12_000)
     events[1000] = events[1000].replace('"pid":1,', '"pid":true,')  # first half of the first window
     events[40000] = events[40000].replace('"pid":1,', '"pid":"1",')  # second half
     pure, native, _ = load_both(write(tmp_path, doc(events)), monkeypatch)
     want = {"cpu op pid: boolean converted": 1, "cpu op pid: numeric string converted": 1}
     assert pure.meta["parse_stats"]["coerced"] == want
-    assert native.meta["parse_stats"]["coerced"] == want  # native: the bool is not counted
+    assert native.meta["parse_stats"]["coerced"] == want  # was: native missed the bool
 
 
-@_xfail("both paths: a table whose every event is dropped crashes _nested (pl.concat([]))", ValueError)
-def test_bug_all_ops_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_all_ops_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pure, native, _ = load_both(write(tmp_path, doc([K(0), OP("o", 1, "null")])), monkeypatch)
     assert pure.ops.height == native.ops.height == 0

@@ -64,6 +64,18 @@ static inline int hexd(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* The value of four hex digits at x->s[at..at+4), or INCOMPLETE / BAD. */
+static int hex4(const P *x, Py_ssize_t at) {
+    int v = 0;
+    for (int j = 0; j < 4; j++) {
+        if (at + j >= x->n) return INCOMPLETE;
+        unsigned char c = x->s[at + j];
+        if (!hexd(c)) return BAD;
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
 /* At '"'. On OK, x->p is after the closing quote; *esc tells whether escapes occurred. */
 static int string(P *x, int *esc) {
     Py_ssize_t start = ++x->p;
@@ -92,8 +104,18 @@ static int string(P *x, int *esc) {
         if (x->p + 1 >= x->n) return INCOMPLETE;
         c = x->s[x->p + 1];
         if (c == 'u') {
-            if (x->p + 5 >= x->n) return INCOMPLETE;
-            for (int j = 2; j < 6; j++) if (!hexd(x->s[x->p + j])) return BAD;
+            /* msgspec (the Python path) rejects unpaired surrogates: so does this. */
+            int u = hex4(x, x->p + 2);
+            if (u == INCOMPLETE || u == BAD) return u;
+            if (u >= 0xDC00 && u <= 0xDFFF) return BAD;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (x->p + 7 >= x->n) return INCOMPLETE;
+                if (x->s[x->p + 6] != '\\' || x->s[x->p + 7] != 'u') return BAD;
+                int lo = hex4(x, x->p + 8);
+                if (lo == INCOMPLETE || lo == BAD) return lo;
+                if (lo < 0xDC00 || lo > 0xDFFF) return BAD;
+                x->p += 6;
+            }
             x->p += 6;
         } else if (strchr("\"\\/bfnrt", c) && c) {
             x->p += 2;

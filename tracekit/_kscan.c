@@ -9,7 +9,8 @@
  *   status 0  the buffer ended (inside an event or between events): read more and call again;
  *   status 1  the array closed: `end` is just after its `]`;
  *   status 2  something it does not handle (bad JSON, invalid UTF-8, a non-object element):
- *             `end` is the start of that element; the caller hands the rest to the Python path.
+ *             `end` is just after the last complete element before it (separators may follow);
+ *             the caller hands the rest to the Python path.
  *
  * Events whose fields have unusual types (a string pid, a float id, an escaped name, an
  * exponent in ts, an integer beyond int64, a null args) are valid JSON but are not converted

@@ -113,7 +113,11 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
                 if w.slow:  # valid JSON (the scanner checked), unusual values: msgspec, counting each
                     evs, ords = [], []
                     for s, e, k in w.slow:
-                        got = decode(b"[" + buf[s:e] + b"]")
+                        try:
+                            got = decode(b"[" + buf[s:e] + b"]")
+                        except msgspec.DecodeError as exc:  # the scanner accepted what msgspec does not
+                            col.dropped[f"invalid event: {exc}"] += 1
+                            continue
                         if got:
                             evs.append(got[0])
                             ords.append(base + k)
@@ -149,7 +153,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
         "distributed": _distributed(top.get("distributedInfo")),
         "time_base_ns": base,
         "time_base": "baseTimeNanoseconds" if "baseTimeNanoseconds" in top else "epoch_us",
-        "threads": [{"kind": k, "pid": pid, "tid": t, "name": n} for k, pid, t, n in col.threads],
+        "threads": [{"kind": k, "pid": pid, "tid": t, "name": n} for k, pid, t, n in col.thread_names()],
         "flows": _flow_stats(col.flows(), tables["kernels"]),
         "categories": _categories(tables, col.skipped),
         "parse_stats": {
@@ -210,11 +214,16 @@ def _warnings(stats: StreamStats, col: Collector) -> list[str]:
         out.append(f"{stats.utf8_replaced} invalid UTF-8 sequences replaced by U+FFFD")
     n_drop = sum(col.dropped.values())
     if n_drop:
-        out.append(f"{n_drop} events dropped: " + ", ".join(f"{k} ({v})" for k, v in col.dropped.most_common(5)))
+        out.append(f"{n_drop} events dropped: " + ", ".join(f"{k} ({v})" for k, v in _top(col.dropped)))
     n_coerced = sum(col.notes.values())
     if n_coerced:
-        out.append(f"{n_coerced} values coerced: " + ", ".join(f"{k} ({v})" for k, v in col.notes.most_common(5)))
+        out.append(f"{n_coerced} values coerced: " + ", ".join(f"{k} ({v})" for k, v in _top(col.notes)))
     return out
+
+
+def _top(c: Counter[str], n: int = 5) -> list[tuple[str, int]]:
+    """The ``n`` largest counts, ties by name (not by insertion order, which depends on batching)."""
+    return sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 def _categories(tables: dict[str, pl.DataFrame], skipped: Counter[str]) -> dict[str, int]:

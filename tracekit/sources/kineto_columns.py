@@ -20,10 +20,11 @@ _RS = b"\x1e"  # never appears unescaped in JSON text, so it cannot collide with
 def ints(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
     """Int64 column; numeric strings and integral floats are converted, other values become null.
     Every converted or nulled value is counted in ``notes`` as ``"<field>: <reason>"``."""
-    try:
-        return pl.Series(values, dtype=pl.Int64())
-    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
-        pass
+    if bool not in set(map(type, values)):  # polars would take booleans silently
+        try:
+            return pl.Series(values, dtype=pl.Int64())
+        except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
+            pass
     out: list[int | None] = []
     for v in values:
         r, why = _to_int(v)
@@ -115,11 +116,29 @@ def str_lists_text(text: pl.Series) -> pl.Series:
         return text.str.json_decode(pl.List(pl.String()))
     except pl.exceptions.PolarsError:
         pass
-    out: list[list[str] | None] = []
+    # Decided row by row, so that a row's value never depends on its batch: rows holding a
+    # nested list or object (what polars refuses) go through msgspec, the others through polars.
+    nested = text.str.slice(1).str.contains(r"[\[{]").fill_null(False)
+    flat = text.filter(~nested)
+    try:
+        flat_lists = flat.str.json_decode(pl.List(pl.String()))
+    except pl.exceptions.PolarsError:
+        flat_lists = _lists_by_msgspec(flat)
+    frame = pl.DataFrame({"i": pl.int_range(text.len(), eager=True)})
+    parts = pl.concat([
+        pl.DataFrame({"i": frame["i"].filter(~nested), "v": flat_lists}),
+        pl.DataFrame({"i": frame["i"].filter(nested), "v": _lists_by_msgspec(text.filter(nested))}),
+    ])
+    return parts.sort("i")["v"].alias(text.name)
+
+
+def _lists_by_msgspec(text: pl.Series) -> pl.Series:
+    """JSON lists → List[String]: strings as they are, null items null, other items as JSON text."""
+    out: list[list[str | None] | None] = []
     for t in text:
-        v = msgspec.json.decode(t if t is not None else "null")
+        v = msgspec.json.decode(t) if t is not None else None
         if isinstance(v, list):
-            out.append([x if isinstance(x, str) else msgspec.json.encode(x).decode() for x in v])
+            out.append([x if isinstance(x, str) or x is None else msgspec.json.encode(x).decode() for x in v])
         else:
             out.append(None)
     return pl.Series(out, dtype=pl.List(pl.String()))

@@ -50,7 +50,7 @@ NATIVE_COLUMNS = (
      "input_types", "concrete_inputs", "_ev"),
     ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "external_id", "device", "stream", "_ev"),
     ("cat", "ph", "id"),
-    ("name", "pid", "tid", "arg_name"),
+    ("name", "pid", "tid", "arg_name", "_ev"),
 )
 X_ROUTES = _ROUTE
 
@@ -65,7 +65,7 @@ class Collector:
         self.dropped: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
-        self.threads: dict[tuple[Any, ...], None] = {}
+        self.threads: dict[tuple[Any, ...], int] = {}  # (kind, pid, tid, name) → ordinal of first sight
         self.events_read = 0
         self.ordinal = 0  # events seen, in file order: each table row keeps its ordinal as _ev
         self.pending: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLE_NAMES}  # native, not built yet
@@ -106,7 +106,7 @@ class Collector:
                     "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
                 }))
             elif len(self.threads) < MAX_THREADS:
-                self._metadata(rows)
+                self._metadata(rows, order[i])
 
     def add_native(self, w: Window, base: int) -> None:
         """Take one window from the native scanner (``_ev`` counts from ``base``) — the same
@@ -121,10 +121,10 @@ class Collector:
         if w.groups[_FLOW].height:
             self.flow_frames.append(w.groups[_FLOW])
         meta = w.groups[_META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
-        for key in meta.iter_rows():
+        for *key, ev in meta.select("name", "pid", "tid", "arg_name", pl.col("_ev") + base).iter_rows():
             if len(self.threads) >= MAX_THREADS:
                 break
-            self.threads[key] = None
+            self.threads.setdefault(tuple(key), ev)
         if self.pending_rows >= PENDING_ROWS:
             self._build_pending()
 
@@ -138,13 +138,17 @@ class Collector:
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 
-    def _metadata(self, rows: list[Any]) -> None:
-        for e in rows:
+    def thread_names(self) -> list[tuple[Any, ...]]:
+        """(kind, pid, tid, name) of the process/thread name events, in file order."""
+        return sorted(self.threads, key=self.threads.__getitem__)
+
+    def _metadata(self, rows: list[Any], ordinals: list[int]) -> None:
+        for e, ev in zip(rows, ordinals):
             if e.name in ("process_name", "thread_name"):
                 label = e.args.name
                 key = (e.name, e.pid, e.tid, label if isinstance(label, str) else None)
                 try:
-                    self.threads[key] = None
+                    self.threads.setdefault(key, ev)
                 except TypeError:  # an unhashable pid/tid
                     self.notes["metadata event: unhashable pid/tid"] += 1
                 if len(self.threads) >= MAX_THREADS:
@@ -375,6 +379,8 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
     latest end so far — so no interval can nest across a cut and the result equals one call.
     """
     df = df.with_row_index(id_col).with_columns(pl.col(id_col).cast(pl.Int64()))
+    if df.is_empty():  # every event of the table was dropped
+        return df.with_columns(pl.lit(None, pl.Int64()).alias("depth"), pl.lit(None, pl.Int64()).alias("parent_id"))
     keys = df.select(group).unique(maintain_order=True).with_row_index("_g")
     slim = df.select([*group, id_col, "start_ns", "end_ns"]).join(keys, on=group, how="left", nulls_equal=True)
     slim = slim.select("_g", id_col, "start_ns", "end_ns").sort(
