@@ -4,5 +4,5 @@ slower)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracekit._kscan", ["tracekit/_kscan.c"], depends=["tracekit/_kjson.h"],
+setup(ext_modules=[Extension("tracekit._kscan", ["tracekit/_kscan.c"], depends=["tracekit/_kjson.h", "tracekit/_knest.h"],
                              optional=True)])

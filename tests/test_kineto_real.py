@@ -133,9 +133,10 @@ def test_base_time_nanoseconds_added() -> None:
 
 def test_chunked_nesting_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracekit.intervals import nest
-    from tracekit.sources import kineto_tables
+    from tracekit.sources import kineto_finish
 
-    monkeypatch.setattr(kineto_tables, "NEST_CHUNK_ROWS", 997)  # many chunks on ~40k ops
+    monkeypatch.setattr(kineto_finish, "NEST_CHUNK_ROWS", 997)  # many chunks on ~40k ops
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")  # the chunked polars path, not the C one
     tr = load_kineto(SHARED_TRACES / CONTROL)
     one = nest(tr.ops.select("pid", "tid", "op_id", "start_ns", "end_ns"), ["pid", "tid"], "op_id").sort("op_id")
     assert tr.ops.sort("op_id").select("depth", "parent_id").equals(one.select("depth", "parent_id"))

@@ -18,6 +18,7 @@
  * every coercion. Times are decimal microseconds turned into int64 ns exactly: three fraction
  * digits, further digits rounded half to even (as polars' str.to_decimal(scale=3) does).
  */
+#define _GNU_SOURCE /* qsort_r */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@ enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, 
 #define N_PLAIN 4 /* S_PH..S_ANAME hold string contents; the others hold raw JSON text */
 
 #include "_kjson.h"
+#include "_knest.h"
 
 typedef struct { char *p; size_t len, cap; } buf_t;
 
@@ -427,6 +429,9 @@ static PyMethodDef methods[] = {
      "scan(buf, pos, x_routes, flow_cats) -> (status, end, groups, pair_counts, slow): the "
      "complete trace events of buf[pos:] as Arrow buffers by group; see "
      "tracekit/sources/kineto_native.py."},
+    {"nest", nest, METH_VARARGS,
+     "nest(keys, start, end) -> (depth int32 bytes, parent row int64 bytes), in row order: "
+     "interval nesting within groups of equal int64 keys; see tracekit/_knest.h."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,7 @@ def nest(
     g = list(group)
     work = (
         df.select([*g, id_col, start, end])
-        .sort([*g, start, end], descending=[*([False] * len(g)), False, True])
+        .sort([*g, start, end, id_col], descending=[*([False] * len(g)), False, True, False])  # ties by id
         .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over(g).alias("_pos"))
     )
     # Zero-length intervals starting at t also "end at or before t", but they are not closed

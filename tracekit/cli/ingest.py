@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,18 +15,34 @@ from tracekit.errors import TracekitError, UsageError
 from tracekit.progress import Progress
 
 TABLES = ("kernels", "launches", "ops", "regions")
+STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
+
+
+def json_size(f: Path) -> int:
+    """Uncompressed size of a (possibly gzipped) file: gzip's ISIZE trailer (size mod 2^32),
+    or at least 20× the compressed size when that is larger (Kineto JSON compresses ~20×)."""
+    size = f.stat().st_size
+    with open(f, "rb") as fh:
+        if fh.read(2) != b"\x1f\x8b" or size < 20:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        return max(int.from_bytes(fh.read(4), "little"), 20 * size if size >= (1 << 32) // 20 else 0)
 
 
 @click.command("ingest")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "-o", "out", required=True, type=click.Path(path_type=Path),
               help="Dataset directory (created if missing); re-ingesting a trace replaces it.")
-def ingest(traces: tuple[Path, ...], out: Path) -> None:
+@click.option("--stream/--no-stream", "stream", default=None,
+              help="Bounded memory: tables written one at a time, derived tables not stored "
+                   f"(default: only for Kineto traces of {STREAM_BYTES >> 20} MiB of JSON or more).")
+def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 
     A directory argument means every trace under it; formats are told by content.
     Each trace is written atomically; a trace that fails is reported and the others go on
-    (the exit code is then non-zero).
+    (the exit code is then non-zero). Large Kineto traces are streamed (see --stream): their
+    derived tables are computed by the first analysis instead of at ingest.
     """
     from tracekit.sources import find_traces, load, sniff
     from tracekit.derived import write_with_derived
@@ -42,12 +59,19 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
             click.echo(f"{t}: error: {exc}")
     total = len(files) + len(errors)
     ok = 0
+    notes: list[str] = []
     with Progress(len(files), "ingest") as bar:
         for f in files:
             bar.set_detail(f.name)
             try:
                 if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
                     meta, heights = _ingest_nsys(f, out)
+                elif stream or (stream is None and json_size(f) >= STREAM_BYTES):
+                    from tracekit.sources.kineto_ingest import ingest_kineto
+
+                    meta, heights = ingest_kineto(f, out)
+                    notes.append(f"{f}: streamed with bounded memory; derived tables not stored "
+                                 "(the first analysis computes them)")
                 else:
                     trace = load(f)
                     write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
@@ -58,6 +82,9 @@ def ingest(traces: tuple[Path, ...], out: Path) -> None:
             else:
                 ok += 1
                 bar.write(_line(f, meta, heights))
+                for note in notes:
+                    bar.write(note)
+            notes.clear()
             bar.update(1)
     click.echo(f"ingested {ok} of {total} traces into {out}")
     if errors:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from tracekit.sources import kineto_native
 from tracekit.sources.kineto_columns import NULL_RAW
 from tracekit.sources.kineto_tables import (
     FLOW_CATS,
-    LAUNCH_FLOW_CATS,
+    KERNEL_CATS,
     NATIVE_COLUMNS,
     X_ROUTES,
     Collector,
@@ -87,6 +88,92 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
     Raises TraceFormatError (not JSON / not a trace), EmptyTraceError (no events),
     UnsupportedFormatError (SQLite or ``.nsys-rep``).
     """
+    reading = read_kineto(path, trace_id)
+    tables = dict(reading.tables())
+    return Trace(meta=reading.meta(), **tables)
+
+
+class KinetoReading:
+    """A Kineto file read through to its finished tables: :meth:`tables` yields them one at a
+    time (so a writer can store and drop each), then :meth:`meta` describes the trace."""
+
+    def __init__(self, path: Path, trace_id: str, top: dict[str, Any], stats: StreamStats, col: Collector) -> None:
+        self.path, self.trace_id, self.top, self.stats, self.col = path, trace_id, top, stats, col
+        self.base = _base_ns(top.get("baseTimeNanoseconds"), col.notes)
+        self.heights: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}  # kernels.kind and regions.kind counts
+        self.linked = 0  # device activities whose correlation a launch flow names
+        self._done = False
+
+    def tables(self) -> Iterator[tuple[str, pl.DataFrame]]:
+        link = self.col.launch_flow_ids()
+        for name, df in self.col.finish_each(self.base, self.trace_id):
+            self.heights[name] = df.height
+            if name in ("kernels", "regions"):
+                for kind, n in df.group_by("kind").len().sort("kind").iter_rows():
+                    self.kinds[str(kind)] = int(n)
+            if name == "kernels" and df.height:
+                self.linked = int(df["correlation"].is_in(link.implode()).sum())
+            yield name, df
+            del df  # the caller may have stored and dropped it: do not keep it alive here
+        self._done = True
+
+    def meta(self) -> dict[str, Any]:
+        assert self._done, "meta() needs every table finished (duplicates are counted there)"
+        col, stats, top = self.col, self.stats, self.top
+        return {
+            "trace_id": self.trace_id,
+            "source": str(self.path),
+            "format": "kineto",
+            "format_version": top.get("schemaVersion"),
+            "schema_version": schema.SCHEMA_VERSION,
+            "devices": _devices(top.get("deviceProperties")),
+            "distributed": _distributed(top.get("distributedInfo")),
+            "time_base_ns": self.base,
+            "time_base": "baseTimeNanoseconds" if "baseTimeNanoseconds" in top else "epoch_us",
+            "threads": [{"kind": k, "pid": pid, "tid": t, "name": n} for k, pid, t, n in col.thread_names()],
+            "flows": self._flow_stats(),
+            "categories": self._categories(),
+            "parse_stats": {
+                "events_read": col.events_read + sum(n for k, n in col.dropped.items() if k.startswith("invalid event")),
+                "events_kept": sum(self.heights.values()),
+                "skipped": dict(sorted(col.skipped.items())),
+                "dropped": dict(sorted(col.dropped.items())),
+                "coerced": dict(sorted(col.notes.items())),
+                "bytes_read": stats.bytes_read,
+                "gzip": stats.gzip,
+                "truncated": bool(stats.unclosed or stats.gzip_truncated or stats.gzip_error),
+                "bytes_lost": stats.truncated_bytes,
+                "utf8_replaced": stats.utf8_replaced,
+            },
+            "warnings": _warnings(stats, col),
+            "extra": {k: top[k] for k in _EXTRA_KEYS if k in top and isinstance(top[k], (str, int, float, bool))},
+        }
+
+    def _categories(self) -> dict[str, int]:
+        """Events per category: canonical kinds of the kept events plus the skipped raw categories."""
+        out: dict[str, int] = {k: v for k, v in self.kinds.items() if k in _KERNEL_KINDS}
+        out["runtime/driver call"] = self.heights.get("launches", 0)
+        out["cpu_op"] = self.heights.get("ops", 0)
+        out.update({k: v for k, v in self.kinds.items() if k not in _KERNEL_KINDS})
+        out.update({f"skipped: {key}": v for key, v in self.col.skipped.items()})
+        return {key: v for key, v in out.items() if v}
+
+    def _flow_stats(self) -> dict[str, Any]:
+        """Flow events per category and phase, and how many device activities a CPU→GPU flow
+        reaches (its id is the launch correlation id)."""
+        counts = {f"{c}:{p}": n for (c, p), n in sorted(self.col.flow_counts.items())}
+        return {"counts": counts, "launch_flow_categories": sorted(self.col.flow_cats),
+                "launch_flow_ids": self.col.launch_flow_ids().len(), "device_activities_with_flow": self.linked}
+
+
+_KERNEL_KINDS = set(KERNEL_CATS.values())
+
+
+def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
+                spill_dir: Path | None = None) -> KinetoReading:
+    """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
+    ``spill_dir``: built batches go there instead of memory (bounded-memory ingest)."""
     from tracekit.sources import make_trace_id
 
     p = Path(path)
@@ -95,7 +182,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
     if not p.is_file():
         raise TraceFormatError(f"{p}: no such file")
     _refuse_other_formats(p)
-    col = Collector()
+    col = Collector(spill_dir)
 
     def decode(piece: bytes) -> list[Any]:
         try:
@@ -138,40 +225,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
         raise EmptyTraceError(f"{p}: trace has no events" + (" (file is cut off)" if stats.unclosed else ""))
     if col.events_read == 0:
         raise TraceFormatError(f"{p}: JSON but not a trace (none of its {events_read} events is an event object)")
-    base = _base_ns(top.get("baseTimeNanoseconds"), col.notes)
-    tid = trace_id or make_trace_id(p)
-    tables = col.finish(base, tid)
-    warnings = _warnings(stats, col)
-    kept = sum(df.height for df in tables.values())
-    meta: dict[str, Any] = {
-        "trace_id": tid,
-        "source": str(p),
-        "format": "kineto",
-        "format_version": top.get("schemaVersion"),
-        "schema_version": schema.SCHEMA_VERSION,
-        "devices": _devices(top.get("deviceProperties")),
-        "distributed": _distributed(top.get("distributedInfo")),
-        "time_base_ns": base,
-        "time_base": "baseTimeNanoseconds" if "baseTimeNanoseconds" in top else "epoch_us",
-        "threads": [{"kind": k, "pid": pid, "tid": t, "name": n} for k, pid, t, n in col.thread_names()],
-        "flows": _flow_stats(col.flows(), tables["kernels"]),
-        "categories": _categories(tables, col.skipped),
-        "parse_stats": {
-            "events_read": events_read,
-            "events_kept": kept,
-            "skipped": dict(sorted(col.skipped.items())),
-            "dropped": dict(sorted(col.dropped.items())),
-            "coerced": dict(sorted(col.notes.items())),
-            "bytes_read": stats.bytes_read,
-            "gzip": stats.gzip,
-            "truncated": bool(stats.unclosed or stats.gzip_truncated or stats.gzip_error),
-            "bytes_lost": stats.truncated_bytes,
-            "utf8_replaced": stats.utf8_replaced,
-        },
-        "warnings": warnings,
-        "extra": {k: top[k] for k in _EXTRA_KEYS if k in top and isinstance(top[k], (str, int, float, bool))},
-    }
-    return Trace(meta=meta, **tables)
+    return KinetoReading(p, trace_id or make_trace_id(p), top, stats, col)
 
 
 def _refuse_other_formats(p: Path) -> None:
@@ -224,31 +278,6 @@ def _warnings(stats: StreamStats, col: Collector) -> list[str]:
 def _top(c: Counter[str], n: int = 5) -> list[tuple[str, int]]:
     """The ``n`` largest counts, ties by name (not by insertion order, which depends on batching)."""
     return sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-
-
-def _categories(tables: dict[str, pl.DataFrame], skipped: Counter[str]) -> dict[str, int]:
-    """Events per category: canonical kinds of the kept events plus the skipped raw categories."""
-    out: dict[str, int] = {}
-    k = tables["kernels"]
-    for kind, n in k.group_by("kind").len().iter_rows():
-        out[str(kind)] = int(n)
-    out["runtime/driver call"] = tables["launches"].height
-    out["cpu_op"] = tables["ops"].height
-    for kind, n in tables["regions"].group_by("kind").len().iter_rows():
-        out[str(kind)] = int(n)
-    out.update({f"skipped: {key}": v for key, v in skipped.items()})
-    return {key: v for key, v in out.items() if v}
-
-
-def _flow_stats(flows: pl.DataFrame, kernels: pl.DataFrame) -> dict[str, Any]:
-    """Flow events per category and phase, and how many device activities a CPU→GPU flow
-    reaches (its id is the launch correlation id)."""
-    counts = {f"{c}:{p}": int(n) for c, p, n in flows.group_by("cat", "ph").len().sort("cat", "ph").iter_rows()}
-    link = flows.filter(pl.col("cat").is_in(list(LAUNCH_FLOW_CATS)))["id"].drop_nulls().unique()
-    linked = int(kernels["correlation"].is_in(link.implode()).sum()) if kernels.height else 0
-    cats = sorted(set(flows.filter(pl.col("cat").is_in(list(LAUNCH_FLOW_CATS)))["cat"].to_list()))
-    return {"counts": counts, "launch_flow_categories": cats, "launch_flow_ids": link.len(),
-            "device_activities_with_flow": linked}
 
 
 def _devices(props: Any) -> list[dict[str, Any]]:

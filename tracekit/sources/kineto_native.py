@@ -117,3 +117,18 @@ def _frame(rows: int, strs: tuple[tuple[bytes | None, bytes, bytes], ...],
 def _bits(valid: bytes | None) -> pa.Buffer | None:
     """An Arrow validity bitmap (None from the scanner: every row valid)."""
     return None if valid is None else pa.py_buffer(valid)
+
+
+def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``depth`` (Int32) and the parent's row number of each row (null for none), in row order:
+    the definition of :func:`tracekit.intervals.nest` within groups of equal ``keys`` (integer
+    columns without nulls), computed in C with an index sort (tracekit/_knest.h)."""
+    assert _kscan is not None
+    n = start.len()
+    key_bufs = tuple(k.cast(pl.Int64()).rechunk().to_arrow().buffers()[1] for k in keys)
+    bufs = [s.cast(pl.Int64()).rechunk().to_arrow().buffers()[1] for s in (start, end)]
+    depth_b, parent_b = _kscan.nest(key_bufs, *bufs)
+    depth = pl.from_arrow(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth_b)]))
+    parent = pl.from_arrow(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent_b)]))
+    assert isinstance(depth, pl.Series) and isinstance(parent, pl.Series)
+    return depth.alias("depth"), parent.set(parent < 0, None).alias("parent_id")

@@ -9,6 +9,8 @@ the time base, drops bad events (counted by reason), removes duplicates and nest
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from operator import attrgetter
 from typing import Any
 
@@ -16,8 +18,8 @@ import msgspec
 import polars as pl
 
 from tracekit import schema
-from tracekit.intervals import nest
 from tracekit.sources import kineto_columns as kc
+from tracekit.sources.kineto_finish import DEDUPE_KEYS, WHAT, finish_table
 from tracekit.sources.kineto_native import Window
 
 # Category → table. Old (≤ 2021) names map to the same tables.
@@ -59,9 +61,15 @@ class Collector:
     """Accumulates per-batch frames; ``dropped`` counts bad events, ``skipped`` events of kinds
     the canonical tables do not model, ``notes`` values that were coerced but kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill_dir: Path | None = None) -> None:
+        # Built table batches: kept in memory, or (spill_dir) written there as Arrow IPC files
+        # and read back one table at a time by finish_each (bounded-memory ingest).
         self.frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLE_NAMES}
-        self.flow_frames: list[pl.DataFrame] = []
+        self.spill_dir = spill_dir
+        self.spilled: dict[str, list[Path]] = {t: [] for t in TABLE_NAMES}
+        self.flow_counts: Counter[tuple[str, str]] = Counter()  # (cat, ph) of flow events
+        self.flow_ids: list[pl.Series] = []  # ids of CPU→GPU launch flows (= launch correlations)
+        self.flow_cats: set[str] = set()  # launch-flow categories seen
         self.dropped: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.notes: Counter[str] = Counter()
@@ -98,9 +106,9 @@ class Collector:
                 name = TABLE_NAMES[i]
                 cats = pl.Series("cat", _get(rows, "cat"), dtype=pl.String())
                 frame = _BUILDERS[i](rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
-                self.frames[name].append(_prepare(frame, name, self.dropped))
+                self._append(name, _prepare(frame, name, self.dropped))
             elif i == _FLOW:
-                self.flow_frames.append(pl.DataFrame({
+                self._add_flows(pl.DataFrame({
                     "cat": pl.Series(_get(rows, "cat"), dtype=pl.String()),
                     "ph": pl.Series(_get(rows, "ph"), dtype=pl.String()),
                     "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
@@ -119,7 +127,7 @@ class Collector:
                 self.pending[name].append(frame.with_columns(pl.col("_ev") + base))
                 self.pending_rows += frame.height
         if w.groups[_FLOW].height:
-            self.flow_frames.append(w.groups[_FLOW])
+            self._add_flows(w.groups[_FLOW])
         meta = w.groups[_META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
         for *key, ev in meta.select("name", "pid", "tid", "arg_name", pl.col("_ev") + base).iter_rows():
             if len(self.threads) >= MAX_THREADS:
@@ -134,7 +142,7 @@ class Collector:
         for i, name in enumerate(TABLE_NAMES):
             if self.pending[name]:
                 df = pl.concat(self.pending[name], rechunk=False)
-                self.frames[name].append(_prepare(_FRAME_BUILDERS[i](df), name, self.dropped))
+                self._append(name, _prepare(_FRAME_BUILDERS[i](df), name, self.dropped))
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 
@@ -154,29 +162,50 @@ class Collector:
                 if len(self.threads) >= MAX_THREADS:
                     return
 
+    def _append(self, name: str, frame: pl.DataFrame) -> None:
+        if self.spill_dir is None:
+            self.frames[name].append(frame)
+            return
+        path = self.spill_dir / f"{name}-{len(self.spilled[name]):06d}.arrow"
+        frame.write_ipc(path, compression="uncompressed")
+        self.spilled[name].append(path)
+
+    def _add_flows(self, flows: pl.DataFrame) -> None:
+        for c, p, n in flows.group_by("cat", "ph").len().iter_rows():
+            self.flow_counts[(c, p)] += n
+        launch = flows.filter(pl.col("cat").is_in(list(LAUNCH_FLOW_CATS)))
+        self.flow_cats.update(launch["cat"].unique().to_list())
+        self.flow_ids.append(launch["id"].drop_nulls())
+
+    def launch_flow_ids(self) -> pl.Series:
+        """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
+        return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
+
     def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
-        """Concatenate the batches of each table; drop duplicates; add the time base; nest."""
+        """Every table at once (see :meth:`finish_each`)."""
+        return dict(self.finish_each(base_ns, trace_id))
+
+    def finish_each(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, pl.DataFrame]]:
+        """Table by table: concatenate its batches (read back when spilled), drop duplicates,
+        add the time base, nest. Only one table's batches are held at a time."""
         self._build_pending()
-        tables: dict[str, pl.DataFrame] = {}
         for name in TABLE_NAMES:
-            parts = self.frames[name]
+            parts = self.frames[name] or [pl.read_ipc(f) for f in self.spilled[name]]
             self.frames[name] = []
+            for f in self.spilled[name]:
+                f.unlink()
+            self.spilled[name] = []
             if not parts:
-                tables[name] = schema.empty(name).with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
+                yield name, schema.empty(name).with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
                 continue
             df = pl.concat(parts, how="vertical_relaxed", rechunk=False)
             del parts
             if not df["_ev"].is_sorted():  # events the native scanner left to Python came later
                 df = df.sort("_ev")
             df = df.drop("_ev")
-            df = _finish(df, name, base_ns, self.dropped)
-            tables[name] = schema.conform(df, name, trace_id)
-        return tables
-
-    def flows(self) -> pl.DataFrame:
-        if not self.flow_frames:
-            return pl.DataFrame(schema={"cat": pl.String(), "ph": pl.String(), "id": pl.Int64()})
-        return pl.concat(self.flow_frames)
+            df = finish_table(df, name, base_ns, self.dropped)
+            yield name, schema.conform(df, name, trace_id)
+            del df
 
 
 def _get(objs: list[Any], attr: str) -> list[Any]:
@@ -268,19 +297,9 @@ def _regions_frame(df: pl.DataFrame) -> pl.DataFrame:
 _FRAME_BUILDERS = (_kernels_frame, _launches_frame, _ops_frame, _regions_frame)
 
 
-_WHAT = {"kernels": "device activity", "launches": "runtime call", "ops": "cpu op", "regions": "annotation"}
-# Two events are duplicates when all of these agree (the name included).
-DEDUPE_KEYS = {
-    "kernels": ["kind", "name", "device", "stream", "start_ns", "end_ns", "correlation"],
-    "launches": ["name", "pid", "tid", "start_ns", "end_ns", "correlation"],
-    "ops": ["name", "pid", "tid", "start_ns", "end_ns", "external_id"],
-    "regions": ["kind", "name", "pid", "tid", "start_ns", "end_ns"],
-}
-
-
 def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
     """Drop (and count) events without a usable ts/dur or with dur < 0; times relative to the
-    time base (added in ``_finish``, as ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
+    time base (added in ``finish_table``, as ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
     bad_ts = pl.col("_ts_ns").is_null()
     bad_dur = pl.col("_dur_ns").is_null() & ~bad_ts
     neg = (pl.col("_dur_ns") < 0) & ~bad_ts
@@ -298,7 +317,7 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
 def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
     """Per batch: validity, derived columns, a hash of the duplicate key, and names as
     Categorical (repeated names are then stored once; see ``_shared_strings``)."""
-    df = _valid(df, dropped, _WHAT[table])
+    df = _valid(df, dropped, WHAT[table])
     if table == "kernels":
         df = df.with_columns(
             pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
@@ -326,77 +345,6 @@ def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFram
     # Hash after the Categorical cast: codes are global in the process, cheaper than the text.
     df = df.with_columns(pl.col("name").cast(pl.Categorical()))
     return df.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"))
-
-
-def _finish(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
-    df = _dedupe(df, DEDUPE_KEYS[table], dropped, _WHAT[table]).drop("_key")
-    df = df.with_columns(
-        (pl.col("start_ns") + base_ns).alias("start_ns"),
-        (pl.col("end_ns") + base_ns).alias("end_ns"),
-        _shared_strings(df["name"]).alias("name"),
-    )
-    if table == "ops":
-        return _nested(df, ["pid", "tid"], "op_id")
-    if table == "regions":
-        return _nested(df, ["kind", "pid", "tid"], "region_id")
-    return df
-
-
-def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Drop repeated events (all of ``key`` equal). The per-row hash finds candidates cheaply;
-    the full key decides, so a hash collision never drops an event."""
-    # Sorted hashes, not a hash table: 8 bytes a row instead of ~60 (a 1M-row table's table
-    # stayed ~80 MB in RSS after use).
-    keys = df["_key"].sort()
-    repeated = keys.filter(keys == keys.shift(1))
-    del keys
-    if repeated.is_empty():
-        return df
-    cand = df["_key"].is_in(repeated.unique().implode())
-    dup = df.select((~pl.struct(key).is_first_distinct() & cand).alias("d"))["d"]
-    n = int(dup.sum())
-    if n:
-        dropped[f"{what}: duplicate event"] += n
-        df = df.filter(~dup)
-    return df
-
-
-def _shared_strings(cat: pl.Series) -> pl.Series:
-    """Categorical → String whose rows share one copy of each distinct value (a plain cast
-    would copy every row's bytes: ~200 bytes per kernel name)."""
-    uniq = cat.unique().drop_nulls()
-    mapping = pl.DataFrame({"c": uniq.to_physical(), "s": uniq.cast(pl.String())})
-    return cat.to_physical().replace_strict(mapping["c"], mapping["s"], default=None, return_dtype=pl.String())
-
-
-NEST_CHUNK_ROWS = 100_000
-
-
-def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
-    """Row ids, then depth/parent from :func:`nest`, run on slim chunks to bound memory.
-
-    Chunks are cut only where nothing is open on a (group) thread — a start at or after the
-    latest end so far — so no interval can nest across a cut and the result equals one call.
-    """
-    df = df.with_row_index(id_col).with_columns(pl.col(id_col).cast(pl.Int64()))
-    if df.is_empty():  # every event of the table was dropped
-        return df.with_columns(pl.lit(None, pl.Int64()).alias("depth"), pl.lit(None, pl.Int64()).alias("parent_id"))
-    keys = df.select(group).unique(maintain_order=True).with_row_index("_g")
-    slim = df.select([*group, id_col, "start_ns", "end_ns"]).join(keys, on=group, how="left", nulls_equal=True)
-    slim = slim.select("_g", id_col, "start_ns", "end_ns").sort(
-        ["_g", "start_ns", "end_ns"], descending=[False, False, True])
-    prev_end = pl.col("end_ns").cum_max().shift(1).over("_g")
-    free = prev_end.is_null() | (pl.col("start_ns") >= prev_end)
-    row = pl.int_range(pl.len(), dtype=pl.Int64())
-    chunk = slim.select(pl.when(free).then(row // NEST_CHUNK_ROWS).forward_fill().alias("c"))["c"]
-    # Chunk ids never decrease in this order: nest zero-copy slices one after the other.
-    parts, offset = [], 0
-    for length in chunk.rle().struct.field("len").to_list():
-        parts.append(nest(slim.slice(offset, length), ["_g"], id_col).select(id_col, "depth", "parent_id"))
-        offset += length
-    del slim, chunk
-    out = pl.concat(parts).sort(id_col)
-    return df.with_columns(out["depth"], out["parent_id"])
 
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:

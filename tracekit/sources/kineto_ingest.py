@@ -1,0 +1,68 @@
+"""Bounded-memory ingest of a Kineto trace straight into a Parquet dataset.
+
+:func:`tracekit.sources.kineto.load_kineto` holds every table in memory (what analyses want).
+:func:`ingest_kineto` reads the same events the same way but spills each built batch to an Arrow
+IPC file in the staging directory, then finishes the tables one at a time (read back, drop
+duplicates, add the time base, nest), writes each as its Parquet partition and drops it. Peak
+memory is about the largest table being finished, not all four. The dataset layout and commit
+protocol are those of :func:`tracekit.trace.write_dataset` (tables staged, ``meta`` last); the
+tables are equal to ``load_kineto``'s (tested). Derived tables are not computed here: analyses
+compute them when they are absent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tracekit import schema
+from tracekit.errors import DatasetError
+from tracekit.sources.kineto import read_kineto
+from tracekit.trace import DATA_FILE, META_TABLE, commit_staged, meta_frame, remove_partition
+
+
+def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
+                  trace_id: str | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+    """Write the canonical tables of the Kineto trace at ``path`` into the dataset ``out_dir``;
+    return its meta and table heights. Replaces an earlier ingest of the same trace id, derived
+    tables included. Raises what ``load_kineto`` raises, and DatasetError for a bad ``out_dir``."""
+    from tracekit.sources import make_trace_id
+
+    p = Path(path)
+    tid = trace_id or make_trace_id(p)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out}: output exists and is not a directory")
+    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
+    spill = staging / ".spill"
+    spill.mkdir(parents=True, exist_ok=False)
+    try:
+        reading = read_kineto(p, tid, spill_dir=spill)
+        _trim()
+        for name, df in reading.tables():
+            (staging / name).mkdir()
+            df.drop("trace_id").write_parquet(staging / name / DATA_FILE, statistics=True)
+            del df
+            _trim()
+        shutil.rmtree(spill)
+        meta = reading.meta()
+        remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
+        (staging / META_TABLE).mkdir()
+        meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
+        commit_staged(out, staging, tid, list(schema.TABLES))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return meta, dict(reading.heights)
+
+
+def _trim() -> None:
+    """Hand freed C-heap pages back to the OS between tables (glibc only; the native scanner's
+    buffers would otherwise stay resident: ~40 MB on a 1 GB trace)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
