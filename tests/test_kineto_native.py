@@ -297,7 +297,11 @@ def test_scan_need_more_at_the_last_complete_event() -> None:
     assert w.groups[4].row(0) == ("ac2g", "s", 3)
     assert w.groups[0].select("ts_ns", "dur_ns", "correlation", "_ev").row(0) == (110_000, 5000, 1, 0)
     assert (scan(A + b',{"ts":12').end, scan(b"  ").end, scan(b"  ").elements) == (len(A), 0, 0)
-    assert scan(b"  " + A, 2).end == len(A) + 2  # `pos` honoured
+    assert scan(b"  " + A + b",", 2).end == len(A) + 2  # `pos` honoured
+    # An event counts only once a separator follows it (as on the Python path): at the end of
+    # the buffer it is read again with what follows; followed by garbage it is damage.
+    assert (scan(A).status, scan(A).end, scan(A).elements) == (kn.NEED_MORE, 0, 0)
+    assert (scan(A + b' "x"').status, scan(A + b' "x"').end) == (kn.STOPPED, 0)
 
 
 def test_scan_closed_just_after_the_bracket() -> None:
@@ -314,7 +318,7 @@ def test_scan_closed_just_after_the_bracket() -> None:
     ("7", 7000), ("-0", 0), ("1712195495519689.047", 1712195495519689047), ("9223372036854775.807", 2**63 - 1),
     ("-9223372036854775.808", -(2**63)), ("9223372036854775.8075", None), ("1e3", None), ('"1"', None)])
 def test_scan_ts_to_ns(ts: str, ns: int | None) -> None:
-    w = scan(K(0, ts=ts).encode())  # None: left to Python (beyond int64, exponent, a string)
+    w = scan(K(0, ts=ts).encode() + b"]")  # None: left to Python (beyond int64, exponent, a string)
     assert w.groups[0]["ts_ns"].to_list() == ([] if ns is None else [ns]) and len(w.slow) == (ns is None)
 
 
@@ -330,10 +334,10 @@ def test_scan_stops_before_what_python_must_handle(bad: bytes) -> None:
 
 def test_scan_slow_spans_and_their_indices() -> None:
     odd = b'{"ph":"X","cat":"kernel","pid":"Spans","ts":1,"dur":1}'
-    buf = A + b", " + odd + b", " + A
+    buf = A + b", " + odd + b", " + A + b"]"
     w = scan(buf)
     s = len(A) + 2
-    assert w.slow == [(s, s + len(odd), 1)] and w.elements == 3 and w.status == kn.NEED_MORE
+    assert w.slow == [(s, s + len(odd), 1)] and w.elements == 3 and w.status == kn.CLOSED
     assert w.groups[0]["_ev"].to_list() == [0, 2]
 
 
@@ -490,3 +494,57 @@ def test_cli_streams_large_traces(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["ingest", str(src), "--out", str(tmp_path / "ds")])  # small: in memory
     assert res.exit_code == 0 and "streamed" not in res.output
     assert (tmp_path / "ds" / "derived_key").exists()
+
+
+def test_damage_far_before_the_window_end_keeps_the_events_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2000 kernels (~200 KB, one window), a missing comma inside event 100's args: the 100
+    # events ahead of it are kept on both paths. (The Python path used to look for event
+    # boundaries only in the window's last 64 KB, found the error before all of them and kept
+    # nothing: "trace has no events".)
+    events = [K(i) for i in range(2000)]
+    events[100] = events[100].replace('"correlation":', '"correlation" ')
+    pure, native, _ = load_both(write(tmp_path, doc(events)), monkeypatch)
+    assert pure.kernels.height == native.kernels.height == 100
+    assert pure.meta["warnings"][0].startswith("malformed JSON at byte")
+    assert_same(pure, native)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mutated_traces_same_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    import random
+
+    from tracekit.errors import TracekitError
+    from tracekit.sources.kineto import load_kineto
+
+    # Differential fuzzing: random byte edits, inserted odd fields and cuts of a real trace;
+    # both loaders must give the same tables and meta, or the same one-line error.
+    src = gzip.open(SHARED_TRACES / "kineto/hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz").read()
+    rnd = random.Random(seed)
+    alphabet = b'{}[]",:\\ \n0123456789.-eEtrufalsnXM\x80\xc3\xa9\xff\x00u'
+    inserts = [b'"pid": "x"', b'"ts": 1e3', b'"dur": -5', b'"args": null', b'"name": "a\\"b"', b'"id": 1.5',
+               b'\\ud800', b'"External id": 99999999999999999999', b'"ph": "M"', b', 5', b"{}", b'"tid": true']
+    for it in range(12):
+        b = bytearray(src)
+        for _ in range(rnd.randrange(1, 8)):
+            k, op = rnd.randrange(len(b)), rnd.random()
+            if op < 0.3:
+                b[k] = rnd.choice(alphabet)
+            elif op < 0.5:
+                del b[k:k + rnd.randrange(1, 30)]
+            elif op < 0.8:
+                b[k:k] = rnd.choice(inserts)
+            else:
+                del b[k:]
+        f = tmp_path / f"m{it}.json"
+        f.write_bytes(bytes(b))
+        got: list[Any] = []
+        for mode in ("1", "0"):
+            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", mode)
+            try:
+                got.append(load_kineto(f))
+            except TracekitError as exc:
+                got.append(str(exc))
+        if isinstance(got[0], str) or isinstance(got[1], str):
+            assert got[0] == got[1], f"seed {seed} edit {it}"
+        else:
+            assert_same(got[0], got[1])

@@ -381,6 +381,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         int rc = object(&x, &r, 1);
         if (rc == INCOMPLETE) { status = 0; break; }
         if (rc == BAD) { status = 2; break; }
+        /* An event counts only when a separator follows it (as on the Python path): an object
+         * followed by garbage is a fragment of damage, and one at the end of the buffer is
+         * read again with what follows. */
+        Py_ssize_t after = x.p;
+        ws(&x);
+        if (x.p >= x.n) { status = 0; break; }
+        if (x.s[x.p] != ',' && x.s[x.p] != ']') { status = 2; break; }
+        x.p = after;
         int g = r.slow ? -1 : route(&r, x.s, x_routes, nx, flows, nf);
         if (!r.slow && (g < 0 || g >= G_FLOW) && !count_pair(pairs, &npairs, &r, x.s)) r.slow = 1;
         if (r.slow) {

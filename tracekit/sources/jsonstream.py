@@ -417,7 +417,10 @@ def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_ev
         cands = [m.start() + 1 for m in _CAND.finditer(buf, start)]
     limit = len(buf) + 1
     tries = 0
-    for end in reversed(cands):
+    i = len(cands)
+    while i > 0:
+        i -= 1
+        end = cands[i]
         if end > limit:
             continue
         tries += 1
@@ -438,9 +441,15 @@ def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_ev
             err = start + int(m.group(1)) - 1 if m else end
             if err < end - 1:  # bad JSON before the cut: only earlier candidates can succeed
                 limit = min(limit, err)
-                if not any(c <= limit for c in cands):
-                    b.stats.malformed_at = b.offset + err
-                    break
+                if not any(c <= limit for c in cands[:i]):
+                    # The error precedes every candidate found so far (they came from the end
+                    # of the window): look for boundaries before it, so that the complete
+                    # events ahead of the damage are kept.
+                    cands = [m.start() + 1 for m in _CAND.finditer(buf, start, limit + 1)]
+                    i = len(cands)
+                    if not cands:
+                        b.stats.malformed_at = b.offset + err
+                        break
             continue
         on_events(evs)
         return end

@@ -84,11 +84,12 @@ def scan_split(buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Seq
     m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= _SPLIT_MIN else None
     if m is None:
         return [scan(buf, pos, x_routes, flow_cats, columns)]
-    cut = m.start() + 1
+    cut = m.start() + 1  # just after the `}`. The first half also sees the `,` (an event counts
+    # only when a separator follows it) and must end exactly at the cut.
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-scan")
     second = _pool.submit(scan, buf, cut, x_routes, flow_cats, columns)
-    first = scan(memoryview(buf)[:cut], pos, x_routes, flow_cats, columns)
+    first = scan(memoryview(buf)[:m.end() - 1], pos, x_routes, flow_cats, columns)
     rest = second.result()
     if first.status == NEED_MORE and first.end == cut:
         return [first, rest]
