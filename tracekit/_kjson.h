@@ -170,6 +170,22 @@ static int literal(P *x, const char *word) {
 
 static int value(P *x, int depth);
 
+/* An object key and its ':' (blanks around skipped); on OK x->p is at the value, the key's
+ * contents are x->s[*k0 .. *k0 + *klen) and *esc tells whether they hold escapes. */
+static int key(P *x, int *esc, Py_ssize_t *k0, Py_ssize_t *klen) {
+    int r;
+    if (x->s[x->p] != '"') return BAD;
+    *k0 = x->p + 1;
+    if ((r = string(x, esc)) != OK) return r;
+    *klen = x->p - 1 - *k0;
+    ws(x);
+    if (x->p >= x->n) return INCOMPLETE;
+    if (x->s[x->p] != ':') return BAD;
+    x->p++;
+    ws(x);
+    return x->p >= x->n ? INCOMPLETE : OK;
+}
+
 static int container(P *x, int depth) {
     unsigned char close = x->s[x->p] == '{' ? '}' : ']';
     int obj = close == '}', r, esc;
@@ -179,16 +195,8 @@ static int container(P *x, int depth) {
     if (x->p >= x->n) return INCOMPLETE;
     if (x->s[x->p] == close) { x->p++; return OK; }
     for (;;) {
-        if (obj) {
-            if (x->s[x->p] != '"') return BAD;
-            if ((r = string(x, &esc)) != OK) return r;
-            ws(x);
-            if (x->p >= x->n) return INCOMPLETE;
-            if (x->s[x->p] != ':') return BAD;
-            x->p++;
-            ws(x);
-            if (x->p >= x->n) return INCOMPLETE;
-        }
+        Py_ssize_t k0, klen;
+        if (obj && (r = key(x, &esc, &k0, &klen)) != OK) return r;
         if ((r = value(x, depth + 1)) != OK) return r;
         ws(x);
         if (x->p >= x->n) return INCOMPLETE;

@@ -136,16 +136,8 @@ static int object(P *x, rec_t *r, int top) {
     if (x->p >= x->n) return INCOMPLETE;
     if (x->s[x->p] == '}') { x->p++; return OK; }
     for (;;) {
-        if (x->s[x->p] != '"') return BAD;
-        Py_ssize_t k0 = x->p + 1;
-        if ((rc = string(x, &esc)) != OK) return rc;
-        Py_ssize_t klen = x->p - 1 - k0;
-        ws(x);
-        if (x->p >= x->n) return INCOMPLETE;
-        if (x->s[x->p] != ':') return BAD;
-        x->p++;
-        ws(x);
-        if (x->p >= x->n) return INCOMPLETE;
+        Py_ssize_t k0, klen;
+        if ((rc = key(x, &esc, &k0, &klen)) != OK) return rc;
         int f = top ? top_field(x->s + k0, klen, &is_str) : arg_field(x->s + k0, klen, &is_str);
         if (esc) { r->slow = 1; f = -1; } /* an escaped key might name a field: let Python decide */
         if (f == -2) {

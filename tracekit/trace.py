@@ -136,6 +136,26 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
     return out
 
 
+def open_staging(out_dir: str | os.PathLike[str], tid: str) -> tuple[Path, Path]:
+    """(dataset root, a new staging directory in it) for a writer that stages a trace's
+    partitions itself; DatasetError when ``out_dir`` exists and is not a directory."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise DatasetError(f"{out}: output exists and is not a directory")
+    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True, exist_ok=False)
+    return out, staging
+
+
+def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -> None:
+    """Invalidate the trace's previous copy, stage ``meta`` and commit the canonical tables
+    staged beside it (:func:`commit_staged`)."""
+    remove_partition(out, META_TABLE, tid)
+    (staging / META_TABLE).mkdir()
+    meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
+    commit_staged(out, staging, tid, list(schema.TABLES))
+
+
 def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None:
     """Move a trace's staged partitions (``staging/<table>`` and ``staging/meta``) into the
     dataset at ``out``, ``meta`` last. This trace's partitions in tables not written this time

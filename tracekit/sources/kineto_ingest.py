@@ -15,14 +15,11 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
-from tracekit import schema
-from tracekit.errors import DatasetError
 from tracekit.sources.kineto import read_kineto
-from tracekit.trace import DATA_FILE, META_TABLE, commit_staged, meta_frame, remove_partition
+from tracekit.trace import DATA_FILE, commit_with_meta, open_staging
 
 
 def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
@@ -34,12 +31,9 @@ def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out}: output exists and is not a directory")
-    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
+    out, staging = open_staging(out_dir, tid)
     spill = staging / ".spill"
-    spill.mkdir(parents=True, exist_ok=False)
+    spill.mkdir()
     try:
         reading = read_kineto(p, tid, spill_dir=spill)
         _trim()
@@ -50,10 +44,7 @@ def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
             _trim()
         shutil.rmtree(spill)
         meta = reading.meta()
-        remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
-        (staging / META_TABLE).mkdir()
-        meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
-        commit_staged(out, staging, tid, list(schema.TABLES))
+        commit_with_meta(out, staging, tid, meta)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return meta, dict(reading.heights)

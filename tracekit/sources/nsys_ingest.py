@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit import schema
-from tracekit.errors import DatasetError
 from tracekit.sources.nsys import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
 from tracekit.sources.nsys_nvtx import number_ops, op_rows
-from tracekit.trace import DATA_FILE, META_TABLE, commit_staged, meta_frame, remove_partition
+from tracekit.trace import DATA_FILE, commit_with_meta, open_staging
 
 
 def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
@@ -39,20 +37,12 @@ def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], t
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out}: output exists and is not a directory")
-    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(parents=True, exist_ok=False)
+    out, staging = open_staging(out_dir, tid)
     try:
         with open_export(p) as ex:
             heights = _write_tables(ex, staging, tid)
             meta = export_meta(ex, tid, heights)
-        remove_partition(out, META_TABLE, tid)  # invalidate any previous copy first
-        part = staging / META_TABLE
-        part.mkdir()
-        meta_frame(meta).write_parquet(part / DATA_FILE)
-        commit_staged(out, staging, tid, list(schema.TABLES))
+        commit_with_meta(out, staging, tid, meta)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tid
