@@ -137,7 +137,7 @@ def main() -> None:
             if other in results:
                 print(f"\ntracekit load vs {other}: {results[other] / tk:.1f}× faster (wall), "
                       f"{cpu[other] / cpu['tracekit load']:.1f}× less CPU time")
-    print(f"\npeak RSS / JSON size, target ≤ 0.5 on the 1 GB trace: " + ", ".join(
+    print("\npeak RSS / JSON size, target ≤ 0.5 on the 1 GB trace: " + ", ".join(
         f"{t} {peaks[t] / mb:.2f}" for t in ("tracekit load", "tracekit ingest CLI") if t in peaks))
 
 
