@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_helpers import sample_activities, sample_doc, sample_top_kernels  # noqa: E402
 
+from tracekit.analysis.classes import OP_CLASSES, op_class  # noqa: E402
 from tracekit.errors import UsageError  # noqa: E402
 from tracekit.report import figures, model, plots  # noqa: E402
 
@@ -100,12 +101,35 @@ def test_breakdown_classes_and_idle(data: model.ReportData) -> None:
         x = round(bar.get_x() + bar.get_width() / 2)
         tops[x] = max(tops.get(x, 0.0), bar.get_y() + bar.get_height())
     assert tops[0] == pytest.approx(10.0) and tops[1] == pytest.approx(9.0)
-    assert plots.OP_CLASSES[0][0] == "communication"
+    assert OP_CLASSES[0][0] == "communication"
+
+
+def test_breakdown_from_all_kernels(data: model.ReportData) -> None:
+    # With the analysis' per-phase class totals of every kernel, all busy time is classified (no
+    # "not in top kernels" bar). Prefill: 6 ms gemm + 2 ms attention = busy 8 ms → bar 10 ms.
+    # Decode: 9 ms of kernel time summed over overlapping streams but busy 6 ms → the classes
+    # are scaled by 6/9, and the bar stays span = 9 ms.
+    oc = pl.DataFrame({"phase": ["prefill", "prefill", "decode", "decode"], "op_class": ["gemm", "attention", "gemm", "norm"],
+                       "device_time_ns": [6_000_000, 2_000_000, 6_000_000, 3_000_000]})
+    ph = data.phases.with_columns(pl.when(pl.col("phase") == "decode").then(6_000_000).otherwise(pl.col("busy_ns"))
+                                  .alias("busy_ns"))
+    fig = plots.breakdown(ph, data.top_kernels, oc)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "busy: not in top kernels" not in labels and labels[:3] == ["busy: attention", "busy: gemm", "busy: norm"]
+    heights = {}
+    for bar, x in ((b, round(b.get_x() + b.get_width() / 2)) for b in ax.patches):
+        heights.setdefault(x, []).append(bar.get_height())
+    # decode bars in legend order: attention 0, gemm 6·6/9 = 4, norm 3·6/9 = 2, then idle 3
+    assert heights[1] == pytest.approx([0.0, 4.0, 2.0, 3.0])
+    tops = {x: max(b.get_y() + b.get_height() for b in ax.patches if round(b.get_x() + b.get_width() / 2) == x)
+            for x in heights}
+    assert tops[0] == pytest.approx(10.0) and tops[1] == pytest.approx(9.0)
 
 
 def test_op_class_rules() -> None:
     names = pl.Series(["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclKernel_AllReduce", "Memcpy HtoD", "rms_norm_kernel", "weird"])
-    got = pl.select(plots.op_class(pl.lit(names))).to_series().to_list()
+    got = pl.select(op_class(pl.lit(names))).to_series().to_list()
     assert got == ["gemm", "attention", "communication", "memcpy/memset", "norm", "other"]
 
 

@@ -225,7 +225,7 @@ def analyze_tables(
     whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
-    tk, to = tops(acts, regions, unit_ph)
+    tk, to, classes = tops(acts, regions, unit_ph)
 
     unattr = (acts.select("region_id", "unattributed_reason", "dur_ns").filter(pl.col("region_id").is_null())
               .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
@@ -241,6 +241,7 @@ def analyze_tables(
         trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
         regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
         latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
+        op_classes=classes,
     )
 
 

@@ -40,6 +40,8 @@ class AnalysisResult:
         outermost region of each phase ("phase units"), so nested regions never count twice.
     unattributed: device time not attributed to any region, by reason.
     top_kernels / top_ops: the 10 names with most device time per scope (trace, phase, region).
+    op_classes: device time and kernel count per op class (gemm, attention, ...; every kernel)
+        per scope (trace, phase, region).
     latency: TTFT / TPOT / ITL / step-time percentiles (one row per metric).
     steps: one row per phase unit in time order (the decode steps give ITL).
     requests: one row per request (or request batch) with TTFT, TPOT, output tokens, SLO check.
@@ -61,6 +63,7 @@ class AnalysisResult:
     requests: pl.DataFrame
     decode_by_ctx: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+    op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
@@ -76,6 +79,7 @@ class AnalysisResult:
         byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
         pk = _tops_by_scope(self.top_kernels, "phase")
         po = _tops_by_scope(self.top_ops, "phase")
+        pc = _by_scope(self.op_classes, "phase")
         for p in phases:
             name = str(p["phase"])
             p["latency"] = {_lat_key(x): _strip(x, "metric") for x in lat if x.get("phase") == name}
@@ -83,10 +87,12 @@ class AnalysisResult:
                 p["step_time_by_ctx"] = byctx
             p["top_kernels"] = pk.get(name, [])
             p["top_ops"] = po.get(name, [])
+            p["op_classes"] = pc.get(name, [])
         un = self.unattributed
         totals = dict(self.totals)
         totals["top_kernels"] = _tops_by_scope(self.top_kernels, "trace").get("trace", [])
         totals["top_ops"] = _tops_by_scope(self.top_ops, "trace").get("trace", [])
+        totals["op_classes"] = _by_scope(self.op_classes, "trace").get("trace", [])
         totals["latency"] = {str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
                              for ph in dict.fromkeys(x.get("phase") for x in lat)}
         totals["requests"] = _records(self.requests, list(self.requests.columns))
@@ -122,7 +128,13 @@ def _records(df: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
 
 
 def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
-    d = df.filter((pl.col("scope_kind") == kind) & (pl.col("rank") <= TOP_JSON))
+    return _by_scope(df.filter(pl.col("rank") <= TOP_JSON), kind)
+
+
+def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
+    if df.height == 0 or "scope_kind" not in df.columns:
+        return {}
+    d = df.filter(pl.col("scope_kind") == kind)
     out: dict[str, list[dict[str, Any]]] = {}
     # One conversion for the whole frame: a frame per scope costs ~0.5 ms each, and a trace
     # can have thousands of regions.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.analysis.classes import class_totals
 from tracekit.analysis.metrics import rank_top
 
 PHASES = ("prefill", "decode", "mixed")
@@ -48,8 +49,10 @@ def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
     return df.select(pair.is_first_distinct()).to_series()
 
 
-def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Top kernels and top ops per scope: the whole trace, each phase, each region.
+def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
+         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Top kernels and top ops per scope: the whole trace, each phase, each region; and the
+    device time per op class of every kernel of each scope (:func:`class_totals`).
 
     Activities are first summed per (innermost region, name) — a few thousand rows — and only
     those partial sums are spread to enclosing regions and phases through the region closure,
@@ -112,14 +115,14 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame) -> tu
         pl.when(pl.col("_hasf").any()).then(pl.col("op_flops").sum()).alias("flops"),
         pl.when(pl.col("_hasb").any()).then(pl.col("op_bytes").sum()).alias("bytes"))
 
-    def scoped(df: pl.DataFrame) -> pl.DataFrame:
+    def scoped(df: pl.DataFrame, rank: bool = True) -> pl.DataFrame:
         kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
         scope = (pl.when(pl.col("_sk") == 0).then(pl.lit("trace"))
                  .when(pl.col("_sk") == 1).then(pl.col("_sc").replace_strict(list(range(len(order))), order,
                                                                             default="other", return_dtype=pl.String()))
                  .otherwise(pl.col("_sc").cast(pl.String())))
-        top = rank_top(df.with_columns(pl.col("name").cast(pl.String())), keys)
+        top = rank_top(df.with_columns(pl.col("name").cast(pl.String())), keys) if rank else df
         return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
             "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys))
 
-    return scoped(tk), scoped(to)
+    return scoped(tk), scoped(to), scoped(class_totals(tk, keys), rank=False)

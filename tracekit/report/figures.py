@@ -36,7 +36,7 @@ def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -
         "roofline": lambda: plots.roofline(data.regions, data.phases, data.device),
         "timeline": lambda: plots.timeline(data.regions, data.activities),
         "decode": lambda: plots.decode_vs_context(data.regions),
-        "breakdown": lambda: plots.breakdown(data.phases, data.top_kernels),
+        "breakdown": lambda: plots.breakdown(data.phases, data.top_kernels, data.op_classes),
         "sweep": lambda: plots.sweep(sweep_table if sweep_table is not None else pl.DataFrame(), data.device),
     }
     if kind not in makers:

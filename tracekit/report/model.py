@@ -33,6 +33,7 @@ class ReportData:
     missing: tuple[str, ...] = ()
     top_kernels_all: pl.DataFrame = field(default_factory=pl.DataFrame)  # result's frame, every scope
     top_ops_all: pl.DataFrame = field(default_factory=pl.DataFrame)
+    op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase: op_class, count, device_time_ns
 
     @property
     def title(self) -> str:
@@ -194,6 +195,7 @@ def from_json(
         phases=phases,
         top_kernels=tk,
         top_ops=to,
+        op_classes=top_frame(d.get("phases"), "op_classes"),
         unattributed=unattributed,
         environment=dict(environment or {}),
         activities=activities,

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.analysis.classes import CLASS_ORDER, op_class
+
 from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
 from tracekit.report.model import pick
 
@@ -24,18 +26,6 @@ if TYPE_CHECKING:
 PIXELS = 2000  # timeline: gaps shorter than span / PIXELS cannot be seen and are merged
 KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3", "other": "#999999", "all": "#333333"}
-# Kernel-name → op class for the time breakdown (first match wins; documented in docs/reports.md).
-OP_CLASSES: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|rccl|allreduce|all_reduce|allgather|reduce_scatter|sendrecv"),
-    ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
-    ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
-    ("norm", r"norm"),
-    ("memcpy/memset", r"^memcpy|^memset|copy_kernel|Memcpy|Memset"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope"),
-    ("reduction", r"reduce|triton_red|sum_kernel|argmax|topk|sort"),
-)
-
-
 class MissingPlotData(AnalysisError):
     """The data a plot needs is absent; the message names what is missing."""
 
@@ -249,32 +239,35 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
 
 # ---------------------------------------------------------------- breakdown
 
-def op_class(names: pl.Expr) -> pl.Expr:
-    """Kernel name → op class (see :data:`OP_CLASSES`); unmatched names are ``other``."""
-    expr: Any = pl.lit("other")
-    for cls, pat in reversed(OP_CLASSES):
-        expr = pl.when(names.str.contains(f"(?i){pat}")).then(pl.lit(cls)).otherwise(expr)
-    return expr
-
-
-def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame) -> "Figure":
-    """Per phase: busy time split by op class (from top kernels; the rest is 'other busy') plus idle."""
+def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.DataFrame | None = None) -> "Figure":
+    """Per phase: busy time split by op class plus idle. The classes come from the analysis'
+    per-phase totals of every kernel (``op_classes``: phase, op_class, device_time_ns); a model
+    built from an older JSON document without them falls back to classifying the phase's top
+    kernels, the rest of busy time then drawn as 'not in top kernels'."""
     if phases.height == 0 or not {"phase", "busy_ns", "span_ns"} <= set(phases.columns):
         raise MissingPlotData("breakdown: no per-phase busy and span times")
     ph = phases.filter(pl.col("phase") != "all").select("phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64))
-    tcol = pick(top_kernels.columns, "device_time_ns", "total_ns", "dur_ns", "time_ns", "busy_ns")
     classes = pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
-    if top_kernels.height and tcol and "name" in top_kernels.columns and "phase" in top_kernels.columns:
-        classes = (top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
-                   .group_by("phase", "cls").agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns")))
+    if op_classes is not None and op_classes.height and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns):
+        classes = op_classes.select("phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns"))
+    else:
+        tcol = pick(top_kernels.columns, "device_time_ns", "total_ns", "dur_ns", "time_ns", "busy_ns")
+        if top_kernels.height and tcol and "name" in top_kernels.columns and "phase" in top_kernels.columns:
+            classes = (top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
+                       .group_by("phase", "cls").agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns")))
     fig = _figure()
     ax = fig.add_subplot()
     names = ph["phase"].cast(pl.String).to_list()
     bottom = [0.0] * len(names)
-    order = [c for c, _ in OP_CLASSES] + ["other"]
+    order = list(CLASS_ORDER)
     cmap = {c: f"C{i}" for i, c in enumerate(order)}
+    # Summed kernel time exceeds busy time (a union) when kernels overlap across streams: the
+    # class shares are then scaled to the busy time, so bar height stays span = busy + idle.
+    summed = {p: float(classes.filter(pl.col("phase") == p)["ns"].sum()) for p in names}
+    scale = {p: min(1.0, b / summed[p]) if summed[p] > 0 else 1.0 for p, b in zip(names, ph["busy_ns"].to_list())}
     for cls in order:
-        vals = [float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) / 1e6 for p in names]
+        vals = [float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
+                for p in names]
         if any(vals):
             ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
             bottom = [b + v for b, v in zip(bottom, vals)]

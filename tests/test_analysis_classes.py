@@ -1,0 +1,45 @@
+"""Op classes per scope (tracekit/analysis/classes.py): every kernel counted once per scope,
+so a scope's classes add up to its device time — checked on real traces."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import SHARED_TRACES
+
+import tracekit
+from tracekit.analysis import analyze
+
+TRACES = [
+    SHARED_TRACES / "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+    SHARED_TRACES / "kineto/tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+    SHARED_TRACES / "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+]
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
+def test_classes_add_up_to_device_time(path) -> None:  # type: ignore[no-untyped-def]
+    r = analyze(tracekit.load(str(path)))
+    oc = r.op_classes
+    whole = oc.filter(pl.col("scope_kind") == "trace").select(pl.col("count").sum(), pl.col("device_time_ns").sum()).row(0)
+    # The trace scope holds every device activity once: the totals' activity count and time.
+    assert whole == (r.totals["activity_count"], r.totals["device_time_ns"])
+    # Each phase: its classes count the phase's kernels (phase units never overlap).
+    per_phase = oc.filter(pl.col("scope_kind") == "phase").group_by("scope").agg(pl.col("count").sum())
+    want = r.phases.select(pl.col("phase").alias("scope"), pl.col("kernel_count").alias("want"))
+    joined = per_phase.join(want, on="scope")
+    assert joined.height == r.phases.height and (joined["count"] == joined["want"]).all()
+    # One row per (scope, class); classes are the documented ones.
+    assert not oc.select("scope_kind", "scope", "op_class").is_duplicated().any()
+    assert set(oc["op_class"]) <= {"communication", "attention", "gemm", "norm", "memcpy/memset", "elementwise",
+                                   "reduction", "other"}
+
+
+def test_json_carries_op_classes() -> None:
+    r = analyze(tracekit.load(str(TRACES[0])))
+    doc = r.to_json()
+    pre = next(p for p in doc["phases"] if p["phase"] == "prefill")
+    # GEMMs dominate this prefill: 145 kernels, 420.3 ms of its 492.8 ms of kernel time.
+    gemm = next(c for c in pre["op_classes"] if c["op_class"] == "gemm")
+    assert (gemm["count"], gemm["device_time_ns"]) == (145, 420_305_748)
+    assert sum(c["device_time_ns"] for c in doc["totals"]["op_classes"]) == doc["totals"]["device_time_ns"]
