@@ -271,7 +271,7 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
         if any(vals):
             ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
             bottom = [b + v for b, v in zip(bottom, vals)]
-    rest = [max(0.0, b / 1e6 - s) for b, s in zip(ph["busy_ns"].to_list(), bottom)]
+    rest = [r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(ph["busy_ns"].to_list(), bottom))]  # < 1 ns: rounding
     if any(rest):
         ax.bar(names, rest, bottom=bottom, color="#bbbbbb", label="busy: not in top kernels")
         bottom = [b + r for b, r in zip(bottom, rest)]
