@@ -25,8 +25,12 @@ typedef struct {
     const int64_t *start, *end;
 } nest_ctx;
 
-static int cmp_rows(const void *a, const void *b, void *arg) {
-    const nest_ctx *c = arg;
+/* The sort's context: qsort_r's signature differs between glibc and the BSDs, so plain qsort
+ * with a per-thread pointer (the GIL is released while nesting). */
+static _Thread_local const nest_ctx *sort_ctx;
+
+static int cmp_rows(const void *a, const void *b) {
+    const nest_ctx *c = sort_ctx;
     int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
     for (int k = 0; k < c->nkeys; k++) {
         int64_t x = c->key[k][i], y = c->key[k][j];
@@ -64,7 +68,9 @@ static int nest_rows(const nest_ctx *c, Py_ssize_t n, int32_t *depth, int64_t *p
     int64_t *last = malloc(sizeof(int64_t) * (m0 + 1));
     if (!order || !ends || !last) { free(order); free(ends); free(last); return -1; }
     for (Py_ssize_t i = 0; i < n; i++) order[i] = i;
-    qsort_r(order, (size_t)n, sizeof(int64_t), cmp_rows, (void *)c);
+    sort_ctx = c;
+    qsort(order, (size_t)n, sizeof(int64_t), cmp_rows);
+    sort_ctx = NULL;
     const int64_t *start = c->start, *end = c->end;
     Py_ssize_t g0 = 0;
     while (g0 < n) {

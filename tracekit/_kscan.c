@@ -18,7 +18,6 @@
  * every coercion. Times are decimal microseconds turned into int64 ns exactly: three fraction
  * digits, further digits rounded half to even (as polars' str.to_decimal(scale=3) does).
  */
-#define _GNU_SOURCE /* qsort_r */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
