@@ -106,10 +106,10 @@ def _frame(rows: int, strs: tuple[tuple[bytes | None, bytes, bytes], ...],
     for f in names:
         if f in _STR_INDEX:
             valid, offsets, data = strs[_STR_INDEX[f]]
-            arrays.append(pa.Array.from_buffers(pa.large_string(), rows, [_bits(valid), pa.py_buffer(offsets), pa.py_buffer(data)]))
+            arrays.append(pa.Array.from_buffers(pa.large_string(), rows, [_bits(valid), _owned(offsets), _owned(data)]))
         else:
             valid, values = ints[_INT_INDEX[f]]
-            arrays.append(pa.Array.from_buffers(pa.int64(), rows, [_bits(valid), pa.py_buffer(values)]))
+            arrays.append(pa.Array.from_buffers(pa.int64(), rows, [_bits(valid), _owned(values)]))
     frame = pl.from_arrow(pa.RecordBatch.from_arrays(arrays, names=list(names)))
     assert isinstance(frame, pl.DataFrame)
     return frame
@@ -117,7 +117,16 @@ def _frame(rows: int, strs: tuple[tuple[bytes | None, bytes, bytes], ...],
 
 def _bits(valid: bytes | None) -> pa.Buffer | None:
     """An Arrow validity bitmap (None from the scanner: every row valid)."""
-    return None if valid is None else pa.py_buffer(valid)
+    return None if valid is None else _owned(valid)
+
+
+def _owned(data: bytes) -> pa.Buffer:
+    """``data`` copied into Arrow-allocated memory. polars keeps imported Arrow buffers as they
+    are and may free them on its own threads; a buffer viewing a Python ``bytes`` needs the GIL
+    to be freed, so a polars call that holds the GIL (pickling a table did) waited forever."""
+    buf = pa.allocate_buffer(len(data))
+    memoryview(buf).cast("B")[:] = data
+    return buf
 
 
 def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -131,8 +140,8 @@ def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[p
     depth_b, parent_b = _kscan.nest(key_bufs, *bufs)
     # As a record batch: polars' Series-from-Arrow path imports pyarrow.compute (≈ 0.1 s).
     out = pl.from_arrow(pa.RecordBatch.from_arrays(
-        [pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(depth_b)]),
-         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(parent_b)])], names=["depth", "parent_id"]))
+        [pa.Array.from_buffers(pa.int32(), n, [None, _owned(depth_b)]),
+         pa.Array.from_buffers(pa.int64(), n, [None, _owned(parent_b)])], names=["depth", "parent_id"]))
     assert isinstance(out, pl.DataFrame)
     parent = out["parent_id"]
     return out["depth"], parent.set(parent < 0, None)
