@@ -43,14 +43,27 @@ _ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
 PENDING_ROWS = 1 << 17  # native-scanner rows built per polars pass (bounded memory, few calls)
-# Fields the native scanner builds per group (tables, flows, metadata): see _FRAME_BUILDERS.
+# Each table's columns after name/pid/tid/ts/dur, for both builders: (column, kind, attribute
+# of the msgspec ``Args`` struct). The native scanner's field is the column without its leading
+# "_" (kineto_native.STR_FIELDS / INT_FIELDS). Kinds: "cat" the event's category, "int" an
+# integer (coercions counted), "raw" JSON text, "strlist" a list of strings.
+TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "kernels": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id"),
+                ("device", "int", "device"), ("stream", "int", "stream"),
+                ("registers_per_thread", "int", "registers"), ("shared_memory", "int", "shared_memory"),
+                ("bytes", "int", "nbytes"), ("graph_id", "int", "graph_id"),
+                ("_grid", "raw", "grid"), ("_block", "raw", "block")),
+    "launches": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id")),
+    "ops": (("external_id", "int", "external_id"), ("sequence_number", "int", "seq"),
+            ("input_dims", "raw", "input_dims"), ("input_strides", "raw", "input_strides"),
+            ("input_types", "strlist", "input_types"), ("concrete_inputs", "strlist", "concrete")),
+    "regions": (("_cat", "cat", ""), ("external_id", "int", "external_id"), ("_device", "int", "device"),
+                ("_stream", "int", "stream")),
+}
+_COMMON_FIELDS = ("name", "pid", "tid", "ts_ns", "dur_ns")
+# Fields the native scanner builds per group (the four tables, flows, metadata).
 NATIVE_COLUMNS = (
-    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "correlation", "external_id", "device", "stream",
-     "registers_per_thread", "shared_memory", "bytes", "graph_id", "grid", "block", "_ev"),
-    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "correlation", "external_id", "_ev"),
-    ("name", "pid", "tid", "ts_ns", "dur_ns", "external_id", "sequence_number", "input_dims", "input_strides",
-     "input_types", "concrete_inputs", "_ev"),
-    ("name", "pid", "tid", "ts_ns", "dur_ns", "cat", "external_id", "device", "stream", "_ev"),
+    *((*_COMMON_FIELDS, *(c.lstrip("_") for c, _, _ in TABLE_SPECS[t]), "_ev") for t in TABLE_NAMES),
     ("cat", "ph", "id"),
     ("name", "pid", "tid", "arg_name", "_ev"),
 )
@@ -105,7 +118,7 @@ class Collector:
             if i < len(TABLE_NAMES):
                 name = TABLE_NAMES[i]
                 cats = pl.Series("cat", _get(rows, "cat"), dtype=pl.String())
-                frame = _BUILDERS[i](rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
+                frame = _built(name, rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
                 self._append(name, _prepare(frame, name, self.dropped))
             elif i == _FLOW:
                 self._add_flows(pl.DataFrame({
@@ -142,7 +155,7 @@ class Collector:
         for i, name in enumerate(TABLE_NAMES):
             if self.pending[name]:
                 df = pl.concat(self.pending[name], rechunk=False)
-                self._append(name, _prepare(_FRAME_BUILDERS[i](df), name, self.dropped))
+                self._append(name, _prepare(_native_built(name, df), name, self.dropped))
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 
@@ -223,78 +236,31 @@ def _common(evs: list[Any], notes: Counter[str], what: str) -> dict[str, pl.Seri
     }
 
 
-def _kernels(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
-    cols = _common(evs, notes, "device activity")
+def _built(table: str, evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
+    """A table's frame from decoded msgspec events (columns of ``TABLE_SPECS``)."""
+    what = WHAT[table]
+    cols = _common(evs, notes, what)
     args = _get(evs, "args")
-    cols["_cat"] = cats
-    for col, attr in (("correlation", "correlation"), ("external_id", "external_id"), ("device", "device"),
-                      ("stream", "stream"), ("registers_per_thread", "registers"),
-                      ("shared_memory", "shared_memory"), ("bytes", "nbytes"), ("graph_id", "graph_id")):
-        cols[col] = kc.ints(_get(args, attr), f"device activity {col}", notes)
-    cols["_grid"] = kc.raw_text(_get(args, "grid"))
-    cols["_block"] = kc.raw_text(_get(args, "block"))
+    for col, kind, attr in TABLE_SPECS[table]:
+        if kind == "cat":
+            cols[col] = cats
+        elif kind == "int":
+            cols[col] = kc.ints(_get(args, attr), f"{what} {col.lstrip('_')}", notes)
+        elif kind == "raw":
+            cols[col] = kc.raw_text(_get(args, attr))
+        else:
+            cols[col] = kc.str_lists(_get(args, attr))
     return pl.DataFrame(cols)
 
 
-def _launches(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
-    cols = _common(evs, notes, "runtime call")
-    args = _get(evs, "args")
-    cols["_cat"] = cats
-    cols["correlation"] = kc.ints(_get(args, "correlation"), "runtime call correlation", notes)
-    cols["external_id"] = kc.ints(_get(args, "external_id"), "runtime call external_id", notes)
+def _native_built(table: str, df: pl.DataFrame) -> pl.DataFrame:
+    """The same frame from the native scanner's columns (``NATIVE_COLUMNS``), ``_ev`` last."""
+    cols = {"name": df["name"], "pid": df["pid"], "tid": df["tid"], "_ts_ns": df["ts_ns"], "_dur_ns": df["dur_ns"]}
+    for col, kind, _ in TABLE_SPECS[table]:
+        field = df[col.lstrip("_")]
+        cols[col] = kc.str_lists_text(field) if kind == "strlist" else field
+    cols["_ev"] = df["_ev"]
     return pl.DataFrame(cols)
-
-
-def _ops(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
-    cols = _common(evs, notes, "cpu op")
-    args = _get(evs, "args")
-    cols["external_id"] = kc.ints(_get(args, "external_id"), "cpu op external_id", notes)
-    cols["sequence_number"] = kc.ints(_get(args, "seq"), "cpu op sequence_number", notes)
-    cols["input_dims"] = kc.raw_text(_get(args, "input_dims"))
-    cols["input_strides"] = kc.raw_text(_get(args, "input_strides"))
-    cols["input_types"] = kc.str_lists(_get(args, "input_types"))
-    cols["concrete_inputs"] = kc.str_lists(_get(args, "concrete"))
-    return pl.DataFrame(cols)
-
-
-def _regions(evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
-    cols = _common(evs, notes, "annotation")
-    args = _get(evs, "args")
-    cols["_cat"] = cats
-    cols["external_id"] = kc.ints(_get(args, "external_id"), "annotation external_id", notes)
-    cols["_device"] = kc.ints(_get(args, "device"), "annotation device", notes)
-    cols["_stream"] = kc.ints(_get(args, "stream"), "annotation stream", notes)
-    return pl.DataFrame(cols)
-
-
-_BUILDERS = (_kernels, _launches, _ops, _regions)
-
-# The same frames from the native scanner's columns (see kineto_native.INT_FIELDS/STR_FIELDS).
-_COMMON = (pl.col("name"), pl.col("pid"), pl.col("tid"), pl.col("ts_ns").alias("_ts_ns"), pl.col("dur_ns").alias("_dur_ns"))
-
-
-def _kernels_frame(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "correlation", "external_id", "device", "stream",
-                     "registers_per_thread", "shared_memory", "bytes", "graph_id",
-                     pl.col("grid").alias("_grid"), pl.col("block").alias("_block"), "_ev")
-
-
-def _launches_frame(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "correlation", "external_id", "_ev")
-
-
-def _ops_frame(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(*_COMMON, "external_id", "sequence_number", "input_dims", "input_strides").with_columns(
-        kc.str_lists_text(df["input_types"]).alias("input_types"),
-        kc.str_lists_text(df["concrete_inputs"]).alias("concrete_inputs"), df["_ev"])
-
-
-def _regions_frame(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(*_COMMON, pl.col("cat").alias("_cat"), "external_id",
-                     pl.col("device").alias("_device"), pl.col("stream").alias("_stream"), "_ev")
-
-
-_FRAME_BUILDERS = (_kernels_frame, _launches_frame, _ops_frame, _regions_frame)
 
 
 def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
