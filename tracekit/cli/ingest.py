@@ -61,10 +61,10 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
             click.echo(f"{t}: error: {exc}")
     total = len(files) + len(errors)
     ok = 0
-    notes: list[str] = []
     with Progress(len(files), "ingest") as bar:
         for f in files:
             bar.set_detail(f.name)
+            streamed = False
             try:
                 if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
                     meta, heights = _ingest_nsys(f, out)
@@ -72,8 +72,7 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
                     from tracekit.sources.kineto_ingest import ingest_kineto
 
                     meta, heights = ingest_kineto(f, out)
-                    notes.append(f"{f}: streamed with bounded memory; derived tables not stored "
-                                 "(the first analysis computes them)")
+                    streamed = True
                 else:
                     trace = load(f)
                     write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
@@ -84,9 +83,9 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
             else:
                 ok += 1
                 bar.write(_line(f, meta, heights))
-                for note in notes:
-                    bar.write(note)
-            notes.clear()
+                if streamed:
+                    bar.write(f"{f}: streamed with bounded memory; derived tables not stored "
+                              "(the first analysis computes them)")
             bar.update(1)
     click.echo(f"ingested {ok} of {total} traces into {out}")
     if errors:

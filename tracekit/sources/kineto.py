@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import polars as pl
 
 from tracekit import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.sources.jsonstream import StreamStats, stream_document
+from tracekit.sources.jsonstream import Scanner, StreamStats, stream_document
 from tracekit.sources import kineto_native
 from tracekit.sources.kineto_columns import NULL_RAW
 from tracekit.sources.kineto_tables import (
@@ -191,27 +191,7 @@ def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
         except msgspec.ValidationError:
             return decode_fallback(piece, _ONE, col.dropped)
 
-    scan = None
-    if kineto_native.available():
-        def scan(buf: bytes, pos: int) -> tuple[int, int]:
-            for w in kineto_native.scan_split(buf, pos, X_ROUTES, sorted(FLOW_CATS), NATIVE_COLUMNS):
-                base = col.ordinal
-                col.add_native(w, base)
-                if w.slow:  # valid JSON (the scanner checked), unusual values: msgspec, counting each
-                    evs, ords = [], []
-                    for s, e, k in w.slow:
-                        try:
-                            got = decode(b"[" + buf[s:e] + b"]")
-                        except msgspec.DecodeError as exc:  # the scanner accepted what msgspec does not
-                            col.dropped[f"invalid event: {exc}"] += 1
-                            continue
-                        if got:
-                            evs.append(got[0])
-                            ords.append(base + k)
-                    col.add(evs, ords)
-                col.ordinal = base + w.elements
-            return w.status, w.end
-
+    scan = _native_scanner(col, decode) if kineto_native.available() else None
     stats = StreamStats()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived acyclic objects: the cycle collector only costs time
@@ -226,6 +206,34 @@ def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
     if col.events_read == 0:
         raise TraceFormatError(f"{p}: JSON but not a trace (none of its {events_read} events is an event object)")
     return KinetoReading(p, trace_id or make_trace_id(p), top, stats, col)
+
+
+def _native_scanner(col: Collector, decode: Callable[[bytes], list[Any]]) -> Scanner:
+    """The stream's window reader through the native scanner: converted events go to the
+    collector as frames; the events it leaves (valid JSON, unusual values) are decoded by msgspec
+    one by one, so each coercion is counted, and keep their place in file order."""
+    flow_cats = sorted(FLOW_CATS)
+
+    def scan(buf: bytes, pos: int) -> tuple[int, int]:
+        for w in kineto_native.scan_split(buf, pos, X_ROUTES, flow_cats, NATIVE_COLUMNS):
+            base = col.ordinal
+            col.add_native(w, base)
+            if w.slow:
+                evs, ords = [], []
+                for s, e, k in w.slow:
+                    try:
+                        got = decode(b"[" + buf[s:e] + b"]")
+                    except msgspec.DecodeError as exc:  # the scanner accepted what msgspec does not
+                        col.dropped[f"invalid event: {exc}"] += 1
+                        continue
+                    if got:
+                        evs.append(got[0])
+                        ords.append(base + k)
+                col.add(evs, ords)
+            col.ordinal = base + w.elements
+        return w.status, w.end
+
+    return scan
 
 
 def _refuse_other_formats(p: Path) -> None:
