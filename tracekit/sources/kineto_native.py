@@ -120,11 +120,16 @@ def _bits(valid: bytes | None) -> pa.Buffer | None:
     return None if valid is None else _owned(valid)
 
 
+# The C heap rather than Arrow's default jemalloc pool: freed pages then go back to the OS with
+# the rest (the bounded-memory ingest trims between tables); jemalloc kept them resident.
+_POOL = pa.system_memory_pool()
+
+
 def _owned(data: bytes) -> pa.Buffer:
     """``data`` copied into Arrow-allocated memory. polars keeps imported Arrow buffers as they
     are and may free them on its own threads; a buffer viewing a Python ``bytes`` needs the GIL
     to be freed, so a polars call that holds the GIL (pickling a table did) waited forever."""
-    buf = pa.allocate_buffer(len(data))
+    buf = pa.allocate_buffer(len(data), memory_pool=_POOL)
     memoryview(buf).cast("B")[:] = data
     return buf
 
