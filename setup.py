@@ -1,8 +1,8 @@
-"""The native Kineto scanner (tracekit/_kscan.c, tracekit/_kjson.h). Optional: when it cannot be
+"""The native Kineto scanner (tracekit/sources/kineto/_native/_kscan.c, tracekit/sources/kineto/_native/_kjson.h). Optional: when it cannot be
 compiled, tracekit installs without it and reads traces with its pure-Python path (same tables,
 slower)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracekit._kscan", ["tracekit/_kscan.c"], depends=["tracekit/_kjson.h", "tracekit/_knest.h"],
+setup(ext_modules=[Extension("tracekit.sources.kineto._kscan", ["tracekit/sources/kineto/_native/_kscan.c"], depends=["tracekit/sources/kineto/_native/_kjson.h", "tracekit/sources/kineto/_native/_knest.h"],
                              optional=True)])

@@ -21,8 +21,8 @@ from pathlib import Path
 
 
 import tracekit
-from tracekit.derived import write_with_derived
-from tracekit.trace import Trace, write_dataset
+from tracekit.analysis.derived import write_with_derived
+from tracekit.tables.trace import Trace, write_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attribution import SHARED, replicate, timed  # noqa: E402  one replication and timer for all benchmarks
@@ -36,9 +36,9 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     annotated, as for the default base trace); cost model; the rest of the analysis; and total."""
     from tracekit.analysis import analyze_tables, resolve_hardware
     from tracekit.analysis.core import _shape_phase
-    from tracekit.attribution import attribute
-    from tracekit.costmodel import op_costs
-    from tracekit.regions import label_regions
+    from tracekit.attribution.core import attribute
+    from tracekit.costmodel.ops import op_costs
+    from tracekit.labels.regions import label_regions
 
     cpu0 = time.process_time()
     t = [time.perf_counter()]
@@ -81,9 +81,9 @@ def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) ->
 
 def parquet_vs_json(paths: list[Path], repeat: int, hardware: str | None) -> None:
     """JSON → result (load + analyze) vs an ingested dataset → result: canonical tables only
-    (everything recomputed) and with the derived tables stored at ingest (tracekit/derived.py)."""
+    (everything recomputed) and with the derived tables stored at ingest (tracekit/analysis/derived.py)."""
     from tracekit.analysis import analyze
-    from tracekit.derived import read_derived
+    from tracekit.analysis.derived import read_derived
 
     print("| trace | JSON MB | load JSON s | JSON→result s | dataset (canonical only)→result s | speed-up "
           "| dataset + derived→result s | speed-up |")

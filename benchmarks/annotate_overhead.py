@@ -4,7 +4,7 @@
 
 Prints (1) ns per empty phase() block with the profiler off and on, next to a bare
 torch.profiler.record_function block; (2) the median decode-step time of the default small LLM
-(workloads.config.ModelConfig defaults, batch 4, context ~256) without annotation, with
+(tracekit.workloads.config.ModelConfig defaults, batch 4, context ~256) without annotation, with
 annotation, and with annotation under torch.profiler; (3) the annotation overhead as a share of a
 decode step (target < 2 %). Medians over interleaved repeats, so a busy host affects all variants alike.
 """
@@ -19,9 +19,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from tracekit.annotate import phase
-from workloads.config import ModelConfig
-from workloads.llm import TinyLM
-from workloads.profiling import activities, resolve_device, set_threads, sync
+from tracekit.workloads.config import ModelConfig
+from tracekit.workloads.llm import TinyLM
+from tracekit.workloads.profiling import activities, resolve_device, set_threads, sync
 
 
 def per_block_ns(n: int, body: str) -> float:

@@ -24,9 +24,10 @@ from typing import Any, Callable
 import polars as pl
 
 import tracekit
-from tracekit.attribution import attribute, check_conservation, check_links
-from tracekit.regions import label_regions
-from tracekit.trace import Trace
+from tracekit.attribution.core import attribute
+from tracekit.attribution.invariants import check_conservation, check_links
+from tracekit.labels.regions import label_regions
+from tracekit.tables.trace import Trace
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 DEFAULT_BASE = SHARED / "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"

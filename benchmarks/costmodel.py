@@ -23,7 +23,7 @@ from polars.testing import assert_frame_equal
 
 import tracekit
 from attribution import DEFAULT_BASE, replicate, timed  # benchmarks/ is sys.path[0] for a script
-from tracekit.costmodel import op_costs
+from tracekit.costmodel.ops import op_costs
 
 
 def main() -> None:

@@ -24,13 +24,13 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import tracekit
 from tracekit.annotate import parse_phase_name
-from workloads import flops as FL
-from workloads.config import LLMRunConfig, ModelConfig, PhaseShapeConfig, ServeConfig
-from workloads.generate import run_llm
-from workloads.llm import TinyLM
-from workloads.phase_shape import run_sweep, shape_costs
-from workloads.profiling import resolve_device, torch_dtype
-from workloads.serve import run_serve
+from tracekit.workloads import flops as FL
+from tracekit.workloads.config import LLMRunConfig, ModelConfig, PhaseShapeConfig, ServeConfig
+from tracekit.workloads.generate import run_llm
+from tracekit.workloads.llm import TinyLM
+from tracekit.workloads.phase_shape import run_sweep, shape_costs
+from tracekit.workloads.profiling import resolve_device, torch_dtype
+from tracekit.workloads.serve import run_serve
 
 FAILS: list[str] = []
 

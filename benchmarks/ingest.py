@@ -41,16 +41,16 @@ path = sys.argv[1]
 
 TOOLS: dict[str, tuple[str, str]] = {
     # name: (imports, work) — the work is timed.
-    "tracekit load": ("from tracekit.sources.kineto import load_kineto",
+    "tracekit load": ("from tracekit.sources.kineto.loader import load_kineto",
                       "tr = load_kineto(path)"),
     "tracekit ingest (load + Parquet)": (
-        "from tracekit.sources.kineto import load_kineto\nfrom tracekit.trace import write_dataset\nimport tempfile",
+        "from tracekit.sources.kineto.loader import load_kineto\nfrom tracekit.tables.trace import write_dataset\nimport tempfile",
         "tr = load_kineto(path); write_dataset(tr, tempfile.mkdtemp(prefix='tk-bench-'))"),
     "tracekit ingest CLI": (  # what users run: derived tables below 256 MiB of JSON, streamed above
         "from tracekit.cli.main import main\nimport tempfile, contextlib, io",
         "with contextlib.redirect_stdout(io.StringIO()): main(['ingest', path, '--out', tempfile.mkdtemp(prefix='tk-bench-')])"),
     "tracekit load (pure Python, TRACEKIT_PURE_PYTHON=1)": (
-        "import os\nos.environ['TRACEKIT_PURE_PYTHON'] = '1'\nfrom tracekit.sources.kineto import load_kineto",
+        "import os\nos.environ['TRACEKIT_PURE_PYTHON'] = '1'\nfrom tracekit.sources.kineto.loader import load_kineto",
         "tr = load_kineto(path)"),
     "json.load (gunzip + parse)": ("", "doc = json.loads(read(path))"),
     "orjson.loads (gunzip + parse)": ("import orjson", "doc = orjson.loads(read(path))"),

@@ -42,8 +42,8 @@ def main() -> None:
     t0 = time.perf_counter()
     rows = 0
     if args.mode == "stream":
-        from tracekit.sources.nsys_ingest import ingest_nsys
-        from tracekit.trace import scan_table
+        from tracekit.sources.nsys.ingest import ingest_nsys
+        from tracekit.tables.trace import scan_table
 
         out = Path(tempfile.mkdtemp(prefix="nsys_ds_"))
         try:
@@ -54,7 +54,7 @@ def main() -> None:
         finally:
             shutil.rmtree(out, ignore_errors=True)
     elif args.mode == "load":
-        from tracekit.sources.nsys import load_nsys
+        from tracekit.sources.nsys.loader import load_nsys
 
         tr = load_nsys(args.export)
         rows = tr.kernels.height + tr.launches.height + tr.ops.height + tr.regions.height

@@ -29,7 +29,7 @@ def main() -> None:
     import tracekit
     from tracekit.report import figures, html
     from tracekit.report.pipeline import analyse_path
-    from tracekit.trace import write_dataset
+    from tracekit.tables.trace import write_dataset
 
     with tempfile.TemporaryDirectory() as tmp:
         ds = Path(tmp) / "ds"

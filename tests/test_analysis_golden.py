@@ -9,12 +9,12 @@ import polars as pl
 import pytest
 
 from tracekit.analysis import CPU_DIAGNOSTIC, Slo, Thresholds, analyze_tables
-from tracekit.intervals import union_length
+from tracekit.tables.intervals import union_length
 
 
 @dataclass(frozen=True)
 class Hw:
-    """Duck-typed stand-in for tracekit.hardware.Hardware: bf16 peak 1e15 FLOP/s, 1e12 B/s → ridge 1000."""
+    """Duck-typed stand-in for tracekit.hardware.peaks.Hardware: bf16 peak 1e15 FLOP/s, 1e12 B/s → ridge 1000."""
 
     name: str = "TestGPU"
     peak_flops_per_s: dict[str, float] = field(default_factory=lambda: {"bf16": 1e15})

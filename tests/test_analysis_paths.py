@@ -12,10 +12,10 @@ from polars.testing import assert_frame_equal
 import tracekit
 from tracekit.analysis import analyze_tables
 from tracekit.analysis.metrics import positions, sweep
-from tracekit.attribution import attribute
-from tracekit.costmodel import op_costs
-from tracekit.intervals import union_length
-from tracekit.regions import label_regions
+from tracekit.attribution.core import attribute
+from tracekit.costmodel.ops import op_costs
+from tracekit.tables.intervals import union_length
+from tracekit.labels.regions import label_regions
 
 QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 

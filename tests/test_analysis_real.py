@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
-from tracekit.attribution import attribute
+from tracekit.attribution.core import attribute
 from golden.reference import union_ns
 
 REPO = Path(__file__).resolve().parent.parent

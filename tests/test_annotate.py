@@ -43,8 +43,8 @@ def test_format_refuses_unparseable(phase_name: str, attrs: dict[str, object]) -
 
 
 def test_import_tracekit_annotate_does_not_import_torch() -> None:
-    code = ("import sys, tracekit, tracekit.annotate, tracekit.cli.main, tracekit.cli.run, workloads.config, "
-            "workloads.scheduler, workloads.flops, workloads.sidecar\n"
+    code = ("import sys, tracekit, tracekit.annotate, tracekit.cli.main, tracekit.cli.run, tracekit.workloads.config, "
+            "tracekit.workloads.scheduler, tracekit.workloads.flops, tracekit.workloads.sidecar\n"
             "tracekit.annotate.parse_phase_name('tk:decode step=1')\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)

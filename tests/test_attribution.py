@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from golden.kineto import gpu_region, kernel, launch, load, op, region
-from tracekit.attribution import (
+from tracekit.attribution.core import (
     OP_LINK_EXTERNAL,
     OP_LINK_SELF,
     OP_LINK_TIME,
@@ -23,11 +23,10 @@ from tracekit.attribution import (
     VIA_THREAD,
     Attribution,
     attribute,
-    check_conservation,
-    check_links,
 )
+from tracekit.attribution.invariants import check_conservation, check_links
 from tracekit.errors import AnalysisError
-from tracekit.intervals import union_length
+from tracekit.tables.intervals import union_length
 
 
 def _attr(tmp_path: Path, events: list[dict[str, object]]) -> tuple[Attribution, dict[str, int]]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.calibrate import CPU_DIAGNOSTIC
+from tracekit.hardware.calibrate import CPU_DIAGNOSTIC
 from tracekit.cli.main import main
-from tracekit.hardware import load_hardware_file
+from tracekit.hardware.peaks import load_hardware_file
 
 
 def test_calibrate_cpu_quick_writes_loadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

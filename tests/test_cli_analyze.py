@@ -67,7 +67,7 @@ def test_not_a_trace_is_one_line(tmp_path: Path) -> None:
 def test_dataset_gives_same_result(tmp_path: Path) -> None:
     import tracekit
     from tracekit.analysis import analyze
-    from tracekit.trace import write_dataset
+    from tracekit.tables.trace import write_dataset
 
     tr = tracekit.load(str(LLM))
     write_dataset(tr, tmp_path / "ds")

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracekit import progress
+from tracekit.cli import progress
 from tracekit.cli.main import main
 from tracekit.sources import load, make_trace_id
-from tracekit.trace import dataset_trace_ids, read_dataset, scan_table
+from tracekit.tables.trace import dataset_trace_ids, read_dataset, scan_table
 
 SMALL = [
     "kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
@@ -96,7 +96,8 @@ def test_ingest_sends_sqlite_through_the_chunked_writer(tmp_path: Path, shared_t
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """An Nsight export goes through ingest_nsys (bounded memory), never the in-memory loader,
     and yields the same rows as load_nsys (row order and ids aside)."""
-    from tracekit.sources import nsys, nsys_ingest
+    from tracekit.sources.nsys import loader as nsys
+    from tracekit.sources.nsys import ingest as nsys_ingest
 
     db = shared_traces / "nsys/fuser/report1_64ee035d.sqlite"
     expected = load(db)

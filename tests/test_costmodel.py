@@ -7,10 +7,10 @@ import json
 import polars as pl
 import pytest
 
-from tracekit.costmodel import COUNTED_IN_CHILD, COUNTED_IN_PARENT, op_costs, unmodelled
-from tracekit.costmodel_formulas import signature_cost
-from tracekit.schema import conform
-from tracekit.schema import empty as schema_empty
+from tracekit.costmodel.ops import COUNTED_IN_CHILD, COUNTED_IN_PARENT, op_costs, unmodelled
+from tracekit.costmodel.formulas import signature_cost
+from tracekit.tables.schema import conform
+from tracekit.tables.schema import empty as schema_empty
 
 BF, F32, H = "c10::BFloat16", "float", "c10::Half"
 

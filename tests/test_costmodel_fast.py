@@ -17,10 +17,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import tracekit
-from tracekit import costmodel
-from tracekit.costmodel import COUNTED_IN_CHILD, COUNTED_IN_PARENT, DEFER_SHARE, op_costs
-from tracekit.costmodel_formulas import DTYPES, FORMULAS, signature_cost
-from tracekit.schema import conform
+from tracekit.costmodel import ops as costmodel
+from tracekit.costmodel.ops import COUNTED_IN_CHILD, COUNTED_IN_PARENT, DEFER_SHARE, op_costs
+from tracekit.costmodel.formulas import DTYPES, FORMULAS, signature_cost
+from tracekit.tables.schema import conform
 
 _SEP = "\x1f"
 _KEYS = ["name", "_dims_k", "_types_k", "_conc_k"]

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 import tracekit
-from tracekit.costmodel import COUNTED_IN_CHILD, op_costs
-from tracekit.costmodel_formulas import signature_cost
+from tracekit.costmodel.ops import COUNTED_IN_CHILD, op_costs
+from tracekit.costmodel.formulas import signature_cost
 
 # (trace[+trace], folder of reference CSVs). The decode CSVs were computed from the capture
 # trace's shapes merged with the replay (vLLM's lm_head GEMM runs outside the graph).

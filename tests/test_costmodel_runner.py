@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 import tracekit
-from tracekit.costmodel import op_costs
+from tracekit.costmodel.ops import op_costs
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "llm"
 

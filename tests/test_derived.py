@@ -1,4 +1,4 @@
-"""Derived tables stored at ingest (tracekit/derived.py): round trip, equality with analysing from
+"""Derived tables stored at ingest (tracekit/analysis/derived.py): round trip, equality with analysing from
 the JSON, and staleness (key, row counts, missing table, plain re-ingest) → recomputed."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
-from tracekit.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
-from tracekit.trace import write_dataset
+from tracekit.analysis.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
+from tracekit.tables.trace import write_dataset
 
 QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 SGLANG = "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
@@ -96,7 +96,7 @@ def test_ingest_cli_stores_derived_tables(shared_traces: Path, tmp_path: Path) -
 
 
 def test_add_derived_to_a_committed_trace(shared_traces: Path, tmp_path: Path) -> None:
-    from tracekit.derived import add_derived
+    from tracekit.analysis.derived import add_derived
 
     tr = tracekit.load(str(shared_traces / QWEN))
     write_dataset(tr, tmp_path)

@@ -1,4 +1,4 @@
-"""innermost_rows (tracekit/enclosing.py) on a hand-made nesting; each expected row derived in a
+"""innermost_rows (tracekit/tables/enclosing.py) on a hand-made nesting; each expected row derived in a
 comment. Exercises the packed int64 path, the by-thread fallback (thread ids ≥ 2³¹) and the parent
 walk with ids that are not row numbers."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tracekit.enclosing import innermost_rows
+from tracekit.tables.enclosing import innermost_rows
 
 
 def _intervals(tid_a: int, tid_b: int) -> pl.DataFrame:

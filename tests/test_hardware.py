@@ -9,7 +9,7 @@ import pytest
 
 import tracekit
 from tracekit.errors import AnalysisError, UsageError
-from tracekit.hardware import get, load_hardware_file, lookup, table_keys
+from tracekit.hardware.peaks import get, load_hardware_file, lookup, table_keys
 
 
 def dev(name: str, sms: int | None = None, mem: float | None = None, cc: str | None = None, bw: float | None = None) -> dict:

@@ -12,17 +12,16 @@ import pytest
 
 import tracekit
 from conftest import kineto_trace_files, nsys_export_files
-from tracekit.attribution import (
+from tracekit.attribution.core import (
     REASON_NO_LAUNCH,
     VIA_FORWARD,
     Attribution,
     attribute,
-    check_conservation,
-    check_links,
 )
-from tracekit.trace import Trace
+from tracekit.attribution.invariants import check_conservation, check_links
+from tracekit.tables.trace import Trace
 
-HAS_NSYS = importlib.util.find_spec("tracekit.sources.nsys") is not None
+HAS_NSYS = importlib.util.find_spec("tracekit.sources.nsys.loader") is not None
 
 
 @lru_cache(maxsize=4)
@@ -45,7 +44,7 @@ def test_conservation_kineto(shared_traces: Path, path: Path) -> None:
     _check(path)
 
 
-@pytest.mark.skipif(not HAS_NSYS, reason="tracekit.sources.nsys not written yet")
+@pytest.mark.skipif(not HAS_NSYS, reason="tracekit.sources.nsys.loader not written yet")
 @pytest.mark.parametrize("path", nsys_export_files(), ids=lambda p: p.name)
 def test_conservation_nsys(shared_traces: Path, path: Path) -> None:
     _check(path)

@@ -13,8 +13,8 @@ import pytest
 
 from tracekit.cli.main import main
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.sources import jsonstream
-from tracekit.sources.kineto import load_kineto
+from tracekit.sources.kineto import jsonstream
+from tracekit.sources.kineto.loader import load_kineto
 
 KERNEL: dict[str, Any] = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
                           "args": {"device": 0, "stream": 7, "correlation": 1}}
@@ -251,7 +251,7 @@ def test_integer_fast_path_equals_exact_text_path() -> None:
     import msgspec
     import polars as pl
 
-    from tracekit.sources.kineto_columns import ns_from_raw, ns_from_text
+    from tracekit.sources.kineto.columns import ns_from_raw, ns_from_text
 
     cases = [
         [b"1669783687464181", b"12", b"-0", b"0"],           # all ints: 1669783687464181000 ns, ...

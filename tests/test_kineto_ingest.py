@@ -1,4 +1,4 @@
-"""Native interval nesting against tracekit.intervals.nest, the bounded-memory Kineto ingest
+"""Native interval nesting against tracekit.tables.intervals.nest, the bounded-memory Kineto ingest
 against load_kineto, and tables of the native path that polars can pickle."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import SHARED_TRACES
-from tracekit.sources import kineto_native as kn
+from tracekit.sources.kineto import native as kn
 
-native = pytest.mark.skipif(not kn.available(), reason="tracekit._kscan is not built")
+native = pytest.mark.skipif(not kn.available(), reason="tracekit.sources.kineto._kscan is not built")
 
 
-# --- native nesting (tracekit/_knest.h) against tracekit.intervals.nest -----------------------
+# --- native nesting (tracekit/sources/kineto/_native/_knest.h) against tracekit.tables.intervals.nest -----------------------
 
 
 @native
@@ -26,7 +26,7 @@ def test_native_nest_equals_polars_nest(seed: int) -> None:
 
     import polars as pl
 
-    from tracekit.intervals import nest
+    from tracekit.tables.intervals import nest
 
     # Random intervals on 3 threads with equal starts, equal (start, end) ties, zero-length
     # intervals and partial overlaps: the two implementations must agree on every row.
@@ -60,14 +60,14 @@ def test_native_nest_by_hand() -> None:
     assert depth.to_list() == [0, 0] and parent.to_list() == [None, None]
 
 
-# --- bounded-memory ingest (tracekit/sources/kineto_ingest.py) --------------------------------
+# --- bounded-memory ingest (tracekit/sources/kineto/ingest.py) --------------------------------
 
 
 @pytest.mark.parametrize("pure", [False, True])
 def test_streamed_ingest_equals_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: bool) -> None:
-    from tracekit.sources.kineto import load_kineto
-    from tracekit.sources.kineto_ingest import ingest_kineto
-    from tracekit.trace import read_dataset
+    from tracekit.sources.kineto.loader import load_kineto
+    from tracekit.sources.kineto.ingest import ingest_kineto
+    from tracekit.tables.trace import read_dataset
 
     # Spilled batches, finished one table at a time, give the tables and meta of load_kineto.
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1" if pure else "0")
@@ -110,7 +110,7 @@ def test_native_tables_pickle(tmp_path: Path) -> None:
     # The native path's tables once held Arrow buffers that viewed Python bytes; polars frees
     # imported buffers on its own threads, which then needed the GIL that pickling held: the
     # pickle of `launches` never returned. Run in a child so a hang fails instead of freezing.
-    code = ("import pickle, sys\nfrom tracekit.sources.kineto import load_kineto\n"
+    code = ("import pickle, sys\nfrom tracekit.sources.kineto.loader import load_kineto\n"
             "t = load_kineto(sys.argv[1])\n"
             "print([len(pickle.loads(pickle.dumps(t.table(n)))) for n in ('kernels', 'launches', 'ops', 'regions')])")
     src = SHARED_TRACES / "kineto/hta/df_index_resolver/df_index_resolver.json.gz"

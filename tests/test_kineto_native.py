@@ -1,4 +1,4 @@
-"""Native Kineto scanner (tracekit._kscan): the same tables and meta as the pure-Python path
+"""Native Kineto scanner (tracekit.sources.kineto._kscan): the same tables and meta as the pure-Python path
 (TRACEKIT_PURE_PYTHON=1) on every shared trace and on hand-made edge cases; the scanner's own
 status / end / element / (ph, cat) answers checked directly. Expected values derived by hand."""
 
@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from polars.testing import assert_frame_equal
 
-_kscan = pytest.importorskip("tracekit._kscan")
+_kscan = pytest.importorskip("tracekit.sources.kineto._kscan")
 
 from conftest import SHARED_TRACES  # noqa: E402
 from tracekit.errors import EmptyTraceError, TraceFormatError  # noqa: E402
-from tracekit.sources import kineto_native as kn  # noqa: E402
-from tracekit.sources.kineto import load_kineto  # noqa: E402
-from tracekit.sources.kineto_tables import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
-from tracekit.trace import Trace  # noqa: E402
+from tracekit.sources.kineto import native as kn  # noqa: E402
+from tracekit.sources.kineto.loader import load_kineto  # noqa: E402
+from tracekit.sources.kineto.tables import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
+from tracekit.tables.trace import Trace  # noqa: E402
 
 TABLES = ("kernels", "launches", "ops", "regions")
 LARGE = ("df_index_resolver", "mtia_trace_single_rank")
@@ -431,7 +431,7 @@ def test_mutated_traces_same_on_both_paths(tmp_path: Path, monkeypatch: pytest.M
     import random
 
     from tracekit.errors import TracekitError
-    from tracekit.sources.kineto import load_kineto
+    from tracekit.sources.kineto.loader import load_kineto
 
     # Differential fuzzing: random byte edits, inserted odd fields and cuts of a real trace;
     # both loaders must give the same tables and meta, or the same one-line error.

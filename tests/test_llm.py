@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads import flops as FL
-from workloads.config import LLMRunConfig, ModelConfig
+from tracekit.workloads import flops as FL
+from tracekit.workloads.config import LLMRunConfig, ModelConfig
 
 pytestmark = pytest.mark.torch
 torch = pytest.importorskip("torch")
@@ -35,7 +35,7 @@ def test_gemm_formula_by_hand() -> None:
 def test_prefill_and_decode_flops_equal_flop_counter() -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workloads.llm import TinyLM
+    from tracekit.workloads.llm import TinyLM
 
     model = TinyLM(TINY, slots=3, device=torch.device("cpu"), dtype=torch.float32)
     tokens = torch.randint(100, (3, 10))
@@ -66,7 +66,7 @@ def test_attention_formula_matches_flop_counter_sdpa_formula() -> None:
 def test_packed_chunked_prefill_matches_batched_prefill_and_decode() -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workloads.llm import TinyLM
+    from tracekit.workloads.llm import TinyLM
 
     a = TinyLM(TINY, slots=2, device=torch.device("cpu"), dtype=torch.float32)
     b = TinyLM(TINY, slots=2, device=torch.device("cpu"), dtype=torch.float32)  # same seed → same weights
@@ -87,7 +87,7 @@ def test_packed_chunked_prefill_matches_batched_prefill_and_decode() -> None:
 def test_run_llm_regions_sidecar_and_token_counts(tmp_path: Path) -> None:
     import tracekit
     from tracekit.annotate import parse_phase_name
-    from workloads.generate import run_llm
+    from tracekit.workloads.generate import run_llm
 
     cfg = LLMRunConfig(model=TINY, batch=3, prompt_len="uniform:4:20", output_len="choice:2,5",
                        threads=1, seed=3).validate()

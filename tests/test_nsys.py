@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 
 from conftest import nsys_export_files
-from tracekit import schema
-from tracekit.intervals import nest
+from tracekit.tables import schema
+from tracekit.tables.intervals import nest
 from tracekit.sources import load, sniff
-from tracekit.sources.nsys import load_nsys
-from tracekit.trace import Trace
+from tracekit.sources.nsys.loader import load_nsys
+from tracekit.tables.trace import Trace
 
 EXPORTS = nsys_export_files()
 SAXPY = "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
@@ -239,7 +239,7 @@ def test_chunked_reading_gives_the_same_tables(shared_traces: Path, monkeypatch:
     chunks (140 chunks for 13513 ranges, nesting depth > 3) the tables equal the one-chunk load."""
     path = shared_traces / XENT
     whole = _load(path)
-    import tracekit.sources.nsys_sql as sq
+    import tracekit.sources.nsys.sql as sq
 
     monkeypatch.setattr(sq, "CHUNK_ROWS", 97)
     small = load_nsys(path)
@@ -249,8 +249,8 @@ def test_chunked_reading_gives_the_same_tables(shared_traces: Path, monkeypatch:
 
 @pytest.mark.parametrize("rel", [SAXPY, XENT])
 def test_streaming_ingest_equals_load(shared_traces: Path, tmp_path: Path, rel: str) -> None:
-    from tracekit.sources.nsys_ingest import ingest_nsys
-    from tracekit.trace import read_dataset
+    from tracekit.sources.nsys.ingest import ingest_nsys
+    from tracekit.tables.trace import read_dataset
 
     path = shared_traces / rel
     tid = ingest_nsys(path, tmp_path / "ds", trace_id="x")

@@ -15,8 +15,8 @@ import pytest
 
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources import load, sniff
-from tracekit.sources.nsys import load_nsys
-from tracekit.sources.nsys_sql import LockedError
+from tracekit.sources.nsys.loader import load_nsys
+from tracekit.sources.nsys.sql import LockedError
 
 SAXPY = "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
 XENT = "nsys/fuser/report1_a0498920_crossentropy.sqlite"

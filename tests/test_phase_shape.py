@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.phase_shape import find_knee, shape_costs
+from tracekit.workloads.phase_shape import find_knee, shape_costs
 
 
 def test_intensities_from_the_issue_exactly() -> None:
@@ -40,8 +40,8 @@ def test_tiny_sweep_writes_traces_table_and_sidecars(tmp_path: Path) -> None:
 
     import tracekit
     from tracekit.annotate import parse_phase_name
-    from workloads.config import PhaseShapeConfig
-    from workloads.phase_shape import run_sweep
+    from tracekit.workloads.config import PhaseShapeConfig
+    from tracekit.workloads.phase_shape import run_sweep
 
     cfg = PhaseShapeConfig(d=64, prefill_rows=(16, 64), decode_rows=(2,), warmup=1, active=2, reps=3,
                            threads=1).validate()

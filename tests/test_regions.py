@@ -12,8 +12,8 @@ import tracekit
 from conftest import kineto_trace_files
 from golden.kineto import gpu_region, kernel, launch, load, op, region
 from tracekit.errors import UsageError
-from tracekit.phases import PHASES, parse_phase_map
-from tracekit.regions import infer_phase_from_shapes, label_regions
+from tracekit.labels.phases import PHASES, parse_phase_map
+from tracekit.labels.regions import infer_phase_from_shapes, label_regions
 
 SG_EXTEND = "step[EXTEND bs=15 toks=15360]"
 SG_DECODE = "step[DECODE bs=32]"
@@ -162,7 +162,7 @@ def test_decoder_is_a_model_part_not_the_decode_phase() -> None:
     # Real names from the HTA trace_filter traces: "## decoder fp8 None ##" is a recsys tower.
     import polars as pl
 
-    from tracekit.phases import keyword_phase
+    from tracekit.labels.phases import keyword_phase
 
     names = pl.DataFrame({"n": ["## decoder fp8 None ##", "MyDecodeLoop", "decode", "prefill_decode", "Encoder"]})
     got = names.select(keyword_phase(pl.col("n")).alias("p"))["p"].to_list()

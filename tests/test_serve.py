@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.scheduler import Request, Scheduler
+from tracekit.workloads.scheduler import Request, Scheduler
 
 
 def _drive(sched: Scheduler, reqs: list[Request]) -> list[list[tuple[int, int, int, bool]]]:
@@ -61,8 +61,8 @@ def test_run_serve_budget_completion_and_annotations(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     import tracekit
     from tracekit.annotate import parse_phase_name
-    from workloads.config import ModelConfig, ServeConfig
-    from workloads.serve import run_serve
+    from tracekit.workloads.config import ModelConfig, ServeConfig
+    from tracekit.workloads.serve import run_serve
 
     model = ModelConfig(layers=2, d_model=64, heads=4, kv_heads=2, vocab=128, max_context=128)
     cfg = ServeConfig(model=model, requests=7, prompt_len="uniform:5:60", output_len="uniform:1:6",

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from tracekit.trace import Trace
+    from tracekit.tables.trace import Trace
 
 
 def load(path: str, trace_id: str | None = None) -> "Trace":
     """Load a Kineto trace (``.json``/``.json.gz``), an Nsight Systems SQLite export, or an
-    ingested Parquet dataset into a :class:`~tracekit.trace.Trace`.
+    ingested Parquet dataset into a :class:`~tracekit.tables.trace.Trace`.
 
     Raises :class:`~tracekit.errors.TracekitError` subclasses on bad input.
     """
@@ -27,7 +27,7 @@ def load(path: str, trace_id: str | None = None) -> "Trace":
 
 def __getattr__(name: str) -> Any:
     if name == "Trace":
-        from tracekit.trace import Trace
+        from tracekit.tables.trace import Trace
 
         return Trace
     raise AttributeError(name)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workloads.config import ModelConfig
+from tracekit.workloads.config import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 
 from tracekit.annotate import phase
-from workloads import flops as FL
-from workloads import profiling as P
-from workloads.config import LengthDist, LLMRunConfig, as_dict
-from workloads.llm import TinyLM
-from workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from tracekit.workloads import flops as FL
+from tracekit.workloads import profiling as P
+from tracekit.workloads.config import LengthDist, LLMRunConfig, as_dict
+from tracekit.workloads.llm import TinyLM
+from tracekit.workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
 STEM = "llm"
 

@@ -12,7 +12,7 @@ Three forward paths share the weights and the cache:
 - ``packed(tokens[N], segments, sample)``: a serving step of (slot, start, n) segments, prefill
   chunks and decode tokens together; the linear layers run once over all N tokens, attention per
   segment (causal within a fresh prompt, an explicit mask for a later chunk).
-FLOPs of each path are in :mod:`workloads.flops`.
+FLOPs of each path are in :mod:`tracekit.workloads.flops`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from workloads.config import ModelConfig
+from tracekit.workloads.config import ModelConfig
 
 
 class Block(nn.Module):

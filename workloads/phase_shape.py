@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from workloads.config import SHORT, PhaseShapeConfig, as_dict, element_size
+from tracekit.workloads.config import SHORT, PhaseShapeConfig, as_dict, element_size
 
 KNEE_FRACTION = 0.9  # a shape is "on the plateau" at >= 90 % of the sweep's best FLOP/s
 
@@ -79,8 +79,8 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
     import torch.nn.functional as F
 
     from tracekit.annotate import phase
-    from workloads import profiling as P
-    from workloads.sidecar import base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+    from tracekit.workloads import profiling as P
+    from tracekit.workloads.sidecar import base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
     dev = P.resolve_device(cfg.device)
     out = prepare_out_dir(out)

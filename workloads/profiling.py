@@ -10,8 +10,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from tracekit.errors import UsageError
-from workloads.config import canonical_dtype, check_device_name
-from workloads.sidecar import cpu_name
+from tracekit.workloads.config import canonical_dtype, check_device_name
+from tracekit.workloads.sidecar import cpu_name
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

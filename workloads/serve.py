@@ -1,7 +1,7 @@
 """``tracekit run serve``: a continuous-batching loop over the small LLM, under torch.profiler.
 
 Requests arrive on a schedule (wall clock from the loop start); each step the scheduler
-(:mod:`workloads.scheduler`) packs decode tokens and prefill chunks into one forward pass of at most
+(:mod:`tracekit.workloads.scheduler`) packs decode tokens and prefill chunks into one forward pass of at most
 ``token_budget`` tokens. Each step is annotated with its composition::
 
     tk:<mixed|prefill|decode> step=k prefill_tokens=P decode_seqs=D tokens=P+D seqs=S budget=B
@@ -19,12 +19,12 @@ from typing import Any
 import torch
 
 from tracekit.annotate import phase
-from workloads import flops as FL
-from workloads import profiling as P
-from workloads.config import LengthDist, ServeConfig, arrival_times, as_dict
-from workloads.llm import TinyLM
-from workloads.scheduler import Request, Scheduler, StepPlan
-from workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from tracekit.workloads import flops as FL
+from tracekit.workloads import profiling as P
+from tracekit.workloads.config import LengthDist, ServeConfig, arrival_times, as_dict
+from tracekit.workloads.llm import TinyLM
+from tracekit.workloads.scheduler import Request, Scheduler, StepPlan
+from tracekit.workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
 
 STEM = "serve"
 

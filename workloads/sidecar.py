@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracekit.conventions import CPU_DIAGNOSTIC, SIDECAR_SUFFIX, TRACE_SUFFIX, read_sidecar, sidecar_path  # noqa: F401 (re-exported)
 from tracekit.errors import UsageError
 
 SIDECAR_VERSION = 1
-TRACE_SUFFIX = ".pt.trace.json.gz"
-SIDECAR_SUFFIX = ".tracekit.json"
-CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
 FEATURES_OFF = {"prefix_caching": False, "speculative_decoding": False, "quantization": False}
 
 
@@ -35,24 +33,7 @@ def trace_path(out: Path, stem: str) -> Path:
     return out / f"{stem}{TRACE_SUFFIX}"
 
 
-def sidecar_path_for(trace: str | os.PathLike[str]) -> Path:
-    """``dir/llm.pt.trace.json.gz`` → ``dir/llm.tracekit.json`` (also for ``.json``/``.pt.trace.json``)."""
-    p = Path(trace)
-    name = p.name
-    for suffix in (TRACE_SUFFIX, ".pt.trace.json", ".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return p.with_name(name + SIDECAR_SUFFIX)
-
-
-def read_sidecar(trace: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The sidecar beside ``trace`` as a dict, or None when there is none."""
-    p = sidecar_path_for(trace)
-    if not p.is_file():
-        return None
-    data: dict[str, Any] = json.loads(p.read_text())
-    return data
+sidecar_path_for = sidecar_path  # the one rule lives in tracekit.conventions
 
 
 def prepare_out_dir(out: str | os.PathLike[str]) -> Path:

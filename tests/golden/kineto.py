@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import tracekit
-from tracekit.trace import Trace
+from tracekit.tables.trace import Trace
 
 PID = 100  # the process; threads are 1 (main), 2 (autograd), 3 (a helper thread)
 

@@ -1,5 +1,5 @@
 """Plain-Python reference computations that tests compare tracekit against (independent of
-tracekit.intervals, so a bug there cannot hide in both)."""
+tracekit.tables.intervals, so a bug there cannot hide in both)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import polars as pl
 from tracekit.errors import UsageError
 
 if TYPE_CHECKING:
-    from tracekit.hardware import Hardware
+    from tracekit.hardware.peaks import Hardware
 
 BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
 

@@ -1,7 +1,7 @@
 """``analyze``: attribution + region labels + op costs + hardware → metrics, verdicts, latency.
 
 The table-level entry point :func:`analyze_tables` takes the frames directly (tests build tiny
-ones by hand); :func:`analyze` computes them from a :class:`~tracekit.trace.Trace`.
+ones by hand); :func:`analyze` computes them from a :class:`~tracekit.tables.trace.Trace`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from tracekit import schema
+from tracekit.tables import schema
 from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
@@ -20,8 +20,8 @@ from tracekit.analysis.tops import SYNTHETIC_ID, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 
 if TYPE_CHECKING:
-    from tracekit.hardware import Hardware
-    from tracekit.trace import Trace
+    from tracekit.hardware.peaks import Hardware
+    from tracekit.tables.trace import Trace
 
 PHASES = ("prefill", "decode", "mixed")
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
@@ -32,8 +32,8 @@ NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..
 
 def resolve_hardware(hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]) -> Hardware | None:
     """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
-    from tracekit.hardware import Hardware as Hw
-    from tracekit.hardware import get, load_hardware_file, lookup
+    from tracekit.hardware.peaks import Hardware as Hw
+    from tracekit.hardware.peaks import get, load_hardware_file, lookup
 
     if isinstance(hardware, Hw):
         return hardware
@@ -58,11 +58,11 @@ def analyze(
     trace's device). ``phase_map``: user rules passed to ``label_regions``. ``slo``: Slo or text
     ``"ttft=200,tpot=50"`` (ms). ``thresholds``: Thresholds or text ``"busy=0.5,coverage=0.5"``.
     A trace read from a dataset reuses the derived tables stored at ingest when they are current
-    (tracekit/derived.py; the region labels only without ``phase_map``).
+    (tracekit/analysis/derived.py; the region labels only without ``phase_map``).
     Raises UsageError for a bad --hardware / --slo / --thresholds.
     """
-    from tracekit.derived import read_derived
-    from tracekit.regions import label_regions
+    from tracekit.analysis.derived import read_derived
+    from tracekit.labels.regions import label_regions
 
     devices = list(trace.meta.get("devices") or [])
     hw = resolve_hardware(hardware, devices)
@@ -70,8 +70,8 @@ def analyze(
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
     stored = read_derived(trace)
     if stored is None:
-        from tracekit.attribution import attribute
-        from tracekit.costmodel import op_costs
+        from tracekit.attribution.core import attribute
+        from tracekit.costmodel.ops import op_costs
 
         att = attribute(trace)
         acts, links, cpu_only, costs = att.activities, att.region_links, bool(att.cpu_only), op_costs(trace.ops)
@@ -102,7 +102,7 @@ def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
     """No region has a phase: ask the shapes (``infer_phase_from_shapes``). When they tell, add
     one synthetic whole-trace region (id −1, kind ``inferred``) holding every activity, so the
     phase tables say what the shapes imply; the note says so either way."""
-    from tracekit.regions import infer_phase_from_shapes
+    from tracekit.labels.regions import infer_phase_from_shapes
 
     inf = infer_phase_from_shapes(trace)
     row = inf.row(0, named=True)

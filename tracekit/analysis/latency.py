@@ -17,11 +17,11 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.conventions import read_sidecar
 from tracekit.errors import UsageError
 
 PCTS = (0.5, 0.9, 0.99)
 SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
-SIDECAR_SUFFIX = ".tracekit.json"
 
 LATENCY_SCHEMA: dict[str, pl.DataType] = {
     "phase": pl.String(), "metric": pl.String(), "source": pl.String(), "unit": pl.String(),
@@ -77,29 +77,6 @@ class Latency:
     requests: pl.DataFrame  # REQUEST_SCHEMA
     decode_by_ctx: pl.DataFrame  # BYCTX_SCHEMA
     scalars: dict[str, Any]
-
-
-def sidecar_path(trace_source: str | os.PathLike[str]) -> Path:
-    """``dir/x.pt.trace.json.gz`` (or ``.json``, ``.json.gz``) → ``dir/x.tracekit.json``."""
-    p = Path(trace_source)
-    name = p.name
-    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return p.with_name(name + SIDECAR_SUFFIX)
-
-
-def read_sidecar(trace_source: str | None) -> dict[str, Any] | None:
-    """The runner's sidecar beside the trace, or None (missing, unreadable or not a dict)."""
-    if not trace_source:
-        return None
-    p = sidecar_path(trace_source)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def step_table(units: pl.DataFrame) -> pl.DataFrame:

@@ -165,7 +165,7 @@ def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
 
 
 def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
-    """One sorted sweep per group: busy (union length, as :func:`tracekit.intervals.union_length`
+    """One sorted sweep per group: busy (union length, as :func:`tracekit.tables.intervals.union_length`
     computes it), covered busy, launch gaps, counts. Returns ``key, kernel_count, first_ns,
     last_ns, busy_ns, covered_busy_ns, device_time_ns, kernel_median_ns, gap_count,
     gap_total_ns, gap_max_ns``.

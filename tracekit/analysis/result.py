@@ -8,8 +8,11 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.conventions import CPU_DIAGNOSTIC
+
+__all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
+
 JSON_VERSION = 1
-CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
 
 # Region columns written to JSON, in order (docs/json.md). The first block is the contract of
 # issue 4 §8; the rest are documented additions.

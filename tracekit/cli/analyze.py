@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tracekit.phases import parse_phase_map
+from tracekit.labels.phases import parse_phase_map
 
 @click.command("analyze")
 @click.argument("source", type=click.Path(exists=True, dir_okay=True))

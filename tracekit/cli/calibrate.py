@@ -1,6 +1,6 @@
 """``tracekit calibrate``: measure this machine's peaks into a hardware file (--hardware FILE).
 
-Thin: check the output path, call :func:`tracekit.calibrate.measure`, write JSON, print a summary.
+Thin: check the output path, call :func:`tracekit.hardware.calibrate.measure`, write JSON, print a summary.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def calibrate(device: str, out: str, quick: bool, force: bool) -> None:
     """Measure copy bandwidth (large tensor copy) and matmul FLOP/s per dtype (fp32, bf16, and
     fp16/tf32 on CUDA) with torch, or numpy when torch is absent. CPU results are labelled
     "CPU diagnostic — not GPU evidence"."""
-    from tracekit.calibrate import measure
+    from tracekit.hardware.calibrate import measure
 
     path = Path(out)
     if path.exists() and not force:

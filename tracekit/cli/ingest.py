@@ -12,7 +12,7 @@ import click
 import polars as pl
 
 from tracekit.errors import TracekitError, UsageError
-from tracekit.progress import Progress
+from tracekit.cli.progress import Progress
 
 TABLES = ("kernels", "launches", "ops", "regions")
 STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
@@ -50,7 +50,7 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
     derived tables are computed by the first analysis instead of at ingest.
     """
     from tracekit.sources import find_traces, load, sniff
-    from tracekit.derived import write_with_derived
+    from tracekit.analysis.derived import write_with_derived
 
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: --out exists and is not a directory")
@@ -72,7 +72,7 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
                 if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
                     meta, heights = _ingest_nsys(f, out)
                 elif stream or (stream is None and json_size(f) >= STREAM_BYTES):
-                    from tracekit.sources.kineto_ingest import ingest_kineto
+                    from tracekit.sources.kineto.ingest import ingest_kineto
 
                     meta, heights = ingest_kineto(f, out)
                     streamed = True
@@ -99,9 +99,9 @@ def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """An Nsight Systems export through the chunked writer (never the whole export in memory).
     Partitions of this trace in tables other than the canonical ones (e.g. derived tables of an
     earlier ingest) are removed first: they might describe another row order."""
-    from tracekit.sources import make_trace_id
-    from tracekit.sources.nsys_ingest import ingest_nsys
-    from tracekit.trace import DATA_FILE, META_TABLE
+    from tracekit.tables.ids import make_trace_id
+    from tracekit.sources.nsys.ingest import ingest_nsys
+    from tracekit.tables.trace import DATA_FILE, META_TABLE
 
     tid = make_trace_id(f)
     for stale in out.glob(f"*/trace_id={tid}"):

@@ -58,14 +58,14 @@ def _fmt_ns(ns: float) -> str:
 def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device: str, warmup: int,
                 active: int, reps: int, seed: int, threads: int, out: Path) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
-    from workloads.config import PhaseShapeConfig, parse_int_list
+    from tracekit.workloads.config import PhaseShapeConfig, parse_int_list
 
     cfg = PhaseShapeConfig(d=d, dtype=dtype, prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
                            decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")), device=device,
                            warmup=warmup, active=active, reps=reps, seed=seed,
                            threads=threads).validate()
     out_dir = _ready(cfg.device, out)
-    from workloads.phase_shape import run_sweep
+    from tracekit.workloads.phase_shape import run_sweep
 
     res = run_sweep(cfg, out_dir)
     _print_sweep(res.table, res.summary)
@@ -74,12 +74,12 @@ def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device:
 
 def _ready(device: str, out: Path) -> Path:
     """Checks that need torch (the extra installed, the device present), then the output directory."""
-    from workloads.sidecar import prepare_out_dir
+    from tracekit.workloads.sidecar import prepare_out_dir
 
     if out.exists() and not out.is_dir():
         prepare_out_dir(out)  # raises the one-line UsageError before torch is even imported
     require_torch()
-    from workloads.profiling import resolve_device
+    from tracekit.workloads.profiling import resolve_device
 
     resolve_device(device)
     return prepare_out_dir(out)
@@ -125,7 +125,7 @@ def _model_options(fn: F) -> F:
 
 
 def _model(kw: dict[str, Any]) -> Any:
-    from workloads.config import ModelConfig
+    from tracekit.workloads.config import ModelConfig
 
     return ModelConfig(**{k: kw.pop(k) for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab",
                                                  "max_context", "dtype")})
@@ -140,12 +140,12 @@ def _model(kw: dict[str, Any]) -> Any:
 @click.option("--warmup-decode-steps", type=int, default=2, show_default=True)
 def llm(**kw: Any) -> None:
     """Static-batch prefill then greedy decode of a small random-weight transformer."""
-    from workloads.config import LLMRunConfig
+    from tracekit.workloads.config import LLMRunConfig
 
     out = kw.pop("out")
     cfg = LLMRunConfig(model=_model(kw), **kw).validate()
     out_dir = _ready(cfg.device, out)
-    from workloads.generate import run_llm
+    from tracekit.workloads.generate import run_llm
 
     res = run_llm(cfg, out_dir)
     _print_requests(res.summary)
@@ -170,12 +170,12 @@ def llm(**kw: Any) -> None:
 @click.option("--warmup-requests", type=int, default=2, show_default=True)
 def serve(**kw: Any) -> None:
     """Continuous batching with a token budget, chunked prefill and an arrival schedule."""
-    from workloads.config import ServeConfig
+    from tracekit.workloads.config import ServeConfig
 
     out = kw.pop("out")
     cfg = ServeConfig(model=_model(kw), **kw).validate()
     out_dir = _ready(cfg.device, out)
-    from workloads.serve import run_serve
+    from tracekit.workloads.serve import run_serve
 
     res = run_serve(cfg, out_dir)
     _print_requests(res.summary)

@@ -18,8 +18,9 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
     annotations and parse warnings of one trace (a file or one trace of a dataset).
     A dataset holding several traces lists them (pick one with --trace-id)."""
     from tracekit.sources import load
-    from tracekit.summary import dataset_overview, render_text, summarize
-    from tracekit.trace import dataset_trace_ids, is_dataset
+    from tracekit.analysis.summary import dataset_overview, summarize
+    from tracekit.report.summary import render_text
+    from tracekit.tables.trace import dataset_trace_ids, is_dataset
 
     if trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
         rows = dataset_overview(path)

@@ -12,33 +12,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tracekit.conventions import find_sidecar
+
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
 # key names that may hold secrets or identify people (hf_token, api_key, env, host, user): never printed
 _SECRETISH = re.compile(r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username)$", re.I)
-_TRACE_SUFFIXES = (".gz", ".json", ".pt.trace", ".sqlite")
-
-
-def sidecar_path(trace_path: str | Path) -> Path | None:
-    """``run.pt.trace.json.gz`` → ``run.tracekit.json`` (or ``run.pt.trace.tracekit.json``) if it exists."""
-    p = Path(trace_path)
-    if p.is_dir():
-        return None
-    name = p.name
-    candidates = []
-    stem = name
-    while True:
-        for suf in _TRACE_SUFFIXES:
-            if stem.endswith(suf):
-                stem = stem[: -len(suf)]
-                candidates.append(stem)
-                break
-        else:
-            break
-    for s in reversed(candidates):
-        c = p.with_name(f"{s}.tracekit.json")
-        if c.is_file():
-            return c
-    return None
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:
@@ -108,7 +86,7 @@ def environment(
     for k in ("format", "format_version"):
         if meta.get(k) is not None:
             rows.append((f"trace {k}", meta[k]))
-    side = sidecar_path(trace_path) if trace_path is not None else None
+    side = find_sidecar(trace_path)
     if side is not None:
         for k, v in _flat(read_sidecar(side)):
             rows.append((f"runner {k}", v))

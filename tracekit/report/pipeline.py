@@ -20,7 +20,7 @@ from tracekit.report.model import ReportData, from_result
 @dataclass(frozen=True)
 class Analysed:
     path: Path
-    trace: Any  # tracekit.trace.Trace
+    trace: Any  # tracekit.tables.trace.Trace
     result: Any  # tracekit.analysis.AnalysisResult
 
     def report_data(self) -> ReportData:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Literal
 
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.trace import Trace, is_dataset, read_dataset
+from tracekit.tables.ids import make_trace_id
+from tracekit.tables.trace import Trace, is_dataset, read_dataset
 
 Format = Literal["kineto", "nsys", "dataset"]
 
@@ -90,35 +91,12 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
     if fmt == "dataset":
         return read_dataset(path, trace_id=trace_id)
     if fmt == "nsys":
-        from tracekit.sources.nsys import load_nsys
+        from tracekit.sources.nsys.loader import load_nsys
 
         return load_nsys(path, trace_id=trace_id)
-    from tracekit.sources.kineto import load_kineto
+    from tracekit.sources.kineto.loader import load_kineto
 
     return load_kineto(path)
-
-
-def make_trace_id(path: str | os.PathLike[str]) -> str:
-    """A stable id for a trace file: a readable stem plus a hash of its size and first MiB.
-
-    The same file ingested twice gets the same id (so it replaces itself); two different files
-    with the same name do not collide.
-    """
-    import hashlib
-    import re
-
-    p = Path(path)
-    h = hashlib.blake2b(digest_size=6)
-    size = p.stat().st_size
-    h.update(str(size).encode())
-    with open(p, "rb") as fh:
-        h.update(fh.read(1 << 20))
-    stem = p.name
-    for suffix in (".gz", ".json", ".sqlite", ".pt.trace"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:60].strip("._") or "trace"
-    return f"{stem}-{h.hexdigest()}"
 
 
 __all__ = ["sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

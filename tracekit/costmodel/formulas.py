@@ -1,7 +1,7 @@
 """Per-signature FLOP and minimum-byte formulas (see docs/costmodel.md for every convention).
 
 One call of :func:`signature_cost` evaluates one unique operator signature
-(name, Input Dims, Input type, Concrete Inputs); :mod:`tracekit.costmodel` calls it once per
+(name, Input Dims, Input type, Concrete Inputs); :mod:`tracekit.costmodel.ops` calls it once per
 *unique* signature of an ops table and joins the results back, so the Python here never runs
 per row. Pure functions, no polars, no torch.
 """
@@ -12,7 +12,7 @@ import math
 import re
 from typing import Callable, Final
 
-from tracekit.costmodel_args import (
+from tracekit.costmodel.args import (
     DTYPES, INDEX_DTYPE, RANK_ELEMENTWISE, RANK_MATMUL, RANK_NORM, Arg, Cost, NoModel,
     _broadcast, _flag, _int_at, _need, _promote, _tensors, parse_args,
 )

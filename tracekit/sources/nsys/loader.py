@@ -24,11 +24,11 @@ from typing import Any
 
 import polars as pl
 
-from tracekit import schema
+from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
-from tracekit.sources import nsys_sql as sq
-from tracekit.sources.nsys_nvtx import NVTX_TABLE, number_ops, op_rows, read_regions
-from tracekit.sources.nsys_tables import (
+from tracekit.sources.nsys import sql as sq
+from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, op_rows, read_regions
+from tracekit.sources.nsys.tables import (
     KERNEL_TABLE,
     MEMCPY_TABLE,
     MEMSET_TABLE,
@@ -39,7 +39,7 @@ from tracekit.sources.nsys_tables import (
     read_memset,
     source_counts,
 )
-from tracekit.trace import Trace
+from tracekit.tables.trace import Trace
 
 # Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
 EXPORT_MARKERS = {"StringIds", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "EXPORT_META_DATA", "ANALYSIS_DETAILS"}
@@ -105,13 +105,13 @@ def region_chunks(ex: Export) -> Iterator[pl.DataFrame]:
 
 def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
     """Load an Nsight Systems SQLite export into canonical tables (all in memory; for exports
-    larger than RAM use :func:`tracekit.sources.nsys_ingest.ingest_nsys`).
+    larger than RAM use :func:`tracekit.sources.nsys.ingest.ingest_nsys`).
 
     Raises TraceFormatError (one line) for an SQLite file that is not an nsys export, a corrupt or
     truncated database, or a file locked by a writer; EmptyTraceError when the export holds no
     CUDA activity, runtime calls nor NVTX ranges.
     """
-    from tracekit.sources import make_trace_id
+    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)

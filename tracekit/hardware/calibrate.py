@@ -1,6 +1,6 @@
 """Measure this machine's copy bandwidth and matmul FLOP/s into a hardware file.
 
-``measure(device)`` returns a :class:`~tracekit.hardware.Hardware` whose peaks are the best of a
+``measure(device)`` returns a :class:`~tracekit.hardware.peaks.Hardware` whose peaks are the best of a
 few timed repetitions (so the file is an *achievable* ceiling, not a datasheet peak):
 
 - bandwidth: ``dst.copy_(src)`` of a large buffer; bytes = 2 x buffer (one read + one write);
@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
+from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.errors import MissingDependencyError, UsageError
-from tracekit.hardware import Hardware
+from tracekit.hardware.peaks import Hardware
 
-CPU_DIAGNOSTIC: Final = "CPU diagnostic — not GPU evidence"
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Points in nested intervals: for each point, the innermost interval of its group (thread) that
-holds it, on integer columns only. Used by :mod:`tracekit.attribution` for launch → op and
+holds it, on integer columns only. Used by :mod:`tracekit.attribution.core` for launch → op and
 launch → region at 10⁶ points against 10⁶ intervals."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from collections import Counter
 
 import polars as pl
 
-from tracekit.intervals import nest
-from tracekit.sources import kineto_native
+from tracekit.tables.intervals import nest
+from tracekit.sources.kineto import native as kineto_native
 
 # Two events are duplicates when all of these agree (the name included).
 DEDUPE_KEYS = {

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from tracekit import schema
-from tracekit.sources.nsys_sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of
+from tracekit.tables import schema
+from tracekit.sources.nsys.sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -1,11 +1,11 @@
 """Bounded-memory ingest of a Kineto trace straight into a Parquet dataset.
 
-:func:`tracekit.sources.kineto.load_kineto` holds every table in memory (what analyses want).
+:func:`tracekit.sources.kineto.loader.load_kineto` holds every table in memory (what analyses want).
 :func:`ingest_kineto` reads the same events the same way but spills each built batch to an Arrow
 IPC file in the staging directory, then finishes the tables one at a time (read back, drop
 duplicates, add the time base, nest), writes each as its Parquet partition and drops it. Peak
 memory is about the largest table being finished, not all four. The dataset layout and commit
-protocol are those of :func:`tracekit.trace.write_dataset` (tables staged, ``meta`` last); the
+protocol are those of :func:`tracekit.tables.trace.write_dataset` (tables staged, ``meta`` last); the
 tables are equal to ``load_kineto``'s (tested). Derived tables are not computed here: analyses
 compute them when they are absent.
 """
@@ -18,8 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tracekit.sources.kineto import read_kineto
-from tracekit.trace import DATA_FILE, commit_with_meta, open_staging
+from tracekit.sources.kineto.loader import read_kineto
+from tracekit.tables.trace import DATA_FILE, commit_with_meta, open_staging
 
 
 def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
@@ -27,7 +27,7 @@ def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     """Write the canonical tables of the Kineto trace at ``path`` into the dataset ``out_dir``;
     return its meta and table heights. Replaces an earlier ingest of the same trace id, derived
     tables included. Raises what ``load_kineto`` raises, and DatasetError for a bad ``out_dir``."""
-    from tracekit.sources import make_trace_id
+    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)

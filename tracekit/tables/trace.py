@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit import schema
+from tracekit.tables import schema
 from tracekit.errors import DatasetError
 
 DATA_FILE = "data.parquet"
@@ -104,7 +104,7 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
 
     Each partition is written into a staging directory and renamed into place; ``meta`` goes
     last, so a reader never sees a trace without all of its tables. ``extra``: more tables of
-    this trace (name → frame, e.g. the derived tables of tracekit/derived.py), written the same
+    this trace (name → frame, e.g. the derived tables of tracekit/analysis/derived.py), written the same
     way before ``meta``; partitions of this trace in other tables than those written are removed.
     Returns ``out_dir``.
     """

@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from tracekit import schema
-from tracekit.sources import kineto_columns as kc
-from tracekit.sources.kineto_finish import DEDUPE_KEYS, WHAT, finish_table
-from tracekit.sources.kineto_native import Window
+from tracekit.tables import schema
+from tracekit.sources.kineto import columns as kc
+from tracekit.sources.kineto.finish import DEDUPE_KEYS, WHAT, finish_table
+from tracekit.sources.kineto.native import Window
 
 # Category → table. Old (≤ 2021) names map to the same tables.
 KERNEL_CATS = {"kernel": schema.KIND_KERNEL, "Kernel": schema.KIND_KERNEL,

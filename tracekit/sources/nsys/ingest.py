@@ -1,10 +1,10 @@
 """Bounded-memory ingest of an Nsight Systems export straight into a Parquet dataset.
 
-:func:`tracekit.sources.nsys.load_nsys` builds every table in memory (what analyses want). For
+:func:`tracekit.sources.nsys.loader.load_nsys` builds every table in memory (what analyses want). For
 exports near or above the size of RAM, :func:`ingest_nsys` writes the same tables chunk by chunk
 (one Parquet row group per chunk), so peak memory is a few chunks plus the ``StringIds`` table,
 whatever the export's size. The dataset layout and commit protocol are those of
-:func:`tracekit.trace.write_dataset`: tables in a staging directory, ``meta`` renamed in last.
+:func:`tracekit.tables.trace.write_dataset`: tables in a staging directory, ``meta`` renamed in last.
 
 Rows are written in export order (``load_nsys`` sorts kernels and launches by time; readers must
 not rely on either order).
@@ -21,19 +21,19 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit import schema
-from tracekit.sources.nsys import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
-from tracekit.sources.nsys_nvtx import number_ops, op_rows
-from tracekit.trace import DATA_FILE, commit_with_meta, open_staging
+from tracekit.tables import schema
+from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
+from tracekit.sources.nsys.nvtx import number_ops, op_rows
+from tracekit.tables.trace import DATA_FILE, commit_with_meta, open_staging
 
 
 def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
     """Write the canonical tables of the export at ``path`` into the dataset ``out_dir``.
 
     Returns the trace id. Replaces an earlier ingest of the same trace id. Raises what
-    :func:`~tracekit.sources.nsys.load_nsys` raises, and DatasetError for an unusable ``out_dir``.
+    :func:`~tracekit.sources.nsys.loader.load_nsys` raises, and DatasetError for an unusable ``out_dir``.
     """
-    from tracekit.sources import make_trace_id
+    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)

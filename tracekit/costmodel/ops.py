@@ -32,7 +32,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.costmodel_formulas import DTYPES, FORMULAS, signature_cost
+from tracekit.costmodel.formulas import DTYPES, FORMULAS, signature_cost
 
 COUNTED_IN_CHILD: Final = "counted_in_child"
 COUNTED_IN_PARENT: Final = "counted_in_parent"
@@ -221,7 +221,7 @@ def _first_dtype(types: pl.Series) -> pl.Series:
 def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
     """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype`` and ``covered``.
 
-    Input: a frame with the canonical ops columns (tracekit.schema.OPS; at least name, op_id,
+    Input: a frame with the canonical ops columns (tracekit.tables.schema.OPS; at least name, op_id,
     parent_id, input_dims, input_types, concrete_inputs; trace_id optional). Units: FLOPs and
     bytes per call. Pure; never raises on odd shapes (those ops get a null cost).
     """

@@ -1,6 +1,6 @@
 """Invariants of an attribution, as code: called by the tests on every shared trace and usable on
 any result. Both checks raise :class:`~tracekit.errors.AnalysisError` with a one-line reason.
-(Re-exported by :mod:`tracekit.attribution`.)"""
+"""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.errors import AnalysisError
+from tracekit.tables.intervals import self_time_segments
 
 if TYPE_CHECKING:
-    from tracekit.attribution import Attribution
-    from tracekit.trace import Trace
+    from tracekit.attribution.core import Attribution
+    from tracekit.tables.trace import Trace
 
 
 def check_conservation(attribution: Attribution, trace: Trace | None = None) -> None:
@@ -32,8 +33,6 @@ def check_conservation(attribution: Attribution, trace: Trace | None = None) -> 
     if att + un != attribution.total_dur_ns:
         raise AnalysisError(f"attributed {att} ns + unattributed {un} ns != total {attribution.total_dur_ns} ns")
     if trace is not None:
-        from tracekit.attribution import self_time_segments
-
         src = trace.kernels if not trace.is_cpu_only else self_time_segments(trace.ops)
         src_dur = int((src["end_ns"] - src["start_ns"]).sum() or 0)
         if src.height != a.height or src_dur != att + un:

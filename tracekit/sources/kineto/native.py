@@ -1,4 +1,4 @@
-"""The native scanner (``tracekit._kscan``, C) as polars frames.
+"""The native scanner (``tracekit.sources.kineto._kscan``, C) as polars frames.
 
 ``scan`` reads the complete events of a window of the ``traceEvents`` array and returns them
 routed — one polars frame per table, flows and metadata, built from Arrow buffers with no Python
@@ -22,11 +22,11 @@ import pyarrow as pa
 
 _kscan: ModuleType | None
 try:
-    from tracekit import _kscan  # type: ignore[attr-defined,no-redef,unused-ignore]
+    from tracekit.sources.kineto import _kscan  # type: ignore[attr-defined,no-redef,unused-ignore]
 except ImportError:  # not compiled on this machine
     _kscan = None
 
-# Order fixed by tracekit/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
+# Order fixed by tracekit/sources/kineto/_native/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
 # ``_ev`` is the element's index within one scan call (file order).
 STR_FIELDS = ("ph", "cat", "name", "arg_name", "input_dims", "input_types", "input_strides",
               "concrete_inputs", "grid", "block")
@@ -136,8 +136,8 @@ def _owned(data: bytes) -> pa.Buffer:
 
 def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[pl.Series, pl.Series]:
     """``depth`` (Int32) and the parent's row number of each row (null for none), in row order:
-    the definition of :func:`tracekit.intervals.nest` within groups of equal ``keys`` (integer
-    columns without nulls), computed in C with an index sort (tracekit/_knest.h)."""
+    the definition of :func:`tracekit.tables.intervals.nest` within groups of equal ``keys`` (integer
+    columns without nulls), computed in C with an index sort (tracekit/sources/kineto/_native/_knest.h)."""
     assert _kscan is not None
     n = start.len()
     key_bufs = tuple(k.cast(pl.Int64()).rechunk().to_arrow().buffers()[1] for k in keys)

@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
-from tracekit import schema
-from tracekit.intervals import nest
-from tracekit.sources.nsys_sql import columns, iter_frames, pid_of, read_frame, tid_of
+from tracekit.tables import schema
+from tracekit.tables.intervals import nest
+from tracekit.sources.nsys.sql import columns, iter_frames, pid_of, read_frame, tid_of
 
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).

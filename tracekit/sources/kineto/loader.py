@@ -19,12 +19,12 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from tracekit import schema
+from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.sources.jsonstream import Scanner, StreamStats, stream_document
-from tracekit.sources import kineto_native
-from tracekit.sources.kineto_columns import NULL_RAW
-from tracekit.sources.kineto_tables import (
+from tracekit.sources.kineto.jsonstream import Scanner, StreamStats, stream_document
+from tracekit.sources.kineto import native as kineto_native
+from tracekit.sources.kineto.columns import NULL_RAW
+from tracekit.sources.kineto.tables import (
     FLOW_CATS,
     KERNEL_CATS,
     NATIVE_COLUMNS,
@@ -32,7 +32,7 @@ from tracekit.sources.kineto_tables import (
     Collector,
     decode_fallback,
 )
-from tracekit.trace import Trace
+from tracekit.tables.trace import Trace
 
 _NULL = NULL_RAW
 
@@ -174,7 +174,7 @@ def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
                 spill_dir: Path | None = None) -> KinetoReading:
     """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
     ``spill_dir``: built batches go there instead of memory (bounded-memory ingest)."""
-    from tracekit.sources import make_trace_id
+    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     if p.is_dir():

@@ -39,7 +39,7 @@ RANK_ELEMENTWISE: Final = 1
 @dataclass(frozen=True)
 class Cost:
     """Result for one signature. ``unknown_elems``: elements moved whose size the trace hides
-    (TensorList inputs); :mod:`tracekit.costmodel` prices them at the table's dominant dtype."""
+    (TensorList inputs); :mod:`tracekit.costmodel.ops` prices them at the table's dominant dtype."""
 
     flops: float
     bytes: float

@@ -20,7 +20,6 @@ are never trusted. See docs/analysis.md ("Re-analysis from a dataset").
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,20 +28,21 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tracekit import schema
+from tracekit.tables import schema
 
 if TYPE_CHECKING:
-    from tracekit.trace import Trace
+    from tracekit.tables.trace import Trace
 
 DERIVED_FORMAT = 1
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "attribution_activities", "attribution_links", "region_labels", "op_costs", "derived_key")
 DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
 COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered")
-# Modules whose code decides the derived tables; their source is hashed into the key.
-SOURCE_MODULES = ("tracekit.attribution", "tracekit.enclosing", "tracekit.intervals", "tracekit.invariants",
-                  "tracekit.regions", "tracekit.phases", "tracekit.annotate", "tracekit.costmodel",
-                  "tracekit.costmodel_formulas", "tracekit.costmodel_args", "tracekit.schema", "tracekit.derived")
+# Code that decides the derived tables: every module of these packages (and these files) has its
+# source hashed into the key, so a new, moved or edited module there invalidates stored tables.
+# The list names folders, not modules: nothing to keep in step by hand when files move.
+SOURCE_PACKAGES = ("tables", "attribution", "labels", "costmodel")
+SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/derived.py")
 CANONICAL = ("kernels", "launches", "ops", "regions")
 
 
@@ -57,27 +57,34 @@ class Derived:
     cpu_only: bool
 
 
+def source_files() -> list[Path]:
+    """The files whose content is hashed into :func:`derived_key`, in a fixed order."""
+    pkg = Path(__file__).resolve().parent.parent
+    files = [f for d in SOURCE_PACKAGES for f in (pkg / d).rglob("*.py")]
+    files += [pkg / f for f in SOURCE_FILES]
+    return sorted(files, key=lambda f: f.relative_to(pkg).as_posix())
+
+
 @lru_cache(maxsize=1)
 def derived_key() -> str:
-    """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>``."""
+    """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>`` — the code hash covers
+    the path and content of every :func:`source_files` file."""
     from tracekit import __version__
 
+    pkg = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for name in SOURCE_MODULES:
-        spec = importlib.util.find_spec(name)
-        origin = spec.origin if spec is not None else None
-        try:
-            h.update(Path(origin).read_bytes() if origin else name.encode())
-        except OSError:
-            h.update(name.encode())
+    for f in source_files():
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+        h.update(b"\0")
     return f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
 
 
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables."""
-    from tracekit.attribution import attribute
-    from tracekit.costmodel import op_costs
-    from tracekit.regions import label_regions
+    from tracekit.attribution.core import attribute
+    from tracekit.costmodel.ops import op_costs
+    from tracekit.labels.regions import label_regions
 
     att = attribute(trace)
     costs = op_costs(trace.ops)
@@ -97,7 +104,7 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
 def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     """Write ``trace`` and its derived tables into the dataset at ``out_dir`` in one atomic commit
     (what ``tracekit ingest`` calls)."""
-    from tracekit.trace import write_dataset
+    from tracekit.tables.trace import write_dataset
 
     return write_dataset(trace, out_dir, extra=compute_derived(trace))
 
@@ -116,7 +123,7 @@ def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     import shutil
     import uuid
 
-    from tracekit.trace import DATA_FILE, read_dataset
+    from tracekit.tables.trace import DATA_FILE, read_dataset
 
     root = Path(dataset)
     trace = read_dataset(root, trace_id=trace_id)

@@ -15,10 +15,10 @@ from typing import Final
 
 import polars as pl
 
-from tracekit import phases as ph
+from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
-from tracekit.attribution import cpu_regions, forward_threads, region_tree
-from tracekit.trace import Trace
+from tracekit.attribution.core import cpu_regions, forward_threads, region_tree
+from tracekit.tables.trace import Trace
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")
 _TK_KEYS: Final = ("step", *ATTR_COLUMNS)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tracekit.errors import AnalysisError, UsageError
-from tracekit.hardware_table import TABLE
+from tracekit.hardware.table import TABLE
 
 FILE_FORMAT: Final = "tracekit.hardware/1"
 # dtype names the cost model emits that share a peak with a table dtype

@@ -3,7 +3,7 @@
 Definitions (docs/schema.md repeats them):
 - time span: first start to last end over every kept event of every table;
 - busy % of a stream: union of its device-activity intervals (overlaps counted once,
-  :func:`tracekit.intervals.union_length`) divided by the trace time span;
+  :func:`tracekit.tables.intervals.union_length`) divided by the trace time span;
 - busy % of a device: the same union over all of its streams;
 - top kernels: ``kind == "kernel"`` rows grouped by name, by total duration.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from tracekit import schema
-from tracekit.intervals import union_length
-from tracekit.trace import Trace
+from tracekit.conventions import CPU_DIAGNOSTIC
+from tracekit.tables import schema
+from tracekit.tables.intervals import union_length
+from tracekit.tables.trace import Trace
 
-CPU_DIAGNOSTIC = "CPU diagnostic — not GPU evidence"
 
 
 def time_span(trace: Trace) -> tuple[int | None, int | None]:
@@ -113,74 +113,10 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
     }
 
 
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
-
-
-def _cut(s: Any, n: int) -> str:
-    t = str(s)
-    return t if len(t) <= n else t[: n - 1] + "…"
-
-
-def _devices_text(devices: list[dict[str, Any]]) -> str:
-    groups: dict[tuple[Any, Any], list[Any]] = {}
-    for d in devices:
-        groups.setdefault((d.get("name"), d.get("num_sms")), []).append(d.get("id"))
-    parts = []
-    for (name, sms), ids in groups.items():
-        count = f"{len(ids)}× " if len(ids) > 1 else ""
-        parts.append(f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]")
-    return "; ".join(parts) or "none recorded"
-
-
-def render_text(s: dict[str, Any], width: int = 100) -> str:
-    """The summary as one screen of plain text."""
-    out: list[str] = [f"trace {s['trace_id']}  ({s['format']}: {s['source']})"]
-    if s["diagnostic"]:
-        out.append(f"!! {s['diagnostic']}: no device activity in this trace")
-    devs = _devices_text(s["devices"])
-    used = sorted({d["device"] for d in s["devices_busy"]})
-    if used:
-        devs += f"; activity on device {', '.join(str(u) for u in used)}"
-    out.append(f"devices   {devs}")
-    dist = s["distributed"]
-    if dist.get("world_size"):
-        out.append(f"rank      {dist.get('rank')} of {dist.get('world_size')} ({dist.get('backend') or '?'})")
-    t = s["time"]
-    out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
-    c = s["counts"]
-    act = ", ".join(f"{v} {k}" for k, v in c["device_activity"].items()) or "no device activity"
-    out.append(f"events    {act}; {c['launches']} launches, {c['ops']} cpu ops, {c['regions']} annotations")
-    for d in s["devices_busy"]:
-        out.append(f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)")
-    if s["streams"]:
-        out.append("streams   " + "  ".join(
-            f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]))
-    if s["top_kernels"]:
-        out.append("top kernels by total time")
-        for r in s["top_kernels"]:
-            out.append(f"  {r['pct']:5.1f}%  {_ms(r['total_ns']):>14}  ×{r['count']:<6} {_cut(r['name'], width - 40)}")
-    ann = s["annotations"]
-    if ann["distinct"]:
-        out.append(f"annotations ({ann['distinct']} distinct names)")
-        for r in ann["top"]:
-            out.append(f"  ×{r['count']:<6} {r['kind']:<20} {_cut(r['name'], width - 32)}")
-    else:
-        out.append("annotations none")
-    p = s["parse"]
-    dropped = sum(p["dropped"].values())
-    out.append(f"parse     {p['events_read']} events read, {p['events_kept']} kept, {p['skipped']} not modelled, {dropped} dropped")
-    for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
-        out.append(f"  dropped {n}: {reason}")
-    for w in p["warnings"][:6]:
-        out.append(f"  warning: {_cut(w, width - 11)}")
-    return "\n".join(out)
-
-
 def dataset_overview(path: str | Path) -> list[dict[str, Any]]:
     """One row per trace of a dataset (id, format, device, rank, device-activity count), read
-    lazily with :func:`tracekit.trace.scan_table`."""
-    from tracekit.trace import scan_table
+    lazily with :func:`tracekit.tables.trace.scan_table`."""
+    from tracekit.tables.trace import scan_table
 
     meta = scan_table(path, "meta").select("trace_id", "format", "device_name", "rank").collect()
     counts = scan_table(path, "kernels").group_by("trace_id").agg(pl.len().alias("kernels")).collect()

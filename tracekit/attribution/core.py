@@ -21,10 +21,10 @@ from typing import Any, Final
 
 import polars as pl
 
-from tracekit import schema
-from tracekit.enclosing import innermost_rows
-from tracekit.invariants import check_conservation, check_links  # noqa: F401  (re-exported)
-from tracekit.trace import Trace
+from tracekit.tables import schema
+from tracekit.tables.enclosing import innermost_rows
+from tracekit.tables.intervals import self_time_segments
+from tracekit.tables.trace import Trace
 
 REASON_NO_LAUNCH: Final = "no launch with this correlation"
 REASON_OUTSIDE: Final = "launch outside any region"
@@ -194,29 +194,6 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
         "t": launches["start_ns"].gather(rows), "_lext": launches["external_id"].gather(rows),
     })
     return lau, pos
-
-
-def self_time_segments(ops: pl.DataFrame) -> pl.DataFrame:
-    """The stretches of each op's own (self) time: the op's interval minus its children's.
-
-    Op [s, e] with children c1..ck (sorted by start) gives [s, c1.s], [c1.e, c2.s], …,
-    [ck.e, e]; a leaf gives [s, e]. Zero-length stretches are dropped. On one thread these
-    stretches never overlap, so their durations add up to the time spent inside operators, and
-    the GEMM inside ``aten::mm`` counts as ``aten::mm`` (its only child, ``resolve_conj``, takes a
-    few µs), not as the leaf beside it. Columns: op_id, start_ns, end_ns.
-    """
-    o = ops.select("op_id", "parent_id", "start_ns", "end_ns")
-    kids = o.filter(pl.col("parent_id").is_not_null()).sort("parent_id", "start_ns")
-    first = kids.group_by("parent_id").agg(pl.col("start_ns").min().alias("_first"))
-    head = o.join(first, left_on="op_id", right_on="parent_id", how="left").select(
-        "op_id", "start_ns", pl.coalesce("_first", "end_ns").alias("end_ns"))
-    parent_end = o.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
-    after = kids.with_columns(pl.col("start_ns").shift(-1).over("parent_id").alias("_next")).join(
-        parent_end, on="parent_id", how="left").select(
-        pl.col("parent_id").alias("op_id"), pl.col("end_ns").alias("start_ns"),
-        pl.coalesce("_next", "_pend").alias("end_ns"))
-    segs = pl.concat([head, after.filter(pl.col("end_ns").is_not_null())])
-    return segs.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns", "op_id")
 
 
 def cpu_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
