@@ -26,7 +26,7 @@ test: venv browser
 
 # Run the small LLM workload, then summarise, analyse and report its trace.
 demo: venv
-	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out $(DEMO)
+	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out $(DEMO) --force
 	$(TK) summary $(DEMO)/llm.pt.trace.json.gz
 	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz
 	$(TK) report $(DEMO)/llm.pt.trace.json.gz --format html --out $(DEMO)/report.html --force

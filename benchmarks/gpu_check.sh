@@ -13,5 +13,5 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 rc=${PIPESTATUS[0]}
 # the exact issue invocation through the CLI, on the GPU
 "$PY" -m tracekit.cli.main run phase-shape --d 2048 --dtype float32 --prefill-rows 256 --decode-rows 8 \
-  --device cuda --out "$OUT/cli_phase_shape" 2>&1 | grep -v '^USDT' | tee -a "$OUT/gpu_check.log"
+  --device cuda --out "$OUT/cli_phase_shape" --force 2>&1 | grep -v '^USDT' | tee -a "$OUT/gpu_check.log"
 exit "$rc"

@@ -51,7 +51,10 @@ def test_ingest_directory_reingest_identical_and_scan(tmp_path: Path, shared_tra
     before = read_dataset(out, trace_id=ids[0])
 
     # Re-ingest: same ids, byte-identical files, equal frames, no staging left behind.
-    code, _, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out)], capsys)
+    # Re-ingesting needs --force (the CLI convention): refused in one line, the dataset untouched.
+    code, stdout, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out)], capsys)
+    assert code != 0 and f"trace {make_trace_id(src / Path(SMALL[0]).name)} is already in {out}; pass --force" in stdout
+    code, _, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out), "--force"], capsys)
     assert code == 0
     assert dataset_trace_ids(out) == ids
     for t in TABLES:

@@ -100,7 +100,7 @@ def test_cli_streams_large_traces(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "streamed with bounded memory" in res.output
     assert not (tmp_path / "ds" / "derived_key").exists()  # derived tables left to the analysis
-    res = CliRunner().invoke(cli, ["ingest", str(src), "--out", str(tmp_path / "ds")])  # small: in memory
+    res = CliRunner().invoke(cli, ["ingest", str(src), "--out", str(tmp_path / "ds"), "--force"])  # small: in memory
     assert res.exit_code == 0 and "streamed" not in res.output
     assert (tmp_path / "ds" / "derived_key").exists()
 

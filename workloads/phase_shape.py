@@ -156,6 +156,8 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
     summary["timing"] = "CUDA events around each step" if dev.type == "cuda" else "perf_counter around each step"
     summary["knee"] = None if knee is None else {"kind": rows[knee]["kind"], "m": rows[knee]["m"],
                                                  "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s"}
+    # Every row carries the CPU-diagnostic label of a CPU run (null on a GPU), so the CSV/Parquet say it too.
+    table = table.with_columns(pl.lit(summary.get("diagnostic"), dtype=pl.String()).alias("diagnostic"))
     summary["shapes"] = table.to_dicts()
     files = []
     for s, row in enumerate(summary["shapes"]):

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.options import force_option, out_option
 from tracekit.errors import UsageError
 
 
 @click.command("calibrate")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="What to measure; auto = cuda when torch sees one, else cpu.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), metavar="FILE.json",
-              help="Hardware file to write (accepted by --hardware FILE).")
+@out_option("Hardware file to write (accepted by --hardware FILE).", required=True,
+            type=click.Path(dir_okay=False), metavar="FILE.json")
 @click.option("--quick", is_flag=True, help="Small sizes: seconds, not a reliable ceiling (smoke tests).")
-@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@force_option("FILE if it exists")
 def calibrate(device: str, out: str, quick: bool, force: bool) -> None:
     """Measure copy bandwidth (large tensor copy) and matmul FLOP/s per dtype (fp32, bf16, and
     fp16/tf32 on CUDA) with torch, or numpy when torch is absent. CPU results are labelled

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import polars as pl
 
+from tracekit.cli.options import force_option, out_option
 from tracekit.errors import TracekitError, UsageError
 from tracekit.cli.progress import Progress
 
@@ -36,12 +37,13 @@ def json_size(f: Path) -> int:
 
 @click.command("ingest")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", "-o", "out", required=True, type=click.Path(path_type=Path),
-              help="Dataset directory (created if missing); re-ingesting a trace replaces it.")
+@out_option("Dataset directory (created if missing); traces are added to it.", required=True,
+            type=click.Path(path_type=Path))
+@force_option("a trace the dataset already holds (re-ingest it)")
 @click.option("--stream/--no-stream", "stream", default=None,
               help="Bounded memory: tables written one at a time, derived tables not stored "
                    f"(default: only for Kineto traces of {STREAM_BYTES >> 20} MiB of JSON or more).")
-def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
+def ingest(traces: tuple[Path, ...], out: Path, force: bool, stream: bool | None) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 
     A directory argument means every trace under it; formats are told by content.
@@ -49,7 +51,8 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
     (the exit code is then non-zero). Large Kineto traces are streamed (see --stream): their
     derived tables are computed by the first analysis instead of at ingest.
     """
-    from tracekit.sources import find_traces, load, sniff
+    from tracekit.sources import find_traces, load, make_trace_id, sniff
+    from tracekit.tables.trace import dataset_trace_ids
     from tracekit.analysis.derived import write_with_derived
 
     if out.exists() and not out.is_dir():
@@ -63,12 +66,15 @@ def ingest(traces: tuple[Path, ...], out: Path, stream: bool | None) -> None:
             errors.append(str(exc))
             click.echo(f"{t}: error: {exc}")
     total = len(files) + len(errors)
+    held = set(dataset_trace_ids(out)) if out.is_dir() and not force else set()
     ok = 0
     with Progress(len(files), "ingest") as bar:
         for f in files:
             bar.set_detail(f.name)
             streamed = False
             try:
+                if make_trace_id(f) in held:
+                    raise UsageError(f"trace {make_trace_id(f)} is already in {out}; pass --force to replace it")
                 if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
                     meta, heights = _ingest_nsys(f, out)
                 elif stream or (stream is None and json_size(f) >= STREAM_BYTES):

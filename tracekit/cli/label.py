@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.options import force_option, hardware_option, out_option
 from tracekit.report.output import check_out
 
 
 @click.command("label")
 @click.argument("trace", metavar="TRACE")
-@click.option("--out", "out", required=True, help="Output Chrome trace (.json or .json.gz).")
-@click.option("--force", is_flag=True, help="Overwrite an existing output.")
-@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@out_option("Output Chrome trace (.json or .json.gz).", required=True)
+@force_option()
+@hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...]) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out
 
 KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
@@ -16,11 +17,11 @@ KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 @click.command("plot")
 @click.argument("kind", type=click.Choice(KINDS))
 @click.argument("trace", metavar="TRACE_OR_DATASET_OR_SWEEP_TABLE")
-@click.option("--out", "out", required=True, help="Output file, .png or .svg.")
-@click.option("--force", is_flag=True, help="Overwrite an existing output.")
-@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@out_option("Output file, .png or .svg.", required=True)
+@force_option()
+@hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
-@click.option("--trace-id", default=None, help="Which trace of a dataset holding several.")
+@trace_id_option()
 def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
          trace_id: str | None) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""

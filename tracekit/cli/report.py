@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out, write_atomic
 
 FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
@@ -12,15 +13,14 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 
 @click.command("report")
 @click.argument("trace", metavar="TRACE_OR_DATASET")
-@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None,
-              help="Output format (default: from --out's suffix, else md).")
-@click.option("--out", "out", default=None, help="Write here instead of stdout (md: plots go to <stem>_plots/).")
-@click.option("--force", is_flag=True, help="Overwrite an existing output.")
-@click.option("--hardware", default=None, help="Device name from the table, or a hardware file.")
+@format_option(sorted(FORMATS), default=None, help="Output format (default: from --out's suffix, else md).")
+@out_option("Write here instead of stdout (md: plots go to <stem>_plots/).")
+@force_option()
+@hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS")
 @click.option("--sweep", "sweep", default=None, help="Phase-shape sweep table (CSV/Parquet or its directory) to plot too.")
-@click.option("--trace-id", default=None, help="Which trace of a dataset holding several.")
+@trace_id_option()
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
            slo: str | None, sweep: str | None, trace_id: str | None, no_plots: bool) -> None:

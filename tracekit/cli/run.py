@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from tracekit.cli.options import force_option, out_option
 from tracekit.errors import MissingDependencyError
 
 INSTALL_HINT = "pip install 'tracekit[workloads]'"
@@ -54,9 +55,10 @@ def _fmt_ns(ns: float) -> str:
 @click.option("--reps", type=int, default=5, show_default=True, help="GEMMs per step.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default).")
-@click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory.")
+@out_option("Output directory.", required=True, type=click.Path(path_type=Path))
+@force_option("a non-empty output directory")
 def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device: str, warmup: int,
-                active: int, reps: int, seed: int, threads: int, out: Path) -> None:
+                active: int, reps: int, seed: int, threads: int, out: Path, force: bool) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
     from tracekit.workloads.config import PhaseShapeConfig, parse_int_list
 
@@ -64,7 +66,7 @@ def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device:
                            decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")), device=device,
                            warmup=warmup, active=active, reps=reps, seed=seed,
                            threads=threads).validate()
-    out_dir = _ready(cfg.device, out)
+    out_dir = _ready(cfg.device, out, force)
     from tracekit.workloads.phase_shape import run_sweep
 
     res = run_sweep(cfg, out_dir)
@@ -72,12 +74,16 @@ def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device:
     click.echo(f"wrote {len(res.files)} files to {out_dir}")
 
 
-def _ready(device: str, out: Path) -> Path:
-    """Checks that need torch (the extra installed, the device present), then the output directory."""
+def _ready(device: str, out: Path, force: bool) -> Path:
+    """The output directory checked (before torch is even imported), then the checks that need
+    torch (the extra installed, the device present), then the directory made."""
+    from tracekit.errors import UsageError
     from tracekit.workloads.sidecar import prepare_out_dir
 
     if out.exists() and not out.is_dir():
-        prepare_out_dir(out)  # raises the one-line UsageError before torch is even imported
+        prepare_out_dir(out)  # raises the one-line UsageError
+    if out.is_dir() and not force and any(out.iterdir()):
+        raise UsageError(f"--out {str(out)!r} exists and is not empty; pass --force to overwrite")
     require_torch()
     from tracekit.workloads.profiling import resolve_device
 
@@ -117,7 +123,8 @@ def _model_options(fn: F) -> F:
         click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N"),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default)."),
-        click.option("--out", "out", type=click.Path(path_type=Path), required=True, help="Output directory."),
+        out_option("Output directory.", required=True, type=click.Path(path_type=Path)),
+        force_option("a non-empty output directory"),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -142,9 +149,9 @@ def llm(**kw: Any) -> None:
     """Static-batch prefill then greedy decode of a small random-weight transformer."""
     from tracekit.workloads.config import LLMRunConfig
 
-    out = kw.pop("out")
+    out, force = kw.pop("out"), kw.pop("force")
     cfg = LLMRunConfig(model=_model(kw), **kw).validate()
-    out_dir = _ready(cfg.device, out)
+    out_dir = _ready(cfg.device, out, force)
     from tracekit.workloads.generate import run_llm
 
     res = run_llm(cfg, out_dir)
@@ -172,9 +179,9 @@ def serve(**kw: Any) -> None:
     """Continuous batching with a token budget, chunked prefill and an arrival schedule."""
     from tracekit.workloads.config import ServeConfig
 
-    out = kw.pop("out")
+    out, force = kw.pop("out"), kw.pop("force")
     cfg = ServeConfig(model=_model(kw), **kw).validate()
-    out_dir = _ready(cfg.device, out)
+    out_dir = _ready(cfg.device, out, force)
     from tracekit.workloads.serve import run_serve
 
     res = run_serve(cfg, out_dir)

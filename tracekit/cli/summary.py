@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.options import trace_id_option
+
 
 @click.command("summary")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--trace-id", default=None, help="Which trace of a dataset that holds several.")
+@trace_id_option()
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", default=10, show_default=True, help="Rows in the top-kernels and annotations lists.")
 def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:

@@ -40,12 +40,18 @@ class Diff:
     regions: pl.DataFrame
     kernels: pl.DataFrame
     ops: pl.DataFrame
+    diagnostic_a: str | None = None  # the CPU-diagnostic label of a CPU-only side, else None
+    diagnostic_b: str | None = None
+
+    def diagnostic_lines(self) -> list[str]:
+        """One line per CPU-only side, e.g. "A: CPU diagnostic — not GPU evidence"."""
+        return [f"{side}: {d}" for side, d in (("A", self.diagnostic_a), ("B", self.diagnostic_b)) if d]
 
     def to_json(self) -> dict[str, Any]:
         from tracekit.report.json import clean
 
         return clean({
-            "a": self.a_label, "b": self.b_label,
+            "a": self.a_label, "b": self.b_label, "diagnostic_a": self.diagnostic_a, "diagnostic_b": self.diagnostic_b,
             "phases": self.phases.to_dicts(), "verdicts": self.verdicts.to_dicts(),
             "regions": self.regions.to_dicts(), "kernels": self.kernels.to_dicts(), "ops": self.ops.to_dicts(),
         })
@@ -184,5 +190,5 @@ def diff(
     return Diff(
         a_label=labels[0], b_label=labels[1],
         phases=phase_diff(a, b), verdicts=verdict_diff(a, b), regions=region_diff(a, b),
-        kernels=moved(ka, kb), ops=moved(oa, ob),
+        kernels=moved(ka, kb), ops=moved(oa, ob), diagnostic_a=a.diagnostic, diagnostic_b=b.diagnostic,
     )

@@ -43,7 +43,7 @@ def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -
         from tracekit.errors import UsageError
 
         raise UsageError(f"unknown plot {kind!r}; choose one of {', '.join(plots.KINDS)}")
-    return makers[kind]()
+    return plots.stamp(makers[kind](), data.diagnostic)
 
 
 def draw_all(data: ReportData, sweep_table: pl.DataFrame | None = None) -> list[Plot]:

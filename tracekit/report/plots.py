@@ -41,6 +41,13 @@ def _figure(w: float = 8.0, h: float = 5.0) -> "Figure":
     return fig
 
 
+def stamp(fig: "Figure", diagnostic: str | None) -> "Figure":
+    """Write the CPU-diagnostic label across the bottom of ``fig`` (nothing when ``diagnostic`` is None)."""
+    if diagnostic and not any(t.get_text() == diagnostic for t in fig.texts):
+        fig.text(0.5, 0.002, diagnostic, ha="center", va="bottom", fontsize=9, color="#b00020", weight="bold")
+    return fig
+
+
 def save(fig: "Figure", path: str | Path) -> Path:
     """Write ``fig`` as PNG or SVG chosen by the suffix of ``path``."""
     p = Path(path)
@@ -328,7 +335,8 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
     ax.set_title("Phase-shape sweep: intensity vs achieved throughput")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8)
-    return fig
+    diag = table["diagnostic"].drop_nulls() if "diagnostic" in table.columns else None  # the runner's CPU label
+    return stamp(fig, str(diag[0]) if diag is not None and diag.len() else None)
 
 
 def measured_knee(xs: list[float], ys: list[float]) -> float | None:

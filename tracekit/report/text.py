@@ -61,11 +61,12 @@ def render_diff(d: Diff, style: str = "table") -> str:
         import json
 
         return json.dumps(d.to_json(), indent=2) + "\n"
-    head = f"A: {d.a_label}\nB: {d.b_label}\n"
+    head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
     if style == "md":
         from tracekit.report.markdown import _table
 
-        out = ["# tracekit diff", "", f"- A: {fmt.md_escape(d.a_label)}", f"- B: {fmt.md_escape(d.b_label)}", ""]
+        out = ["# tracekit diff", "", f"- A: {fmt.md_escape(d.a_label)}", f"- B: {fmt.md_escape(d.b_label)}", "",
+               *[f"**{fmt.md_escape(line)}**\n" for line in d.diagnostic_lines()]]
         for t in diff_tables(d):
             t.collapsed = len(t.rows) > 20
             out += [*_table(t), ""]

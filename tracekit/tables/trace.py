@@ -197,7 +197,8 @@ def dataset_trace_ids(path: str | os.PathLike[str]) -> list[str]:
 
 
 def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
-    """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one."""
+    """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one: its
+    full id or a prefix that only one id of the dataset starts with."""
     root = Path(path)
     ids = dataset_trace_ids(root)
     if not ids:
@@ -210,7 +211,7 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
             )
         trace_id = ids[0]
     elif trace_id not in ids:
-        raise DatasetError(f"{root}: no trace {trace_id!r} in this dataset")
+        trace_id = _by_prefix(root, ids, trace_id)
     tables: dict[str, pl.DataFrame] = {}
     for name in schema.TABLES:
         f = root / name / f"trace_id={trace_id}" / DATA_FILE
@@ -223,6 +224,18 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
     meta["trace_id"] = trace_id
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     return Trace(meta=meta, **tables)
+
+
+def _by_prefix(root: Path, ids: list[str], prefix: str) -> str:
+    """The one id of ``ids`` that starts with ``prefix``; DatasetError naming the candidates otherwise."""
+    found = [i for i in ids if prefix and i.startswith(prefix)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise DatasetError(f"{root}: no trace {prefix!r} in this dataset (ids: {', '.join(ids[:5])}"
+                           f"{', …' if len(ids) > 5 else ''})")
+    raise DatasetError(f"{root}: trace id prefix {prefix!r} is ambiguous: {', '.join(found[:5])}"
+                       f"{', …' if len(found) > 5 else ''}")
 
 
 def scan_table(path: str | os.PathLike[str], table: str) -> pl.LazyFrame:

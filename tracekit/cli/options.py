@@ -1,0 +1,58 @@
+"""The CLI's one set of conventions, as option decorators every command uses.
+
+- ``--out/-o PATH``: every command that writes a file or directory; without it output goes to stdout.
+- ``--force``: required to overwrite anything that exists (files, a run's output directory).
+- ``--format``: ``md`` and ``markdown`` are the same format everywhere (normalised to ``md``).
+- ``--trace-id``: a trace of a dataset, by its id or any unique prefix of it.
+- ``--hardware``: the help lists every device name of the hardware table.
+
+tests/test_cli_conventions.py walks click's command tree and checks each command against these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from tracekit.hardware.peaks import table_keys
+
+F = TypeVar("F", bound=Callable[..., Any])
+MARKDOWN_NAMES = ("md", "markdown")
+
+
+def out_option(help: str, required: bool = False, **kw: Any) -> Callable[[F], F]:
+    """``--out/-o``: where the command writes (stdout when absent, unless required)."""
+    return click.option("--out", "-o", "out", required=required, default=None, help=help, **kw)
+
+
+def force_option(what: str = "an existing output") -> Callable[[F], F]:
+    return click.option("--force", is_flag=True, help=f"Overwrite {what}.")
+
+
+def _normalise_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    return "md" if value == "markdown" else value
+
+
+def format_option(choices: Sequence[str], default: str | None, help: str = "Output format.") -> Callable[[F], F]:
+    """``--format``: ``md`` in ``choices`` accepts ``markdown`` too (the command sees ``md``)."""
+    names = list(choices)
+    if "md" in names and "markdown" not in names:
+        names.insert(names.index("md") + 1, "markdown")
+    return click.option("--format", "fmt", type=click.Choice(names), default=default, show_default=default is not None,
+                        callback=_normalise_format, help=help)
+
+
+def trace_id_option(help: str = "Which trace of a dataset holding several: its id or a unique prefix.",
+                    *names: str) -> Callable[[F], F]:
+    return click.option(*(names or ("--trace-id",)), default=None, metavar="ID", help=help)
+
+
+def hardware_help(prefix: str = "Device peaks") -> str:
+    return f"{prefix}: a name from the hardware table ({', '.join(table_keys())}) or a hardware file (tracekit calibrate)."
+
+
+def hardware_option(*names: str, help: str | None = None) -> Callable[[F], F]:
+    decls = names or ("--hardware",)
+    return click.option(*decls, default=None, metavar="NAME|FILE", help=help or hardware_help())

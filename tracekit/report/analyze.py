@@ -1,0 +1,102 @@
+"""The ``tracekit analyze`` screens: the analysis JSON document (docs/json.md) as a plain-text
+table or Markdown. Markdown cells and headings go through :func:`tracekit.report.fmt.md_escape`
+(HTML-escaped), like every other Markdown this package writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracekit.report import fmt
+
+
+def _dur(ns: Any) -> str:
+    return "-" if ns is None else fmt.duration(float(ns))
+
+
+def _si(x: Any, unit: str) -> str:
+    return "-" if x is None else fmt.si(float(x), unit)
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * float(x):.0f} %"
+
+
+def _num(x: Any) -> str:
+    return "-" if x is None else f"{float(x):.3g}"
+
+
+def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
+    if markdown:
+        esc = [[fmt.md_escape(c) for c in r] for r in rows]
+        return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers), *["| " + " | ".join(r) + " |" for r in esc]]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(headers), line(["-" * w for w in widths]), *[line(r) for r in rows]]
+
+
+def _metric_row(r: dict[str, Any]) -> list[str]:
+    return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), str(r.get("gap_count", "-")), str(r.get("kernel_count", "-")),
+            _si(r.get("flops"), "FLOP"), _si(r.get("bytes"), "B"), _num(r.get("intensity")),
+            _si(r.get("achieved_flops_per_s"), "FLOP/s"), _si(r.get("achieved_bytes_per_s"), "B/s"),
+            _pct(r.get("coverage")), str(r.get("bound") or "-"), str(r.get("reason") or "")]
+
+
+METRIC_HEADERS = ["span", "busy", "gaps", "kernels", "FLOPs", "bytes", "FLOP/B", "FLOP/s", "B/s", "cov", "bound", "reason"]
+
+
+def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
+    """The analysis JSON document as a plain-text table or Markdown."""
+    h = (lambda t: f"## {t}") if markdown else (lambda t: f"{t}\n{'=' * len(t)}")
+    e = fmt.md_escape if markdown else str  # text from the trace: escaped in Markdown
+    out: list[str] = []
+    tr, dev, tot = doc["trace"], doc["device"], doc["totals"]
+    out.append(("# " if markdown else "") + f"tracekit analyze: {e(tr.get('source') or tr.get('id'))}")
+    out.append(f"format {e(tr.get('format'))}, rank {tr.get('rank')}, trace id {e(tr.get('id'))}")
+    if doc.get("diagnostic"):
+        out.append(f"**{doc['diagnostic']}**" if markdown else f"*** {doc['diagnostic']} ***")
+    if dev.get("hardware"):
+        ridges = ", ".join(f"{k} {v:.0f} FLOP/B" for k, v in (dev.get("ridge") or {}).items())
+        out.append(f"device {e(dev.get('name'))}: peaks of {e(dev['hardware'])} ({e(dev.get('peaks_source'))}); "
+                   f"bandwidth {_si(dev.get('peak_bytes_per_s'), 'B/s')}; ridge {ridges}")
+    else:
+        out.append(f"device {e(dev.get('name'))}: {e(dev.get('hint'))}")
+    t = tot.get("trace") or {}
+    out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t)], markdown)]
+    if doc["phases"]:
+        rows = [[p["phase"], str(p.get("region_count")), *_metric_row(p)] for p in doc["phases"]]
+        out += ["", h("Phases"), *_table(["phase", "steps", *METRIC_HEADERS], rows, markdown)]
+    lat_rows = []
+    for p in doc["phases"]:
+        for metric, v in (p.get("latency") or {}).items():
+            lat_rows.append([p["phase"], metric, str(v.get("source")), str(v.get("count")),
+                             *[_num(v.get(k)) for k in ("mean", "p50", "p90", "p99")]])
+    if lat_rows:
+        out += ["", h("Latency (ms)"), *_table(["phase", "metric", "source", "n", "mean", "p50", "p90", "p99"], lat_rows, markdown)]
+        extra = [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({tot.get('output_tokens')} tokens)"]
+        if tot.get("slo"):
+            extra.append(f"goodput {_num(tot.get('goodput_req_per_s'))} req/s, {_pct(tot.get('goodput_fraction'))} "
+                         f"of requests meet {e(tot['slo'])}")
+        out.append("; ".join(extra))
+        byctx = next((p.get("step_time_by_ctx") for p in doc["phases"] if p["phase"] == "decode"), None)
+        if byctx:
+            rows = [[f"{b['ctx_lo']}–{b['ctx_hi']}", str(b["steps"]), _num(b["mean_ms"]), _num(b["p50_ms"]), _num(b["p90_ms"])]
+                    for b in byctx]
+            out += ["", h("Decode step time by context length (ms)"),
+                    *_table(["ctx", "steps", "mean", "p50", "p90"], rows, markdown)]
+    regions = doc["regions"]
+    rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else str(r["step"]), *_metric_row(r)]
+            for r in regions[:limit]]
+    out += ["", h(f"Regions ({len(regions)})"), *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown)]
+    if len(regions) > limit:
+        out.append(f"… {len(regions) - limit} more regions (--limit N, or --format json for all)")
+    un = doc["unattributed"]
+    out += ["", h("Attribution")]
+    out.append(f"device time {_dur(tot.get('device_time_ns'))} = attributed {_dur(tot.get('attributed_ns'))} + "
+               f"unattributed {_dur(un['time_ns'])} ({un['count']} activities) — conserved: {tot.get('conserved')}")
+    for r in un["by_reason"]:
+        out.append(f"- {e(r['reason'])}: {r['count']} activities, {_dur(r['time_ns'])}")
+    if tot.get("regions_excluded"):
+        out.append(f"{tot['regions_excluded']} regions with zero span and no device work excluded")
+    for w in tot.get("warnings") or []:
+        out.append(f"warning: {e(w)}")
+    return "\n".join(out) + "\n"
