@@ -5,8 +5,11 @@ Requests arrive on a schedule (wall clock from the loop start); each step the sc
 ``token_budget`` tokens. Each step is annotated with its composition::
 
     tk:<mixed|prefill|decode> step=k prefill_tokens=P decode_seqs=D tokens=P+D seqs=S budget=B
+        ctx=C kv_tokens=K [decode_ctx=C_d] dc=<decode request ids> pf=<id:tokens[!],…> arr=<id:µs,…>
 
-inside ``tk:run workload=serve token_budget=B max_seqs=S chunk=C stage=measured``.
+(``ctx`` the longest key span attended, ``kv_tokens`` the sum of key spans, ``decode_ctx`` the
+longest among the decoding sequences; ``dc``/``pf``/``arr``
+say which requests the step serves, see :func:`tracekit.annotate.request_attrs`) inside ``tk:run workload=serve token_budget=B max_seqs=S chunk=C stage=measured``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import torch
 
-from tracekit.annotate import phase
+from tracekit.annotate import phase, request_attrs
 from tracekit.workloads import flops as FL
 from tracekit.workloads import profiling as P
 from tracekit.workloads.config import LengthDist, ServeConfig, arrival_times, as_dict
@@ -54,6 +57,19 @@ def _forward(model: TinyLM, dev: torch.device, plan: StepPlan, prompts: list[lis
     return out
 
 
+def _step_attrs(plan: StepPlan, seen: set[int], start: int, t0: int) -> dict[str, object]:
+    """ctx, kv_tokens and the request encoding of one step (``seen``: requests already scheduled)."""
+    spans = [s.start + s.n for s in plan.segments]
+    new = [s.request for s in plan.segments if s.request.id not in seen]
+    seen.update(r.id for r in new)
+    dspans = [s.start + s.n for s in plan.segments if s.decode]
+    dctx = {"decode_ctx": max(dspans)} if dspans else {}
+    return {"ctx": max(spans), "kv_tokens": sum(spans), **dctx, **request_attrs(
+        [s.request.id for s in plan.segments if s.decode],
+        [(s.request.id, s.n, s.samples) for s in plan.segments if not s.decode],
+        [(r.id, (t0 - start - int(r.arrival_s * 1e9)) // 1000) for r in new])}
+
+
 def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Request],
                prompts: list[list[int]]) -> tuple[int, list[dict[str, Any]]]:
     """Run every request to completion; return (loop start time.time_ns, per-step records)."""
@@ -64,6 +80,7 @@ def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Re
     m = cfg.model
     start = P.now_ns(dev)
     k = 0
+    seen: set[int] = set()
     while pending or not sched.idle:
         now = time.time_ns()
         while pending and start + int(pending[0].arrival_s * 1e9) <= now:
@@ -73,8 +90,10 @@ def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Re
             continue
         plan = sched.plan()
         t0 = time.time_ns()
-        with phase(plan.kind, step=k, prefill_tokens=plan.prefill_tokens, decode_seqs=plan.decode_seqs,
-                   tokens=plan.tokens, seqs=len(plan.segments), budget=cfg.token_budget):
+        ann = phase(plan.kind, step=k, prefill_tokens=plan.prefill_tokens, decode_seqs=plan.decode_seqs,
+                    tokens=plan.tokens, seqs=len(plan.segments), budget=cfg.token_budget,
+                    **_step_attrs(plan, seen, start, t0))
+        with ann:
             sampled = _forward(model, dev, plan, prompts, last)
         t1 = time.time_ns()
         for s, tok in zip([s for s in plan.segments if s.samples], sampled):

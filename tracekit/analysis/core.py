@@ -15,6 +15,7 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
+from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
@@ -241,7 +242,7 @@ def analyze_tables(
         trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
         regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
         latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
-        op_classes=classes,
+        op_classes=classes, serving=serving_summary(lat.steps, lat.requests),
     )
 
 

@@ -149,7 +149,7 @@ def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
         if not isinstance(r, dict):
             continue
         rows.append({
-            "request": i + 1, "source": "sidecar", "sequences": 1, "start_ns": None,
+            "request": r["id"] if isinstance(r.get("id"), int) else i + 1, "source": "sidecar", "sequences": 1, "start_ns": None,
             "ttft_ms": _ms(r, "ttft"), "tpot_ms": _ms(r, "tpot"),
             "e2el_ms": _e2el(r),
             "output_tokens": r.get("output_tokens"), "meets_slo": None,
@@ -215,9 +215,16 @@ def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
 
 def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo | None = None) -> Latency:
     """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
+    from tracekit.analysis import serving
+
     steps = step_table(units)
     notes: list[str] = []
-    if steps.height and (steps["phase"] == "mixed").any():
+    itl_source = "requests"
+    if serving.has_request_encoding(steps):
+        # tracekit run serve: the steps name the requests they serve (docs/serving.md).
+        treq, itl, more = serving.encoded_requests(steps)
+        notes.extend(more)
+    elif steps.height and (steps["phase"] == "mixed").any():
         # Continuous batching: a step serves several requests at different stages, so prefill
         # regions do not delimit requests; only the runner's own records (sidecar) can.
         treq, itl = trace_requests(steps.clear())
@@ -225,6 +232,10 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
                      "come only from the runner's sidecar when present; step times are from the trace")
     else:
         treq, itl = trace_requests(steps)
+    if itl.len() == 0 and steps.height and steps["phase"].is_in(["decode", "mixed"]).any():
+        itl, itl_source = serving.step_period_itl(steps), "decode step period"
+        notes.append("ITL = decode step period (no request ids in the trace): done of one decoding step → done "
+                     "of the next; the first step's own duration when it has no predecessor")
     sreq = sidecar_requests(sidecar)
     rows = []
     for ph in ("prefill", "decode", "mixed"):
@@ -234,30 +245,37 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     if treq.height:
         rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
         rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
+        if serving.has_request_encoding(steps):
+            rows.append(_pct_row(treq["e2el_ms"], "decode", "e2el", "trace", "ms"))
     if itl.len():
         rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
     if sreq.height:
         rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
         rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
+        if serving.has_request_encoding(steps):
+            rows.append(_pct_row(sreq["e2el_ms"], "decode", "e2el", "sidecar", "ms"))
     summary = pl.DataFrame(rows, schema=LATENCY_SCHEMA)
     # Goodput counts requests: the runner's own when it recorded them, else the trace's batches
     # (each sequence of a batch shares its batch's TTFT and TPOT).
     treq, sreq = apply_slo(treq, slo), apply_slo(sreq, slo)
-    scalars = _scalars(steps, sreq if sreq.height else treq, slo)
+    encoded = serving.has_request_encoding(steps) and treq.height > 0
+    scalars = _scalars(steps, treq if encoded else (sreq if sreq.height else treq), slo, exact_tokens=encoded)
+    scalars["requests_source"] = "trace (request ids in step names)" if encoded else ("sidecar" if sreq.height else "trace")
     scalars["notes"] = notes
+    scalars["itl_source"] = itl_source if itl.len() else None
     requests = pl.concat([treq, sreq]) if sreq.height else treq
     return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)
 
 
-def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None) -> dict[str, Any]:
+def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None, exact_tokens: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"output_tokens": None, "output_tokens_per_s": None, "duration_s": None,
                            "goodput_req_per_s": None, "goodput_fraction": None,
                            "slo": slo.as_dict() if slo else None}
     gen = steps.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"])) if steps.height else steps
     if gen.height:
         dur_s = (int(gen["done_ns"].max()) - int(gen["cpu_start_ns"].min())) / 1e9  # type: ignore[arg-type]
-        if reqs.height and (reqs["source"] == "sidecar").all() and reqs["output_tokens"].null_count() == 0:
-            tokens = int(reqs["output_tokens"].sum())  # the runner counted them
+        if reqs.height and (exact_tokens or (reqs["source"] == "sidecar").all()) and reqs["output_tokens"].null_count() == 0:
+            tokens = int(reqs["output_tokens"].sum())  # the runner counted them, or the trace's request ids did
         else:  # one token per sequence per forward step: batch, else decode_seqs, else 1
             cands = [pl.col(c) for c in ("batch", "decode_seqs") if c in gen.columns]
             per = pl.coalesce(*cands, pl.lit(1)) if cands else pl.lit(1)

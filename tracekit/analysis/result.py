@@ -67,6 +67,7 @@ class AnalysisResult:
     decode_by_ctx: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)
+    serving: dict[str, Any] = field(default_factory=dict)  # analysis/serving.py: composition, interference, requests
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
@@ -100,6 +101,8 @@ class AnalysisResult:
                              for ph in dict.fromkeys(x.get("phase") for x in lat)}
         totals["requests"] = _records(self.requests, list(self.requests.columns))
         totals["warnings"] = list(self.warnings)
+        if self.serving:
+            totals["serving"] = self.serving
         return _clean({
             "version": JSON_VERSION,
             "trace": self.trace,

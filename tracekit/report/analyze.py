@@ -83,6 +83,11 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
                     for b in byctx]
             out += ["", h("Decode step time by context length (ms)"),
                     *_table(["ctx", "steps", "mean", "p50", "p90"], rows, markdown)]
+    from tracekit.report.serving import interference_sentence
+
+    inter = interference_sentence(tot.get("serving"))
+    if inter:
+        out += ["", h("Serving"), e(inter)]
     regions = doc["regions"]
     rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else str(r["step"]), *_metric_row(r)]
             for r in regions[:limit]]
