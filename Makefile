@@ -24,13 +24,20 @@ test: venv browser
 	.venv/bin/mypy tracekit
 	MPLBACKEND=Agg .venv/bin/pytest -q -p no:cacheprovider
 
-# Run the small LLM workload, then summarise, analyse and report its trace.
-demo: venv
+# Run the small LLM workload on one thread, then summarise, analyse and report its trace against
+# this machine's own measured ceiling (calibrated once with the run's thread count and cached in
+# $(CAL); delete the file to measure again). Ends with each phase's verdict (a CPU diagnostic).
+CAL ?= out/calibration/cpu-1thread.json
+
+$(CAL): | venv
+	@mkdir -p $(dir $@)
+	$(TK) calibrate --device cpu --threads 1 --out $@ --force
+
+demo: venv $(CAL)
 	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out $(DEMO) --force
 	$(TK) summary $(DEMO)/llm.pt.trace.json.gz
-	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz
-	$(TK) report $(DEMO)/llm.pt.trace.json.gz --format html --out $(DEMO)/report.html --force
-	@echo "report: $(DEMO)/report.html"
+	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz --hardware $(CAL)
+	$(TK) report $(DEMO)/llm.pt.trace.json.gz --hardware $(CAL) --format html --out $(DEMO)/report.html --force
 
 # Regenerate sample_traces/ (commands and notes in sample_traces/README.md).
 sample-traces:

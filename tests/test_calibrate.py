@@ -38,3 +38,23 @@ def test_calibrate_cuda_absent_is_a_clear_error(tmp_path: Path, capsys: pytest.C
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA device" in err
+
+
+def test_calibrate_threads_recorded(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from tracekit.hardware.calibrate import measure
+
+    hw = measure("cpu", quick=True, threads=1)
+    assert hw.measured["threads"] == 1 and "1 thread" in hw.source
+    assert "quick sizes: a smoke test, not a reliable ceiling" in hw.measured["warnings"]
+
+
+def test_plausibility_flags_low_ridge_and_numpy_fallback() -> None:
+    from tracekit.hardware.calibrate import plausibility
+
+    # 0.5 GFLOP/s against 10 GB/s: ridge 0.05 FLOP/B < 1 -> flagged; 90 GFLOP/s: ridge 9 -> fine
+    w = plausibility({"bf16": 0.5e9, "fp32": 90e9}, 10e9, {"backend": "numpy 2.0", "fallback": True})
+    assert len(w) == 2
+    assert w[0].startswith("implausible: bf16 ridge 0.05 FLOP/B < 1")
+    assert "numpy fallback" in w[1]
+    assert plausibility({"fp32": 90e9}, 10e9, {"backend": "torch"}) == []

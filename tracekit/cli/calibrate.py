@@ -1,6 +1,7 @@
 """``tracekit calibrate``: measure this machine's peaks into a hardware file (--hardware FILE).
 
-Thin: check the output path, call :func:`tracekit.hardware.calibrate.measure`, write JSON, print a summary.
+Thin: check the output path, call :func:`tracekit.hardware.calibrate.measure`, write JSON, print a
+summary (with any implausibility warnings the measurement raised).
 """
 
 from __future__ import annotations
@@ -19,27 +20,35 @@ from tracekit.errors import UsageError
               help="What to measure; auto = cuda when torch sees one, else cpu.")
 @out_option("Hardware file to write (accepted by --hardware FILE).", required=True,
             type=click.Path(dir_okay=False), metavar="FILE.json")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="CPU threads during the measurement; use the profiled run's count (0 = torch's default, all cores).")
 @click.option("--quick", is_flag=True, help="Small sizes: seconds, not a reliable ceiling (smoke tests).")
 @force_option("FILE if it exists")
-def calibrate(device: str, out: str, quick: bool, force: bool) -> None:
+def calibrate(device: str, out: str, threads: int, quick: bool, force: bool) -> None:
     """Measure copy bandwidth (large tensor copy) and matmul FLOP/s per dtype (fp32, bf16, and
     fp16/tf32 on CUDA) with torch, or numpy when torch is absent. CPU results are labelled
-    "CPU diagnostic — not GPU evidence"."""
+    "CPU diagnostic — not GPU evidence"; a ridge below 1 FLOP/B or the numpy fallback is flagged."""
     from tracekit.hardware.calibrate import measure
+    from tracekit.report import fmt
 
     path = Path(out)
     if path.exists() and not force:
         raise UsageError(f"{path}: exists; pass --force to overwrite")
     if not path.parent.is_dir():
         raise UsageError(f"{path.parent}: no such directory")
-    hw = measure(device, quick=quick)
+    if threads < 0:
+        raise UsageError(f"--threads {threads}: must be 0 (torch's default) or more")
+    hw = measure(device, quick=quick, threads=threads)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(hw.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)
-    click.echo(f"{hw.name}")
+    click.echo(f"{hw.name}" + (f" ({fmt.count(hw.measured['threads'], 'thread')})" if hw.measured.get("threads") else ""))
     if hw.diagnostic:
         click.echo(f"  {hw.diagnostic}")
-    click.echo(f"  copy bandwidth  {hw.mem_bandwidth_bytes_per_s / 1e9:10.2f} GB/s")
+    bw = hw.mem_bandwidth_bytes_per_s
+    click.echo(f"  copy bandwidth   {fmt.si(bw, 'B/s'):>13}")
     for dtype, peak in sorted(hw.peak_flops_per_s.items()):
-        click.echo(f"  matmul {dtype:<8} {peak / 1e12:10.4g} TFLOP/s   ridge {peak / hw.mem_bandwidth_bytes_per_s:8.3g} FLOP/B")
+        click.echo(f"  matmul {dtype:<8}  {fmt.si(peak, 'FLOP/s'):>13}   ridge {fmt.value('ridge', peak / bw)}")
+    for w in hw.measured.get("warnings") or []:
+        click.echo(f"  WARNING: {w}")
     click.echo(f"wrote {path}")

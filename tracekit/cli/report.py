@@ -22,12 +22,15 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @click.option("--sweep", "sweep", default=None, help="Phase-shape sweep table (CSV/Parquet or its directory) to plot too.")
 @trace_id_option()
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
+@click.option("--regions", "regions", default=None, metavar="N|all",
+              help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-           slo: str | None, sweep: str | None, trace_id: str | None, no_plots: bool) -> None:
+           slo: str | None, sweep: str | None, trace_id: str | None, no_plots: bool, regions: str | None) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots."""
     from tracekit.report import figures
     from tracekit.report.pipeline import analyse_path, read_table
 
+    max_regions = _regions_option(regions)
     if fmt is None:
         fmt = next((f for f, sfx in FORMATS.items() if out and out.lower().endswith(sfx)), "md")
     out_path = check_out(out, force, FORMATS[fmt]) if out else None
@@ -47,13 +50,34 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
     elif fmt == "html":
         from tracekit.report.html import render as render_html
 
-        text = render_html(data, figs)
+        text = render_html(data, figs, max_regions)
     else:
         from tracekit.report.markdown import render as render_md
 
-        text = render_md(data, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "")
+        text = render_md(data, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "", max_regions)
     if out_path is None:
         click.echo(text, nl=False)
     else:
         write_atomic(out_path, text)
         click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
+        from tracekit.report.sections import headline
+
+        for line in headline(data):
+            click.echo(line, err=True)
+
+
+def _regions_option(value: str | None) -> int | None:
+    """``--regions``: None (sized by format), a count, or ``all`` (-1)."""
+    if value is None:
+        return None
+    if value.strip().lower() == "all":
+        return -1
+    try:
+        n = int(value)
+    except ValueError:
+        n = -2
+    if n < 0:
+        from tracekit.errors import UsageError
+
+        raise UsageError(f"--regions {value!r}: give a number of regions or 'all'")
+    return n

@@ -9,6 +9,11 @@ few timed repetitions (so the file is an *achievable* ceiling, not a datasheet p
 torch is imported lazily (only here); without torch, numpy measures the CPU (fp32/fp64 only);
 without either, MissingDependencyError. CPU results carry the diagnostic label
 "CPU diagnostic — not GPU evidence". docs/hardware.md describes the output format.
+
+``threads`` pins the CPU intra-op thread count for the measurement (a trace recorded with
+``--threads 1`` must be judged against a one-thread ceiling, not all cores); it is recorded in
+``measured["threads"]``. :func:`plausibility` lists figures that cannot be a real ceiling (a ridge
+below 1 FLOP/B, the numpy fallback) and ``measure`` stores them in ``measured["warnings"]``.
 """
 
 from __future__ import annotations
@@ -54,8 +59,21 @@ def _best(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> f
     return max(best, 1e-9)
 
 
-def _torch_measure(device: str, sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
+def _torch_measure(device: str, sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, float], dict[str, Any]]:
     import torch  # lazy: tracekit never imports torch at module level
+
+    before = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        bandwidth, peaks, info = _torch_rates(torch, device, sizes)
+    finally:
+        torch.set_num_threads(before)
+    info["threads"] = threads if threads > 0 else before
+    return bandwidth, peaks, info
+
+
+def _torch_rates(torch: Any, device: str, sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
 
     dev = torch.device("cuda" if device == "cuda" else "cpu")
 
@@ -102,8 +120,8 @@ def _torch_measure(device: str, sizes: Sizes) -> tuple[float, dict[str, float], 
     return bandwidth, peaks, info
 
 
-def _numpy_measure(sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
-    import numpy as np
+def _numpy_measure(sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, float], dict[str, Any]]:
+    import numpy as np  # its BLAS thread count is fixed at import (OMP_NUM_THREADS); not set here
 
     n_elems = sizes.copy_bytes // 4
     src = np.ones(n_elems, dtype=np.float32)
@@ -119,7 +137,9 @@ def _numpy_measure(sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any
         t = _best(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
         peaks[name] = 2.0 * n**3 / t
         seconds[name] = t
-    return 2.0 * n_elems * 4 / t_copy, peaks, {"backend": f"numpy {np.__version__}", "seconds": seconds}
+    info: dict[str, Any] = {"backend": f"numpy {np.__version__}", "seconds": seconds, "fallback": True,
+                            "threads": threads if threads > 0 else None}
+    return 2.0 * n_elems * 4 / t_copy, peaks, info
 
 
 def _cuda_available() -> bool:
@@ -130,8 +150,33 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def measure(device: str = "cpu", quick: bool = False) -> Hardware:
-    """Measure ``device`` ("cpu", "cuda" or "auto"); ``quick`` uses small sizes (tests, smoke runs).
+MIN_RIDGE: Final = 1.0  # FLOP/B; a matmul ceiling below the copy rate is not a real roof
+
+
+def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]) -> list[str]:
+    """Why these figures cannot be trusted as a ceiling (empty when nothing is wrong).
+
+    - a ridge (peak FLOP/s / bandwidth) below 1 FLOP/B for a dtype: a matmul that does fewer
+      FLOPs per second than the machine copies bytes is not running a tuned kernel;
+    - the numpy fallback: not the library that ran the profiled work;
+    - quick sizes: too small to reach a steady ceiling.
+    """
+    out: list[str] = []
+    for dtype, peak in sorted(peaks.items()):
+        if bandwidth > 0 and peak / bandwidth < MIN_RIDGE:
+            out.append(f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
+                       f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)")
+    if info.get("fallback"):
+        out.append(f"implausible: measured with the numpy fallback ({info.get('backend')}), not torch; "
+                   "install the workloads extra for a ceiling of what the workload ran")
+    if info.get("quick"):
+        out.append("quick sizes: a smoke test, not a reliable ceiling")
+    return out
+
+
+def measure(device: str = "cpu", quick: bool = False, threads: int = 0) -> Hardware:
+    """Measure ``device`` ("cpu", "cuda" or "auto"); ``quick`` uses small sizes (tests, smoke runs);
+    ``threads`` > 0 pins the CPU intra-op threads during the measurement (0: the library default).
 
     Raises UsageError for an unknown or absent device, MissingDependencyError when neither torch
     nor numpy is installed.
@@ -142,12 +187,14 @@ def measure(device: str = "cpu", quick: bool = False) -> Hardware:
         raise UsageError(f"--device {device!r}: choose cpu, cuda or auto")
     if device == "cuda" and not _cuda_available():
         raise UsageError("--device cuda: no CUDA device visible to torch on this machine (try --device cpu)")
+    if threads < 0:
+        raise UsageError(f"--threads {threads}: must be 0 (library default) or more")
     sizes = SIZES[(device, quick)]
     try:
-        bandwidth, peaks, info = _torch_measure(device, sizes)
+        bandwidth, peaks, info = _torch_measure(device, sizes, threads)
     except ImportError:
         try:
-            bandwidth, peaks, info = _numpy_measure(sizes)
+            bandwidth, peaks, info = _numpy_measure(sizes, threads)
         except ImportError:
             raise MissingDependencyError("tracekit calibrate needs torch or numpy: pip install 'tracekit[workloads]'") from None
     if device == "cpu":
@@ -157,12 +204,14 @@ def measure(device: str = "cpu", quick: bool = False) -> Hardware:
     info.update({"device": device, "copy_bytes": sizes.copy_bytes, "matmul_n": sizes.matmul_n,
                  "repeats": sizes.repeats, "quick": quick,
                  "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    info["warnings"] = plausibility(peaks, bandwidth, info)
+    per = f", {info['threads']} thread{'s' if info['threads'] != 1 else ''}" if device == "cpu" and info.get("threads") else ""
     return Hardware(
         name=f"calibrated: {desc}",
         peak_flops_per_s=peaks,
         mem_bandwidth_bytes_per_s=bandwidth,
         source=(f"tracekit calibrate ({info['backend']}): best of {sizes.repeats} x copy of "
-                f"{sizes.copy_bytes / 2**20:.0f} MiB and {sizes.matmul_n}^3 matmul per dtype"),
+                f"{sizes.copy_bytes / 2**20:.0f} MiB and {sizes.matmul_n}^3 matmul per dtype{per}"),
         key="calibrated",
         device_name=desc,
         matched_by="measured by tracekit calibrate",

@@ -1,10 +1,18 @@
-"""Value formatting shared by the text, Markdown and HTML renderers.
+"""The one number formatter: every renderer (text, Markdown, HTML, plots, CLI summaries) formats
+numbers through these functions, so a figure reads the same everywhere.
 
-A column's unit comes from its name (the project convention): ``*_ns`` is time in ns,
-``*flops_per_s`` FLOP/s, ``*bytes_per_s`` B/s, ``flops`` FLOP, ``bytes`` B, ``intensity``
-FLOP/B, ``coverage`` / ``*fraction`` / ``*_pct`` shares. Unknown numbers print with 4
-significant digits. Escaping for Markdown and HTML lives here too, so every renderer escapes
-the same way.
+Rules (issue 17): counts are integers with thousands separators (``15,630``, never ``1.563e+04``);
+versions are strings (CUDA's ``12040`` → ``12.4``); flags are ``yes`` / ``no`` with no unit; large
+and small magnitudes get SI prefixes, never scientific notation; shares are ``%`` and differences
+of shares are ``pp`` (percentage points); nouns agree with their count (``1 token``, ``2 tokens``);
+times pick the most readable unit of ns / µs / ms / s.
+
+A column's unit comes from its name (the project convention): ``*_ns`` is time in ns (``*_ms``,
+``*_us`` likewise), ``*flops_per_s`` FLOP/s, ``*bytes_per_s`` B/s, ``flops`` FLOP, ``bytes`` B,
+``intensity`` / ``ridge`` FLOP/B, ``coverage`` / ``*fraction`` / ``*_share`` shares, ``*_pct``
+percent, ``*count`` / ``steps`` / ``tokens`` … counts, ``*version*`` versions, ``with_*`` /
+``record_*`` / ``is_*`` / ``has_*`` flags. Other numbers print with 4 significant digits.
+Escaping for Markdown and HTML lives here too, so every renderer escapes the same way.
 """
 
 from __future__ import annotations
@@ -12,74 +20,200 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any
+from typing import Any, Mapping
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+DASH = "–"  # shown for a missing value (None, NaN)
 
 
-def si(v: float, unit: str) -> str:
-    """1.23e12, "FLOP/s" → "1.23 TFLOP/s"."""
+def plain(v: float, digits: int = 3) -> str:
+    """``digits`` significant digits, never in scientific notation (0.000123 → "0.000123")."""
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return "0" if v == 0 else ("–" if math.isnan(v) else ("∞" if v > 0 else "-∞"))
+    text = f"{v:.{digits}g}"
+    if "e" not in text:
+        return text
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
+    return f"{v:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{v:.0f}"
+
+
+def si(v: float, unit: str, digits: int = 3) -> str:
+    """1.23e12, "FLOP/s" → "1.23 TFLOP/s" (beyond peta the mantissa grows: "4,200 PFLOP/s" style)."""
     a = abs(v)
     for scale, prefix in _SI:
         if a >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
+            return f"{plain(v / scale, digits)} {prefix}{unit}"
+    return f"{plain(v, digits)} {unit}".rstrip()
 
 
 def duration(ns: float) -> str:
-    """Nanoseconds → the most readable unit ("1.23 ms", "45.6 µs", "2.00 s")."""
+    """Nanoseconds → the most readable unit ("1.23 ms", "45.6 µs", "2 s", "870 ns")."""
     a = abs(ns)
     if a >= 1e9:
-        return f"{ns / 1e9:.3g} s"
+        return f"{plain(ns / 1e9)} s"
     if a >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
+        return f"{plain(ns / 1e6)} ms"
     if a >= 1e3:
-        return f"{ns / 1e3:.3g} µs"
+        return f"{plain(ns / 1e3)} µs"
     return f"{ns:.0f} ns"
+
+
+def ms(ns: float | None) -> str:
+    """Nanoseconds shown in ms (for columns that must share one unit): 2_400_000 → "2.4 ms"."""
+    return DASH if ns is None else f"{plain(ns / 1e6)} ms"
+
+
+def count(n: Any, noun: str | None = None, plural_form: str | None = None) -> str:
+    """An integer count with separators (15630.0 → "15,630"); with ``noun`` it agrees in number
+    ("1 token", "2 tokens"; irregular plurals via ``plural_form``)."""
+    if n is None:
+        return DASH if noun is None else f"{DASH} {plural_form or noun + 's'}"
+    if isinstance(n, float) and (math.isnan(n) or math.isinf(n)):
+        return DASH
+    i = int(round(float(n)))
+    text = f"{i:,}"
+    if noun is None:
+        return text
+    return f"{text} {noun if i == 1 else (plural_form or noun + 's')}"
+
+
+def plural(n: Any, noun: str, plural_form: str | None = None) -> str:
+    """The noun alone in the number ``n`` calls for: plural(1, "step") → "step"."""
+    return noun if n is not None and int(round(float(n))) == 1 else (plural_form or noun + "s")
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    """A share given as a fraction: 0.1234 → "12.3 %"."""
+    return DASH if fraction is None else f"{100 * float(fraction):.{digits}f} %"
+
+
+def pp(delta_fraction: float | None, digits: int = 1) -> str:
+    """A difference of two shares, in percentage points: 0.05 → "+5.0 pp" (never "%")."""
+    return DASH if delta_fraction is None else f"{100 * float(delta_fraction):+.{digits}f} pp"
+
+
+def change(rel: float | None, digits: int = 1) -> str:
+    """A relative change: 0.25 → "+25.0 %" (B / A − 1)."""
+    return DASH if rel is None else f"{100 * float(rel):+.{digits}f} %"
+
+
+def ratio(x: float | None) -> str:
+    """A multiple: 2.37 → "2.4×"."""
+    return DASH if x is None else f"{plain(float(x), 2)}×"
+
+
+def version(key: str, v: Any) -> str:
+    """A version as text. CUDA / CUPTI / driver integers (major·1000 + minor·10) read "12.4";
+    anything else is shown as it came (never with thousands separators)."""
+    if isinstance(v, bool) or v is None:
+        return DASH if v is None else str(v)
+    if isinstance(v, (int, float)) and float(v).is_integer():
+        i = int(v)
+        if ("cuda" in key.lower() or "driver" in key.lower()) and i >= 1000:
+            major, rest = divmod(i, 1000)
+            return f"{major}.{rest // 10}" + (f".{rest % 10}" if rest % 10 else "")
+        return str(i)
+    return str(v)
+
+
+def flag(v: Any) -> str:
+    """A switch: True / 1 → "yes", False / 0 → "no" (never "1 FLOP")."""
+    if v is None:
+        return DASH
+    if isinstance(v, str):
+        return {"true": "yes", "1": "yes", "false": "no", "0": "no"}.get(v.strip().lower(), v)
+    return "yes" if v else "no"
+
+
+def value_range(lo: Any, hi: Any) -> str:
+    """A closed range of integers: (70, 70) → "70", (70, 76) → "70–76"."""
+    if lo is None and hi is None:
+        return DASH
+    if lo == hi or hi is None:
+        return count(lo)
+    if lo is None:
+        return count(hi)
+    return f"{count(lo)}–{count(hi)}"
+
+
+_SLO_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+
+
+def slo(objectives: Mapping[str, Any] | None) -> str:
+    """{"ttft_ms": 200.0, "tpot_ms": 50} → "TTFT ≤ 200 ms, TPOT ≤ 50 ms"."""
+    if not objectives:
+        return DASH
+    parts = []
+    for k, v in objectives.items():
+        if v is None:
+            continue
+        name, _, unit = str(k).partition("_")
+        text = value(k, v) if unit else plain(float(v))
+        parts.append(f"{_SLO_NAMES.get(name.lower(), name)} ≤ {text}")
+    return ", ".join(parts) or DASH
+
+
+_COUNT_SUFFIXES = ("count", "_n", "steps", "tokens", "requests", "events", "kernels", "launches", "ops", "regions",
+                   "activities", "calls", "rows", "repeats", "reps", "threads", "batch", "ctx", "step", "rank",
+                   "world_size", "num_sms", "layers", "heads", "seqs", "excluded", "analyzed", "dropped", "kept")
+_FLAG_RE = re.compile(r"(^|[._])(with|record|is|has|use|profile)_[a-z_]+$|(^|[._])(conserved|quick|knee|fallback)$")
+_SHARES = ("coverage", "busy_fraction", "peak_fraction", "share", "busy_ratio", "rel_throughput")
 
 
 def value(col: str, v: Any) -> str:
     """Format one cell by its column's unit (see module doc). None / NaN → "–"."""
     if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
+        return DASH
+    full = col.lower()
+    c = full.rsplit(".", 1)[-1]
+    if isinstance(v, bool) or _FLAG_RE.search(full):
+        return flag(v)
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return "–" if math.isnan(v) else ("∞" if v > 0 else "-∞")
+        return DASH if math.isnan(v) else ("∞" if v > 0 else "-∞")
+    if "version" in c:
+        return version(c, v)
     if not isinstance(v, (int, float)):
         return str(v)
-    c = col.lower().rsplit(".", 1)[-1] if "." in col else col.lower()
-    full = col.lower()
-    if c.endswith("_ns") or full.endswith("_ns"):
+    if c.endswith("_ns"):
         return duration(float(v))
     if c.endswith("_ms"):
         return duration(float(v) * 1e6)
     if c.endswith("_us"):
         return duration(float(v) * 1e3)
+    if c.endswith("_s") and not c.endswith("per_s") and c not in ("flops", "bytes"):
+        return duration(float(v) * 1e9)
     if "flops_per_s" in c:
         return si(float(v), "FLOP/s")
     if "bytes_per_s" in c or c.endswith("bandwidth"):
         return si(float(v), "B/s")
     if c.endswith("tokens_per_s"):
-        return f"{v:.4g} tok/s"
-    if c in ("coverage", "busy_fraction", "peak_fraction", "share", "busy_ratio") or c.endswith(("_fraction", "_share")) or c.startswith("frac_"):
-        return f"{100 * float(v):.1f} %"
+        return si(float(v), "tok/s")
+    if c.endswith("req_per_s"):
+        return si(float(v), "req/s")
+    if c in _SHARES or c.endswith(("_fraction", "_share")) or c.startswith("frac_"):
+        return percent(float(v))
+    if c.endswith("_pp"):
+        return pp(float(v) / 100)
     if c.endswith("_pct") or c.endswith("percent"):
         return f"{float(v):.1f} %"
-    if c == "intensity" or c.endswith("_intensity") or c == "ridge":
-        return f"{v:.3g} FLOP/B"
+    if c == "intensity" or c.endswith("_intensity") or c == "ridge" or c.startswith("ridge"):
+        return f"{plain(float(v))} FLOP/B"
     if c.endswith("flops") or c == "flop":
         return si(float(v), "FLOP")
     if c.endswith("bytes"):
         return si(float(v), "B")
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.4g}"
+    if c.endswith("spread") or c.endswith("_x"):
+        return ratio(float(v))
+    if isinstance(v, int) or c.endswith(_COUNT_SUFFIXES):
+        return count(v) if float(v).is_integer() or isinstance(v, int) else plain(float(v), 4)
+    a = abs(float(v))
+    return si(float(v), "", 4) if a >= 1e4 else plain(float(v), 4)
 
 
 def label(col: str) -> str:
     """Column name → a short header ("achieved_flops_per_s" → "achieved FLOP/s")."""
-    named = {"frac_peak_flops": "of peak FLOP/s", "frac_peak_bytes": "of peak B/s", "busy_ratio": "busy %"}
+    named = {"frac_peak_flops": "of peak FLOP/s", "frac_peak_bytes": "of peak B/s", "busy_ratio": "busy %",
+             "bound": "verdict", "device_time_ns": "device time", "busy_fraction": "busy %"}
     if col in named:
         return named[col]
     c = col.replace(".", " ").replace("_per_s", "/s").replace("_ns", "").replace("_ms", "")

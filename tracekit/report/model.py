@@ -178,7 +178,7 @@ def from_json(
         unattributed = records_frame(un)
     if regions.height == 0:
         missing.append("no regions: the trace has no annotations the analysis could use")
-    if phases.height == 0:
+    if phases.height == 0 and not any(str(w).startswith("no phase") for w in ((d.get("totals") or {}).get("warnings") or [])):
         missing.append("no phases found")
     dev_raw = d.get("device")
     dev: Mapping[str, Any] = dev_raw if isinstance(dev_raw, Mapping) else {}
@@ -189,6 +189,7 @@ def from_json(
     tot_raw = d.get("totals")
     tot: Mapping[str, Any] = tot_raw if isinstance(tot_raw, Mapping) else {}
     missing += [str(w) for w in (tot.get("warnings") or [])]
+    missing += [str(w) for w in (dev.get("calibration_warnings") or [])]
     return ReportData(
         doc=d,
         regions=regions,

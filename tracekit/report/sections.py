@@ -14,10 +14,12 @@ import polars as pl
 
 from tracekit.report import fmt
 from tracekit.report.model import ReportData
+from tracekit.report.names import cut_name, short_name
 
+# verdict and reason come right after the name, so they are visible without scrolling (1,280 px)
 PHASE_TIME_COLUMNS = (
-    "phase", "count", "region_count", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "idle_ns", "gap_count",
-    "gap_total_ns", "gap_max_ns", "kernel_count", "bound", "reason",
+    "phase", "bound", "reason", "count", "region_count", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "idle_ns",
+    "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
 )
 PHASE_WORK_COLUMNS = (
     "phase", "flops", "bytes", "intensity", "dtype", "ridge", "achieved_flops_per_s", "frac_peak_flops",
@@ -25,20 +27,28 @@ PHASE_WORK_COLUMNS = (
 )
 LATENCY_RE = re.compile(r"^(ttft|tpot|itl|e2el|inter_token|output_tokens_per_s|goodput)", re.I)
 REGION_COLUMNS = (
-    "name", "phase", "step", "ctx", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "gap_count", "gap_max_ns",
-    "kernel_count", "flops", "bytes", "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage", "bound",
-    "reason", "phase_rule",
+    "name", "phase", "bound", "reason", "device_time_ns", "busy_ratio", "busy_fraction", "span_ns", "kernel_count",
+    "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage", "gap_count", "gap_max_ns", "step", "ctx",
+    "flops", "bytes", "phase_rule",
 )
 TOP_N = 10
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
+NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
 
 
 @dataclass
 class Table:
+    """Formatted cells. ``full``: column index → the full text of each row's cell where the cell
+    shows a shortened name (None where not shortened). ``cappable``: a renderer may show only the
+    first rows (they are ordered by importance) and then says so in ``left_out``."""
+
     headers: list[str]
     rows: list[list[str]]
     caption: str = ""
     collapsed: bool = False
+    full: dict[int, list[str | None]] = field(default_factory=dict)
+    cappable: bool = False
+    zero_rows: int = 0  # rows at the end without device work (for the left-out line)
 
 
 @dataclass
@@ -50,10 +60,20 @@ class Section:
 
 
 def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str = "", collapse: bool | None = None) -> Table:
-    """Frame → formatted table (only ``columns`` that exist, in that order)."""
+    """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
+    :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``."""
     cols = [c for c in (columns or df.columns) if c in df.columns]
     rows = [[fmt.value(c, r.get(c)) for c in cols] for r in df.select(cols).iter_rows(named=True)] if cols else []
-    return Table([fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse)
+    full: dict[int, list[str | None]] = {}
+    for i, c in enumerate(cols):
+        if c in NAME_COLUMNS:
+            originals = [row[i] for row in rows]
+            shorts = [short_name(o) for o in originals]
+            if any(sh != o for sh, o in zip(shorts, originals)):
+                full[i] = [o if sh != o else None for sh, o in zip(shorts, originals)]
+                for row, sh in zip(rows, shorts):
+                    row[i] = sh
+    return Table([fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full)
 
 
 def latency_columns(df: pl.DataFrame) -> list[str]:
@@ -97,8 +117,53 @@ def _summary(d: ReportData) -> Section:
     if rows:
         s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
     for m in d.missing:
-        s.paragraphs.append(f"Note: {m}")
+        if not _is_phase_note(m):
+            s.paragraphs.append(f"Note: {m}")
+    for n in nsight_notes(d):
+        s.paragraphs.append(f"Note: {n}")
     return s
+
+
+def _is_phase_note(m: str) -> bool:
+    return m.startswith(("no phases found", "no phase annotations found"))
+
+
+NSIGHT_SHAPES = ("this Nsight Systems export carries no operator shapes, so it gives kernels, NVTX ranges, busy "
+                 "time and gaps but no FLOPs, bytes or compute/bandwidth verdict. Record shapes in the NVTX "
+                 "payloads: run the model inside `torch.autograd.profiler.emit_nvtx(record_shapes=True)` (or "
+                 "annotate with PyProf) under `nsys profile --trace=cuda,nvtx`, then `nsys export --type sqlite`")
+
+
+def nsight_notes(d: ReportData) -> list[str]:
+    """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
+    tr = d.doc.get("trace") or {}
+    if tr.get("format") != "nsys":
+        return []
+    cov = d.whole.get("coverage")
+    flops = d.whole.get("flops")
+    if (cov is None or cov == 0) and not flops:
+        return [NSIGHT_SHAPES]
+    return []
+
+
+def headline(d: ReportData) -> list[str]:
+    """The answer in a few lines (what `tracekit report` prints after writing a file): the CPU
+    diagnostic label, each phase's verdict and reason (or the whole trace's when no phases), and
+    any warning about the peaks it was judged against."""
+    out: list[str] = []
+    if d.diagnostic:
+        out.append(f"CPU DIAGNOSTIC: {d.diagnostic}")
+    lines = _verdict_lines(d)
+    w = d.whole
+    if not lines and w.get("bound"):
+        lines = [f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else "")]
+    out += lines
+    dev = d.device
+    if dev.get("hardware"):
+        out.append(f"peaks: {dev['hardware']}")
+    out += [f"WARNING: {m}" for m in d.missing if m.startswith(("implausible", "calibration", "quick sizes"))]
+    out += [f"Note: {n}" for n in nsight_notes(d)]
+    return out
 
 
 def _verdict_lines(d: ReportData) -> list[str]:
@@ -129,7 +194,9 @@ def _environment(d: ReportData) -> Section:
 def _phases(d: ReportData) -> Section:
     s = Section("Phases", anchor="phases")
     if d.phases.height == 0:
-        s.paragraphs.append("No phases were found: no annotation matched a phase rule and shapes did not allow inference.")
+        said = [m for m in d.missing if _is_phase_note(m) and m != "no phases found"]
+        s.paragraphs.append(f"No phases: {said[0]}" if said else
+                            "No phases: no annotation matched a phase rule and shapes did not allow inference.")
         return s
     ph = _with_busy_fraction(d.phases)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
@@ -142,24 +209,55 @@ def _phases(d: ReportData) -> Section:
     return s
 
 
+def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
+    """Regions ordered by device time (then busy time, then span), largest first: the regions that
+    hold the kernels come before 4 µs ranges with no device work."""
+    keys = [c for c in ("device_time_ns", "busy_ns", "span_ns") if c in regions.columns]
+    if not keys:
+        return regions
+    return regions.sort(keys, descending=True, nulls_last=True, maintain_order=True)
+
+
 def _regions(d: ReportData) -> Section:
     s = Section("Regions", anchor="regions")
-    r = _with_busy_fraction(d.regions)
+    r = _with_busy_fraction(by_device_time(d.regions))
     if r.height == 0:
         return s
     cols = [c for c in REGION_COLUMNS if c in r.columns]
-    s.tables.append(table(r, cols, caption=f"{r.height} regions"))
+    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first")
+    if "name" in cols:  # region names are the user's own annotations: cut to the width, never rewritten
+        i = cols.index("name")
+        names = [str(n) for n in r["name"].to_list()]
+        cut = [cut_name(n) for n in names]
+        t.full.pop(i, None)
+        if any(c != n for c, n in zip(cut, names)):
+            t.full[i] = [n if c != n else None for c, n in zip(cut, names)]
+        for row, c in zip(t.rows, cut):
+            row[i] = c
+    t.cappable = True
+    work = next((c for c in ("device_time_ns", "busy_ns") if c in r.columns), None)
+    t.zero_rows = int(r.filter(pl.col(work).fill_null(0) <= 0).height) if work else 0
+    s.tables.append(t)
     return s
 
 
 def _top(d: ReportData) -> Section:
     s = Section("Top kernels and operators per phase", anchor="top")
-    for what, df in (("kernels", d.top_kernels), ("operators", d.top_ops)):
+    for what, df, every in (("kernels", d.top_kernels, d.top_kernels_all), ("operators", d.top_ops, d.top_ops_all)):
+        if df.height == 0 and every.height and "scope_kind" in every.columns:
+            whole = every.filter(pl.col("scope_kind") == "trace")
+            if whole.height:
+                name = "name" if "name" in whole.columns else whole.columns[0]
+                cols = [name] + [c for c in whole.columns if c not in (name, "trace_id", "rank", "scope_kind", "scope")]
+                s.tables.append(table(whole.head(TOP_N), cols, caption=f"top {what}: whole trace", collapse=False))
+                continue
         if df.height == 0:
             s.paragraphs.append(f"No top {what} in this result.")
             continue
         name = "name" if "name" in df.columns else df.columns[0]
         cols = [name] + [c for c in df.columns if c not in (name, "phase", "trace_id", "rank", "scope_kind", "scope")]
+        if df.height == 0:
+            continue
         if "phase" in df.columns:
             for (p,), g in df.group_by("phase", maintain_order=True):
                 s.tables.append(table(g.head(TOP_N), cols, caption=f"top {what}: {p}", collapse=True))
