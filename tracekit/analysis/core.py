@@ -255,7 +255,7 @@ def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dic
                  peak_flops_per_s={r["dtype"]: r["peak_flops_per_s"] for r in pk.to_dicts()},
                  peak_bytes_per_s=float(hw.mem_bandwidth_bytes_per_s),
                  ridge={r["dtype"]: r["ridge"] for r in pk.to_dicts()})
-        if hw.measured.get("warnings"):  # implausible calibration figures (tracekit calibrate), shown with every verdict
+        if getattr(hw, "measured", None) and hw.measured.get("warnings"):  # implausible calibration figures (tracekit calibrate), shown with every verdict
             d["calibration_warnings"] = [str(w) for w in hw.measured["warnings"]]
     else:
         d["hint"] = (f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
