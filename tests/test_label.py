@@ -1,4 +1,4 @@
-"""tracekit label: the trace written back with phases/verdicts; reloading it loses nothing."""
+"""tracekit label: the trace written back with phases/verdicts by event index; every other byte unchanged."""
 
 from __future__ import annotations
 
@@ -7,34 +7,41 @@ import json
 import sys
 from pathlib import Path
 
+import msgspec
 import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from conftest import kineto_trace_files  # noqa: E402
 from test_report_helpers import run_cli, write_tiny_trace  # noqa: E402
 
 import tracekit  # noqa: E402
-from tracekit.report.label import ts_to_ns  # noqa: E402
+from tracekit.report.label import label_bytes, region_labels  # noqa: E402
+from tracekit.report.pipeline import analyse_path  # noqa: E402
+from tracekit.sources.kineto import writer  # noqa: E402
 
-
-JSON_TEXT = ("input_dims", "input_strides")  # raw JSON text: the writer re-serialises it compactly
+TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _same_tables(a: tracekit.Trace, b: tracekit.Trace) -> None:
+    """Every column of every table equal: the labelled file reloads to exactly the original tables."""
     for name in ("kernels", "launches", "ops", "regions"):
         fa, fb = a.table(name).drop("trace_id"), b.table(name).drop("trace_id")
-        assert fa.height == fb.height, name
-        text = [c for c in JSON_TEXT if c in fa.columns]
-        assert fa.drop(text).equals(fb.drop(text)), name
-        for c in text:  # same values, whitespace aside
-            assert [json.loads(v) if v else v for v in fa[c].to_list()] == [json.loads(v) if v else v for v in fb[c].to_list()], c
+        assert fa.equals(fb), name
 
 
-def test_ts_to_ns_matches_loader_rule() -> None:
-    assert ts_to_ns(5172723568236.703, 0) == 5172723568236703
-    assert ts_to_ns(12, 5) == 12005
-    assert ts_to_ns("1.5", 0) == 1500
-    assert ts_to_ns(None, 0) is None
+def _events(data: bytes) -> tuple[dict[str, msgspec.Raw], list[msgspec.Raw]]:
+    if data.lstrip()[:1] == b"[":
+        return {}, LIST.decode(data)
+    top = TOP.decode(data)
+    return top, LIST.decode(top["traceEvents"])
+
+
+def test_us_text_is_exact() -> None:
+    # 1712195495519689047 ns = 1712195495519689.047 µs, which float64 cannot hold (it rounds to …689.0).
+    assert bytes(writer.us_text(1712195495519689047)) == b"1712195495519689.047"
+    assert bytes(writer.us_text(-1500)) == b"-1.500" and bytes(writer.us_text(7)) == b"0.007"
 
 
 def test_label_tiny_trace(tmp_path: Path) -> None:
@@ -51,29 +58,71 @@ def test_label_tiny_trace(tmp_path: Path) -> None:
     assert [(e["name"].split(":")[0], e["ts"], e["dur"]) for e in tracks] == [("prefill", 200.0, 30.0), ("decode", 400.0, 10.0), ("decode", 600.0, 5.0)]
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert {"phase: prefill", "phase: decode"} <= names
-    assert doc["tracekit_label"] == {"version": 1, "regions_labelled": 3, "regions_unmatched": 0}
+    assert doc["tracekit_label"] == {"version": 1, "regions_labelled": 3, "regions_unmatched": 0, "diagnostic": None}
     a, b = tracekit.load(str(src)), tracekit.load(str(out))
     _same_tables(a, b)
     # the 3 new events are read and skipped (category not modelled), not dropped as bad
     assert b.meta["parse_stats"]["skipped"]["tracekit [X]"] == 3
     assert b.meta["parse_stats"]["events_read"] == a.meta["parse_stats"]["events_read"] + 3 + 4  # 3 X + 4 M events
+    # Labelling a labelled trace is refused in one line (its events already have tk_ args).
+    assert run_cli(["label", str(out), "--out", str(tmp_path / "twice.json")]) == 2
 
 
-def test_label_real_trace_gz_loses_nothing(tmp_path: Path, shared_traces: Path) -> None:
-    src = shared_traces / "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
-    out = tmp_path / "sglang.labelled.json.gz"
+def test_label_cpu_trace_carries_the_diagnostic(tmp_path: Path) -> None:
+    src = Path(__file__).resolve().parent.parent / "sample_traces/llm/llm.pt.trace.json.gz"
+    out = tmp_path / "llm.labelled.json"
+    assert run_cli(["label", str(src), "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    diag = "CPU diagnostic — not GPU evidence"
+    assert doc["tracekit_label"]["diagnostic"] == diag
+    labelled = [e for e in doc["traceEvents"] if "tk_phase" in (e.get("args") or {})]
+    assert labelled and all(e["args"]["tk_diagnostic"] == diag for e in labelled)
+    assert any(e.get("name") == "process_name" and diag in e["args"]["name"] for e in doc["traceEvents"])
+
+
+def test_ns_resolution_trace_regions_all_found(tmp_path: Path, shared_traces: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # Fractional-ns timestamps: the old float re-reading matched 0 of 70 regions and moved kernel starts.
+    src = next((shared_traces / "kineto/hta/ns_resolution_trace").glob("*.json.gz"))
+    out = tmp_path / "ns.json.gz"
     assert run_cli(["label", str(src), "--out", str(out)]) == 0
-    with gzip.open(out) as fh:
-        doc = json.load(fh)
-    assert doc["tracekit_label"]["regions_unmatched"] == 0
-    labelled = [e for e in doc["traceEvents"] if isinstance(e.get("args"), dict) and "tk_phase" in e["args"]]
-    assert labelled and {e["args"]["tk_phase"] for e in labelled} >= {"prefill"}
-    a, b = tracekit.load(str(src)), tracekit.load(str(out))
-    _same_tables(a, b)
-    # every original event is still there: events read grows by exactly the events we added
-    new_pid = next(e["pid"] for e in doc["traceEvents"] if e.get("cat") == "tracekit")
-    added = sum(1 for e in doc["traceEvents"] if e.get("pid") == new_pid)
-    assert b.meta["parse_stats"]["events_read"] == a.meta["parse_stats"]["events_read"] + added
+    msg = capsys.readouterr().err
+    assert "not found" not in msg
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    n = doc["tracekit_label"]["regions_labelled"]
+    assert n > 0 and doc["tracekit_label"]["regions_unmatched"] == 0 and f"{n} regions labelled" in msg
+    _same_tables(tracekit.load(str(src)), tracekit.load(str(out)))
+
+
+@pytest.mark.parametrize("path", kineto_trace_files(), ids=lambda p: p.name[:40])
+def test_label_round_trip_every_shared_trace(path: Path, tmp_path: Path) -> None:
+    """Labelled by event index: every original event's bytes unchanged except the args keys added,
+    every other top-level value unchanged, and the reloaded tables (every timestamp) equal."""
+    analysed = analyse_path(str(path))
+    labels = region_labels(analysed.trace.regions, analysed.result.regions)
+    original = writer.read_bytes(path)
+    data, stats = label_bytes(original, analysed.trace, labels, analysed.result.diagnostic, str(path))
+    assert stats.unmatched == 0 and stats.labelled == labels.height
+    top_a, ev_a = _events(original)
+    top_b, ev_b = _events(data)
+    assert {k: bytes(v) for k, v in top_b.items() if k not in ("traceEvents", "tracekit_label")} == \
+        {k: bytes(v) for k, v in top_a.items() if k != "traceEvents"}
+    # Appended at the end: the track events (X) plus their process/thread names (M), all on one new pid.
+    added = [msgspec.json.decode(e) for e in ev_b[len(ev_a):]]
+    assert sum(e["ph"] == "X" for e in added) == stats.track_events and len({e["pid"] for e in added}) <= 1
+    patched = set(labels["event_index"].to_list())
+    for i, (a, b) in enumerate(zip(ev_a, ev_b)):
+        if i not in patched:
+            assert bytes(a) == bytes(b), i
+        else:
+            da, db = msgspec.json.decode(a), msgspec.json.decode(b)
+            added = {k: v for k, v in db["args"].items() if k not in (da.get("args") or {})}
+            assert all(k.startswith("tk_") for k in added) and added.get("tk_phase")
+            db["args"] = {k: v for k, v in db["args"].items() if k not in added}
+            assert db == {**da, "args": da.get("args") or {}}, i
+    out = tmp_path / "l.json"
+    out.write_bytes(data)
+    _same_tables(analysed.trace, tracekit.load(str(out)))
 
 
 def test_label_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -89,3 +138,17 @@ def test_label_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert ".json or .json.gz" in capsys.readouterr().err
     assert run_cli(["label", str(src), "--out", str(out), "--force"]) == 0
     assert pl.DataFrame(json.loads(out.read_text())["traceEvents"], strict=False).height > 0
+
+
+@pytest.mark.parametrize("pure", ["1", "0"])
+def test_event_index_counts_every_element(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str) -> None:
+    # Element 0 is not an event (dropped, counted) and element 2 fails validation (a list as ph):
+    # the regions still carry their own positions 1 and 3, in both the native and the msgspec path.
+    monkeypatch.setenv("TRACEKIT_PURE_PYTHON", pure)
+    region = {"ph": "X", "cat": "user_annotation", "name": "tk:decode step=0", "pid": 1, "tid": 1, "ts": 10, "dur": 5}
+    doc = {"traceEvents": [5, region, {"ph": ["X"], "name": "bad"}, {**region, "ts": 20}]}
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps(doc))
+    tr = tracekit.load(str(src))
+    assert tr.regions["event_index"].to_list() == [1, 3]
+    assert sum(tr.meta["parse_stats"]["dropped"].values()) == 2

@@ -15,19 +15,21 @@ from tracekit.report.output import check_out
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...]) -> None:
-    """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing."""
+    """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
+    Every byte of the original is kept: the labels are inserted into it."""
     from tracekit.errors import UsageError
     from tracekit.report import label as lab
+    from tracekit.report.output import write_atomic
     from tracekit.report.pipeline import analyse_path
     from tracekit.sources import sniff
+    from tracekit.sources.kineto import writer
 
     out_path = check_out(out, force, (".json", ".json.gz"))
     if sniff(trace) != "kineto":
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
     analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None)
     labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
-    doc = lab.read_raw(trace)
-    stats = lab.label_doc(doc, labels)
-    lab.write(doc, out_path)
+    data, stats = lab.label_bytes(writer.read_bytes(trace), analysed.trace, labels, analysed.result.diagnostic, trace)
+    write_atomic(out_path, writer.output_bytes(data, out_path.name))
     click.echo(f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
                + (f", {stats.unmatched} regions not found in the original" if stats.unmatched else ""), err=True)

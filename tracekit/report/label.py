@@ -1,33 +1,32 @@
-"""Write a Kineto trace back with each analysed region's phase, verdict and reason added.
+"""What ``tracekit label`` adds to a Kineto trace: the label decisions. The bytes are written by
+:mod:`tracekit.sources.kineto.writer`, which patches the original file by event index.
 
 Two additions, both valid Chrome trace JSON (Perfetto UI and chrome://tracing open the file):
 
-1. args on the original ``user_annotation`` events: ``tk_phase``, ``tk_phase_rule``, ``tk_step``,
-   ``tk_bound``, ``tk_reason`` (the event itself is otherwise untouched);
+1. args on each analysed region's own annotation event (found by ``regions.event_index``, the
+   event's index in the file): ``tk_phase``, ``tk_phase_rule``, ``tk_step``, ``tk_bound``,
+   ``tk_reason`` (and ``tk_diagnostic`` for a CPU-only trace); the event is otherwise untouched;
 2. new named tracks: a process "tracekit phases" with one thread per phase, holding one complete
    event per labelled region over its analysed span (the device span for GPU traces), named
    ``<phase>: <bound>`` with the numbers in args. These events use the category ``tracekit``,
    which tracekit's loader does not model, so loading the labelled trace gives back exactly the
-   original tables (tests check it).
+   original tables (tests check it on every shared Kineto trace).
 
-This module is a Kineto *writer*: it is the one place outside the loader that names raw Chrome
-trace fields (``ph``, ``ts``, ``dur``, ``args``…), because it has to write them.
+The document also gets a first key ``tracekit_label``: ``{version, regions_labelled,
+regions_unmatched, diagnostic}``.
 """
 
 from __future__ import annotations
 
-import gzip
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import msgspec
 import polars as pl
 
-from tracekit.errors import TraceFormatError, UsageError
+from tracekit.sources.kineto import writer
+from tracekit.tables.trace import Trace
 
 CATEGORY = "tracekit"
-ANNOTATION_CATS = ("user_annotation", "User")
 LABEL_ARGS = ("phase", "phase_rule", "step", "bound", "reason")
 PHASE_TIDS = {"prefill": 1, "decode": 2, "mixed": 3, "other": 4}
 
@@ -39,112 +38,45 @@ class LabelStats:
     track_events: int  # events added on the new tracks
 
 
-def read_raw(path: str | Path) -> dict[str, Any]:
-    """The trace as a JSON object (gzip by magic bytes). Raises TraceFormatError."""
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{p}: label needs the original Kineto JSON trace, not a dataset directory")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(f"{p}: truncated or corrupt gzip ({exc})") from None
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(f"{p}: not valid JSON ({exc})") from None
-    if isinstance(doc, list):
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceFormatError(f"{p}: not a Kineto/Chrome trace (no traceEvents list)")
-    return doc
+def region_labels(trace_regions: pl.DataFrame, result_regions: pl.DataFrame) -> pl.DataFrame:
+    """A result's regions (by ``region_id``) with their event's index in the file and their name."""
+    ident = trace_regions.select("region_id", "event_index", "name")
+    cols = [c for c in (*LABEL_ARGS, "start_ns", "end_ns") if c in result_regions.columns]
+    return result_regions.select("region_id", *cols).join(ident, on="region_id", how="inner")
 
 
-def ts_to_ns(ts: Any, base: int) -> int | None:
-    """Same rule as the loader: exact decimal µs → ns (first three fraction digits), plus base."""
-    if isinstance(ts, bool) or ts is None:
-        return None
-    if isinstance(ts, int):
-        return ts * 1000 + base
-    if isinstance(ts, float):
-        text = repr(ts)
-        if "e" in text or "E" in text:
-            return round(ts * 1000) + base
-    elif isinstance(ts, str):
-        text = ts.strip()
-    else:
-        return None
-    neg = text.startswith("-")
-    whole, _, frac = text.lstrip("-").partition(".")
-    try:
-        v = int(whole) * 1000 + int((frac[:3]).ljust(3, "0"))
-    except ValueError:
-        return None
-    return (-v if neg else v) + base
+def label_bytes(data: bytes, trace: Trace, labels: pl.DataFrame, diagnostic: str | None,
+                path: str = "trace") -> tuple[bytes, LabelStats]:
+    """``data`` (the trace file's uncompressed bytes) with the labels of ``labels`` (see
+    :func:`region_labels`) patched in."""
+    extra = {"tk_diagnostic": diagnostic} if diagnostic else {}
+    args: dict[int, dict[str, Any]] = {}
+    for r in labels.filter(pl.col("event_index").is_not_null()).iter_rows(named=True):  # one row per region
+        args[int(r["event_index"])] = {**{f"tk_{k}": r[k] for k in LABEL_ARGS if r.get(k) is not None}, **extra}
+    base = int(trace.meta.get("time_base_ns") or 0)
+    tracks = _tracks(labels, base, _free_pid(trace), diagnostic)
+    p = writer.patch(data, args, tracks, path=path)
+    unmatched = labels.height - p.patched
+    p.add_top_key("tracekit_label", {"version": 1, "regions_labelled": p.patched, "regions_unmatched": unmatched,
+                                     "diagnostic": diagnostic})
+    return p.apply(), LabelStats(p.patched, unmatched, sum(1 for e in tracks if e["ph"] == "X"))
 
 
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+def _free_pid(trace: Trace) -> int:
+    """A process id no event of the trace uses: 1000 above the largest one."""
+    pids = [trace.table(t)["pid"].max() for t in ("ops", "launches", "regions")]
+    pids.append(trace.kernels["device"].max())
+    pids += [t.get("pid") for t in trace.meta.get("threads") or [] if isinstance(t, dict)]
+    return max([0, *(p for p in pids if isinstance(p, int) and not isinstance(p, bool))]) + 1000
 
 
-def label_doc(doc: dict[str, Any], labels: pl.DataFrame) -> LabelStats:
-    """Add labels to ``doc`` in place. ``labels``: one row per analysed region with the CPU-side
-    identity ``name, pid, tid, cpu_start_ns`` and ``phase, phase_rule, step, bound, reason,
-    start_ns, end_ns`` (the analysed span)."""
-    base = _int(doc.get("baseTimeNanoseconds")) or 0
-    events: list[Any] = doc["traceEvents"]
-    key_cols = ["name", "pid", "tid", "cpu_start_ns"]
-    lab = labels.select(*key_cols, *[c for c in (*LABEL_ARGS, "start_ns", "end_ns") if c in labels.columns])
-    by_key: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in lab.iter_rows(named=True):
-        by_key.setdefault((r["name"], r["pid"], r["tid"], r["cpu_start_ns"]), r)
-    labelled = 0
-    matched: set[tuple[Any, ...]] = set()
-    for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") != "X" or ev.get("cat") not in ANNOTATION_CATS:
-            continue
-        key = (ev.get("name"), _int(ev.get("pid")), _int(ev.get("tid")), ts_to_ns(ev.get("ts"), base))
-        found = by_key.get(key)
-        if found is None:
-            continue
-        r = found
-        args = ev.get("args")
-        if not isinstance(args, dict):
-            args = {}
-            ev["args"] = args
-        for k in LABEL_ARGS:
-            if r.get(k) is not None:
-                args[f"tk_{k}"] = r[k]
-        labelled += 1
-        matched.add(key)
-    added = _tracks(events, lab, base)
-    doc["tracekit_label"] = {"version": 1, "regions_labelled": labelled, "regions_unmatched": len(by_key) - len(matched)}
-    return LabelStats(labelled, len(by_key) - len(matched), added)
-
-
-def _free_pid(events: list[Any]) -> int:
-    pids = [p for p in (_int(e.get("pid")) for e in events if isinstance(e, dict)) if p is not None]
-    return max([0, *pids]) + 1000
-
-
-def _tracks(events: list[Any], lab: pl.DataFrame, base: int) -> int:
-    """Append the "tracekit phases" process: one thread per phase; overlapping regions of a phase
-    go to extra lanes so every track stays properly nested."""
+def _tracks(lab: pl.DataFrame, base: int, pid: int, diagnostic: str | None) -> list[dict[str, Any]]:
+    """The "tracekit phases" process: one thread per phase; overlapping regions of a phase go to
+    extra lanes so every track stays properly nested. Times are exact decimal µs."""
     if lab.height == 0 or "phase" not in lab.columns:
-        return 0
-    pid = _free_pid(events)
-    new: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "tracekit phases"}},
+        return []
+    title = "tracekit phases" + (f" ({diagnostic})" if diagnostic else "")
+    new: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": title}},
                                  {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": -1}}]
     spans = lab.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null()).sort("start_ns")
     lane_end: dict[tuple[str, int], int] = {}
@@ -158,28 +90,13 @@ def _tracks(events: list[Any], lab: pl.DataFrame, base: int) -> int:
         tid = PHASE_TIDS.get(phase, 5) + 10 * lane
         if tid not in named:
             named.add(tid)
-            title = f"phase: {phase}" + (f" (overlap {lane})" if lane else "")
-            new.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": title}})
+            name = f"phase: {phase}" + (f" (overlap {lane})" if lane else "")
+            new.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
         args = {k: r[k] for k in LABEL_ARGS if r.get(k) is not None}
         args["region"] = r["name"]
+        if diagnostic:
+            args["diagnostic"] = diagnostic
         new.append({"ph": "X", "cat": CATEGORY, "name": f"{phase}: {r.get('bound') or 'unknown'}", "pid": pid, "tid": tid,
-                    "ts": (r["start_ns"] - base) / 1000, "dur": (r["end_ns"] - r["start_ns"]) / 1000, "args": args})
-    events.extend(new)
-    return sum(1 for e in new if e["ph"] == "X")
-
-
-def write(doc: dict[str, Any], out: Path) -> Path:
-    """Write JSON (gzip when the name ends in .gz) atomically."""
-    from tracekit.report.output import write_atomic
-
-    data = msgspec.json.encode(doc)
-    if out.name.endswith(".gz"):
-        data = gzip.compress(data, compresslevel=6)
-    return write_atomic(out, data)
-
-
-def region_labels(trace_regions: pl.DataFrame, result_regions: pl.DataFrame) -> pl.DataFrame:
-    """Join a result's regions (by ``region_id``) to the trace's regions table for their CPU identity."""
-    ident = trace_regions.select("region_id", "name", "pid", "tid", pl.col("start_ns").alias("cpu_start_ns"))
-    cols = [c for c in (*LABEL_ARGS, "start_ns", "end_ns") if c in result_regions.columns]
-    return result_regions.select("region_id", *cols).join(ident, on="region_id", how="inner")
+                    "ts": writer.us_text(r["start_ns"] - base), "dur": writer.us_text(r["end_ns"] - r["start_ns"]),
+                    "args": args})
+    return new

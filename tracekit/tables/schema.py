@@ -94,6 +94,7 @@ REGIONS: Final[dict[str, pl.DataType]] = {
     "external_id": pl.Int64(),
     "end_tid": pl.Int64(),  # NVTX ranges that end on another thread; else null
     "unterminated": pl.Boolean(),  # NVTX range with no end, extended to the capture end
+    "event_index": pl.Int64(),  # Kineto: the event's index in the file's traceEvents array (null for NVTX)
 }
 
 TABLES: Final[dict[str, dict[str, pl.DataType]]] = {

@@ -95,12 +95,15 @@ class Collector:
     def add(self, evs: list[Any], ordinals: list[int] | None = None) -> None:
         """Route one decoded batch by (ph, cat) — vectorised — and build its table frames.
         ``ordinals`` (file order) default to the next ``len(evs)`` ones."""
-        if not evs:
-            return
-        self.events_read += len(evs)
         if ordinals is None:
             ordinals = list(range(self.ordinal, self.ordinal + len(evs)))
             self.ordinal += len(evs)
+        if None in evs:  # events that failed validation (counted in ``dropped``) keep their index
+            kept = [(e, o) for e, o in zip(evs, ordinals) if e is not None]
+            evs, ordinals = [e for e, _ in kept], [o for _, o in kept]
+        if not evs:
+            return
+        self.events_read += len(evs)
         # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
         buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
         order: list[list[int]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
@@ -215,7 +218,8 @@ class Collector:
             del parts
             if not df["_ev"].is_sorted():  # events the native scanner left to Python came later
                 df = df.sort("_ev")
-            df = df.drop("_ev")
+            # regions keep it: `tracekit label` patches each region's own event by this index
+            df = df.rename({"_ev": "event_index"}) if name == "regions" else df.drop("_ev")
             df = finish_table(df, name, base_ns, self.dropped)
             yield name, schema.conform(df, name, trace_id)
             del df
@@ -315,8 +319,9 @@ def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFram
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:
     """Per-event decode of a batch that failed typed validation; bad events are counted (only
-    once the whole batch went through: a DecodeError, e.g. invalid UTF-8, is retried upstream)."""
-    out = []
+    once the whole batch went through: a DecodeError, e.g. invalid UTF-8, is retried upstream)
+    and stay in the list as None, so that every event keeps its index in the file."""
+    out: list[Any] = []
     bad: Counter[str] = Counter()
     for raw in msgspec.json.decode(piece, type=list[msgspec.Raw]):
         try:
@@ -324,5 +329,6 @@ def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: C
         except msgspec.ValidationError as exc:
             msg, _, where = str(exc).partition(" - at ")
             bad[f"invalid event: {msg}" + (f" at {where}" if where else "")] += 1
+            out.append(None)
     dropped.update(bad)
     return out
