@@ -265,3 +265,33 @@ def test_integer_fast_path_equals_exact_text_path() -> None:
         want = text.to_frame("t").select(ns_from_text(pl.col("t"))).to_series().to_list()
         assert ns_from_raw(raws).to_list() == want, raw
     assert ns_from_raw([msgspec.Raw(b"1669783687464181")]).to_list() == [1669783687464181000]
+
+
+def test_json_array_without_trace_events_is_refused(tmp_path: Path, shared_traces: Path) -> None:
+    """A JSON array that is a config list, not trace events: one-line refusal for a file; skipped
+    and listed (not fatal) when its folder is ingested (issue 17)."""
+    import gzip
+    import subprocess
+    import sys
+
+    from tracekit.errors import NotATraceError
+    from tracekit.sources import sniff
+
+    cfg = shared_traces / "kineto/tracelens/inference/sglang_decode/capture_traces/execution_details.json"
+    with pytest.raises(NotATraceError, match=r'a JSON array with no trace events \(no element has a "ph" field\)'):
+        sniff(cfg)
+    gz = tmp_path / "cfg.json.gz"
+    gz.write_bytes(gzip.compress(b'[{"file": "x.json.gz", "batch_size": 32}]'))
+    with pytest.raises(NotATraceError):
+        sniff(gz)
+    ev = tmp_path / "events.json"
+    ev.write_text('[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]')
+    assert sniff(ev) == "kineto"  # an array of trace events is still a trace
+    exe = [sys.executable, "-m", "tracekit.cli.main"]
+    r = subprocess.run([*exe, "summary", str(cfg)], capture_output=True, text=True)
+    assert r.returncode == 3 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    folder = shared_traces / "kineto/tracelens/inference/sglang_decode"
+    r = subprocess.run([*exe, "ingest", str(folder), "--out", str(tmp_path / "ds")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"{cfg}: skipped: a JSON array with no trace events" in r.stdout
+    assert "ingested 2 of 2 traces" in r.stdout and "skipped 1 file that is not a trace" in r.stdout

@@ -29,6 +29,11 @@ class EmptyTraceError(TraceFormatError):
     """A trace (or directory) that holds no usable events."""
 
 
+class NotATraceError(TraceFormatError):
+    """A file of a trace-like format (JSON) that is no trace at all, e.g. a JSON array of settings.
+    Ingesting a folder skips and lists such files instead of failing."""
+
+
 class DatasetError(TracekitError):
     """An ingested Parquet dataset that is missing, incomplete or inconsistent."""
 

@@ -12,7 +12,7 @@ import click
 import polars as pl
 
 from tracekit.cli.options import force_option, out_option
-from tracekit.errors import TracekitError, UsageError
+from tracekit.errors import NotATraceError, TracekitError, UsageError
 from tracekit.cli.progress import Progress
 
 TABLES = ("kernels", "launches", "ops", "regions")
@@ -59,9 +59,14 @@ def ingest(traces: tuple[Path, ...], out: Path, force: bool, stream: bool | None
         raise UsageError(f"{out}: --out exists and is not a directory")
     errors: list[str] = []
     files: list[Path] = []
+    from_dir: set[Path] = set()  # files found inside a directory argument: non-traces there are skipped
+    skipped: list[str] = []
     for t in traces:
         try:
-            files.extend(f for f in find_traces(t) if out.resolve() not in f.resolve().parents)
+            found = [f for f in find_traces(t) if out.resolve() not in f.resolve().parents]
+            files.extend(found)
+            if t.is_dir():
+                from_dir.update(found)
         except TracekitError as exc:
             errors.append(str(exc))
             click.echo(f"{t}: error: {exc}")
@@ -86,6 +91,14 @@ def ingest(traces: tuple[Path, ...], out: Path, force: bool, stream: bool | None
                     trace = load(f)
                     write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
                     meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}
+            except NotATraceError as exc:
+                if f not in from_dir:
+                    errors.append(f"{f}: {exc}")
+                    bar.write(f"{f}: error: {exc}")
+                else:
+                    why = str(exc).removeprefix(f"{f}: ")
+                    skipped.append(f"{f}: {why}")
+                    bar.write(f"{f}: skipped: {why}")
             except TracekitError as exc:
                 errors.append(f"{f}: {exc}")
                 bar.write(f"{f}: error: {exc}")
@@ -96,7 +109,10 @@ def ingest(traces: tuple[Path, ...], out: Path, force: bool, stream: bool | None
                     bar.write(f"{f}: streamed with bounded memory; derived tables not stored "
                               "(the first analysis computes them)")
             bar.update(1)
-    click.echo(f"ingested {ok} of {total} traces into {out}")
+    total -= len(skipped)
+    click.echo(f"ingested {ok} of {total} traces into {out}"
+               + (f"; skipped {len(skipped)} file{' that is not a trace' if len(skipped) == 1 else 's that are not traces'}"
+                  " (listed above)" if skipped else ""))
     if errors:
         raise TracekitError(f"{len(errors)} of {total} inputs failed (see the lines above)")
 

@@ -29,7 +29,7 @@ table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;o
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}tr:nth-child(even) td{background:#fafafa}
 td{white-space:nowrap}td.wrap{white-space:normal;min-width:14em;max-width:40em;overflow-wrap:anywhere}
-td.name{white-space:normal;max-width:32em;overflow-wrap:anywhere}td.short{text-decoration:underline dotted #999;cursor:help}
+td.name{white-space:normal;min-width:16em;max-width:28em;overflow-wrap:anywhere}td.short{text-decoration:underline dotted #999;cursor:help}
 td.reason{white-space:normal;min-width:16em;max-width:32em}td.verdict{font-weight:600}
 td.v-compute{color:#0b5394}td.v-bandwidth{color:#9c4a00}td.v-overhead{color:#666}td.v-unknown{color:#999}
 .leftout{color:#555;font-size:.9em}

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.trace import Trace, is_dataset, read_dataset
 
@@ -36,6 +36,7 @@ def sniff(path: str | os.PathLike[str]) -> Format:
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if head.startswith(GZIP_MAGIC):
+        _refuse_eventless_array(p, gz=True)
         return "kineto"
     if head.startswith(NSYS_REPORT_MAGIC) or p.suffix in (".nsys-rep", ".qdrep"):
         raise UnsupportedFormatError(
@@ -48,9 +49,29 @@ def sniff(path: str | os.PathLike[str]) -> Format:
             "`nsys export --type sqlite` on it first"
         )
     stripped = head.lstrip()
+    if stripped[:1] == b"[":
+        _refuse_eventless_array(p, gz=False)
     if stripped[:1] in (b"{", b"["):
         return "kineto"
     raise TraceFormatError(f"{p}: not JSON (starts with {head[:16]!r})")
+
+
+ARRAY_WINDOW = 1 << 20  # bytes of a JSON array searched for a trace event
+
+
+def _refuse_eventless_array(p: Path, gz: bool) -> None:
+    """A top-level JSON array is a trace only when its elements are trace events, each with a
+    ``"ph"`` field (Chrome trace event format). An array whose first MiB holds no ``"ph"`` key
+    (a list of settings such as ``capture_traces/execution_details.json``) is refused here."""
+    try:
+        with (gzip.open(p, "rb") if gz else open(p, "rb")) as fh:
+            head = fh.read(ARRAY_WINDOW)
+    except (OSError, EOFError):
+        return  # damaged gzip: the loader reports it
+    body = head.lstrip()
+    if not body.startswith(b"[") or b'"ph"' in body:
+        return
+    raise NotATraceError(f"{p}: a JSON array with no trace events (no element has a \"ph\" field): not a trace")
 
 
 def _looks_textual(head: bytes) -> bool:
@@ -99,4 +120,4 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
     return load_kineto(path)
 
 
-__all__ = ["sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]
+__all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]
