@@ -134,7 +134,8 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
         rows.append({
             "kind": kind, "m": m, "d": cfg.d, "dtype": short, "flops": c.flops, "min_bytes": c.min_bytes,
             "intensity": c.intensity, "intensity_2dp": round(c.intensity, 2),
-            "time_ns": per_gemm, "time_min_ns": min(times[s]) / cfg.reps, "cold_ns": float(cold_ns[s]),
+            "time_ns": per_gemm, "time_min_ns": min(times[s]) / cfg.reps, "time_max_ns": max(times[s]) / cfg.reps,
+            "spread": max(times[s]) / max(min(times[s]), 1), "repeats": len(times[s]), "cold_ns": float(cold_ns[s]),
             "achieved_flops_per_s": c.flops / per_gemm * 1e9,
             "achieved_bytes_per_s": c.min_bytes / per_gemm * 1e9,
             "trace": traces[s].name,

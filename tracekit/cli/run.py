@@ -30,16 +30,15 @@ def run() -> None:
 
 
 def _fmt_rate(v: float, unit: str) -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if v >= scale:
-            return f"{v / scale:.2f} {prefix}{unit}"
-    return f"{v:.2f} {unit}"
+    from tracekit.report import fmt  # the one number formatter
+
+    return fmt.si(v, unit)
 
 
 def _fmt_ns(ns: float) -> str:
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e3:.1f} us"
+    from tracekit.report import fmt
+
+    return fmt.duration(ns)
 
 
 @run.command("phase-shape")
@@ -91,15 +90,26 @@ def _ready(device: str, out: Path, force: bool) -> Path:
     return prepare_out_dir(out)
 
 
+NOISY = 2.0  # repeats whose slowest / fastest exceeds this are flagged as noise (issue 17)
+
+
 def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
     # Each column is right-aligned and separated by two spaces, so wide values never run together.
-    click.echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'achieved':>15}"
+    from tracekit.report import fmt
+
+    # time = median of the repeats; spread = slowest / fastest repeat (> 2x: the timing is noise)
+    click.echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
                f"  {'bytes/s':>11}  {'cold':>11}  note")
     for r in table.iter_rows(named=True):
-        note = "<- throughput stops rising with m" if r["knee"] else ""
+        notes = ["<- throughput stops rising with m"] if r["knee"] else []
+        if r.get("spread") is not None and r["spread"] > NOISY:
+            notes.append(f"repeats vary {fmt.ratio(r['spread'])}: noise")
+        if r["cold_ns"] < r.get("time_min_ns", r["time_ns"]):
+            notes.append("cold faster than every warm repeat: noise")
         click.echo(f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
-                   f"  {_fmt_ns(r['time_ns']):>11}  {_fmt_rate(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
-                   f"  {_fmt_rate(r['achieved_bytes_per_s'], 'B/s'):>11}  {_fmt_ns(r['cold_ns']):>11}  {note}")
+                   f"  {fmt.duration(r['time_ns']):>11}  {fmt.ratio(r.get('spread')):>7}"
+                   f"  {fmt.si(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
+                   f"  {fmt.si(r['achieved_bytes_per_s'], 'B/s'):>11}  {fmt.duration(r['cold_ns']):>11}  {'; '.join(notes)}")
     if summary.get("knee") is None:
         click.echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
     if "diagnostic" in summary:

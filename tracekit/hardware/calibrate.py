@@ -59,21 +59,23 @@ def _best(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> f
     return max(best, 1e-9)
 
 
-def _torch_measure(device: str, sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, float], dict[str, Any]]:
+def _torch_measure(device: str, sizes: Sizes, threads: int = 0,
+                   only: tuple[str, ...] | None = None) -> tuple[float, dict[str, float], dict[str, Any]]:
     import torch  # lazy: tracekit never imports torch at module level
 
     before = torch.get_num_threads()
     if threads > 0:
         torch.set_num_threads(threads)
     try:
-        bandwidth, peaks, info = _torch_rates(torch, device, sizes)
+        bandwidth, peaks, info = _torch_rates(torch, device, sizes, only)
     finally:
         torch.set_num_threads(before)
     info["threads"] = threads if threads > 0 else before
     return bandwidth, peaks, info
 
 
-def _torch_rates(torch: Any, device: str, sizes: Sizes) -> tuple[float, dict[str, float], dict[str, Any]]:
+def _torch_rates(torch: Any, device: str, sizes: Sizes,
+                 only: tuple[str, ...] | None = None) -> tuple[float, dict[str, float], dict[str, Any]]:
 
     dev = torch.device("cuda" if device == "cuda" else "cpu")
 
@@ -94,6 +96,8 @@ def _torch_rates(torch: Any, device: str, sizes: Sizes) -> tuple[float, dict[str
         dtypes["fp16"] = torch.float16
     peaks: dict[str, float] = {}
     seconds: dict[str, float] = {"copy": t_copy}
+    if only is not None:
+        dtypes = {k: v for k, v in dtypes.items() if k in only}
     for name, dt in dtypes.items():
         try:
             a = torch.randn(n, n, device=dev).to(dt)
@@ -103,7 +107,7 @@ def _torch_rates(torch: Any, device: str, sizes: Sizes) -> tuple[float, dict[str
             continue
         peaks[name] = 2.0 * n**3 / t
         seconds[name] = t
-    if device == "cuda":
+    if device == "cuda" and (only is None or "tf32" in only):
         old = torch.backends.cuda.matmul.allow_tf32
         try:
             torch.backends.cuda.matmul.allow_tf32 = True
@@ -174,9 +178,10 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
     return out
 
 
-def measure(device: str = "cpu", quick: bool = False, threads: int = 0) -> Hardware:
+def measure(device: str = "cpu", quick: bool = False, threads: int = 0, dtypes: tuple[str, ...] | None = None) -> Hardware:
     """Measure ``device`` ("cpu", "cuda" or "auto"); ``quick`` uses small sizes (tests, smoke runs);
-    ``threads`` > 0 pins the CPU intra-op threads during the measurement (0: the library default).
+    ``threads`` > 0 pins the CPU intra-op threads during the measurement (0: the library default);
+    ``dtypes`` limits the matmuls to those dtypes (e.g. ``("fp32",)``: the one a sweep ran in).
 
     Raises UsageError for an unknown or absent device, MissingDependencyError when neither torch
     nor numpy is installed.
@@ -191,7 +196,7 @@ def measure(device: str = "cpu", quick: bool = False, threads: int = 0) -> Hardw
         raise UsageError(f"--threads {threads}: must be 0 (library default) or more")
     sizes = SIZES[(device, quick)]
     try:
-        bandwidth, peaks, info = _torch_measure(device, sizes, threads)
+        bandwidth, peaks, info = _torch_measure(device, sizes, threads, dtypes)
     except ImportError:
         try:
             bandwidth, peaks, info = _numpy_measure(sizes, threads)

@@ -79,9 +79,31 @@ def read_table(path: str | Path) -> pl.DataFrame:
         raise UsageError(f"{p}: no such file")
     try:
         if p.suffix == ".parquet":
-            return pl.read_parquet(p)
+            return with_spread(pl.read_parquet(p), p.parent)
         if p.suffix == ".csv":
-            return pl.read_csv(p)
+            return with_spread(pl.read_csv(p), p.parent)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise UsageError(f"{p}: cannot read the sweep table ({exc.__class__.__name__})") from None
     raise UsageError(f"{p}: a sweep table must be .csv or .parquet")
+
+
+def with_spread(table: pl.DataFrame, folder: Path) -> pl.DataFrame:
+    """Sweep tables written before the runner recorded the spread of repeats get it from each
+    shape's sidecar (``step_times_ns``, ``warmup.gemms_per_step``): ``time_max_ns`` (slowest step
+    per GEMM), ``spread`` (slowest / fastest step) and ``repeats``. Other tables pass unchanged."""
+    from tracekit.conventions import read_sidecar
+
+    if "spread" in table.columns or "trace" not in table.columns:
+        return table
+    tmax: list[float | None] = []
+    spread: list[float | None] = []
+    reps: list[int | None] = []
+    for name in table["trace"].to_list():
+        side = read_sidecar(folder / str(name)) or {}
+        steps = [float(t) for t in side.get("step_times_ns") or [] if isinstance(t, (int, float)) and t > 0]
+        per = (side.get("warmup") or {}).get("gemms_per_step") or (side.get("config") or {}).get("reps") or 1
+        tmax.append(max(steps) / per if steps else None)
+        spread.append(max(steps) / min(steps) if steps else None)
+        reps.append(len(steps) or None)
+    return table.with_columns(pl.Series("time_max_ns", tmax, dtype=pl.Float64), pl.Series("spread", spread, dtype=pl.Float64),
+                              pl.Series("repeats", reps, dtype=pl.Int64))

@@ -18,6 +18,7 @@ import polars as pl
 from tracekit.analysis.classes import CLASS_ORDER, op_class
 
 from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
+from tracekit.report import spread
 from tracekit.report.model import pick
 
 if TYPE_CHECKING:
@@ -46,6 +47,21 @@ def stamp(fig: "Figure", diagnostic: str | None) -> "Figure":
     if diagnostic and not any(t.get_text() == diagnostic for t in fig.texts):
         fig.text(0.5, 0.002, diagnostic, ha="center", va="bottom", fontsize=9, color="#b00020", weight="bold")
     return fig
+
+
+def si_axes(ax: Any, y_unit: str) -> None:
+    """Tick labels through the one number formatter (SI prefixes, never 1e10 notation)."""
+    from matplotlib.ticker import FuncFormatter
+
+    from tracekit.report import fmt
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.si(v, y_unit) if v > 0 else "0"))
+    def minor(v: float, _: Any) -> str:
+        lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
+        return fmt.si(v, y_unit) if round(lead) in (2, 5) and abs(lead - round(lead)) < 1e-6 else ""
+
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.plain(v) if v > 0 else "0"))
 
 
 def save(fig: "Figure", path: str | Path) -> Path:
@@ -230,12 +246,15 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
     fig = _figure()
     ax = fig.add_subplot()
     ax.scatter(d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step")
-    nb = max(1, min(10, d["ctx"].n_unique()))
-    lo, hi = float(d["ctx"].min()), float(d["ctx"].max())  # type: ignore[arg-type]
-    width = (hi - lo) / nb or 1.0
-    b = (d.with_columns(((pl.col("ctx") - lo) / width).floor().clip(0, nb - 1).alias("b"))
-         .group_by("b").agg(pl.col("ctx").median(), pl.col("ms").median()).sort("b"))
-    ax.plot(b["ctx"].to_list(), b["ms"].to_list(), color="black", marker="s", label="median per bucket")
+    b = spread.ctx_buckets(d["ctx"], d["ms"])
+    med = b["median"].to_list()
+    err = [[m - lo for m, lo in zip(med, b["lo"].to_list())], [hi - m for m, hi in zip(med, b["hi"].to_list())]]
+    fewest = int(b["n"].min() or 0)  # type: ignore[arg-type]
+    ax.errorbar(b["ctx"].to_list(), med, yerr=err, color="black", marker="s", capsize=3,
+                label=f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}{fewest} steps each)")
+    note = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
+    if note:
+        ax.text(0.01, 0.97, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
     ax.set_title("Decode step time vs context length")
@@ -300,7 +319,7 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
     if table.height == 0 or x is None or y is None:
         raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
     grp = pick(table.columns, "phase", "kind", "shape_kind")
-    d = table.with_columns(pl.col(x).cast(pl.Float64).alias("_x"), pl.col(y).cast(pl.Float64).alias("_y"))
+    d = spread.sweep_range(table, x, y)
     d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
     if d.height == 0:
         raise MissingPlotData("sweep: no shape has positive intensity and throughput")
@@ -310,6 +329,14 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
     for g in groups:
         lab = str(g[grp][0]) if grp else "shapes"
         ax.plot(g["_x"].to_list(), g["_y"].to_list(), marker="o", ls="-", lw=1, color=PHASE_COLORS.get(lab), label=lab)
+        if "_lo" in g.columns:  # min–max of the repeats
+            ys = g["_y"].to_list()
+            err = [[max(0.0, a - b) for a, b in zip(ys, g["_lo"].to_list())], [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())]]
+            ax.errorbar(g["_x"].to_list(), ys, yerr=err, fmt="none", ecolor=PHASE_COLORS.get(lab), capsize=3, lw=1)
+    note = spread.noise_note(float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
+                             "repeats of a shape")
+    if note:
+        ax.text(0.01, 0.90, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
     pk = peaks(device or {})
     if pk:
         peak, bw, dtype = pk
@@ -332,7 +359,8 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (FLOP/s)")
-    ax.set_title("Phase-shape sweep: intensity vs achieved throughput")
+    si_axes(ax, "FLOP/s")
+    ax.set_title("Phase-shape sweep: intensity vs achieved throughput (bars: min–max of repeats)", fontsize=11)
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8)
     diag = table["diagnostic"].drop_nulls() if "diagnostic" in table.columns else None  # the runner's CPU label

@@ -152,7 +152,7 @@ def headline(d: ReportData) -> list[str]:
     any warning about the peaks it was judged against."""
     out: list[str] = []
     if d.diagnostic:
-        out.append(f"CPU DIAGNOSTIC: {d.diagnostic}")
+        out.append(f"*** {d.diagnostic} ***")
     lines = _verdict_lines(d)
     w = d.whole
     if not lines and w.get("bound"):

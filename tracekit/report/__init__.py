@@ -1,0 +1,104 @@
+"""Reports and plots of an analysed trace — the public API that notebooks and scripts use.
+
+```python
+import tracekit
+from tracekit.analysis import analyze
+from tracekit import report
+
+trace = tracekit.load("run.pt.trace.json.gz")
+result = analyze(trace)
+data = report.report_data(trace, result)       # what every renderer reads
+print(report.verdicts(data))                   # each phase's verdict and reason
+text = report.to_markdown(data)                # sized for a GitHub issue (< 60,000 characters)
+png = report.to_png(report.draw("roofline", data))   # raises MissingPlotData saying why not
+```
+
+Everything else under ``tracekit.report`` (model, sections, plots, markdown, html, …) is internal
+and may change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tracekit.report.model import ReportData
+from tracekit.report.plots import MissingPlotData
+
+if TYPE_CHECKING:
+    import polars as pl
+    from matplotlib.figure import Figure
+
+PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
+
+__all__ = ["ReportData", "MissingPlotData", "PLOTS", "report_data", "verdicts", "to_markdown", "to_html", "draw",
+           "to_png", "read_sweep", "device_peaks"]
+
+
+def report_data(trace: Any, result: Any, path: str | Path | None = None) -> ReportData:
+    """The report model of an analysed trace (``tracekit.load`` + ``tracekit.analysis.analyze``)."""
+    from tracekit.report.pipeline import report_data as _rd
+
+    return _rd(trace, result, path)
+
+
+def verdicts(data: ReportData) -> list[str]:
+    """The answer in a few lines: CPU-diagnostic label, each phase's verdict and reason, peaks used."""
+    from tracekit.report.sections import headline
+
+    return headline(data)
+
+
+def to_markdown(data: ReportData, max_regions: int | None = None) -> str:
+    """The Markdown report (plots listed, not embedded). ``max_regions``: None fits the text under
+    60,000 characters; N shows N regions; -1 all."""
+    from tracekit.report.markdown import render
+
+    return render(data, None, max_regions=max_regions)
+
+
+def to_html(data: ReportData, plots: bool = True, max_regions: int | None = None) -> str:
+    """The self-contained HTML report, with every plot that can be drawn."""
+    from tracekit.report import figures
+    from tracekit.report.html import render
+
+    return render(data, figures.draw_all(data) if plots else None, max_regions)
+
+
+def draw(kind: str, data: ReportData | None, sweep: "pl.DataFrame | None" = None,
+         device: Mapping[str, Any] | None = None) -> "Figure":
+    """One plot of :data:`PLOTS`. ``sweep``: a sweep table (:func:`read_sweep`) for ``"sweep"``,
+    drawn against ``device`` (:func:`device_peaks`) or the report's device; ``data`` may then be
+    None. Raises MissingPlotData saying what is missing."""
+    from tracekit.report import figures, plots
+
+    if kind == "sweep" and sweep is not None and (data is None or device is not None):
+        return plots.sweep(sweep, device or {})
+    if data is None:
+        raise MissingPlotData(f"{kind}: needs the report data of an analysed trace")
+    return figures.draw(kind, data, sweep)
+
+
+def to_png(fig: "Figure", dpi: int = 100) -> bytes:
+    """A figure as PNG bytes (for ``IPython.display.Image``)."""
+    from tracekit.report import plots
+
+    return plots.to_bytes(fig, "png", dpi)
+
+
+def read_sweep(path: str | Path) -> "pl.DataFrame":
+    """A phase-shape sweep table (its folder, CSV or Parquet) with the spread of its repeats
+    (``time_min_ns``, ``time_max_ns``, ``spread`` = slowest / fastest, ``repeats``)."""
+    from tracekit.report.pipeline import read_table
+
+    return read_table(path)
+
+
+def device_peaks(hw: Any, dtype: str | None = None) -> dict[str, Any]:
+    """A :class:`~tracekit.hardware.peaks.Hardware` (a table entry or ``tracekit calibrate``'s
+    measurement) as the device mapping plots read; ``dtype`` keeps only that dtype's roof."""
+    peaks = {k: v for k, v in dict(hw.peak_flops_per_s).items() if dtype is None or k == dtype}
+    out = {"name": hw.name, "hardware": hw.name, "peak_flops_per_s": peaks, "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s}
+    if dtype is not None:
+        out["dtype"] = dtype
+    return out
