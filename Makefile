@@ -9,7 +9,7 @@ SMALL_MODEL = --layers 2 --d-model 256 --heads 4 --kv-heads 2 --vocab 2048 --max
 # The project venv with everything installed from pyproject.toml (torch pinned to the CPU build).
 .venv/bin/tracekit: pyproject.toml
 	python3 -m venv .venv
-	.venv/bin/pip install -q -e '.[workloads,dev]'
+	.venv/bin/pip install -q -e '.[workloads,dev,dask]'
 	touch $@
 
 venv: .venv/bin/tracekit

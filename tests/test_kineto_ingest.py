@@ -85,7 +85,7 @@ def test_streamed_ingest_equals_load(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_cli_streams_large_traces(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from tracekit.cli.ingest import STREAM_BYTES, json_size
+    from tracekit.ingest import STREAM_BYTES, json_size
     from tracekit.cli.main import cli
 
     # gzip's ISIZE trailer gives the JSON size: 53,733,385 bytes for df_index_resolver.

@@ -1,0 +1,252 @@
+"""Ingest: trace files → the canonical Parquet dataset, one atomic hive partition per trace.
+
+:func:`ingest_file` ingests one file (Kineto in memory with its derived tables, Kineto streamed
+with bounded memory, or Nsight Systems through the chunked writer); :func:`ingest_paths` expands
+files, directories and globs and runs one :func:`ingest_task` per file, serially or on
+dask.distributed (:mod:`tracekit.parallel`). The dataset is the same either way: every task
+writes only its own trace's partitions, staged and renamed into place with ``meta`` last
+(tracekit/tables/trace.py), so a task killed mid-write leaves nothing a reader sees, and its
+retry replaces what it left. See docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import resource
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tracekit.errors import TracekitError, UsageError
+from tracekit.parallel import Outcome, Plan, run_tasks
+
+TABLES = ("kernels", "launches", "ops", "regions")
+STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
+GLOB_CHARS = ("*", "?", "[")
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """One file's ingest: the trace id, metadata (parse stats, warnings), rows per table, whether
+    it was streamed; ``error`` (one line) when it failed. ``pid`` and ``peak_rss_kb`` are those of
+    the process that ran it (a Dask worker, or this one)."""
+
+    path: str
+    trace_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    heights: dict[str, int] = field(default_factory=dict)
+    streamed: bool = False
+    error: str | None = None
+    pid: int = 0
+    peak_rss_kb: int = 0
+    not_a_trace: bool = False  # the error says the file is no trace (NotATraceError)
+    skipped: bool = False  # such a file found inside a directory argument: skipped, not a failure
+
+
+@dataclass(frozen=True)
+class IngestRun:
+    """Every input's outcome, in input order, and where the tasks ran."""
+
+    results: list[Ingested]
+    plan: Plan
+
+    @property
+    def ok(self) -> list[Ingested]:
+        return [r for r in self.results if r.error is None]
+
+    @property
+    def failed(self) -> list[Ingested]:
+        return [r for r in self.results if r.error is not None and not r.skipped]
+
+    @property
+    def skipped(self) -> list[Ingested]:
+        return [r for r in self.results if r.skipped]
+
+
+def json_size(f: Path) -> int:
+    """Uncompressed size of a (possibly gzipped) file, estimated: gzip's ISIZE trailer (size mod
+    2^32; at least 20× the compressed size once that could wrap — Kineto JSON compresses
+    10–30×), never above 100× the compressed size (the trailer of a cut-off file is noise)."""
+    try:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b" or size < 20:
+                return size
+            fh.seek(-4, os.SEEK_END)
+            isize = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0  # unreadable: the loader reports it, in one line
+    return min(max(isize, 20 * size if size >= (1 << 32) // 20 else 0), 100 * size)
+
+
+def expand_inputs(inputs: Sequence[str | os.PathLike[str]], out: Path,
+                  from_dir: set[Path] | None = None) -> tuple[list[Path], list[Ingested]]:
+    """Trace files named by ``inputs`` (files, directories — every trace under them — and glob
+    patterns), minus any inside ``out``; and one failed :class:`Ingested` per input that named
+    nothing. Files found inside a directory argument are added to ``from_dir``."""
+    from tracekit.sources import find_traces
+
+    files: list[Path] = []
+    errors: list[Ingested] = []
+    from_dir = from_dir if from_dir is not None else set()
+    for t in inputs:
+        text = str(t)
+        names = [Path(text)]
+        if not Path(text).exists() and any(c in text for c in GLOB_CHARS):
+            names = [Path(m) for m in sorted(glob.glob(text, recursive=True))]
+            if not names:
+                errors.append(Ingested(text, error=f"{text}: no file matches this pattern"))
+                continue
+        for name in names:
+            try:
+                found = [f for f in find_traces(name) if out.resolve() not in f.resolve().parents]
+                files.extend(found)
+                if name.is_dir():
+                    from_dir.update(found)
+            except TracekitError as exc:
+                errors.append(Ingested(str(name), error=str(exc)))
+    return list(dict.fromkeys(files)), errors
+
+
+def ingest_file(f: Path, out: Path, stream: bool | None = None) -> Ingested:
+    """Ingest one trace file into the dataset ``out`` (its partitions replaced atomically).
+    ``stream``: None = stream Kineto JSON of :data:`STREAM_BYTES` or more. Raises TracekitError."""
+    from tracekit.sources import load, sniff
+
+    streamed = False
+    if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
+        meta, heights = _ingest_nsys(f, out)
+    elif stream or (stream is None and json_size(f) >= STREAM_BYTES):
+        from tracekit.sources.kineto.ingest import ingest_kineto
+
+        meta, heights = ingest_kineto(f, out)
+        streamed = True
+    else:
+        from tracekit.analysis.derived import write_with_derived
+
+        trace = load(f)
+        write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
+        meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}
+    keep = {k: meta.get(k) for k in ("trace_id", "source", "format", "distributed", "parse_stats", "warnings")}
+    return Ingested(str(f), str(meta.get("trace_id")), keep, heights, streamed, None, os.getpid(), _peak_rss_kb())
+
+
+def ingest_task(f: Path, out: Path, stream: bool | None = None) -> Ingested:
+    """:func:`ingest_file` as a task: a bad trace (TracekitError) is an outcome with ``error``
+    rather than an exception, so it is not retried; anything else raises and is retried."""
+    from tracekit.errors import NotATraceError
+
+    try:
+        return ingest_file(f, out, stream)
+    except NotATraceError as exc:
+        return Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
+    except TracekitError as exc:
+        return Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb())
+
+
+def ingest_paths(
+    inputs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    stream: bool | None = None,
+    where: Plan | None = None,
+    on_done: Callable[[Ingested], None] | None = None,
+    memory_limit: str | int | None = "auto",
+    force: bool = True,
+) -> IngestRun:
+    """Ingest every trace named by ``inputs`` into ``out``: one task per file, where ``where``
+    says (default: :func:`tracekit.parallel.plan` for the file count). ``on_done`` sees each
+    file's :class:`Ingested` as it finishes. A bad trace does not stop the others. Without
+    ``force`` a trace the dataset already holds is refused (an error outcome), not replaced. A
+    file inside a directory argument that is no trace at all (NotATraceError) is ``skipped``."""
+    from tracekit.parallel import plan
+    from tracekit.tables.ids import make_trace_id
+    from tracekit.tables.trace import dataset_trace_ids
+
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root}: --out exists and is not a directory")
+    from_dir: set[Path] = set()
+    files, bad = expand_inputs(inputs, root, from_dir)
+    held = set(dataset_trace_ids(root)) if root.is_dir() and not force else set()
+    if held:
+        kept = []
+        for f in files:
+            tid = make_trace_id(f)
+            if tid in held:
+                bad.append(Ingested(str(f), error=f"trace {tid} is already in {out}; pass --force to replace it"))
+            else:
+                kept.append(f)
+        files = kept
+    for b in bad:
+        if on_done is not None:
+            on_done(b)
+    where = where or plan(len(files))
+    if files:
+        root.mkdir(parents=True, exist_ok=True)
+
+    def result(o: Outcome[Ingested]) -> Ingested:
+        r = _as_ingested(files[o.index], o)
+        return replace(r, skipped=True) if r.not_a_trace and files[o.index] in from_dir else r
+
+    def done(o: Outcome[Ingested]) -> None:
+        if on_done is not None:
+            on_done(result(o))
+
+    outcomes = run_tasks(partial(ingest_task, out=root.resolve(), stream=stream), files, where, on_done=done,
+                         memory_limit=memory_limit, label="ingest")
+    remove_stale_staging(root, files)
+    return IngestRun([*bad, *(result(o) for o in outcomes)], where)
+
+
+def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:
+    """Remove staging directories of these files' traces left by a killed task (its retry wrote
+    the trace again under a new staging name). Returns what was removed."""
+    from tracekit.tables.ids import make_trace_id
+
+    removed = []
+    for f in files:
+        try:
+            tid = make_trace_id(f)
+        except OSError:
+            continue
+        for d in root.glob(f".staging-{glob.escape(tid)}-*"):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+def _as_ingested(f: Path, o: Outcome[Ingested]) -> Ingested:
+    if o.value is not None:
+        return o.value
+    return Ingested(str(f), error=o.error or "task failed")
+
+
+def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """An Nsight Systems export through the chunked writer (never the whole export in memory).
+    Partitions of this trace in tables other than the canonical ones (e.g. derived tables of an
+    earlier ingest) are removed first: they might describe another row order."""
+    from tracekit.sources.nsys.ingest import ingest_nsys
+    from tracekit.tables.ids import make_trace_id
+    from tracekit.tables.trace import DATA_FILE, META_TABLE
+
+    tid = make_trace_id(f)
+    for stale in out.glob(f"*/trace_id={tid}"):
+        if stale.parent.name not in (*TABLES, META_TABLE) and not stale.parent.name.startswith("."):
+            shutil.rmtree(stale, ignore_errors=True)
+    ingest_nsys(f, out, tid)
+    meta: dict[str, Any] = json.loads(pl.read_parquet(out / META_TABLE / f"trace_id={tid}" / DATA_FILE)["meta_json"][0])
+    meta["trace_id"] = tid
+    heights = {n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item()
+               for n in TABLES}
+    return meta, heights
+
+
+def _peak_rss_kb() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

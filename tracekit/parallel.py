@@ -1,0 +1,187 @@
+"""One task per item on dask.distributed, or serially in this process: the only place tracekit
+talks to Dask (see docs/scale.md).
+
+``run_tasks(fn, items, ...)`` calls ``fn(item)`` for every item and returns the outcomes in the
+order of ``items``. Where it runs:
+
+- ``scheduler`` (or the ``DASK_SCHEDULER_ADDRESS`` variable): on that existing cluster;
+- else ``workers`` > 1: on a fresh ``LocalCluster`` of that many single-threaded worker processes,
+  each with a memory limit (``memory_limit``; default: this machine's memory split evenly);
+- else (one worker, or one item): serially, in this process, with no Dask at all.
+
+A task that raises is retried ``retries`` times (Dask's ``retries``); a worker that dies mid-task
+has its tasks re-run on the others by the scheduler (up to ``distributed.scheduler.allowed-failures``
+deaths per task). An item whose task still fails becomes an outcome with ``error`` set; the other
+items go on. ``fn`` must be importable by the workers (a module-level function of an installed
+package) and its items and results picklable.
+
+Layer: imports only tracekit.errors (and Dask, lazily), so every stage may use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from tracekit.errors import UsageError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+INSTALL_HINT = "pip install 'tracekit[dask]'"
+RETRIES = 2
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[R]):
+    """What one task gave: ``value`` or ``error`` (one line: exception class and message)."""
+
+    index: int
+    value: R | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where the tasks run: ``mode`` is ``serial``, ``local`` or ``cluster``."""
+
+    mode: str
+    workers: int
+    scheduler: str | None = None
+
+    def describe(self) -> str:
+        if self.mode == "cluster":
+            return f"dask cluster at {self.scheduler}"
+        if self.mode == "local":
+            return f"dask LocalCluster, {self.workers} workers"
+        return "serial, in this process"
+
+
+def have_dask() -> bool:
+    """True when dask.distributed can be imported."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plan(n_items: int, workers: int | None = None, scheduler: str | None = None) -> Plan:
+    """Decide where ``n_items`` tasks run (rules in the module docstring). ``workers`` None means
+    one per core when Dask is installed and there is more than one item, else serial.
+    Raises UsageError for a request Dask is needed for when it is not installed."""
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {workers})")
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address:
+        if not have_dask():
+            raise UsageError(f"a Dask scheduler ({address}) needs dask.distributed: {INSTALL_HINT}")
+        if workers is not None and scheduler:
+            raise UsageError("--workers sizes a local cluster; with --scheduler the cluster's own workers run the tasks")
+        if workers != 1:
+            return Plan("cluster", 0, address)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, n_items) if have_dask() else 1
+    if workers > 1 and not have_dask():
+        raise UsageError(f"--workers {workers} needs dask.distributed, which is not installed: {INSTALL_HINT} "
+                         "(or --workers 1 to run serially)")
+    if workers == 1 or n_items <= 1:
+        return Plan("serial", 1)
+    return Plan("local", min(workers, n_items))
+
+
+def run_tasks(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    where: Plan,
+    on_done: Callable[[Outcome[R]], None] | None = None,
+    retries: int = RETRIES,
+    memory_limit: str | int | None = "auto",
+    label: str = "task",
+) -> list[Outcome[R]]:
+    """``fn(item)`` for every item, where ``where`` says; outcomes in item order. ``on_done`` is
+    called in this process as each task finishes (in completion order), e.g. for a progress bar."""
+    if where.mode == "serial":
+        outcomes = []
+        for i, item in enumerate(items):
+            try:
+                out: Outcome[R] = Outcome(i, fn(item))
+            except Exception as exc:  # noqa: BLE001 - reported per item, as on a cluster
+                out = Outcome(i, None, _one_line(exc))
+            outcomes.append(out)
+            if on_done is not None:
+                on_done(out)
+        return outcomes
+    with _client(where, memory_limit) as client:
+        return _run_on(client, fn, items, on_done, retries, label)
+
+
+def _run_on(client: Any, fn: Callable[[T], R], items: Sequence[T], on_done: Callable[[Outcome[R]], None] | None,
+            retries: int, label: str) -> list[Outcome[R]]:
+    from distributed import as_completed
+
+    run_id = uuid.uuid4().hex[:8]
+    futures = [client.submit(fn, item, key=f"tracekit-{label}-{run_id}-{i}", retries=retries, pure=False)
+               for i, item in enumerate(items)]
+    index = {f.key: i for i, f in enumerate(futures)}
+    outcomes: dict[int, Outcome[R]] = {}
+    for fut in as_completed(futures):
+        i = index[fut.key]
+        if fut.status == "finished":
+            out: Outcome[R] = Outcome(i, fut.result())
+        else:
+            exc = fut.exception()
+            out = Outcome(i, None, _one_line(exc) if exc is not None else f"task {fut.status}")
+        fut.release()
+        outcomes[i] = out
+        if on_done is not None:
+            on_done(out)
+    return [outcomes[i] for i in range(len(items))]
+
+
+class _client:
+    """A Client on the planned cluster; a LocalCluster is started here and closed on exit."""
+
+    def __init__(self, where: Plan, memory_limit: str | int | None) -> None:
+        self.where = where
+        self.memory_limit = memory_limit
+        self.cluster: Any = None
+        self.client: Any = None
+
+    def __enter__(self) -> Any:
+        from distributed import Client, LocalCluster
+
+        if self.where.mode == "cluster":
+            try:
+                self.client = Client(self.where.scheduler, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise UsageError(f"cannot reach the Dask scheduler at {self.where.scheduler}: {_one_line(exc)}") from None
+            return self.client
+        # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
+        # worker's share of the cores, so the workers do not fight over them.
+        threads = max(1, (os.cpu_count() or 1) // self.where.workers)
+        self.cluster = LocalCluster(
+            n_workers=self.where.workers, threads_per_worker=1, processes=True,
+            memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
+            env={"POLARS_MAX_THREADS": str(threads)},
+        )
+        self.client = Client(self.cluster)
+        return self.client
+
+    def __exit__(self, *exc: object) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or exc.__class__.__name__
+    name = exc.__class__.__name__
+    # tracekit's own errors already read as one sentence; others keep their class for context.
+    return text if exc.__class__.__module__.startswith("tracekit") else f"{name}: {text}"
