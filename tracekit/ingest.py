@@ -69,6 +69,16 @@ class IngestRun:
     def skipped(self) -> list[Ingested]:
         return [r for r in self.results if r.skipped]
 
+    @property
+    def worker_peak_rss_kb(self) -> dict[int, int]:
+        """Peak RSS (KiB, ``ru_maxrss``) of each process that ran a task, by pid (its lifetime peak:
+        the largest of its tasks, with what earlier tasks left)."""
+        out: dict[int, int] = {}
+        for r in self.results:
+            if r.pid:
+                out[r.pid] = max(out.get(r.pid, 0), r.peak_rss_kb)
+        return out
+
 
 def json_size(f: Path) -> int:
     """Uncompressed size of a (possibly gzipped) file, estimated: gzip's ISIZE trailer (size mod

@@ -91,11 +91,27 @@ def analyze(
     dist = trace.meta.get("distributed") or {}
     trace_info = {"id": trace.trace_id, "source": str(trace.meta.get("source", "")),
                   "format": trace.meta.get("format"), "rank": dist.get("rank"), "world_size": dist.get("world_size")}
-    return analyze_tables(
+    result = analyze_tables(
         acts, links, labels, costs, hardware=hw, cpu_only=cpu_only,
         device_name=device_name if not cpu_only else "CPU", thresholds=th, slo=slo_v,
         sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
     )
+    return with_communication(result, trace.kernels)
+
+
+def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> AnalysisResult:
+    """The result with its communication kernels' time and exposed part per phase
+    (tracekit/analysis/comm.py; phase units' windows from the result's regions)."""
+    from dataclasses import replace
+
+    from tracekit.analysis.comm import comm_by_phase
+
+    reg = result.regions
+    units = (reg.filter(pl.col("is_unit")).select(
+        "phase", pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
+        pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end")) if reg.height else
+        pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()}))
+    return replace(result, communication=comm_by_phase(kernels, units))
 
 
 def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,

@@ -68,6 +68,7 @@ class AnalysisResult:
     warnings: list[str] = field(default_factory=list)
     op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)
     serving: dict[str, Any] = field(default_factory=dict)  # analysis/serving.py: composition, interference, requests
+    communication: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase; tracekit/analysis/comm.py
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
@@ -103,6 +104,7 @@ class AnalysisResult:
         totals["warnings"] = list(self.warnings)
         if self.serving:
             totals["serving"] = self.serving
+        totals["communication"] = _records(self.communication, list(self.communication.columns))
         return _clean({
             "version": JSON_VERSION,
             "trace": self.trace,

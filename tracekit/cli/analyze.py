@@ -11,6 +11,7 @@ import json
 import click
 
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
+from tracekit.cli.ranks import ranks_options
 from tracekit.labels.phases import parse_phase_map
 
 
@@ -23,31 +24,45 @@ from tracekit.labels.phases import parse_phase_map
 @click.option("--slo", default=None, metavar="ttft=MS,tpot=MS", help="Objectives for goodput (ttft, tpot, e2el in ms).")
 @click.option("--thresholds", default=None, metavar="busy=0.5,coverage=0.5", help="Override classification thresholds.")
 @trace_id_option()
+@ranks_options
 @click.option("--limit", default=40, show_default=True, help="Regions shown in table/markdown output (JSON has all).")
 @out_option("Write here instead of stdout.")
 @force_option()
 def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, ...], slo: str | None,
-            thresholds: str | None, trace_id: str | None, limit: int, out: str | None, force: bool) -> None:
+            thresholds: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
+            workers: int | None,
+            scheduler: str | None, limit: int, out: str | None, force: bool) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;
-    TTFT / TPOT / ITL when the trace has prefill and decode phases."""
+    TTFT / TPOT / ITL when the trace has prefill and decode phases.
+
+    A dataset of several traces (or those chosen by --compare prefixes / --rank) is compared
+    across ranks, one analysis task per trace: per rank × phase, straggler steps, communication."""
     import tracekit
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
+    from tracekit.cli import ranks
     from tracekit.report.analyze import render
+    from tracekit.report.ranks import render_text as render_ranks
     from tracekit.report.output import check_out, write_atomic
 
     out_path = check_out(out, force) if out else None
     pm = parse_phase_map(phase_map) or None  # checked before any work: one-line UsageError
     slo_v = Slo.parse(slo)
     th = Thresholds.parse(thresholds)
-    trace = tracekit.load(source, trace_id=trace_id)
-    result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
-    doc = result.to_json()
-    if fmt == "json":
-        text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    chosen = ranks.selection(source, trace_id, rank, compare)
+    if chosen is not None and len(chosen) > 1:
+        doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
+        text = (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json"
+                else render_ranks(doc, markdown=fmt == "md"))
     else:
-        text = render(doc, markdown=fmt == "md", limit=limit)
+        trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id)
+        result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
+        doc = result.to_json()
+        if fmt == "json":
+            text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
+        else:
+            text = render(doc, markdown=fmt == "md", limit=limit)
     if out_path is None:
         click.echo(text, nl=False)
     else:

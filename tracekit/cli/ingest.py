@@ -68,6 +68,10 @@ def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None,
     click.echo(f"ingested {len(run.ok)} of {total} traces into {out}"
                + (f"; skipped {skipped} file{' that is not a trace' if skipped == 1 else 's that are not traces'}"
                   " (listed above)" if skipped else ""))
+    if where.mode != "serial" and run.worker_peak_rss_kb:
+        peaks = sorted(run.worker_peak_rss_kb.values())
+        click.echo(f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
+                   f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB")
     if run.failed:
         listed = "; ".join(f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10])
         more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""

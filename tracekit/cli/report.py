@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
 
 import click
 
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
+from tracekit.cli.ranks import ranks_options
 from tracekit.report.output import check_out, write_atomic
 
 FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
@@ -21,12 +25,17 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS")
 @click.option("--sweep", "sweep", default=None, help="Phase-shape sweep table (CSV/Parquet or its directory) to plot too.")
 @trace_id_option()
+@ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @click.option("--regions", "regions", default=None, metavar="N|all",
               help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-           slo: str | None, sweep: str | None, trace_id: str | None, no_plots: bool, regions: str | None) -> None:
-    """Report for a bug report: environment, phase table, verdicts, top kernels, plots."""
+           slo: str | None, sweep: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
+           workers: int | None, scheduler: str | None, no_plots: bool, regions: str | None) -> None:
+    """Report for a bug report: environment, phase table, verdicts, top kernels, plots.
+
+    A dataset of several traces (or those chosen by --compare prefixes / --rank) gives the ranks
+    report: per rank × phase, stragglers, communication, a heat map of step time by rank × step."""
     from tracekit.report import figures
     from tracekit.report.pipeline import analyse_path, read_table
 
@@ -39,8 +48,26 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
         from tracekit.errors import UsageError
 
         raise UsageError(f"{plot_dir}: already exists; pass --force to overwrite")
+    from tracekit.cli import ranks
+
+    chosen = ranks.selection(trace, trace_id, rank, compare) if Path(trace).exists() else None
+    if chosen is not None and len(chosen) > 1:
+        from tracekit.labels.phases import parse_phase_map
+        from tracekit.report import ranks as ranks_report
+
+        doc = ranks.compare_traces(trace, chosen, hardware, parse_phase_map(phase_map) or None, None, workers, scheduler)
+        figs = [] if no_plots or fmt == "json" else ranks_report.figures(doc)
+        text = (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json" else ranks_report.render_html(doc, figs)
+                if fmt == "html" else ranks_report.render_md(doc, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else ""))
+        if out_path is None:
+            click.echo(text, nl=False)
+        else:
+            write_atomic(out_path, text)
+            click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
+        return
     sweep_table = read_table(sweep) if sweep else None
-    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=trace_id)
+    tid = chosen[0] if chosen else trace_id
+    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid)
     data = analysed.report_data()
     figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)
     if fmt == "json":

@@ -94,6 +94,12 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     out += ["", h(f"Regions ({len(regions)})"), *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown)]
     if len(regions) > limit:
         out.append(f"… {len(regions) - limit} more regions (--limit N, or --format json for all)")
+    comm = tot.get("communication") or []
+    if comm:
+        rows = [[c["phase"], str(c["comm_count"]), _dur(c["comm_ns"]), _dur(c["exposed_ns"]), _pct(c["exposed_fraction"])]
+                for c in comm]
+        out += ["", h("Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile)"),
+                *_table(["phase", "collectives", "time", "exposed", "exposed %"], rows, markdown)]
     un = doc["unattributed"]
     out += ["", h("Attribution")]
     out.append(f"device time {_dur(tot.get('device_time_ns'))} = attributed {_dur(tot.get('attributed_ns'))} + "
