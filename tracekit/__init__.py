@@ -25,9 +25,16 @@ def load(path: str, trace_id: str | None = None) -> "Trace":
     return _load(path, trace_id=trace_id)
 
 
+_SUBPACKAGES = ("analysis", "attribution", "costmodel", "hardware", "labels", "report", "sources", "tables")
+
+
 def __getattr__(name: str) -> Any:
     if name == "Trace":
         from tracekit.tables.trace import Trace
 
         return Trace
+    if name in _SUBPACKAGES:  # `import tracekit; tracekit.analysis.analyze(tr)` works, still lazily
+        import importlib
+
+        return importlib.import_module(f"tracekit.{name}")
     raise AttributeError(name)

@@ -70,6 +70,27 @@ class AnalysisResult:
     serving: dict[str, Any] = field(default_factory=dict)  # analysis/serving.py: composition, interference, requests
     communication: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase; tracekit/analysis/comm.py
 
+    def __repr__(self) -> str:
+        """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""
+        t = self.totals
+        lines = [f"AnalysisResult(trace {self.trace.get('id')!r}, device {self.device.get('name')!r}, "
+                 f"peaks of {self.device.get('hardware')!r})"]
+        if self.diagnostic:
+            lines.append(f"  {self.diagnostic}")
+        rows = [("whole trace", t.get("trace") or {})]
+        if self.phases.height and "phase" in self.phases.columns:
+            rows += [(str(r.get("phase")), r) for r in self.phases.head(6).to_dicts()]
+        for name, r in rows:
+            busy = r.get("busy_ns")
+            lines.append(f"  {name:<12} {r.get('bound') or '-':<10} busy {'-' if busy is None else f'{busy / 1e6:.3f} ms'}"
+                         f"  {str(r.get('reason') or '')[:90]}")
+        lines.append(f"  regions analysed {t.get('regions_analyzed')}; device time {t.get('device_time_ns')} ns = attributed "
+                     f"{t.get('attributed_ns')} + unattributed {t.get('unattributed_ns')} (conserved: {t.get('conserved')})")
+        frames = ("regions", "phases", "unattributed", "top_kernels", "top_ops", "latency", "steps", "requests")
+        lines.append("  frames: " + ", ".join(f"{f} {getattr(self, f).height}×{getattr(self, f).width}" for f in frames))
+        lines += [f"  warning: {w}" for w in self.warnings[:3]]
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
         regions = _records(self.regions, REGION_JSON_COLUMNS)

@@ -66,6 +66,19 @@ class Trace:
     def warnings(self) -> list[str]:
         return list(self.meta.get("warnings", []))
 
+    def __repr__(self) -> str:
+        """A few lines: id, source, devices, rows per table, warnings (not the frames themselves)."""
+        m = self.meta
+        devices = ", ".join(str(d.get("name")) for d in m.get("devices") or [] if isinstance(d, dict)) or "none recorded"
+        lines = [f"Trace({self.trace_id!r}, format={m.get('format')!r}, source={m.get('source')!r})",
+                 f"  devices: {devices}" + ("  (CPU only: no device activity)" if self.is_cpu_only else "")]
+        for name in schema.TABLES:
+            df = self.table(name)
+            lines.append(f"  {name:<9}{df.height:>12,} rows × {df.width} columns")
+        warns = self.warnings()
+        lines += [f"  warning: {w}" for w in warns[:3]] + ([f"  … {len(warns) - 3} more warnings"] if len(warns) > 3 else [])
+        return "\n".join(lines)
+
 
 def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
     """One-row frame holding the metadata: a few typed columns for scans, and the full JSON."""

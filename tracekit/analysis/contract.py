@@ -1,0 +1,209 @@
+"""The JSON contract between the analysis and every renderer, as types (docs/json.md, version 1).
+
+``AnalysisResult.to_json()`` returns an :class:`AnalysisDoc`; renderers (tracekit/report/) read
+it through these names, so mypy rejects a key the contract does not have instead of a renderer
+guessing between spellings. Keys of a ``total=False`` class may be absent (documented additions
+that only some traces produce); every other key is always present, possibly ``null``.
+When docs/json.md gains a key, add it here in the same commit.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class TraceInfo(TypedDict):
+    id: str
+    source: str | None
+    format: str | None
+    rank: int | None
+    world_size: int | None
+
+
+class _Device(TypedDict):
+    name: str | None
+    hardware: str | None
+    peaks_source: str | None
+    peak_flops_per_s: dict[str, float] | None
+    peak_bytes_per_s: float | None
+    ridge: dict[str, float] | None
+
+
+class DeviceInfo(_Device, total=False):
+    hint: str  # only when the device is unknown: how to pass --hardware
+
+
+class _Top(TypedDict):
+    rank: int
+    name: str
+    count: int
+    device_time_ns: int
+    share: float | None
+
+
+class TopRow(_Top, total=False):
+    """``top_kernels`` / ``top_ops`` entry; ops add ``flops`` and ``bytes``."""
+
+    flops: float | None
+    bytes: float | None
+
+
+class OpClassRow(TypedDict):
+    op_class: str
+    count: int
+    device_time_ns: int
+
+
+class _Latency(TypedDict):
+    source: str  # "trace" | "sidecar"
+    unit: str  # "ms"
+    count: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    min: float | None
+    max: float | None
+
+
+class LatencyRow(_Latency, total=False):
+    phase: str  # absent under totals.latency[phase]
+
+
+class CtxBucket(TypedDict):
+    ctx_lo: int
+    ctx_hi: int
+    steps: int
+    mean_ms: float | None
+    p50_ms: float | None
+    p90_ms: float | None
+
+
+class Metrics(TypedDict, total=False):
+    """The metric keys shared by regions, phases and ``totals.trace`` (docs/analysis.md)."""
+
+    start_ns: int | None
+    end_ns: int | None
+    span_ns: int | None
+    busy_ns: int | None
+    idle_ns: int | None
+    busy_ratio: float | None
+    gap_count: int | None
+    gap_total_ns: int | None
+    gap_max_ns: int | None
+    kernel_count: int | None
+    kernel_median_ns: float | None
+    device_time_ns: int | None
+    flops: float | None
+    bytes: float | None
+    intensity: float | None
+    achieved_flops_per_s: float | None
+    achieved_bytes_per_s: float | None
+    coverage: float | None
+    dtype: str | None
+    peak_flops_per_s: float | None
+    peak_bytes_per_s: float | None
+    ridge: float | None
+    frac_peak_flops: float | None
+    frac_peak_bytes: float | None
+    bound: str | None  # compute | bandwidth | overhead | unknown
+    reason: str | None
+
+
+class RegionRow(Metrics, total=False):
+    name: str
+    phase: str  # prefill | decode | mixed | other
+    phase_rule: str | None
+    step: int | None
+    region_id: int
+    parent_id: int | None
+    depth: int | None
+    kind: str | None
+    span_source: str | None  # device | cpu
+    cpu_start_ns: int | None
+    cpu_end_ns: int | None
+    cpu_dur_ns: int | None
+    batch: int | None
+    ctx: int | None
+    tokens: int | None
+    prefill_tokens: int | None
+    decode_seqs: int | None
+    top_kernels: list[TopRow]
+    top_ops: list[TopRow]
+
+
+class PhaseRow(Metrics, total=False):
+    phase: str
+    region_count: int
+    latency: dict[str, LatencyRow]
+    step_time_by_ctx: list[CtxBucket]  # decode only
+    top_kernels: list[TopRow]
+    top_ops: list[TopRow]
+    op_classes: list[OpClassRow]
+
+
+class ReasonRow(TypedDict):
+    reason: str
+    count: int
+    time_ns: int
+
+
+class Unattributed(TypedDict):
+    time_ns: int
+    count: int
+    by_reason: list[ReasonRow]
+
+
+class RequestRow(TypedDict, total=False):
+    request: int
+    source: str
+    sequences: int | None
+    start_ns: int | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2el_ms: float | None
+    output_tokens: int | None
+    meets_slo: bool | None
+
+
+class Thresholds(TypedDict):
+    overhead_busy_ratio: float
+    min_coverage: float
+
+
+class Totals(TypedDict, total=False):
+    activity_count: int
+    device_time_ns: int
+    attributed_ns: int
+    unattributed_ns: int
+    conserved: bool
+    regions_analyzed: int
+    regions_excluded: int
+    phase_units: int
+    trace: Metrics
+    thresholds: Thresholds
+    output_tokens: int | None
+    output_tokens_per_s: float | None
+    duration_s: float | None
+    slo: dict[str, float] | None
+    goodput_req_per_s: float | None
+    goodput_fraction: float | None
+    latency: dict[str, dict[str, LatencyRow]]
+    requests: list[RequestRow]
+    top_kernels: list[TopRow]
+    top_ops: list[TopRow]
+    op_classes: list[OpClassRow]
+    warnings: list[str]
+
+
+class AnalysisDoc(TypedDict):
+    """``tracekit analyze --format json`` (docs/json.md)."""
+
+    version: int
+    trace: TraceInfo
+    device: DeviceInfo
+    diagnostic: str | None  # conventions.CPU_DIAGNOSTIC for a CPU-only trace
+    regions: list[RegionRow]
+    phases: list[PhaseRow]
+    unattributed: Unattributed
+    totals: Totals
