@@ -9,15 +9,12 @@ request batch; the decode units after it, until the next prefill, belong to that
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from tracekit.conventions import read_sidecar
+from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.core imports it from here)
 from tracekit.errors import UsageError
 
 PCTS = (0.5, 0.9, 0.99)
