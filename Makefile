@@ -4,7 +4,7 @@ TK ?= .venv/bin/tracekit
 DEMO ?= out/demo
 SMALL_MODEL = --layers 2 --d-model 256 --heads 4 --kv-heads 2 --vocab 2048 --max-context 256 --threads 1
 
-.PHONY: demo test venv browser sample-traces gpu-check bench-annotate
+.PHONY: demo test venv browser notebooks sample-traces gpu-check bench-annotate
 
 # The project venv with everything installed from pyproject.toml (torch pinned to the CPU build).
 .venv/bin/tracekit: pyproject.toml
@@ -43,6 +43,10 @@ demo: venv $(CAL)
 	$(TK) summary $(DEMO)/llm.pt.trace.json.gz
 	$(TK) analyze $(DEMO)/llm.pt.trace.json.gz --hardware $(CAL)
 	$(TK) report $(DEMO)/llm.pt.trace.json.gz --hardware $(CAL) --format html --out $(DEMO)/report.html --force
+
+# Re-execute the notebooks and store them with their outputs (tiny torch runs, one thread).
+notebooks: venv
+	MPLBACKEND=Agg $(PY) notebooks/make_notebooks.py
 
 # Regenerate sample_traces/ (commands and notes in sample_traces/README.md).
 sample-traces:

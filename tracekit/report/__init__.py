@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tracekit.report.model import ReportData
+from tracekit.report.names import short_name
 from tracekit.report.plots import MissingPlotData
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 
-__all__ = ["ReportData", "MissingPlotData", "PLOTS", "report_data", "verdicts", "to_markdown", "to_html", "draw",
+__all__ = ["ReportData", "MissingPlotData", "PLOTS", "short_name", "report_data", "verdicts", "to_markdown", "to_html", "draw",
            "to_png", "read_sweep", "device_peaks"]
 
 
