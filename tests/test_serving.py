@@ -168,3 +168,24 @@ def test_interference_shrinks_with_chunking(serve_runs: dict[str, tuple[Any, dic
     assert ch["mean_prefill_tokens_per_mixed_step"] <= 24 < un["mean_prefill_tokens_per_mixed_step"]
     assert ch.get("mean_mixed_step_inflation_ms", 0.0) < un["mean_mixed_step_inflation_ms"]
     assert 0 < un["tpot_p99_share_explained"] <= 1
+
+
+def test_mixed_steps_without_request_ids_fall_back_to_sidecar_and_step_period() -> None:
+    # Continuous batching without dc=/pf=/arr= (e.g. an old serve trace): no trace TTFT, a warning
+    # says why, and ITL is the step period: steps done at 10, 14, 20 ms → 8 (first: its own
+    # duration from 2 ms), 4, 6.
+    from tracekit.analysis.latency import latency
+
+    units = pl.DataFrame({"region_id": [1, 2, 3], "name": ["tk:prefill step=0", "tk:mixed step=1", "tk:decode step=2"],
+                          "phase": ["prefill", "mixed", "decode"], "step": [0, 1, 2],
+                          "cpu_start_ns": [2_000_000, 10_000_000, 14_000_000], "cpu_end_ns": [10_000_000, 14_000_000, 20_000_000],
+                          "last_ns": [None, None, None], "decode_seqs": [None, 2, 2]},
+                         schema_overrides={"last_ns": pl.Int64})
+    lat = latency(units)
+    keys = {(r["metric"], r["source"]) for r in lat.summary.to_dicts()}
+    assert ("ttft", "trace") not in keys
+    assert any(n.startswith("continuous batching") for n in lat.scalars["notes"])
+    itl = lat.summary.filter(pl.col("metric") == "itl").row(0, named=True)
+    # mixed step [10, 14] → 14 − 10 = 4; decode step → 20 − 14 = 6
+    assert itl["count"] == 2 and itl["min"] == pytest.approx(4.0) and itl["max"] == pytest.approx(6.0)
+    assert lat.scalars["itl_source"] == "decode step period"

@@ -16,6 +16,7 @@ from tracekit.tables import schema
 from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving import serving_summary
+from tracekit.analysis.stepcost import kv_shape
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
@@ -95,6 +96,7 @@ def analyze(
         acts, links, labels, costs, hardware=hw, cpu_only=cpu_only,
         device_name=device_name if not cpu_only else "CPU", thresholds=th, slo=slo_v,
         sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
+        kv=kv_shape(trace.ops, labels),
     )
     return with_communication(result, trace.kernels)
 
@@ -214,6 +216,7 @@ def analyze_tables(
     sidecar: dict[str, Any] | None = None,
     trace_info: dict[str, Any] | None = None,
     warnings: list[str] | None = None,
+    kv: dict[str, Any] | None = None,
 ) -> AnalysisResult:
     """The analysis over already-built frames (activities and links from attribution, labelled
     regions, op costs). Pure: returns an :class:`AnalysisResult`."""
@@ -258,7 +261,7 @@ def analyze_tables(
         trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
         regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
         latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
-        op_classes=classes, serving=serving_summary(lat.steps, lat.requests),
+        op_classes=classes, serving=serving_summary(lat.steps, lat.requests, reg, kv),
     )
 
 

@@ -16,6 +16,7 @@ All vectorised polars: the id lists are split and exploded, never looped over in
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
@@ -172,14 +173,19 @@ def _bucket(s: pl.DataFrame, col: str, buckets: int) -> tuple[pl.DataFrame, pl.E
     return s, lo + pl.col(b) * width, lo + (pl.col(b) + 1) * width - 1
 
 
-def serving_summary(steps: pl.DataFrame, requests: pl.DataFrame) -> dict[str, Any]:
+def serving_summary(steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.DataFrame | None = None,
+                    kv: dict[str, Any] | None = None) -> dict[str, Any]:
     """The serving block of an analysis (``AnalysisResult.serving``, JSON ``totals.serving``):
     step time by composition, the interference fit (:mod:`tracekit.analysis.interference`), and
     per request (when the trace names them) arrival, prompt and output tokens and token times,
     which the what-if (``tracekit.whatif``) replays."""
     from tracekit.analysis.interference import interference
+    from tracekit.analysis.stepcost import all_steps, fit_step_cost
 
     out: dict[str, Any] = {"composition": composition(steps).to_dicts() if steps.height else []}
+    out["step_cost"] = fit_step_cost(all_steps(steps)) if steps.height else {}
+    out["kv"] = kv or {}
+    out["scheduler"] = scheduler_limits(regions)
     treq = requests.filter(pl.col("source") == "trace") if requests.height else requests
     if has_request_encoding(steps):
         segs, arr, _ = request_tokens(steps)
@@ -194,4 +200,20 @@ def serving_summary(steps: pl.DataFrame, requests: pl.DataFrame) -> dict[str, An
     else:
         out["requests"] = []
         out["interference"] = interference(steps) if steps.height else {}
+    return out
+
+
+def scheduler_limits(regions: pl.DataFrame | None) -> dict[str, int]:
+    """``token_budget``, ``max_seqs``, ``chunk`` of the ``tk:run`` container (tracekit run serve), or {}."""
+    if regions is None or regions.height == 0 or "name" not in regions.columns:
+        return {}
+    run = regions.filter(pl.col("name").str.starts_with("tk:run ") & pl.col("name").str.contains(r"\btoken_budget="))
+    if run.height == 0:
+        return {}
+    name = str(run["name"][0])
+    out: dict[str, int] = {}
+    for key in ("token_budget", "max_seqs", "chunk"):
+        m = re.search(rf"(?:^|\s){key}=(\d+)", name)
+        if m:
+            out[key] = int(m.group(1))
     return out

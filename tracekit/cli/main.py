@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "diff": ("tracekit.cli.diff", "diff", "Compare two traces phase by phase."),
     "label": ("tracekit.cli.label", "label", "Write the trace back with phases and verdicts added."),
     "run": ("tracekit.cli.run", "run", "Run a workload under torch.profiler (needs tracekit[workloads])."),
+    "whatif": ("tracekit.cli.whatif", "whatif", "What halving prefill/TPOT saves; colocated vs disaggregated serving."),
     "calibrate": ("tracekit.cli.calibrate", "calibrate", "Measure this machine's peaks into a hardware file."),
 }
 

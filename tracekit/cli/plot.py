@@ -11,7 +11,7 @@ import click
 from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out
 
-KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
+KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep", "latency-throughput")
 
 
 @click.command("plot")
@@ -22,14 +22,24 @@ KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @trace_id_option()
+@click.option("--slo", default=None, help="latency-throughput: ttft=MS,tpot=MS,e2el=MS (SLO lines and goodput).")
 def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-         trace_id: str | None) -> None:
+         trace_id: str | None, slo: str | None) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
     from tracekit.report import figures, plots
     from tracekit.report.pipeline import analyse_path, read_table
 
     out_path = check_out(out, force, (".png", ".svg"))
-    if kind == "sweep":
+    if kind == "latency-throughput":
+        from tracekit.report.latency_plot import latency_throughput, read_serve_sweep, sweep_diagnostic
+
+        sweep_table = read_serve_sweep(trace)
+        if sweep_table is None:
+            from tracekit.errors import UsageError
+
+            raise UsageError(f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)")
+        fig = latency_throughput(sweep_table, _slo(slo), sweep_diagnostic(trace))
+    elif kind == "sweep":
         table = read_table(trace)
         fig = plots.sweep(table, _sweep_device(trace, hardware))
     else:
@@ -60,3 +70,10 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
     if hw is None:
         return {}
     return {"name": hw.name, "peak_flops_per_s": dict(hw.peak_flops_per_s), "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s}
+
+
+def _slo(text: str | None) -> dict[str, Any] | None:
+    from tracekit.analysis.latency import Slo
+
+    v = Slo.parse(text)
+    return v.as_dict() if v else None

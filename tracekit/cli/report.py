@@ -22,7 +22,7 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS")
-@click.option("--sweep", "sweep", default=None, help="Phase-shape sweep table (CSV/Parquet or its directory) to plot too.")
+@click.option("--sweep", "sweep", default=None, help="Phase-shape sweep or serve rate-sweep table (CSV/Parquet or its directory) to plot too.")
 @trace_id_option()
 @ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
@@ -64,7 +64,11 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
             write_atomic(out_path, text)
             click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         return
-    sweep_table = read_table(sweep) if sweep else None
+    from tracekit.report.latency_plot import read_serve_sweep
+
+    sweep_table = (read_serve_sweep(sweep) if sweep else None)
+    if sweep and sweep_table is None:
+        sweep_table = read_table(sweep)
     tid = chosen[0] if chosen else trace_id
     analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid)
     data = analysed.report_data()

@@ -185,13 +185,27 @@ def llm(**kw: Any) -> None:
 @click.option("--max-seqs", type=int, default=8, show_default=True, help="Max active sequences (KV slots).")
 @click.option("--chunk", type=int, default=128, show_default=True, help="Max prefill tokens of one request per step.")
 @click.option("--warmup-requests", type=int, default=2, show_default=True)
+@click.option("--rate-sweep", default=None, help="R1,R2,…: run the load at each Poisson rate (req/s) into one table.")
 def serve(**kw: Any) -> None:
     """Continuous batching with a token budget, chunked prefill and an arrival schedule."""
     from tracekit.workloads.config import ServeConfig
 
-    out, force = kw.pop("out"), kw.pop("force")
+    out, force, sweep = kw.pop("out"), kw.pop("force"), kw.pop("rate_sweep")
     cfg = ServeConfig(model=_model(kw), **kw).validate()
+    if sweep is not None:
+        from tracekit.workloads.serve_sweep import parse_rates
+
+        rates = parse_rates(sweep)
     out_dir = _ready(cfg.device, out, force)
+    if sweep is not None:
+        from tracekit.workloads.serve_sweep import run_serve_sweep
+
+        table, rows = run_serve_sweep(cfg, rates, out_dir)
+        for r in rates:
+            rr = [x for x in rows if x["rate_req_per_s"] == r]
+            click.echo(f"rate {r:g} req/s: {len(rr)} requests, {rr[0]['output_tokens_per_s']:.4g} output tokens/s")
+        click.echo(f"table {table} (and .csv, serve_sweep.json); plot: tracekit plot latency-throughput {table} --out FILE")
+        return
     from tracekit.workloads.serve import run_serve
 
     res = run_serve(cfg, out_dir)

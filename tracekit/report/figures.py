@@ -48,7 +48,17 @@ def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -
 
 def draw_all(data: ReportData, sweep_table: pl.DataFrame | None = None) -> list[Plot]:
     """Every plot kind; the sweep only when a sweep table is given."""
+    from tracekit.report.latency_plot import is_serve_sweep, latency_throughput
+
     out = []
+    if sweep_table is not None and is_serve_sweep(sweep_table):  # a serve rate sweep, not a phase-shape sweep
+        title = "Latency vs throughput (arrival-rate sweep)"
+        try:
+            slo = (data.doc.get("totals") or {}).get("slo")
+            out.append(Plot("latency-throughput", title, latency_throughput(sweep_table, slo, data.diagnostic)))
+        except plots.MissingPlotData as exc:
+            out.append(Plot("latency-throughput", title, None, str(exc)))
+        sweep_table = None
     for kind in plots.KINDS:
         if kind == "sweep" and sweep_table is None:
             continue

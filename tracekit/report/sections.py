@@ -92,7 +92,8 @@ def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
 
 def build(data: ReportData) -> list[Section]:
     """All sections of a report, in order."""
-    out = [_summary(data), _environment(data), _phases(data), _regions(data), _top(data), _unattributed(data), _coverage(data)]
+    out = [_summary(data), _environment(data), _phases(data), _serving(data), _regions(data), _top(data),
+           _unattributed(data), _coverage(data)]
     return [s for s in out if s.paragraphs or s.tables]
 
 
@@ -305,3 +306,14 @@ def flat_items(obj: Any) -> list[tuple[str, Any]]:
             else:
                 out.append((str(k), v))
     return out
+
+
+def _serving(d: ReportData) -> Section:
+    """Prefill–decode interference in one sentence (docs/serving.md); empty without decoding steps."""
+    from tracekit.report.serving import interference_sentence
+
+    s = Section("Serving", anchor="serving")
+    text = interference_sentence((d.doc.get("totals") or {}).get("serving"))
+    if text:
+        s.paragraphs.append(text)
+    return s

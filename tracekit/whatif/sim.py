@@ -1,0 +1,202 @@
+"""A small discrete-event simulation of LLM serving (docs/whatif.md, "The simulation").
+
+Workers run continuous batching with the policy of ``tracekit run serve`` (workloads/scheduler.py):
+each step decodes one token for every running sequence whose prompt is done, then spends the rest
+of the token budget on prompt chunks (≤ ``chunk`` per request; sequences already admitted first,
+then new ones while one of ``max_seqs`` slots is free). A step's duration comes from the measured
+step-cost model ``c0 + cp·P + cd·D + ck·K`` (P prefill tokens, D decoding sequences, K the sum of
+their contexts). Tokens exist at the end of the step that produced them.
+
+- **Colocated**: every worker does both; an arriving request goes to the worker with the fewest
+  requests (waiting + running), ties to the lowest index.
+- **Disaggregated**: prefill workers only prefill (the first token comes from the prefill, as in
+  DistServe / vLLM's disaggregated prefill); the finished prompt's KV cache (prompt tokens × KV
+  bytes per token) then crosses the link of its prefill worker — one transfer at a time per link,
+  FIFO — and joins the decode worker with the fewest requests, which only decodes.
+
+Deterministic: events at the same time are handled in the order they were scheduled.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepCost:
+    c0: float  # ms per step
+    cp: float  # ms per prefill token
+    cd: float = 0.0  # ms per decoding sequence
+    ck: float = 0.0  # ms per context token read by a decoding sequence
+
+    def ms(self, p: int, d: int, k: int) -> float:
+        return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k)
+
+
+@dataclass(frozen=True)
+class Policy:
+    token_budget: int = 256
+    max_seqs: int = 8
+    chunk: int = 256
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    id: int
+    arrival_ms: float
+    prompt: int
+    output: int
+
+
+@dataclass
+class Seq:
+    req: SimRequest
+    prefilled: int = 0
+    generated: int = 0
+    first_ms: float | None = None
+    finish_ms: float | None = None
+    interference_ms: float = 0.0  # Σ cp·P over the mixed steps that produced its decode tokens
+    transfer_ms: float = 0.0  # KV transfer time including waiting for the link
+
+    @property
+    def in_decode(self) -> bool:
+        return self.prefilled == self.req.prompt and self.generated < self.req.output
+
+
+@dataclass
+class Worker:
+    index: int
+    prefill: bool = True
+    decode: bool = True
+    waiting: deque[Seq] = field(default_factory=deque)
+    running: list[Seq] = field(default_factory=list)
+    busy: bool = False
+
+    @property
+    def load(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def plan(self, pol: Policy) -> list[tuple[Seq, int, bool]]:
+        """Segments (sequence, tokens, is_decode) of the next step."""
+        segs: list[tuple[Seq, int, bool]] = []
+        budget = pol.token_budget
+        if self.decode:
+            for s in self.running:
+                if s.in_decode:
+                    segs.append((s, 1, True))
+                    budget -= 1
+        for s in self.running:
+            if budget <= 0:
+                break
+            if s.prefilled < s.req.prompt:
+                n = min(pol.chunk, budget, s.req.prompt - s.prefilled)
+                segs.append((s, n, False))
+                budget -= n
+        while budget > 0 and self.waiting and len(self.running) < pol.max_seqs:
+            s = self.waiting.popleft()
+            self.running.append(s)
+            if s.prefilled < s.req.prompt:
+                n = min(pol.chunk, budget, s.req.prompt - s.prefilled)
+                segs.append((s, n, False))
+                budget -= n
+            elif self.decode:
+                segs.append((s, 1, True))
+                budget -= 1
+        return segs
+
+
+@dataclass
+class Link:
+    bytes_per_s: float
+    latency_ms: float = 0.0
+    free_ms: float = 0.0
+
+
+def simulate(reqs: list[SimRequest], cost: StepCost, pol: Policy, prefill_workers: int = 1,
+             decode_workers: int = 0, kv_bytes_per_token: float = 0.0, link_bytes_per_s: float = 0.0,
+             link_latency_ms: float = 0.0) -> list[Seq]:
+    """Serve ``reqs``; ``decode_workers == 0`` means colocated with ``prefill_workers`` workers.
+    Returns every sequence with its token times (ms from the simulation's time 0)."""
+    disagg = decode_workers > 0
+    pw = [Worker(i, prefill=True, decode=not disagg) for i in range(prefill_workers)]
+    dw = [Worker(prefill_workers + i, prefill=False, decode=True) for i in range(decode_workers)]
+    links = [Link(link_bytes_per_s, link_latency_ms) for _ in pw]
+    seqs = {r.id: Seq(r) for r in reqs}
+    heap: list[tuple[float, int, str, Any]] = []
+    order = 0
+
+    def push(t: float, kind: str, x: Any) -> None:
+        nonlocal order
+        heapq.heappush(heap, (t, order, kind, x))
+        order += 1
+
+    def start(w: Worker, t: float) -> None:
+        segs = w.plan(pol)
+        if not segs:
+            w.busy = False
+            return
+        p = sum(n for _, n, d in segs if not d)
+        dec = [s for s, _, d in segs if d]
+        k = sum(s.req.prompt + s.generated for s in dec)
+        for s in dec:
+            s.interference_ms += cost.cp * p
+        w.busy = True
+        push(t + cost.ms(p, len(dec), k), "step_end", (w, segs))
+
+    def least(ws: list[Worker]) -> Worker:
+        return min(ws, key=lambda w: (w.load, w.index))
+
+    for r in sorted(reqs, key=lambda r: (r.arrival_ms, r.id)):
+        push(r.arrival_ms, "arrive", r.id)
+    while heap:
+        t, _, kind, x = heapq.heappop(heap)
+        if kind == "arrive":
+            w = least(pw)
+            w.waiting.append(seqs[x])
+            if not w.busy:
+                start(w, t)
+        elif kind == "kv_ready":
+            s = seqs[x]
+            w = least(dw)
+            w.waiting.append(s)
+            if not w.busy:
+                start(w, t)
+        else:
+            w, segs = x
+            for s, n, d in segs:
+                if not d:
+                    s.prefilled += n
+                    if s.prefilled < s.req.prompt:
+                        continue
+                s.generated += 1
+                if s.first_ms is None:
+                    s.first_ms = t
+                if s.generated >= s.req.output:
+                    s.finish_ms = t
+                    w.running.remove(s)
+                elif disagg and not d:  # prompt done on a prefill worker: ship the KV cache
+                    w.running.remove(s)
+                    ln = links[w.index]
+                    begin = max(t, ln.free_ms)
+                    done = begin + s.req.prompt * kv_bytes_per_token / ln.bytes_per_s * 1e3 + ln.latency_ms
+                    ln.free_ms = done
+                    s.transfer_ms = done - t
+                    push(done, "kv_ready", s.req.id)
+            start(w, t)
+    return [seqs[r.id] for r in reqs]
+
+
+def metrics(seqs: list[Seq]) -> list[dict[str, Any]]:
+    """Per request: ttft_ms, tpot_ms (None for one token), e2el_ms, interference_ms, transfer_ms."""
+    out = []
+    for s in seqs:
+        assert s.first_ms is not None and s.finish_ms is not None
+        r = s.req
+        out.append({"request": r.id, "prompt_tokens": r.prompt, "output_tokens": r.output,
+                    "ttft_ms": s.first_ms - r.arrival_ms, "e2el_ms": s.finish_ms - r.arrival_ms,
+                    "tpot_ms": (s.finish_ms - s.first_ms) / (r.output - 1) if r.output > 1 else None,
+                    "interference_ms": s.interference_ms, "transfer_ms": s.transfer_ms})
+    return out
