@@ -6,6 +6,7 @@ import json
 
 import click
 
+from tracekit.cli.options import trace_id_option
 from tracekit.errors import UsageError
 
 
@@ -23,7 +24,7 @@ from tracekit.errors import UsageError
 @click.option("--tpot-ms", type=float, default=None, help="Hand input: time per output token.")
 @click.option("--decode-steps", type=int, default=None, help="Hand input: decode steps (output tokens produced by decode).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--trace-id", default=None, help="Which trace of a dataset holding several.")
+@trace_id_option()
 def whatif(trace: str | None, prefill_workers: int, decode_workers: int, link_key: str, link_gbps: float | None,
            link_efficiency: float, link_latency_us: float, kv_bytes_per_token: float | None, slo: str | None,
            prefill_ms: float | None, tpot_ms: float | None, decode_steps: int | None, fmt: str, trace_id: str | None) -> None:
