@@ -35,8 +35,15 @@ def whatif(trace: str | None, prefill_workers: int, decode_workers: int, link_ke
     hand = (prefill_ms, tpot_ms, decode_steps)
     if trace is None and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
-    doc = run_whatif(trace, hand=hand if None not in hand else None, prefill_workers=prefill_workers,
+    result = None
+    if trace is not None:
+        from tracekit.analysis.latency import Slo
+        from tracekit.report.pipeline import analyse_path
+
+        Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
+        result = analyse_path(trace, slo=slo, trace_id=trace_id).result
+    doc = run_whatif(trace, result, hand=hand if None not in hand else None, prefill_workers=prefill_workers,
                      decode_workers=decode_workers, link_key=link_key, link_gbps=link_gbps,
                      link_efficiency=link_efficiency, link_latency_us=link_latency_us,
-                     kv_bytes_per_token=kv_bytes_per_token, slo=slo, trace_id=trace_id)
+                     kv_bytes_per_token=kv_bytes_per_token, slo=slo)
     click.echo(json.dumps(doc, indent=2) if fmt == "json" else render(doc), nl=fmt == "json")

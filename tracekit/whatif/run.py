@@ -1,5 +1,5 @@
-"""The ``tracekit whatif`` pipeline: load + analyse (through the report pipeline), gather inputs,
-answer, and return one JSON-able document that the text renderer prints."""
+"""The ``tracekit whatif`` document: from an analysis result (the command loads and analyses the
+trace), gather the inputs, answer, and return one JSON-able document that the text renderer prints."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from tracekit.hardware.links import link
 from tracekit.whatif import compare, inputs, sensitivity, traced_sensitivity
 
 
-def run_whatif(trace: str | None, hand: tuple[float | None, float | None, int | None] | None = None,
+def run_whatif(trace: str | None, result: Any = None, hand: tuple[float | None, float | None, int | None] | None = None,
                prefill_workers: int = 1, decode_workers: int = 1, link_key: str = "nvlink4",
                link_gbps: float | None = None, link_efficiency: float = 1.0, link_latency_us: float = 0.0,
-               kv_bytes_per_token: float | None = None, slo: str | None = None, trace_id: str | None = None) -> dict[str, Any]:
+               kv_bytes_per_token: float | None = None, slo: str | None = None) -> dict[str, Any]:
+    """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only)."""
     from tracekit.analysis.latency import Slo
 
     slo_v = Slo.parse(slo)
@@ -27,12 +28,8 @@ def run_whatif(trace: str | None, hand: tuple[float | None, float | None, int | 
             raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
         doc["assumptions"]["hand input"] = f"prefill {p} ms, {n} decode steps × TPOT {t} ms (options)"
         doc["sensitivity"] = sensitivity([p], [n], [t])
-        if trace is None:
+        if result is None:
             return doc
-    from tracekit.report.pipeline import analyse_path
-
-    assert trace is not None
-    result = analyse_path(trace, slo=slo, trace_id=trace_id).result
     doc["diagnostic"] = result.diagnostic
     inp = inputs(result, kv_bytes_per_token)
     if link_gbps is not None:
