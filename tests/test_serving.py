@@ -189,3 +189,33 @@ def test_mixed_steps_without_request_ids_fall_back_to_sidecar_and_step_period() 
     # mixed step [10, 14] → 14 − 10 = 4; decode step → 20 − 14 = 6
     assert itl["count"] == 2 and itl["min"] == pytest.approx(4.0) and itl["max"] == pytest.approx(6.0)
     assert lat.scalars["itl_source"] == "decode step period"
+
+
+def test_vllm_names_give_decode_context_and_composition() -> None:
+    # generation part: 4 decode requests reading 400 KV entries → decode context 100 per sequence;
+    # a pure decode step (no generation sk in the tk name) falls back to ctx.
+    from tracekit.analysis.interference import decoding_steps
+    from tracekit.analysis.serving import composition
+
+    steps = pl.DataFrame({
+        "name": ["execute_64_context_1(sq60sk60sqsq3600sqsk3600)_generation_4(sq4sk400sqsq4sqsk400)",
+                 "execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk404sqsq4sqsk404)"],
+        "phase": ["mixed", "decode"], "decode_seqs": [4, 4], "prefill_tokens": [60, 0], "ctx": [25, 101],
+        "batch": [5, 4], "step_ns": [9_000_000, 3_000_000], "cpu_start_ns": [0, 9_000_000], "done_ns": [9_000_000, 12_000_000]})
+    dec = decoding_steps(steps)
+    assert dec["dctx"].to_list() == [100, 101] and dec["P"].to_list() == [60, 0] and dec["D"].to_list() == [4, 4]
+    comp = composition(steps)
+    assert comp["phase"].to_list() == ["mixed", "decode"] and comp["steps"].sum() == 2
+    assert comp.filter(pl.col("phase") == "mixed")["mean_ms"][0] == pytest.approx(9.0)
+
+
+def test_shared_sglang_decode_trace_composition_and_no_interference_estimate() -> None:
+    import tracekit
+    from tracekit.analysis import analyze
+
+    res = analyze(tracekit.load(str(SHARED / "sglang_decode/sglang_Qwen3-8B_decode.json.gz")))
+    comp = res.serving["composition"]
+    # one DECODE step of 32 sequences (execute_32_context_0(…)_generation_32(…))
+    assert len(comp) == 1 and comp[0]["phase"] == "decode" and comp[0]["decode_seqs"] == 32 and comp[0]["steps"] == 1
+    inf = res.serving["interference"]
+    assert inf["cost_ms_per_prefill_token"] is None and "matched" in inf["why_none"]
