@@ -54,8 +54,10 @@ def test_label_tiny_trace(tmp_path: Path) -> None:
     assert [e["args"]["tk_phase"] for e in ann] == ["prefill", "decode", "decode"]
     assert all(e["args"]["tk_bound"] and e["args"]["tk_reason"] for e in ann)
     tracks = [e for e in doc["traceEvents"] if e.get("cat") == "tracekit"]
-    # one event per region on its phase's track, over the device span: prefill kernel 200–230 µs
-    assert [(e["name"].split(":")[0], e["ts"], e["dur"]) for e in tracks] == [("prefill", 200.0, 30.0), ("decode", 400.0, 10.0), ("decode", 600.0, 5.0)]
+    # one event per region on its phase's track, over its analysed window (docs/analysis.md): prefill
+    # CPU 0–100 µs, kernel 200–230, next step at 300 → its period 0–300; decode 1 CPU 300–350, kernel
+    # 400–410, next step at 500 → 300–500; decode 2 (the last) CPU 500–550, kernel 600–605 → 500–605.
+    assert [(e["name"].split(":")[0], e["ts"], e["dur"]) for e in tracks] == [("prefill", 0.0, 300.0), ("decode", 300.0, 200.0), ("decode", 500.0, 105.0)]
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert {"phase: prefill", "phase: decode"} <= names
     assert doc["tracekit_label"] == {"version": 1, "regions_labelled": 3, "regions_unmatched": 0, "diagnostic": None}

@@ -34,8 +34,8 @@ def test_roofline_points_and_roofs(data: model.ReportData) -> None:
     _readable(fig)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    # ridge = 989e12 / 3.35e12 = 295.2 FLOP/B
-    assert "ridge 295 FLOP/B" in labels
+    # ridge = 989e12 / 3.35e12 = 295.2 FLOP/B; the roof is labelled with its dtype
+    assert any(t.startswith("roof ") and t.endswith("ridge 295 FLOP/B") for t in labels), labels
     assert "prefill phase" in labels and "decode regions" in labels
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
 
@@ -45,7 +45,7 @@ def test_roofline_uses_phase_peaks_when_device_has_none(data: model.ReportData) 
                                   pl.lit("fp16").alias("dtype"))
     fig = plots.roofline(data.regions, ph, {"name": "x"})
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert "ridge 100 FLOP/B" in labels  # 100e12 / 1e12
+    assert "roof fp16: 100 TFLOP/s, 1 TB/s, ridge 100 FLOP/B" in labels  # 100e12 / 1e12
 
 
 def test_roofline_without_flops_says_so(data: model.ReportData) -> None:

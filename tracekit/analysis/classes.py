@@ -7,33 +7,43 @@ from typing import Any
 
 import polars as pl
 
-# First match on the kernel name (case-insensitive) wins; unmatched names are "other".
+# memcpy/memset is the activity's kind (device copies and sets), never a kernel name: cast and
+# copy kernels (``direct_copy_kernel_cuda``) are elementwise. For the other classes the first
+# match on the kernel name (case-insensitive) wins; unmatched names are "other".
+MEMCPY = "memcpy/memset"
 OP_CLASSES: tuple[tuple[str, str], ...] = (
     ("communication", r"nccl|rccl|allreduce|all_reduce|allgather|reduce_scatter|sendrecv"),
     ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
     ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
     ("norm", r"norm"),
-    ("memcpy/memset", r"^memcpy|^memset|copy_kernel|Memcpy|Memset"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope|copy|cast"),
     ("reduction", r"reduce|triton_red|sum_kernel|argmax|topk|sort"),
 )
-CLASS_ORDER = (*(c for c, _ in OP_CLASSES), "other")
+CLASS_ORDER = ("communication", "attention", "gemm", "norm", MEMCPY, "elementwise", "reduction", "other")
+# Without the kind (per-name frames of older results): the loaders name every memcpy / memset
+# activity "Memcpy <kind> (...)" / "Memset (...)", and no kernel is named so.
+_COPY_NAME = r"^Mem(cpy|set)( |$)"
 
 
-def op_class(names: pl.Expr) -> pl.Expr:
-    """Kernel name → op class (see :data:`OP_CLASSES`); unmatched names are ``other``."""
+def op_class(names: pl.Expr, kinds: pl.Expr | None = None) -> pl.Expr:
+    """Activity → op class: ``memcpy/memset`` for memcpy and memset activities (by ``kinds``,
+    else by the loaders' names for them), else the first name rule of :data:`OP_CLASSES` that
+    matches; unmatched names are ``other``."""
     expr: Any = pl.lit("other")
     for cls, pat in reversed(OP_CLASSES):
         expr = pl.when(names.str.contains(f"(?i){pat}")).then(pl.lit(cls)).otherwise(expr)
-    return expr
+    copy = kinds.is_in(["memcpy", "memset"]).fill_null(False) if kinds is not None else names.str.contains(_COPY_NAME)
+    return pl.when(copy).then(pl.lit(MEMCPY)).otherwise(expr)
 
 
 def class_totals(per_name: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Per scope (``keys``) and op class: ``count`` and ``device_time_ns``, from per-name sums
     (columns ``name``, ``count``, ``device_time_ns``); classes in :data:`CLASS_ORDER`."""
-    names = per_name.select(pl.col("name").unique())
-    cls = names.with_columns(op_class(pl.col("name").cast(pl.String())).alias("op_class"))
+    on = ["name", "kind"] if "kind" in per_name.columns else ["name"]
+    names = per_name.select(on).unique()
+    kinds = pl.col("kind").cast(pl.String()) if "kind" in per_name.columns else None
+    cls = names.with_columns(op_class(pl.col("name").cast(pl.String()), kinds).alias("op_class"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
-    return (per_name.join(cls, on="name", nulls_equal=True)
+    return (per_name.join(cls, on=on, nulls_equal=True)
             .group_by(*keys, "op_class").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
             .sort([*keys, rank]))

@@ -37,12 +37,17 @@ class Thresholds:
         overhead-bound (launches, host work and synchronisation dominate). Default 0.5.
     min_coverage: below this share of busy time covered by a cost model, intensity is not
         trusted and the verdict is ``unknown``. Default 0.5.
+    underused_frac_roof: a per-class roofline row achieving less than this share of the
+        attainable roof at its own intensity keeps its verdict and is flagged ``underused``.
+        Default 0.2.
     """
 
     overhead_busy_ratio: float = 0.5
     min_coverage: float = 0.5
+    underused_frac_roof: float = 0.2
 
-    ALIASES: ClassVar[dict[str, str]] = {"busy": "overhead_busy_ratio", "coverage": "min_coverage"}
+    ALIASES: ClassVar[dict[str, str]] = {"busy": "overhead_busy_ratio", "coverage": "min_coverage",
+                                         "underused": "underused_frac_roof"}
 
     @classmethod
     def parse(cls, text: str | None) -> Thresholds:
@@ -55,7 +60,7 @@ class Thresholds:
             k, sep, v = part.partition("=")
             name = cls.ALIASES.get(k.strip(), k.strip())
             if not sep or name not in fields:
-                raise UsageError(f"--thresholds: {part!r} is not KEY=VALUE with KEY one of busy, coverage")
+                raise UsageError(f"--thresholds: {part!r} is not KEY=VALUE with KEY one of busy, coverage, underused")
             try:
                 x = float(v)
             except ValueError:
@@ -66,7 +71,8 @@ class Thresholds:
         return cls(**values)
 
     def as_dict(self) -> dict[str, float]:
-        return {"overhead_busy_ratio": self.overhead_busy_ratio, "min_coverage": self.min_coverage}
+        return {"overhead_busy_ratio": self.overhead_busy_ratio, "min_coverage": self.min_coverage,
+                "underused_frac_roof": self.underused_frac_roof}
 
 
 def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
@@ -139,7 +145,9 @@ def classify(
         .when(compute).then(pl.lit("compute"))
         .otherwise(pl.lit("bandwidth"))
     )
-    busy_txt = pl.format("busy {} of span", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
+    busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
+    gaps_txt = pl.format("{} gaps, largest {}", pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns")))
+    why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in df.columns else gaps_txt
     if device is None:
         peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
     else:
@@ -147,7 +155,7 @@ def classify(
     reason = (
         pl.when(no_work & has_span).then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
         .when(no_work).then(pl.lit("zero span and no device work: excluded"))
-        .when(overhead).then(pl.format("{}: {} gaps, largest {}", busy_txt, pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns"))))
+        .when(overhead).then(pl.format("{}: {}", busy_txt, why_idle))
         .when(low_cov).then(pl.format("cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
                                       fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage), fmt_pct(pl.lit(th.min_coverage))))
         .when(no_peak).then(pl.format("{}; {}", busy_txt, peak_txt))
@@ -157,4 +165,7 @@ def classify(
         .otherwise(pl.format("intensity {} FLOP/B < ridge {} FLOP/B ({}); {}", fmt_num(pl.col("intensity")),
                              fmt_num(pl.col("ridge")), pl.col("dtype"), busy_txt))
     )
+    if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline.py)
+        bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
+        reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
     return out.with_columns(bound.alias("bound"), reason.alias("reason"))

@@ -19,6 +19,10 @@ from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.stepcost import kv_shape
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
+from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle, whole_idle
+from tracekit.analysis.windows import host_windows
+from tracekit.analysis.roofline import prepare as prepare_roofline
+from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 
 if TYPE_CHECKING:
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 
 PHASES = ("prefill", "decode", "mixed")
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
+OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
 INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
 NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
              "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands")
@@ -82,6 +87,9 @@ def analyze(
         acts, links, cpu_only, costs = stored.activities, stored.region_links, stored.cpu_only, stored.costs
         labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
+    kern = trace.kernels
+    if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
+        acts = acts.with_columns(kern["bytes"].gather(acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
     if not (labels["phase"] != "other").any():
         labels, links, note = _shape_phase(trace, acts, labels, links)
         warnings.append(note)
@@ -96,7 +104,7 @@ def analyze(
         acts, links, labels, costs, hardware=hw, cpu_only=cpu_only,
         device_name=device_name if not cpu_only else "CPU", thresholds=th, slo=slo_v,
         sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
-        kv=kv_shape(trace.ops, labels),
+        kv=kv_shape(trace.ops, labels), launches=trace.launches,
     )
     return with_communication(result, trace.kernels)
 
@@ -153,20 +161,21 @@ def _units(regions: pl.DataFrame) -> pl.Series:
     return ok["region_id"]
 
 
-def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
+def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool,
+                    units: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Region rows with device metrics in their host-clock window (tracekit/analysis/windows.py),
+    and the region-linked activities they came from."""
+    extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
     linked = _gather_acts(links.select("region_id", "act_id"), acts,
-                          ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"])
+                          ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype", *extra])
     m = group_metrics(linked, "region_id")
     out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
-    dev = (~pl.lit(cpu_only)) & pl.col("first_ns").is_not_null()
     out = out.with_columns(
         (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
-        pl.when(dev).then(pl.col("first_ns")).otherwise(pl.col("cpu_start_ns")).alias("start_ns"),
-        pl.when(dev).then(pl.col("last_ns")).otherwise(pl.col("cpu_end_ns")).alias("end_ns"),
-        pl.when(dev).then(pl.lit("device")).otherwise(pl.lit("cpu")).alias("span_source"),
+        pl.col("region_id").is_in(units.implode()).alias("is_unit"),
         *[pl.col(c).fill_null(0) for c in INT_FILL],
     )
-    return out.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("span_ns"))
+    return host_windows(out, linked, cpu_only), linked
 
 
 def _gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
@@ -217,17 +226,24 @@ def analyze_tables(
     trace_info: dict[str, Any] | None = None,
     warnings: list[str] | None = None,
     kv: dict[str, Any] | None = None,
+    launches: pl.DataFrame | None = None,
 ) -> AnalysisResult:
     """The analysis over already-built frames (activities and links from attribution, labelled
-    regions, op costs). Pure: returns an :class:`AnalysisResult`."""
+    regions, op costs; the trace's ``launches`` for blocking calls in the idle causes — the ops
+    come from ``costs``, which carries the op columns). Pure: returns an :class:`AnalysisResult`."""
     th = thresholds or Thresholds()
     warn = list(warnings or [])
     acts = with_costs(activities, costs)
     regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
-    reg = _region_metrics(regions, acts, region_links, cpu_only)
     units = _units(regions)
-    reg = reg.with_columns(pl.col("region_id").is_in(units.implode()).alias("is_unit"))
-    reg = classify(derived(reg), hardware, th, device_name)
+    reg, linked = _region_metrics(regions, acts, region_links, cpu_only, units)
+    ops = costs if OP_COLUMNS <= set(costs.columns) else None
+    host = analysis_host(reg, acts, launches, ops)
+    reg, reg_cul = region_idle(reg, linked, launches, ops, host)
+    prep = prepare_roofline(acts)
+    cr = class_roofline(acts, regions, reg.filter(pl.col("is_unit")).select("region_id", "phase"), hardware, th, prep)
+    top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
+    reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), hardware, th, device_name)
     excluded = int(reg["bound"].null_count())
     reg = reg.filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
 
@@ -237,14 +253,17 @@ def analyze_tables(
     in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique("act_id", keep="first", maintain_order=True)
     acts_ph = _gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     ph = _phase_metrics(reg, acts_ph)
+    ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
     if ph.height:
-        ph = classify(derived(ph), hardware, th, device_name)
+        ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
+        ph = classify(ph, hardware, th, device_name).join(
+            launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left")
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
 
     whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
-    whole = classify(derived(whole), hardware, th, device_name)
+    whole = classify(derived(whole_idle(whole, acts, launches, ops, host)), hardware, th, device_name)
     tk, to, classes = tops(acts, regions, unit_ph)
 
     unattr = (acts.select("region_id", "unattributed_reason", "dur_ns").filter(pl.col("region_id").is_null())
@@ -257,11 +276,14 @@ def analyze_tables(
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
     warn.extend(lat.scalars.get("notes") or [])
     totals = _totals(acts, whole, reg, excluded, th, lat.scalars)
+    totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
     return AnalysisResult(
         trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
         regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
         latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
         op_classes=classes, serving=serving_summary(lat.steps, lat.requests, reg, kv),
+        idle_culprits=culprit_frame(reg_cul, ph_cul, reg, ph), class_roofline=cr,
+        shape_roofline=shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep),
     )
 
 
@@ -293,7 +315,9 @@ def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded
     w = whole.to_dicts()[0] if whole.height else {}
     keep = ("span_ns", "busy_ns", "idle_ns", "busy_ratio", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
             "kernel_median_ns", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
-            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason")
+            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason",
+            "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
+            "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top")
     return {
         "activity_count": acts.height,
         "device_time_ns": total,

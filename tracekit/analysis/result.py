@@ -24,12 +24,18 @@ REGION_JSON_COLUMNS = [
     "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
     "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
     "batch", "ctx", "tokens", "prefill_tokens", "decode_seqs",
+    # issue 12: idle time by cause, the top culprit, the dominant op class
+    "first_launch_ns", "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
+    "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top", "class_top",
 ]
 PHASE_JSON_COLUMNS = [
     "phase", "region_count", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "gap_count", "kernel_count",
     "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "coverage", "bound", "reason",
     "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
     "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
+    "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
+    "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top", "class_top",
+    "launch_delay_count", "launch_delay_p50_ns", "launch_delay_p99_ns", "launch_delay_max_ns",
 ]
 TOP_JSON = 5  # top kernels / ops per region in the JSON (the frames keep 10)
 
@@ -69,6 +75,9 @@ class AnalysisResult:
     op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)
     serving: dict[str, Any] = field(default_factory=dict)  # analysis/serving.py: composition, interference, requests
     communication: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase; tracekit/analysis/comm.py
+    idle_culprits: pl.DataFrame = field(default_factory=pl.DataFrame)
+    class_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
+    shape_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     def __repr__(self) -> str:
         """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""
@@ -96,16 +105,21 @@ class AnalysisResult:
         regions = _records(self.regions, REGION_JSON_COLUMNS)
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
+        cul_r = _by_scope(self.idle_culprits, "region")
         for r in regions:
             rid = str(r.get("region_id"))
             r["top_kernels"] = tops_k.get(rid, [])
             r["top_ops"] = tops_o.get(rid, [])
+            r["idle_culprits"] = cul_r.get(rid, [])
         phases = _records(self.phases, PHASE_JSON_COLUMNS)
         lat = _records(self.latency, list(self.latency.columns))
         byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
         pk = _tops_by_scope(self.top_kernels, "phase")
         po = _tops_by_scope(self.top_ops, "phase")
         pc = _by_scope(self.op_classes, "phase")
+        cul_p = _by_scope(self.idle_culprits, "phase")
+        roof_p = _by_scope(self.class_roofline, "phase")
+        shape_p = _by_scope(self.shape_roofline, "phase")
         for p in phases:
             name = str(p["phase"])
             p["latency"] = {_lat_key(x): _strip(x, "metric") for x in lat if x.get("phase") == name}
@@ -114,11 +128,16 @@ class AnalysisResult:
             p["top_kernels"] = pk.get(name, [])
             p["top_ops"] = po.get(name, [])
             p["op_classes"] = pc.get(name, [])
+            p["idle_culprits"] = cul_p.get(name, [])
+            p["class_roofline"] = roof_p.get(name, [])
+            p["top_shapes"] = shape_p.get(name, [])
         un = self.unattributed
         totals = dict(self.totals)
         totals["top_kernels"] = _tops_by_scope(self.top_kernels, "trace").get("trace", [])
         totals["top_ops"] = _tops_by_scope(self.top_ops, "trace").get("trace", [])
         totals["op_classes"] = _by_scope(self.op_classes, "trace").get("trace", [])
+        totals["class_roofline"] = _by_scope(self.class_roofline, "trace").get("trace", [])
+        totals["top_shapes"] = _by_scope(self.shape_roofline, "trace").get("trace", [])
         totals["latency"] = {str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
                              for ph in dict.fromkeys(x.get("phase") for x in lat)}
         totals["requests"] = _records(self.requests, list(self.requests.columns))
@@ -173,12 +192,16 @@ def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
 def _clean(x: Any) -> Any:
-    """NaN / inf → null, recursively, so the document is strict JSON."""
+    """NaN / inf → null, recursively, so the document is strict JSON. Plain values (str, int,
+    bool, None — most of a document) are kept without a call per value."""
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else _clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [v if type(v) in _PLAIN else _clean(v) for v in x]
     return x

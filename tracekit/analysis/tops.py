@@ -69,10 +69,11 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
                                                                   return_dtype=pl.Int64()).alias("_sc")))
     a = acts.select(
         "region_id", "dur_ns", "op_flops", "op_bytes", pl.col("name").cast(pl.Categorical()).alias("_kname"),
+        pl.col("kind").cast(pl.Categorical()),
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
         pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
     )
-    kpre = a.group_by("region_id", pl.col("_kname").alias("name")).agg(
+    kpre = a.group_by("region_id", pl.col("_kname").alias("name"), "kind").agg(
         pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
     # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
     # activities all lie in one innermost region (nearly all) is summed per (region, op name)
@@ -105,7 +106,7 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
         ], how="diagonal_relaxed").drop("_leaf")
 
     keys = ["_sk", "_sc"]
-    tk = spread(kpre).group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    tk = spread(kpre).group_by(*keys, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
     per_op = spread(several).group_by(*keys, "top_op_id").agg(
         pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("name").first(),
     ).with_columns(pl.lit(1, dtype=pl.Int64()).alias("count"), pl.col("op_flops").is_not_null().alias("_hasf"),
@@ -121,7 +122,8 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
                  .when(pl.col("_sk") == 1).then(pl.col("_sc").replace_strict(list(range(len(order))), order,
                                                                             default="other", return_dtype=pl.String()))
                  .otherwise(pl.col("_sc").cast(pl.String())))
-        top = rank_top(df.with_columns(pl.col("name").cast(pl.String())), keys) if rank else df
+        df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in df.columns])
+        top = rank_top(df, keys) if rank else df
         return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
             "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys))
 

@@ -88,6 +88,7 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     inter = interference_sentence(tot.get("serving"))
     if inter:
         out += ["", h("Serving"), e(inter)]
+    out += _why(doc, h, e, markdown)
     regions = doc["regions"]
     rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else str(r["step"]), *_metric_row(r)]
             for r in regions[:limit]]
@@ -111,3 +112,19 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     for w in tot.get("warnings") or []:
         out.append(f"warning: {e(w)}")
     return "\n".join(out) + "\n"
+
+
+def _why(doc: dict[str, Any], h: Any, e: Any, markdown: bool) -> list[str]:
+    """Idle time by cause and the per-class roofline (tracekit/report/verdicts.py)."""
+    from tracekit.report.verdicts import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
+
+    out: list[str] = []
+    idle = idle_rows(doc)
+    if idle:
+        out += ["", h("Idle time by cause (top culprits per phase and per region with most idle)"),
+                *_table(IDLE_HEADERS, idle, markdown), *[e(x) for x in launch_delay_lines(doc)]]
+    cls = class_rows(doc)
+    if cls:
+        out += ["", h("Per-class roofline (% of the attainable roof at the class's own intensity and dtype)"),
+                *_table(CLASS_HEADERS, cls, markdown)]
+    return out

@@ -33,7 +33,7 @@ class Plot:
 def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -> "Figure":
     """One plot of ``kind`` (see :data:`plots.KINDS`) from the report model. Raises MissingPlotData."""
     makers: dict[str, Callable[[], "Figure"]] = {
-        "roofline": lambda: plots.roofline(data.regions, data.phases, data.device),
+        "roofline": lambda: plots.roofline(data.regions, data.phases, data.device, data.class_roofline),
         "timeline": lambda: plots.timeline(data.regions, data.activities),
         "decode": lambda: plots.decode_vs_context(data.regions),
         "breakdown": lambda: plots.breakdown(data.phases, data.top_kernels, data.op_classes),

@@ -7,7 +7,7 @@ Two additions, both valid Chrome trace JSON (Perfetto UI and chrome://tracing op
    event's index in the file): ``tk_phase``, ``tk_phase_rule``, ``tk_step``, ``tk_bound``,
    ``tk_reason`` (and ``tk_diagnostic`` for a CPU-only trace); the event is otherwise untouched;
 2. new named tracks: a process "tracekit phases" with one thread per phase, holding one complete
-   event per labelled region over its analysed span (the device span for GPU traces), named
+   event per labelled region over its analysed window (the host-clock window, docs/analysis.md), named
    ``<phase>: <bound>`` with the numbers in args. These events use the category ``tracekit``,
    which tracekit's loader does not model, so loading the labelled trace gives back exactly the
    original tables (tests check it on every shared Kineto trace).

@@ -34,6 +34,7 @@ class ReportData:
     top_kernels_all: pl.DataFrame = field(default_factory=pl.DataFrame)  # result's frame, every scope
     top_ops_all: pl.DataFrame = field(default_factory=pl.DataFrame)
     op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase: op_class, count, device_time_ns
+    class_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase: the per-class roofline rows
 
     @property
     def title(self) -> str:
@@ -197,6 +198,7 @@ def from_json(
         top_kernels=tk,
         top_ops=to,
         op_classes=top_frame(d.get("phases"), "op_classes"),
+        class_roofline=top_frame(d.get("phases"), "class_roofline"),
         unattributed=unattributed,
         environment=dict(environment or {}),
         activities=activities,

@@ -114,35 +114,65 @@ def peaks_of(device: Mapping[str, Any], phases: pl.DataFrame) -> tuple[float, fl
     return float(r["peak_flops_per_s"]), float(r["peak_bytes_per_s"]), str(r.get("dtype") or "?")
 
 
-def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any]) -> "Figure":
-    """Regions (small) and phases (large) as points under the compute and bandwidth roofs."""
-    pk = peaks_of(device, phases)
-    if pk is None:
-        raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
-    peak, bw, dtype = pk
+CLASS_MARKERS = {"gemm": "s", "attention": "^", "communication": "P", "norm": "v", "elementwise": "o",
+                 "reduction": "X", "memcpy/memset": "h", "other": "*"}
+
+
+def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame | None) -> pl.DataFrame:
+    """Every drawable point: label, phase, kind (region / phase / class), op_class, intensity, y,
+    and the roof the analysis used for it (dtype, peak FLOP/s, bandwidth; null when unknown)."""
     pts = []
-    for df, kind in ((regions, "region"), (phases, "phase")):
-        if df.height and "intensity" in df.columns and "achieved_flops_per_s" in df.columns:
-            name = pick(df.columns, "name", "phase") or "phase"
-            sel = df.select(
-                pl.col(name).cast(pl.String).alias("label"),
-                (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
-                pl.col("intensity").cast(pl.Float64),
-                pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
-                pl.lit(kind).alias("kind"),
-            ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0))
-            pts.append(sel)
-    data = pl.concat(pts) if pts else pl.DataFrame()
+    for df, kind in ((regions, "region"), (phases, "phase"), (classes, "class")):
+        if df is None or not df.height or "intensity" not in df.columns or "achieved_flops_per_s" not in df.columns:
+            continue
+        name = pick(df.columns, "name", "phase") or "phase"
+        opt = [(pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t)).alias(a) for c, t, a in (
+            ("dtype", pl.String, "dtype"), ("peak_flops_per_s", pl.Float64, "peak"), ("peak_bytes_per_s", pl.Float64, "bw"),
+            ("op_class", pl.String, "op_class"))]
+        pts.append(df.select(
+            pl.col(name).cast(pl.String).alias("label"),
+            (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
+            pl.col("intensity").cast(pl.Float64), pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
+            pl.lit(kind).alias("kind"), *opt,
+        ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0)))
+    return pl.concat(pts) if pts else pl.DataFrame()
+
+
+def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any],
+             classes: pl.DataFrame | None = None) -> "Figure":
+    """Regions (small dots), phases (large diamonds) and each phase's op classes (one marker per
+    class, ``classes``: the phases' class_roofline rows) under the roof of the dtype the analysis
+    used for each point: every roof in use is drawn and labelled with its dtype (the device's
+    default dtype only for points that carry none)."""
+    data = _points(regions, phases, classes)
     if data.height == 0:
+        if peaks_of(device, phases) is None:
+            raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
         raise MissingPlotData("roofline: no region or phase has FLOPs, bytes and time (trace recorded without shapes?)")
-    ridge = peak / bw
-    fig = _figure()
+    pk = peaks_of(device, phases)
+    if pk is not None:  # points without a dtype (older documents): the device's default roof
+        none = pl.col("dtype").is_null()
+        data = data.with_columns(pl.when(none).then(pl.lit(pk[0])).otherwise(pl.col("peak")).alias("peak"),
+                                 pl.when(none).then(pl.lit(pk[1])).otherwise(pl.col("bw")).alias("bw"),
+                                 pl.col("dtype").fill_null(pk[2]))
+    # A point whose dtype has no peak has no roof: it is left out (and counted), never put under another dtype's roof.
+    roofless = data.filter(pl.col("peak").is_null() | pl.col("bw").is_null())
+    data = data.filter(pl.col("peak").is_not_null() & pl.col("bw").is_not_null())
+    roofs = data.select("dtype", "peak", "bw").unique().sort("peak")
+    if roofs.height == 0:
+        raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
+    fig = _figure(9, 5.5)
     ax = fig.add_subplot()
-    lo = min(float(data["intensity"].min()), ridge) / 10  # type: ignore[arg-type]
-    hi = max(float(data["intensity"].max()), ridge) * 10  # type: ignore[arg-type]
+    ridges = [p / b for p, b in zip(roofs["peak"].to_list(), roofs["bw"].to_list())]
+    lo = min(float(data["intensity"].min()), *ridges) / 10  # type: ignore[arg-type]
+    hi = max(float(data["intensity"].max()), *ridges) * 10  # type: ignore[arg-type]
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, label=f"roof ({dtype}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s)")
-    ax.axvline(ridge, color="gray", ls=":", lw=1, label=f"ridge {ridge:.3g} FLOP/B")
+    styles = ["-", "--", "-.", ":"]
+    for i, (dt, peak, bw) in enumerate(roofs.iter_rows()):
+        ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, ls=styles[i % len(styles)],
+                label=f"roof {dt}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s, ridge {peak / bw:.3g} FLOP/B")
+        ax.axvline(peak / bw, color="gray", ls=":", lw=1)
+        ax.annotate(f"{dt} ridge {peak / bw:.3g}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7)
     for phase, color in PHASE_COLORS.items():
         for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):
             d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind))
@@ -150,13 +180,20 @@ def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, A
                 ax.scatter(d["intensity"].to_list(), d["y"].to_list(), s=size, marker=marker, color=color,
                            edgecolor="black" if kind == "phase" else "none", alpha=0.9 if kind == "phase" else 0.5,
                            label=f"{phase} {'phase' if kind == 'phase' else 'regions'}", zorder=3)
+        cls = data.filter((pl.col("phase") == phase) & (pl.col("kind") == "class"))
+        for (oc,), g in cls.group_by("op_class", maintain_order=True):
+            ax.scatter(g["intensity"].to_list(), g["y"].to_list(), s=70, marker=CLASS_MARKERS.get(str(oc), "*"),
+                       facecolor="none", edgecolor=color, lw=1.5, label=f"{phase}: {oc} ({g['dtype'][0]})", zorder=4)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (FLOP/s)")
-    ax.set_title(f"Roofline: {device.get('name') or 'device'}")
+    ax.set_title(f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
+    if roofless.height:
+        dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
+        ax.text(0.01, 0.01, f"{roofless.height} points not drawn: no peak for {dts}", transform=ax.transAxes, fontsize=7)
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
@@ -171,7 +208,8 @@ def _spans(regions: pl.DataFrame) -> pl.DataFrame:
     if "depth" in r.columns and r.height:
         # the outermost phase-labelled regions only: nested ones would shade the same time twice
         r = r.filter(pl.col("depth") == pl.col("depth").min().over("phase"))
-    return r.select("phase", "start_ns", "end_ns")
+    extra = [pl.col(c) for c in ("idle_top", "idle_ns") if c in r.columns]
+    return r.select("phase", "start_ns", "end_ns", *extra)
 
 
 def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "Figure":
@@ -204,10 +242,11 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
             ax.axvspan((s - t0) / 1e6, (e - t0) / 1e6, color=PHASE_COLORS.get(p, "#ccc"), alpha=0.25,
                        label=p if p not in seen else None, lw=0, zorder=0)
             seen.add(p)
+    _culprits(ax, spans, t0, len(lanes))
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlabel("time since first event (ms)")
-    ax.set_title("Timeline: phases and device activity per stream (white = idle gaps)")
+    ax.set_title("Timeline: phases and device activity per stream (white = idle; red: largest idle cause)")
     if not have_act:
         ax.text(0.01, 0.02, "no device activity given: phases only", transform=ax.transAxes, fontsize=8)
     else:
@@ -215,6 +254,16 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
                 transform=ax.transAxes, fontsize=7, color="#555")
     ax.legend(fontsize=8, loc="upper right")
     return fig
+
+
+def _culprits(ax: Any, spans: pl.DataFrame, t0: int, lanes: int, n: int = 4) -> None:
+    """Name the largest idle cause of the ``n`` phase regions with most idle time, above them."""
+    if spans.height == 0 or "idle_top" not in spans.columns:
+        return
+    top = spans.filter(pl.col("idle_top").is_not_null()).sort("idle_ns", descending=True).head(n)
+    for i, r in enumerate(top.iter_rows(named=True)):
+        ax.annotate(f"idle: {r['idle_top']}", ((r["start_ns"] - t0) / 1e6, lanes - 0.45 - 0.18 * i), fontsize=7,
+                    color="#8b0000", va="top", zorder=5)
 
 
 def _merge(act: pl.DataFrame, min_gap_ns: int = 0) -> pl.DataFrame:

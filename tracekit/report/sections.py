@@ -92,7 +92,7 @@ def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
 
 def build(data: ReportData) -> list[Section]:
     """All sections of a report, in order."""
-    out = [_summary(data), _environment(data), _phases(data), _serving(data), _regions(data), _top(data),
+    out = [_summary(data), _environment(data), _phases(data), _why(data), _serving(data), _regions(data), _top(data),
            _unattributed(data), _coverage(data)]
     return [s for s in out if s.paragraphs or s.tables]
 
@@ -217,6 +217,23 @@ def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
     if not keys:
         return regions
     return regions.sort(keys, descending=True, nulls_last=True, maintain_order=True)
+
+
+def _why(d: ReportData) -> Section:
+    """Idle time by cause and the per-class roofline (tracekit/report/verdicts.py)."""
+    from tracekit.report.verdicts import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
+
+    s = Section("Why: idle time by cause, per-class roofline", anchor="why")
+    idle = idle_rows(d.doc)
+    if idle:
+        s.tables.append(Table(IDLE_HEADERS, idle, "idle time by cause: top culprits per phase and per region with most idle",
+                              collapsed=len(idle) > 2 * LONG_LIST))
+    s.paragraphs.extend(launch_delay_lines(d.doc))
+    cls = class_rows(d.doc)
+    if cls:
+        s.tables.append(Table(CLASS_HEADERS, cls, "per-class roofline: % of the attainable roof at the class's own "
+                              "intensity and dtype", collapsed=len(cls) > 2 * LONG_LIST))
+    return s
 
 
 def _regions(d: ReportData) -> Section:

@@ -1,0 +1,119 @@
+"""Glue between the region/phase metrics and the idle causes (:mod:`tracekit.analysis.idle`):
+cause totals and the top culprit per region and phase, launch delays per phase."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.analysis.idle import CAUSE_COLUMNS, cause_totals, culprits, describe, host_layers, idle_causes
+from tracekit.analysis.classify import fmt_dur
+
+TOP_CULPRITS = 5
+CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_ns", "count", "share", "text"]
+
+
+def region_idle(reg: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame | None,
+                ops: pl.DataFrame | None, host: tuple[pl.DataFrame, pl.DataFrame] | None = None
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
+    to the region rows; return them with the per-region culprits (unranked, every one)."""
+    thr = linked.filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len() \
+        if "launch_pid" in linked.columns else pl.DataFrame(schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(),
+                                                                    "launch_tid": pl.Int64(), "len": pl.UInt32()})
+    main = thr.sort("region_id", "len", "launch_pid", "launch_tid", descending=[False, True, False, False]).unique(
+        "region_id", keep="first").select("region_id", pl.col("launch_pid").alias("_lp"), pl.col("launch_tid").alias("_lt"))
+    win = reg.join(main, on="region_id", how="left").select(
+        "region_id", pl.coalesce("pid", "_lp").alias("pid"), pl.coalesce("tid", "_lt").alias("tid"), "start_ns", "end_ns",
+        "first_launch_ns", "first_ns", "last_ns")
+    pieces = idle_causes(win, linked, launches, ops, host)
+    tot = cause_totals(pieces)
+    cul = culprits(pieces)
+    top = cul.filter(pl.col("rank") == 1).select("region_id", _text(cul).alias("idle_top"))
+    reg = reg.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+    reg = reg.join(tot, on="region_id", how="left").join(top, on="region_id", how="left")
+    return reg.with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")]), cul
+
+
+def analysis_host(reg: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None,
+                  ops: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The host layers of every thread a window can use: the regions' own threads and every
+    launching thread (:func:`tracekit.analysis.idle.host_layers`), computed once."""
+    parts = [reg.select("pid", "tid")]
+    if "launch_pid" in acts.columns:
+        parts.append(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid")).unique())
+    return host_layers(launches, ops, pl.concat(parts, how="vertical_relaxed"))
+
+
+def _text(df: pl.DataFrame) -> pl.Expr:
+    return pl.format("{} {}", fmt_dur(pl.col("idle_ns")), describe(pl.col("cause"), pl.col("op"), pl.col("call")))
+
+
+def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
+    culprits (the units' culprits summed by (cause, op, call))."""
+    units = reg.filter(pl.col("is_unit")).select("region_id", "phase")
+    pc = cul.join(units, on="region_id").group_by("phase", "cause", "op", "call").agg(
+        pl.col("idle_ns").sum(), pl.col("count").sum())
+    pc = pc.sort(["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True)
+    pc = pc.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
+    if ph.height == 0:
+        return ph, pc
+    sums = reg.filter(pl.col("is_unit")).group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    top = pc.filter(pl.col("rank") == 1).select("phase", _text(pc).alias("idle_top"))
+    ph = ph.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+    return ph.join(sums, on="phase", how="left").join(top, on="phase", how="left"), pc
+
+
+def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
+    """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
+    = of the scope's idle time."""
+    r = (reg_cul.filter(pl.col("rank") <= TOP_CULPRITS)
+         .join(reg.select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
+         .select(pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String()).alias("scope"),
+                 pl.exclude("region_id")))
+    pidle = (ph.select("phase", pl.col("idle_ns").alias("_scope_idle")) if ph.height and "idle_ns" in ph.columns
+             else pl.DataFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()}))
+    p = (ph_cul.filter(pl.col("rank") <= TOP_CULPRITS).join(pidle, on="phase", how="left")
+         .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase")))
+    out = pl.concat([p, r], how="diagonal_relaxed")
+    return out.with_columns(
+        pl.when(pl.col("_scope_idle") > 0).then(pl.col("idle_ns") / pl.col("_scope_idle")).alias("share"),
+        _text(out).alias("text"),
+    ).select(CULPRIT_COLUMNS)
+
+
+def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
+    """Per phase: launch delay (launch call start → its first device activity start) ``count,
+    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel)."""
+    need = {"phase", "start_ns", "launch_start_ns", "correlation"}
+    if not need <= set(linked_units.columns):
+        return pl.DataFrame(schema={"phase": pl.String()})
+    d = (linked_units.filter(pl.col("launch_start_ns").is_not_null())
+         .group_by("phase", "correlation").agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
+         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d")))
+    return d.group_by("phase").agg(
+        pl.len().cast(pl.Int64()).alias("launch_delay_count"),
+        pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
+        pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
+        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"))
+
+
+WHOLE_ID = -2  # the whole trace as one window, for its idle causes
+
+
+def whole_idle(whole: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None,
+               ops: pl.DataFrame | None, host: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """The whole-trace row with its idle causes and ``idle_top``: its window is the device span
+    (first → last activity), its thread the one that made most launches."""
+    if whole.height == 0 or acts.height == 0:
+        return whole
+    cols = [c for c in ("start_ns", "end_ns", "launch_start_ns", "launch_pid", "launch_tid") if c in acts.columns]
+    linked = acts.select(pl.lit(WHOLE_ID, dtype=pl.Int64()).alias("region_id"), *cols)
+    first_launch = linked["launch_start_ns"].min() if "launch_start_ns" in linked.columns else None
+    w = whole.select(pl.lit(WHOLE_ID, dtype=pl.Int64()).alias("region_id"), pl.lit(None, dtype=pl.Int64()).alias("pid"),
+                     pl.lit(None, dtype=pl.Int64()).alias("tid"), pl.col("first_ns").alias("start_ns"),
+                     pl.col("last_ns").alias("end_ns"), pl.lit(first_launch, dtype=pl.Int64()).alias("first_launch_ns"),
+                     "first_ns", "last_ns")
+    w, _ = region_idle(w, linked, launches, ops, host)
+    return pl.concat([whole.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False),
+                      w.select(*CAUSE_COLUMNS, "idle_causes_ns", "idle_top")], how="horizontal")

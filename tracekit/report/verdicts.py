@@ -1,0 +1,63 @@
+"""Why a verdict: idle time by cause and the per-class roofline, as plain rows of formatted
+strings from the analysis JSON document (docs/json.md). Shared by ``tracekit analyze`` (table,
+Markdown) and the report's "Why" section; each renderer escapes and lays them out itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracekit.report import fmt
+
+IDLE_HEADERS = ["scope", "idle", "#", "cause", "call", "op", "time", "share of idle", "count"]
+CLASS_HEADERS = ["scope", "class", "time", "share", "FLOP/B", "dtype", "FLOP/s", "B/s", "% of roof", "bound", "underused"]
+CAUSE_LABEL = {"blocking": "(b) blocking call", "launch_latency": "(c) launch latency", "cpu_op": "(a) host in op",
+               "outside_ops": "(d) host outside ops", "before_first_launch": "(e) before first launch",
+               "after_last_kernel": "(e) after last kernel"}
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * float(x):.0f} %"
+
+
+def _scopes(doc: dict[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
+    """Phases, then the ``regions`` regions with most idle time."""
+    out = [(f"phase {p['phase']}", p) for p in doc.get("phases") or []]
+    regs = sorted(doc.get("regions") or [], key=lambda r: -(r.get("idle_ns") or 0))[:regions]
+    return out + [(f"region {str(r.get('name'))[:40]}", r) for r in regs]
+
+
+def idle_rows(doc: dict[str, Any], regions: int = 5, per_scope: int = 5) -> list[list[str]]:
+    """Top idle culprits per phase and per region (the ``regions`` with most idle time)."""
+    rows = []
+    for scope, d in _scopes(doc, regions):
+        for c in (d.get("idle_culprits") or [])[:per_scope]:
+            rows.append([scope, fmt.duration(d.get("idle_ns") or 0), str(c.get("rank")), CAUSE_LABEL.get(c["cause"], c["cause"]),
+                         str(c.get("call") or "-"), str(c.get("op") or "-"), fmt.duration(c["idle_ns"]), _pct(c.get("share")),
+                         str(c.get("count"))])
+    return rows
+
+
+def launch_delay_lines(doc: dict[str, Any]) -> list[str]:
+    out = []
+    for p in doc.get("phases") or []:
+        if p.get("launch_delay_count"):
+            out.append(f"launch delay (launch call → kernel start), {p['phase']}: p50 "
+                       f"{fmt.duration(p['launch_delay_p50_ns'])}, p99 {fmt.duration(p['launch_delay_p99_ns'])} "
+                       f"over {p['launch_delay_count']} launches")
+    return out
+
+
+def class_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The per-class roofline of each phase and of the whole trace."""
+    scopes = [(f"phase {p['phase']}", p.get("class_roofline") or []) for p in doc.get("phases") or []]
+    scopes.append(("whole trace", (doc.get("totals") or {}).get("class_roofline") or []))
+    rows = []
+    for scope, cls in scopes:
+        for c in cls:
+            under = f"yes: {c.get('underused_cause')}" if c.get("underused") else ""
+            rows.append([scope, str(c["op_class"]), fmt.duration(c.get("device_time_ns") or 0), _pct(c.get("share")),
+                         "-" if c.get("intensity") is None else f"{c['intensity']:.3g}", str(c.get("dtype") or "-"),
+                         "-" if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
+                         "-" if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
+                         _pct(c.get("frac_roof")), str(c.get("bound") or "-"), under])
+    return rows
