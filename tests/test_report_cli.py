@@ -25,10 +25,12 @@ def test_report_md_with_plots(tmp_path: Path) -> None:
     assert run_cli(["report", str(trace), "--out", str(out)]) == 0
     text = out.read_text()
     assert EVIL not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
-    # the tiny trace: prefill kernel 30 µs; decode kernels 10 + 5 µs; aten::mm 2·64·128·256 = 4,194,304 FLOP
+    # the tiny trace: prefill kernel 30 µs in a window 0–300 µs (CPU start → next step); decode
+    # kernels 10 + 5 µs in windows 300–500 and 500–605 µs (305 µs): busy 10 % and 5 % → overhead;
+    # aten::mm 2·64·128·256 = 4,194,304 FLOP
     # phase table: phase, verdict, reason, region count, span, busy (verdict first: visible without scrolling)
-    assert re.search(r"\| prefill \| bandwidth \| [^|]+ \| 1 \| 30 µs \| 30 µs \|", text)
-    assert re.search(r"\| decode \| bandwidth \| [^|]+ \| 2 \| 15 µs \| 15 µs \|", text)
+    assert re.search(r"\| prefill \| overhead \| [^|]+ \| 1 \| 300 µs \| 30 µs \|", text)
+    assert re.search(r"\| decode \| overhead \| [^|]+ \| 2 \| 305 µs \| 15 µs \|", text)
     assert "4.19 MFLOP" in text
     assert "NVIDIA H100 80GB HBM3" in text
     assert (tmp_path / "r_plots" / "roofline.png").is_file()
