@@ -127,4 +127,6 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
         return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
             "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys))
 
-    return scoped(tk), scoped(to), scoped(class_totals(tk, keys), rank=False)
+    # the kind decides the memcpy/memset class; the top-kernel rows stay per name
+    names = tk.group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    return scoped(names), scoped(to), scoped(class_totals(tk, keys), rank=False)
