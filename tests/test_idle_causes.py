@@ -199,3 +199,51 @@ def test_idle_causes_sum_to_idle_kineto(shared_traces: Path, path: Path) -> None
 @pytest.mark.parametrize("path", nsys_export_files(), ids=lambda p: p.name)
 def test_idle_causes_sum_to_idle_nsys(shared_traces: Path, path: Path) -> None:
     _check_idle(path)
+
+
+def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
+    # The one-sort innermost-op stretches equal tracekit.tables.intervals.self_time_segments (joins).
+    from tracekit.analysis.idle import op_segments
+    from tracekit.tables.intervals import self_time_segments
+
+    tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
+    ops = tr.ops
+    ref = self_time_segments(ops).join(ops.select("op_id", "pid", "tid", "name"), on="op_id").select(
+        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("op"))
+    got = op_segments(ops, ops.select("pid", "tid").unique())
+    assert got.height > 1000 and got.sort("pid", "tid", "s").equals(ref.sort("pid", "tid", "s"))
+
+
+def test_split_packed_equals_join_path() -> None:
+    # Random disjoint pieces per region and disjoint layer intervals per thread: the binary-search
+    # split and the as-of-join split cut the same pieces.
+    import random
+
+    from tracekit.analysis.idle import _split_join, split
+
+    rnd = random.Random(7)
+    pieces, layer = [], []
+    for rid in range(20):
+        t = rnd.randrange(1000)
+        for _ in range(rnd.randrange(1, 6)):
+            t += rnd.randrange(0, 50)
+            d = rnd.randrange(1, 80)
+            pieces.append((rid, 1, rid % 3, t, t + d))
+            t += d
+    for tid in range(3):
+        t = 0
+        for i in range(60):
+            t += rnd.randrange(0, 40)
+            d = rnd.randrange(1, 60)
+            layer.append((1, tid, t, t + d, f"op{tid}-{i}"))
+            t += d
+    p = pl.DataFrame(pieces, schema=["region_id", "pid", "tid", "s", "e"], orient="row")
+    lay = pl.DataFrame(layer, schema=["pid", "tid", "s", "e", "op"], orient="row")
+    a_cov, a_rest = split(p, lay, ["pid", "tid"], ["op"])
+    b_cov, b_rest = _split_join(p, lay, ["pid", "tid"], ["op"])
+    keys = ["region_id", "s", "e"]
+    assert a_cov.select(*keys, "op").sort(keys).equals(b_cov.select(*keys, "op").sort(keys))
+    assert a_rest.sort(keys).equals(b_rest.select(a_rest.columns).sort(keys))
+    # and together they cover the pieces exactly
+    total = int((p["e"] - p["s"]).sum())
+    assert int((a_cov["e"] - a_cov["s"]).sum()) + int((a_rest["e"] - a_rest["s"]).sum()) == total

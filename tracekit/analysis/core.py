@@ -19,7 +19,7 @@ from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.stepcost import kv_shape
 from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
-from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle, whole_idle
+from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.windows import host_windows
 from tracekit.analysis.roofline import prepare as prepare_roofline
 from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
@@ -263,7 +263,7 @@ def analyze_tables(
 
     whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
-    whole = classify(derived(whole_idle(whole, acts, launches, ops, host)), hardware, th, device_name)
+    whole = classify(derived(whole), hardware, th, device_name)
     tk, to, classes = tops(acts, regions, unit_ph)
 
     unattr = (acts.select("region_id", "unattributed_reason", "dur_ns").filter(pl.col("region_id").is_null())
@@ -315,9 +315,7 @@ def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded
     w = whole.to_dicts()[0] if whole.height else {}
     keep = ("span_ns", "busy_ns", "idle_ns", "busy_ratio", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
             "kernel_median_ns", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
-            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason",
-            "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
-            "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top")
+            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason")
     return {
         "activity_count": acts.height,
         "device_time_ns": total,

@@ -97,23 +97,3 @@ def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
         pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
         pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"))
 
-
-WHOLE_ID = -2  # the whole trace as one window, for its idle causes
-
-
-def whole_idle(whole: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None,
-               ops: pl.DataFrame | None, host: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """The whole-trace row with its idle causes and ``idle_top``: its window is the device span
-    (first → last activity), its thread the one that made most launches."""
-    if whole.height == 0 or acts.height == 0:
-        return whole
-    cols = [c for c in ("start_ns", "end_ns", "launch_start_ns", "launch_pid", "launch_tid") if c in acts.columns]
-    linked = acts.select(pl.lit(WHOLE_ID, dtype=pl.Int64()).alias("region_id"), *cols)
-    first_launch = linked["launch_start_ns"].min() if "launch_start_ns" in linked.columns else None
-    w = whole.select(pl.lit(WHOLE_ID, dtype=pl.Int64()).alias("region_id"), pl.lit(None, dtype=pl.Int64()).alias("pid"),
-                     pl.lit(None, dtype=pl.Int64()).alias("tid"), pl.col("first_ns").alias("start_ns"),
-                     pl.col("last_ns").alias("end_ns"), pl.lit(first_launch, dtype=pl.Int64()).alias("first_launch_ns"),
-                     "first_ns", "last_ns")
-    w, _ = region_idle(w, linked, launches, ops, host)
-    return pl.concat([whole.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False),
-                      w.select(*CAUSE_COLUMNS, "idle_causes_ns", "idle_top")], how="horizontal")

@@ -67,11 +67,21 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
         return pl.DataFrame(schema=schema)
     d = pl.col("depth").cast(pl.Int64())
     ev = pl.concat([
-        o.select("pid", "tid", pl.col("start_ns").alias("t"), pl.lit(1, dtype=pl.Int8()).alias("_k"), d.alias("_o"),
+        o.select("pid", "tid", pl.col("start_ns").alias("t"), pl.lit(1, dtype=pl.Int64()).alias("_k"), d.alias("_o"),
                  pl.col("op_id").alias("_lab")),
-        o.select("pid", "tid", pl.col("end_ns").alias("t"), pl.lit(0, dtype=pl.Int8()).alias("_k"), (-d).alias("_o"),
+        o.select("pid", "tid", pl.col("end_ns").alias("t"), pl.lit(0, dtype=pl.Int64()).alias("_k"), (-d).alias("_o"),
                  pl.col("parent_id").alias("_lab")),
-    ]).sort("pid", "tid", "t", "_k", "_o")
+    ])
+    # one int64 sort key: ((thread × extent + t − t0) × 2 + kind) × (2·D + 1) + order + D
+    t0, t1, dmax = o.select(pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b"),
+                            pl.col("depth").max().cast(pl.Int64()).alias("c")).row(0)
+    th = ev.select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()).alias("g"))["g"]
+    span, dd = int(t1) - int(t0) + 1, 2 * int(dmax or 0) + 1
+    if (int(th.max() or 0) + 1) * span * 2 * dd < 2**62:  # type: ignore[arg-type]
+        key = ((th * span + ev["t"] - int(t0)) * 2 + ev["_k"]) * dd + ev["_o"] + int(dmax or 0)
+        ev = ev[key.arg_sort()]
+    else:  # pragma: no cover - needs ~10^8 s of trace
+        ev = ev.sort("pid", "tid", "t", "_k", "_o")
     same = (pl.col("pid") == pl.col("pid").shift(-1)) & (pl.col("tid") == pl.col("tid").shift(-1))
     seg = ev.select("pid", "tid", pl.col("t").alias("s"), pl.when(same).then(pl.col("t").shift(-1)).alias("e"), "_lab")
     seg = seg.filter(pl.col("_lab").is_not_null() & (pl.col("e") > pl.col("s")))
@@ -89,30 +99,50 @@ def _disjoint(iv: pl.DataFrame) -> pl.DataFrame:
 
 
 def _union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
-    """Union of intervals ``key, s, e`` per key, as disjoint sorted intervals."""
-    iv = iv.sort(key, "s")
-    prev = pl.col("e").cum_max().shift(1).over(key)
-    iv = iv.with_columns((pl.col("s") > prev).fill_null(True).alias("_new"))
-    iv = iv.with_columns(pl.col("_new").cum_sum().over(key).alias("_g"))
-    return iv.group_by(key, "_g").agg(pl.col("s").min(), pl.col("e").max()).drop("_g").sort(key, "s")
+    """Union of intervals ``key, s, e`` per key, as disjoint intervals sorted by (key, s).
+
+    One int64 sort of group-major packed starts ((key − min) × (extent + 1) + s − t0) and a
+    running maximum of the packed ends (the rule of ``metrics.sweep``); the per-key window
+    version when packing could overflow."""
+    iv = iv.select(key, "s", "e").drop_nulls()
+    if iv.height == 0:
+        return iv
+    k0, k1, t0, t1 = iv.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b"), pl.col("s").min().alias("c"),
+                               pl.col("e").max().alias("d")).row(0)
+    extent = int(t1) - int(t0) + 1
+    if (int(k1) - int(k0) + 1) * extent >= 2**62:  # pragma: no cover - needs ~10^9 s × keys
+        iv = iv.sort(key, "s")
+        prev = pl.col("e").cum_max().shift(1).over(key)
+        iv = iv.with_columns((pl.col("s") > prev).fill_null(True).cum_sum().over(key).alias("_g"))
+        return iv.group_by(key, "_g").agg(pl.col("s").min(), pl.col("e").max()).drop("_g").sort(key, "s")
+    off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
+    p = iv.select((pl.col("s") + off).alias("ps"), (pl.col("e") + off).alias("pe")).sort("ps")
+    p = p.with_columns(pl.col("pe").cum_max().alias("run"))
+    p = p.with_columns((pl.col("ps") > pl.col("run").shift(1)).fill_null(True).alias("new"))
+    starts = p.filter(pl.col("new"))["ps"]
+    ends = p.filter(pl.col("new").shift(-1).fill_null(True))["run"]
+    g = starts // extent
+    return pl.DataFrame({key: (g + int(k0)).cast(iv.schema[key]), "s": starts - g * extent + int(t0),
+                         "e": ends - g * extent + int(t0)})
 
 
 def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     """Idle stretches of each window: ``region_id, pid, tid, s, e`` = window minus the union of
-    the region's linked activities (``linked``: region_id, start_ns, end_ns)."""
-    busy = _union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
+    the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
+    all of its region's activities (tracekit/analysis/windows.py), so the gaps between the busy
+    stretches, the head and the tail are the idle time."""
+    b = _union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
     w = win.select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
-    b = busy.join(w, on="region_id").with_columns(pl.col("s").clip(pl.col("ws"), pl.col("we")),
-                                                  pl.col("e").clip(pl.col("ws"), pl.col("we")))
-    b = b.sort("region_id", "s")
-    gaps = b.select("region_id", "pid", "tid", pl.col("e").shift(1).over("region_id").alias("s"), pl.col("s").alias("e"))
-    head = b.group_by("region_id").agg(pl.col("s").min().alias("e")).join(w, on="region_id").select(
-        "region_id", "pid", "tid", pl.col("ws").alias("s"), "e")
-    tail = b.group_by("region_id").agg(pl.col("e").max().alias("s")).join(w, on="region_id").select(
-        "region_id", "pid", "tid", "s", pl.col("we").alias("e"))
+    b = b.join(w, on="region_id", how="inner", maintain_order="left")
+    k = pl.col("region_id")
+    first = (k != k.shift(1)).fill_null(True)
+    last = (k != k.shift(-1)).fill_null(True)
+    prev_e = pl.when(first).then(pl.col("ws")).otherwise(pl.col("e").shift(1))
+    gaps = b.select("region_id", "pid", "tid", prev_e.alias("s"), pl.col("s").alias("e"))  # heads included
+    tails = b.filter(last).select("region_id", "pid", "tid", pl.col("e").alias("s"), pl.col("we").alias("e"))
     empty = w.join(b.select("region_id").unique(), on="region_id", how="anti").select(
         "region_id", "pid", "tid", pl.col("ws").alias("s"), pl.col("we").alias("e"))
-    out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, head, tail, empty)])
+    out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, tails, empty)])
     return out.filter(pl.col("e") > pl.col("s"))
 
 

@@ -105,7 +105,9 @@ class AnalysisResult:
         regions = _records(self.regions, REGION_JSON_COLUMNS)
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
-        cul_r = _by_scope(self.idle_culprits, "region")
+        # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
+        cul_r = _by_scope(self.idle_culprits.filter(pl.col("rank") <= 3).drop("text", strict=False), "region") \
+            if self.idle_culprits.height else {}
         for r in regions:
             rid = str(r.get("region_id"))
             r["top_kernels"] = tops_k.get(rid, [])

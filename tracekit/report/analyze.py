@@ -115,8 +115,8 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
 
 
 def _why(doc: dict[str, Any], h: Any, e: Any, markdown: bool) -> list[str]:
-    """Idle time by cause and the per-class roofline (tracekit/report/verdicts.py)."""
-    from tracekit.report.verdicts import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
+    """Idle time by cause and the per-class roofline (tracekit/report/why.py)."""
+    from tracekit.report.why import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
 
     out: list[str] = []
     idle = idle_rows(doc)

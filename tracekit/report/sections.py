@@ -220,8 +220,8 @@ def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def _why(d: ReportData) -> Section:
-    """Idle time by cause and the per-class roofline (tracekit/report/verdicts.py)."""
-    from tracekit.report.verdicts import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
+    """Idle time by cause and the per-class roofline (tracekit/report/why.py)."""
+    from tracekit.report.why import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
 
     s = Section("Why: idle time by cause, per-class roofline", anchor="why")
     idle = idle_rows(d.doc)
