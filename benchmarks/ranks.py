@@ -35,23 +35,33 @@ DASK1 = ("from tracekit.ingest import ingest_paths; from tracekit.parallel impor
          "r = ingest_paths([sys.argv[1]], sys.argv[2], where=Plan('local', 1))\n"
          "p = sorted(r.worker_peak_rss_kb.values())\n"
          "print(f'ingested {len(r.ok)} of {len(r.results)}'); "
-         "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB')")
+         "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB; {sum(x.cpu_s for x in r.results):.1f} CPU s in the tasks')")
+
+
+CPU: dict[str, float] = {}  # command → CPU s (user + sys) of its process tree, last run
 
 
 def timed(cmd: list[str]) -> tuple[float, int, str]:
-    """(wall s, peak RSS KiB, stdout) of one process under /usr/bin/time."""
+    """(wall s, peak RSS KiB, stdout) of one process under /usr/bin/time; its CPU s (user + sys of
+    the process and the children it waited for: LocalCluster workers included) go to CPU."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        p = subprocess.run(["/usr/bin/time", "-o", tf.name, "-f", "%e %M", *cmd], capture_output=True, text=True,
+        p = subprocess.run(["/usr/bin/time", "-o", tf.name, "-f", "%e %M %U %S", *cmd], capture_output=True, text=True,
                            env={**os.environ, "CI": "1"})
         if p.returncode != 0:
             raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        wall, rss = tf.read().split()[-2:]
+        wall, rss, user, sys_ = tf.read().split()[-4:]
+    CPU[" ".join(cmd)] = float(user) + float(sys_)
     return float(wall), int(rss), p.stdout
 
 
 def worker_rss(stdout: str) -> tuple[float, float] | None:
     m = re.search(r"peak RSS per worker (\d+)–(\d+) MB", stdout)
     return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def task_cpu(stdout: str) -> float | None:
+    m = re.search(r"([\d.]+) CPU s in the tasks", stdout)
+    return float(m.group(1)) if m else None
 
 
 def same_dataset(a: Path, b: Path) -> bool:
@@ -101,15 +111,20 @@ def main() -> None:
     }
     modes = a.modes.split(",")
     results: dict[str, list[tuple[float, int, tuple[float, float] | None]]] = {m: [] for m in modes}
+    cpus: dict[str, list[float]] = {m: [] for m in modes}
     for rep in range(a.repeat):
         for m in modes:
             out = src_dir / f"ds-{m}"
             shutil.rmtree(out, ignore_errors=True)
             load = os.getloadavg()[0]
-            wall, rss, stdout = timed(cmds[m](out))
+            cmd = cmds[m](out)
+            wall, rss, stdout = timed(cmd)
+            cpus[m].append(CPU[" ".join(cmd)])
             wr = worker_rss(stdout)
             results[m].append((wall, rss, wr))
-            print(f"  run {rep + 1} {m:6s}: {wall:6.2f} s, process peak {rss / 1024:.0f} MB"
+            tc = task_cpu(stdout)
+            print(f"  run {rep + 1} {m:6s}: {wall:6.2f} s, {cpus[m][-1]:6.1f} CPU s"
+                  + (f" ({tc:.1f} in the tasks)" if tc is not None else "") + f", process peak {rss / 1024:.0f} MB"
                   + (f", worker peak {wr[0]:.0f}–{wr[1]:.0f} MB" if wr else "") + f"  (load avg {load:.1f} before)")
     if "serial" in modes and "dask2" in modes:
         print(f"tables identical (serial vs dask ×2, every partition): {same_dataset(src_dir / 'ds-serial', src_dir / 'ds-dask2')}")
@@ -124,17 +139,18 @@ def main() -> None:
               f"{w['slowest_rank']} ({w['ratio']:.2f}× median, +{w['excess_ns'] / 1e6:.1f} ms; expected "
               f"+{info['extra_ns'] / 1e6:.1f} ms): slowed rank named: {named}")
 
-    print("\n| mode | wall s (median of runs) | all runs | speed-up vs serial | worker peak RSS MB |")
-    print("|---|---|---|---|---|")
+    print("\n| mode | wall s (median of runs) | all runs | speed-up vs serial | CPU s (median) | worker peak RSS MB |")
+    print("|---|---|---|---|---|---|")
     base = statistics.median(w for w, _, _ in results["serial"]) if "serial" in results else None
     for m in modes:
         walls = [w for w, _, _ in results[m]]
         med = statistics.median(walls)
         peaks = [x[2][1] for x in results[m] if x[2]]
+        cpu = statistics.median(cpus[m])
         print(f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | "
-              f"{(base / med) if base else float('nan'):.2f}× | {max(peaks):.0f} |" if peaks else
+              f"{(base / med) if base else float('nan'):.2f}× | {cpu:.1f} | {max(peaks):.0f} |" if peaks else
               f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | {(base / med) if base else float('nan'):.2f}× | "
-              f"- (process {max(r for _, r, _ in results[m]) / 1024:.0f}) |")
+              f"{cpu:.1f} | - (process {max(r for _, r, _ in results[m]) / 1024:.0f}) |")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ during the ingest leaves a complete, correct dataset. The kill test is last: it 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -133,6 +134,28 @@ def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(cluster: Cluster
     assert f"on a dask cluster at {cluster.address}" in r2.stdout
     assert dataset_trace_ids(dask_ds) == sorted(make_trace_id(f) for f in files)
     assert_same_dataset(dask_ds, serial)
+    # Analysis across the traces, one task each on the cluster: the same document as serially.
+    a1 = tk("analyze", str(dask_ds), "--format", "json", "--workers", "1")
+    a2 = tk("analyze", str(dask_ds), "--format", "json", "--scheduler", cluster.address)
+    assert a1.returncode == 0 and a2.returncode == 0, a2.stderr
+    d1, d2 = json.loads(a1.stdout), json.loads(a2.stdout)
+    assert d2.pop("ran_on") == f"dask cluster at {cluster.address}" and d1.pop("ran_on") == "serial, in this process"
+    assert d1 == d2 and len(d1["traces"]) == 3 and not d1["failed"]
+
+
+def test_progress_bar_across_tasks_on_a_tty(cluster: Cluster, shared_traces: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.cli import progress
+
+    files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:2])
+    monkeypatch.setattr(progress, "enabled", lambda stream=None: True)  # as on a terminal
+    r = tk("ingest", *map(str, files), "--out", str(tmp_path / "ds"), "--scheduler", cluster.address)
+    assert r.returncode == 0, r.stderr
+    # The bar is redrawn in place on stderr after each task: 0/2, then 1/2, then 2/2.
+    frames = [f for f in r.stderr.split("\r\x1b[2K") if f.startswith("ingest [")]
+    assert [f.split("] ")[1].split()[0] for f in frames][:1] == ["0/2"] and "2/2" in frames[-1]
+    assert any(f.split("] ")[1].startswith("1/2") for f in frames)
+    assert "\r" not in r.stdout  # the per-trace lines stay clean
 
 
 def test_workers_without_dask_say_how_to_install(tmp_path: Path, shared_traces: Path,

@@ -46,6 +46,7 @@ class Ingested:
     error: str | None = None
     pid: int = 0
     peak_rss_kb: int = 0
+    cpu_s: float = 0.0  # CPU seconds the running process used during the task (all its threads)
     not_a_trace: bool = False  # the error says the file is no trace (NotATraceError)
     skipped: bool = False  # such a file found inside a directory argument: skipped, not a failure
 
@@ -153,12 +154,14 @@ def ingest_task(f: Path, out: Path, stream: bool | None = None) -> Ingested:
     rather than an exception, so it is not retried; anything else raises and is retried."""
     from tracekit.errors import NotATraceError
 
+    t0 = _cpu_s()
     try:
-        return ingest_file(f, out, stream)
+        r = ingest_file(f, out, stream)
     except NotATraceError as exc:
-        return Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
+        r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
-        return Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb())
+        r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb())
+    return replace(r, cpu_s=_cpu_s() - t0)
 
 
 def ingest_paths(
@@ -256,6 +259,11 @@ def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
     heights = {n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item()
                for n in TABLES}
     return meta, heights
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return float(r.ru_utime + r.ru_stime)
 
 
 def _peak_rss_kb() -> int:

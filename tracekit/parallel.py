@@ -164,12 +164,16 @@ class _client:
             return self.client
         # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
         # worker's share of the cores, so the workers do not fight over them.
+        # The workers' statistical profiler (a stack sample every 10 ms) is off: nobody looks at it here.
+        import dask
+
         threads = max(1, (os.cpu_count() or 1) // self.where.workers)
-        self.cluster = LocalCluster(
-            n_workers=self.where.workers, threads_per_worker=1, processes=True,
-            memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
-            env={"POLARS_MAX_THREADS": str(threads)},
-        )
+        with dask.config.set({"distributed.worker.profile.enabled": False}):
+            self.cluster = LocalCluster(
+                n_workers=self.where.workers, threads_per_worker=1, processes=True,
+                memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
+                env={"POLARS_MAX_THREADS": str(threads)},
+            )
         self.client = Client(self.cluster)
         return self.client
 

@@ -70,8 +70,9 @@ def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None,
                   " (listed above)" if skipped else ""))
     if where.mode != "serial" and run.worker_peak_rss_kb:
         peaks = sorted(run.worker_peak_rss_kb.values())
+        cpu = sum(r.cpu_s for r in run.results)
         click.echo(f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
-                   f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB")
+                   f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB; {cpu:.1f} CPU s in the tasks")
     if run.failed:
         listed = "; ".join(f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10])
         more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""
