@@ -165,10 +165,18 @@ class _client:
         # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
         # worker's share of the cores, so the workers do not fight over them.
         # The workers' statistical profiler (a stack sample every 10 ms) is off: nobody looks at it here.
+        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which also pins glibc's mmap
+        # threshold: every large buffer of an ingest is then mapped and unmapped afresh — ≈ 0.4 s more
+        # system time per 160 MB trace, ≈ 40 % more CPU per task (BENCHMARKS.md, "Ranks on Dask").
+        # tracekit's workers keep glibc's defaults, as the serial path does; memory stays bounded
+        # by one trace per worker.
         import dask
 
         threads = max(1, (os.cpu_count() or 1) // self.where.workers)
-        with dask.config.set({"distributed.worker.profile.enabled": False}):
+        environ = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
+                   if k != "MALLOC_TRIM_THRESHOLD_"}
+        with dask.config.set({"distributed.worker.profile.enabled": False,
+                              "distributed.nanny.pre-spawn-environ": environ}):
             self.cluster = LocalCluster(
                 n_workers=self.where.workers, threads_per_worker=1, processes=True,
                 memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
