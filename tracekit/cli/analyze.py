@@ -12,7 +12,6 @@ import click
 
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
-from tracekit.labels.phases import parse_phase_map
 
 
 @click.command("analyze")
@@ -42,6 +41,7 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
     from tracekit.cli import ranks
+    from tracekit.labels.phases import parse_phase_map
     from tracekit.report.analyze import render
     from tracekit.report.ranks import render_text as render_ranks
     from tracekit.report.output import check_out, write_atomic

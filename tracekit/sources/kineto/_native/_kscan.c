@@ -31,6 +31,7 @@ enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, 
 
 #include "_kjson.h"
 #include "_knest.h"
+#include "_karrow.h"
 
 typedef struct { char *p; size_t len, cap; } buf_t;
 
@@ -431,6 +432,11 @@ static PyMethodDef methods[] = {
     {"nest", nest, METH_VARARGS,
      "nest(keys, start, end) -> (depth int32 bytes, parent row int64 bytes), in row order: "
      "interval nesting within groups of equal int64 keys; see tracekit/_knest.h."},
+    {"frame", frame, METH_VARARGS,
+     "frame(rows, columns) -> (schema capsule, array capsule): the columns as one Arrow struct "
+     "array in malloc'd memory (tracekit/sources/kineto/_native/_karrow.h)."},
+    {"int64s", int64s, METH_O,
+     "int64s(stream capsule) -> bytes: the values of an exported int64 column."},
     {NULL, NULL, 0, NULL},
 };
 
