@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import polars as pl
 
 from tracekit.conventions import CPU_DIAGNOSTIC
@@ -194,16 +194,8 @@ def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-_PLAIN = (str, int, bool, type(None))
-
-
 def _clean(x: Any) -> Any:
-    """NaN / inf → null, recursively, so the document is strict JSON. Plain values (str, int,
-    bool, None — most of a document) are kept without a call per value."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [v if type(v) in _PLAIN else _clean(v) for v in x]
-    return x
+    """NaN / inf → null, recursively, so the document is strict JSON (keys become strings,
+    tuples lists). One msgspec round trip (C; it writes non-finite floats as null): 0.3 s where a
+    recursive Python walk took 1–3 s on a 40k-region document."""
+    return msgspec.json.decode(msgspec.json.encode(x))

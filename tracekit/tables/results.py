@@ -1,0 +1,152 @@
+"""Analysis results stored beside a trace in its dataset, so re-running ``tracekit analyze`` on an
+unchanged dataset with the same options reads the result instead of recomputing it.
+
+Layout (the dataset's hive layout; no other reader looks in it)::
+
+    DIR/analysis_results/trace_id=<id>/<key>.json     # {"check": {...}, "doc": <analysis JSON>}
+
+``key`` hashes everything the result depends on that can be known *without importing polars*
+(the point: a hit costs an interpreter, click and msgspec, ≈ 0.1 s, where importing polars alone
+costs ≈ 0.2–0.3 s):
+
+- the tracekit version and the content of every ``tracekit/**/*.py`` file (any code change is
+  a miss);
+- the analysis options as given (hardware name, or the content of a hardware file; phase map;
+  SLO; thresholds);
+- the path, size and modification time (ns) of every file of this trace in the dataset (its
+  canonical tables, ``meta`` and derived tables): re-ingesting the trace is a miss — and
+  :func:`tracekit.tables.trace.commit_staged` removes this folder with the trace's other stale
+  partitions.
+
+The analysis also reads the runner's sidecar beside the *source* trace file (``read_sidecar``),
+whose path is in ``meta`` (Parquet). So an entry records which sidecar it saw (path, size,
+mtime) in ``check``, and a lookup that finds a different one is a miss.
+
+Writing is best effort (a read-only dataset simply gets no entry) and atomic (temporary file,
+then rename). Nothing here imports polars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tracekit.conventions import find_sidecar
+
+RESULTS_TABLE = "analysis_results"
+META_TABLE = "meta"  # as tracekit.tables.trace.META_TABLE (that module imports polars)
+DATA_FILE = "data.parquet"
+RESULTS_FORMAT = 1
+KEEP = 8  # entries kept per trace (the most recently written)
+
+
+def dataset_trace(root: Path, trace_id: str | None) -> str | None:
+    """The trace an analysis of ``root`` would read: ``trace_id`` (or the one id it is a prefix
+    of) when complete there, the only trace when there is one; None otherwise (the normal path
+    then reports the error)."""
+    meta = root / META_TABLE
+    try:
+        ids = sorted(d.name.split("=", 1)[1] for d in meta.iterdir()
+                     if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file())
+    except OSError:
+        return None
+    if trace_id is not None:
+        found = [i for i in ids if trace_id and i.startswith(trace_id)]
+        return trace_id if trace_id in ids else found[0] if len(found) == 1 else None
+    return ids[0] if len(ids) == 1 else None
+
+
+def _code_hash() -> str:
+    from tracekit import __version__
+
+    pkg = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(f"tracekit {__version__}; results {RESULTS_FORMAT}".encode())
+    for f in sorted(pkg.rglob("*.py"), key=lambda p: p.relative_to(pkg).as_posix()):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def result_key(root: Path, trace_id: str, options: dict[str, Any]) -> str | None:
+    """The key of the result of analysing ``trace_id`` of ``root`` with ``options`` (see the
+    module docstring); None when a file cannot be read (then nothing is stored or looked up)."""
+    h = hashlib.sha256(_code_hash().encode())
+    opts = dict(options)
+    hw = opts.get("hardware")
+    try:
+        if hw is not None and (Path(str(hw)).is_file() or str(hw).endswith(".json")):
+            opts["hardware"] = ["file", hashlib.sha256(Path(str(hw)).read_bytes()).hexdigest()]
+        h.update(json.dumps(opts, sort_keys=True, default=str).encode())
+        for d in sorted(root.glob(f"*/trace_id={trace_id}")):
+            if d.parent.name == RESULTS_TABLE or d.parent.name.startswith("."):
+                continue
+            for f in sorted(d.iterdir()):
+                st = f.stat()
+                h.update(f"{f.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    except OSError:
+        return None
+    return h.hexdigest()[:32]
+
+
+def _sidecar_state(source: str | None) -> list[Any] | None:
+    p = find_sidecar(source) if source else None
+    if p is None:
+        return None
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return [str(p), st.st_size, st.st_mtime_ns]
+
+
+def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str, Any]) -> bytes | None:
+    """The stored analysis JSON document (compact UTF-8 JSON) of this dataset trace and options,
+    or None (no entry, stale, unreadable)."""
+    import msgspec
+
+    base = Path(root)
+    tid = dataset_trace(base, trace_id)
+    if tid is None:
+        return None
+    key = result_key(base, tid, options)
+    if key is None:
+        return None
+    try:
+        entry = msgspec.json.decode((base / RESULTS_TABLE / f"trace_id={tid}" / f"{key}.json").read_bytes())
+        check, doc = entry["check"], entry["doc"]
+    except (OSError, msgspec.DecodeError, KeyError, TypeError):
+        return None
+    if not isinstance(check, dict) or check.get("key") != key or \
+            _sidecar_state(check.get("source")) != check.get("sidecar"):
+        return None
+    data: bytes = msgspec.json.encode(doc)
+    return data
+
+
+def store(root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], doc: dict[str, Any]) -> bool:
+    """Store ``doc`` (the analysis JSON document) for this dataset trace and options; False when
+    it could not be written (read-only dataset, ...). Never raises for I/O."""
+    import msgspec
+
+    base = Path(root)
+    key = result_key(base, trace_id, options)
+    if key is None:
+        return False
+    source = (doc.get("trace") or {}).get("source") or None
+    entry = {"check": {"key": key, "source": source, "sidecar": _sidecar_state(source)}, "doc": doc}
+    folder = base / RESULTS_TABLE / f"trace_id={trace_id}"
+    tmp = folder / f".tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(msgspec.json.encode(entry))
+        os.replace(tmp, folder / f"{key}.json")
+        entries = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
+        for old in entries[KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
