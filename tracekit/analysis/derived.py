@@ -165,8 +165,9 @@ def read_derived(trace: Trace) -> Derived | None:
         return None
     if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != trace.table(n).height for n in CANONICAL):
         return None
-    try:
-        frames = {n: pl.read_parquet(files[n]) for n in (ACTIVITIES, LINKS, LABELS, COSTS)}
+    names = (ACTIVITIES, LINKS, LABELS, COSTS)
+    try:  # one engine call for the four files
+        frames = dict(zip(names, pl.collect_all([pl.scan_parquet(files[n]) for n in names])))
     except (OSError, pl.exceptions.PolarsError):
         return None
     stored = frames[COSTS]

@@ -225,18 +225,33 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
         trace_id = ids[0]
     elif trace_id not in ids:
         trace_id = _by_prefix(root, ids, trace_id)
-    tables: dict[str, pl.DataFrame] = {}
+    scans: list[pl.LazyFrame] = []
     for name in schema.TABLES:
         f = root / name / f"trace_id={trace_id}" / DATA_FILE
         if not f.is_file():
             raise DatasetError(f"{root}: table {name!r} is missing for trace {trace_id!r}")
-        df = pl.read_parquet(f)
-        tables[name] = schema.conform(df, name, trace_id)
-    mf = pl.read_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
+        scans.append(_conformed_scan(f, name, trace_id))
+    scans.append(pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE).select("meta_json"))
+    # One engine call reads and conforms the five files together (was 5 reads + 8 eager steps).
+    *frames, mf = pl.collect_all(scans)
+    tables = dict(zip(schema.TABLES, frames))
     meta = json.loads(mf["meta_json"][0])
     meta["trace_id"] = trace_id
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     return Trace(meta=meta, **tables)
+
+
+def _conformed_scan(f: Path, table: str, trace_id: str) -> pl.LazyFrame:
+    """:func:`schema.conform` of the file ``f`` as a lazy query (canonical columns in order and
+    dtype, missing ones null, ``trace_id`` filled)."""
+    lf = pl.scan_parquet(f)
+    have = set(lf.collect_schema().names())
+    if not have:  # no columns: conform's own empty-frame case
+        return schema.conform(pl.DataFrame(), table, trace_id).lazy()
+    cols = [pl.lit(trace_id, dtype=pl.String()).alias(c) if c == "trace_id"
+            else pl.col(c).cast(t, strict=False) if c in have else pl.lit(None, dtype=t).alias(c)
+            for c, t in schema.TABLES[table].items()]
+    return lf.select(cols)
 
 
 def _by_prefix(root: Path, ids: list[str], prefix: str) -> str:
