@@ -22,18 +22,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tracekit.report.model import ReportData
 from tracekit.report.names import short_name
-from tracekit.report.plots import MissingPlotData
 
 if TYPE_CHECKING:
     import polars as pl
     from matplotlib.figure import Figure
 
+    from tracekit.report.model import ReportData
+    from tracekit.report.plots import MissingPlotData
+
 PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 
 __all__ = ["ReportData", "MissingPlotData", "PLOTS", "short_name", "report_data", "verdicts", "to_markdown", "to_html", "draw",
            "to_png", "read_sweep", "device_peaks"]
+
+
+def __getattr__(name: str) -> Any:
+    """``ReportData`` and ``MissingPlotData`` on first use: importing any ``tracekit.report``
+    module (the CLI's output helpers) must not import polars (tests/test_startup.py)."""
+    if name == "ReportData":
+        from tracekit.report.model import ReportData
+
+        return ReportData
+    if name == "MissingPlotData":
+        from tracekit.report.plots import MissingPlotData
+
+        return MissingPlotData
+    raise AttributeError(f"module 'tracekit.report' has no attribute {name!r}")
 
 
 def report_data(trace: Any, result: Any, path: str | Path | None = None) -> ReportData:
@@ -72,6 +87,7 @@ def draw(kind: str, data: ReportData | None, sweep: "pl.DataFrame | None" = None
     drawn against ``device`` (:func:`device_peaks`) or the report's device; ``data`` may then be
     None. Raises MissingPlotData saying what is missing."""
     from tracekit.report import figures, plots
+    from tracekit.report.plots import MissingPlotData
 
     if kind == "sweep" and sweep is not None and (data is None or device is not None):
         return plots.sweep(sweep, device or {})
