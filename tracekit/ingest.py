@@ -22,8 +22,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
 
@@ -245,6 +243,8 @@ def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """An Nsight Systems export through the chunked writer (never the whole export in memory).
     Partitions of this trace in tables other than the canonical ones (e.g. derived tables of an
     earlier ingest) are removed first: they might describe another row order."""
+    import polars as pl
+
     from tracekit.sources.nsys.ingest import ingest_nsys
     from tracekit.tables.ids import make_trace_id
     from tracekit.tables.trace import DATA_FILE, META_TABLE
