@@ -217,8 +217,12 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
             Row(f"tracekit analyze DS({a.big.name}) --format json --no-reuse", [tk, "analyze", str(ds_big), "--format", "json",
                                                                     "--no-reuse", "-o", str(tmp / "big.json"), "--force"], "big"),
         ]
-    if a.before:
-        rows = interleave_before(rows, a.before, tk)
+    if a.before:  # its own datasets: derived tables written by the other code would be stale to it
+        swap = {}
+        for src, ds in ((DFI, ds_dfi), (SMALL, ds_small), *(((a.big, tmp / "ds_big"),) if a.big else ())):
+            swap[str(ds)] = str(ds) + "_b"
+            subprocess.run([a.before, "ingest", str(src), "--out", swap[str(ds)]], check=True, capture_output=True)
+        rows = interleave_before(rows, a.before, tk, swap)
     if a.nsys:
         rows += [
             Row(f"pandas.read_sql of {a.nsys.name}", [a.pandas_python, "-c", PANDAS_SQL.format(bench=str(REPO / "benchmarks")),
@@ -250,12 +254,12 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
     report(rows, counts)
 
 
-def interleave_before(rows: list[Row], before: str, tk: str) -> list[Row]:
+def interleave_before(rows: list[Row], before: str, tk: str, swap: dict[str, str]) -> list[Row]:
     out: list[Row] = []
     for r in rows:
         out.append(r)
         if r.argv[0] == tk and "(stored result)" not in r.name:
-            argv = [before if x == tk else x for x in r.argv if x not in ("--no-reuse", "--force")]
+            argv = [before if x == tk else swap.get(x, x) for x in r.argv if x not in ("--no-reuse", "--force")]
             argv = [x.replace("_again", "_before") for x in argv]
             out.append(Row(r.name.replace(" --no-reuse", "") + " [before]", argv, r.group))
     return out
@@ -279,7 +283,7 @@ def floors(rows: list[Row], a: argparse.Namespace, ds_dfi: Path, ds_small: Path,
             r.floor_s, r.floor_note = get("nsys", nsys_floor, a.nsys)
         else:
             src = SMALL if r.group == "small" else DFI if r.group == "dfi" else a.big
-            r.floor_s, r.floor_note = get(str(src), json_floor, src)
+            r.floor_s, r.floor_note = get(str(src), json_floor, src, 3 if r.group != "big" else 1)
     for r in rows:
         if r.group == "start-up" and not r.anchor:
             r.floor_note = "the bare interpreter (its median in this run)"
