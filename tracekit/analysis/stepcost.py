@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 TERMS = ("intercept_ms", "per_prefill_token_ms", "per_decode_seq_ms", "per_decode_kv_token_ms")
@@ -33,6 +32,8 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     if s.height < 2:
         out["why_none"] = f"{s.height} step(s) with a known composition: need ≥ 2"
         return out
+    import numpy as np  # only to fit (least squares): summary and analysis start-up stay numpy-free
+
     y = s["ms"].to_numpy().astype(float)
     cols = {"intercept_ms": np.ones(s.height), "per_prefill_token_ms": s["P"].to_numpy().astype(float),
             "per_decode_seq_ms": s["D"].to_numpy().astype(float),
