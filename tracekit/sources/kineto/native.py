@@ -24,6 +24,10 @@ try:
     from tracekit.sources.kineto import _kscan  # type: ignore[attr-defined,no-redef,unused-ignore]
 except ImportError:  # not compiled on this machine
     _kscan = None
+if _kscan is not None and not hasattr(_kscan, "frame"):
+    # A build from before _karrow.h (an editable install keeps its old .so until rebuilt:
+    # `python setup.py build_ext --inplace`): read with the pure-Python path rather than fail.
+    _kscan = None
 
 # Order fixed by tracekit/sources/kineto/_native/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
 # ``_ev`` is the element's index within one scan call (file order).
