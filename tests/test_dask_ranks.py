@@ -112,6 +112,12 @@ def test_straggler_view_names_the_slowed_rank_and_step(ranks_ds: tuple[Path, dic
     base = w["median_ns"]
     assert abs(w["max_ns"] - (base + info["extra_ns"])) <= 2
     assert not any(s["straggler"] for s in doc["stragglers"] if s["step"] != 1)
+    # Idle by cause (tracekit/analysis/idle.py): dilating the step stretches its idle time too; the
+    # cause with most extra idle on rank 1 is named, and the step's largest culprit in words.
+    from tracekit.analysis.idle import CAUSES
+
+    assert w["idle_excess_ns"] > 0 and w["idle_cause"] in CAUSES and 0 < w["idle_cause_excess_ns"]
+    assert isinstance(w["idle_top"], str) and w["idle_top"]
     # Per rank × phase: a 'trace' row per rank; no phase units in this training trace, 3 ProfilerSteps each.
     rows = [r for r in doc["per_rank"] if r["phase"] == "trace"]
     assert [r["step_count"] for r in rows] == [3, 3, 3]

@@ -30,8 +30,10 @@ from tracekit.analysis.comm import COMM_SCHEMA, comm_by_phase
 
 PROFILER_STEP = r"^ProfilerStep#\d+$"
 STRAGGLER_RATIO = 1.1  # a step is a straggler step when its slowest rank takes ≥ 1.1 × the median
+IDLE_SCHEMA = {"step": pl.Int64(), "cause": pl.String(), "idle_ns": pl.Int64()}
 STEP_SCHEMA = {"step": pl.Int64(), "name": pl.String(), "phase": pl.String(), "start_ns": pl.Int64(),
-               "step_ns": pl.Int64(), "busy_ns": pl.Int64(), "idle_ns": pl.Int64(), "region_id": pl.Int64()}
+               "step_ns": pl.Int64(), "busy_ns": pl.Int64(), "idle_ns": pl.Int64(), "region_id": pl.Int64(),
+               "idle_top": pl.String()}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class RankPieces:
     step_classes: pl.DataFrame
     comm: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
+    step_idle: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=IDLE_SCHEMA))
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,22 @@ def rank_pieces(task: RankTask) -> RankPieces:
     rank = (trace.meta.get("distributed") or {}).get("rank")
     return RankPieces(task.trace_id, int(rank) if rank is not None else None, str(trace.meta.get("source", "")),
                       res.device.get("name"), pl.concat([whole, ph]), steps, classes,
-                      comm_by_phase(trace.kernels, units), list(res.warnings)[:5])
+                      comm_by_phase(trace.kernels, units), list(res.warnings)[:5], step_idle(res.regions, steps))
+
+
+def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Idle time by cause of each step (the analysis' ``idle_<cause>_ns`` region columns,
+    tracekit/analysis/idle.py): ``step, cause, idle_ns``; plus ``top`` (cause ``idle_top``: the
+    largest culprit in words) carried separately by :func:`step_frame`'s caller."""
+    from tracekit.analysis.idle import CAUSES
+
+    cols = [f"idle_{c}_ns" for c in CAUSES]
+    if steps.height == 0 or not all(c in regions.columns for c in cols):
+        return pl.DataFrame(schema=IDLE_SCHEMA)
+    wide = steps.select("step", "region_id").join(regions.select("region_id", *cols), on="region_id")
+    return (wide.unpivot(index="step", on=cols, variable_name="cause", value_name="idle_ns")
+            .with_columns(pl.col("cause").str.strip_prefix("idle_").str.strip_suffix("_ns"),
+                          pl.col("idle_ns").cast(pl.Int64())).select(list(IDLE_SCHEMA)))
 
 
 PHASE_SCHEMA = {"phase": pl.String(), "region_count": pl.Int64(), "span_ns": pl.Int64(), "busy_ns": pl.Int64(),
@@ -107,12 +125,13 @@ def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA)
     w = rows.with_columns(*_window("_ws", "_we")).sort("_ws", "region_id")
+    top = pl.col("idle_top").cast(pl.String()) if "idle_top" in w.columns else pl.lit(None, dtype=pl.String())
     return w.select(
         pl.int_range(pl.len(), dtype=pl.Int64()).alias("step"), pl.col("name").cast(pl.String()),
         pl.col("phase").cast(pl.String()), pl.col("_ws").alias("start_ns"),
         (pl.col("_we") - pl.col("_ws")).alias("step_ns"), pl.col("busy_ns").cast(pl.Int64()),
         (pl.col("_we") - pl.col("_ws") - pl.col("busy_ns")).cast(pl.Int64()).alias("idle_ns"),
-        pl.col("region_id").cast(pl.Int64()))
+        pl.col("region_id").cast(pl.Int64()), top.alias("idle_top"))
 
 
 def rank_numbers(pieces: list[RankPieces]) -> list[int]:
@@ -179,48 +198,62 @@ def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None
                         "step_median_ns", "bound", "reason"))
     comm = tag([p.comm for p in pieces], COMM_SCHEMA).select("rank", *COMM_SCHEMA).sort("rank", pl.col("phase") != "trace", "phase")
     classes = tag([p.step_classes for p in pieces], {"step": pl.Int64(), "op_class": pl.String(), "device_time_ns": pl.Int64()})
-    return RanksResult(traces, per_rank, stragglers(steps, classes), comm,
+    idle = tag([p.step_idle for p in pieces], IDLE_SCHEMA)
+    return RanksResult(traces, per_rank, stragglers(steps, classes, idle), comm,
                        steps.select("rank", "step", "name", "phase", "step_ns").sort("rank", "step"),
                        list(failed or []), "meta" if from_meta else "trace order")
 
 
-def stragglers(steps: pl.DataFrame, classes: pl.DataFrame) -> pl.DataFrame:
-    """Per step: ranks, slowest rank, max / median step time, and the slow rank's phase, op class
-    with the largest excess device time over the other ranks' median, and idle excess."""
+STRAGGLER_SCHEMA = {
+    "step": pl.Int64(), "ranks": pl.Int64(), "slowest_rank": pl.Int64(), "max_ns": pl.Int64(), "median_ns": pl.Float64(),
+    "ratio": pl.Float64(), "straggler": pl.Boolean(), "name": pl.String(), "phase": pl.String(), "excess_ns": pl.Float64(),
+    "op_class": pl.String(), "op_class_excess_ns": pl.Float64(), "idle_ns": pl.Int64(), "idle_excess_ns": pl.Float64(),
+    "idle_cause": pl.String(), "idle_cause_excess_ns": pl.Float64(), "idle_top": pl.String(),
+}
+
+
+def stragglers(steps: pl.DataFrame, classes: pl.DataFrame, idle: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per step: ranks, slowest rank, max / median step time, and what made the slow rank slow:
+    its step's phase, the op class and the idle cause with the largest excess over the other
+    ranks' median, its idle excess, and its step's top idle culprit in words (``idle_top``)."""
     if steps.height == 0:
-        return pl.DataFrame(schema={"step": pl.Int64(), "ranks": pl.Int64(), "slowest_rank": pl.Int64(),
-                                    "max_ns": pl.Int64(), "median_ns": pl.Float64(), "ratio": pl.Float64(),
-                                    "straggler": pl.Boolean(), "name": pl.String(), "phase": pl.String(),
-                                    "excess_ns": pl.Float64(), "op_class": pl.String(), "op_class_excess_ns": pl.Float64(),
-                                    "idle_ns": pl.Int64(), "idle_excess_ns": pl.Float64()})
+        return pl.DataFrame(schema=STRAGGLER_SCHEMA)
     s = steps.sort("step", "step_ns", "rank", descending=[False, True, False])
     top = s.group_by("step", maintain_order=True).agg(
         pl.len().cast(pl.Int64()).alias("ranks"), pl.col("rank").first().alias("slowest_rank"),
         pl.col("step_ns").first().alias("max_ns"), pl.col("step_ns").median().alias("median_ns"),
-        pl.col("name").first(), pl.col("phase").first(), pl.col("idle_ns").first(),
+        pl.col("name").first(), pl.col("phase").first(), pl.col("idle_ns").first(), pl.col("idle_top").first(),
         pl.col("idle_ns").slice(1).median().alias("_idle_others"))
     top = top.with_columns((pl.col("max_ns") / pl.col("median_ns")).alias("ratio"),
                            (pl.col("max_ns") - pl.col("median_ns")).alias("excess_ns"),
                            (pl.col("idle_ns") - pl.col("_idle_others")).alias("idle_excess_ns"))
     top = top.with_columns((pl.col("ratio") >= STRAGGLER_RATIO).fill_null(False).alias("straggler"))
-    # Op class: slow rank's device time per class minus the median over the other ranks (0 where absent).
-    cls = classes.join(top.select("step", "slowest_rank", "ranks"), on="step")
-    slow = cls.filter(pl.col("rank") == pl.col("slowest_rank")).select("step", "op_class", pl.col("device_time_ns").alias("_slow"))
-    others = cls.filter(pl.col("rank") != pl.col("slowest_rank"))
+    ex = _largest_excess(classes, top, "op_class", "device_time_ns")
+    ix = _largest_excess(idle if idle is not None else pl.DataFrame(schema={"rank": pl.Int64(), **IDLE_SCHEMA}),
+                         top, "cause", "idle_ns").rename({"cause": "idle_cause", "cause_excess_ns": "idle_cause_excess_ns"})
+    several = pl.col("ranks") > 1
+    return (top.join(ex, on="step", how="left").join(ix, on="step", how="left").sort("step")
+            .with_columns(pl.when(several).then(pl.col(c)).alias(c)
+                          for c in ("op_class", "op_class_excess_ns", "idle_cause", "idle_cause_excess_ns"))
+            .select(list(STRAGGLER_SCHEMA)))
+
+
+def _largest_excess(values: pl.DataFrame, top: pl.DataFrame, key: str, value: str) -> pl.DataFrame:
+    """Per step, the ``key`` (op class, idle cause) whose ``value`` on the slowest rank exceeds the
+    median over the other ranks by most (a key absent on a rank counts 0): ``step, key, key_excess_ns``."""
+    out = f"{key}_excess_ns"
+    v = values.join(top.select("step", "slowest_rank", "ranks"), on="step")
+    slow = v.filter(pl.col("rank") == pl.col("slowest_rank")).select("step", key, pl.col(value).alias("_slow"))
+    others = v.filter(pl.col("rank") != pl.col("slowest_rank"))
     n_others = top.select("step", (pl.col("ranks") - 1).alias("_n"))
-    # Median over the other ranks with absent classes as 0: pad each step × class to n − 1 values.
-    med = (others.group_by("step", "op_class").agg(pl.col("device_time_ns").alias("_v"))
+    med = (others.group_by("step", key).agg(pl.col(value).alias("_v"))
            .join(n_others, on="step")
            .with_columns(pl.col("_v").list.concat(pl.lit(0, dtype=pl.Int64()).repeat_by(pl.col("_n") - pl.col("_v").list.len()))
                          .list.median().alias("_med")))
-    ex = (slow.join(med.select("step", "op_class", "_med"), on=["step", "op_class"], how="left")
-          .with_columns((pl.col("_slow") - pl.col("_med").fill_null(0)).alias("op_class_excess_ns"))
-          .sort("step", "op_class_excess_ns", descending=[False, True]).group_by("step", maintain_order=True).first()
-          .select("step", "op_class", "op_class_excess_ns"))
-    return (top.join(ex, on="step", how="left").sort("step")
-            .with_columns(pl.when(pl.col("ranks") > 1).then(pl.col(c)).alias(c) for c in ("op_class", "op_class_excess_ns"))
-            .select("step", "ranks", "slowest_rank", "max_ns", "median_ns", "ratio", "straggler", "name", "phase",
-                    "excess_ns", "op_class", "op_class_excess_ns", "idle_ns", "idle_excess_ns"))
+    return (slow.join(med.select("step", key, "_med"), on=["step", key], how="left")
+            .with_columns((pl.col("_slow") - pl.col("_med").fill_null(0)).cast(pl.Float64()).alias(out))
+            .sort("step", out, descending=[False, True]).group_by("step", maintain_order=True).first()
+            .select("step", key, out))
 
 
 def select_traces(dataset: str | os.PathLike[str], trace_ids: list[str] | None = None,

@@ -47,7 +47,11 @@ def summary(doc: dict[str, Any]) -> list[str]:
             text += f" Most excess device time: {w['op_class']} (+{_d(w.get('op_class_excess_ns'))})"
             if w.get("idle_excess_ns") is not None:
                 text += f"; idle {'+' if w['idle_excess_ns'] >= 0 else '−'}{_d(abs(w['idle_excess_ns']))} vs the others"
+            if w.get("idle_cause"):
+                text += f", most of it {w['idle_cause'].replace('_', ' ')} (+{_d(w.get('idle_cause_excess_ns'))})"
             text += "."
+        if w.get("idle_top"):
+            text += f" Its largest idle culprit: {w['idle_top']}."
         out.append(text)
     strag = [s for s in doc["stragglers"] if s.get("straggler")]
     if strag:
@@ -73,11 +77,12 @@ def sections(doc: dict[str, Any]) -> list[Section]:
                  for r in doc["per_rank"]], "Per rank × phase", collapsed=len(doc["per_rank"]) > 24)
     rows = sorted(doc["stragglers"], key=lambda s: -(s.get("ratio") or 0))[:MAX_STRAGGLER_ROWS]
     strag = Table(["step", "name", "phase", "ranks", "slowest rank", "max", "median", "max/median", "op class (excess)",
-                   "idle (excess)"],
+                   "idle (excess)", "idle cause (excess)"],
                   [[str(s["step"]), str(s.get("name")), str(s.get("phase")), str(s["ranks"]), str(s["slowest_rank"]),
                     _d(s["max_ns"]), _d(s["median_ns"]), _r(s.get("ratio")),
                     f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
-                    f"{_d(s.get('idle_ns'))} ({'-' if s.get('idle_excess_ns') is None else ('+' if s['idle_excess_ns'] >= 0 else '−') + _d(abs(s['idle_excess_ns']))})"]
+                    f"{_d(s.get('idle_ns'))} ({'-' if s.get('idle_excess_ns') is None else ('+' if s['idle_excess_ns'] >= 0 else '−') + _d(abs(s['idle_excess_ns']))})",
+                    f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})"]
                    for s in rows], f"Steps by max/median step time across ranks (top {len(rows)})")
     comm = Table(["rank", "phase", "collectives", "comm time", "exposed", "exposed %"],
                  [[str(c["rank"]), c["phase"], str(c["comm_count"]), _d(c["comm_ns"]), _d(c["exposed_ns"]),
