@@ -92,3 +92,18 @@ def test_cli_regions_option(shared_traces: Path, tmp_path: Path) -> None:
     assert run_cli(["report", str(shared_traces / CE), "--out", str(out), "--no-plots", "--regions", "3"]) == 0
     assert len(_region_rows(out.read_text())) == 3
     assert run_cli(["report", str(shared_traces / CE), "--out", str(out), "--force", "--regions", "x"]) == 2
+
+
+def test_analyze_screen_leads_with_device_time_and_one_formatter(shared_traces: Path) -> None:
+    from tracekit.report.analyze import render
+    from tracekit.report.pipeline import analyse_path
+
+    doc = analyse_path(shared_traces / CE).result.to_json()
+    text = render(doc, limit=3)
+    assert "Regions (13,513, most device time first)" in text
+    first = text.split("most device time first)")[1].splitlines()[4]  # after the underline, header and rule
+    assert first.startswith("FusionExecutorCache::runFusionWithInputs") and "7.62 ms" in first
+    assert "… 13,510 more regions" in text
+    assert "rank –" in text and "rank None" not in text  # a missing rank is a dash
+    assert "(16 activities) — conserved: yes" in text and "- launch outside any region: 16 activities, 28.4 ms" in text
+    assert "note: this Nsight Systems export carries no operator shapes" in text

@@ -18,11 +18,15 @@ def _si(x: Any, unit: str) -> str:
 
 
 def _pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * float(x):.0f} %"
+    return "-" if x is None else fmt.percent(float(x), 0)
 
 
 def _num(x: Any) -> str:
-    return "-" if x is None else f"{float(x):.3g}"
+    return "-" if x is None else fmt.plain(float(x))
+
+
+def _int(x: Any) -> str:
+    return "-" if x is None else fmt.count(x)
 
 
 def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
@@ -35,7 +39,7 @@ def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[st
 
 
 def _metric_row(r: dict[str, Any]) -> list[str]:
-    return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), str(r.get("gap_count", "-")), str(r.get("kernel_count", "-")),
+    return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), _int(r.get("gap_count")), _int(r.get("kernel_count")),
             _si(r.get("flops"), "FLOP"), _si(r.get("bytes"), "B"), _num(r.get("intensity")),
             _si(r.get("achieved_flops_per_s"), "FLOP/s"), _si(r.get("achieved_bytes_per_s"), "B/s"),
             _pct(r.get("coverage")), str(r.get("bound") or "-"), str(r.get("reason") or "")]
@@ -51,11 +55,11 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     out: list[str] = []
     tr, dev, tot = doc["trace"], doc["device"], doc["totals"]
     out.append(("# " if markdown else "") + f"tracekit analyze: {e(tr.get('source') or tr.get('id'))}")
-    out.append(f"format {e(tr.get('format'))}, rank {tr.get('rank')}, trace id {e(tr.get('id'))}")
+    out.append(f"format {e(tr.get('format'))}, rank {fmt.value('rank', tr.get('rank'))}, trace id {e(tr.get('id'))}")
     if doc.get("diagnostic"):
         out.append(f"**{doc['diagnostic']}**" if markdown else f"*** {doc['diagnostic']} ***")
     if dev.get("hardware"):
-        ridges = ", ".join(f"{k} {v:.0f} FLOP/B" for k, v in (dev.get("ridge") or {}).items())
+        ridges = ", ".join(f"{k} {fmt.value('ridge', v)}" for k, v in (dev.get("ridge") or {}).items())
         out.append(f"device {e(dev.get('name'))}: peaks of {e(dev['hardware'])} ({e(dev.get('peaks_source'))}); "
                    f"bandwidth {_si(dev.get('peak_bytes_per_s'), 'B/s')}; ridge {ridges}")
     else:
@@ -63,23 +67,23 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     t = tot.get("trace") or {}
     out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t)], markdown)]
     if doc["phases"]:
-        rows = [[p["phase"], str(p.get("region_count")), *_metric_row(p)] for p in doc["phases"]]
+        rows = [[p["phase"], _int(p.get("region_count")), *_metric_row(p)] for p in doc["phases"]]
         out += ["", h("Phases"), *_table(["phase", "steps", *METRIC_HEADERS], rows, markdown)]
     lat_rows = []
     for p in doc["phases"]:
         for metric, v in (p.get("latency") or {}).items():
-            lat_rows.append([p["phase"], metric, str(v.get("source")), str(v.get("count")),
+            lat_rows.append([p["phase"], metric, str(v.get("source")), _int(v.get("count")),
                              *[_num(v.get(k)) for k in ("mean", "p50", "p90", "p99")]])
     if lat_rows:
         out += ["", h("Latency (ms)"), *_table(["phase", "metric", "source", "n", "mean", "p50", "p90", "p99"], lat_rows, markdown)]
-        extra = [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({tot.get('output_tokens')} tokens)"]
+        extra = [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({fmt.count(tot.get('output_tokens'), 'token')})"]
         if tot.get("slo"):
             extra.append(f"goodput {_num(tot.get('goodput_req_per_s'))} req/s, {_pct(tot.get('goodput_fraction'))} "
-                         f"of requests meet {e(tot['slo'])}")
+                         f"of requests meet {e(fmt.slo(tot['slo']) if isinstance(tot['slo'], dict) else tot['slo'])}")
         out.append("; ".join(extra))
         byctx = next((p.get("step_time_by_ctx") for p in doc["phases"] if p["phase"] == "decode"), None)
         if byctx:
-            rows = [[f"{b['ctx_lo']}–{b['ctx_hi']}", str(b["steps"]), _num(b["mean_ms"]), _num(b["p50_ms"]), _num(b["p90_ms"])]
+            rows = [[fmt.value_range(b["ctx_lo"], b["ctx_hi"]), _int(b["steps"]), _num(b["mean_ms"]), _num(b["p50_ms"]), _num(b["p90_ms"])]
                     for b in byctx]
             out += ["", h("Decode step time by context length (ms)"),
                     *_table(["ctx", "steps", "mean", "p50", "p90"], rows, markdown)]
@@ -89,28 +93,35 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     if inter:
         out += ["", h("Serving"), e(inter)]
     out += _why(doc, h, e, markdown)
-    regions = doc["regions"]
-    rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else str(r["step"]), *_metric_row(r)]
+    # most device time first (the JSON keeps start order), so --limit keeps the regions that matter
+    regions = sorted(doc["regions"], key=lambda r: -(r.get("device_time_ns") or r.get("busy_ns") or 0))
+    rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else _int(r["step"]), *_metric_row(r)]
             for r in regions[:limit]]
-    out += ["", h(f"Regions ({len(regions)})"), *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown)]
+    out += ["", h(f"Regions ({fmt.count(len(regions))}, most device time first)"),
+            *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown)]
     if len(regions) > limit:
-        out.append(f"… {len(regions) - limit} more regions (--limit N, or --format json for all)")
+        out.append(f"… {fmt.count(len(regions) - limit, 'more region')} (--limit N, or --format json for all)")
     comm = tot.get("communication") or []
     if comm:
-        rows = [[c["phase"], str(c["comm_count"]), _dur(c["comm_ns"]), _dur(c["exposed_ns"]), _pct(c["exposed_fraction"])]
+        rows = [[c["phase"], _int(c["comm_count"]), _dur(c["comm_ns"]), _dur(c["exposed_ns"]), _pct(c["exposed_fraction"])]
                 for c in comm]
         out += ["", h("Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile)"),
                 *_table(["phase", "collectives", "time", "exposed", "exposed %"], rows, markdown)]
     un = doc["unattributed"]
     out += ["", h("Attribution")]
     out.append(f"device time {_dur(tot.get('device_time_ns'))} = attributed {_dur(tot.get('attributed_ns'))} + "
-               f"unattributed {_dur(un['time_ns'])} ({un['count']} activities) — conserved: {tot.get('conserved')}")
+               f"unattributed {_dur(un['time_ns'])} ({fmt.count(un['count'], 'activity', 'activities')}) — conserved: "
+               f"{fmt.flag(tot.get('conserved'))}")
     for r in un["by_reason"]:
-        out.append(f"- {e(r['reason'])}: {r['count']} activities, {_dur(r['time_ns'])}")
+        out.append(f"- {e(r['reason'])}: {fmt.count(r['count'], 'activity', 'activities')}, {_dur(r['time_ns'])}")
     if tot.get("regions_excluded"):
-        out.append(f"{tot['regions_excluded']} regions with zero span and no device work excluded")
+        out.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
     for w in tot.get("warnings") or []:
         out.append(f"warning: {e(w)}")
+    if tr.get("format") == "nsys" and not t.get("flops"):
+        from tracekit.report.sections import NSIGHT_SHAPES
+
+        out.append(f"note: {e(NSIGHT_SHAPES)}")
     return "\n".join(out) + "\n"
 
 

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from tracekit.report import fmt
+
 from tracekit.conventions import find_sidecar
 
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
@@ -73,7 +75,7 @@ def environment(
         rows.append(("peaks from", f"{dev.get('hardware')} ({src})"))
     pf = dev.get("peak_flops_per_s")
     if isinstance(pf, Mapping) and pf:
-        rows.append(("peak FLOP/s (dense)", ", ".join(f"{k} {v / 1e12:.4g} T" for k, v in pf.items() if v)))
+        rows.append(("peak FLOP/s (dense)", ", ".join(f"{k} {fmt.si(v, 'FLOP/s', 4)}" for k, v in pf.items() if v)))
     if dev.get("peak_bytes_per_s"):
         rows.append(("peak_bytes_per_s", dev["peak_bytes_per_s"]))
     dist = meta.get("distributed") or {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.report import fmt
+
 
 def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
@@ -41,8 +43,9 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     t = s["time"]
     out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
     c = s["counts"]
-    act = ", ".join(f"{v} {k}" for k, v in c["device_activity"].items()) or "no device activity"
-    out.append(f"events    {act}; {c['launches']} launches, {c['ops']} cpu ops, {c['regions']} annotations")
+    act = ", ".join(f"{fmt.count(v)} {k}" for k, v in c["device_activity"].items()) or "no device activity"
+    out.append(f"events    {act}; {fmt.count(c['launches'], 'launch', 'launches')}, {fmt.count(c['ops'], 'cpu op')}, "
+               f"{fmt.count(c['regions'], 'annotation')}")
     for d in s["devices_busy"]:
         out.append(f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)")
     if s["streams"]:
@@ -61,7 +64,8 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
         out.append("annotations none")
     p = s["parse"]
     dropped = sum(p["dropped"].values())
-    out.append(f"parse     {p['events_read']} events read, {p['events_kept']} kept, {p['skipped']} not modelled, {dropped} dropped")
+    out.append(f"parse     {fmt.count(p['events_read'], 'event')} read, {fmt.count(p['events_kept'])} kept, "
+               f"{fmt.count(p['skipped'])} not modelled, {fmt.count(dropped)} dropped")
     for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
         out.append(f"  dropped {n}: {reason}")
     for w in p["warnings"][:6]:
