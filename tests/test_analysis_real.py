@@ -73,14 +73,23 @@ def test_sglang_prefill_and_vllm_decode(shared_traces: Path) -> None:
     for row in res.regions.to_dicts():
         _check_verdict(row, ridge)
     assert res.totals["conserved"]
-    res = analyze(tracekit.load(str(base / "vllm_decode_full/graph_execution.json.gz")))
+    from tracekit.sources import load
+
+    res = analyze(load(base / "vllm_decode_full/graph_execution.json.gz", discover_captures=False))
     assert res.phases["phase"].to_list() == ["decode"]
     r = res.regions.row(0, named=True)
     assert r["phase"] == "decode" and r["name"].startswith("execute_32_context_0")
-    # Full CUDA-graph replay: the replayed kernels have no launching op, so almost nothing is
-    # covered (a few kernels outside the graph are) → never a made-up intensity.
+    # Full CUDA-graph replay without its capture trace: the replayed kernels have no launching op,
+    # so almost nothing is covered (a few kernels outside the graph are) → never a made-up intensity.
     assert r["coverage"] < 0.5 and r["bound"] in ("overhead", "unknown")
     _check_verdict(r, None)
+    assert res.totals["conserved"]
+    # With the capture_traces/ folder beside it (found by load): the replay inherits the captured
+    # ops, 99.97 % of busy time is costed and the verdict comes from the costs.
+    res = analyze(tracekit.load(str(base / "vllm_decode_full/graph_execution.json.gz")))
+    r = res.regions.row(0, named=True)
+    assert r["coverage"] > 0.99 and r["bound"] == "bandwidth"
+    _check_verdict(r, res.device["ridge"]["bf16"])
     assert res.totals["conserved"]
 
 

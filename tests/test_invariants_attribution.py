@@ -70,9 +70,23 @@ def test_autograd_thread_kernels_go_to_backward_region(shared_traces: Path) -> N
 def test_graph_replay_kernels_go_to_the_launching_region(shared_traces: Path) -> None:
     # vllm_decode_full: one region (the execute_… step); the decode graph replays 421 kernels that
     # share the correlation of a single hipGraphLaunch; all are attributed to that region.
-    tr, a = _load(str(shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz"))
+    # Without its capture trace (the capture_traces/ folder beside it is not read here).
+    from tracekit.attribution.core import attribute
+    from tracekit.sources import load
+
+    tr = load(shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz", discover_captures=False)
+    a = attribute(tr)
     g = a.activities.filter(pl.col("launch_name") == "hipGraphLaunch")
     assert g["correlation"].n_unique() == 1 and g.height == tr.kernels.filter(pl.col("correlation") == g["correlation"][0]).height
+    assert g.height == 421 and g["op_id"].is_null().all()
+    assert g["region_name"].str.starts_with("execute_32_context_0").all()
+    assert a.unattributed.height == 0
+    # With it (found beside the trace): each of the 421 kernels has a launch of its own (a
+    # zero-length graph-node call inside the graph launch) and a captured op, same region.
+    tr, a = _load(str(shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz"))
+    g = a.activities.filter(pl.col("launch_name") == "hipGraphLaunch:node")
+    assert g.height == 421 and g["correlation"].n_unique() == 421 and g["op_id"].null_count() == 0
+    assert (g["op_link"] == "external id").all()
     assert g["region_name"].str.starts_with("execute_32_context_0").all()
     assert a.unattributed.height == 0
 

@@ -124,9 +124,11 @@ def expand_inputs(inputs: Sequence[str | os.PathLike[str]], out: Path,
     return list(dict.fromkeys(files)), errors
 
 
-def ingest_file(f: Path, out: Path, stream: bool | None = None) -> Ingested:
+def ingest_file(f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = ()) -> Ingested:
     """Ingest one trace file into the dataset ``out`` (its partitions replaced atomically).
-    ``stream``: None = stream Kineto JSON of :data:`STREAM_BYTES` or more. Raises TracekitError."""
+    ``stream``: None = stream Kineto JSON of :data:`STREAM_BYTES` or more. ``captures``:
+    graph-capture traces merged into its replays (with a ``capture_traces/`` folder beside it;
+    docs/kineto.md); a streamed ingest does not merge and says so. Raises TracekitError."""
     from tracekit.sources import load, sniff
 
     streamed = False
@@ -137,24 +139,29 @@ def ingest_file(f: Path, out: Path, stream: bool | None = None) -> Ingested:
 
         meta, heights = ingest_kineto(f, out)
         streamed = True
+        from tracekit.sources.kineto.capture import discover
+
+        if captures or discover(f):
+            meta = {**meta, "warnings": [*(meta.get("warnings") or []), "streamed: graph-capture traces are not merged "
+                                         "into a streamed ingest (pass --no-stream to merge them)"]}
     else:
         from tracekit.analysis.derived import write_with_derived
 
-        trace = load(f)
+        trace = load(f, captures=list(captures))
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
         meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}
     keep = {k: meta.get(k) for k in ("trace_id", "source", "format", "distributed", "parse_stats", "warnings")}
     return Ingested(str(f), str(meta.get("trace_id")), keep, heights, streamed, None, os.getpid(), _peak_rss_kb())
 
 
-def ingest_task(f: Path, out: Path, stream: bool | None = None) -> Ingested:
+def ingest_task(f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = ()) -> Ingested:
     """:func:`ingest_file` as a task: a bad trace (TracekitError) is an outcome with ``error``
     rather than an exception, so it is not retried; anything else raises and is retried."""
     from tracekit.errors import NotATraceError
 
     t0 = _cpu_s()
     try:
-        r = ingest_file(f, out, stream)
+        r = ingest_file(f, out, stream, captures)
     except NotATraceError as exc:
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
@@ -170,6 +177,7 @@ def ingest_paths(
     on_done: Callable[[Ingested], None] | None = None,
     memory_limit: str | int | None = "auto",
     force: bool = True,
+    captures: Sequence[str] = (),
 ) -> IngestRun:
     """Ingest every trace named by ``inputs`` into ``out``: one task per file, where ``where``
     says (default: :func:`tracekit.parallel.plan` for the file count). ``on_done`` sees each
@@ -210,7 +218,8 @@ def ingest_paths(
         if on_done is not None:
             on_done(result(o))
 
-    outcomes = run_tasks(partial(ingest_task, out=root.resolve(), stream=stream), files, where, on_done=done,
+    outcomes = run_tasks(partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures)), files, where,
+                         on_done=done,
                          memory_limit=memory_limit, label="ingest")
     remove_stale_staging(root, files)
     return IngestRun([*bad, *(result(o) for o in outcomes)], where)

@@ -78,10 +78,11 @@ def analyze(
     stored = read_derived(trace)
     if stored is None:
         from tracekit.attribution.core import attribute
-        from tracekit.costmodel.ops import op_costs
+        from tracekit.costmodel.ops import trace_costs
 
         att = attribute(trace)
-        acts, links, cpu_only, costs = att.activities, att.region_links, bool(att.cpu_only), op_costs(trace.ops)
+        acts, links, cpu_only = att.activities, att.region_links, bool(att.cpu_only)
+        costs = trace_costs(trace, acts)
         labels = label_regions(trace, phase_map=phase_map)
     else:
         acts, links, cpu_only, costs = stored.activities, stored.region_links, stored.cpu_only, stored.costs
@@ -90,6 +91,10 @@ def analyze(
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
         acts = acts.with_columns(kern["bytes"].gather(acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
+    from tracekit.sources.kineto.capture import replay_note
+
+    if (note := replay_note(acts)) is not None:
+        warnings.append(note)
     if not (labels["phase"] != "other").any():
         labels, links, note = _shape_phase(trace, acts, labels, links)
         warnings.append(note)

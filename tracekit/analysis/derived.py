@@ -37,7 +37,7 @@ DERIVED_FORMAT = 1
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "attribution_activities", "attribution_links", "region_labels", "op_costs", "derived_key")
 DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
-COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered")
+COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 # Code that decides the derived tables: every module of these packages (and these files) has its
 # source hashed into the key, so a new, moved or edited module there invalidates stored tables.
 # The list names folders, not modules: nothing to keep in step by hand when files move.
@@ -83,11 +83,11 @@ def derived_key() -> str:
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables."""
     from tracekit.attribution.core import attribute
-    from tracekit.costmodel.ops import op_costs
+    from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
 
     att = attribute(trace)
-    costs = op_costs(trace.ops)
+    costs = trace_costs(trace, att.activities)
     key = pl.DataFrame({
         "key": [derived_key()], "cpu_only": [bool(att.cpu_only)],
         **{f"{n}_rows": [trace.table(n).height] for n in CANONICAL},

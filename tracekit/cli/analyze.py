@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
 
@@ -31,10 +32,12 @@ from tracekit.cli.ranks import ranks_options
 @click.option("--reuse/--no-reuse", "reuse", default=True, show_default=True,
               help="For one trace of a dataset: reuse the result stored by an earlier analysis with the same "
                    "options of the unchanged trace and code, and store this one (tracekit/tables/results.py).")
+@capture_option
 def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, ...], slo: str | None,
             thresholds: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
             workers: int | None,
-            scheduler: str | None, limit: int, out: str | None, force: bool, reuse: bool) -> None:
+            scheduler: str | None, limit: int, out: str | None, force: bool, reuse: bool,
+            captures: tuple[str, ...]) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;
     TTFT / TPOT / ITL when the trace has prefill and decode phases.
@@ -47,7 +50,7 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
 
     out_path = check_out(out, force) if out else None
     options = {"hardware": hardware, "phase_map": list(phase_map), "slo": slo, "thresholds": thresholds}
-    reuse = reuse and rank is None and not compare and os.path.isdir(os.path.join(source, "meta"))
+    reuse = reuse and rank is None and not compare and not captures and os.path.isdir(os.path.join(source, "meta"))
     stored = None
     if reuse:  # one trace of a dataset: a stored result prints without importing polars
         from tracekit.tables.results import lookup
@@ -57,7 +60,7 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
         text = _text(stored, fmt, limit)
     else:
         text = _analyze(source, hardware, fmt, phase_map, slo, thresholds, trace_id, rank, compare, workers,
-                        scheduler, limit, options if reuse else None)
+                        scheduler, limit, options if reuse else None, captures)
     if out_path is None:
         click.echo(text, nl=False)
     else:
@@ -80,7 +83,8 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str:
 
 def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, ...], slo: str | None,
              thresholds: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
-             workers: int | None, scheduler: str | None, limit: int, store_options: dict[str, Any] | None) -> str:
+             workers: int | None, scheduler: str | None, limit: int, store_options: dict[str, Any] | None,
+             captures: tuple[str, ...] = ()) -> str:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
     import msgspec
@@ -100,7 +104,7 @@ def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, 
         doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
         return (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json"
                 else render_ranks(doc, markdown=fmt == "md"))
-    trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id)
+    trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id, captures=list(captures))
     result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
     doc = result.to_json()
     if store_options is not None and trace.meta.get("dataset_path"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_help, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out, write_atomic
 
@@ -19,8 +20,9 @@ from tracekit.report.output import check_out, write_atomic
 @trace_id_option("Which trace of dataset A: its id or a unique prefix.")
 @trace_id_option("Which trace of dataset B: its id or a unique prefix.", "--trace-id-b")
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable), both sides.")
+@capture_option
 def diff(a: str, b: str, fmt: str, out: str | None, force: bool, hardware: str | None, hardware_b: str | None,
-         trace_id: str | None, trace_id_b: str | None, phase_map: tuple[str, ...]) -> None:
+         trace_id: str | None, trace_id_b: str | None, phase_map: tuple[str, ...], captures: tuple[str, ...]) -> None:
     """Compare two traces (or datasets): A is before, B is after."""
     from tracekit.report.diff import diff as diff_fn
     from tracekit.report.diff import name_totals, top_totals
@@ -29,8 +31,8 @@ def diff(a: str, b: str, fmt: str, out: str | None, force: bool, hardware: str |
 
     out_path = check_out(out, force) if out else None
     pm = list(phase_map) or None
-    ra = analyse_path(a, hardware=hardware, phase_map=pm, trace_id=trace_id)
-    rb = analyse_path(b, hardware=hardware_b or hardware, phase_map=pm, trace_id=trace_id_b)
+    ra = analyse_path(a, hardware=hardware, phase_map=pm, trace_id=trace_id, captures=list(captures))
+    rb = analyse_path(b, hardware=hardware_b or hardware, phase_map=pm, trace_id=trace_id_b, captures=list(captures))
     da, db = ra.report_data(), rb.report_data()
     kernels = (name_totals(ra.trace.kernels), name_totals(rb.trace.kernels))
     ops = (top_totals(da.top_ops_all), top_totals(db.top_ops_all))

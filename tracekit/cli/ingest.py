@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, out_option
 from tracekit.cli.progress import Progress
 from tracekit.errors import TracekitError
@@ -31,8 +32,9 @@ from tracekit.ingest import STREAM_BYTES, Ingested
                    "--out must be a path every worker can write.")
 @click.option("--memory-limit", default="auto", show_default=True,
               help="Memory limit per LocalCluster worker (e.g. 4GB; auto = memory / workers).")
+@capture_option
 def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None, workers: int | None,
-           scheduler: str | None, memory_limit: str) -> None:
+           scheduler: str | None, memory_limit: str, captures: tuple[str, ...]) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 
     A directory argument means every trace under it; a quoted glob is expanded; formats are told
@@ -62,7 +64,7 @@ def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None,
                               "(the first analysis computes them)")
             bar.update(1, detail=Path(r.path).name)
 
-        run = ingest_paths(traces, out, stream=stream, where=where, on_done=done, force=force,
+        run = ingest_paths(traces, out, stream=stream, where=where, on_done=done, force=force, captures=captures,
                            memory_limit=None if memory_limit == "none" else memory_limit)
     total, skipped = len(run.results) - len(run.skipped), len(run.skipped)
     click.echo(f"ingested {len(run.ok)} of {total} traces into {out}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, hardware_option, out_option
 from tracekit.report.output import check_out
 
@@ -14,7 +15,9 @@ from tracekit.report.output import check_out
 @force_option()
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
-def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...]) -> None:
+@capture_option
+def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
+          captures: tuple[str, ...]) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
     from tracekit.errors import UsageError
@@ -27,7 +30,7 @@ def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tu
     out_path = check_out(out, force, (".json", ".json.gz"))
     if sniff(trace) != "kineto":
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
-    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None)
+    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, captures=list(captures))
     labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(trace), analysed.trace, labels, analysed.result.diagnostic, trace)
     write_atomic(out_path, writer.output_bytes(data, out_path.name))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
 from tracekit.report.output import check_out, write_atomic
@@ -26,11 +27,13 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @trace_id_option()
 @ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
+@capture_option
 @click.option("--regions", "regions", default=None, metavar="N|all",
               help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
            slo: str | None, sweep: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
-           workers: int | None, scheduler: str | None, no_plots: bool, regions: str | None) -> None:
+           workers: int | None, scheduler: str | None, no_plots: bool, regions: str | None,
+           captures: tuple[str, ...]) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.
 
     A dataset of several traces (or those chosen by --compare prefixes / --rank) gives the ranks
@@ -70,7 +73,8 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
     if sweep and sweep_table is None:
         sweep_table = read_table(sweep)
     tid = chosen[0] if chosen else trace_id
-    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid)
+    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid,
+                            captures=list(captures))
     data = analysed.report_data()
     figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)
     if fmt == "json":

@@ -47,6 +47,7 @@ class Cost:
     dtype: str | None
     rank: int
     unknown_elems: float = 0.0
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def parse_args(dims_json: str | None, types: list[str] | None, concrete: list[st
         dims = []
     types = list(types or [])
     concrete = list(concrete or [])
-    n = max(len(dims), len(types))
+    n = max(len(dims), len(types), len(concrete))
     out = []
     for i in range(n):
         d = dims[i] if i < len(dims) and isinstance(dims[i], list) else []

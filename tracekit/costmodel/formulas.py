@@ -12,13 +12,18 @@ import math
 import re
 from typing import Callable, Final
 
+import polars as pl
+
+from tracekit.costmodel.engine import ENGINE_FORMULAS, NAME_SERIAL_RE, PATTERN_FORMULAS, Contradiction
 from tracekit.costmodel.args import (
     DTYPES, INDEX_DTYPE, RANK_ELEMENTWISE, RANK_MATMUL, RANK_NORM, Arg, Cost, NoModel,
     _broadcast, _flag, _int_at, _need, _promote, _tensors, parse_args,
 )
 
 # DTYPES is re-exported: callers price ops through this one module.
-__all__ = ["DTYPES", "FORMULAS", "Arg", "Cost", "signature_cost"]
+__all__ = ["CONTRADICTION", "DTYPES", "FORMULAS", "Arg", "Cost", "canonical_name", "priced_expr", "signature_cost"]
+# Model name of a signature whose inputs contradict each other (no cost; ``note`` says why).
+CONTRADICTION: Final = "contradiction"
 
 # ---------------------------------------------------------------- GEMM family
 def _gemm(m: float, n: float, k: float, batch: float, a: Arg, b: Arg, out_size: float,
@@ -35,7 +40,9 @@ def _mm(args: list[Arg]) -> Cost:
     a, b = _need(args, 2)[:2]
     if len(a.dims) != 2 or len(b.dims) != 2:
         raise NoModel("mm needs 2-D inputs")
-    (m, k), (_, n) = a.dims, b.dims
+    (m, k), (k2, n) = a.dims, b.dims
+    if k2 != k:
+        raise Contradiction(f"mm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
     return _gemm(m, n, k, 1, a, b, a.size, None, "gemm")
 
 
@@ -45,7 +52,9 @@ def _addmm(args: list[Arg]) -> Cost:
     bias, a, b = args[0], args[1], args[2]
     if len(a.dims) != 2 or len(b.dims) != 2:
         raise NoModel("addmm needs 2-D A and B")
-    (m, k), (_, n) = a.dims, b.dims
+    (m, k), (k2, n) = a.dims, b.dims
+    if k2 != k:
+        raise Contradiction(f"addmm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
     return _gemm(m, n, k, 1, a, b, a.size, bias, "gemm_bias")
 
 
@@ -87,6 +96,8 @@ def _linear(args: list[Arg]) -> Cost:
     if not x.dims or len(w.dims) != 2:
         raise NoModel("linear needs a 2-D weight")
     k = x.dims[-1]
+    if w.dims[1] != k:
+        raise Contradiction(f"linear: input has K={k} but the weight {list(w.dims)} has K={w.dims[1]}")
     m = math.prod(x.dims[:-1])
     n = w.dims[0]
     bias = args[2] if len(args) > 2 and args[2].is_tensor and args[2].numel > 0 else None
@@ -377,6 +388,7 @@ FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "aiter::gemm_a16w16": _linear, "vllm::rocm_unquantized_gemm": _linear,
     "vllm::rocm_unquantized_gemm_impl": _linear,
     **{n: _sdpa(n) for n in _SDPA_CAUSAL},
+    **ENGINE_FORMULAS,
     "aiter::mha_batch_prefill": _mha_batch_prefill,
     "aten::layer_norm": _layer_norm, "aten::native_layer_norm": _layer_norm,
     "aten::rms_norm": _rms_norm, "aten::_fused_rms_norm": _rms_norm,
@@ -399,6 +411,29 @@ FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
 }
 
 
+def formula_for(name: str) -> Callable[[list[Arg]], Cost] | None:
+    """The formula pricing ``name`` (exact names first, then the name patterns), or None."""
+    f = FORMULAS.get(name)
+    if f is None:
+        for pat, g in PATTERN_FORMULAS:
+            if re.search(pat, name):
+                return g
+    return f
+
+
+def priced_expr(name: pl.Expr) -> pl.Expr:
+    """Whether some formula prices an op of this name (vectorised :func:`formula_for`)."""
+    hit = name.is_in(list(FORMULAS))
+    for pat, _ in PATTERN_FORMULAS:
+        hit = hit | name.str.contains(pat)
+    return hit
+
+
+def canonical_name(name: pl.Expr) -> pl.Expr:
+    """The name formulas are looked up by: engine wrapper serials stripped."""
+    return name.str.replace(NAME_SERIAL_RE, "${1}")
+
+
 def signature_cost(name: str, dims_json: str | None, types: list[str] | None,
                    concrete: list[str] | None) -> Cost | None:
     """FLOPs and minimum bytes of one call of ``name`` with these recorded inputs.
@@ -406,7 +441,7 @@ def signature_cost(name: str, dims_json: str | None, types: list[str] | None,
     Returns None when there is no formula for ``name`` or the recorded shapes do not determine
     the cost (e.g. traces without ``record_shapes``). Never raises on odd shapes.
     """
-    f = FORMULAS.get(name)
+    f = formula_for(name)
     if f is None:
         return None
     args = parse_args(dims_json, types, concrete)
@@ -414,5 +449,7 @@ def signature_cost(name: str, dims_json: str | None, types: list[str] | None,
         return None
     try:
         return f(args)
+    except Contradiction as exc:
+        return Cost(0.0, 0.0, CONTRADICTION, None, 0, note=str(exc))
     except (NoModel, IndexError, TypeError, ValueError, ZeroDivisionError):
         return None

@@ -32,7 +32,9 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.costmodel.formulas import DTYPES, FORMULAS, signature_cost
+from tracekit.costmodel.context import hint_column
+from tracekit.tables.trace import Trace
+from tracekit.costmodel.formulas import CONTRADICTION, DTYPES, canonical_name, priced_expr, signature_cost
 
 COUNTED_IN_CHILD: Final = "counted_in_child"
 COUNTED_IN_PARENT: Final = "counted_in_parent"
@@ -46,7 +48,7 @@ _CANON: Final = {k: v[0] for k, v in DTYPES.items()}
 _MAX_DEPTH: Final = 10_000
 _MIX: Final = 0x9E3779B97F4A7C15  # odd 64-bit multiplier combining the per-column hashes
 _SIG_SCHEMA: Final = {"_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(),
-                      "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64()}
+                      "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64(), "_note": pl.String()}
 
 
 def _signature_hash(keys: pl.DataFrame) -> pl.Series:
@@ -82,7 +84,7 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     its cost and ``_calls``). The only Python loop: once per signature."""
     sub = ops.select(
         pl.int_range(pl.len(), dtype=pl.UInt32()).alias("_row"), "name", "input_dims", "input_types", "concrete_inputs"
-    ).filter(pl.col("name").is_in(list(FORMULAS)))
+    ).filter(priced_expr(pl.col("name")))
     keys = sub.select(
         "name",
         pl.col("input_dims").fill_null("").alias("_dims_k"),
@@ -94,7 +96,7 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     reps = sub.select("name", "input_dims", "input_types", "concrete_inputs")[first]
     for name, dims, types, conc in reps.iter_rows():
         c = signature_cost(name, dims, types, conc)
-        for k, v in zip(_SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems) if c else [None] * 6):
+        for k, v in zip(_SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else [None] * 7):
             rows[k].append(v)
     calls = pl.DataFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").get_column("len").cast(pl.Float64())
     sig = pl.DataFrame(rows, schema=_SIG_SCHEMA).with_columns(calls.alias("_calls"))
@@ -218,24 +220,38 @@ def _first_dtype(types: pl.Series) -> pl.Series:
     return out
 
 
-def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
-    """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype`` and ``covered``.
+def op_costs(ops: pl.DataFrame, regions: pl.DataFrame | None = None,
+             launched: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype``, ``covered`` and
+    ``cost_note`` (why an op has no cost although a formula exists: its inputs contradict).
 
     Input: a frame with the canonical ops columns (tracekit.tables.schema.OPS; at least name, op_id,
-    parent_id, input_dims, input_types, concrete_inputs; trace_id optional). Units: FLOPs and
-    bytes per call. Pure; never raises on odd shapes (those ops get a null cost).
+    parent_id, input_dims, input_types, concrete_inputs; trace_id optional). ``regions`` (the
+    trace's regions) and ``launched`` (``op_id, name``: the kernels each op launched) give the
+    formulas that need them their context (tracekit/costmodel/context.py); without them those
+    ops get no cost. Units: FLOPs and bytes per call. Pure; never raises on odd shapes (those
+    ops get a null cost).
     """
     if "trace_id" not in ops.columns:
         ops = ops.with_columns(pl.lit(None, dtype=pl.String()).alias("trace_id"))
     cols = ops.columns
-    sig_row, sig = _signature_table(ops)
+    parent = _parent_rows(ops)
+    canon = ops.select(canonical_name(pl.col("name"))).to_series()
+    hint = hint_column(ops, canon, regions, launched, parent)
+    priced = ops.select("name", "input_dims", "input_types", "concrete_inputs").with_columns(
+        canon.alias("name"),
+        pl.when(hint.is_not_null()).then(pl.concat_list(pl.col("concrete_inputs").fill_null([]), hint))
+        .otherwise(pl.col("concrete_inputs")).alias("concrete_inputs"))
+    sig_row, sig = _signature_table(priced)
     sig = _price_unknown(sig)
-    per = pl.DataFrame({c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")})
+    per = pl.DataFrame({c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")})
+    note = per.get_column("_note")
+    per = per.with_columns(pl.when(pl.col("_model") != CONTRADICTION).then(pl.col(c)).alias(c)
+                           for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank"))
     model = per.get_column("_model")
     rank = pl.select(pl.when(model.is_not_null()).then(per.get_column("_rank"))).to_series()
 
     # Count once per stack: resolve composite parents and folded children.
-    parent = _parent_rows(ops)
     desc_rank, desc_bytes = _descendant_totals(parent, rank, per.get_column("_bytes"))
     # Defer to descendants of a higher class always; to same-class descendants only when they
     # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
@@ -259,8 +275,19 @@ def op_costs(ops: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_model")).alias("cost_model"),
         pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
         (has_model | pl.col("_under")).alias("covered"),
+        note.alias("cost_note"),
     )
     return ops.select(cols).hstack(out)
+
+
+def trace_costs(trace: Trace, activities: pl.DataFrame | None = None) -> pl.DataFrame:
+    """:func:`op_costs` of a trace's ops with their context: the trace's regions (step sums for
+    paged attention) and, from the attribution's ``activities`` (``op_id``, ``name``), the
+    kernels each op launched (MoE weight format)."""
+    launched = None
+    if activities is not None and {"op_id", "name"} <= set(activities.columns):
+        launched = activities.select("op_id", "name").drop_nulls("op_id").unique()
+    return op_costs(trace.ops, trace.regions, launched)
 
 
 def unmodelled(costed: pl.DataFrame) -> pl.DataFrame:

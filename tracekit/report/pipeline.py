@@ -33,6 +33,7 @@ def analyse_path(
     phase_map: Any = None,
     slo: str | None = None,
     trace_id: str | None = None,
+    captures: list[str] | None = None,
 ) -> Analysed:
     """Load ``path`` and analyse it. Raises AnalysisError when there is nothing to report."""
     import tracekit
@@ -41,7 +42,7 @@ def analyse_path(
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
-    trace = tracekit.load(str(p), trace_id=trace_id)
+    trace = tracekit.load(str(p), trace_id=trace_id, captures=captures)
     if trace.kernels.height == 0 and trace.ops.height == 0:
         raise AnalysisError(f"{p}: nothing to report: the trace has no device activity and no CPU operators")
     result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Literal
 
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
@@ -98,26 +99,45 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError(f"{p}: no such file or directory")
     if p.is_file():
         return [p]
+    # Graph-capture traces (``capture_traces/``) belong to the trace beside them: merged into it
+    # on load, not traces of their own.
     found = sorted(
         f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not f.name.startswith(".")
+        and "capture_traces" not in f.relative_to(p).parts[:-1]
     )
     if not found:
         raise EmptyTraceError(f"{p}: directory holds no traces (*.json, *.json.gz, *.sqlite)")
     return found
 
 
-def load(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
-    """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`)."""
+def load(path: str | os.PathLike[str], trace_id: str | None = None,
+         captures: Sequence[str | os.PathLike[str]] | None = None, discover_captures: bool = True) -> Trace:
+    """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
+
+    ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
+    dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
+    unless ``discover_captures`` is False (tracekit/sources/kineto/capture.py)."""
     fmt = sniff(path)
+    extra = [Path(c) for c in captures or []]
     if fmt == "dataset":
-        return read_dataset(path, trace_id=trace_id)
-    if fmt == "nsys":
+        trace = read_dataset(path, trace_id=trace_id)
+    elif fmt == "nsys":
         from tracekit.sources.nsys.loader import load_nsys
 
         return load_nsys(path, trace_id=trace_id)
-    from tracekit.sources.kineto.loader import load_kineto
+    else:
+        from tracekit.sources.kineto.loader import load_kineto
 
-    return load_kineto(path)
+        trace = load_kineto(path)
+        if discover_captures:
+            from tracekit.sources.kineto.capture import discover
+
+            extra += [c for c in discover(path) if c not in extra]
+    if not extra:
+        return trace
+    from tracekit.sources.kineto.capture import merge_captures
+
+    return merge_captures(trace, extra)
 
 
 __all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

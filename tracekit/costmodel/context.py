@@ -1,0 +1,119 @@
+"""Inputs of a cost formula that are not in the op's own arguments (docs/costmodel.md, "Context"):
+
+- the step's per-request sums for paged attention: the innermost enclosing annotation on the
+  op's thread with vLLM-style ``…_context_<n>(sq…sk…sqsq…sqsk…)_generation_<m>(sq…sk…sqsq…sqsk…)``
+  parts (context and generation sums added);
+- the top-k of a fused MoE op: from a top-k op under it (``TopK(logits, k, …)`` gives k as a
+  concrete input; ``*topk_softmax(topk_weights [T, k], …)`` as a shape);
+- the expert weights' element size: from the names of the kernels the MoE op launched
+  (``mxfp4``/``fp4``/``e2m1`` → 0.5 byte, ``fp8``/``e4m3`` → 1).
+
+:func:`hint_column` returns, per op row, the ``tk:key=value;…`` item that
+:mod:`tracekit.costmodel.ops` appends to the op's Concrete Inputs (null where there is none).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+from tracekit.costmodel.engine import HINT_PREFIX, MOE_OPS, STEP_PRICED
+from tracekit.tables.enclosing import innermost_rows
+
+_SUMS_RE: Final = r"_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
+_TOPK_CONCRETE: Final = ("TopK",)  # (logits, k, …): k is Concrete Inputs[1]
+_TOPK_SHAPE_RE: Final = r"(?i)topk_softmax$"  # (topk_weights [T, k], topk_ids, …)
+_WSIZE: Final = ((r"(?i)mxfp4|nvfp4|fp4|e2m1", 0.5), (r"(?i)fp8|e4m3|e5m2|w8a8|int8", 1.0))
+
+
+def step_sums(regions: pl.DataFrame) -> pl.DataFrame:
+    """CPU regions whose name carries vLLM-style per-request sums: region rows with
+    ``sq, sk, sqsq, sqsk`` (context + generation)."""
+    r = regions.filter(pl.col("kind") != "gpu_user_annotation")
+    cols = [pl.col("name").str.extract(_SUMS_RE, i).cast(pl.Int64, strict=False) for i in range(1, 9)]
+    r = r.with_columns(*[c.alias(f"_{i}") for i, c in enumerate(cols)]).filter(pl.col("_0").is_not_null())
+    return r.with_columns(*[(pl.col(f"_{i}") + pl.col(f"_{i + 4}")).alias(k) for i, k in enumerate(("sq", "sk", "sqsq", "sqsk"))])
+
+
+def hint_column(ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | None,
+                launched: pl.DataFrame | None, parent: pl.Series) -> pl.Series:
+    """Per op row: the ``tk:…`` hint item or null. ``canon``: the op names as priced (serials
+    stripped); ``launched``: (op_id, kernel name) of device work, when known; ``parent``: each
+    op's parent row."""
+    n = ops.height
+    out = pl.repeat(None, n, dtype=pl.String, eager=True)
+    step = canon.is_in(list(STEP_PRICED))
+    if regions is not None and regions.height and bool(step.any()):
+        sums = step_sums(regions)
+        if sums.height:
+            rows = step.arg_true()
+            pts = ops.select("pid", "tid", pl.col("start_ns").alias("t"))[rows]
+            hit = innermost_rows(pts, sums, ["pid", "tid"], "region_id")
+            # innermost_rows walks parent_id within ``sums`` only: a summed region is the answer.
+            txt = sums.select(pl.format("sq={};sk={};sqsq={};sqsk={}", "sq", "sk", "sqsq", "sqsk")).to_series()
+            got = hit.is_not_null()
+            if got.any():
+                out = out.scatter(rows.filter(got), txt.gather(hit.filter(got)))
+    moe = canon.is_in(list(MOE_OPS))
+    if bool(moe.any()):
+        topk = _moe_topk(ops, canon, parent, moe)
+        wsize = _moe_wsize(ops, moe, launched, parent)
+        extra = pl.DataFrame({"a": topk, "b": wsize}).select(
+            pl.concat_str([pl.format("topk={}", "a"), pl.format("wsize={}", "b")], separator=";", ignore_nulls=True)
+        ).to_series()
+        extra = pl.select(pl.when(moe).then(extra)).to_series()
+        out = pl.select(pl.concat_str([out, extra], separator=";", ignore_nulls=True)).to_series()
+        out = pl.select(pl.when(out != "").then(out)).to_series()
+    return pl.select(pl.when(out.is_not_null()).then(pl.lit(HINT_PREFIX) + out)).to_series()
+
+
+def _nearest_ancestor(parent: pl.Series, rows: pl.Series, target: pl.Series) -> pl.Series:
+    """For each row in ``rows``: its nearest ancestor (row) where ``target`` holds, else null."""
+    found = pl.repeat(None, rows.len(), dtype=pl.UInt32, eager=True)
+    anc = parent.gather(rows)
+    idx = pl.int_range(rows.len(), dtype=pl.UInt32, eager=True)
+    for _ in range(parent.len()):
+        alive = anc.is_not_null()
+        if not alive.any():
+            break
+        idx, anc = idx.filter(alive), anc.filter(alive)
+        hit = target.gather(anc).fill_null(False)
+        if hit.any():
+            found = found.scatter(idx.filter(hit), anc.filter(hit))
+        idx, anc = idx.filter(~hit), parent.gather(anc.filter(~hit))
+    return found
+
+
+def _moe_topk(ops: pl.DataFrame, canon: pl.Series, parent: pl.Series, moe: pl.Series) -> pl.Series:
+    k_conc = ops.select(pl.col("concrete_inputs").list.get(1, null_on_oob=True).cast(pl.Int64, strict=False)).to_series()
+    k_shape = ops.select(pl.col("input_dims").str.extract(r"^\s*\[\s*\[\s*\d+\s*,\s*(\d+)\s*\]", 1).cast(pl.Int64, strict=False)).to_series()
+    k = pl.select(pl.when(canon.is_in(list(_TOPK_CONCRETE))).then(k_conc)
+                  .when(canon.str.contains(_TOPK_SHAPE_RE)).then(k_shape)).to_series()
+    rows = k.is_not_null().arg_true()
+    out = pl.repeat(None, ops.height, dtype=pl.Int64, eager=True)
+    if rows.len():
+        anc = _nearest_ancestor(parent, rows, moe)
+        ok = anc.is_not_null()
+        if ok.any():
+            out = out.scatter(anc.filter(ok), k.gather(rows.filter(ok)))
+    return out
+
+
+def _moe_wsize(ops: pl.DataFrame, moe: pl.Series, launched: pl.DataFrame | None, parent: pl.Series) -> pl.Series:
+    out = pl.repeat(None, ops.height, dtype=pl.Float64, eager=True)
+    if launched is None or launched.height == 0:
+        return out
+    pos = ops.select("op_id").with_row_index("_r").join(launched.select("op_id", "name"), on="op_id")
+    size = pl.lit(None, pl.Float64)
+    for pat, s in reversed(_WSIZE):
+        size = pl.when(pl.col("name").str.contains(pat)).then(pl.lit(s)).otherwise(size)
+    pos = pos.with_columns(size.alias("_s")).filter(pl.col("_s").is_not_null())
+    if pos.height == 0:
+        return out
+    rows = pos["_r"].cast(pl.UInt32)
+    self_moe = moe.gather(rows)
+    anc = _nearest_ancestor(parent, rows, moe)
+    owner = pl.select(pl.when(self_moe).then(rows).otherwise(anc)).to_series()
+    got = pl.DataFrame({"o": owner, "s": pos["_s"]}).drop_nulls().group_by("o").agg(pl.col("s").min())
+    return out.scatter(got["o"], got["s"]) if got.height else out
