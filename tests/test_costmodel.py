@@ -179,7 +179,7 @@ def test_count_once_resolution() -> None:
     assert by[11]["flops"] is None and by[11]["cost_model"] is None and by[11]["covered"] is False
     # sum of flops counts each unit of work once: addmm + sum (4096) + fused rms_norm
     assert out["flops"].sum() == 264_192.0 + 4096.0 + 2064.0
-    assert out.columns[-5:] == ["flops", "bytes", "cost_model", "dtype", "covered"]
+    assert out.columns[-6:] == ["flops", "bytes", "cost_model", "dtype", "covered", "cost_note"]
     assert out.schema["flops"] == pl.Float64() and out.schema["bytes"] == pl.Float64()
     gaps = unmodelled(out)
     assert set(gaps["name"]) == {"aten::t", "aten::mm"}

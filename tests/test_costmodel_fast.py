@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 import tracekit
 from tracekit.costmodel import ops as costmodel
 from tracekit.costmodel.ops import COUNTED_IN_CHILD, COUNTED_IN_PARENT, DEFER_SHARE, op_costs
-from tracekit.costmodel.formulas import DTYPES, FORMULAS, signature_cost
+from tracekit.costmodel.formulas import CONTRADICTION, DTYPES, canonical_name, priced_expr, signature_cost
 from tracekit.tables.schema import conform
 
 _SEP = "\x1f"
@@ -29,20 +29,26 @@ TRACES = ["kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "kine
 
 # ------------------------------------------------------------------ the reference
 def _ref_signatures(df: pl.DataFrame) -> pl.DataFrame:
-    sigs = df.filter(pl.col("name").is_in(list(FORMULAS))).group_by(_KEYS).agg(
+    # Names are looked up without engine serials (canonical_name); no context hints (no regions).
+    sigs = df.filter(priced_expr(canonical_name(pl.col("name")))).group_by(_KEYS).agg(
         pl.col("input_dims").first(), pl.col("input_types").first(), pl.col("concrete_inputs").first())
-    rows: dict[str, list[object]] = {k: [] for k in [*_KEYS, "_flops", "_bytes", "_model", "_mdtype", "_rank", "_unknown"]}
+    cols = ["_flops", "_bytes", "_model", "_mdtype", "_rank", "_unknown", "_note"]
+    rows: dict[str, list[object]] = {k: [] for k in [*_KEYS, *cols]}
     for r in sigs.iter_rows(named=True):
-        c = signature_cost(r["name"], r["input_dims"], r["input_types"], r["concrete_inputs"])
+        name = pl.select(canonical_name(pl.lit(r["name"]))).item()
+        c = signature_cost(name, r["input_dims"], r["input_types"], r["concrete_inputs"])
         if c is None:
             continue
+        vals = [c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note]
+        if c.model == CONTRADICTION:  # no cost, only the note
+            vals = [None] * 6 + [c.note]
         for k in _KEYS:
             rows[k].append(r[k])
-        for k, v in zip(["_flops", "_bytes", "_model", "_mdtype", "_rank", "_unknown"],
-                        [c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems]):
+        for k, v in zip(cols, vals):
             rows[k].append(v)
     schema = {k: pl.String() for k in _KEYS} | {"_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(),
-                                                 "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64()}
+                                                 "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64(),
+                                                 "_note": pl.String()}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -97,7 +103,8 @@ def reference_op_costs(ops: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("_model")).alias("cost_model"),
         pl.coalesce(pl.col("_mdtype"), first_dtype).alias("dtype"),
         (has | pl.col("_u")).alias("covered"),
-    ).select(*cols, "flops", "bytes", "cost_model", "dtype", "covered")
+        pl.col("_note").alias("cost_note"),
+    ).select(*cols, "flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 
 
 # ------------------------------------------------------------------ optimised == reference

@@ -95,6 +95,9 @@ def analyze(
 
     if (note := replay_note(acts)) is not None:
         warnings.append(note)
+    from tracekit.labels.phases import unread_step_names
+
+    warnings.extend(unread_step_names(labels))
     if not (labels["phase"] != "other").any():
         labels, links, note = _shape_phase(trace, acts, labels, links)
         warnings.append(note)
@@ -131,11 +134,19 @@ def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> Analysi
 
 def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
                  links: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
-    """No region has a phase: ask the shapes (``infer_phase_from_shapes``). When they tell, add
-    one synthetic whole-trace region (id −1, kind ``inferred``) holding every activity, so the
-    phase tables say what the shapes imply; the note says so either way."""
+    """No region has a phase: ask the shapes. Top-level regions holding attention ops get the
+    phase their query lengths imply (``infer_region_phases``: e.g. ``ProfilerStep#6``); with none,
+    one synthetic whole-trace region (id −1, kind ``inferred``) holds every activity except the
+    previous-iteration tail, so the phase tables say what the shapes imply; the note says so
+    either way."""
+    from tracekit.labels.infer import infer_region_phases, previous_iteration_tail
     from tracekit.labels.regions import infer_phase_from_shapes
 
+    labelled, n = infer_region_phases(trace, labels)
+    if n:
+        rules = labelled.filter(pl.col("phase_rule").str.starts_with("inferred from shapes"))
+        return labelled, links, (f"no phase annotations: {n} top-level region{'s' if n != 1 else ''} labelled from attention "
+                                 f"shapes ({rules['name'][0]}: {rules['phase_rule'][0]})")
     inf = infer_phase_from_shapes(trace)
     row = inf.row(0, named=True)
     if row["phase"] == "other" or acts.height == 0:
@@ -143,7 +154,7 @@ def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
     synth = inf.select("region_id", "name", "kind", "start_ns", "end_ns", "phase", "phase_rule", "step").with_columns(
         pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id"))
     labels = pl.concat([labels, synth], how="diagonal_relaxed")
-    extra = acts.select("act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))
+    extra = acts.filter(~previous_iteration_tail(acts)).select("act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))
     links = pl.concat([links.select("act_id", "region_id"), extra])
     return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
 
@@ -236,9 +247,15 @@ def analyze_tables(
     """The analysis over already-built frames (activities and links from attribution, labelled
     regions, op costs; the trace's ``launches`` for blocking calls in the idle causes — the ops
     come from ``costs``, which carries the op columns). Pure: returns an :class:`AnalysisResult`."""
+    from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
+
     th = thresholds or Thresholds()
     warn = list(warnings or [])
     acts = with_costs(activities, costs)
+    tail = tail_summary(acts)
+    if tail is not None:  # the end of an iteration launched before the trace: said, and kept out of latency
+        acts = acts.with_columns(pl.when(previous_iteration_tail(acts)).then(pl.lit(TAIL_REASON))
+                                 .otherwise(pl.col("unattributed_reason")).alias("unattributed_reason"))
     regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
     units = _units(regions)
     reg, linked = _region_metrics(regions, acts, region_links, cpu_only, units)
@@ -278,6 +295,10 @@ def analyze_tables(
     lat_units = reg.filter(pl.col("is_unit")).select(
         "region_id", "name", "phase", "step", "cpu_start_ns", "cpu_end_ns", "last_ns",
         *[c for c in ATTR_COLUMNS if c in reg.columns])
+    if tail is not None:
+        # A step's work cannot start before the previous iteration's tail has left the device:
+        # latency is measured from then, not from a CPU start that queued behind it.
+        lat_units = lat_units.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
     warn.extend(lat.scalars.get("notes") or [])
     totals = _totals(acts, whole, reg, excluded, th, lat.scalars)

@@ -271,14 +271,16 @@ def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None, exact_tok
     gen = steps.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"])) if steps.height else steps
     if gen.height:
         dur_s = (int(gen["done_ns"].max()) - int(gen["cpu_start_ns"].min())) / 1e9  # type: ignore[arg-type]
+        tokens: int | None
         if reqs.height and (exact_tokens or (reqs["source"] == "sidecar").all()) and reqs["output_tokens"].null_count() == 0:
             tokens = int(reqs["output_tokens"].sum())  # the runner counted them, or the trace's request ids did
-        else:  # one token per sequence per forward step: batch, else decode_seqs, else 1
+        else:  # one token per sequence per forward step: batch, else decode_seqs; unknown → no line
             cands = [pl.col(c) for c in ("batch", "decode_seqs") if c in gen.columns]
-            per = pl.coalesce(*cands, pl.lit(1)) if cands else pl.lit(1)
-            tokens = int(gen.select(per.sum()).item())
+            per = pl.coalesce(*cands) if cands else pl.lit(None, pl.Int64)
+            known = int(gen.select(per.is_not_null().sum()).item())
+            tokens = int(gen.select(per.sum()).item()) if known == gen.height else None
         out.update(output_tokens=tokens, duration_s=dur_s,
-                   output_tokens_per_s=tokens / dur_s if dur_s > 0 else None)
+                   output_tokens_per_s=tokens / dur_s if tokens is not None and dur_s > 0 else None)
     if slo is not None and reqs.height and out["duration_s"]:
         w = reqs["sequences"].fill_null(1)
         good = int((w * reqs["meets_slo"].fill_null(False).cast(pl.Int64())).sum())

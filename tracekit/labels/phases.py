@@ -5,11 +5,14 @@ Conventions recognised (see docs/phases.md for the evidence behind each):
 - tracekit's own ``tk:<phase> key=value …`` (parsed by :func:`tracekit.annotate.parse_phase_name`,
   the single source of truth for that grammar);
 - SGLang scheduler steps: ``step[EXTEND bs=15 toks=15360]`` (prefill), ``step[DECODE bs=32]``
-  (decode), ``step[MIXED …]`` (mixed);
-- vLLM-style steps: ``execute_<tokens>_context_<n>(sq…sk…sqsq…sqsk…)_generation_<m>(sq…sk…)``:
-  n context (prefill) requests and m generation (decode) requests; n > 0 = m → prefill,
-  n = 0 < m → decode, both > 0 → mixed. Inside each parenthesis ``sq`` is the sum of query
-  tokens and ``sk`` the sum of key/context tokens of those requests;
+  (decode), ``step[MIXED …]`` (mixed), ``step[IDLE …]`` (other); mode case-insensitive;
+- vLLM steps, both forms: detailed
+  ``execute_<tokens>_context_<n>(sq…sk…sqsq…sqsk…)_generation_<m>(sq…sk…sqsq…sqsk…)`` and native
+  ``execute_context_<n>(<ints joined by _>)_generation_<m>(<ints joined by _>)``: n context
+  (prefill) requests and m generation (decode) requests; n > 0 = m → prefill, n = 0 < m →
+  decode, both > 0 → mixed. In the detailed form ``sq`` is the sum of query tokens and ``sk`` the
+  sum of key/context tokens of those requests; in the native form the first integer is the
+  group's scheduled tokens (what follows varies across vLLM versions and is not read);
 - any name containing "prefill" or "decode" (case-insensitive; both → mixed), except "decoder",
   which names a model part, not the phase;
 - user rules ``REGEX=PHASE`` (:func:`parse_phase_map`), which win over all built-ins.
@@ -31,9 +34,12 @@ MIXED: Final = "mixed"
 OTHER: Final = "other"
 PHASES: Final = (PREFILL, DECODE, MIXED, OTHER)
 
-SGLANG_RE: Final = r"^step\[(EXTEND|PREFILL|DECODE|MIXED)\b([^\]]*)\]"
-_SGLANG_PHASE: Final = {"EXTEND": PREFILL, "PREFILL": PREFILL, "DECODE": DECODE, "MIXED": MIXED}
-VLLM_RE: Final = r"^execute_(\d+)_context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)"
+SGLANG_RE: Final = r"^step\[(?i:(EXTEND|PREFILL|DECODE|MIXED|IDLE))\b([^\]]*)\]"
+_SGLANG_PHASE: Final = {"EXTEND": PREFILL, "PREFILL": PREFILL, "DECODE": DECODE, "MIXED": MIXED, "IDLE": OTHER}
+# Group 1 (the step's tokens) is absent in vLLM's native form.
+VLLM_RE: Final = r"^execute_(?:(\d+)_)?context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)"
+# Names that look like engine steps: one that no rule reads gets a warning (unread_step_names).
+STEP_LIKE_RE: Final = r"^(?i:execute_|step\[|step_|forward_step)"
 PROFILER_STEP_RE: Final = r"#(\d+)$"
 
 PhaseRules = Sequence[tuple[str, str]]
@@ -76,24 +82,30 @@ def sglang_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     mode = name.str.extract(SGLANG_RE, 1)
     body = name.str.extract(SGLANG_RE, 2)
     return {
-        "phase": mode.replace_strict(_SGLANG_PHASE, default=None, return_dtype=pl.String),
-        "batch": _int(body.str.extract(r"\bbs=(\d+)", 1)),
-        "tokens": _int(body.str.extract(r"\btoks=(\d+)", 1)),
+        "phase": mode.str.to_uppercase().replace_strict(_SGLANG_PHASE, default=None, return_dtype=pl.String),
+        "batch": _int(body.str.extract(r"\b(?:bs|batch)=(\d+)", 1)),
+        "tokens": _int(body.str.extract(r"\b(?:toks|tokens)=(\d+)", 1)),
     }
 
 
 def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
-    """phase and attributes of vLLM-style ``execute_…_context_n(…)_generation_m(…)`` names.
+    """phase and attributes of vLLM ``execute_…context_n(…)_generation_m(…)`` names (both forms).
 
-    tokens = the leading number (tokens scheduled in the step); batch = n + m; decode_seqs = m;
-    prefill_tokens = ``sq`` of the context part; kv_tokens = ``sk`` of both parts (KV entries the
-    step's attention reads); ctx = kv_tokens // batch (mean context per sequence).
+    tokens = the leading number (tokens scheduled in the step), else the context and generation
+    parts' token counts added; batch = n + m; decode_seqs = m; prefill_tokens = the context
+    part's tokens (``sq…`` or its first integer); kv_tokens = ``sk`` of both parts (KV entries the
+    step's attention reads; null in the native form); ctx = kv_tokens // batch (mean context per
+    sequence).
     """
-    tokens = _int(name.str.extract(VLLM_RE, 1))
     n = _int(name.str.extract(VLLM_RE, 2))
     m = _int(name.str.extract(VLLM_RE, 4))
     ctx_part = name.str.extract(VLLM_RE, 3)
     gen_part = name.str.extract(VLLM_RE, 5)
+
+    def part_tokens(part: pl.Expr) -> pl.Expr:
+        return pl.coalesce(_int(part.str.extract(r"^sq(\d+)", 1)), _int(part.str.extract(r"^(\d+)(?:_|$)", 1)))
+
+    tokens = pl.coalesce(_int(name.str.extract(VLLM_RE, 1)), part_tokens(ctx_part) + part_tokens(gen_part))
     sk = _int(ctx_part.str.extract(r"sk(\d+)", 1)) + _int(gen_part.str.extract(r"sk(\d+)", 1))
     batch = n + m
     phase = (
@@ -107,7 +119,7 @@ def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
         "tokens": tokens,
         "batch": batch,
         "decode_seqs": m,
-        "prefill_tokens": _int(ctx_part.str.extract(r"^sq(\d+)", 1)),
+        "prefill_tokens": part_tokens(ctx_part),
         "kv_tokens": sk,
         "ctx": pl.when(batch > 0).then(sk // batch),
     }
@@ -130,3 +142,23 @@ def user_phase(name: pl.Expr, rules: PhaseRules) -> tuple[pl.Expr, pl.Expr]:
         phase = pl.when(hit).then(pl.lit(ph)).otherwise(phase)
         rule = pl.when(hit).then(pl.lit(f"--phase-map {regex}={ph}")).otherwise(rule)
     return phase, rule
+
+
+def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
+    """Warnings for step-like region names (``execute_…``, ``step[…``) that no step rule read: the
+    name, how many regions carry it, and a ``--phase-map`` rule that would label it."""
+    if labels.height == 0 or "phase_rule" not in labels.columns:
+        return []
+    read = pl.col("phase_rule").str.starts_with("SGLang ") | pl.col("phase_rule").str.starts_with("vLLM ") \
+        | pl.col("phase_rule").str.starts_with("--phase-map ") | pl.col("phase_rule").str.starts_with("tk: ")
+    bad = (labels.filter(pl.col("kind") != "gpu_user_annotation")
+           .filter(pl.col("name").str.contains(STEP_LIKE_RE) & ~read)
+           .group_by("name").agg(pl.len().alias("n"), pl.col("start_ns").min()).sort("start_ns"))
+    out = []
+    for name, n, _ in bad.head(limit).iter_rows():
+        stem = re.split(r"[\d(\[]", name, maxsplit=1)[0] if not name.startswith("step[") else name.split(" ")[0]
+        out.append(f'step-like annotation "{name}" ({n} region{"s" if n != 1 else ""}) matched no step rule; label it '
+                   f"with --phase-map '^{re.escape(stem)}=PHASE' (PHASE: prefill, decode, mixed or other)")
+    if bad.height > limit:
+        out.append(f"… and {bad.height - limit} more step-like names no rule read")
+    return out

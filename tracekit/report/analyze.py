@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.report import fmt
+from tracekit.report.sections import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 
 
 def _dur(ns: Any) -> str:
@@ -14,7 +15,7 @@ def _dur(ns: Any) -> str:
 
 
 def _si(x: Any, unit: str) -> str:
-    return "-" if x is None else fmt.si(float(x), unit)
+    return x if isinstance(x, str) else "-" if x is None else fmt.si(float(x), unit)
 
 
 def _pct(x: Any) -> str:
@@ -22,7 +23,7 @@ def _pct(x: Any) -> str:
 
 
 def _num(x: Any) -> str:
-    return "-" if x is None else fmt.plain(float(x))
+    return x if isinstance(x, str) else "-" if x is None else fmt.plain(float(x))
 
 
 def _int(x: Any) -> str:
@@ -38,7 +39,9 @@ def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[st
     return [line(headers), line(["-" * w for w in widths]), *[line(r) for r in rows]]
 
 
-def _metric_row(r: dict[str, Any]) -> list[str]:
+def _metric_row(r: dict[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> list[str]:
+    if low_coverage(r, min_cov):  # not a measurement: "–" next to the coverage
+        r = {**r, **{k: "–" for k in MEASURED}}
     return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), _int(r.get("gap_count")), _int(r.get("kernel_count")),
             _si(r.get("flops"), "FLOP"), _si(r.get("bytes"), "B"), _num(r.get("intensity")),
             _si(r.get("achieved_flops_per_s"), "FLOP/s"), _si(r.get("achieved_bytes_per_s"), "B/s"),
@@ -65,9 +68,10 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     else:
         out.append(f"device {e(dev.get('name'))}: {e(dev.get('hint'))}")
     t = tot.get("trace") or {}
-    out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t)], markdown)]
+    mc = float((tot.get("thresholds") or {}).get("min_coverage", DEFAULT_MIN_COVERAGE))
+    out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t, mc)], markdown)]
     if doc["phases"]:
-        rows = [[p["phase"], _int(p.get("region_count")), *_metric_row(p)] for p in doc["phases"]]
+        rows = [[p["phase"], _int(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
         out += ["", h("Phases"), *_table(["phase", "steps", *METRIC_HEADERS], rows, markdown)]
     lat_rows = []
     for p in doc["phases"]:
@@ -76,7 +80,8 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
                              *[_num(v.get(k)) for k in ("mean", "p50", "p90", "p99")]])
     if lat_rows:
         out += ["", h("Latency (ms)"), *_table(["phase", "metric", "source", "n", "mean", "p50", "p90", "p99"], lat_rows, markdown)]
-        extra = [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({fmt.count(tot.get('output_tokens'), 'token')})"]
+        extra = ([f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({fmt.count(tot.get('output_tokens'), 'token')})"]
+                 if tot.get("output_tokens") is not None else ["output tokens/s: batch unknown"])
         if tot.get("slo"):
             extra.append(f"goodput {_num(tot.get('goodput_req_per_s'))} req/s, {_pct(tot.get('goodput_fraction'))} "
                          f"of requests meet {e(fmt.slo(tot['slo']) if isinstance(tot['slo'], dict) else tot['slo'])}")
@@ -95,7 +100,7 @@ def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
     out += _why(doc, h, e, markdown)
     # most device time first (the JSON keeps start order), so --limit keeps the regions that matter
     regions = sorted(doc["regions"], key=lambda r: -(r.get("device_time_ns") or r.get("busy_ns") or 0))
-    rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else _int(r["step"]), *_metric_row(r)]
+    rows = [[str(r.get("name"))[:48], str(r.get("phase")), "-" if r.get("step") is None else _int(r["step"]), *_metric_row(r, mc)]
             for r in regions[:limit]]
     out += ["", h(f"Regions ({fmt.count(len(regions))}, most device time first)"),
             *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown)]

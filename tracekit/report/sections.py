@@ -34,6 +34,23 @@ REGION_COLUMNS = (
 TOP_N = 10
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
 NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
+# Measured-looking numbers that are not measurements when the cost model covers too little of
+# the busy time: printed as "–" next to the coverage (JSON keeps them, with the coverage).
+MEASURED = ("flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_peak_flops",
+            "frac_peak_bytes")
+DEFAULT_MIN_COVERAGE = 0.5
+
+
+def low_coverage(row: dict[str, Any], min_coverage: float) -> bool:
+    """Whether a row's FLOPs, bytes and rates print as "–": its coverage is known and below the threshold."""
+    cov = row.get("coverage")
+    return isinstance(cov, (int, float)) and cov < min_coverage
+
+
+def min_coverage(d: ReportData) -> float:
+    th = d.totals.get("thresholds") if isinstance(d.totals, dict) else None
+    v = th.get("min_coverage") if isinstance(th, dict) else None
+    return float(v) if isinstance(v, (int, float)) else DEFAULT_MIN_COVERAGE
 
 
 @dataclass
@@ -59,11 +76,15 @@ class Section:
     anchor: str = ""
 
 
-def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str = "", collapse: bool | None = None) -> Table:
+def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str = "", collapse: bool | None = None,
+          min_cov: float | None = None) -> Table:
     """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
-    :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``."""
+    :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``. With
+    ``min_cov``, a row whose coverage is below it prints its FLOPs, bytes and rates as "–"."""
     cols = [c for c in (columns or df.columns) if c in df.columns]
-    rows = [[fmt.value(c, r.get(c)) for c in cols] for r in df.select(cols).iter_rows(named=True)] if cols else []
+    keep = [*cols, *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else [])]
+    rows = [[("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
+             for c in cols] for r in df.select(keep).iter_rows(named=True)] if cols else []
     full: dict[int, list[str | None]] = {}
     for i, c in enumerate(cols):
         if c in NAME_COLUMNS:
@@ -113,8 +134,10 @@ def _summary(d: ReportData) -> Section:
             "regions_excluded", "output_tokens", "output_tokens_per_s", "goodput_req_per_s", "goodput_fraction")
     tot = d.totals
     rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
-    rows += [[f"whole trace {fmt.label(k)}", fmt.value(k, w[k])] for k in ("span_ns", "busy_ns", "busy_ratio", "gap_count", "gap_max_ns",
-             "flops", "bytes", "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage") if w is not tot and w.get(k) is not None]
+    low = low_coverage(w, min_coverage(d))
+    rows += [[f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
+             for k in ("span_ns", "busy_ns", "busy_ratio", "gap_count", "gap_max_ns", "flops", "bytes", "intensity",
+                       "achieved_flops_per_s", "frac_peak_flops", "coverage") if w is not tot and w.get(k) is not None]
     if rows:
         s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
     for m in d.missing:
@@ -201,7 +224,7 @@ def _phases(d: ReportData) -> Section:
         return s
     ph = _with_busy_fraction(d.phases)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
-    s.tables.append(table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False))
+    s.tables.append(table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False, min_cov=min_coverage(d)))
     lat = latency_columns(ph)
     if lat:
         s.tables.append(table(ph, ["phase", *lat], caption="latency (TTFT / TPOT / ITL percentiles)", collapse=False))
@@ -242,7 +265,7 @@ def _regions(d: ReportData) -> Section:
     if r.height == 0:
         return s
     cols = [c for c in REGION_COLUMNS if c in r.columns]
-    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first")
+    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first", min_cov=min_coverage(d))
     if "name" in cols:  # region names are the user's own annotations: cut to the width, never rewritten
         i = cols.index("name")
         names = [str(n) for n in r["name"].to_list()]
