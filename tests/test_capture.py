@@ -157,3 +157,49 @@ def test_low_coverage_prints_dashes_not_numbers(shared_traces: Path) -> None:
     res = analyze(tracekit.load(str(shared_traces / SGLANG / "sglang_Qwen3-8B_decode.json.gz")))
     reg = {s.title: s for s in sections.build(report_data(tr, res))}["Regions"].tables[0]
     assert all(r[fl] != "–" for r in reg.rows)
+
+
+def _copy_capture(src: Path, dst: Path, strip_kernel_names: bool = False) -> None:
+    doc = json.load(gzip.open(src))
+    if strip_kernel_names:  # what a CUDA capture records: no kernel name on the launch call
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "cuda_runtime":
+                e.get("args", {}).pop("kernel", None)
+    with gzip.open(dst, "wt") as fh:
+        json.dump(doc, fh)
+
+
+def test_capture_without_kernel_names_matches_by_kind(shared_traces: Path, tmp_path: Path) -> None:
+    cap = discover(shared_traces / VLLM / "graph_execution.json.gz")[0]
+    _copy_capture(cap, tmp_path / "cuda_like.json.gz", strip_kernel_names=True)
+    bare = load(shared_traces / VLLM / "graph_execution.json.gz", discover_captures=False)
+    merged = merge_captures(bare, [tmp_path / "cuda_like.json.gz"])
+    row = merged.meta["capture"]["launches"][0]
+    assert row["how"] == "node kinds in order (capture names no kernels)" and merged.meta["capture"]["mapped_kernels"] == 421
+    named = merge_captures(bare, [cap])
+    # Same pairing as by names: every replayed kernel gets the same captured op.
+    a = attribute(merged).activities.sort("act_id")["op_name"]
+    b = attribute(named).activities.sort("act_id")["op_name"]
+    assert a.equals(b)
+
+
+def test_batch_size_tells_identical_graphs_apart(shared_traces: Path, tmp_path: Path) -> None:
+    cap = discover(shared_traces / VLLM / "graph_execution.json.gz")[0]
+    d = tmp_path / "capture_traces"
+    d.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        _copy_capture(cap, d / name)
+    bare = load(shared_traces / VLLM / "graph_execution.json.gz", discover_captures=False)
+    # The step is execute_32_…: the graph captured for batch 32 is the one.
+    (d / "execution_details.json").write_text(json.dumps([{"file": "a.json.gz", "batch_size": 16, "mode": "FULL"},
+                                                          {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"}]))
+    merged = merge_captures(bare, [d / "a.json.gz", d / "b.json.gz"])
+    row = merged.meta["capture"]["launches"][0]
+    assert row["file"].endswith("b.json.gz") and merged.meta["capture"]["mapped_kernels"] == 421
+    # Both captured for batch 32: two candidates, nothing mapped, and the warning says why.
+    (d / "execution_details.json").write_text(json.dumps([{"file": "a.json.gz", "batch_size": 32, "mode": "FULL"},
+                                                          {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"}]))
+    merged = merge_captures(bare, [d / "a.json.gz", d / "b.json.gz"])
+    assert merged.kernels.equals(bare.kernels) and merged.meta["capture"]["mapped_kernels"] == 0
+    w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
+    assert w and "2 captured graphs have these 421 nodes and the batch size does not single one out (launch batch 32, graphs 32)" in w[0]
