@@ -127,6 +127,13 @@ def test_dataset_keeps_the_merge(shared_traces: Path, tmp_path: Path) -> None:
     main(["ingest", str(src), "--out", str(out)])
     ds = tracekit.load(str(out))
     assert ds.meta["capture"]["mapped_kernels"] == 421
+    # The dataset's op-cost table holds the replayed ops' per-call costs (TraceLens: 0.902529024 GFLOP).
+    stored = pl.read_parquet(next((out / "op_costs").glob("trace_id=*/data.parquet")))
+    priced = ds.ops.select("op_id", "name").join(stored, on="op_id")
+    att = priced.filter(pl.col("name") == "vllm::unified_attention_with_output")
+    moe = priced.filter(pl.col("name") == "vllm::moe_forward")
+    assert att.height == 24 and set(att["flops"]) == {902_529_024.0}
+    assert moe.height == 24 and set(moe["flops"]) == {7_247_757_312.0}
     a = analyze(ds)
     b = analyze(tracekit.load(str(src)))
     assert a.regions["coverage"].to_list() == b.regions["coverage"].to_list()
