@@ -89,7 +89,10 @@ def test_h100_qwen_prefill_unit_is_profiler_step_6(shared_traces: Path) -> None:
     assert units["name"].to_list() == ["ProfilerStep#6"] and units["phase"].to_list() == ["prefill"]
     u = units.row(0, named=True)
     s, e, busy = _gpu_step(shared_traces)
-    assert abs(u["span_ns"] / 1e3 - (e - s)) < 1.0 and abs(u["busy_ns"] / 1e3 - busy) < 1.0
+    # Device span (first kernel → last kernel) = the step's gpu_user_annotation; busy = the union of
+    # its kernels; both to the µs. (span_ns is the host-clock window: CPU start → last kernel end.)
+    assert abs((u["last_ns"] - u["first_ns"]) / 1e3 - (e - s)) < 1.0 and abs(u["busy_ns"] / 1e3 - busy) < 1.0
+    assert u["span_ns"] == u["last_ns"] - u["cpu_start_ns"]
     # SDPA query [16, 16, 559, 64]: batch 16 → 16 output tokens for the prefill.
     assert u["batch"] == 16 and res.totals["output_tokens"] == 16
     tail = res.unattributed.filter(pl.col("reason").str.starts_with("previous-iteration tail"))
