@@ -49,8 +49,8 @@ def sample_doc() -> dict[str, Any]:
     phase_list = [{"phase": k, **v} for k, v in phases.items()]
     return {
         "trace": {"source": "/tmp/demo.json.gz", "format": "kineto", "rank": None},
-        "device": {"name": "H100 SXM", "peak_flops_per_s": {"bf16": 989e12, "fp32": 67e12}, "mem_bandwidth_bytes_per_s": 3.35e12,
-                   "source": "NVIDIA H100 datasheet"},
+        "device": {"name": "H100 SXM", "peak_flops_per_s": {"bf16": 989e12, "fp32": 67e12}, "peak_bytes_per_s": 3.35e12,
+                   "peaks_source": "NVIDIA H100 datasheet"},
         "diagnostic": None,
         "regions": regions,
         "phases": phase_list,

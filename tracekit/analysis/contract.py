@@ -9,7 +9,7 @@ When docs/json.md gains a key, add it here in the same commit.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class TraceInfo(TypedDict):
@@ -31,6 +31,7 @@ class _Device(TypedDict):
 
 class DeviceInfo(_Device, total=False):
     hint: str  # only when the device is unknown: how to pass --hardware
+    calibration_warnings: list[str]  # only for a calibrated hardware file with implausible figures
 
 
 class _Top(TypedDict):
@@ -166,6 +167,14 @@ class RequestRow(TypedDict, total=False):
     meets_slo: bool | None
 
 
+class CommRow(TypedDict):
+    phase: str  # "trace" (all), a phase, or "unphased"
+    comm_count: int
+    comm_ns: int
+    exposed_ns: int
+    exposed_fraction: float | None
+
+
 class Thresholds(TypedDict):
     overhead_busy_ratio: float
     min_coverage: float
@@ -193,6 +202,8 @@ class Totals(TypedDict, total=False):
     top_kernels: list[TopRow]
     top_ops: list[TopRow]
     op_classes: list[OpClassRow]
+    communication: list[CommRow]
+    serving: dict[str, Any]  # only for serving traces with request ids (docs/serving.md)
     warnings: list[str]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from tracekit.analysis.contract import AnalysisDoc
 from tracekit.conventions import CPU_DIAGNOSTIC
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
@@ -100,8 +101,9 @@ class AnalysisResult:
         lines += [f"  warning: {w}" for w in self.warnings[:3]]
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
-        """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`)."""
+    def to_json(self) -> AnalysisDoc:
+        """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`); its type is the
+        contract renderers read (tracekit/analysis/contract.py)."""
         regions = _records(self.regions, REGION_JSON_COLUMNS)
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
@@ -147,7 +149,7 @@ class AnalysisResult:
         if self.serving:
             totals["serving"] = self.serving
         totals["communication"] = _records(self.communication, list(self.communication.columns))
-        return _clean({
+        doc: AnalysisDoc = _clean({
             "version": JSON_VERSION,
             "trace": self.trace,
             "device": self.device,
@@ -161,6 +163,7 @@ class AnalysisResult:
             },
             "totals": totals,
         })
+        return doc
 
 
 def _lat_key(row: dict[str, Any]) -> str:

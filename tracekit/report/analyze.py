@@ -4,8 +4,10 @@ table or Markdown. Markdown cells and headings go through :func:`tracekit.report
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from tracekit.analysis.contract import AnalysisDoc
 from tracekit.report import fmt
 from tracekit.report.sections import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 
@@ -39,7 +41,7 @@ def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[st
     return [line(headers), line(["-" * w for w in widths]), *[line(r) for r in rows]]
 
 
-def _metric_row(r: dict[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> list[str]:
+def _metric_row(r: Mapping[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> list[str]:
     if low_coverage(r, min_cov):  # not a measurement: "–" next to the coverage
         r = {**r, **{k: "–" for k in MEASURED}}
     return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), _int(r.get("gap_count")), _int(r.get("kernel_count")),
@@ -51,7 +53,7 @@ def _metric_row(r: dict[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> lis
 METRIC_HEADERS = ["span", "busy", "gaps", "kernels", "FLOPs", "bytes", "FLOP/B", "FLOP/s", "B/s", "cov", "bound", "reason"]
 
 
-def render(doc: dict[str, Any], markdown: bool = False, limit: int = 40) -> str:
+def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
     """The analysis JSON document as a plain-text table or Markdown."""
     h = (lambda t: f"## {t}") if markdown else (lambda t: f"{t}\n{'=' * len(t)}")
     e = fmt.md_escape if markdown else str  # text from the trace: escaped in Markdown

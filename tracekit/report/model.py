@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import polars as pl
+
+from tracekit.analysis.contract import AnalysisDoc
 
 PHASE_ORDER = ("prefill", "decode", "mixed", "other", "all")
 
@@ -22,7 +24,7 @@ PHASE_ORDER = ("prefill", "decode", "mixed", "other", "all")
 class ReportData:
     """Everything a renderer may show. Frames may be empty; ``missing`` says what is absent and why."""
 
-    doc: dict[str, Any]  # the analysis JSON contract (issue 4 §8), as produced by to_json()
+    doc: AnalysisDoc  # the analysis JSON contract (docs/json.md), as produced by to_json()
     regions: pl.DataFrame
     phases: pl.DataFrame
     top_kernels: pl.DataFrame
@@ -43,12 +45,9 @@ class ReportData:
 
     @property
     def diagnostic(self) -> str | None:
+        """The CPU-diagnostic label (docs/json.md ``diagnostic``), or None for a GPU trace."""
         d = self.doc.get("diagnostic")
-        if d is None or d is False:
-            return None
-        if isinstance(d, Mapping):
-            return str(d.get("label") or d.get("message") or d.get("reason") or "CPU diagnostic")
-        return str(d)
+        return str(d) if d else None
 
     @property
     def device(self) -> dict[str, Any]:
@@ -155,7 +154,7 @@ def _cell(v: Any) -> Any:
 
 
 def from_json(
-    doc: Mapping[str, Any],
+    doc: AnalysisDoc,
     *,
     top_kernels: pl.DataFrame | None = None,
     top_ops: pl.DataFrame | None = None,
@@ -163,7 +162,7 @@ def from_json(
     activities: pl.DataFrame | None = None,
 ) -> ReportData:
     """Build the report model from the analysis JSON contract plus optional frames."""
-    d = dict(doc)
+    d = doc
     missing: list[str] = []
     regions = records_frame(d.get("regions"))
     phases = _order_phases(records_frame(latency_columns(d.get("phases"))))
@@ -237,12 +236,3 @@ def _order_phases(df: pl.DataFrame) -> pl.DataFrame:
         .sort(keys, maintain_order=True)
         .drop("_o")
     )
-
-
-def pick(columns: Iterable[str], *candidates: str) -> str | None:
-    """The first of ``candidates`` present in ``columns`` (contract names may vary slightly)."""
-    cols = list(columns)
-    for c in candidates:
-        if c in cols:
-            return c
-    return None

@@ -19,7 +19,6 @@ from tracekit.analysis.classes import CLASS_ORDER, op_class
 
 from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
 from tracekit.report import spread
-from tracekit.report.model import pick
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -85,7 +84,7 @@ def to_bytes(fig: "Figure", fmt: str = "png", dpi: int = 100) -> bytes:
 def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
     """(peak FLOP/s, bandwidth B/s, dtype) from the contract's ``device`` block, or None."""
     pf = device.get("peak_flops_per_s")
-    dtype = str(device.get("dtype") or device.get("dominant_dtype") or "")
+    dtype = str(device.get("dtype") or "")
     if isinstance(pf, Mapping):
         table: Mapping[str, Any] = pf
         if not table:
@@ -93,7 +92,7 @@ def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
         if dtype not in table:
             dtype = "bf16" if "bf16" in table else max(table, key=lambda k: table[k] or 0)
         pf = table[dtype]
-    bw = device.get("mem_bandwidth_bytes_per_s") or device.get("peak_bytes_per_s") or device.get("bandwidth_bytes_per_s")
+    bw = device.get("peak_bytes_per_s")
     if not pf or not bw:
         return None
     return float(pf), float(bw), dtype or "?"
@@ -125,7 +124,7 @@ def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame |
     for df, kind in ((regions, "region"), (phases, "phase"), (classes, "class")):
         if df is None or not df.height or "intensity" not in df.columns or "achieved_flops_per_s" not in df.columns:
             continue
-        name = pick(df.columns, "name", "phase") or "phase"
+        name = "name" if kind == "region" else "phase"  # regions are named; phases and classes by phase
         opt = [(pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t)).alias(a) for c, t, a in (
             ("dtype", pl.String, "dtype"), ("peak_flops_per_s", pl.Float64, "peak"), ("peak_bytes_per_s", pl.Float64, "bw"),
             ("op_class", pl.String, "op_class"))]
@@ -284,8 +283,8 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
     """Decode step time against context length: one point per decode step, median per bucket."""
     if regions.height == 0 or "phase" not in regions.columns:
         raise MissingPlotData("decode: no regions with phases")
-    ctx = pick(regions.columns, "ctx", "context", "context_len", "attrs.ctx")
-    t = pick(regions.columns, "span_ns", "duration_ns", "cpu_duration_ns")
+    ctx = "ctx" if "ctx" in regions.columns else None  # the contract's names (docs/json.md)
+    t = "span_ns" if "span_ns" in regions.columns else None
     d = regions.filter(pl.col("phase") == "decode")
     if d.height == 0:
         raise MissingPlotData("decode: the trace has no decode regions")
@@ -326,8 +325,8 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     if op_classes is not None and op_classes.height and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns):
         classes = op_classes.select("phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns"))
     else:
-        tcol = pick(top_kernels.columns, "device_time_ns", "total_ns", "dur_ns", "time_ns", "busy_ns")
-        if top_kernels.height and tcol and "name" in top_kernels.columns and "phase" in top_kernels.columns:
+        tcol = "device_time_ns"
+        if top_kernels.height and tcol in top_kernels.columns and "name" in top_kernels.columns and "phase" in top_kernels.columns:
             classes = (top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
                        .group_by("phase", "cls").agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns")))
     fig = _figure()
@@ -363,11 +362,10 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
 
 def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
     """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
-    x = pick(table.columns, "intensity", "arithmetic_intensity", "intensity_flop_per_byte")
-    y = pick(table.columns, "achieved_flops_per_s", "flops_per_s", "achieved_flop_per_s")
-    if table.height == 0 or x is None or y is None:
+    x, y = "intensity", "achieved_flops_per_s"  # the runner's phase-shape table (docs/workloads.md)
+    if table.height == 0 or not {x, y} <= set(table.columns):
         raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
-    grp = pick(table.columns, "phase", "kind", "shape_kind")
+    grp = "kind" if "kind" in table.columns else None
     d = spread.sweep_range(table, x, y)
     d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
     if d.height == 0:

@@ -1,0 +1,55 @@
+"""The TypedDicts of tracekit/analysis/contract.py mirror the JSON the analysis writes: every key of
+every stored snapshot (tests/snapshots/analyze) is declared, and every required key is present.
+A key added to ``AnalysisResult.to_json`` fails here until the contract (and docs/json.md) has it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracekit.analysis import contract as c
+
+SNAPSHOTS = sorted((Path(__file__).parent / "snapshots" / "analyze").glob("*.json"))
+
+
+def _check(obj: dict[str, Any], td: Any, where: str) -> None:
+    keys = set(td.__required_keys__) | set(td.__optional_keys__)
+    assert set(obj) <= keys, f"{where}: keys not in {td.__name__}: {sorted(set(obj) - keys)}"
+    assert set(td.__required_keys__) <= set(obj), f"{where}: missing {sorted(set(td.__required_keys__) - set(obj))}"
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_snapshot_matches_the_typed_contract(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    _check(doc, c.AnalysisDoc, "document")
+    _check(doc["trace"], c.TraceInfo, "trace")
+    _check(doc["device"], c.DeviceInfo, "device")
+    _check(doc["unattributed"], c.Unattributed, "unattributed")
+    for r in doc["unattributed"]["by_reason"]:
+        _check(r, c.ReasonRow, "unattributed.by_reason[]")
+    t = doc["totals"]
+    _check(t, c.Totals, "totals")
+    _check(t["trace"], c.Metrics, "totals.trace")
+    for key, td in (("top_kernels", c.TopRow), ("top_ops", c.TopRow), ("op_classes", c.OpClassRow),
+                    ("communication", c.CommRow), ("requests", c.RequestRow)):
+        for row in t.get(key) or []:
+            _check(row, td, f"totals.{key}[]")
+    for r in doc["regions"]:
+        _check(r, c.RegionRow, f"regions[{r.get('name')}]")
+        for row in r["top_kernels"] + r["top_ops"]:
+            _check(row, c.TopRow, "regions[].top_*")
+    for p in doc["phases"]:
+        _check(p, c.PhaseRow, f"phases[{p.get('phase')}]")
+        for row in p.get("latency", {}).values():
+            _check(row, c.LatencyRow, "phases[].latency")
+        for row in p.get("step_time_by_ctx", []):
+            _check(row, c.CtxBucket, "phases[].step_time_by_ctx")
+        for row in p.get("op_classes", []):
+            _check(row, c.OpClassRow, "phases[].op_classes")
+
+
+def test_there_are_snapshots() -> None:
+    assert len(SNAPSHOTS) >= 5
