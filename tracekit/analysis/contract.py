@@ -111,7 +111,34 @@ class Metrics(TypedDict, total=False):
     reason: str | None
 
 
-class RegionRow(Metrics, total=False):
+class IdleCulprit(TypedDict, total=False):
+    rank: int
+    cause: str
+    op: str | None
+    call: str | None
+    idle_ns: int
+    count: int
+    share: float | None
+    text: str  # phases only
+
+
+class Idle(TypedDict, total=False):
+    """Idle time by cause (issue 12; docs/analysis.md): the causes add up to ``idle_ns``."""
+
+    first_launch_ns: int | None
+    idle_blocking_ns: int | None
+    idle_launch_latency_ns: int | None
+    idle_cpu_op_ns: int | None
+    idle_outside_ops_ns: int | None
+    idle_before_first_launch_ns: int | None
+    idle_after_last_kernel_ns: int | None
+    idle_causes_ns: int | None
+    idle_top: str | None
+    class_top: str | None
+    idle_culprits: list[IdleCulprit]
+
+
+class RegionRow(Metrics, Idle, total=False):
     name: str
     phase: str  # prefill | decode | mixed | other
     phase_rule: str | None
@@ -133,9 +160,15 @@ class RegionRow(Metrics, total=False):
     top_ops: list[TopRow]
 
 
-class PhaseRow(Metrics, total=False):
+class PhaseRow(Metrics, Idle, total=False):
     phase: str
     region_count: int
+    launch_delay_count: int | None
+    launch_delay_p50_ns: float | None
+    launch_delay_p99_ns: float | None
+    launch_delay_max_ns: float | None
+    class_roofline: list[dict[str, Any]]  # one object per op class (docs/json.md lists the keys)
+    top_shapes: list[dict[str, Any]]  # the 10 ops with most device time by (name, input shapes)
     latency: dict[str, LatencyRow]
     step_time_by_ctx: list[CtxBucket]  # decode only
     top_kernels: list[TopRow]
@@ -204,6 +237,9 @@ class Totals(TypedDict, total=False):
     op_classes: list[OpClassRow]
     communication: list[CommRow]
     serving: dict[str, Any]  # only for serving traces with request ids (docs/serving.md)
+    idle_conserved: bool  # every region's idle causes add up to its idle time
+    class_roofline: list[dict[str, Any]]
+    top_shapes: list[dict[str, Any]]  # only for serving traces with request ids (docs/serving.md)
     warnings: list[str]
 
 

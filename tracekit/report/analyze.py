@@ -132,7 +132,7 @@ def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
     return "\n".join(out) + "\n"
 
 
-def _why(doc: dict[str, Any], h: Any, e: Any, markdown: bool) -> list[str]:
+def _why(doc: AnalysisDoc, h: Any, e: Any, markdown: bool) -> list[str]:
     """Idle time by cause and the per-class roofline (tracekit/report/why.py)."""
     from tracekit.report.why import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
 

@@ -4,6 +4,7 @@ Markdown) and the report's "Why" section; each renderer escapes and lays them ou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tracekit.report import fmt
@@ -19,14 +20,14 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * float(x):.0f} %"
 
 
-def _scopes(doc: dict[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
+def _scopes(doc: Mapping[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
     """Phases, then the ``regions`` regions with most idle time."""
     out = [(f"phase {p['phase']}", p) for p in doc.get("phases") or []]
     regs = sorted(doc.get("regions") or [], key=lambda r: -(r.get("idle_ns") or 0))[:regions]
     return out + [(f"region {str(r.get('name'))[:40]}", r) for r in regs]
 
 
-def idle_rows(doc: dict[str, Any], regions: int = 5, per_scope: int = 5) -> list[list[str]]:
+def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> list[list[str]]:
     """Top idle culprits per phase and per region (the ``regions`` with most idle time)."""
     rows = []
     for scope, d in _scopes(doc, regions):
@@ -37,7 +38,7 @@ def idle_rows(doc: dict[str, Any], regions: int = 5, per_scope: int = 5) -> list
     return rows
 
 
-def launch_delay_lines(doc: dict[str, Any]) -> list[str]:
+def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
     out = []
     for p in doc.get("phases") or []:
         if p.get("launch_delay_count"):
@@ -47,7 +48,7 @@ def launch_delay_lines(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def class_rows(doc: dict[str, Any]) -> list[list[str]]:
+def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     """The per-class roofline of each phase and of the whole trace."""
     scopes = [(f"phase {p['phase']}", p.get("class_roofline") or []) for p in doc.get("phases") or []]
     scopes.append(("whole trace", (doc.get("totals") or {}).get("class_roofline") or []))
