@@ -106,9 +106,9 @@ def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, 
                 else render_ranks(doc, markdown=fmt == "md"))
     trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id, captures=list(captures))
     result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
-    doc = result.to_json()
+    one = result.to_json()
     if store_options is not None and trace.meta.get("dataset_path"):
         from tracekit.tables.results import store
 
-        store(source, trace.trace_id, store_options, doc)
-    return _text(msgspec.json.encode(doc), fmt, limit)
+        store(source, trace.trace_id, store_options, dict(one))
+    return _text(msgspec.json.encode(one), fmt, limit)

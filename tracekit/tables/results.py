@@ -61,10 +61,10 @@ def dataset_trace(root: Path, trace_id: str | None) -> str | None:
 
 
 def _code_hash() -> str:
-    from tracekit import __version__
-
+    # The package version needs no import of the root package (which would put tables/ above
+    # sources/ in the layers contract): tracekit/__init__.py, where it is set, is hashed below.
     pkg = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256(f"tracekit {__version__}; results {RESULTS_FORMAT}".encode())
+    h = hashlib.sha256(f"tracekit; results {RESULTS_FORMAT}".encode())
     for f in sorted(pkg.rglob("*.py"), key=lambda p: p.relative_to(pkg).as_posix()):
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
