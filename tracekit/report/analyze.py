@@ -42,7 +42,7 @@ def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[st
 
 
 def _metric_row(r: Mapping[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> list[str]:
-    if low_coverage(r, min_cov):  # not a measurement: "–" next to the coverage
+    if low_coverage(dict(r), min_cov):  # not a measurement: "–" next to the coverage
         r = {**r, **{k: "–" for k in MEASURED}}
     return [_dur(r.get("span_ns")), _pct(r.get("busy_ratio")), _int(r.get("gap_count")), _int(r.get("kernel_count")),
             _si(r.get("flops"), "FLOP"), _si(r.get("bytes"), "B"), _num(r.get("intensity")),
@@ -70,7 +70,8 @@ def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
     else:
         out.append(f"device {e(dev.get('name'))}: {e(dev.get('hint'))}")
     t = tot.get("trace") or {}
-    mc = float((tot.get("thresholds") or {}).get("min_coverage", DEFAULT_MIN_COVERAGE))
+    th = tot.get("thresholds")
+    mc = float(th["min_coverage"]) if th else DEFAULT_MIN_COVERAGE
     out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t, mc)], markdown)]
     if doc["phases"]:
         rows = [[p["phase"], _int(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
