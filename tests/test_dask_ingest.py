@@ -158,6 +158,26 @@ def test_progress_bar_across_tasks_on_a_tty(cluster: Cluster, shared_traces: Pat
     assert "\r" not in r.stdout  # the per-trace lines stay clean
 
 
+def test_scheduler_from_the_environment(cluster: Cluster, shared_traces: Path, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit import parallel
+    from tracekit.errors import UsageError
+
+    files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:1])
+    monkeypatch.setenv(parallel.SCHEDULER_ENV, cluster.address)
+    r = tk("ingest", str(files[0]), "--out", str(tmp_path / "ds"))
+    assert r.returncode == 0 and f"on a dask cluster at {cluster.address}" in r.stdout, r.stderr
+    assert dataset_trace_ids(tmp_path / "ds") == [make_trace_id(files[0])]
+    # The rules of parallel.plan: the variable names the cluster; --workers 1 still means serial;
+    # --workers with --scheduler is refused in one line.
+    assert parallel.plan(3) == parallel.Plan("cluster", 0, cluster.address)
+    assert parallel.plan(3, workers=1).mode == "serial"
+    with pytest.raises(UsageError, match="--workers sizes a local cluster"):
+        parallel.plan(3, workers=2, scheduler=cluster.address)
+    monkeypatch.delenv(parallel.SCHEDULER_ENV)
+    assert parallel.plan(3, workers=2) == parallel.Plan("local", 2) and parallel.plan(1, workers=2).mode == "serial"
+
+
 def test_workers_without_dask_say_how_to_install(tmp_path: Path, shared_traces: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from tracekit import parallel
