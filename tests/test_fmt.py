@@ -59,3 +59,12 @@ def test_short_kernel_names() -> None:
     assert short_name(lam) == "unrolled_elementwise_kernel<direct_copy_kernel_cuda, 4>"
     assert short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"  # fits: unchanged
     assert len(short_name("x" * 500)) == 60 and short_name("x" * 500).endswith("…")
+
+
+def test_diff_share_deltas_in_percentage_points() -> None:
+    from tracekit.report.text import _delta
+
+    # busy 60 % -> 65 %: B − A is +5.0 pp, not "5.0 %" (which would read as a relative change)
+    assert _delta("busy_ratio", 0.05) == "+5.0 pp"
+    assert _delta("coverage", -0.1) == "-10.0 pp"
+    assert _delta("span_ns", 2_500_000) == "2.5 ms"

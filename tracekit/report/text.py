@@ -25,7 +25,16 @@ def text_table(t: Table, max_width: int = 60) -> str:
 
 
 def _change(v: Any) -> str:
-    return "–" if v is None else f"{100 * v:+.1f} %"
+    return fmt.change(v)
+
+
+def _delta(m: str, v: Any) -> str:
+    """B − A in the metric's unit; a difference of two shares is in percentage points (pp)."""
+    if v is None:
+        return "–"
+    if fmt.value(m, 0.5).endswith(" %") and not m.endswith("_pct"):  # a share (fraction) column
+        return fmt.pp(float(v))
+    return fmt.value(m, v)
 
 
 def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
@@ -33,12 +42,12 @@ def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
     for r in df.iter_rows(named=True):
         m = str(r["metric"])
         rows.append([str(r[key]), fmt.label(m), fmt.value(m, r["a"]), fmt.value(m, r["b"]),
-                     fmt.value(m, r["delta"]) if r["delta"] is not None else "–", _change(r["change"])])
+                     _delta(m, r["delta"]), _change(r["change"])])
     return Table([key, "metric", "A", "B", "B − A", "change"], rows, caption)
 
 
 def _moved_table(df: pl.DataFrame, caption: str) -> Table:
-    rows = [[str(r["name"]), f"{r['count_a']:,}", f"{r['count_b']:,}", fmt.duration(r["time_a_ns"]),
+    rows = [[str(r["name"]), fmt.count(r["count_a"]), fmt.count(r["count_b"]), fmt.duration(r["time_a_ns"]),
              fmt.duration(r["time_b_ns"]), fmt.duration(r["delta_ns"]), _change(r["change"])] for r in df.iter_rows(named=True)]
     return Table(["name", "calls A", "calls B", "time A", "time B", "B − A", "change"], rows, caption)
 
