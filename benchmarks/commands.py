@@ -62,11 +62,13 @@ class Row:
     floor_note: str = ""
     walls: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
     failed: str | None = None
 
 
-def time_v(argv: list[str], timeout: int) -> tuple[float, float] | str:
-    """(wall s, peak RSS MB) of one process under /usr/bin/time -v, or why it failed."""
+def time_v(argv: list[str], timeout: int) -> tuple[float, float, float] | str:
+    """(wall s, peak RSS MB, user + system CPU s) of one process under /usr/bin/time -v, or why
+    it failed."""
     try:
         r = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, timeout=timeout,
                            env=dict(os.environ, MPLBACKEND="Agg"))
@@ -79,7 +81,8 @@ def time_v(argv: list[str], timeout: int) -> tuple[float, float] | str:
         tail = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("\t")]
         return (tail[-1] if tail else f"exit {r.returncode}")[:140]
     wall = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
-    return wall, int(k.group(1)) / 1024
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", err))
+    return wall, int(k.group(1)) / 1024, cpu
 
 
 def json_floor(path: Path, repeat: int = 3) -> tuple[float, str]:
@@ -245,6 +248,7 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
             else:
                 r.walls.append(res[0])
                 r.rss.append(res[1])
+                r.cpus.append(res[2])
         print(f"round {i + 1} done, load average {os.getloadavg()[0]:.2f}", flush=True)
     counts: dict[str, int | str] = {}
     if a.count_engine_calls:
@@ -291,12 +295,12 @@ def floors(rows: list[Row], a: argparse.Namespace, ds_dfi: Path, ds_small: Path,
 
 def report(rows: list[Row], counts: dict[str, int | str]) -> None:
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}\n")
-    print("| command (one process each) | wall s, median | each run | peak RSS MB | vs anchor | floor s | floor | engine calls |")
-    print("|---|---:|---|---:|---|---:|---|---:|")
+    print("| command (one process each) | wall s, median | each run | CPU s, median | peak RSS MB | vs anchor (wall) | floor s | floor | engine calls |")
+    print("|---|---:|---|---:|---:|---|---:|---|---:|")
     anchors = {r.group: r for r in rows if r.anchor and r.walls}
     for r in rows:
         if r.failed and not r.walls:
-            print(f"| {r.name} | – | {r.failed} | – | – | – | – | – |")
+            print(f"| {r.name} | – | {r.failed} | – | – | – | – | – | – |")
             continue
         wall = statistics.median(r.walls)
         rss = statistics.median(r.rss)
@@ -307,9 +311,11 @@ def report(rows: list[Row], counts: dict[str, int | str]) -> None:
             f"{statistics.median(anc.walls) / wall:.2f}× faster" if wall <= statistics.median(anc.walls) else \
             f"{wall / statistics.median(anc.walls):.2f}× slower"
         floor = f"{r.floor_s:.3f}" if r.floor_s is not None else "–"
-        print(f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {rss:.0f} | {vs} | {floor} | "
+        cpu = statistics.median(r.cpus)
+        print(f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {cpu:.2f} | {rss:.0f} | {vs} | {floor} | "
               f"{r.floor_note or '–'} | {counts.get(r.name, '–')} |")
-    print("\nJSON: " + json.dumps({r.name: {"walls": r.walls, "rss_mb": r.rss, "floor_s": r.floor_s} for r in rows}))
+    print("\nJSON: " + json.dumps({r.name: {"walls": r.walls, "cpu_s": r.cpus, "rss_mb": r.rss, "floor_s": r.floor_s,
+                                           "failed": r.failed} for r in rows}))
 
 
 def short(r: Row) -> str:
