@@ -55,7 +55,24 @@ def read_sidecar(trace: str | os.PathLike[str] | None) -> dict[str, Any] | None:
     if p is None:
         return None
     try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular_text(p))
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+SIDECAR_MAX_BYTES: Final = 1 << 20
+
+
+def read_regular_text(path: Path, max_bytes: int = SIDECAR_MAX_BYTES) -> str:
+    """The text of ``path`` read only as a regular file: opened without following a symlink
+    (``O_NOFOLLOW``) and checked on the open descriptor (no swap between check and read), at
+    most ``max_bytes``. OSError otherwise (a symlink, a FIFO, a device, too large)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if st.st_size > max_bytes:
+            raise OSError(f"{path}: larger than {max_bytes} bytes")
+        return fh.read(max_bytes + 1).decode("utf-8", "replace")

@@ -130,7 +130,13 @@ def ingest_file(f: Path, out: Path, stream: bool | None = None, captures: Sequen
     graph-capture traces merged into its replays (with a ``capture_traces/`` folder beside it;
     docs/kineto.md); a streamed ingest does not merge and says so. Raises TracekitError."""
     from tracekit.sources import load, sniff
+    from tracekit.sources.guard import reading
 
+    with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
+        return _ingest_file(f, out, stream, captures, load, sniff)
+
+
+def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
     streamed = False
     if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
         meta, heights = _ingest_nsys(f, out)
@@ -194,21 +200,32 @@ def ingest_paths(
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
     held = set(dataset_trace_ids(root)) if root.is_dir() and not force else set()
-    if held:
-        kept = []
-        for f in files:
+    kept: list[Path] = []
+    first: dict[str, Path] = {}  # trace id -> the input that had it first (same name and content)
+    for f in files:
+        try:
             tid = make_trace_id(f)
-            if tid in held:
-                bad.append(Ingested(str(f), error=f"trace {tid} is already in {out}; pass --force to replace it"))
-            else:
-                kept.append(f)
-        files = kept
+        except OSError:  # unreadable: the task reports it, in one line
+            kept.append(f)
+            continue
+        if tid in first:
+            bad.append(Ingested(str(f), error=f"same content as {first[tid]} (trace {tid}); not ingested twice",
+                                skipped=True))
+        elif tid in held:
+            bad.append(Ingested(str(f), error=f"trace {tid} is already in {out}; pass --force to replace it"))
+        else:
+            first[tid] = f
+            kept.append(f)
+    files = kept
     for b in bad:
         if on_done is not None:
             on_done(b)
     where = where or plan(len(files))
     if files:
-        root.mkdir(parents=True, exist_ok=True)
+        from tracekit.tables.staging import writing
+
+        with writing(root):  # a read-only or missing place: one DatasetError line
+            root.mkdir(parents=True, exist_ok=True)
 
     def result(o: Outcome[Ingested]) -> Ingested:
         r = _as_ingested(files[o.index], o)

@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
@@ -62,10 +64,10 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
         text = _analyze(source, hardware, fmt, phase_map, slo, thresholds, trace_id, rank, compare, workers,
                         scheduler, limit, options if reuse else None, captures)
     if out_path is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
         write_atomic(out_path, text)
-        click.echo(f"wrote {out_path}", err=True)
+        echo(f"wrote {out_path}", err=True)
 
 
 def _text(doc_json: bytes, fmt: str, limit: int) -> str:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.options import force_option, out_option
 from tracekit.errors import UsageError
 
@@ -42,13 +44,13 @@ def calibrate(device: str, out: str, threads: int, quick: bool, force: bool) -> 
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(hw.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     tmp.replace(path)
-    click.echo(f"{hw.name}" + (f" ({fmt.count(hw.measured['threads'], 'thread')})" if hw.measured.get("threads") else ""))
+    echo(f"{hw.name}" + (f" ({fmt.count(hw.measured['threads'], 'thread')})" if hw.measured.get("threads") else ""))
     if hw.diagnostic:
-        click.echo(f"  {hw.diagnostic}")
+        echo(f"  {hw.diagnostic}")
     bw = hw.mem_bandwidth_bytes_per_s
-    click.echo(f"  copy bandwidth   {fmt.si(bw, 'B/s'):>13}")
+    echo(f"  copy bandwidth   {fmt.si(bw, 'B/s'):>13}")
     for dtype, peak in sorted(hw.peak_flops_per_s.items()):
-        click.echo(f"  matmul {dtype:<8}  {fmt.si(peak, 'FLOP/s'):>13}   ridge {fmt.value('ridge', peak / bw)}")
+        echo(f"  matmul {dtype:<8}  {fmt.si(peak, 'FLOP/s'):>13}   ridge {fmt.value('ridge', peak / bw)}")
     for w in hw.measured.get("warnings") or []:
-        click.echo(f"  WARNING: {w}")
-    click.echo(f"wrote {path}")
+        echo(f"  WARNING: {w}")
+    echo(f"wrote {path}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_help, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out, write_atomic
@@ -39,7 +41,7 @@ def diff(a: str, b: str, fmt: str, out: str | None, force: bool, hardware: str |
     d = diff_fn(da, db, kernels=kernels, ops=ops, labels=(a, b))
     text = render_diff(d, fmt)
     if out_path is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
         write_atomic(out_path, text)
-        click.echo(f"wrote {out_path}", err=True)
+        echo(f"wrote {out_path}", err=True)

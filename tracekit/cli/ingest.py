@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, out_option
 from tracekit.cli.progress import Progress
@@ -67,13 +69,15 @@ def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None,
         run = ingest_paths(traces, out, stream=stream, where=where, on_done=done, force=force, captures=captures,
                            memory_limit=None if memory_limit == "none" else memory_limit)
     total, skipped = len(run.results) - len(run.skipped), len(run.skipped)
-    click.echo(f"ingested {len(run.ok)} of {total} traces into {out}"
-               + (f"; skipped {skipped} file{' that is not a trace' if skipped == 1 else 's that are not traces'}"
-                  " (listed above)" if skipped else ""))
+    not_traces = sum(1 for r in run.skipped if r.not_a_trace)
+    dups = skipped - not_traces  # inputs with the same name and content as an earlier one
+    said = ([f"skipped {not_traces} file{' that is not a trace' if not_traces == 1 else 's that are not traces'}"]
+            if not_traces else []) + ([f"skipped {dups} duplicate input{'' if dups == 1 else 's'}"] if dups else [])
+    echo(f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else ""))
     if where.mode != "serial" and run.worker_peak_rss_kb:
         peaks = sorted(run.worker_peak_rss_kb.values())
         cpu = sum(r.cpu_s for r in run.results)
-        click.echo(f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
+        echo(f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
                    f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB; {cpu:.1f} CPU s in the tasks")
     if run.failed:
         listed = "; ".join(f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, hardware_option, out_option
 from tracekit.report.output import check_out
@@ -34,5 +36,5 @@ def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tu
     labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(trace), analysed.trace, labels, analysed.result.diagnostic, trace)
     write_atomic(out_path, writer.output_bytes(data, out_path.name))
-    click.echo(f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
+    echo(f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
                + (f", {stats.unmatched} regions not found in the original" if stats.unmatched else ""), err=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tracekit.cli.term import clean, echo
 from tracekit.errors import TracekitError
 
 # command name -> (module, attribute, one-line help)
@@ -79,12 +80,13 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         return cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
     except TracekitError as exc:
-        click.echo(f"tracekit: error: {exc}", err=True)
+        echo(f"tracekit: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("tracekit: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        setattr(exc, "message", clean(exc.message))  # a path or value echoed back may hold control characters
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:

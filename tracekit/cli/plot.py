@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out
 
@@ -46,7 +48,7 @@ def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, pha
         data = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, trace_id=trace_id).report_data()
         fig = figures.draw(kind, data)
     plots.save(fig, out_path)
-    click.echo(f"wrote {out_path}", err=True)
+    echo(f"wrote {out_path}", err=True)
 
 
 def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import time
 from types import TracebackType
 from typing import TextIO
 
+from tracekit.cli.term import clean
+
 _FALSE = {"", "0", "false", "no", "off"}
 
 
@@ -68,7 +70,7 @@ class Progress:
 
     def write(self, line: str) -> None:
         self._clear()
-        print(line, file=self.out, flush=True)
+        print(clean(line), file=self.out, flush=True)
         self._draw()
 
     def close(self) -> None:
@@ -85,7 +87,7 @@ class Progress:
         else:
             text = f"{self.label} {self.done} {elapsed:5.1f}s"
         if self.detail:
-            text += f"  {self.detail}"
+            text += f"  {clean(self.detail)}"
         return text[:120]
 
     def _draw(self) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
@@ -62,10 +64,10 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
         text = (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json" else ranks_report.render_html(doc, figs)
                 if fmt == "html" else ranks_report.render_md(doc, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else ""))
         if out_path is None:
-            click.echo(text, nl=False)
+            echo(text, nl=False)
         else:
             write_atomic(out_path, text)
-            click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
+            echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         return
     from tracekit.report.latency_plot import read_serve_sweep
 
@@ -90,14 +92,14 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
 
         text = render_md(data, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "", max_regions)
     if out_path is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
         write_atomic(out_path, text)
-        click.echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
+        echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         from tracekit.report.sections import headline
 
         for line in headline(data):
-            click.echo(line, err=True)
+            echo(line, err=True)
 
 
 def _regions_option(value: str | None) -> int | None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.options import force_option, out_option
 from tracekit.errors import MissingDependencyError
 
@@ -70,7 +72,7 @@ def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device:
 
     res = run_sweep(cfg, out_dir)
     _print_sweep(res.table, res.summary)
-    click.echo(f"wrote {len(res.files)} files to {out_dir}")
+    echo(f"wrote {len(res.files)} files to {out_dir}")
 
 
 def _ready(device: str, out: Path, force: bool) -> Path:
@@ -98,7 +100,7 @@ def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
     from tracekit.report import fmt
 
     # time = median of the repeats; spread = slowest / fastest repeat (> 2x: the timing is noise)
-    click.echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
+    echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
                f"  {'bytes/s':>11}  {'cold':>11}  note")
     for r in table.iter_rows(named=True):
         notes = ["<- throughput stops rising with m"] if r["knee"] else []
@@ -106,14 +108,14 @@ def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
             notes.append(f"repeats vary {fmt.ratio(r['spread'])}: noise")
         if r["cold_ns"] < r.get("time_min_ns", r["time_ns"]):
             notes.append("cold faster than every warm repeat: noise")
-        click.echo(f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
+        echo(f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
                    f"  {fmt.duration(r['time_ns']):>11}  {fmt.ratio(r.get('spread')):>7}"
                    f"  {fmt.si(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
                    f"  {fmt.si(r['achieved_bytes_per_s'], 'B/s'):>11}  {fmt.duration(r['cold_ns']):>11}  {'; '.join(notes)}")
     if summary.get("knee") is None:
-        click.echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
+        echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
     if "diagnostic" in summary:
-        click.echo(summary["diagnostic"])
+        echo(summary["diagnostic"])
 
 
 
@@ -169,7 +171,7 @@ def llm(**kw: Any) -> None:
     t = res.summary["timing"]
     steps = t["decode_step_ns"]
     if steps:
-        click.echo(f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
+        echo(f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
                    f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}")
     _print_files(res.summary, res.trace, res.sidecar)
 
@@ -203,8 +205,8 @@ def serve(**kw: Any) -> None:
         table, rows = run_serve_sweep(cfg, rates, out_dir)
         for r in rates:
             rr = [x for x in rows if x["rate_req_per_s"] == r]
-            click.echo(f"rate {r:g} req/s: {len(rr)} requests, {rr[0]['output_tokens_per_s']:.4g} output tokens/s")
-        click.echo(f"table {table} (and .csv, serve_sweep.json); plot: tracekit plot latency-throughput {table} --out FILE")
+            echo(f"rate {r:g} req/s: {len(rr)} requests, {rr[0]['output_tokens_per_s']:.4g} output tokens/s")
+        echo(f"table {table} (and .csv, serve_sweep.json); plot: tracekit plot latency-throughput {table} --out FILE")
         return
     from tracekit.workloads.serve import run_serve
 
@@ -213,21 +215,21 @@ def serve(**kw: Any) -> None:
     kinds: dict[str, int] = {}
     for st in res.summary["steps"]:
         kinds[st["kind"]] = kinds.get(st["kind"], 0) + 1
-    click.echo(f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
+    echo(f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
                f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "
                f"(budget {cfg.token_budget})")
     _print_files(res.summary, res.trace, res.sidecar)
 
 
 def _print_requests(summary: dict[str, Any]) -> None:
-    click.echo(f"{'req':>4}{'prompt':>8}{'output':>8}{'arrival':>12}{'TTFT':>12}{'TPOT':>12}")
+    echo(f"{'req':>4}{'prompt':>8}{'output':>8}{'arrival':>12}{'TTFT':>12}{'TPOT':>12}")
     for r in summary["requests"]:
         tpot = _fmt_ns(r["tpot_ns"]) if r["tpot_ns"] is not None else "-"
-        click.echo(f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
+        echo(f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
                    f"{_fmt_ns(r['ttft_ns']):>12}{tpot:>12}")
 
 
 def _print_files(summary: dict[str, Any], trace: Path, sidecar: Path) -> None:
     if "diagnostic" in summary:
-        click.echo(summary["diagnostic"])
-    click.echo(f"trace {trace}\nsidecar {sidecar}")
+        echo(summary["diagnostic"])
+    echo(f"trace {trace}\nsidecar {sidecar}")

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.options import trace_id_option
 
 
@@ -27,16 +29,16 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
     if trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
         rows = dataset_overview(path)
         if fmt == "json":
-            click.echo(json.dumps({"dataset": str(path), "traces": rows}, indent=2, default=str))
+            echo(json.dumps({"dataset": str(path), "traces": rows}, indent=2, default=str))
         else:
-            click.echo(f"dataset {path}: {len(rows)} traces (choose one with --trace-id)")
+            echo(f"dataset {path}: {len(rows)} traces (choose one with --trace-id)")
             for r in rows:
-                click.echo(f"  {r['trace_id']}  {r['format']}  {r['device_name'] or '-'}  "
+                echo(f"  {r['trace_id']}  {r['format']}  {r['device_name'] or '-'}  "
                            f"rank {r['rank'] if r['rank'] is not None else '-'}  {r['kernels']} device activities")
         return
     trace = load(str(path), trace_id=trace_id)
     s = summarize(trace, top=top)
     if fmt == "json":
-        click.echo(json.dumps(s, indent=2, default=str))
+        echo(json.dumps(s, indent=2, default=str))
     else:
-        click.echo(render_text(s))
+        echo(render_text(s))

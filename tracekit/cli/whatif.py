@@ -6,6 +6,8 @@ import json
 
 import click
 
+from tracekit.cli.term import echo
+
 from tracekit.cli.options import trace_id_option
 from tracekit.errors import UsageError
 
@@ -46,4 +48,4 @@ def whatif(trace: str | None, prefill_workers: int, decode_workers: int, link_ke
                      decode_workers=decode_workers, link_key=link_key, link_gbps=link_gbps,
                      link_efficiency=link_efficiency, link_latency_us=link_latency_us,
                      kv_bytes_per_token=kv_bytes_per_token, slo=slo)
-    click.echo(json.dumps(doc, indent=2) if fmt == "json" else render(doc), nl=fmt == "json")
+    echo(json.dumps(doc, indent=2) if fmt == "json" else render(doc), nl=fmt == "json")

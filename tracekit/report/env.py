@@ -14,24 +14,36 @@ from typing import Any, Mapping
 
 from tracekit.report import fmt
 
-from tracekit.conventions import find_sidecar
+from tracekit.conventions import find_sidecar, read_regular_text
 
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
 # key names that may hold secrets or identify people (hf_token, api_key, env, host, user): never printed
-_SECRETISH = re.compile(r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username)$", re.I)
+_SECRETISH = re.compile(r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username|dsn)$", re.I)
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:
     """The sidecar as a dict; unreadable sidecars give ``{"error": ...}`` rather than failing the report."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_regular_text(path))  # never through a symlink, never a FIFO
+    except (OSError, ValueError, RecursionError) as exc:
         return {"error": f"unreadable sidecar {path.name}: {exc.__class__.__name__}"}
     return data if isinstance(data, dict) else {"error": f"sidecar {path.name} is not a JSON object"}
 
 
 def _safe(key: str) -> bool:
     return _SECRETISH.search(key) is None
+
+
+# Credentials inside values: user:password@ in a URL/DSN, and key=value pairs of secret-ish keys.
+_URL_CREDS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]*@")
+_KV_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|auth)=[^\s;&,]+")
+
+
+def _redact(v: Any) -> Any:
+    """A value with embedded credentials replaced by ``***`` (strings only)."""
+    if not isinstance(v, str):
+        return v
+    return _KV_SECRET.sub(lambda m: f"{m.group(1)}=***", _URL_CREDS.sub(lambda m: f"{m.group(1)}***@", v))
 
 
 def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -44,9 +56,9 @@ def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
             out.extend(_flat(v, key + "."))
         elif isinstance(v, (list, tuple)):
             if len(v) <= 16 and all(isinstance(x, (int, float, str, bool)) or x is None for x in v):
-                out.append((key, ", ".join(str(x) for x in v)))
+                out.append((key, _redact(", ".join(str(x) for x in v))))
         else:
-            out.append((key, v))
+            out.append((key, _redact(v)))
     return out
 
 

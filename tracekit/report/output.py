@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from tracekit.errors import UsageError
@@ -24,15 +25,43 @@ def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...
 
 
 def write_atomic(path: Path, data: str | bytes) -> Path:
-    """Write to a temporary file beside ``path`` and rename it into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """Write ``data`` to ``path`` through a temporary file beside it, renamed into place.
+
+    The temporary name is random and the file is created exclusively (``O_CREAT | O_EXCL``, as
+    :func:`tempfile.mkstemp` does), so a symlink planted under a predictable name cannot redirect
+    the write; the rename replaces ``path`` itself (a symlink there is replaced, not followed).
+    The file gets the usual mode (0666 less the umask). Errors are one UsageError line; the
+    clean-up never raises a second error.
+    """
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    parent = path.parent if str(path.parent) else Path(".")
     try:
-        if isinstance(data, str):
-            tmp.write_text(data, encoding="utf-8")
-        else:
-            tmp.write_bytes(data)
+        fd, name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+        _unlink_quietly(tmp)
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _unlink_quietly(p: Path) -> None:
+    try:
+        p.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -19,6 +19,8 @@ from tracekit.analysis.classes import CLASS_ORDER, op_class
 
 from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
 from tracekit.report import spread
+from tracekit.report.output import write_atomic
+from tracekit.report.plaintext import plain_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -69,13 +71,12 @@ def save(fig: "Figure", path: str | Path) -> Path:
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise UsageError(f"{p}: plot output must end in .png or .svg")
-    fig.savefig(p, format=fmt)
-    return p
+    return write_atomic(p, to_bytes(fig, fmt))  # never through a planted symlink
 
 
 def to_bytes(fig: "Figure", fmt: str = "png", dpi: int = 100) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=dpi)
+    plain_text(fig).savefig(buf, format=fmt, dpi=dpi)  # names as plain text, never mathtext
     return buf.getvalue()
 
 
@@ -200,8 +201,8 @@ def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, A
 
 def _spans(regions: pl.DataFrame) -> pl.DataFrame:
     need = {"start_ns", "end_ns", "phase"}
-    if regions.height == 0 or not need <= set(regions.columns):
-        return pl.DataFrame()
+    if regions.height == 0 or not need <= set(regions.columns):  # no spans, with their columns
+        return pl.DataFrame(schema={"phase": pl.String(), "start_ns": pl.Int64(), "end_ns": pl.Int64()})
     r = regions.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
     r = r.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"]))
     if "depth" in r.columns and r.height:

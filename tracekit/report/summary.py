@@ -12,7 +12,7 @@ def _ms(ns: int | None) -> str:
 
 
 def _cut(s: Any, n: int) -> str:
-    t = str(s)
+    t = str(s).replace("\r", " ").replace("\n", " ")  # a name is one line of the screen
     return t if len(t) <= n else t[: n - 1] + "…"
 
 

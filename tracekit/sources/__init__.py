@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.sources.guard import reading
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.trace import Trace, is_dataset, read_dataset
 
@@ -23,7 +24,11 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".db", ".gz")
 
 def sniff(path: str | os.PathLike[str]) -> Format:
     """Tell a file's format from its bytes, not its name. Raises TraceFormatError when unknown."""
-    p = Path(path)
+    with reading(path):
+        return _sniff(Path(path))
+
+
+def _sniff(p: Path) -> Format:
     if p.is_dir():
         if is_dataset(p):
             return "dataset"
@@ -118,7 +123,12 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None,
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
     unless ``discover_captures`` is False (tracekit/sources/kineto/capture.py)."""
     fmt = sniff(path)
-    extra = [Path(c) for c in captures or []]
+    with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
+        return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures)
+
+
+def _load(path: str | os.PathLike[str], fmt: Format, trace_id: str | None, extra: list[Path],
+          discover_captures: bool) -> Trace:
     if fmt == "dataset":
         trace = read_dataset(path, trace_id=trace_id)
     elif fmt == "nsys":
@@ -128,7 +138,7 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None,
     else:
         from tracekit.sources.kineto.loader import load_kineto
 
-        trace = load_kineto(path)
+        trace = load_kineto(path, trace_id=trace_id)
         if discover_captures:
             from tracekit.sources.kineto.capture import discover
 

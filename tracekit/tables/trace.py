@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.errors import DatasetError
+from tracekit.tables.staging import discard_staging, open_staging, writing
 
 DATA_FILE = "data.parquet"
 META_TABLE = "meta"
@@ -125,48 +125,36 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
     tid = trace.trace_id
     if not tid:
         raise DatasetError("trace has no trace_id; cannot write it to a dataset")
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out}: output exists and is not a directory")
-    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(parents=True, exist_ok=False)
+    out, staging = open_staging(out, tid)
     try:
-        # Invalidate any previous copy first: without its meta it is ignored by readers.
-        remove_partition(out, META_TABLE, tid)
-        for name in schema.TABLES:
-            part = staging / name
+        with writing(out):
+            # Invalidate any previous copy first: without its meta it is ignored by readers.
+            remove_partition(out, META_TABLE, tid)
+            for name in schema.TABLES:
+                part = staging / name
+                part.mkdir()
+                trace.table(name).drop("trace_id").write_parquet(part / DATA_FILE, statistics=True)
+            part = staging / META_TABLE
             part.mkdir()
-            trace.table(name).drop("trace_id").write_parquet(part / DATA_FILE, statistics=True)
-        part = staging / META_TABLE
-        part.mkdir()
-        meta_frame(trace.meta).write_parquet(part / DATA_FILE)
-        extras = dict(extra or {})
-        for name, frame in extras.items():
-            (staging / name).mkdir()
-            frame.drop("trace_id", strict=False).write_parquet(staging / name / DATA_FILE, statistics=True)
-        commit_staged(out, staging, tid, [*schema.TABLES, *extras])
+            meta_frame(trace.meta).write_parquet(part / DATA_FILE)
+            extras = dict(extra or {})
+            for name, frame in extras.items():
+                (staging / name).mkdir()
+                frame.drop("trace_id", strict=False).write_parquet(staging / name / DATA_FILE, statistics=True)
+            commit_staged(out, staging, tid, [*schema.TABLES, *extras])
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
     return out
-
-
-def open_staging(out_dir: str | os.PathLike[str], tid: str) -> tuple[Path, Path]:
-    """(dataset root, a new staging directory in it) for a writer that stages a trace's
-    partitions itself; DatasetError when ``out_dir`` exists and is not a directory."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise DatasetError(f"{out}: output exists and is not a directory")
-    staging = out / f".staging-{tid}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir(parents=True, exist_ok=False)
-    return out, staging
 
 
 def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -> None:
     """Invalidate the trace's previous copy, stage ``meta`` and commit the canonical tables
-    staged beside it (:func:`commit_staged`)."""
-    remove_partition(out, META_TABLE, tid)
-    (staging / META_TABLE).mkdir()
-    meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
-    commit_staged(out, staging, tid, list(schema.TABLES))
+    staged beside it (:func:`commit_staged`). Output errors are DatasetErrors."""
+    with writing(out):
+        remove_partition(out, META_TABLE, tid)
+        (staging / META_TABLE).mkdir()
+        meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
+        commit_staged(out, staging, tid, list(schema.TABLES))
 
 
 def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None:

@@ -136,12 +136,27 @@ def _lists_by_msgspec(text: pl.Series) -> pl.Series:
     """JSON lists → List[String]: strings as they are, null items null, other items as JSON text."""
     out: list[list[str | None] | None] = []
     for t in text:
-        v = msgspec.json.decode(t) if t is not None else None
-        if isinstance(v, list):
-            out.append([x if isinstance(x, str) or x is None else msgspec.json.encode(x).decode() for x in v])
-        else:
-            out.append(None)
+        try:
+            items = _RAW_LIST.decode(t) if t is not None else None
+        except (msgspec.DecodeError, RecursionError):  # not a list (or not decodable at all)
+            items = None
+        out.append(None if items is None else [_item_text(x) for x in items])
     return pl.Series(out, dtype=pl.List(pl.String()))
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _item_text(raw: msgspec.Raw) -> str | None:
+    """A list item: a string as itself, null as None, anything else as its JSON text
+    (re-encoded compactly; kept verbatim when msgspec cannot hold it, e.g. ``1e400``)."""
+    try:
+        v = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return bytes(raw).decode("utf-8", "replace").strip()
+    if isinstance(v, str) or v is None:
+        return v
+    return msgspec.json.encode(v).decode()
 
 
 def raw_text(raws: list[msgspec.Raw]) -> pl.Series:

@@ -17,18 +17,35 @@ DEDUPE_KEYS = {
     "ops": ["name", "pid", "tid", "start_ns", "end_ns", "external_id"],
     "regions": ["kind", "name", "pid", "tid", "start_ns", "end_ns"],
 }
+# Times (and durations) must stay within ±2^62 ns (±146 years) — relative, and again once the
+# time base is added; events beyond are dropped and counted. Sums of two such values fit int64.
+TIME_LIMIT_NS = 1 << 62
 WHAT = {"kernels": "device activity", "launches": "runtime call", "ops": "cpu op", "regions": "annotation"}
 
 
 def finish_table(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[str]) -> pl.DataFrame:
     """All batches of ``table`` (with the ``_key`` hash of ``DEDUPE_KEYS``) → the table."""
     df = _dedupe(df, DEDUPE_KEYS[table], dropped, WHAT[table]).drop("_key")
+    if base_ns:
+        df = _in_range(df, base_ns, dropped, WHAT[table])
     times = [(pl.col(c) + base_ns).alias(c) for c in ("start_ns", "end_ns")] if base_ns else []
     df = df.with_columns(*times, _shared_strings(df["name"]).alias("name"))
     if table == "ops":
         return _nested(df, ["pid", "tid"], "op_id")
     if table == "regions":
         return _nested(df, ["kind", "pid", "tid"], "region_id")
+    return df
+
+
+def _in_range(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) -> pl.DataFrame:
+    """Drop (and count) the events that would leave ±TIME_LIMIT_NS once the time base is added
+    (the bounds are computed in Python integers, so nothing wraps)."""
+    lo, hi = -TIME_LIMIT_NS - base_ns, TIME_LIMIT_NS - base_ns  # |base_ns| < TIME_LIMIT_NS
+    out = (pl.col("start_ns") <= lo) | (pl.col("end_ns") >= hi)
+    n = int(df.select(out.sum()).item())
+    if n:
+        dropped[f"{what}: time beyond ±2^62 ns after adding baseTimeNanoseconds"] += n
+        df = df.filter(~out)
     return df
 
 

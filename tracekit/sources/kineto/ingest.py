@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.sources.kineto.loader import read_kineto
-from tracekit.tables.trace import DATA_FILE, commit_with_meta, open_staging
+from tracekit.sources import guard
+from tracekit.tables.staging import discard_staging, open_staging, writing
+from tracekit.tables.trace import DATA_FILE, commit_with_meta
 
 
 def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
@@ -30,23 +32,27 @@ def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
     from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
-    tid = trace_id or make_trace_id(p)
+    with guard.reading(p):
+        tid = trace_id or make_trace_id(p)
     out, staging = open_staging(out_dir, tid)
     spill = staging / ".spill"
-    spill.mkdir()
     try:
-        reading = read_kineto(p, tid, spill_dir=spill)
-        _trim()
-        for name, df in reading.tables():
-            (staging / name).mkdir()
-            df.drop("trace_id").write_parquet(staging / name / DATA_FILE, statistics=True)
-            del df
+        with writing(out):
+            spill.mkdir()
+        with guard.reading(p):  # input errors name the file; output errors (DatasetError) pass
+            reading = read_kineto(p, tid, spill_dir=spill)
             _trim()
-        shutil.rmtree(spill)
-        meta = reading.meta()
+            for name, df in reading.tables():
+                with writing(out):
+                    (staging / name).mkdir()
+                    df.drop("trace_id").write_parquet(staging / name / DATA_FILE, statistics=True)
+                del df
+                _trim()
+            meta = reading.meta()
+        shutil.rmtree(spill, ignore_errors=True)
         commit_with_meta(out, staging, tid, meta)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
     return meta, dict(reading.heights)
 
 

@@ -25,10 +25,16 @@ from typing import IO, Any
 import msgspec
 
 from tracekit.errors import EmptyTraceError, TraceFormatError
+from tracekit.sources.kineto import elements
+from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
+from tracekit.sources.kineto.repair import fix_surrogates as _fix_surrogates
+from tracekit.sources.kineto.repair import replace_surrogates as _replace_surrogates
+from tracekit.sources.kineto.repair import replace_utf8 as _replace_utf8
 
 CHUNK_BYTES = 4 << 20  # uncompressed bytes per batch (about 15-20k events): bounds memory
 _GZ_READ = 1 << 20
 _WS = re.compile(rb"[ \t\r\n]*")
+_BLANK_BYTES = frozenset(b" \t\r\n")
 _CAND = re.compile(rb"\}[ \t\r\n]*(?=[,\]])")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
@@ -53,6 +59,9 @@ class StreamStats:
     truncated_bytes: int = 0  # bytes after the last complete event of a cut-off document
     malformed_at: int | None = None  # offset of unparseable JSON (the rest was not read)
     utf8_replaced: int = 0  # invalid UTF-8 sequences replaced by U+FFFD
+    surrogates_replaced: int = 0  # lone UTF-16 surrogate escapes (\ud800) replaced by \ufffd
+    oversized: int = 0  # traceEvents elements larger than MAX_ELEMENT_BYTES, skipped
+    skipped_keys: list[str] = field(default_factory=list)  # top-level values not kept (why, in the text)
     unclosed: bool = False  # the document ended before its closing brackets
     bare_array: bool = False  # the document is a bare event array (Chrome "JSON Array Format")
     top_keys: list[str] = field(default_factory=list)
@@ -166,10 +175,18 @@ class _Buffer:
         return True
 
     def skip_ws(self) -> bool:
-        """Skip blanks; False when the input ended."""
+        """Skip blanks; False when the input ended. Long runs go 64 KiB at a time through
+        bytes.translate (C speed; a regex over 500 MB of blanks took 15 s)."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
-            if self.pos < len(self.buf):
+            buf, pos = self.buf, self.pos
+            while pos < len(buf) and buf[pos] in _BLANK_BYTES:
+                block = buf[pos:pos + 65536]
+                if block.translate(None, b" \t\r\n"):  # a non-blank in it: find where
+                    pos = _WS.match(buf, pos).end()  # type: ignore[union-attr]
+                    break
+                pos += len(block)
+            self.pos = pos
+            if self.pos < len(buf):
                 return True
             if not self.more():
                 return False
@@ -218,7 +235,13 @@ def stream_document(
         if c == ord(","):
             b.pos += 1
             continue
-        key = _read_key(b, path)
+        try:
+            key = _read_key(b, path)
+        except _BadKey as bad:
+            if not saw_events:
+                raise TraceFormatError(f"{path}: malformed JSON at byte {bad.args[0]} (a top-level key)") from None
+            stats.malformed_at = bad.args[0]
+            break
         if key is None:
             stats.unclosed = True
             break
@@ -239,6 +262,9 @@ def stream_document(
         if value is _MALFORMED:
             stats.malformed_at = b.offset + b.pos
             break
+        if value is _SKIPPED:
+            stats.skipped_keys.append(key)
+            continue
         top[key] = value
     if not saw_events:
         if stats.malformed_at is not None or stats.unclosed:
@@ -251,20 +277,32 @@ class _Sentinel:
     pass
 
 
+class _BadKey(Exception):
+    """A top-level key that is not a valid JSON string (at absolute byte ``args[0]``)."""
+
+
 _INCOMPLETE: Any = _Sentinel()
 _MALFORMED: Any = _Sentinel()
+_SKIPPED: Any = _Sentinel()
 
 
 def _read_key(b: _Buffer, path: Path) -> str | None:
-    """A top-level key followed by ``:``; None when the input ends first."""
+    """A top-level key followed by ``:``; None when the input ends first. Raises _BadKey when
+    it is not a valid JSON string (a control character, a bad escape) or is longer than
+    MAX_ELEMENT_BYTES."""
     while True:
         if b.peek() != ord('"'):
-            raise TraceFormatError(f"{path}: malformed JSON at byte {b.offset + b.pos}")
+            raise _BadKey(b.offset + b.pos)
         m = _STRING.match(b.buf, b.pos)
         if m is not None:
-            key: str = msgspec.json.decode(m.group(0).decode("utf-8", "replace").encode())
+            try:
+                key: str = msgspec.json.decode(_fix_surrogates(m.group(0)).decode("utf-8", "replace").encode())
+            except msgspec.DecodeError:
+                raise _BadKey(b.offset + b.pos) from None
             b.pos = m.end()
             break
+        if len(b.buf) - b.pos > MAX_ELEMENT_BYTES:
+            raise _BadKey(b.offset + b.pos)
         if not b.more():
             return None
     if not b.skip_ws():
@@ -301,9 +339,22 @@ def _value_end(buf: bytes, pos: int) -> int | None:
 
 
 def _read_value(b: _Buffer) -> Any:
+    """A top-level value: its Python value, _INCOMPLETE (input ended), _MALFORMED, or _SKIPPED
+    (larger than MAX_ELEMENT_BYTES, or nested too deeply to decode)."""
     while True:
         end = _value_end(b.buf, b.pos)
         if end is not None:
+            if end - b.pos > MAX_ELEMENT_BYTES:
+                b.pos = end
+                return _SKIPPED
+            break
+        if len(b.buf) - b.pos > MAX_ELEMENT_BYTES:
+            got = elements.walk(b)
+            if got is None:
+                return _INCOMPLETE
+            end, kept = got
+            if not kept:
+                return _SKIPPED
             break
         if not b.more():
             return _INCOMPLETE
@@ -311,9 +362,13 @@ def _read_value(b: _Buffer) -> Any:
     b.pos = end
     try:
         return msgspec.json.decode(raw)
+    except RecursionError:
+        return _SKIPPED
     except msgspec.DecodeError:
         try:
-            return msgspec.json.decode(raw.decode("utf-8", "replace").encode())
+            return msgspec.json.decode(_fix_surrogates(raw).decode("utf-8", "replace").encode())
+        except RecursionError:
+            return _SKIPPED
         except msgspec.DecodeError:
             return _MALFORMED
 
@@ -335,7 +390,8 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
             continue
         if not b.eof and len(b.buf) - b.pos < CHUNK_BYTES and b.more():
             continue  # fill the window to about one batch before splitting
-        if scan is not None:
+        room = len(b.buf) - b.pos <= MAX_ELEMENT_BYTES  # the window may still grow
+        if scan is not None and room:  # (a window past the cap: the element alone, as on the pure path)
             status, scanned = scan(b.buf, b.pos)
             if status == SCAN_CLOSED:
                 b.pos = scanned
@@ -343,14 +399,30 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
             if scanned > b.pos:
                 b.pos = scanned
                 continue
-            if status == SCAN_NEED_MORE and b.more():
+            if status == SCAN_NEED_MORE and room and b.more():
                 continue
-            # No progress: bad JSON, invalid UTF-8, a non-object element, or a cut-off end —
-            # the careful path below decides (and counts) what this window holds.
+            # No progress: bad JSON, invalid UTF-8, a non-object element, an element larger
+            # than the window may grow, or a cut-off end — the careful path below decides (and
+            # counts) what this window holds.
+        if c != ord("{") or not room:
+            # Not an object where an event starts, or no event boundary within the largest
+            # window: this one element alone (skipped and counted when oversized).
+            done = _one_element(b, decode_batch, on_events)
+            if done is None:
+                stats.unclosed = True
+                if stats.malformed_at is None:
+                    stats.truncated_bytes = len(b.buf[b.pos:].strip())
+                b.pos = len(b.buf)
+                return False
+            if not done:
+                return False
+            continue
         end = _decode_prefix(b, decode_batch, on_events)
         if end is None:
-            if b.more():
+            if len(b.buf) - b.pos <= MAX_ELEMENT_BYTES and b.more():
                 continue
+            if not b.eof:
+                continue  # the window is as large as allowed: the element alone, above
             rest = b.buf[b.pos:]
             closed = _close_without_candidate(rest, decode_batch, on_events)
             if closed is not None:  # e.g. a last element that is not an object: `..., 5]`
@@ -365,6 +437,38 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
         b.pos = end
         if stats.malformed_at is not None:
             return False
+
+
+def _one_element(b: _Buffer, decode_batch: Callable[[bytes], list[Any]],
+                 on_events: Callable[[list[Any]], None]) -> bool | None:
+    """Read the one element at ``b.pos`` (see tracekit/sources/kineto/elements.py): decoded on
+    its own when it fits MAX_ELEMENT_BYTES, else skipped and counted. True: read on; False:
+    malformed JSON (recorded in stats); None: the input ended inside it."""
+    got = elements.walk(b)
+    if got is None:
+        return None
+    end, kept = got
+    if not kept:
+        b.stats.oversized += 1
+        on_events([None])  # it keeps its index in the file (the collector counts None as a place)
+        return True
+    if end <= b.pos:  # e.g. a `}` where an element should start
+        b.stats.malformed_at = b.offset + b.pos
+        return False
+    for _ in range(2):
+        piece = b"[" + b.buf[b.pos:end] + b"]"
+        try:
+            evs = decode_batch(piece)
+        except msgspec.DecodeError as exc:
+            if "UTF-8" in str(exc) and _replace_utf8(b, b.pos, end):
+                continue
+            b.stats.malformed_at = b.offset + b.pos
+            return False
+        on_events(evs)
+        b.pos = end
+        return True
+    b.stats.malformed_at = b.offset + b.pos
+    return False
 
 
 def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[Any]],
@@ -387,6 +491,7 @@ def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[A
 
 def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]) -> int | None:
     """Decode the longest prefix of the window that ends at an event boundary; return its end."""
+    _replace_surrogates(b)
     buf, start = b.buf, b.pos
     lo = max(start, len(buf) - _SEARCH_WINDOW)
     cands = [m.start() + 1 for m in _CAND.finditer(buf, lo)]
@@ -401,18 +506,22 @@ def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_ev
         if end > limit:
             continue
         tries += 1
-        if tries > _MAX_BACKOFF:
+        if tries > _MAX_BACKOFF:  # candidates inside strings: find the boundary exactly instead
+            exact = elements.complete_prefix(buf, start)
+            if exact is not None:
+                try:
+                    evs = decode_batch(b"[" + buf[start:exact] + b"]")
+                except msgspec.DecodeError:
+                    break
+                on_events(evs)
+                return exact
             break
         piece = b"[" + buf[start:end] + b"]"
         try:
             evs = decode_batch(piece)
         except msgspec.DecodeError as exc:
             msg = str(exc)
-            if "UTF-8" in msg:
-                text = buf[start:end].decode("utf-8", "replace")
-                fixed = text.encode("utf-8")
-                b.stats.utf8_replaced += text.count("\ufffd") - buf[start:end].count("\ufffd".encode())
-                b.buf = buf = buf[:start] + fixed + buf[end:]
+            if "UTF-8" in msg and _replace_utf8(b, start, end):
                 return _decode_prefix(b, decode_batch, on_events)
             m = _BYTE_POS.search(msg)
             err = start + int(m.group(1)) - 1 if m else end
@@ -433,3 +542,4 @@ def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_ev
     if b.stats.malformed_at is not None:
         return len(buf)
     return None
+

@@ -21,6 +21,8 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
+from tracekit.sources.kineto.finish import TIME_LIMIT_NS
 from tracekit.sources.kineto.jsonstream import Scanner, StreamStats, stream_document
 from tracekit.sources.kineto import native as kineto_native
 from tracekit.sources.kineto.columns import NULL_RAW
@@ -145,6 +147,7 @@ class KinetoReading:
                 "truncated": bool(stats.unclosed or stats.gzip_truncated or stats.gzip_error),
                 "bytes_lost": stats.truncated_bytes,
                 "utf8_replaced": stats.utf8_replaced,
+                "surrogates_replaced": stats.surrogates_replaced,
             },
             "warnings": _warnings(stats, col),
             "extra": {k: top[k] for k in _EXTRA_KEYS if k in top and isinstance(top[k], (str, int, float, bool))},
@@ -188,7 +191,7 @@ def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
         try:
             evs: list[Any] = _BATCH.decode(piece)
             return evs
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, RecursionError):
             return decode_fallback(piece, _ONE, col.dropped)
 
     scan = _native_scanner(col, decode) if kineto_native.available() else None
@@ -200,6 +203,8 @@ def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
     finally:
         if gc_was_on:
             gc.enable()
+    if stats.oversized:
+        col.dropped[f"invalid event: larger than {MAX_ELEMENT_BYTES >> 20} MiB (skipped)"] += stats.oversized
     events_read = col.events_read + sum(n for k, n in col.dropped.items() if k.startswith("invalid event"))
     if events_read == 0:
         raise EmptyTraceError(f"{p}: trace has no events" + (" (file is cut off)" if stats.unclosed else ""))
@@ -248,15 +253,26 @@ def _refuse_other_formats(p: Path) -> None:
 
 
 def _base_ns(v: Any, notes: Counter[str]) -> int:
+    """``baseTimeNanoseconds`` as int; 0 (and counted) when not an integer or not within
+    ±TIME_LIMIT_NS (such a base would push every time beyond int64)."""
     if v is None:
         return 0
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    try:
-        return int(str(v))
-    except ValueError:
+    if isinstance(v, bool):
+        base = None
+    elif isinstance(v, int):
+        base = v
+    else:
+        try:
+            base = int(str(v))
+        except ValueError:
+            base = None
+    if base is None:
         notes["baseTimeNanoseconds: not an integer (ignored)"] += 1
         return 0
+    if abs(base) >= TIME_LIMIT_NS:
+        notes["baseTimeNanoseconds: beyond ±2^62 ns (ignored)"] += 1
+        return 0
+    return base
 
 
 def _warnings(stats: StreamStats, col: Collector) -> list[str]:
@@ -274,6 +290,11 @@ def _warnings(stats: StreamStats, col: Collector) -> list[str]:
         )
     if stats.utf8_replaced:
         out.append(f"{stats.utf8_replaced} invalid UTF-8 sequences replaced by U+FFFD")
+    if stats.surrogates_replaced:
+        out.append(f"{stats.surrogates_replaced} lone UTF-16 surrogate escapes replaced by U+FFFD")
+    if stats.skipped_keys:
+        out.append(f"top-level value(s) not read (larger than {MAX_ELEMENT_BYTES >> 20} MiB or nested too deeply): "
+                   + ", ".join(sorted(set(stats.skipped_keys))[:5]))
     n_drop = sum(col.dropped.values())
     if n_drop:
         out.append(f"{n_drop} events dropped: " + ", ".join(f"{k} ({v})" for k, v in _top(col.dropped)))

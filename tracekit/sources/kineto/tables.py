@@ -18,8 +18,10 @@ import msgspec
 import polars as pl
 
 from tracekit.tables import schema
+from tracekit.tables.staging import writing
 from tracekit.sources.kineto import columns as kc
-from tracekit.sources.kineto.finish import DEDUPE_KEYS, WHAT, finish_table
+from tracekit.sources.kineto import elements
+from tracekit.sources.kineto.finish import DEDUPE_KEYS, TIME_LIMIT_NS, WHAT, finish_table
 from tracekit.sources.kineto.native import Window
 
 # Category → table. Old (≤ 2021) names map to the same tables.
@@ -183,7 +185,8 @@ class Collector:
             self.frames[name].append(frame)
             return
         path = self.spill_dir / f"{name}-{len(self.spilled[name]):06d}.arrow"
-        frame.write_ipc(path, compression="uncompressed")
+        with writing(self.spill_dir.parent.parent):  # the dataset's disk, not the input, failed
+            frame.write_ipc(path, compression="uncompressed")
         self.spilled[name].append(path)
 
     def _add_flows(self, flows: pl.DataFrame) -> None:
@@ -268,20 +271,25 @@ def _native_built(table: str, df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Drop (and count) events without a usable ts/dur or with dur < 0; times relative to the
-    time base (added in ``finish_table``, as ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
-    bad_ts = pl.col("_ts_ns").is_null()
-    bad_dur = pl.col("_dur_ns").is_null() & ~bad_ts
-    neg = (pl.col("_dur_ns") < 0) & ~bad_ts
-    counts = df.select(bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg")).row(0)
-    for reason, n in zip(("missing or non-numeric ts", "missing or non-numeric dur", "negative duration"), counts):
+    """Drop (and count) events without a usable ts/dur, with dur < 0, or with a ts or dur of
+    ±2^62 ns or more (``TIME_LIMIT_NS``: then ``ts + dur`` and every later sum of a few times
+    fit int64, never wrap); times relative to the time base (added in ``finish_table``, as
+    ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
+    ts, dur = pl.col("_ts_ns"), pl.col("_dur_ns")
+    bad_ts = ts.is_null()
+    bad_dur = dur.is_null() & ~bad_ts
+    neg = (dur < 0) & ~bad_ts
+    far = ((ts >= TIME_LIMIT_NS) | (ts <= -TIME_LIMIT_NS) | (dur >= TIME_LIMIT_NS)).fill_null(False)  # no abs(): -2^63
+    counts = df.select(bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg"),
+                       far.sum().alias("far")).row(0)
+    reasons = ("missing or non-numeric ts", "missing or non-numeric dur", "negative duration",
+               "ts or dur beyond ±2^62 ns")
+    for reason, n in zip(reasons, counts):
         if n:
             dropped[f"{what}: {reason}"] += int(n)
     if any(counts):
-        df = df.filter(~bad_ts & ~bad_dur & (pl.col("_dur_ns") >= 0))
-    return df.with_columns(
-        pl.col("_ts_ns").alias("start_ns"), (pl.col("_ts_ns") + pl.col("_dur_ns")).alias("end_ns")
-    ).drop("_ts_ns", "_dur_ns")
+        df = df.filter(~bad_ts & ~bad_dur & (dur >= 0) & ~far)
+    return df.with_columns(ts.alias("start_ns"), (ts + dur).alias("end_ns")).drop("_ts_ns", "_dur_ns")
 
 
 def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
@@ -318,17 +326,32 @@ def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFram
 
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:
-    """Per-event decode of a batch that failed typed validation; bad events are counted (only
-    once the whole batch went through: a DecodeError, e.g. invalid UTF-8, is retried upstream)
-    and stay in the list as None, so that every event keeps its index in the file."""
+    """Per-event decode of a batch that failed typed validation or was nested too deeply for
+    msgspec; bad events are counted (only once the whole batch went through: a DecodeError,
+    e.g. invalid UTF-8, is retried upstream) and stay in the list as None, so that every event
+    keeps its index in the file."""
     out: list[Any] = []
     bad: Counter[str] = Counter()
-    for raw in msgspec.json.decode(piece, type=list[msgspec.Raw]):
+    split = False
+    try:
+        raws: list[Any] = msgspec.json.decode(piece, type=list[msgspec.Raw])
+    except RecursionError:  # split without recursion; only the too-deep elements are lost
+        raws, split = elements.split(piece), True
+    for raw in raws:
         try:
             out.append(decoder.decode(raw))
         except msgspec.ValidationError as exc:
             msg, _, where = str(exc).partition(" - at ")
             bad[f"invalid event: {msg}" + (f" at {where}" if where else "")] += 1
             out.append(None)
+        except RecursionError:
+            bad["invalid event: nested too deeply to decode"] += 1
+            out.append(None)
+        except msgspec.DecodeError:
+            if not split:
+                raise
+            # Bad JSON in a split batch: no byte offset (it would be the element's, not the
+            # batch's), so the reader just backs off to an earlier boundary.
+            raise msgspec.DecodeError("JSON is malformed") from None
     dropped.update(bad)
     return out

@@ -13,7 +13,6 @@ not rely on either order).
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,9 @@ import pyarrow.parquet as pq
 from tracekit.tables import schema
 from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
 from tracekit.sources.nsys.nvtx import number_ops, op_rows
-from tracekit.tables.trace import DATA_FILE, commit_with_meta, open_staging
+from tracekit.sources import guard
+from tracekit.tables.staging import discard_staging, open_staging, writing
+from tracekit.tables.trace import DATA_FILE, commit_with_meta
 
 
 def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
@@ -36,15 +37,16 @@ def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], t
     from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
-    tid = trace_id or make_trace_id(p)
+    with guard.reading(p):
+        tid = trace_id or make_trace_id(p)
     out, staging = open_staging(out_dir, tid)
     try:
-        with open_export(p) as ex:
+        with guard.reading(p), open_export(p) as ex:  # output errors are DatasetErrors: they pass
             heights = _write_tables(ex, staging, tid)
             meta = export_meta(ex, tid, heights)
         commit_with_meta(out, staging, tid, meta)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard_staging(staging)
     return tid
 
 
@@ -75,17 +77,29 @@ def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
 def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) -> int:
     """Stream ``chunks`` into ``staging/<table>/data.parquet``; an empty table still gets a file."""
     part = staging / table
-    part.mkdir()
+    out = staging.parent
     target = schema.empty(table).drop("trace_id").to_arrow().schema
     rows = 0
-    with pq.ParquetWriter(part / DATA_FILE, target) as writer:
+    with writing(out):  # only the writes: errors reading the chunks belong to the input
+        part.mkdir()
+        writer = pq.ParquetWriter(part / DATA_FILE, target)
+    try:
         for chunk in chunks:
             if chunk.height == 0:
                 continue
             arrow = schema.conform(chunk, table, tid).drop("trace_id").to_arrow()
-            writer.write_table(arrow.cast(target) if arrow.schema != target else arrow)
+            with writing(out):
+                writer.write_table(arrow.cast(target) if arrow.schema != target else arrow)
             rows += chunk.height
-        if rows == 0:
-            writer.write_table(pa.Table.from_pylist([], schema=target))
+        with writing(out):
+            if rows == 0:
+                writer.write_table(pa.Table.from_pylist([], schema=target))
+            writer.close()
+    except BaseException:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - the error on its way out matters, not this one
+            pass
+        raise
     return rows
 

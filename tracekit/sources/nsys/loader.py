@@ -174,7 +174,17 @@ def export_meta(ex: Export, trace_id: str, heights: dict[str, int]) -> dict[str,
 
 
 def _open(p: Path) -> sqlite3.Connection:
-    """Open read-only; on read-only media where that fails to open, retry with ``immutable=1``."""
+    """Open read-only; on read-only media where that fails to open, retry with ``immutable=1``.
+    A WAL-mode export is opened ``immutable=1`` at once (nothing may be written beside it), unless
+    a non-empty ``-wal`` file holds data not yet in the database: that is reported instead."""
+    if sq.is_wal(p):
+        wal = p.with_name(p.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise TraceFormatError(f"{p}: a WAL-mode database with uncheckpointed changes in {wal.name}; "
+                                   "checkpoint it (sqlite3 FILE 'PRAGMA wal_checkpoint') or re-export it")
+        conn = sq.connect(p, immutable=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
     try:
         conn = sq.connect(p)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -192,13 +202,15 @@ def _capture_end(conn: sqlite3.Connection, have: set[str]) -> int:
     activity tables (aggregates computed by SQLite, nothing loaded)."""
     if "ANALYSIS_DETAILS" in have and "stopTime" in sq.columns(conn, "ANALYSIS_DETAILS"):
         row = conn.execute("SELECT max(stopTime) FROM ANALYSIS_DETAILS").fetchone()
-        if row and row[0] is not None:
+        if row and sq.as_int(row[0]) is not None:
             return int(row[0])
     candidates: list[int] = []
     for table in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, NVTX_TABLE):
         if table in have:
-            row = conn.execute(f'SELECT max(max(coalesce("end", 0)), max(coalesce("start", 0))) FROM {table}').fetchone()
-            if row and row[0] is not None:
+            # Integer times only (a text value sorts above every number in SQLite).
+            row = conn.execute(f'SELECT max(max(CASE WHEN typeof("end") = \'integer\' THEN "end" END), '
+                               f'max(CASE WHEN typeof("start") = \'integer\' THEN "start" END)) FROM {table}').fetchone()
+            if row and sq.as_int(row[0]) is not None:
                 candidates.append(int(row[0]))
     return max(candidates, default=0)
 
@@ -217,7 +229,7 @@ def _session_start(conn: sqlite3.Connection, have: set[str]) -> int | None:
     if "TARGET_INFO_SESSION_START_TIME" not in have or "utcEpochNs" not in sq.columns(conn, "TARGET_INFO_SESSION_START_TIME"):
         return None
     row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-    return int(row[0]) if row and row[0] is not None else None
+    return sq.as_int(row[0]) if row else None
 
 
 def _devices(conn: sqlite3.Connection, have: set[str]) -> list[dict[str, Any]]:
@@ -230,14 +242,16 @@ def _devices(conn: sqlite3.Connection, have: set[str]) -> list[dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for r in conn.execute(f"SELECT {sel} FROM TARGET_INFO_GPU ORDER BY id").fetchall():
         d = dict(zip(fields, r, strict=True))
-        out[int(d["id"]) if d["id"] is not None else len(out)] = {
-            "id": d["id"],
-            "name": d["name"],
-            "num_sms": d["smCount"],
-            "total_memory_bytes": d["totalMemory"],
-            "compute_capability": f"{d['computeMajor']}.{d['computeMinor']}" if d["computeMajor"] is not None else None,
-            "memory_bandwidth_bytes_per_s": d["memoryBandwidth"],
-            "clock_hz": d["clockRate"],
+        dev_id = sq.as_int(d["id"])
+        out[dev_id if dev_id is not None else -1 - len(out)] = {
+            "id": dev_id,
+            "name": sq.as_str(d["name"]),
+            "num_sms": sq.as_int(d["smCount"]),
+            "total_memory_bytes": sq.as_int(d["totalMemory"]),
+            "compute_capability": (f"{sq.as_int(d['computeMajor'])}.{sq.as_int(d['computeMinor'])}"
+                                   if sq.as_int(d["computeMajor"]) is not None else None),
+            "memory_bandwidth_bytes_per_s": sq.as_int(d["memoryBandwidth"]),
+            "clock_hz": sq.as_int(d["clockRate"]),
         }
     return list(out.values())
 
@@ -249,12 +263,15 @@ def _threads(conn: sqlite3.Connection, have: set[str], pids: list[int]) -> list[
     wanted = set(pids)
     if "PROCESSES" in have and {"pid", "name"} <= sq.columns(conn, "PROCESSES"):
         for pid, name in conn.execute("SELECT DISTINCT pid, name FROM PROCESSES").fetchall():
-            if pid in wanted:
-                out.append({"kind": "process_name", "pid": int(pid), "tid": None, "name": name})
+            if sq.as_int(pid) in wanted:
+                out.append({"kind": "process_name", "pid": int(pid), "tid": None, "name": sq.as_str(name)})
     if "ThreadNames" in have and {"globalTid", "nameId"} <= sq.columns(conn, "ThreadNames"):
         sql = "SELECT t.globalTid, s.value FROM ThreadNames t LEFT JOIN StringIds s ON s.id = t.nameId"
         for gtid, name in conn.execute(sql).fetchall():
-            pid, tid = (int(gtid) >> sq.PID_SHIFT) & sq.ID_MASK, int(gtid) & sq.ID_MASK
+            g = sq.as_int(gtid)
+            if g is None:
+                continue
+            pid, tid = (g >> sq.PID_SHIFT) & sq.ID_MASK, g & sq.ID_MASK
             if pid in wanted:
-                out.append({"kind": "thread_name", "pid": pid, "tid": tid, "name": name})
+                out.append({"kind": "thread_name", "pid": pid, "tid": tid, "name": sq.as_str(name)})
     return out

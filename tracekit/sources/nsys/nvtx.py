@@ -23,7 +23,7 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.tables.intervals import nest
-from tracekit.sources.nsys.sql import columns, iter_frames, pid_of, read_frame, tid_of
+from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, iter_frames, pid_of, read_frame, tid_of
 
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).
@@ -58,16 +58,21 @@ def read_regions(
         f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
     ).fetchall():
         dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
+    # A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns
+    # (text sorts above every number in SQLite, so a text time fails `< limit`).
+    lim = TIME_LIMIT_NS
+    good = (f'"start" IS NOT NULL AND "start" > {-lim} AND "start" < {lim} '
+            f'AND ("end" IS NULL OR ("end" >= "start" AND "end" < {lim}))')
     bad = conn.execute(f'SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) '
-                       'AND ("start" IS NULL OR "end" < "start")').fetchone()[0]
+                       f'AND NOT ({good})').fetchone()[0]
     if bad:
-        dropped["NVTX range without a start, or ending before it starts"] += int(bad)
+        dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
     domain = '"domainId"' if "domainId" in cols else "NULL"
     sql = (f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
-           f'WHERE eventType IN ({PUSH_POP}, {START_END}) AND "start" IS NOT NULL AND ("end" IS NULL OR "end" >= "start") '
+           f'WHERE eventType IN ({PUSH_POP}, {START_END}) AND {good} '
            f'ORDER BY globalTid, "start", coalesce("end", ?) DESC')
     sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "end_gtid": _I64, "text": pl.String(),
                                     "text_id": _I64, "domain_id": _I64}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from tracekit.errors import TraceFormatError
 CHUNK_ROWS = 200_000
 # How long to wait on a lock held by a writer before giving up (seconds).
 LOCK_TIMEOUT_S = 2.0
+
+# Times must lie within ±2^62 ns (as for Kineto: tracekit.sources.kineto.finish.TIME_LIMIT_NS), so
+# that differences and sums of two never wrap int64; rows beyond are dropped and counted.
+TIME_LIMIT_NS = 1 << 62
 
 # globalTid / globalPid packing: pid in bits 24..47, tid in bits 0..23.
 PID_SHIFT = 24
@@ -36,17 +41,60 @@ class LockedError(TraceFormatError):
 def connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     """Open ``path`` read-only through a ``file:`` URI; the file is never written.
 
-    ``immutable=1`` (no locking, no journal check) is only used as a fallback for files on
-    read-only media where plain ``mode=ro`` cannot open; it would read garbage if a writer were
-    active, so a *locked* file is reported instead of being read that way.
+    ``immutable=1`` (no locking, no journal check, no ``-shm``/``-wal`` files) is used for files on
+    read-only media where plain ``mode=ro`` cannot open, and for WAL-mode exports (reading one in
+    ``mode=ro`` would create ``-wal``/``-shm`` files beside the user's file); it would read garbage
+    if a writer were active, so a *locked* file is reported instead of being read that way.
+    Hostile exports: only real tables are read (:func:`tables`), ``trusted_schema`` is off (no
+    SQL functions run from the schema), every statement is interrupted after the export's time
+    budget (:func:`time_budget_s`), and text that is not UTF-8 is decoded with replacements.
     """
     uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
     conn = sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT_S, check_same_thread=False)
+    conn.text_factory = _text
     conn.execute("PRAGMA query_only = ON")
+    conn.execute("PRAGMA trusted_schema = OFF")
     # Big sorts (ORDER BY on millions of rows) spill to temp files rather than RAM.
     conn.execute("PRAGMA temp_store = FILE")
     conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache at most
+    deadline = time.monotonic() + time_budget_s(path)
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 100_000)
     return conn
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def time_budget_s(path: Path) -> float:
+    """How long reading an export may take in all: 60 s plus 2 s per MB (a 1 GB export gets
+    about 35 minutes; real exports read at well over 10 MB/s). Past it the statement running is
+    interrupted and the file reported (a crafted schema could otherwise run forever)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    return 60.0 + 2.0 * size / 1e6
+
+
+def is_wal(path: Path) -> bool:
+    """True when the database header says write-ahead-log mode (file format bytes 18-19 = 2)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[18] == 2 and head[19] == 2
+
+
+def as_int(v: Any) -> int | None:
+    """An integer cell as int; None for NULL and any other type (text, real, blob)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def as_str(v: Any) -> str | None:
+    """A text cell as str; None for NULL and any other type."""
+    return v if isinstance(v, str) else None
 
 
 def describe_db_error(path: Path, exc: sqlite3.Error) -> TraceFormatError:
@@ -58,13 +106,17 @@ def describe_db_error(path: Path, exc: sqlite3.Error) -> TraceFormatError:
             f"{path}: the database is locked by another process (an export still being written?); "
             "retry when it has finished"
         )
+    if "interrupted" in low:
+        return TraceFormatError(f"{path}: reading the export took longer than its time budget "
+                                f"({time_budget_s(path):.0f} s); is it a real nsys export?")
     if "not a database" in low or "malformed" in low or "corrupt" in low or "disk i/o" in low:
         return TraceFormatError(f"{path}: corrupt or truncated SQLite database ({msg}); re-export it with `nsys export --type sqlite`")
     return TraceFormatError(f"{path}: cannot read the SQLite export ({msg})")
 
 
 def tables(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+    """Names of the real tables (views are never read: a view can compute anything, forever)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {str(r[0]) for r in rows}
 
 
@@ -149,3 +201,10 @@ def tid_of(expr: pl.Expr) -> pl.Expr:
 def correlation_of(pid: pl.Expr, corr: pl.Expr) -> pl.Expr:
     """Trace-unique correlation: nsys correlation ids are unique per process only."""
     return pid * (1 << CORR_SHIFT) + corr
+
+
+def times_ok() -> pl.Expr:
+    """Rows with a usable interval: start and end present, end >= start, both within ±TIME_LIMIT_NS."""
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    return (start.is_not_null() & end.is_not_null() & (end >= start) & (start > -TIME_LIMIT_NS)
+            & (end < TIME_LIMIT_NS)).fill_null(False)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import polars as pl
 
 from tracekit.tables import schema
-from tracekit.sources.nsys.sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of
+from tracekit.sources.nsys.sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of, times_ok
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -39,10 +39,10 @@ def _timed(cols: set[str]) -> list[str]:
 
 
 def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
-    bad = df.filter(pl.col("start_ns").is_null() | pl.col("end_ns").is_null() | (pl.col("end_ns") < pl.col("start_ns")))
-    if bad.height:
-        dropped[f"{what}: missing start/end or end < start"] += bad.height
-        df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+    bad = int(df.select((~times_ok()).sum()).item())
+    if bad:
+        dropped[f"{what}: missing start/end, end < start, or beyond ±2^62 ns"] += bad
+        df = df.filter(times_ok())
     return df.with_columns(correlation_of(pid_of(pl.col("gpid")), pl.col("corr")).alias("correlation")).drop("corr", "gpid")
 
 
@@ -145,10 +145,10 @@ def read_launches(conn: sqlite3.Connection, have: set[str], strings: pl.DataFram
             tid_of(pl.col("gtid")).alias("tid"),
             correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
         )
-        bad = (df["start_ns"].is_null() | df["end_ns"].is_null() | (df["end_ns"] < df["start_ns"])).sum()
+        bad = int(df.select((~times_ok()).sum()).item())
         if bad:
-            dropped["runtime call: missing start/end or end < start"] += int(bad)
-            df = df.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
+            dropped["runtime call: missing start/end, end < start, or beyond ±2^62 ns"] += bad
+            df = df.filter(times_ok())
         yield df.drop("cls", "gtid", "corr", "name_id")
 
 

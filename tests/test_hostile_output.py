@@ -1,0 +1,123 @@
+"""Names are data (issue 13): trace-provided names never act as markup in Markdown, as terminal
+control sequences on screen, or as mathtext in plots."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracekit.cli.term import clean
+
+ESC_NAME = "a\nb|c\x1b]0;pwned\x07\x1b[31m\u202eevil"
+MARKUP = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<base href=//evil>"]
+MATH_DEVICE = "$\\frac{a}{$ GPU"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+def _k(name: str, i: int) -> dict[str, Any]:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 100 + 10 * i, "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": i}}
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    events = [_k(n, i) for i, n in enumerate([*MARKUP, ESC_NAME])]
+    events.append({"ph": "X", "cat": "user_annotation", "name": MARKUP[2] + "\nnext line", "pid": 1, "tid": 1,
+                   "ts": 90, "dur": 100})
+    p = tmp_path / "hostile.json"
+    p.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": MATH_DEVICE, "numSms": 10}], "traceEvents": events}))
+    return p
+
+
+def test_clean_makes_controls_visible() -> None:
+    assert clean("a\x1b]0;t\x07b\tc\nd\x9b\u202e") == "a\\x1b]0;t\\x07b\tc\nd\\x9b\\u202e"
+
+
+@pytest.mark.parametrize("cmd", [["summary"], ["analyze"], ["analyze", "--format", "md"], ["report", "--format", "md"]])
+def test_no_terminal_control_reaches_stdout(hostile: Path, cmd: list[str]) -> None:
+    proc = _cli(*cmd, str(hostile))
+    assert proc.returncode == 0, proc.stderr
+    for bad in ("\x1b", "\x07", "\u202e"):
+        assert bad not in proc.stdout and bad not in proc.stderr
+
+
+def test_diff_strips_controls(hostile: Path) -> None:
+    proc = _cli("diff", str(hostile), str(hostile))
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+
+
+def test_summary_name_stays_on_one_line(hostile: Path) -> None:
+    out = _cli("summary", str(hostile)).stdout
+    line = next(ln for ln in out.splitlines() if "pwned" in ln)
+    assert line.rstrip().endswith("\\x1b[31m\\u202eevil") and "a b|c\\x1b]0;pwned\\x07" in line
+
+
+@pytest.mark.parametrize("cmd", [["analyze", "--format", "md"], ["report", "--format", "md"]])
+def test_markdown_escapes_markup_and_newlines(hostile: Path, cmd: list[str]) -> None:
+    out = _cli(*cmd, str(hostile)).stdout
+    for raw in MARKUP:
+        assert raw not in out
+    assert "&lt;base href=//evil&gt;" in out
+    for line in out.splitlines():  # a name with a newline never breaks a table row
+        if line.startswith("|"):
+            assert line.rstrip().endswith("|"), line
+
+
+def test_error_line_strips_controls(tmp_path: Path) -> None:
+    p = tmp_path / "bad\x1b]0;x\x07.json"
+    p.write_text("not json")
+    proc = _cli("summary", str(p))
+    assert proc.returncode != 0
+    assert "\x1b" not in proc.stderr and "\\x1b]0;x\\x07" in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def math_trace(shared_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real trace with shapes (TraceLens H100 Qwen forward) whose device is renamed to mathtext."""
+    src = shared_traces / "kineto/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for d in doc.get("deviceProperties", []):
+        d["name"] = MATH_DEVICE
+    out = tmp_path_factory.mktemp("math") / "bert.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_plot_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> None:
+    png = tmp_path / "roof.png"
+    proc = _cli("plot", "roofline", str(math_trace), "--hardware", "h100-sxm", "--out", str(png))
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> None:
+    html = tmp_path / "r.html"
+    proc = _cli("report", str(math_trace), "--hardware", "h100-sxm", "--format", "html", "--out", str(html))
+    assert proc.returncode == 0, proc.stderr
+    assert "data:image/png;base64" in html.read_text()
+
+
+def test_plain_text_keeps_names_literal() -> None:
+    from tracekit.report import plots
+
+    fig = plots._figure()
+    ax = fig.add_subplot()
+    ax.barh([MATH_DEVICE, "ok $x$"], [1, 2])
+    ax.set_title(MATH_DEVICE)
+    ax.set_xscale("log")
+    ax.legend([MATH_DEVICE])
+    assert plots.to_bytes(fig)[:4] == b"\x89PNG"  # drew (mathtext would raise on the name)
+    assert not ax.title.get_parse_math()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["\\$\\frac{a}{\\$ GPU", "ok \\$x\\$"]  # shown as $
