@@ -9,7 +9,7 @@ from typing import Any
 
 from tracekit.analysis.contract import AnalysisDoc
 from tracekit.report import fmt
-from tracekit.report.sections import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
+from tracekit.report.lowcov import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 
 
 def _dur(ns: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import polars as pl
 
 from tracekit.report import fmt
+from tracekit.report.lowcov import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 from tracekit.report.model import ReportData
 from tracekit.report.names import cut_name, short_name
 
@@ -34,17 +35,6 @@ REGION_COLUMNS = (
 TOP_N = 10
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
 NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
-# Measured-looking numbers that are not measurements when the cost model covers too little of
-# the busy time: printed as "–" next to the coverage (JSON keeps them, with the coverage).
-MEASURED = ("flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_peak_flops",
-            "frac_peak_bytes")
-DEFAULT_MIN_COVERAGE = 0.5
-
-
-def low_coverage(row: dict[str, Any], min_coverage: float) -> bool:
-    """Whether a row's FLOPs, bytes and rates print as "–": its coverage is known and below the threshold."""
-    cov = row.get("coverage")
-    return isinstance(cov, (int, float)) and cov < min_coverage
 
 
 def min_coverage(d: ReportData) -> float:
