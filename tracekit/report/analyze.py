@@ -5,12 +5,14 @@ table or Markdown. Markdown cells and headings go through :func:`tracekit.report
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracekit.analysis.contract import AnalysisDoc
 from tracekit.report import fmt
 from tracekit.report.lowcov import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 
+
+if TYPE_CHECKING:  # the analysis package imports polars; the stored-result screen must not
+    from tracekit.analysis.contract import AnalysisDoc
 
 def _dur(ns: Any) -> str:
     return "-" if ns is None else fmt.duration(float(ns))
