@@ -96,13 +96,14 @@ def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, 
     from tracekit.analysis import analyze as run_analysis
     from tracekit.cli import ranks
     from tracekit.labels.phases import parse_phase_map
-    from tracekit.report.ranks import render_text as render_ranks
 
     pm = parse_phase_map(phase_map) or None  # checked before any work: one-line UsageError
     slo_v = Slo.parse(slo)
     th = Thresholds.parse(thresholds)
     chosen = ranks.selection(source, trace_id, rank, compare)
     if chosen is not None and len(chosen) > 1:
+        from tracekit.report.ranks import render_text as render_ranks
+
         doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
         return (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json"
                 else render_ranks(doc, markdown=fmt == "md"))

@@ -33,12 +33,9 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
     """The dataset's traces chosen by ``--compare`` prefixes and ``--rank`` (all of them when neither);
     None when one trace is meant (a file, ``--trace-id``, a dataset of one) and the usual path
     applies. Several ids mean a comparison across ranks; one id means that trace."""
-    from tracekit.analysis.ranks import parse_ranks, select_traces
-    from tracekit.tables.trace import dataset_trace_ids, is_dataset
-
-    ranks = parse_ranks(rank)
-    several = ranks is not None or bool(compare)
-    if not is_dataset(source):
+    several = rank is not None or bool(compare)
+    meta = Path(source) / "meta"  # a dataset (tables/trace.py's is_dataset), told without importing polars
+    if not meta.is_dir():
         if several:
             raise UsageError(f"{source}: --rank / --compare need an ingested dataset (tracekit ingest)")
         return None
@@ -46,9 +43,11 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
         if several:
             raise UsageError("--trace-id picks one trace; --rank / --compare choose several to compare")
         return None
-    if not several and len(dataset_trace_ids(source)) <= 1:
+    if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
         return None
-    return select_traces(source, list(compare) or None, ranks)
+    from tracekit.analysis.ranks import parse_ranks, select_traces
+
+    return select_traces(source, list(compare) or None, parse_ranks(rank))
 
 
 def compare_traces(source: str, ids: list[str], hardware: str | None, phase_map: Any, thresholds: str | None,
