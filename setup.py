@@ -4,6 +4,17 @@ slower)."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracekit.sources.kineto._kscan", ["tracekit/sources/kineto/_native/_kscan.c"], depends=["tracekit/sources/kineto/_native/_kjson.h", "tracekit/sources/kineto/_native/_knest.h",
-                                      "tracekit/sources/kineto/_native/_karrow.h"],
-                             optional=True)])
+setup(
+    ext_modules=[
+        Extension(
+            "tracekit.sources.kineto._kscan",
+            ["tracekit/sources/kineto/_native/_kscan.c"],
+            depends=[
+                "tracekit/sources/kineto/_native/_kjson.h",
+                "tracekit/sources/kineto/_native/_knest.h",
+                "tracekit/sources/kineto/_native/_karrow.h",
+            ],
+            optional=True,
+        )
+    ]
+)

@@ -54,12 +54,20 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     res = analyze_tables(att.activities, links, labels, costs, hardware=hw, cpu_only=att.cpu_only)
     t.append(time.perf_counter())
     assert res.totals["conserved"] and res.totals["activity_count"] == trace.kernels.height
-    return {"attribute": t[1] - t[0], "label": t[2] - t[1], "costs": t[3] - t[2], "analysis": t[4] - t[3],
-            "total": t[4] - t[0], "cpu": time.process_time() - cpu0}
+    return {
+        "attribute": t[1] - t[0],
+        "label": t[2] - t[1],
+        "costs": t[3] - t[2],
+        "analysis": t[4] - t[3],
+        "total": t[4] - t[0],
+        "cpu": time.process_time() - cpu0,
+    }
 
 
 def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) -> None:
-    print("| device events | ops | attribute s | label + shape phase s | cost model s | analysis s | total s | total / (n log2 n) ns | CPU s (both cores) | load |")
+    print(
+        "| device events | ops | attribute s | label + shape phase s | cost model s | analysis s | total s | total / (n log2 n) ns | CPU s (both cores) | load |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         copies = max(1, round(n / base.kernels.height))
@@ -72,9 +80,11 @@ def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) ->
                 best = s
         k = tr.kernels.height
         norm = best["total"] / (k * math.log2(k)) * 1e9
-        print(f"| {k:,} | {tr.ops.height:,} | {best['attribute']:.2f} | {best['label']:.2f} | {best['costs']:.2f} | "
-              f"{best['analysis']:.2f} | {best['total']:.2f} | {norm:.1f} | {best['cpu']:.2f} | {os.getloadavg()[0]:.1f} |",
-              flush=True)
+        print(
+            f"| {k:,} | {tr.ops.height:,} | {best['attribute']:.2f} | {best['label']:.2f} | {best['costs']:.2f} | "
+            f"{best['analysis']:.2f} | {best['total']:.2f} | {norm:.1f} | {best['cpu']:.2f} | {os.getloadavg()[0]:.1f} |",
+            flush=True,
+        )
         del tr
         gc.collect()
 
@@ -85,8 +95,10 @@ def parquet_vs_json(paths: list[Path], repeat: int, hardware: str | None) -> Non
     from tracekit.analysis import analyze
     from tracekit.analysis.derived import read_derived
 
-    print("| trace | JSON MB | load JSON s | JSON→result s | dataset (canonical only)→result s | speed-up "
-          "| dataset + derived→result s | speed-up |")
+    print(
+        "| trace | JSON MB | load JSON s | JSON→result s | dataset (canonical only)→result s | speed-up "
+        "| dataset + derived→result s | speed-up |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for p in paths:
         with tempfile.TemporaryDirectory() as plain, tempfile.TemporaryDirectory() as full:
@@ -99,9 +111,11 @@ def parquet_vs_json(paths: list[Path], repeat: int, hardware: str | None) -> Non
             full_j, _ = timed(lambda: analyze(tracekit.load(str(p)), hardware=hardware), repeat)
             full_p, _ = timed(lambda: analyze(tracekit.load(plain), hardware=hardware), repeat)
             full_d, _ = timed(lambda: analyze(tracekit.load(full), hardware=hardware), repeat)
-        print(f"| {p.name[:48]} | {p.stat().st_size / 1e6:.1f} | {tj:.3f} | {full_j:.3f} | {full_p:.3f} | "
-              f"{full_j / full_p:.1f}× | {full_d:.3f} | {full_j / full_d:.1f}× |" + ("" if same else " RESULT DIFFERS"),
-              flush=True)
+        print(
+            f"| {p.name[:48]} | {p.stat().st_size / 1e6:.1f} | {tj:.3f} | {full_j:.3f} | {full_p:.3f} | "
+            f"{full_j / full_p:.1f}× | {full_d:.3f} | {full_j / full_d:.1f}× |" + ("" if same else " RESULT DIFFERS"),
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -115,8 +129,10 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)\n")
     base = tracekit.load(args.base)
-    print(f"base: {Path(args.base).name}: {base.kernels.height} kernels, {base.launches.height} launches, "
-          f"{base.ops.height} ops, {base.regions.height} regions\n")
+    print(
+        f"base: {Path(args.base).name}: {base.kernels.height} kernels, {base.launches.height} launches, "
+        f"{base.ops.height} ops, {base.regions.height} regions\n"
+    )
     if not args.skip_scaling:
         scaling(base, [int(s) for s in args.sizes.split(",")], args.repeat, args.hardware)
         print()

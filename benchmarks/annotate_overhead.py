@@ -49,9 +49,19 @@ def serve_step_ns(n: int, decode_ids: list[int], prefill: int) -> float:
     t0 = time.perf_counter_ns()
     for k in range(n):
         attrs = request_attrs(decode_ids, pf, arr)
-        with phase("mixed", step=k, prefill_tokens=32 * prefill, decode_seqs=len(decode_ids),
-                   tokens=32 * prefill + len(decode_ids), seqs=len(decode_ids) + prefill, budget=8192,
-                   ctx=4096, kv_tokens=123456, decode_ctx=4000, **attrs):
+        with phase(
+            "mixed",
+            step=k,
+            prefill_tokens=32 * prefill,
+            decode_seqs=len(decode_ids),
+            tokens=32 * prefill + len(decode_ids),
+            seqs=len(decode_ids) + prefill,
+            budget=8192,
+            ctx=4096,
+            kv_tokens=123456,
+            decode_ctx=4000,
+            **attrs,
+        ):
             pass
     return (time.perf_counter_ns() - t0) / n
 
@@ -60,8 +70,11 @@ def serve_costs(n: int) -> dict[str, float]:
     """Encoding + annotation per step for 8 and 256 decoding requests; ids contiguous (one run) and
     scattered (every other id: no runs, the longest name)."""
     out: dict[str, float] = {}
-    for label, ids in (("8 decoding, contiguous", list(range(8))), ("256 decoding, contiguous", list(range(256))),
-                       ("256 decoding, scattered", list(range(0, 512, 2)))):
+    for label, ids in (
+        ("8 decoding, contiguous", list(range(8))),
+        ("256 decoding, contiguous", list(range(256))),
+        ("256 decoding, scattered", list(range(0, 512, 2))),
+    ):
         out[f"serve step, {label}, 4 prefill chunks, profiler off"] = serve_step_ns(n, ids, 4)
         with profile(activities=[ProfilerActivity.CPU]):
             out[f"serve step, {label}, 4 prefill chunks, profiler on"] = serve_step_ns(n, ids, 4)
@@ -108,9 +121,11 @@ def decode_steps(dev: torch.device, steps: int) -> dict[str, float]:
     with profile(activities=activities(dev), record_shapes=True):
         for _ in range(steps):
             prof_ann.append(one(True))
-    return {"unprofiled, no annotation": statistics.median(plain),
-            "unprofiled, annotated": statistics.median(ann),
-            "profiled, annotated": statistics.median(prof_ann)}
+    return {
+        "unprofiled, no annotation": statistics.median(plain),
+        "unprofiled, annotated": statistics.median(ann),
+        "profiled, annotated": statistics.median(prof_ann),
+    }
 
 
 def main() -> None:
@@ -133,13 +148,19 @@ def main() -> None:
     for k, v in steps.items():
         print(f"decode step, {k:<28}{v / 1e6:9.3f} ms (median of {a.steps})")
     base = steps["unprofiled, no annotation"]
-    print(f"annotation share of a decode step: profiler off {costs['phase, profiler off'] / base:.3%}, "
-          f"profiler on {costs['phase, profiler on'] / base:.3%} (target < 2 %)")
+    print(
+        f"annotation share of a decode step: profiler off {costs['phase, profiler off'] / base:.3%}, "
+        f"profiler on {costs['phase, profiler on'] / base:.3%} (target < 2 %)"
+    )
     worst = max(v for k, v in serve.items() if "profiler on" in k)
-    print(f"serve-step annotation (encoding included), worst case above, as a share of the small-LLM decode step: "
-          f"{worst / base:.3%} (target < 2 %)")
-    print(f"profiled vs unprofiled decode step: {steps['profiled, annotated'] / base - 1:+.1%} "
-          "(the profiler's own cost on every op, not the annotation's)")
+    print(
+        f"serve-step annotation (encoding included), worst case above, as a share of the small-LLM decode step: "
+        f"{worst / base:.3%} (target < 2 %)"
+    )
+    print(
+        f"profiled vs unprofiled decode step: {steps['profiled, annotated'] / base - 1:+.1%} "
+        "(the profiler's own cost on every op, not the annotation's)"
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,12 @@ ID_SPACES = {
     "op": [("ops", "op_id"), ("ops", "parent_id")],
     "region": [("regions", "region_id"), ("regions", "parent_id")],
     "correlation": [("kernels", "correlation"), ("launches", "correlation")],
-    "external": [("kernels", "external_id"), ("launches", "external_id"), ("ops", "external_id"), ("regions", "external_id")],
+    "external": [
+        ("kernels", "external_id"),
+        ("launches", "external_id"),
+        ("ops", "external_id"),
+        ("regions", "external_id"),
+    ],
     "graph": [("kernels", "graph_id")],
     "sequence": [("ops", "sequence_number")],
 }
@@ -65,10 +70,15 @@ def replicate(trace: Trace, copies: int, interleave: bool = False) -> Trace:
     out: dict[str, pl.DataFrame] = {}
     for name, df in tables.items():
         ids = [(pl.col(c) + pl.col("_c") * s).alias(c) for (t, c), s in stride.items() if t == name]
-        out[name] = (df.join(idx, how="cross") if interleave else idx.join(df, how="cross")).with_columns(
-            (pl.col("start_ns") + pl.col("_c") * shift).alias("start_ns"),
-            (pl.col("end_ns") + pl.col("_c") * shift).alias("end_ns"), *ids,
-        ).drop("_c")
+        out[name] = (
+            (df.join(idx, how="cross") if interleave else idx.join(df, how="cross"))
+            .with_columns(
+                (pl.col("start_ns") + pl.col("_c") * shift).alias("start_ns"),
+                (pl.col("end_ns") + pl.col("_c") * shift).alias("end_ns"),
+                *ids,
+            )
+            .drop("_c")
+        )
     meta = dict(trace.meta)
     meta["trace_id"] = f"{trace.trace_id}-x{copies}"
     return Trace(meta=meta, **out)
@@ -102,12 +112,17 @@ def main() -> None:
             check_conservation(a, tr)
             check_links(a)
             tl, _ = timed(lambda: label_regions(tr), args.repeat)
-            print(f"| {rel.split('/')[-1]} | {a.activities.height} | {tr.kernels.height} | {tr.ops.height} | "
-                  f"{tr.regions.height} | {ta:.3f} | {tl:.3f} |", flush=True)
+            print(
+                f"| {rel.split('/')[-1]} | {a.activities.height} | {tr.kernels.height} | {tr.ops.height} | "
+                f"{tr.regions.height} | {ta:.3f} | {tl:.3f} |",
+                flush=True,
+            )
         print()
     base = tracekit.load(str(DEFAULT_BASE))
-    print(f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels per copy"
-          f"{', interleaved' if args.interleave else ''})\n")
+    print(
+        f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels per copy"
+        f"{', interleaved' if args.interleave else ''})\n"
+    )
     print("| device events | copies | ops | attribute s | s per 1M events | attribute / (n log2 n) ns |")
     print("|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
@@ -117,7 +132,10 @@ def main() -> None:
         check_conservation(a, tr)
         check_links(a)
         k = tr.kernels.height
-        print(f"| {k} | {copies} | {tr.ops.height} | {ta:.3f} | {ta / k * 1e6:.2f} | {ta / (k * math.log2(k)) * 1e9:.1f} |", flush=True)
+        print(
+            f"| {k} | {copies} | {tr.ops.height} | {ta:.3f} | {ta / k * 1e6:.2f} | {ta / (k * math.log2(k)) * 1e9:.1f} |",
+            flush=True,
+        )
         del tr, a
         gc.collect()
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")

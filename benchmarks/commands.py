@@ -41,15 +41,19 @@ DFI = SHARED / "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 SMALL = SHARED / "kineto/hta/nccl_parser_config/nccl_data.json.gz"  # 0.75 MB on disk, 10 MB JSON
 
 JSON_LOAD = "import gzip, json, sys; raw = open(sys.argv[1], 'rb').read(); json.loads(gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw)"
-HTA = ("import logging, os, sys, tempfile; logging.disable(logging.WARNING)\n"
-       "from hta.trace_analysis import TraceAnalysis\n"
-       "d = tempfile.mkdtemp(prefix='hta-bench-'); p = os.path.abspath(sys.argv[1])\n"
-       "os.symlink(p, os.path.join(d, 'rank-0.json' + ('.gz' if p.endswith('.gz') else '')))\n"
-       "TraceAnalysis(trace_dir=d)")
-PANDAS_SQL = ("import sqlite3, sys; import pandas as pd\n"
-              "sys.path.insert(0, {bench!r}); from nsys_ingest import PANDAS_QUERIES\n"
-              "conn = sqlite3.connect(f'file:{{sys.argv[1]}}?mode=ro', uri=True)\n"
-              "frames = {{n: pd.read_sql(q, conn) for n, q in PANDAS_QUERIES.items()}}")
+HTA = (
+    "import logging, os, sys, tempfile; logging.disable(logging.WARNING)\n"
+    "from hta.trace_analysis import TraceAnalysis\n"
+    "d = tempfile.mkdtemp(prefix='hta-bench-'); p = os.path.abspath(sys.argv[1])\n"
+    "os.symlink(p, os.path.join(d, 'rank-0.json' + ('.gz' if p.endswith('.gz') else '')))\n"
+    "TraceAnalysis(trace_dir=d)"
+)
+PANDAS_SQL = (
+    "import sqlite3, sys; import pandas as pd\n"
+    "sys.path.insert(0, {bench!r}); from nsys_ingest import PANDAS_QUERIES\n"
+    "conn = sqlite3.connect(f'file:{{sys.argv[1]}}?mode=ro', uri=True)\n"
+    "frames = {{n: pd.read_sql(q, conn) for n, q in PANDAS_QUERIES.items()}}"
+)
 
 
 @dataclass
@@ -70,8 +74,13 @@ def time_v(argv: list[str], timeout: int) -> tuple[float, float, float] | str:
     """(wall s, peak RSS MB, user + system CPU s) of one process under /usr/bin/time -v, or why
     it failed."""
     try:
-        r = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, timeout=timeout,
-                           env=dict(os.environ, MPLBACKEND="Agg"))
+        r = subprocess.run(
+            ["/usr/bin/time", "-v", *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, MPLBACKEND="Agg"),
+        )
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout} s"
     err = r.stderr
@@ -145,19 +154,22 @@ def nsys_floor(path: Path) -> tuple[float, str]:
 def engine_calls(tracekit_python: str, args: list[str]) -> int | str:
     """polars engine executions (``PyLazyFrame.collect``: every eager frame operation and every
     ``collect``) of one in-process run of ``tracekit ARGS``, counted with cProfile."""
-    code = ("import cProfile, pstats, sys, io, contextlib\n"
-            "from tracekit.cli.main import main\n"
-            "pr = cProfile.Profile()\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    pr.enable()\n"
-            "    try:\n        main(sys.argv[1:])\n"
-            "    except SystemExit:\n        pass\n"
-            "    pr.disable()\n"
-            "st = pstats.Stats(pr).stats\n"
-            "print(sum(v[1] for k, v in st.items() if k[2] in (\"<method 'collect' of 'builtins.PyLazyFrame' objects>\", "
-            "\"<built-in method builtins.collect_all>\", \"<method 'collect_all' of 'builtins' objects>\")))\n")
-    r = subprocess.run([tracekit_python, "-c", code, *args], capture_output=True, text=True,
-                       env=dict(os.environ, MPLBACKEND="Agg"))
+    code = (
+        "import cProfile, pstats, sys, io, contextlib\n"
+        "from tracekit.cli.main import main\n"
+        "pr = cProfile.Profile()\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    pr.enable()\n"
+        "    try:\n        main(sys.argv[1:])\n"
+        "    except SystemExit:\n        pass\n"
+        "    pr.disable()\n"
+        "st = pstats.Stats(pr).stats\n"
+        "print(sum(v[1] for k, v in st.items() if k[2] in (\"<method 'collect' of 'builtins.PyLazyFrame' objects>\", "
+        "\"<built-in method builtins.collect_all>\", \"<method 'collect_all' of 'builtins' objects>\")))\n"
+    )
+    r = subprocess.run(
+        [tracekit_python, "-c", code, *args], capture_output=True, text=True, env=dict(os.environ, MPLBACKEND="Agg")
+    )
     if r.returncode != 0:
         return (r.stderr.strip().splitlines() or ["failed"])[-1][:120]
     return int(r.stdout.strip().splitlines()[-1])
@@ -169,13 +181,19 @@ def main() -> None:
     ap.add_argument("--python", default=None, help="the Python of that install (default: beside --tracekit)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hta-python", default="/tmp/hta-venv/bin/python")
-    ap.add_argument("--pandas-python", default="/tmp/hta-venv/bin/python", help="a Python with pandas (HTA's venv has it)")
+    ap.add_argument(
+        "--pandas-python", default="/tmp/hta-venv/bin/python", help="a Python with pandas (HTA's venv has it)"
+    )
     ap.add_argument("--big", type=Path, default=None, help="a big Kineto JSON (benchmarks/make_big_trace.py)")
     ap.add_argument("--nsys", type=Path, default=None, help="a big Nsight export (benchmarks/make_big_nsys.py)")
     ap.add_argument("--only", action="append", default=[], help="substring of the row groups to run (repeatable)")
     ap.add_argument("--count-engine-calls", action="store_true")
-    ap.add_argument("--before", default=None, help="an older tracekit command: each tracekit row gets a twin run "
-                                                    "with it right after (options it lacks, --no-reuse and --force, dropped)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="an older tracekit command: each tracekit row gets a twin run "
+        "with it right after (options it lacks, --no-reuse and --force, dropped)",
+    )
     ap.add_argument("--timeout", type=int, default=1800)
     a = ap.parse_args()
     tk = a.tracekit
@@ -199,14 +217,40 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
         Row("tracekit --help", [tk, "--help"], "start-up"),
         Row("json.load of nccl_data (0.75 MB gz)", [py, "-c", JSON_LOAD, str(SMALL)], "small", anchor=True),
         Row("tracekit summary nccl_data.json.gz", [tk, "summary", str(SMALL)], "small"),
-        Row("tracekit analyze nccl_data.json.gz --format json", [tk, "analyze", str(SMALL), "--format", "json"], "small"),
-        Row("tracekit analyze DS(nccl_data) --format json --no-reuse", [tk, "analyze", str(ds_small), "--format", "json", "--no-reuse"], "small"),
-        Row("tracekit analyze DS(nccl_data) --format json (stored result)", [tk, "analyze", str(ds_small), "--format", "json"], "small"),
+        Row(
+            "tracekit analyze nccl_data.json.gz --format json", [tk, "analyze", str(SMALL), "--format", "json"], "small"
+        ),
+        Row(
+            "tracekit analyze DS(nccl_data) --format json --no-reuse",
+            [tk, "analyze", str(ds_small), "--format", "json", "--no-reuse"],
+            "small",
+        ),
+        Row(
+            "tracekit analyze DS(nccl_data) --format json (stored result)",
+            [tk, "analyze", str(ds_small), "--format", "json"],
+            "small",
+        ),
         Row("json.load of df_index_resolver (53.7 MB JSON)", [py, "-c", JSON_LOAD, str(DFI)], "dfi", anchor=True),
-        Row("tracekit ingest df_index_resolver", [tk, "ingest", str(DFI), "--out", str(tmp / "ds_dfi_again"), "--force"], "dfi"),
-        Row("tracekit analyze df_index_resolver.json.gz --format json", [tk, "analyze", str(DFI), "--format", "json"], "dfi"),
-        Row("tracekit analyze DS(df_index_resolver) --format json --no-reuse", [tk, "analyze", str(ds_dfi), "--format", "json", "--no-reuse"], "dfi"),
-        Row("tracekit analyze DS(df_index_resolver) --format json (stored result)", [tk, "analyze", str(ds_dfi), "--format", "json"], "dfi"),
+        Row(
+            "tracekit ingest df_index_resolver",
+            [tk, "ingest", str(DFI), "--out", str(tmp / "ds_dfi_again"), "--force"],
+            "dfi",
+        ),
+        Row(
+            "tracekit analyze df_index_resolver.json.gz --format json",
+            [tk, "analyze", str(DFI), "--format", "json"],
+            "dfi",
+        ),
+        Row(
+            "tracekit analyze DS(df_index_resolver) --format json --no-reuse",
+            [tk, "analyze", str(ds_dfi), "--format", "json", "--no-reuse"],
+            "dfi",
+        ),
+        Row(
+            "tracekit analyze DS(df_index_resolver) --format json (stored result)",
+            [tk, "analyze", str(ds_dfi), "--format", "json"],
+            "dfi",
+        ),
     ]
     if has_hta:
         rows.insert(8, Row("HTA TraceAnalysis(df_index_resolver)", [a.hta_python, "-c", HTA, str(DFI)], "dfi"))
@@ -215,10 +259,21 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
         subprocess.run([tk, "ingest", str(a.big), "--out", str(ds_big)], check=True, capture_output=True)
         rows += [
             Row(f"json.load of {a.big.name}", [py, "-c", JSON_LOAD, str(a.big)], "big", anchor=True),
-            Row(f"tracekit ingest {a.big.name}", [tk, "ingest", str(a.big), "--out", str(tmp / "ds_big_again"), "--force"], "big"),
-            Row(f"tracekit analyze DS({a.big.name}) --no-reuse (table)", [tk, "analyze", str(ds_big), "--no-reuse"], "big"),
-            Row(f"tracekit analyze DS({a.big.name}) --format json --no-reuse", [tk, "analyze", str(ds_big), "--format", "json",
-                                                                    "--no-reuse", "-o", str(tmp / "big.json"), "--force"], "big"),
+            Row(
+                f"tracekit ingest {a.big.name}",
+                [tk, "ingest", str(a.big), "--out", str(tmp / "ds_big_again"), "--force"],
+                "big",
+            ),
+            Row(
+                f"tracekit analyze DS({a.big.name}) --no-reuse (table)",
+                [tk, "analyze", str(ds_big), "--no-reuse"],
+                "big",
+            ),
+            Row(
+                f"tracekit analyze DS({a.big.name}) --format json --no-reuse",
+                [tk, "analyze", str(ds_big), "--format", "json", "--no-reuse", "-o", str(tmp / "big.json"), "--force"],
+                "big",
+            ),
         ]
     if a.before:  # its own datasets: derived tables written by the other code would be stale to it
         swap = {}
@@ -228,9 +283,17 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
         rows = interleave_before(rows, a.before, tk, swap)
     if a.nsys:
         rows += [
-            Row(f"pandas.read_sql of {a.nsys.name}", [a.pandas_python, "-c", PANDAS_SQL.format(bench=str(REPO / "benchmarks")),
-                                                       str(a.nsys)], "nsys", anchor=True),
-            Row(f"tracekit ingest {a.nsys.name}", [tk, "ingest", str(a.nsys), "--out", str(tmp / "ds_nsys"), "--force"], "nsys"),
+            Row(
+                f"pandas.read_sql of {a.nsys.name}",
+                [a.pandas_python, "-c", PANDAS_SQL.format(bench=str(REPO / "benchmarks")), str(a.nsys)],
+                "nsys",
+                anchor=True,
+            ),
+            Row(
+                f"tracekit ingest {a.nsys.name}",
+                [tk, "ingest", str(a.nsys), "--out", str(tmp / "ds_nsys"), "--force"],
+                "nsys",
+            ),
         ]
     if a.only:
         rows = [r for r in rows if any(s in r.group for s in a.only)]
@@ -295,7 +358,9 @@ def floors(rows: list[Row], a: argparse.Namespace, ds_dfi: Path, ds_small: Path,
 
 def report(rows: list[Row], counts: dict[str, int | str]) -> None:
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}\n")
-    print("| command (one process each) | wall s, median | each run | CPU s, median | peak RSS MB | vs anchor (wall) | floor s | floor | engine calls |")
+    print(
+        "| command (one process each) | wall s, median | each run | CPU s, median | peak RSS MB | vs anchor (wall) | floor s | floor | engine calls |"
+    )
     print("|---|---:|---|---:|---:|---|---:|---|---:|")
     anchors = {r.group: r for r in rows if r.anchor and r.walls}
     for r in rows:
@@ -307,15 +372,30 @@ def report(rows: list[Row], counts: dict[str, int | str]) -> None:
         anc = anchors.get(r.group)
         if r.group == "start-up" and anc is not None and not r.anchor:
             r.floor_s = statistics.median(anc.walls)  # the bare interpreter of this run
-        vs = "anchor" if r.anchor else "–" if r.group == "start-up" or anc is None else \
-            f"{statistics.median(anc.walls) / wall:.2f}× faster" if wall <= statistics.median(anc.walls) else \
-            f"{wall / statistics.median(anc.walls):.2f}× slower"
+        vs = (
+            "anchor"
+            if r.anchor
+            else "–"
+            if r.group == "start-up" or anc is None
+            else f"{statistics.median(anc.walls) / wall:.2f}× faster"
+            if wall <= statistics.median(anc.walls)
+            else f"{wall / statistics.median(anc.walls):.2f}× slower"
+        )
         floor = f"{r.floor_s:.3f}" if r.floor_s is not None else "–"
         cpu = statistics.median(r.cpus)
-        print(f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {cpu:.2f} | {rss:.0f} | {vs} | {floor} | "
-              f"{r.floor_note or '–'} | {counts.get(r.name, '–')} |")
-    print("\nJSON: " + json.dumps({r.name: {"walls": r.walls, "cpu_s": r.cpus, "rss_mb": r.rss, "floor_s": r.floor_s,
-                                           "failed": r.failed} for r in rows}))
+        print(
+            f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {cpu:.2f} | {rss:.0f} | {vs} | {floor} | "
+            f"{r.floor_note or '–'} | {counts.get(r.name, '–')} |"
+        )
+    print(
+        "\nJSON: "
+        + json.dumps(
+            {
+                r.name: {"walls": r.walls, "cpu_s": r.cpus, "rss_mb": r.rss, "floor_s": r.floor_s, "failed": r.failed}
+                for r in rows
+            }
+        )
+    )
 
 
 def short(r: Row) -> str:

@@ -39,9 +39,13 @@ def main() -> None:
         from test_costmodel_fast import reference_op_costs as ref
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)\n")
     base = tracekit.load(str(DEFAULT_BASE))
-    print(f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels, {base.ops.height} ops per copy"
-          f"{', interleaved' if args.interleave else ''}); min of {args.repeat} runs\n")
-    print("| device events | ops | ops with cost_model | op_costs s | per 1M ops s | op_costs / (n log2 n) ns | reference s |")
+    print(
+        f"Replicated from {DEFAULT_BASE.name} ({base.kernels.height} kernels, {base.ops.height} ops per copy"
+        f"{', interleaved' if args.interleave else ''}); min of {args.repeat} runs\n"
+    )
+    print(
+        "| device events | ops | ops with cost_model | op_costs s | per 1M ops s | op_costs / (n log2 n) ns | reference s |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):
         copies = max(1, math.ceil(n / base.kernels.height))
@@ -55,8 +59,11 @@ def main() -> None:
             tr_s = f"{t_ref:.2f}"
         m = ops.height
         modelled = int(out.select(pl.col("cost_model").is_not_null().sum()).item())
-        print(f"| {tr.kernels.height:,} | {m:,} | {modelled:,} | {t:.2f} | {t / m * 1e6:.2f} | "
-              f"{t / (m * math.log2(m)) * 1e9:.1f} | {tr_s} |", flush=True)
+        print(
+            f"| {tr.kernels.height:,} | {m:,} | {modelled:,} | {t:.2f} | {t / m * 1e6:.2f} | "
+            f"{t / (m * math.log2(m)) * 1e9:.1f} | {tr_s} |",
+            flush=True,
+        )
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 

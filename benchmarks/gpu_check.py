@@ -48,8 +48,10 @@ def tk_regions(trace: Path) -> list[dict[str, str]]:
 
 def common(side: dict[str, Any], gpu: bool, what: str) -> None:
     check(side["is_gpu"] is gpu and (("diagnostic" in side) is not gpu), f"{what}: is_gpu/diagnostic")
-    check(side["features"] == {"prefix_caching": False, "speculative_decoding": False, "quantization": False},
-          f"{what}: feature flags recorded off")
+    check(
+        side["features"] == {"prefix_caching": False, "speculative_decoding": False, "quantization": False},
+        f"{what}: feature flags recorded off",
+    )
 
 
 def sweep(dev: str, out: Path, gpu: bool) -> None:
@@ -58,15 +60,23 @@ def sweep(dev: str, out: Path, gpu: bool) -> None:
     check(round(shape_costs(16, 2048, "bf16").intensity, 2) == 15.75, "intensity d=2048 bf16 m=16 = 15.75")
     for dtype in ("float32", "bfloat16"):
         d = 2048 if gpu else 256
-        cfg = PhaseShapeConfig(d=d, dtype=dtype, prefill_rows=(32, 256, 1024, 4096) if gpu else (32, 256),
-                               decode_rows=(1, 8, 16, 64) if gpu else (8,), device=dev, warmup=2, active=3,
-                               reps=10 if gpu else 2).validate()
+        cfg = PhaseShapeConfig(
+            d=d,
+            dtype=dtype,
+            prefill_rows=(32, 256, 1024, 4096) if gpu else (32, 256),
+            decode_rows=(1, 8, 16, 64) if gpu else (8,),
+            device=dev,
+            warmup=2,
+            active=3,
+            reps=10 if gpu else 2,
+        ).validate()
         res = run_sweep(cfg, out / f"phase_shape_{dtype}")
         t = res.table
-        print(t.select("kind", "m", "intensity_2dp", "time_ns", "achieved_flops_per_s", "achieved_bytes_per_s",
-                       "knee"))
-        check(all(abs(r["intensity"] - shape_costs(r["m"], d, dtype).intensity) < 1e-12
-                  for r in t.iter_rows(named=True)), f"sweep {dtype}: intensities = formula")
+        print(t.select("kind", "m", "intensity_2dp", "time_ns", "achieved_flops_per_s", "achieved_bytes_per_s", "knee"))
+        check(
+            all(abs(r["intensity"] - shape_costs(r["m"], d, dtype).intensity) < 1e-12 for r in t.iter_rows(named=True)),
+            f"sweep {dtype}: intensities = formula",
+        )
         check(bool((t["time_ns"] > 0).all()), f"sweep {dtype}: positive times")
         common(res.summary, gpu, f"sweep {dtype}")
         for r in t.iter_rows(named=True):
@@ -75,7 +85,9 @@ def sweep(dev: str, out: Path, gpu: bool) -> None:
             check(len(regs) == cfg.active, f"sweep {dtype} m={r['m']}: {cfg.active} active regions")
             if gpu:
                 k = tracekit.load(str(tr)).kernels
-                check(k.height >= cfg.active * cfg.reps, f"sweep {dtype} m={r['m']}: >= {cfg.active * cfg.reps} kernels")
+                check(
+                    k.height >= cfg.active * cfg.reps, f"sweep {dtype} m={r['m']}: >= {cfg.active * cfg.reps} kernels"
+                )
 
 
 def llm_flops(dev: torch.device, gpu: bool) -> None:
@@ -105,8 +117,13 @@ def count(fn: Callable[[], Any]) -> int:
 
 def llm(dev: str, out: Path, gpu: bool) -> None:
     m = ModelConfig(layers=4, d_model=512, heads=8, kv_heads=2 if gpu else 0, vocab=8192, max_context=1024)
-    cfg = LLMRunConfig(model=m, batch=8 if gpu else 2, prompt_len="uniform:64:512" if gpu else "uniform:16:64",
-                       output_len="uniform:8:32" if gpu else "choice:3,6", device=dev).validate()
+    cfg = LLMRunConfig(
+        model=m,
+        batch=8 if gpu else 2,
+        prompt_len="uniform:64:512" if gpu else "uniform:16:64",
+        output_len="uniform:8:32" if gpu else "choice:3,6",
+        device=dev,
+    ).validate()
     res = run_llm(cfg, out / "llm")
     side = res.summary
     common(side, gpu, "llm")
@@ -118,23 +135,35 @@ def llm(dev: str, out: Path, gpu: bool) -> None:
     check(all(r["ttft_ns"] > 0 for r in side["requests"]), "llm: TTFT measured")
     if gpu:
         check(tracekit.load(str(res.trace)).kernels.height > 0, "llm: CUDA kernels in trace")
-    print(f"  llm: prefill {side['timing']['prefill_ns'] / 1e6:.3f} ms, decode steps "
-          f"{[round(x / 1e6, 3) for x in side['timing']['decode_step_ns'][:5]]} ms, cold TTFT "
-          f"{side['cold_start']['ttft_ns'] / 1e6:.3f} ms")
+    print(
+        f"  llm: prefill {side['timing']['prefill_ns'] / 1e6:.3f} ms, decode steps "
+        f"{[round(x / 1e6, 3) for x in side['timing']['decode_step_ns'][:5]]} ms, cold TTFT "
+        f"{side['cold_start']['ttft_ns'] / 1e6:.3f} ms"
+    )
 
 
 def serve(dev: str, out: Path, gpu: bool) -> None:
     m = ModelConfig(layers=4, d_model=512, heads=8, kv_heads=2, vocab=8192, max_context=1024)
-    cfg = ServeConfig(model=m, requests=24 if gpu else 6, prompt_len="uniform:32:400" if gpu else "uniform:8:60",
-                      output_len="uniform:4:24" if gpu else "uniform:2:5", arrival="poisson:500",
-                      token_budget=256 if gpu else 32, max_seqs=8 if gpu else 3, chunk=128 if gpu else 16,
-                      device=dev).validate()
+    cfg = ServeConfig(
+        model=m,
+        requests=24 if gpu else 6,
+        prompt_len="uniform:32:400" if gpu else "uniform:8:60",
+        output_len="uniform:4:24" if gpu else "uniform:2:5",
+        arrival="poisson:500",
+        token_budget=256 if gpu else 32,
+        max_seqs=8 if gpu else 3,
+        chunk=128 if gpu else 16,
+        device=dev,
+    ).validate()
     res = run_serve(cfg, out / "serve")
     side = res.summary
     common(side, gpu, "serve")
     check(all(s["tokens"] <= cfg.token_budget for s in side["steps"]), "serve: no step over the token budget")
-    check(len(side["requests"]) == cfg.requests and all(r["finish_ns"] >= r["first_token_ns"] > r["arrival_ns"]
-                                                        for r in side["requests"]), "serve: every request completes")
+    check(
+        len(side["requests"]) == cfg.requests
+        and all(r["finish_ns"] >= r["first_token_ns"] > r["arrival_ns"] for r in side["requests"]),
+        "serve: every request completes",
+    )
     steps = [r for r in tk_regions(res.trace) if r["phase"] in ("prefill", "decode", "mixed")]
     check(len(steps) == len(side["steps"]), "serve: one region per step")
     check(any(s["kind"] == "mixed" for s in side["steps"]), "serve: some steps mix prefill and decode")
@@ -151,8 +180,12 @@ def main() -> int:
     gpu = dev.type == "cuda"
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(dev) if gpu else 'cpu'}")
     t0 = time.time()
-    for name, fn in (("sweep", lambda: sweep(str(dev), a.out, gpu)), ("llm flops", lambda: llm_flops(dev, gpu)),
-                     ("llm", lambda: llm(str(dev), a.out, gpu)), ("serve", lambda: serve(str(dev), a.out, gpu))):
+    for name, fn in (
+        ("sweep", lambda: sweep(str(dev), a.out, gpu)),
+        ("llm flops", lambda: llm_flops(dev, gpu)),
+        ("llm", lambda: llm(str(dev), a.out, gpu)),
+        ("serve", lambda: serve(str(dev), a.out, gpu)),
+    ):
         print(f"== {name}")
         try:
             fn()

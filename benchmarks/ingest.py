@@ -40,17 +40,19 @@ path = sys.argv[1]
 
 TOOLS: dict[str, tuple[str, str]] = {
     # name: (imports, work) — the work is timed.
-    "tracekit load": ("from tracekit.sources.kineto.loader import load_kineto",
-                      "tr = load_kineto(path)"),
+    "tracekit load": ("from tracekit.sources.kineto.loader import load_kineto", "tr = load_kineto(path)"),
     "tracekit ingest (load + Parquet)": (
         "from tracekit.sources.kineto.loader import load_kineto\nfrom tracekit.tables.trace import write_dataset\nimport tempfile",
-        "tr = load_kineto(path); write_dataset(tr, tempfile.mkdtemp(prefix='tk-bench-'))"),
+        "tr = load_kineto(path); write_dataset(tr, tempfile.mkdtemp(prefix='tk-bench-'))",
+    ),
     "tracekit ingest CLI": (  # what users run: derived tables below 256 MiB of JSON, streamed above
         "from tracekit.cli.main import main\nimport tempfile, contextlib, io",
-        "with contextlib.redirect_stdout(io.StringIO()): main(['ingest', path, '--out', tempfile.mkdtemp(prefix='tk-bench-')])"),
+        "with contextlib.redirect_stdout(io.StringIO()): main(['ingest', path, '--out', tempfile.mkdtemp(prefix='tk-bench-')])",
+    ),
     "tracekit load (pure Python, TRACEKIT_PURE_PYTHON=1)": (
         "import os\nos.environ['TRACEKIT_PURE_PYTHON'] = '1'\nfrom tracekit.sources.kineto.loader import load_kineto",
-        "tr = load_kineto(path)"),
+        "tr = load_kineto(path)",
+    ),
     "json.load (gunzip + parse)": ("", "doc = json.loads(read(path))"),
     "orjson.loads (gunzip + parse)": ("import orjson", "doc = orjson.loads(read(path))"),
     "msgspec.json.decode untyped": ("import msgspec", "doc = msgspec.json.decode(read(path))"),
@@ -58,7 +60,8 @@ TOOLS: dict[str, tuple[str, str]] = {
         "import logging, os, tempfile\nlogging.disable(logging.WARNING)\nfrom hta.trace_analysis import TraceAnalysis\n"
         "d = tempfile.mkdtemp(prefix='hta-bench-')\n"
         "os.symlink(os.path.abspath(path), os.path.join(d, 'rank-0.json' + ('.gz' if open(path,'rb').read(2) == b'\\x1f\\x8b' else '')))",
-        "ta = TraceAnalysis(trace_dir=d)"),
+        "ta = TraceAnalysis(trace_dir=d)",
+    ),
 }
 DECODERS = {"orjson.loads (gunzip + parse)", "msgspec.json.decode untyped"}
 
@@ -77,9 +80,14 @@ def uncompressed_size(p: Path) -> int:
 
 def run_one(python: str, tool: str, path: Path, timeout: int) -> dict[str, float] | str:
     imports, work = TOOLS[tool]
-    code = (PRELUDE + imports + "\nbase = rss_mb()\nc0 = cpu_s()\nt0 = time.perf_counter()\n" + work
-            + "\nt = time.perf_counter() - t0\nc = cpu_s() - c0\n"
-            + "print(json.dumps({'seconds': t, 'cpu': c, 'peak_mb': rss_mb(), 'base_mb': base}))")
+    code = (
+        PRELUDE
+        + imports
+        + "\nbase = rss_mb()\nc0 = cpu_s()\nt0 = time.perf_counter()\n"
+        + work
+        + "\nt = time.perf_counter() - t0\nc = cpu_s() - c0\n"
+        + "print(json.dumps({'seconds': t, 'cpu': c, 'peak_mb': rss_mb(), 'base_mb': base}))"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO))
     try:
         r = subprocess.run([python, "-c", code, str(path)], capture_output=True, text=True, timeout=timeout, env=env)
@@ -104,7 +112,9 @@ def main() -> None:
     mb = size / 1e6
     print(f"input: {a.input} ({a.input.stat().st_size / 1e6:.1f} MB on disk, {mb:.1f} MB JSON)")
     print(f"python: {sys.executable}; load average: {os.getloadavg()[0]:.2f}\n")
-    print("| tool | best wall s | MB/s (wall) | best CPU s | peak RSS MB | base RSS MB | peak RSS / JSON size | wall s of each run |")
+    print(
+        "| tool | best wall s | MB/s (wall) | best CPU s | peak RSS MB | base RSS MB | peak RSS / JSON size | wall s of each run |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     results: dict[str, float] = {}
     cpu: dict[str, float] = {}
@@ -128,16 +138,22 @@ def main() -> None:
         cpu[tool] = min(r["cpu"] for r in ok)
         peaks[tool] = max(r["peak_mb"] for r in ok)
         times = ", ".join(f"{r['seconds']:.2f}" for r in ok)
-        print(f"| {tool} | {best['seconds']:.3f} | {mb / best['seconds']:.0f} | {cpu[tool]:.3f} | {max(r['peak_mb'] for r in ok):.0f} | "
-              f"{best['base_mb']:.0f} | {max(r['peak_mb'] for r in ok) / mb:.2f} | {times} |")
+        print(
+            f"| {tool} | {best['seconds']:.3f} | {mb / best['seconds']:.0f} | {cpu[tool]:.3f} | {max(r['peak_mb'] for r in ok):.0f} | "
+            f"{best['base_mb']:.0f} | {max(r['peak_mb'] for r in ok) / mb:.2f} | {times} |"
+        )
     tk = results.get("tracekit load")
     if tk:
         for other in ("json.load (gunzip + parse)", "HTA TraceAnalysis(trace_dir=…)"):
             if other in results:
-                print(f"\ntracekit load vs {other}: {results[other] / tk:.1f}× faster (wall), "
-                      f"{cpu[other] / cpu['tracekit load']:.1f}× less CPU time")
-    print("\npeak RSS / JSON size, target ≤ 0.5 on the 1 GB trace: " + ", ".join(
-        f"{t} {peaks[t] / mb:.2f}" for t in ("tracekit load", "tracekit ingest CLI") if t in peaks))
+                print(
+                    f"\ntracekit load vs {other}: {results[other] / tk:.1f}× faster (wall), "
+                    f"{cpu[other] / cpu['tracekit load']:.1f}× less CPU time"
+                )
+    print(
+        "\npeak RSS / JSON size, target ≤ 0.5 on the 1 GB trace: "
+        + ", ".join(f"{t} {peaks[t] / mb:.2f}" for t in ("tracekit load", "tracekit ingest CLI") if t in peaks)
+    )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SRC = REPO.parent / "shared" / "traces" / "nsys" / "fuser" / "report1_a0498920_crossentropy.sqlite"
-TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-          "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"]
+TABLES = [
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+]
 
 
 def main() -> None:
@@ -37,8 +42,21 @@ def main() -> None:
     tables = [t for t in TABLES if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (t,)).fetchone()]
     rounds = 0
     while args.out.stat().st_size < args.min_bytes:
-        span = max(conn.execute(f'SELECT coalesce(max("end"), max("start"), 0) FROM {t}').fetchone()[0] or 0 for t in tables) + 1
-        corr = max(conn.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0] for t in tables if t != "NVTX_EVENTS") + 1
+        span = (
+            max(
+                conn.execute(f'SELECT coalesce(max("end"), max("start"), 0) FROM {t}').fetchone()[0] or 0
+                for t in tables
+            )
+            + 1
+        )
+        corr = (
+            max(
+                conn.execute(f"SELECT coalesce(max(correlationId), 0) FROM {t}").fetchone()[0]
+                for t in tables
+                if t != "NVTX_EVENTS"
+            )
+            + 1
+        )
         for t in tables:
             cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')]
             sel = []
@@ -49,13 +67,16 @@ def main() -> None:
                     sel.append(f"correlationId + {corr}")
                 else:
                     sel.append(f'"{c}"')
-            conn.execute(f'INSERT INTO "{t}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) SELECT {", ".join(sel)} FROM "{t}"')
+            conn.execute(
+                f'INSERT INTO "{t}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) SELECT {", ".join(sel)} FROM "{t}"'
+            )
         conn.commit()
         rounds += 1
         counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
         print(f"round {rounds}: {args.out.stat().st_size / 1e9:.3f} GB {counts}", flush=True)
-    conn.execute("UPDATE ANALYSIS_DETAILS SET stopTime = (SELECT max(\"end\") FROM NVTX_EVENTS)") if conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE name = 'ANALYSIS_DETAILS'").fetchone() else None
+    conn.execute('UPDATE ANALYSIS_DETAILS SET stopTime = (SELECT max("end") FROM NVTX_EVENTS)') if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'ANALYSIS_DETAILS'"
+    ).fetchone() else None
     conn.commit()
     conn.close()
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e9:.3f} GB)")

@@ -17,7 +17,9 @@ from typing import Any
 
 import orjson
 
-DEFAULT_SRC = Path(__file__).resolve().parents[2] / "shared/traces/kineto/hta/df_index_resolver/df_index_resolver.json.gz"
+DEFAULT_SRC = (
+    Path(__file__).resolve().parents[2] / "shared/traces/kineto/hta/df_index_resolver/df_index_resolver.json.gz"
+)
 ID_STEP = 10_000_000
 
 

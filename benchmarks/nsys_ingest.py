@@ -21,15 +21,15 @@ from pathlib import Path
 
 PANDAS_QUERIES = {
     "kernels": 'SELECT k.start, k."end", k.deviceId, k.streamId, k.correlationId, k.globalPid, s.value AS name, '
-               "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread, "
-               "k.staticSharedMemory, k.dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-               "LEFT JOIN StringIds s ON s.id = k.demangledName",
+    "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread, "
+    "k.staticSharedMemory, k.dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+    "LEFT JOIN StringIds s ON s.id = k.demangledName",
     "memcpy": 'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY',
     "memset": 'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET',
     "runtime": 'SELECT r.start, r."end", r.eventClass, r.globalTid, r.correlationId, s.value AS name '
-               "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.eventClass IN (0, 1)",
+    "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.eventClass IN (0, 1)",
     "nvtx": 'SELECT n.start, n."end", n.eventType, coalesce(n.text, s.value) AS name, n.globalTid, n.endGlobalTid, n.domainId '
-            "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)",
+    "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)",
 }
 
 
@@ -50,7 +50,10 @@ def main() -> None:
             ingest_nsys(args.export, out)
             import polars as pl
 
-            rows = sum(int(scan_table(out, t).select(pl.len()).collect().item()) for t in ("kernels", "launches", "ops", "regions"))
+            rows = sum(
+                int(scan_table(out, t).select(pl.len()).collect().item())
+                for t in ("kernels", "launches", "ops", "regions")
+            )
         finally:
             shutil.rmtree(out, ignore_errors=True)
     elif args.mode == "load":
@@ -67,8 +70,10 @@ def main() -> None:
         conn.close()
     dt = time.perf_counter() - t0
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"mode={args.mode} file={size / 1e9:.3f} GB rows={rows} time={dt:.1f} s "
-          f"throughput={size / 1e6 / dt:.1f} MB/s ({rows / dt / 1e6:.2f} M rows/s) peak_rss={peak_mib:.0f} MiB")
+    print(
+        f"mode={args.mode} file={size / 1e9:.3f} GB rows={rows} time={dt:.1f} s "
+        f"throughput={size / 1e6 / dt:.1f} MB/s ({rows / dt / 1e6:.2f} M rows/s) peak_rss={peak_mib:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ from typing import Any
 
 ID_STEP = 10_000_000
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-DEFAULT_SRC = Path(__file__).resolve().parents[2] / "shared/traces/kineto/hta/df_index_resolver/df_index_resolver.json.gz"
+DEFAULT_SRC = (
+    Path(__file__).resolve().parents[2] / "shared/traces/kineto/hta/df_index_resolver/df_index_resolver.json.gz"
+)
 
 
 def _loads(raw: bytes) -> Any:
@@ -78,8 +80,11 @@ def replicate(doc: dict[str, Any], copies: int) -> tuple[list[dict[str, Any]], l
             if m:
                 e["name"] = f"ProfilerStep#{int(m.group(1)) + c * nsteps}"
             out.append(e)
-    windows = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in out
-                     if STEP_RE.match(str(e.get("name", ""))) and e.get("ph") == "X")
+    windows = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in out
+        if STEP_RE.match(str(e.get("name", ""))) and e.get("ph") == "X"
+    )
     return out, windows
 
 
@@ -90,11 +95,20 @@ def _warp(a: float, b: float, factor: float) -> Any:
         if t <= b:
             return a + (t - a) * factor
         return t + (b - a) * (factor - 1)
+
     return f
 
 
-def write_rank(doc: dict[str, Any], events: list[dict[str, Any]], path: Path, rank: int, world: int,
-               shift_us: float, slow: tuple[float, float] | None, factor: float) -> None:
+def write_rank(
+    doc: dict[str, Any],
+    events: list[dict[str, Any]],
+    path: Path,
+    rank: int,
+    world: int,
+    shift_us: float,
+    slow: tuple[float, float] | None,
+    factor: float,
+) -> None:
     warp = _warp(slow[0], slow[1], factor) if slow else None
     head = {k: v for k, v in doc.items() if k != "traceEvents"}
     head["distributedInfo"] = {**(doc.get("distributedInfo") or {}), "rank": rank, "world_size": world}
@@ -119,8 +133,16 @@ def write_rank(doc: dict[str, Any], events: list[dict[str, Any]], path: Path, ra
     tmp.replace(path)
 
 
-def make_rank_traces(src: Path, out: Path, ranks: int, slow_rank: int, slow_step: int, factor: float = 1.5,
-                     copies: int = 1, skew_us: float = 37.0) -> dict[str, Any]:
+def make_rank_traces(
+    src: Path,
+    out: Path,
+    ranks: int,
+    slow_rank: int,
+    slow_step: int,
+    factor: float = 1.5,
+    copies: int = 1,
+    skew_us: float = 37.0,
+) -> dict[str, Any]:
     """Write ``rank-00.json.gz`` … into ``out``; returns what was slowed: rank, step, its window
     (µs) and the expected extra step time in ns (``(b − a)(factor − 1)``)."""
     raw = src.read_bytes()
@@ -131,10 +153,25 @@ def make_rank_traces(src: Path, out: Path, ranks: int, slow_rank: int, slow_step
     a, b = windows[slow_step]
     out.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):
-        write_rank(doc, events, out / f"rank-{r:02d}.json.gz", r, ranks, r * skew_us,
-                   (a, b) if r == slow_rank else None, factor)
-    return {"slow_rank": slow_rank, "slow_step": slow_step, "window_us": [a, b], "factor": factor,
-            "extra_ns": (b - a) * (factor - 1) * 1000, "steps": len(windows), "ranks": ranks}
+        write_rank(
+            doc,
+            events,
+            out / f"rank-{r:02d}.json.gz",
+            r,
+            ranks,
+            r * skew_us,
+            (a, b) if r == slow_rank else None,
+            factor,
+        )
+    return {
+        "slow_rank": slow_rank,
+        "slow_step": slow_step,
+        "window_us": [a, b],
+        "factor": factor,
+        "extra_ns": (b - a) * (factor - 1) * 1000,
+        "steps": len(windows),
+        "ranks": ranks,
+    }
 
 
 def main() -> None:

@@ -31,11 +31,13 @@ PY = sys.executable
 TK = str(Path(PY).parent / "tracekit")
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-DASK1 = ("from tracekit.ingest import ingest_paths; from tracekit.parallel import Plan; import sys\n"
-         "r = ingest_paths([sys.argv[1]], sys.argv[2], where=Plan('local', 1))\n"
-         "p = sorted(r.worker_peak_rss_kb.values())\n"
-         "print(f'ingested {len(r.ok)} of {len(r.results)}'); "
-         "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB; {sum(x.cpu_s for x in r.results):.1f} CPU s in the tasks')")
+DASK1 = (
+    "from tracekit.ingest import ingest_paths; from tracekit.parallel import Plan; import sys\n"
+    "r = ingest_paths([sys.argv[1]], sys.argv[2], where=Plan('local', 1))\n"
+    "p = sorted(r.worker_peak_rss_kb.values())\n"
+    "print(f'ingested {len(r.ok)} of {len(r.results)}'); "
+    "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB; {sum(x.cpu_s for x in r.results):.1f} CPU s in the tasks')"
+)
 
 
 CPU: dict[str, float] = {}  # command → CPU s (user + sys) of its process tree, last run
@@ -45,8 +47,12 @@ def timed(cmd: list[str]) -> tuple[float, int, str]:
     """(wall s, peak RSS KiB, stdout) of one process under /usr/bin/time; its CPU s (user + sys of
     the process and the children it waited for: LocalCluster workers included) go to CPU."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        p = subprocess.run(["/usr/bin/time", "-o", tf.name, "-f", "%e %M %U %S", *cmd], capture_output=True, text=True,
-                           env={**os.environ, "CI": "1"})
+        p = subprocess.run(
+            ["/usr/bin/time", "-o", tf.name, "-f", "%e %M %U %S", *cmd],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "CI": "1"},
+        )
         if p.returncode != 0:
             raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
         wall, rss, user, sys_ = tf.read().split()[-4:]
@@ -96,8 +102,10 @@ def main() -> None:
     info = json.loads(info_file.read_text())
     inputs = src_dir / "in"
     gz = sum(f.stat().st_size for f in inputs.glob("*.json.gz"))
-    print(f"{a.ranks} rank traces × {a.copies} copies of df_index_resolver: {gz / 1e6:.0f} MB gzip; slowed rank "
-          f"{info['slow_rank']} step {info['slow_step']} (+{info['extra_ns'] / 1e6:.1f} ms)")
+    print(
+        f"{a.ranks} rank traces × {a.copies} copies of df_index_resolver: {gz / 1e6:.0f} MB gzip; slowed rank "
+        f"{info['slow_rank']} step {info['slow_step']} (+{info['extra_ns'] / 1e6:.1f} ms)"
+    )
 
     one = src_dir / "one"
     shutil.rmtree(one, ignore_errors=True)
@@ -123,11 +131,17 @@ def main() -> None:
             wr = worker_rss(stdout)
             results[m].append((wall, rss, wr))
             tc = task_cpu(stdout)
-            print(f"  run {rep + 1} {m:6s}: {wall:6.2f} s, {cpus[m][-1]:6.1f} CPU s"
-                  + (f" ({tc:.1f} in the tasks)" if tc is not None else "") + f", process peak {rss / 1024:.0f} MB"
-                  + (f", worker peak {wr[0]:.0f}–{wr[1]:.0f} MB" if wr else "") + f"  (load avg {load:.1f} before)")
+            print(
+                f"  run {rep + 1} {m:6s}: {wall:6.2f} s, {cpus[m][-1]:6.1f} CPU s"
+                + (f" ({tc:.1f} in the tasks)" if tc is not None else "")
+                + f", process peak {rss / 1024:.0f} MB"
+                + (f", worker peak {wr[0]:.0f}–{wr[1]:.0f} MB" if wr else "")
+                + f"  (load avg {load:.1f} before)"
+            )
     if "serial" in modes and "dask2" in modes:
-        print(f"tables identical (serial vs dask ×2, every partition): {same_dataset(src_dir / 'ds-serial', src_dir / 'ds-dask2')}")
+        print(
+            f"tables identical (serial vs dask ×2, every partition): {same_dataset(src_dir / 'ds-serial', src_dir / 'ds-dask2')}"
+        )
 
     ds = src_dir / f"ds-{modes[-1]}"
     for workers in ("1", "2"):
@@ -135,9 +149,11 @@ def main() -> None:
         doc = json.loads(stdout)
         w = doc["worst_step"]
         named = (w["slowest_rank"], w["step"]) == (info["slow_rank"], info["slow_step"])
-        print(f"analyze --workers {workers}: {wall:.2f} s, peak {rss / 1024:.0f} MB; worst step {w['step']} on rank "
-              f"{w['slowest_rank']} ({w['ratio']:.2f}× median, +{w['excess_ns'] / 1e6:.1f} ms; expected "
-              f"+{info['extra_ns'] / 1e6:.1f} ms): slowed rank named: {named}")
+        print(
+            f"analyze --workers {workers}: {wall:.2f} s, peak {rss / 1024:.0f} MB; worst step {w['step']} on rank "
+            f"{w['slowest_rank']} ({w['ratio']:.2f}× median, +{w['excess_ns'] / 1e6:.1f} ms; expected "
+            f"+{info['extra_ns'] / 1e6:.1f} ms): slowed rank named: {named}"
+        )
 
     print("\n| mode | wall s (median of runs) | all runs | speed-up vs serial | CPU s (median) | worker peak RSS MB |")
     print("|---|---|---|---|---|---|")
@@ -147,10 +163,13 @@ def main() -> None:
         med = statistics.median(walls)
         peaks = [x[2][1] for x in results[m] if x[2]]
         cpu = statistics.median(cpus[m])
-        print(f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | "
-              f"{(base / med) if base else float('nan'):.2f}× | {cpu:.1f} | {max(peaks):.0f} |" if peaks else
-              f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | {(base / med) if base else float('nan'):.2f}× | "
-              f"{cpu:.1f} | - (process {max(r for _, r, _ in results[m]) / 1024:.0f}) |")
+        print(
+            f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | "
+            f"{(base / med) if base else float('nan'):.2f}× | {cpu:.1f} | {max(peaks):.0f} |"
+            if peaks
+            else f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | {(base / med) if base else float('nan'):.2f}× | "
+            f"{cpu:.1f} | - (process {max(r for _, r, _ in results[m]) / 1024:.0f}) |"
+        )
 
 
 if __name__ == "__main__":

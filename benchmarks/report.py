@@ -49,10 +49,14 @@ def main() -> None:
             out.write_text(text, encoding="utf-8")
             t3 = time.perf_counter()
             totals.append(t3 - t0)
-            print(f"run {i + 1}: load+analyse {t1 - t0:.2f} s, plots {t2 - t1:.2f} s, render+write {t3 - t2:.2f} s, "
-                  f"total {t3 - t0:.2f} s ({len(text) / 1e6:.2f} MB HTML, {analysed.trace.kernels.height} kernels)")
-        print(f"median total {statistics.median(totals):.2f} s over {args.repeat} runs "
-              f"(best {min(totals):.2f} s); target < 3 s")
+            print(
+                f"run {i + 1}: load+analyse {t1 - t0:.2f} s, plots {t2 - t1:.2f} s, render+write {t3 - t2:.2f} s, "
+                f"total {t3 - t0:.2f} s ({len(text) / 1e6:.2f} MB HTML, {analysed.trace.kernels.height} kernels)"
+            )
+        print(
+            f"median total {statistics.median(totals):.2f} s over {args.repeat} runs "
+            f"(best {min(totals):.2f} s); target < 3 s"
+        )
 
 
 if __name__ == "__main__":

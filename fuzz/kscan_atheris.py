@@ -31,7 +31,7 @@ def test_one_input(data: bytes) -> None:
     n = len(body) // 24
     if n:
         mv = memoryview(body[: n * 24]).cast("q")
-        _kscan.nest((mv[:n].tobytes(),), mv[n:2 * n].tobytes(), mv[2 * n:3 * n].tobytes())
+        _kscan.nest((mv[:n].tobytes(),), mv[n : 2 * n].tobytes(), mv[2 * n : 3 * n].tobytes())
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ TRACES = [
 def test_classes_add_up_to_device_time(path) -> None:  # type: ignore[no-untyped-def]
     r = analyze(tracekit.load(str(path)))
     oc = r.op_classes
-    whole = oc.filter(pl.col("scope_kind") == "trace").select(pl.col("count").sum(), pl.col("device_time_ns").sum()).row(0)
+    whole = (
+        oc.filter(pl.col("scope_kind") == "trace").select(pl.col("count").sum(), pl.col("device_time_ns").sum()).row(0)
+    )
     # The trace scope holds every device activity once: the totals' activity count and time.
     assert whole == (r.totals["activity_count"], r.totals["device_time_ns"])
     # Each phase: its classes count the phase's kernels (phase units never overlap).
@@ -31,8 +33,16 @@ def test_classes_add_up_to_device_time(path) -> None:  # type: ignore[no-untyped
     assert joined.height == r.phases.height and (joined["count"] == joined["want"]).all()
     # One row per (scope, class); classes are the documented ones.
     assert not oc.select("scope_kind", "scope", "op_class").is_duplicated().any()
-    assert set(oc["op_class"]) <= {"communication", "attention", "gemm", "norm", "memcpy/memset", "elementwise",
-                                   "reduction", "other"}
+    assert set(oc["op_class"]) <= {
+        "communication",
+        "attention",
+        "gemm",
+        "norm",
+        "memcpy/memset",
+        "elementwise",
+        "reduction",
+        "other",
+    }
 
 
 def test_json_carries_op_classes() -> None:

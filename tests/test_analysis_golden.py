@@ -24,16 +24,29 @@ class Hw:
 
 def _regions() -> pl.DataFrame:
     # Three CPU regions on one thread: prefill [0, 100 µs], decode [200, 210 µs], decode [300, 310 µs].
-    return pl.DataFrame({
-        "region_id": [1, 2, 3],
-        "name": ["tk:prefill step=0 batch=2 ctx=4", "tk:decode step=1 batch=2 ctx=5", "tk:decode step=2 batch=2 ctx=6"],
-        "kind": ["user_annotation"] * 3,
-        "pid": [1] * 3, "tid": [1] * 3,
-        "start_ns": [0, 200_000, 300_000], "end_ns": [100_000, 210_000, 310_000],
-        "depth": [0, 0, 0], "parent_id": [None, None, None],
-        "phase": ["prefill", "decode", "decode"], "phase_rule": ["tk: annotation"] * 3,
-        "step": [0, 1, 2], "batch": [2, 2, 2], "ctx": [4, 5, 6],
-    }, schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32})
+    return pl.DataFrame(
+        {
+            "region_id": [1, 2, 3],
+            "name": [
+                "tk:prefill step=0 batch=2 ctx=4",
+                "tk:decode step=1 batch=2 ctx=5",
+                "tk:decode step=2 batch=2 ctx=6",
+            ],
+            "kind": ["user_annotation"] * 3,
+            "pid": [1] * 3,
+            "tid": [1] * 3,
+            "start_ns": [0, 200_000, 300_000],
+            "end_ns": [100_000, 210_000, 310_000],
+            "depth": [0, 0, 0],
+            "parent_id": [None, None, None],
+            "phase": ["prefill", "decode", "decode"],
+            "phase_rule": ["tk: annotation"] * 3,
+            "step": [0, 1, 2],
+            "batch": [2, 2, 2],
+            "ctx": [4, 5, 6],
+        },
+        schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32},
+    )
 
 
 def _acts() -> pl.DataFrame:
@@ -44,17 +57,31 @@ def _acts() -> pl.DataFrame:
     # k8 unattributed: [400,401] µs.
     starts = [50_000, 150_000, 220_000, 230_000, 240_000, 320_000, 330_000, 400_000]
     ends = [150_000, 250_000, 221_000, 231_000, 250_000, 330_000, 340_000, 401_000]
-    return pl.DataFrame({
-        "act_id": list(range(1, 9)),
-        "kind": ["kernel"] * 8,
-        "name": ["gemm", "gemm", "small", "small", "copy", "rms", "custom", "stray"],
-        "device": [0] * 8, "stream": [7] * 8,
-        "start_ns": starts, "end_ns": ends, "dur_ns": [e - s for s, e in zip(starts, ends)],
-        "op_id": [1, 1, 2, 3, 4, 5, 6, None],
-        "op_name": ["aten::mm", "aten::mm", "aten::add", "aten::add", "aten::copy_", "aten::rms_norm", "my::op", None],
-        "region_id": [1, 1, 2, 2, 2, 3, 3, None],
-        "unattributed_reason": [None] * 7 + ["launch outside any region"],
-    })
+    return pl.DataFrame(
+        {
+            "act_id": list(range(1, 9)),
+            "kind": ["kernel"] * 8,
+            "name": ["gemm", "gemm", "small", "small", "copy", "rms", "custom", "stray"],
+            "device": [0] * 8,
+            "stream": [7] * 8,
+            "start_ns": starts,
+            "end_ns": ends,
+            "dur_ns": [e - s for s, e in zip(starts, ends)],
+            "op_id": [1, 1, 2, 3, 4, 5, 6, None],
+            "op_name": [
+                "aten::mm",
+                "aten::mm",
+                "aten::add",
+                "aten::add",
+                "aten::copy_",
+                "aten::rms_norm",
+                "my::op",
+                None,
+            ],
+            "region_id": [1, 1, 2, 2, 2, 3, 3, None],
+            "unattributed_reason": [None] * 7 + ["launch outside any region"],
+        }
+    )
 
 
 def _links() -> pl.DataFrame:
@@ -63,15 +90,19 @@ def _links() -> pl.DataFrame:
 
 
 def _costs() -> pl.DataFrame:
-    return pl.DataFrame({
-        "op_id": [1, 2, 3, 4, 5, 6], "pid": [1] * 6, "tid": [1] * 6,
-        "start_ns": [1_000, 201_000, 202_000, 203_000, 301_000, 302_000],
-        "end_ns": [2_000, 201_500, 202_500, 203_500, 301_500, 302_500],
-        "flops": [2e9, 1e3, 1e3, 0.0, 1e6, None],
-        "bytes": [1e6, 1e3, 1e3, 1e3, 1e6, None],
-        "cost_model": ["gemm", "binary", "binary", "copy", "rms_norm", None],
-        "dtype": ["bf16"] * 5 + [None],
-    })
+    return pl.DataFrame(
+        {
+            "op_id": [1, 2, 3, 4, 5, 6],
+            "pid": [1] * 6,
+            "tid": [1] * 6,
+            "start_ns": [1_000, 201_000, 202_000, 203_000, 301_000, 302_000],
+            "end_ns": [2_000, 201_500, 202_500, 203_500, 301_500, 302_500],
+            "flops": [2e9, 1e3, 1e3, 0.0, 1e6, None],
+            "bytes": [1e6, 1e3, 1e3, 1e3, 1e6, None],
+            "cost_model": ["gemm", "binary", "binary", "copy", "rms_norm", None],
+            "dtype": ["bf16"] * 5 + [None],
+        }
+    )
 
 
 def t_ok(res: object) -> bool:
@@ -97,18 +128,28 @@ def test_region_metrics_and_verdicts() -> None:
     assert r[1]["bound"] == "compute"
     # busy 200/250 = 80 %; the gemm class holds all the time at 1e13 / 1e15 = 1 % of its roof, under
     # the 20 % threshold: underused; the region's mean kernel is 100 µs (≥ 10 µs, so not "too small").
-    assert r[1]["reason"] == ("intensity 2000 FLOP/B ≥ ridge 1000 FLOP/B (bf16); busy 80 % of window; gemm 100 % of time, "
-                              "compute at 1 % of roof — underused: low occupancy or inefficient kernels (mean kernel 100.0 µs)")
+    assert r[1]["reason"] == (
+        "intensity 2000 FLOP/B ≥ ridge 1000 FLOP/B (bf16); busy 80 % of window; gemm 100 % of time, "
+        "compute at 1 % of roof — underused: low occupancy or inefficient kernels (mean kernel 100.0 µs)"
+    )
     # Achieved: 2e9 FLOP over 200 µs busy = 1e13 FLOP/s = 1 % of 1e15.
     assert r[1]["achieved_flops_per_s"] == pytest.approx(1e13) and r[1]["frac_peak_flops"] == pytest.approx(0.01)
     # Region 2 (a decode step): CPU 200→210 µs, kernels 220→250 µs, next step at 300 µs: its
     # period, 200→300 µs = 100_000; busy 1_000+1_000+10_000 = 12_000; gaps 221→230, 231→240 = 2 × 9_000.
-    assert (r[2]["span_ns"], r[2]["busy_ns"], r[2]["idle_ns"], r[2]["span_source"]) == (100_000, 12_000, 88_000, "period")
+    assert (r[2]["span_ns"], r[2]["busy_ns"], r[2]["idle_ns"], r[2]["span_source"]) == (
+        100_000,
+        12_000,
+        88_000,
+        "period",
+    )
     assert (r[2]["gap_count"], r[2]["gap_total_ns"], r[2]["gap_max_ns"]) == (2, 18_000, 9_000)
     # Idle by cause: before the first kernel 200→220 = 20_000; after the last 250→300 = 50_000; the
     # two gaps between kernels with no launch or op data: outside any op, 18_000. Sum = idle.
     assert (r[2]["idle_before_first_launch_ns"], r[2]["idle_after_last_kernel_ns"], r[2]["idle_outside_ops_ns"]) == (
-        20_000, 50_000, 18_000)
+        20_000,
+        50_000,
+        18_000,
+    )
     # busy/window = 0.12 < 0.5 → overhead, named by the largest cause.
     assert r[2]["bound"] == "overhead" and r[2]["reason"] == "busy 12 % of window: 50.0 µs after the last kernel"
     assert r[2]["kernel_median_ns"] == 1_000
@@ -116,7 +157,9 @@ def test_region_metrics_and_verdicts() -> None:
     # intensity 1e6/1e6 = 1 < 1000 → bandwidth; achieved bytes over covered busy 10 µs = 1e11 B/s.
     # Window 300→340 µs (last step: no period), busy 20 of 40 µs = exactly 50 %, not below → not overhead.
     assert r[3]["coverage"] == 0.5 and r[3]["bound"] == "bandwidth"
-    assert r[3]["reason"].startswith("intensity 1.0 FLOP/B < ridge 1000 FLOP/B (bf16); busy 50.0 % of window; other 100 % of time")
+    assert r[3]["reason"].startswith(
+        "intensity 1.0 FLOP/B < ridge 1000 FLOP/B (bf16); busy 50.0 % of window; other 100 % of time"
+    )
     assert r[3]["achieved_bytes_per_s"] == pytest.approx(1e11)
 
 
@@ -189,9 +232,27 @@ def test_json_contract_keys() -> None:
     doc = _run(hardware=Hw(), device_name="TestGPU").to_json()  # type: ignore[attr-defined]
     json.dumps(doc, allow_nan=False)  # strict JSON
     assert set(doc) == {"version", "trace", "device", "diagnostic", "regions", "phases", "unattributed", "totals"}
-    need = {"name", "phase", "phase_rule", "step", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "gap_count",
-            "kernel_count", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
-            "coverage", "bound", "reason"}
+    need = {
+        "name",
+        "phase",
+        "phase_rule",
+        "step",
+        "start_ns",
+        "end_ns",
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "gap_count",
+        "kernel_count",
+        "flops",
+        "bytes",
+        "intensity",
+        "achieved_flops_per_s",
+        "achieved_bytes_per_s",
+        "coverage",
+        "bound",
+        "reason",
+    }
     assert all(need <= set(r) for r in doc["regions"])
     assert doc["diagnostic"] is None and doc["unattributed"]["time_ns"] == 1_000
     assert {p["phase"] for p in doc["phases"]} == {"prefill", "decode"}
@@ -206,9 +267,20 @@ def test_cpu_only_and_no_work_regions() -> None:
     r2 = res.regions.filter(pl.col("region_id") == 2).row(0, named=True)
     assert r2["span_ns"] == 100_000 and r2["span_source"] == "period" and res.diagnostic == CPU_DIAGNOSTIC
     # A region with no device work: overhead if it has a span, excluded (and counted) if not.
-    regs = pl.concat([_regions(), _regions().head(2).with_columns(
-        pl.Series("region_id", [10, 11]), pl.Series("start_ns", [500_000, 600_000]),
-        pl.Series("end_ns", [502_000, 600_000]), pl.lit("other").alias("phase"))], how="vertical_relaxed")
+    regs = pl.concat(
+        [
+            _regions(),
+            _regions()
+            .head(2)
+            .with_columns(
+                pl.Series("region_id", [10, 11]),
+                pl.Series("start_ns", [500_000, 600_000]),
+                pl.Series("end_ns", [502_000, 600_000]),
+                pl.lit("other").alias("phase"),
+            ),
+        ],
+        how="vertical_relaxed",
+    )
     res = analyze_tables(_acts(), _links(), regs, _costs(), hardware=Hw())
     r10 = res.regions.filter(pl.col("region_id") == 10).row(0, named=True)
     assert r10["bound"] == "overhead" and r10["reason"] == "no device work in its 2.0 µs span"
@@ -219,19 +291,39 @@ def test_cost_owner_counts_composite_once() -> None:
     # Op 10 aten::rms_norm (own cost 4e6 FLOP, 8e6 B) launched nothing itself; its children
     # 11 aten::pow and 12 aten::mean (counted_in_parent, no own cost) launched k1 and k2.
     # Region FLOPs must be 4e6 (the owner, once), not 0 and not 8e6; coverage 1.
-    acts = pl.DataFrame({
-        "act_id": [1, 2], "kind": ["kernel"] * 2, "name": ["pow_k", "mean_k"], "device": [0, 0], "stream": [7, 7],
-        "start_ns": [1_000, 3_000], "end_ns": [2_000, 4_000], "dur_ns": [1_000, 1_000],
-        "op_id": [11, 12], "op_name": ["aten::pow", "aten::mean"], "region_id": [1, 1],
-        "unattributed_reason": [None, None],
-    })
-    costs = pl.DataFrame({
-        "op_id": [10, 11, 12], "name": ["aten::rms_norm", "aten::pow", "aten::mean"], "parent_id": [None, 10, 10],
-        "pid": [1] * 3, "tid": [1] * 3, "start_ns": [500, 600, 2_500], "end_ns": [3_000, 700, 2_600],
-        "flops": [4e6, None, None], "bytes": [8e6, None, None],
-        "cost_model": ["rms_norm", "counted_in_parent", "counted_in_parent"], "dtype": ["bf16"] * 3,
-        "covered": [True, True, True],
-    }, schema_overrides={"parent_id": pl.Int64})
+    acts = pl.DataFrame(
+        {
+            "act_id": [1, 2],
+            "kind": ["kernel"] * 2,
+            "name": ["pow_k", "mean_k"],
+            "device": [0, 0],
+            "stream": [7, 7],
+            "start_ns": [1_000, 3_000],
+            "end_ns": [2_000, 4_000],
+            "dur_ns": [1_000, 1_000],
+            "op_id": [11, 12],
+            "op_name": ["aten::pow", "aten::mean"],
+            "region_id": [1, 1],
+            "unattributed_reason": [None, None],
+        }
+    )
+    costs = pl.DataFrame(
+        {
+            "op_id": [10, 11, 12],
+            "name": ["aten::rms_norm", "aten::pow", "aten::mean"],
+            "parent_id": [None, 10, 10],
+            "pid": [1] * 3,
+            "tid": [1] * 3,
+            "start_ns": [500, 600, 2_500],
+            "end_ns": [3_000, 700, 2_600],
+            "flops": [4e6, None, None],
+            "bytes": [8e6, None, None],
+            "cost_model": ["rms_norm", "counted_in_parent", "counted_in_parent"],
+            "dtype": ["bf16"] * 3,
+            "covered": [True, True, True],
+        },
+        schema_overrides={"parent_id": pl.Int64},
+    )
     regs = _regions().head(1).with_columns(pl.lit(1_000).alias("start_ns"), pl.lit(4_000).alias("end_ns"))
     res = analyze_tables(acts, acts.select("act_id", "region_id"), regs, costs, hardware=Hw())
     r = res.regions.row(0, named=True)

@@ -32,10 +32,14 @@ def test_positions_consecutive_and_general() -> None:
 def test_sweep_integer_key_equals_string_key_and_union_length() -> None:
     # group 1: [0,10] [5,12] [20,30] -> busy 12 + 10 = 22, one gap of 8 (12 -> 20);
     # group 2: [100,110] covered, [105,106] inside it -> busy 10, covered busy 10, no gap.
-    acts = pl.DataFrame({
-        "g": [1, 1, 1, 2, 2], "start_ns": [0, 5, 20, 100, 105], "end_ns": [10, 12, 30, 110, 106],
-        "covered": [False, True, False, True, False],
-    }).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+    acts = pl.DataFrame(
+        {
+            "g": [1, 1, 1, 2, 2],
+            "start_ns": [0, 5, 20, 100, 105],
+            "end_ns": [10, 12, 30, 110, 106],
+            "covered": [False, True, False, True, False],
+        }
+    ).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
     by_int = sweep(acts, "g").sort("g")
     by_str = sweep(acts.with_columns(pl.col("g").cast(pl.String())), "g").sort("g")
     assert by_int["busy_ns"].to_list() == [22, 10] == by_str["busy_ns"].to_list()

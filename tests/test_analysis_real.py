@@ -61,8 +61,10 @@ def test_h100_qwen_one_step_prefill_by_shapes(shared_traces: Path) -> None:
     # that region: same top kernels. The 509 kernels of the previous iteration's tail are in neither.
     assert r["phase"] == "prefill" and r["is_unit"]
     tk = res.top_kernels
-    parts = [tk.filter((pl.col("scope_kind") == k) & (pl.col("scope") == v)).select("name", "count", "device_time_ns")
-             for k, v in (("region", str(r["region_id"])), ("phase", "prefill"))]
+    parts = [
+        tk.filter((pl.col("scope_kind") == k) & (pl.col("scope") == v)).select("name", "count", "device_time_ns")
+        for k, v in (("region", str(r["region_id"])), ("phase", "prefill"))
+    ]
     assert parts[0].height and parts[0].equals(parts[1])
 
 

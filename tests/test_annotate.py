@@ -12,10 +12,14 @@ from tracekit.errors import UsageError
 
 
 def test_format_matches_convention() -> None:
-    assert format_phase_name("prefill", step=0, batch=4, prompt_tokens=512, ctx=512) == \
-        "tk:prefill step=0 batch=4 prompt_tokens=512 ctx=512"
-    assert format_phase_name("mixed", step=3, prefill_tokens=256, decode_seqs=6) == \
-        "tk:mixed step=3 prefill_tokens=256 decode_seqs=6"
+    assert (
+        format_phase_name("prefill", step=0, batch=4, prompt_tokens=512, ctx=512)
+        == "tk:prefill step=0 batch=4 prompt_tokens=512 ctx=512"
+    )
+    assert (
+        format_phase_name("mixed", step=3, prefill_tokens=256, decode_seqs=6)
+        == "tk:mixed step=3 prefill_tokens=256 decode_seqs=6"
+    )
     assert format_phase_name("run", workload="llm", warm=False) == "tk:run workload=llm warm=false"
 
 
@@ -25,28 +29,47 @@ def test_parse_round_trip_and_values_are_strings() -> None:
     assert parse_phase_name("tk:run") == {"phase": "run"}
 
 
-@pytest.mark.parametrize("name", [
-    "ProfilerStep#3", "step[DECODE bs=32]", "tk:", "tk: step=1", "tk:decode step", "tk:decode step=",
-    "tk:decode step=1 step=2", "tk:decode 1x=2", "tk:decode a=b=c", "xtk:decode step=1",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ProfilerStep#3",
+        "step[DECODE bs=32]",
+        "tk:",
+        "tk: step=1",
+        "tk:decode step",
+        "tk:decode step=",
+        "tk:decode step=1 step=2",
+        "tk:decode 1x=2",
+        "tk:decode a=b=c",
+        "xtk:decode step=1",
+    ],
+)
 def test_parse_rejects_foreign_or_malformed(name: str) -> None:
     assert parse_phase_name(name) is None
 
 
-@pytest.mark.parametrize("phase_name,attrs", [
-    ("two words", {}), ("decode", {"bad key": 1}), ("decode", {"k": "a b"}), ("decode", {"k": "a=b"}),
-    ("decode", {"k": ""}),
-])
+@pytest.mark.parametrize(
+    "phase_name,attrs",
+    [
+        ("two words", {}),
+        ("decode", {"bad key": 1}),
+        ("decode", {"k": "a b"}),
+        ("decode", {"k": "a=b"}),
+        ("decode", {"k": ""}),
+    ],
+)
 def test_format_refuses_unparseable(phase_name: str, attrs: dict[str, object]) -> None:
     with pytest.raises(UsageError):
         format_phase_name(phase_name, **attrs)
 
 
 def test_import_tracekit_annotate_does_not_import_torch() -> None:
-    code = ("import sys, tracekit, tracekit.annotate, tracekit.cli.main, tracekit.cli.run, tracekit.workloads.config, "
-            "tracekit.workloads.scheduler, tracekit.workloads.flops, tracekit.workloads.sidecar\n"
-            "tracekit.annotate.parse_phase_name('tk:decode step=1')\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    code = (
+        "import sys, tracekit, tracekit.annotate, tracekit.cli.main, tracekit.cli.run, tracekit.workloads.config, "
+        "tracekit.workloads.scheduler, tracekit.workloads.flops, tracekit.workloads.sidecar\n"
+        "tracekit.annotate.parse_phase_name('tk:decode step=1')\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

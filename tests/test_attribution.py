@@ -49,10 +49,17 @@ def test_kernel_after_region_end_goes_to_launching_region(tmp_path: Path) -> Non
     # cudaLaunchKernel at 15 µs (correlation 11). The GPU is busy, so the gemm runs at [150, 250] µs,
     # after "step" ended. A later region "later" [140, 300] overlaps the kernel on the time axis but
     # launched nothing: time overlap would pick "later"; attribution by launch must pick "step".
-    a, ids = _attr(tmp_path, [
-        region("step", 0, 100), op("aten::mm", 10, 20, ext=1), launch(15, corr=11, ext=1),
-        region("later", 140, 160), gpu_region("step", 150, 100), kernel("gemm", 150, 100, corr=11),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            region("step", 0, 100),
+            op("aten::mm", 10, 20, ext=1),
+            launch(15, corr=11, ext=1),
+            region("later", 140, 160),
+            gpu_region("step", 150, 100),
+            kernel("gemm", 150, 100, corr=11),
+        ],
+    )
     r = _row(a, "gemm")
     assert r["region_id"] == ids["step"] and r["region_name"] == "step"
     assert r["op_name"] == "aten::mm" and r["op_link"] == OP_LINK_EXTERNAL
@@ -69,8 +76,11 @@ def test_region_of_tiny_kernels_with_long_gaps(tmp_path: Path) -> None:
     # On the device: busy 6 µs, span 100 → 902 µs = 802_000 ns (busy/span ≈ 0.75 %).
     ev: list[dict[str, object]] = [region("sparse", 0, 1000)]
     for i, (t_cpu, t_gpu) in enumerate([(10, 100), (400, 500), (800, 900)]):
-        ev += [op("aten::add", t_cpu, 5, ext=10 + i), launch(t_cpu + 1, corr=20 + i, ext=10 + i),
-               kernel(f"tiny{i}", t_gpu, 2, corr=20 + i)]
+        ev += [
+            op("aten::add", t_cpu, 5, ext=10 + i),
+            launch(t_cpu + 1, corr=20 + i, ext=10 + i),
+            kernel(f"tiny{i}", t_gpu, 2, corr=20 + i),
+        ]
     a, ids = _attr(tmp_path, ev)
     att = a.attributed
     assert att.height == 3 and set(att["region_id"]) == {ids["sparse"]}
@@ -83,11 +93,18 @@ def test_cuda_graph_launch_gives_every_replayed_kernel_to_its_region(tmp_path: P
     # Region "decode" [0, 50] µs issues cudaGraphLaunch at 10 µs (correlation 21, no enclosing op).
     # The replay runs 4 kernels sharing correlation 21: durations 10 + 15 + 5 + 30 = 60 µs.
     # Region "idle" [60, 70] µs launches nothing and gets nothing.
-    a, ids = _attr(tmp_path, [
-        region("decode", 0, 50), launch(10, corr=21, name="cudaGraphLaunch", dur=5), region("idle", 60, 10),
-        kernel("g1", 60, 10, corr=21, graph=1), kernel("g2", 70, 15, corr=21, graph=1),
-        kernel("g3", 85, 5, corr=21, graph=1), kernel("g4", 90, 30, corr=21, graph=1),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            region("decode", 0, 50),
+            launch(10, corr=21, name="cudaGraphLaunch", dur=5),
+            region("idle", 60, 10),
+            kernel("g1", 60, 10, corr=21, graph=1),
+            kernel("g2", 70, 15, corr=21, graph=1),
+            kernel("g3", 85, 5, corr=21, graph=1),
+            kernel("g4", 90, 30, corr=21, graph=1),
+        ],
+    )
     acts = a.activities
     assert acts.height == 4
     assert set(acts["region_id"]) == {ids["decode"]} and set(acts["launch_name"]) == {"cudaGraphLaunch"}
@@ -105,14 +122,27 @@ def test_broken_external_id_falls_back_to_time_nesting(tmp_path: Path) -> None:
     #                                — launch at 75 µs: the as-of candidate (latest start ≤ 75) is
     #                                  addmm, which ended at 70 → walk up → aten::linear
     #   outer [100, 120] ⊃ inner [100, 110] (same start) — launch at 105 µs → inner (innermost)
-    a, _ = _attr(tmp_path, [
-        region("fwd", 0, 200),
-        op("aten::add", 10, 10, ext=5), launch(12, corr=1, ext=6), kernel("k_add", 300, 1, corr=1),
-        op("aten::mul", 30, 10, ext=6), launch(32, corr=2, ext=999), kernel("k_mul", 310, 1, corr=2),
-        op("aten::linear", 50, 40, ext=7), op("aten::t", 51, 2, ext=8), op("aten::addmm", 55, 15, ext=9),
-        launch(75, corr=3, ext=1234), kernel("k_lin", 320, 1, corr=3),
-        op("outer", 100, 20, ext=10), op("inner", 100, 10, ext=11), launch(105, corr=4), kernel("k_in", 330, 1, corr=4),
-    ])
+    a, _ = _attr(
+        tmp_path,
+        [
+            region("fwd", 0, 200),
+            op("aten::add", 10, 10, ext=5),
+            launch(12, corr=1, ext=6),
+            kernel("k_add", 300, 1, corr=1),
+            op("aten::mul", 30, 10, ext=6),
+            launch(32, corr=2, ext=999),
+            kernel("k_mul", 310, 1, corr=2),
+            op("aten::linear", 50, 40, ext=7),
+            op("aten::t", 51, 2, ext=8),
+            op("aten::addmm", 55, 15, ext=9),
+            launch(75, corr=3, ext=1234),
+            kernel("k_lin", 320, 1, corr=3),
+            op("outer", 100, 20, ext=10),
+            op("inner", 100, 10, ext=11),
+            launch(105, corr=4),
+            kernel("k_in", 330, 1, corr=4),
+        ],
+    )
     got = {r["name"]: (r["op_name"], r["op_link"]) for r in a.activities.to_dicts()}
     assert got == {
         "k_add": ("aten::add", OP_LINK_TIME),
@@ -126,14 +156,23 @@ def test_nested_regions_inner_gets_kernel_outer_gets_link(tmp_path: Path) -> Non
     # "outer" [0, 200] ⊃ "inner" [50, 100] µs. Launch at 60 µs → kernel A (30 µs): innermost is
     # "inner" (level 0), "outer" at level 1. Launch at 150 µs → kernel B (20 µs): "outer" only.
     # Totals through region_links: outer 30 + 20 = 50 µs, inner 30 µs.
-    a, ids = _attr(tmp_path, [
-        region("outer", 0, 200), region("inner", 50, 50),
-        launch(60, corr=1), kernel("A", 300, 30, corr=1),
-        launch(150, corr=2), kernel("B", 400, 20, corr=2),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            region("outer", 0, 200),
+            region("inner", 50, 50),
+            launch(60, corr=1),
+            kernel("A", 300, 30, corr=1),
+            launch(150, corr=2),
+            kernel("B", 400, 20, corr=2),
+        ],
+    )
     assert _row(a, "A")["region_id"] == ids["inner"] and _row(a, "B")["region_id"] == ids["outer"]
-    tot = (a.region_links.join(a.activities.select("act_id", "dur_ns"), on="act_id")
-           .group_by("region_id").agg(pl.col("dur_ns").sum()))
+    tot = (
+        a.region_links.join(a.activities.select("act_id", "dur_ns"), on="act_id")
+        .group_by("region_id")
+        .agg(pl.col("dur_ns").sum())
+    )
     assert dict(tot.iter_rows()) == {ids["outer"]: 50_000, ids["inner"]: 30_000}
     lv = a.region_links.filter(pl.col("act_id") == _row(a, "A")["act_id"]).sort("level")
     assert lv["region_id"].to_list() == [ids["inner"], ids["outer"]] and lv["level"].to_list() == [0, 1]
@@ -148,14 +187,21 @@ def test_kernel_launched_from_another_thread(tmp_path: Path) -> None:
     # forward region of aten::mm). Thread 3 has no ops/regions: its launch at 170 µs → kernel
     # "orphan" 5 µs is unattributed, "launched from a thread with no enclosing region".
     # Conservation: 20 000 attributed + 5 000 unattributed = 25 000 ns.
-    a, ids = _attr(tmp_path, [
-        region("## forward ##", 0, 100), op("aten::mm", 10, 10, seq=7, ext=1),
-        launch(12, corr=1, ext=1), kernel("mm_fwd", 110, 10, corr=1),
-        region("## backward ##", 100, 200),
-        op("autograd::engine::evaluate_function: MmBackward0", 150, 50, tid=2, seq=7, ext=2),
-        launch(160, corr=2, tid=2, ext=2), kernel("mm_bwd", 200, 20, corr=2),
-        launch(170, corr=3, tid=3), kernel("orphan", 230, 5, corr=3),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            region("## forward ##", 0, 100),
+            op("aten::mm", 10, 10, seq=7, ext=1),
+            launch(12, corr=1, ext=1),
+            kernel("mm_fwd", 110, 10, corr=1),
+            region("## backward ##", 100, 200),
+            op("autograd::engine::evaluate_function: MmBackward0", 150, 50, tid=2, seq=7, ext=2),
+            launch(160, corr=2, tid=2, ext=2),
+            kernel("mm_bwd", 200, 20, corr=2),
+            launch(170, corr=3, tid=3),
+            kernel("orphan", 230, 5, corr=3),
+        ],
+    )
     assert a.thread_links.select("tid", "fwd_tid").rows() == [(2, 1)]
     bwd = _row(a, "mm_bwd")
     assert bwd["region_id"] == ids["## backward ##"] and bwd["region_via"] == VIA_FORWARD
@@ -170,11 +216,17 @@ def test_correlation_without_launch_and_outside_region(tmp_path: Path) -> None:
     # Kernel "early" (7 µs) has correlation 99 with no launch (launched before the profiler started).
     # Kernel "late" (3 µs) is launched at 500 µs, after region "r" [0, 100] µs closed on that thread.
     # Kernel "in" (11 µs) is launched inside "r". Totals: 11 000 attributed + 10 000 unattributed.
-    a, ids = _attr(tmp_path, [
-        kernel("early", 1, 7, corr=99),
-        region("r", 0, 100), launch(50, corr=1), kernel("in", 60, 11, corr=1),
-        launch(500, corr=2), kernel("late", 510, 3, corr=2),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            kernel("early", 1, 7, corr=99),
+            region("r", 0, 100),
+            launch(50, corr=1),
+            kernel("in", 60, 11, corr=1),
+            launch(500, corr=2),
+            kernel("late", 510, 3, corr=2),
+        ],
+    )
     assert _row(a, "early")["unattributed_reason"] == REASON_NO_LAUNCH
     assert _row(a, "late")["unattributed_reason"] == REASON_OUTSIDE
     assert _row(a, "in")["region_id"] == ids["r"]
@@ -194,13 +246,27 @@ def test_cpu_only_trace_uses_op_self_time(tmp_path: Path) -> None:
     # aten::add [150, 160] = 10 µs is outside every region. Activities are self-time stretches:
     # linear [10, 12] + [40, 41] + [45, 50] = 2 + 1 + 5 µs, addmm 28, t 4, relu 10, add 10.
     # Attributed 8 + 28 + 4 + 10 = 50 µs (all op time inside the region); unattributed 10 µs.
-    a, ids = _attr(tmp_path, [
-        region("tk:prefill step=0", 0, 100), op("aten::linear", 10, 40), op("aten::addmm", 12, 28),
-        op("aten::t", 41, 4), op("aten::relu", 60, 10), op("aten::add", 150, 10),
-    ])
+    a, ids = _attr(
+        tmp_path,
+        [
+            region("tk:prefill step=0", 0, 100),
+            op("aten::linear", 10, 40),
+            op("aten::addmm", 12, 28),
+            op("aten::t", 41, 4),
+            op("aten::relu", 60, 10),
+            op("aten::add", 150, 10),
+        ],
+    )
     assert a.cpu_only
-    assert sorted(a.activities["name"]) == ["aten::add", "aten::addmm", "aten::linear", "aten::linear",
-                                            "aten::linear", "aten::relu", "aten::t"]
+    assert sorted(a.activities["name"]) == [
+        "aten::add",
+        "aten::addmm",
+        "aten::linear",
+        "aten::linear",
+        "aten::linear",
+        "aten::relu",
+        "aten::t",
+    ]
     lin = a.activities.filter(pl.col("name") == "aten::linear").sort("start_ns")
     assert lin.select("start_ns", "end_ns").rows() == [(10_000, 12_000), (40_000, 41_000), (45_000, 50_000)]
     assert set(a.activities["kind"]) == {"cpu_op"} and set(a.activities["op_link"]) == {OP_LINK_SELF}
@@ -210,14 +276,19 @@ def test_cpu_only_trace_uses_op_self_time(tmp_path: Path) -> None:
 
 
 def test_invariant_checks_fail_on_broken_attributions(tmp_path: Path) -> None:
-    a, _ = _attr(tmp_path, [region("r", 0, 100), launch(50, corr=1), kernel("k", 60, 11, corr=1),
-                            kernel("k2", 80, 4, corr=5)])
+    a, _ = _attr(
+        tmp_path, [region("r", 0, 100), launch(50, corr=1), kernel("k", 60, 11, corr=1), kernel("k2", 80, 4, corr=5)]
+    )
     # A lost nanosecond breaks conservation.
-    lost = Attribution(a.activities.with_columns(pl.col("dur_ns") - 1), a.region_links, False, a.total_count, a.total_dur_ns)
+    lost = Attribution(
+        a.activities.with_columns(pl.col("dur_ns") - 1), a.region_links, False, a.total_count, a.total_dur_ns
+    )
     with pytest.raises(AnalysisError, match="!= total"):
         check_conservation(lost)
     # An activity attributed twice (a duplicated row) is caught.
-    dup = Attribution(pl.concat([a.activities, a.activities.head(1)]), a.region_links, False, a.total_count, a.total_dur_ns)
+    dup = Attribution(
+        pl.concat([a.activities, a.activities.head(1)]), a.region_links, False, a.total_count, a.total_dur_ns
+    )
     with pytest.raises(AnalysisError, match="more than once"):
         check_conservation(dup)
     # Two regions at the same level for one activity.

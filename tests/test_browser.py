@@ -24,11 +24,29 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import EVIL, sample_activities, sample_doc, sample_top_kernels, sample_top_ops, run_cli, write_tiny_trace  # noqa: E402
+from test_report_helpers import (
+    EVIL,
+    sample_activities,
+    sample_doc,
+    sample_top_kernels,
+    sample_top_ops,
+    run_cli,
+    write_tiny_trace,
+)  # noqa: E402
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--enable-logging=stderr", "--v=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 CONSOLE_RE = re.compile(r"CONSOLE[^\]]*\]\s*(.*)")
 
 
@@ -48,7 +66,10 @@ def run_browser(page: Path, *extra: str) -> tuple[str, list[str]]:
     with tempfile.TemporaryDirectory() as profile:
         proc = subprocess.run(
             [chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": profile},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "HOME": profile},
         )
     console = [m.group(1) for m in CONSOLE_RE.finditer(proc.stderr)]
     return proc.stdout, console
@@ -77,7 +98,9 @@ def check_report_page(page: Path, tmp_path: Path) -> str:
 
 def test_harness_sees_console_errors_and_scripts(tmp_path: Path) -> None:
     bad = tmp_path / "bad.html"
-    bad.write_text('<!DOCTYPE html><html><body><p>x</p><script>console.error("marker-1"); nope();</script></body></html>')
+    bad.write_text(
+        '<!DOCTYPE html><html><body><p>x</p><script>console.error("marker-1"); nope();</script></body></html>'
+    )
     dom, console = run_browser(bad, "--dump-dom")
     assert any("marker-1" in c for c in console)
     assert any("nope is not defined" in c for c in console)
@@ -92,8 +115,9 @@ def test_harness_sees_console_errors_and_scripts(tmp_path: Path) -> None:
 def test_html_report_in_browser(tmp_path: Path) -> None:
     from tracekit.report import figures, html, model
 
-    data = model.from_json(sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(),
-                           activities=sample_activities())
+    data = model.from_json(
+        sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(), activities=sample_activities()
+    )
     page = tmp_path / "report.html"
     page.write_text(html.render(data, figures.draw_all(data)), encoding="utf-8")
     dom = check_report_page(page, tmp_path)
@@ -110,9 +134,11 @@ def test_cli_html_report_in_browser(tmp_path: Path) -> None:
 
 
 # marker colours for the visibility check: pure magenta / cyan appear nowhere else in a report
-MARK = ("<style>td.verdict{background:#ff00ff!important;color:#ff00ff!important}"
-        "td.reason{background:#00ffff!important;color:#00ffff!important}"
-        "body>h1,section:not(#regions){display:none}</style>")
+MARK = (
+    "<style>td.verdict{background:#ff00ff!important;color:#ff00ff!important}"
+    "td.reason{background:#00ffff!important;color:#00ffff!important}"
+    "body>h1,section:not(#regions){display:none}</style>"
+)
 
 
 def marker_pixels(png: Path) -> tuple[int, int]:

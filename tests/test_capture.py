@@ -37,8 +37,9 @@ def _captured_kernel_names(path: Path) -> list[str]:
     return [e["args"]["kernel"] for e in sorted(calls, key=lambda e: e["ts"])]
 
 
-@pytest.mark.parametrize("folder,trace,nodes", [(VLLM, "graph_execution.json.gz", 421),
-                                                 (SGLANG, "sglang_Qwen3-8B_decode.json.gz", 544)])
+@pytest.mark.parametrize(
+    "folder,trace,nodes", [(VLLM, "graph_execution.json.gz", 421), (SGLANG, "sglang_Qwen3-8B_decode.json.gz", 544)]
+)
 def test_replay_matches_the_capture_node_for_node(shared_traces: Path, folder: str, trace: str, nodes: int) -> None:
     path = shared_traces / folder / trace
     caps = discover(path)
@@ -99,7 +100,9 @@ def test_step_prices_and_reference_csvs(shared_traces: Path) -> None:
     assert set(rope["bytes"]) == {655_360.0} and float(ref["Data Moved (MB)_first"]) * 2**20 == pytest.approx(655_360.0)
 
 
-@pytest.mark.parametrize("folder,trace", [(VLLM, "graph_execution.json.gz"), (SGLANG, "sglang_Qwen3-8B_decode.json.gz")])
+@pytest.mark.parametrize(
+    "folder,trace", [(VLLM, "graph_execution.json.gz"), (SGLANG, "sglang_Qwen3-8B_decode.json.gz")]
+)
 def test_steps_get_a_verdict(shared_traces: Path, folder: str, trace: str) -> None:
     res = analyze(tracekit.load(str(shared_traces / folder / trace)))
     assert res.regions.height and (res.regions["coverage"] >= 0.9).all()
@@ -112,8 +115,10 @@ def test_capture_of_another_run_maps_nothing(shared_traces: Path) -> None:
     merged = merge_captures(bare, discover(shared_traces / VLLM / "graph_execution.json.gz"))
     assert merged.kernels.equals(bare.kernels) and merged.ops.equals(bare.ops) and merged.launches.equals(bare.launches)
     w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
-    assert w == ["capture: 1 of 1 graph replays not mapped (544 kernels, 9.66 ms stay on their graph launch); first: "
-                 "544 replayed nodes; no captured graph has the same nodes (captured graphs: 421 nodes)"]
+    assert w == [
+        "capture: 1 of 1 graph replays not mapped (544 kernels, 9.66 ms stay on their graph launch); first: "
+        "544 replayed nodes; no captured graph has the same nodes (captured graphs: 421 nodes)"
+    ]
     res = analyze(merged)
     note = [x for x in res.warnings if x.startswith("graph replay without capture trace")]
     assert note and "544 kernels, 9.66 ms" in note[0]
@@ -182,7 +187,10 @@ def test_capture_without_kernel_names_matches_by_kind(shared_traces: Path, tmp_p
     bare = load(shared_traces / VLLM / "graph_execution.json.gz", discover_captures=False)
     merged = merge_captures(bare, [tmp_path / "cuda_like.json.gz"])
     row = merged.meta["capture"]["launches"][0]
-    assert row["how"] == "node kinds in order (capture names no kernels)" and merged.meta["capture"]["mapped_kernels"] == 421
+    assert (
+        row["how"] == "node kinds in order (capture names no kernels)"
+        and merged.meta["capture"]["mapped_kernels"] == 421
+    )
     named = merge_captures(bare, [cap])
     # Same pairing as by names: every replayed kernel gets the same captured op.
     a = attribute(merged).activities.sort("act_id")["op_name"]
@@ -198,15 +206,31 @@ def test_batch_size_tells_identical_graphs_apart(shared_traces: Path, tmp_path: 
         _copy_capture(cap, d / name)
     bare = load(shared_traces / VLLM / "graph_execution.json.gz", discover_captures=False)
     # The step is execute_32_…: the graph captured for batch 32 is the one.
-    (d / "execution_details.json").write_text(json.dumps([{"file": "a.json.gz", "batch_size": 16, "mode": "FULL"},
-                                                          {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"}]))
+    (d / "execution_details.json").write_text(
+        json.dumps(
+            [
+                {"file": "a.json.gz", "batch_size": 16, "mode": "FULL"},
+                {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"},
+            ]
+        )
+    )
     merged = merge_captures(bare, [d / "a.json.gz", d / "b.json.gz"])
     row = merged.meta["capture"]["launches"][0]
     assert row["file"].endswith("b.json.gz") and merged.meta["capture"]["mapped_kernels"] == 421
     # Both captured for batch 32: two candidates, nothing mapped, and the warning says why.
-    (d / "execution_details.json").write_text(json.dumps([{"file": "a.json.gz", "batch_size": 32, "mode": "FULL"},
-                                                          {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"}]))
+    (d / "execution_details.json").write_text(
+        json.dumps(
+            [
+                {"file": "a.json.gz", "batch_size": 32, "mode": "FULL"},
+                {"file": "b.json.gz", "batch_size": 32, "mode": "FULL"},
+            ]
+        )
+    )
     merged = merge_captures(bare, [d / "a.json.gz", d / "b.json.gz"])
     assert merged.kernels.equals(bare.kernels) and merged.meta["capture"]["mapped_kernels"] == 0
     w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
-    assert w and "2 captured graphs have these 421 nodes and the batch size does not single one out (launch batch 32, graphs 32)" in w[0]
+    assert (
+        w
+        and "2 captured graphs have these 421 nodes and the batch size does not single one out (launch batch 32, graphs 32)"
+        in w[0]
+    )

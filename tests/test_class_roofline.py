@@ -24,9 +24,18 @@ class Hw:
 
 
 def test_memcpy_class_is_the_activity_kind() -> None:
-    df = pl.DataFrame({"name": ["void at::native::direct_copy_kernel_cuda(...)", "Memcpy DtoH (Device -> Pageable)",
-                                "Memset (Device)", "my_copy_kernel", "memcpy_like_kernel"],
-                       "kind": ["kernel", "memcpy", "memset", "kernel", "kernel"]})
+    df = pl.DataFrame(
+        {
+            "name": [
+                "void at::native::direct_copy_kernel_cuda(...)",
+                "Memcpy DtoH (Device -> Pageable)",
+                "Memset (Device)",
+                "my_copy_kernel",
+                "memcpy_like_kernel",
+            ],
+            "kind": ["kernel", "memcpy", "memset", "kernel", "kernel"],
+        }
+    )
     got = df.select(op_class(pl.col("name"), pl.col("kind")))["literal"].to_list()
     # cast / copy kernels are elementwise; only memcpy / memset activities are memcpy/memset
     assert got == ["elementwise", "memcpy/memset", "memcpy/memset", "elementwise", "other"]
@@ -41,19 +50,59 @@ def _hand_built() -> object:
     starts = [0, 40_000] + [50_000 + 1_000 * i for i in range(20)] + [70_000]
     durs = [40_000, 10_000] + [1_000] * 20 + [2_000]
     n = len(starts)
-    acts = pl.DataFrame({
-        "act_id": list(range(n)), "kind": ["kernel"] * (n - 1) + ["memcpy"],
-        "name": ["gemm_k", "elementwise_bias"] + ["vectorized_elementwise"] * 20 + ["Memcpy DtoD (Device -> Device)"],
-        "device": [0] * n, "stream": [7] * n, "start_ns": starts, "end_ns": [s + d for s, d in zip(starts, durs)],
-        "dur_ns": durs, "op_id": [1, 1] + [2] * 20 + [3], "op_name": [None] * n, "region_id": [1] * n,
-        "unattributed_reason": [None] * n, "copy_bytes": [None] * (n - 1) + [1_000_000],
-    }, schema_overrides={"op_name": pl.String, "unattributed_reason": pl.String, "copy_bytes": pl.Int64})
-    regions = pl.DataFrame([{"region_id": 1, "name": "tk:prefill", "kind": "user_annotation", "pid": 1, "tid": 1,
-                             "start_ns": 0, "end_ns": 100_000, "depth": 0, "parent_id": None, "phase": "prefill",
-                             "phase_rule": "test", "step": 0}], schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32})
-    costs = pl.DataFrame({"op_id": [1, 2, 3], "pid": [1] * 3, "tid": [1] * 3, "start_ns": [0, 1, 2], "end_ns": [1, 2, 3],
-                          "flops": [2e9, 1e5, 0.0], "bytes": [1e6, 1.2e6, 2e6], "cost_model": ["gemm", "binary", "copy"],
-                          "dtype": ["bf16", "fp32", "bf16"], "covered": [True] * 3})
+    acts = pl.DataFrame(
+        {
+            "act_id": list(range(n)),
+            "kind": ["kernel"] * (n - 1) + ["memcpy"],
+            "name": ["gemm_k", "elementwise_bias"]
+            + ["vectorized_elementwise"] * 20
+            + ["Memcpy DtoD (Device -> Device)"],
+            "device": [0] * n,
+            "stream": [7] * n,
+            "start_ns": starts,
+            "end_ns": [s + d for s, d in zip(starts, durs)],
+            "dur_ns": durs,
+            "op_id": [1, 1] + [2] * 20 + [3],
+            "op_name": [None] * n,
+            "region_id": [1] * n,
+            "unattributed_reason": [None] * n,
+            "copy_bytes": [None] * (n - 1) + [1_000_000],
+        },
+        schema_overrides={"op_name": pl.String, "unattributed_reason": pl.String, "copy_bytes": pl.Int64},
+    )
+    regions = pl.DataFrame(
+        [
+            {
+                "region_id": 1,
+                "name": "tk:prefill",
+                "kind": "user_annotation",
+                "pid": 1,
+                "tid": 1,
+                "start_ns": 0,
+                "end_ns": 100_000,
+                "depth": 0,
+                "parent_id": None,
+                "phase": "prefill",
+                "phase_rule": "test",
+                "step": 0,
+            }
+        ],
+        schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32},
+    )
+    costs = pl.DataFrame(
+        {
+            "op_id": [1, 2, 3],
+            "pid": [1] * 3,
+            "tid": [1] * 3,
+            "start_ns": [0, 1, 2],
+            "end_ns": [1, 2, 3],
+            "flops": [2e9, 1e5, 0.0],
+            "bytes": [1e6, 1.2e6, 2e6],
+            "cost_model": ["gemm", "binary", "copy"],
+            "dtype": ["bf16", "fp32", "bf16"],
+            "covered": [True] * 3,
+        }
+    )
     return analyze_tables(acts, acts.select("act_id", "region_id"), regions, costs, hardware=Hw())
 
 
@@ -65,7 +114,9 @@ def test_class_rows_split_op_cost_by_time_and_flag_underused() -> None:
     # gemm: 40/50 of aten::mm's time → 1.6e9 FLOP, 8e5 B; intensity 2000 ≥ bf16 ridge 1000 → compute;
     # 1.6e9 FLOP / 40 µs = 4e13 FLOP/s = 4 % of 1e15 → underused; median kernel 40 µs ≥ 10 µs → occupancy.
     g = c["gemm"]
-    assert (g["flops"], g["bytes"], g["intensity"], g["dtype"], g["bound"]) == pytest.approx((1.6e9, 8e5, 2000, "bf16", "compute"))
+    assert (g["flops"], g["bytes"], g["intensity"], g["dtype"], g["bound"]) == pytest.approx(
+        (1.6e9, 8e5, 2000, "bf16", "compute")
+    )
     assert g["frac_roof"] == pytest.approx(0.04) and g["underused"] is True
     assert g["underused_cause"] == "low occupancy or inefficient kernels (median kernel 40.0 µs)"
     # elementwise: the bias kernel's 10/50 of aten::mm (4e8 FLOP, 2e5 B, bf16, 10 µs) plus aten::add's 20

@@ -46,12 +46,15 @@ def test_markdown_and_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "Phases" in out and "busy 5 % of span:" not in out
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--slo", "ttft=abc"], "--slo"),
-    (["--hardware", "NoSuchGPU"], "unknown hardware"),
-    (["--phase-map", "foo=sideways"], "--phase-map"),
-    (["--thresholds", "busy=2"], "--thresholds"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--slo", "ttft=abc"], "--slo"),
+        (["--hardware", "NoSuchGPU"], "unknown hardware"),
+        (["--phase-map", "foo=sideways"], "--phase-map"),
+        (["--thresholds", "busy=2"], "--thresholds"),
+    ],
+)
 def test_bad_options_one_line(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run([str(LLM), *args], capsys)
     assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

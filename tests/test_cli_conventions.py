@@ -76,10 +76,17 @@ def test_static_conventions(path: tuple[str, ...]) -> None:
 def gpu_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny GPU trace whose decode region is named like an HTML injection."""
     d = tmp_path_factory.mktemp("conv")
-    return gk.write(d / "gpu.json", [
-        gk.region("tk:prefill step=0 batch=1 ctx=4", 0, 100), gk.launch(10, corr=1), gk.kernel("k1", 20, 50, corr=1),
-        gk.region(XSS, 200, 100), gk.launch(210, corr=2), gk.kernel("k2", 220, 50, corr=2),
-    ])
+    return gk.write(
+        d / "gpu.json",
+        [
+            gk.region("tk:prefill step=0 batch=1 ctx=4", 0, 100),
+            gk.launch(10, corr=1),
+            gk.kernel("k1", 20, 50, corr=1),
+            gk.region(XSS, 200, 100),
+            gk.launch(210, corr=2),
+            gk.kernel("k2", 220, 50, corr=2),
+        ],
+    )
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -112,8 +119,9 @@ def test_every_writing_command_has_a_sample() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(SAMPLES), ids=" ".join)
-def test_force_is_needed_to_overwrite(path: tuple[str, ...], gpu_trace: Path, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_force_is_needed_to_overwrite(
+    path: tuple[str, ...], gpu_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / ("out" + SUFFIX.get(path, ".json"))
     args = [str(gpu_trace) if a == "TRACE" else a for a in SAMPLES[path]] + ["-o", str(out)]
     code, _, err = _run(args, capsys)
@@ -128,22 +136,33 @@ def test_force_is_needed_to_overwrite(path: tuple[str, ...], gpu_trace: Path, tm
 
 
 @pytest.mark.parametrize("path", RUNS, ids=" ".join)
-def test_run_refuses_a_non_empty_directory(path: tuple[str, ...], tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_refuses_a_non_empty_directory(
+    path: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "old.txt").write_text("keep me")
     code, _, err = _run([*path, "--out", str(tmp_path)], capsys)
     assert code != 0 and "pass --force to overwrite" in err and (tmp_path / "old.txt").read_text() == "keep me"
 
 
-@pytest.mark.parametrize("path", sorted(p for p, c in COMMANDS.items() if _opt(c, "fmt") is not None
-                                        and "md" in getattr(_opt(c, "fmt").type, "choices", ())), ids=" ".join)
-def test_md_and_markdown_are_one_format(path: tuple[str, ...], gpu_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for p, c in COMMANDS.items()
+        if _opt(c, "fmt") is not None and "md" in getattr(_opt(c, "fmt").type, "choices", ())
+    ),
+    ids=" ".join,
+)
+def test_md_and_markdown_are_one_format(
+    path: tuple[str, ...], gpu_trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = SAMPLES[path]
     args = [str(gpu_trace) if a == "TRACE" else a for a in base if a not in ("--format", "json")]
     outs = []
     for name in ("md", "markdown"):
-        code, out, err = _run([*args, "--format", name, "--no-plots"] if path == ("report",) else [*args, "--format", name],
-                              capsys)
+        code, out, err = _run(
+            [*args, "--format", name, "--no-plots"] if path == ("report",) else [*args, "--format", name], capsys
+        )
         assert code == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
@@ -164,7 +183,9 @@ def test_trace_id_prefix(gpu_trace: Path, tmp_path: Path, capsys: pytest.Capture
     assert code == 0 and f'"id": "{b}"' in out
     code, _, err = _run(["analyze", str(ds), "--trace-id", "gpu", "--format", "json"], capsys)
     assert code != 0 and "ambiguous" in err and len(err.strip().splitlines()) == 1
-    code, out, err = _run(["diff", str(ds), str(ds), "--trace-id", a[:6], "--trace-id-b", "gpu2", "--format", "json"], capsys)
+    code, out, err = _run(
+        ["diff", str(ds), str(ds), "--trace-id", a[:6], "--trace-id-b", "gpu2", "--format", "json"], capsys
+    )
     assert code == 0, err
     assert '"a": "' in out
 

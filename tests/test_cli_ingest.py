@@ -33,8 +33,9 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     return code, out.out, out.err
 
 
-def test_ingest_directory_reingest_identical_and_scan(tmp_path: Path, shared_traces: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_directory_reingest_identical_and_scan(
+    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "in"
     src.mkdir()
     for rel in SMALL:
@@ -77,8 +78,9 @@ def test_ingest_directory_reingest_identical_and_scan(tmp_path: Path, shared_tra
     assert scan_table(out, "kernels").select(pl.col("trace_id").unique()).collect().height == 2
 
 
-def test_ingest_reports_each_failure_and_continues(tmp_path: Path, shared_traces: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_reports_each_failure_and_continues(
+    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "in"
     src.mkdir()
     shutil.copy(shared_traces / SMALL[0], src / "good.json.gz")
@@ -94,9 +96,9 @@ def test_ingest_reports_each_failure_and_continues(tmp_path: Path, shared_traces
     assert dataset_trace_ids(out) == [make_trace_id(src / "good.json.gz")]
 
 
-def test_ingest_sends_sqlite_through_the_chunked_writer(tmp_path: Path, shared_traces: Path,
-                                                         capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_sends_sqlite_through_the_chunked_writer(
+    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An Nsight export goes through ingest_nsys (bounded memory), never the in-memory loader,
     and yields the same rows as load_nsys (row order and ids aside)."""
     from tracekit.sources.nsys import loader as nsys
@@ -139,9 +141,36 @@ def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str
     evs = [
         {"ph": "X", "cat": "user_annotation", "name": "tk:prefill step=0", "pid": 1, "tid": 1, "ts": 90, "dur": 200},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 200, "dur": 30, "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "relu", "pid": 0, "tid": 7, "ts": 220, "dur": 20, "args": {"device": 0, "stream": 7}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 8, "ts": 300, "dur": 10, "args": {"device": 0, "stream": 8}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 200,
+            "dur": 30,
+            "args": {"device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "relu",
+            "pid": 0,
+            "tid": 7,
+            "ts": 220,
+            "dur": 20,
+            "args": {"device": 0, "stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 8,
+            "ts": 300,
+            "dur": 10,
+            "args": {"device": 0, "stream": 8},
+        },
     ]
     f = tmp_path / "t.json"
     f.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "Fake GPU", "numSms": 4}], "traceEvents": evs}))

@@ -17,8 +17,11 @@ from tracekit.analysis import analyze
 BIG = ("mtia_rank_0", "df_index_resolver")  # analysed in full by test_label's round trip already
 
 
-@pytest.mark.parametrize("path", [*(p for p in kineto_trace_files() if not p.name.startswith(BIG)), *nsys_export_files()],
-                         ids=lambda p: p.name[:40])
+@pytest.mark.parametrize(
+    "path",
+    [*(p for p in kineto_trace_files() if not p.name.startswith(BIG)), *nsys_export_files()],
+    ids=lambda p: p.name[:40],
+)
 def test_device_time_conserved_against_the_kernels_table(path: Path) -> None:
     tr = tracekit.load(str(path))
     res = analyze(tr)

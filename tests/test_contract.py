@@ -33,8 +33,13 @@ def test_snapshot_matches_the_typed_contract(path: Path) -> None:
     t = doc["totals"]
     _check(t, c.Totals, "totals")
     _check(t["trace"], c.Metrics, "totals.trace")
-    for key, td in (("top_kernels", c.TopRow), ("top_ops", c.TopRow), ("op_classes", c.OpClassRow),
-                    ("communication", c.CommRow), ("requests", c.RequestRow)):
+    for key, td in (
+        ("top_kernels", c.TopRow),
+        ("top_ops", c.TopRow),
+        ("op_classes", c.OpClassRow),
+        ("communication", c.CommRow),
+        ("requests", c.RequestRow),
+    ):
         for row in t.get(key) or []:
             _check(row, td, f"totals.{key}[]")
     for r in doc["regions"]:

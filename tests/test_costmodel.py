@@ -15,7 +15,9 @@ from tracekit.tables.schema import empty as schema_empty
 BF, F32, H = "c10::BFloat16", "float", "c10::Half"
 
 
-def cost(name: str, dims: list, types: list[str], concrete: list[str] | None = None) -> tuple[float, float, str, str | None]:
+def cost(
+    name: str, dims: list, types: list[str], concrete: list[str] | None = None
+) -> tuple[float, float, str, str | None]:
     c = signature_cost(name, json.dumps(dims), types, concrete or [""] * len(types))
     assert c is not None, name
     return c.flops, c.bytes, c.model, c.dtype
@@ -37,7 +39,9 @@ def test_bmm_and_baddbmm_fp16() -> None:
     # 2·8·64·16·32 = 524,288; bytes (8·64·32 + 8·32·16 + 8·64·16)·2 = (16384 + 4096 + 8192)·2 = 57,344
     assert cost("aten::bmm", [[8, 64, 32], [8, 32, 16]], [H, H])[:2] == (524_288.0, 57_344.0)
     # + 8·64·16 = 8192 for the add; + self 8·64·16·2 = 16,384 bytes
-    assert cost("aten::baddbmm", [[8, 64, 16], [8, 64, 32], [8, 32, 16], [], []], [H, H, H, "Scalar", "Scalar"])[:2] == (532_480.0, 73_728.0)
+    assert cost("aten::baddbmm", [[8, 64, 16], [8, 64, 32], [8, 32, 16], [], []], [H, H, H, "Scalar", "Scalar"])[
+        :2
+    ] == (532_480.0, 73_728.0)
 
 
 def test_matmul_broadcast_and_linear() -> None:
@@ -54,18 +58,27 @@ def test_sdpa_flash_causal_halves_when_square() -> None:
     # 2·B·H·Nq·Nkv·(dqk+dv) = 2·2·8·128·128·128 = 67,108,864; causal and Nq == Nkv -> half
     dims = [[2, 8, 128, 64]] * 3 + [[], [], [], []]
     types = [BF] * 3 + ["Scalar"] * 4
-    f, b, m, _ = cost("aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.", "True", "False", "0.125"])
+    f, b, m, _ = cost(
+        "aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.", "True", "False", "0.125"]
+    )
     assert (f, m) == (33_554_432.0, "sdpa_causal")
     # bytes: Q, K, V read + O written, 2·8·128·64 elements each, 2 bytes
     assert b == 4 * 2 * 8 * 128 * 64 * 2
-    f2 = cost("aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.", "False", "False", "0.125"])[0]
+    f2 = cost("aten::_scaled_dot_product_flash_attention", dims, types, ["", "", "", "0.", "False", "False", "0.125"])[
+        0
+    ]
     assert f2 == 67_108_864.0
 
 
 def test_sdpa_gqa_decode_not_halved() -> None:
     # q [1,32,1,128], k/v [1,8,1024,128], causal flag on but Nq != Nkv: 2·1·32·1·1024·256 = 16,777,216
     dims = [[1, 32, 1, 128], [1, 8, 1024, 128], [1, 8, 1024, 128], [], [], [], []]
-    f, b, m, _ = cost("aten::scaled_dot_product_attention", dims, [BF, BF, BF, "", "Scalar", "Scalar", "Scalar"], ["", "", "", "", "0.", "True", ""])
+    f, b, m, _ = cost(
+        "aten::scaled_dot_product_attention",
+        dims,
+        [BF, BF, BF, "", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "", "0.", "True", ""],
+    )
     assert (f, m) == (16_777_216.0, "sdpa")
     # bytes: (32·128 + 8·1024·128 + 8·1024·128 + 32·128)·2 = 4,210,688 (K/V at their own 8 heads)
     assert b == 4_210_688.0
@@ -74,7 +87,12 @@ def test_sdpa_gqa_decode_not_halved() -> None:
 def test_sdpa_matches_torch_flop_counter_formula() -> None:
     fc = pytest.importorskip("torch.utils.flop_counter")
     q, k = [2, 8, 128, 64], [2, 2, 256, 64]
-    ours = cost("aten::_scaled_dot_product_efficient_attention", [q, k, k, [], [], [], []], [F32] * 3 + ["", "Scalar", "Scalar", "Scalar"], ["", "", "", "", "False", "0.", "False"])[0]
+    ours = cost(
+        "aten::_scaled_dot_product_efficient_attention",
+        [q, k, k, [], [], [], []],
+        [F32] * 3 + ["", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "", "False", "0.", "False"],
+    )[0]
     assert ours == fc.sdpa_flop_count(q, k, k)
 
 
@@ -83,7 +101,26 @@ def test_mha_batch_prefill_equal_lengths() -> None:
     # 2·32 heads·pairs·(128+128) = 128,849,018,880 (the TraceLens row of the SGLang trace)
     dims = [[15360, 32, 128], [835874, 8, 128], [835874, 8, 128], [16], [16], [15616]] + [[]] * 12
     types = [BF, BF, BF, "int", "int", "int"] + ["Scalar"] * 12
-    conc = ["", "", "", "", "", "", "1024", "1024", "0.", "0.088", "0.", "False", "True", "-1", "-1", "0", "False", "False"]
+    conc = [
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "1024",
+        "1024",
+        "0.",
+        "0.088",
+        "0.",
+        "False",
+        "True",
+        "-1",
+        "-1",
+        "0",
+        "False",
+        "False",
+    ]
     f, b, m, _ = cost("aiter::mha_batch_prefill", dims, types, conc)
     assert (f, m) == (128_849_018_880.0, "varlen_attention_causal")
     assert b == 300 * 2**20  # Q 120 MiB + K 30 + V 30 + O 120
@@ -95,12 +132,22 @@ def test_mha_batch_prefill_equal_lengths() -> None:
 # ------------------------------------------------------------------ norms, softmax, elementwise
 def test_norms_and_softmax() -> None:
     # rms_norm x[32,4096] w[4096] bf16: 4·N + 2·rows = 4·131072 + 64; bytes 2·N·2 + 4096·2
-    assert cost("aten::rms_norm", [[32, 4096], [], [4096], []], [BF, "ScalarList", BF, "Scalar"], ["", "[4096]", "", ""])[:2] == (524_352.0, 532_480.0)
+    assert cost(
+        "aten::rms_norm", [[32, 4096], [], [4096], []], [BF, "ScalarList", BF, "Scalar"], ["", "[4096]", "", ""]
+    )[:2] == (524_352.0, 532_480.0)
     # layer_norm with weight and bias: 7·N + 2·rows = 7·72192 + 282; bytes 2·N·2 + 2·512·2
-    f, b, _, _ = cost("aten::layer_norm", [[1, 141, 512], [], [512], [512], [], []], [BF, "ScalarList", BF, BF, "Scalar", "Scalar"], ["", "[512]", "", "", "1e-12", "True"])
+    f, b, _, _ = cost(
+        "aten::layer_norm",
+        [[1, 141, 512], [], [512], [512], [], []],
+        [BF, "ScalarList", BF, BF, "Scalar", "Scalar"],
+        ["", "[512]", "", "", "1e-12", "True"],
+    )
     assert (f, b) == (7 * 72192 + 2 * 141.0, 2 * 72192 * 2 + 2 * 512 * 2.0)
     # _softmax fp16 -> fp32 (half_to_float): 5·N; bytes N·2 + N·4
-    assert cost("aten::_softmax", [[4, 1024], [], []], [H, "Scalar", "Scalar"], ["", "-1", "True"])[:2] == (20_480.0, 4096 * 6.0)
+    assert cost("aten::_softmax", [[4, 1024], [], []], [H, "Scalar", "Scalar"], ["", "-1", "True"])[:2] == (
+        20_480.0,
+        4096 * 6.0,
+    )
 
 
 def test_elementwise_broadcast_and_promotion() -> None:
@@ -118,12 +165,23 @@ def test_data_movement_zero_flops() -> None:
     # copy_ bf16 <- fp32: N·(2 + 4)
     assert cost("aten::copy_", [[1024, 64], [1024, 64], []], [BF, F32, "Scalar"]) == (0.0, 65536 * 6.0, "copy", "bf16")
     # index_put_ KV append: 16 rows of [8,128] bf16 values; read values + write rows + 16 int64 indices
-    f, b, m, _ = cost("aten::index_put_", [[4096, 8, 128], [[16]], [16, 8, 128], []], [BF, "TensorList", BF, "Scalar"], ["", "", "", "False"])
+    f, b, m, _ = cost(
+        "aten::index_put_",
+        [[4096, 8, 128], [[16]], [16, 8, 128], []],
+        [BF, "TensorList", BF, "Scalar"],
+        ["", "", "", "False"],
+    )
     assert (f, b, m) == (0.0, 16 * 1024 * 2 * 2 + 16 * 8.0, "kv_append")
     # embedding: 7 indices into [1000, 64] fp32: 7·8 + 2·7·64·4
-    assert cost("aten::embedding", [[1000, 64], [7], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"])[:2] == (0.0, 56 + 3584.0)
+    assert cost("aten::embedding", [[1000, 64], [7], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"])[
+        :2
+    ] == (0.0, 56 + 3584.0)
     # store_cache: read K/V rows, write them, read the slot indices (32·8 bytes; TraceLens omits those)
-    f, b, _, _ = cost("sglang::store_cache", [[32, 1024], [32, 1024], [835874, 1024], [835874, 1024], [32], [], []], [BF] * 4 + ["long int", "Scalar", "Scalar"])
+    f, b, _, _ = cost(
+        "sglang::store_cache",
+        [[32, 1024], [32, 1024], [835874, 1024], [835874, 1024], [32], [], []],
+        [BF] * 4 + ["long int", "Scalar", "Scalar"],
+    )
     assert (f, b) == (0.0, 262_144.0 + 256.0)
 
 
@@ -135,11 +193,17 @@ def test_unknown_and_unshaped_ops_have_no_model() -> None:
 
 # ------------------------------------------------------------------ op_costs on a table
 def _ops(rows: list[tuple[int, str, int | None, list, list[str]]], trace_id: str = "t") -> pl.DataFrame:
-    df = pl.DataFrame({
-        "op_id": [r[0] for r in rows], "name": [r[1] for r in rows], "parent_id": [r[2] for r in rows],
-        "input_dims": [json.dumps(r[3]) if r[3] is not None else None for r in rows],
-        "input_types": [r[4] for r in rows], "concrete_inputs": [[""] * len(r[4]) for r in rows],
-    }, schema_overrides={"parent_id": pl.Int64()})
+    df = pl.DataFrame(
+        {
+            "op_id": [r[0] for r in rows],
+            "name": [r[1] for r in rows],
+            "parent_id": [r[2] for r in rows],
+            "input_dims": [json.dumps(r[3]) if r[3] is not None else None for r in rows],
+            "input_types": [r[4] for r in rows],
+            "concrete_inputs": [[""] * len(r[4]) for r in rows],
+        },
+        schema_overrides={"parent_id": pl.Int64()},
+    )
     return conform(df, "ops", trace_id)
 
 
@@ -196,14 +260,18 @@ def test_two_traces_with_same_op_ids_do_not_mix() -> None:
 def test_cat_tensorlist_priced_at_dominant_dtype() -> None:
     # cat hides element types ("TensorList"); the table's dominant modelled dtype (bf16) prices it:
     # read 2·(4·8) + write the same 64 elements = 128 elements · 2 bytes
-    rows = [(1, "aten::mm", None, [[64, 64], [64, 64]], [BF, BF]),
-            (2, "aten::cat", None, [[[4, 8], [4, 8]], []], ["TensorList", "Scalar"])]
+    rows = [
+        (1, "aten::mm", None, [[64, 64], [64, 64]], [BF, BF]),
+        (2, "aten::cat", None, [[[4, 8], [4, 8]], []], ["TensorList", "Scalar"]),
+    ]
     out = op_costs(_ops(rows)).sort("op_id")
     assert out.row(1, named=True)["bytes"] == 256.0 and out.row(1, named=True)["dtype"] == "bf16"
 
 
 def test_dtype_for_every_op_and_empty_table() -> None:
-    out = op_costs(_ops([(1, "aten::conv2d", None, [[1, 3, 8, 8]], [H]), (2, "aten::view", None, [[4]], ["c10::Float8_e4m3fn"])]))
+    out = op_costs(
+        _ops([(1, "aten::conv2d", None, [[1, 3, 8, 8]], [H]), (2, "aten::view", None, [[4]], ["c10::Float8_e4m3fn"])])
+    )
     assert out.sort("op_id")["dtype"].to_list() == ["fp16", "fp8_e4m3"]
     empty = op_costs(schema_empty("ops"))
     assert empty.height == 0 and "flops" in empty.columns
@@ -218,7 +286,13 @@ def test_gemm_agrees_with_flop_counter_mode() -> None:
     x, y = torch.randn(3, 6, 5), torch.randn(3, 5, 7)
     cases = [
         ("aten::mm", lambda: torch.mm(a, b), [[6, 5], [5, 7]], [F32, F32], 0),
-        ("aten::addmm", lambda: torch.addmm(bias, a, b), [[7], [6, 5], [5, 7], [], []], [F32, F32, F32, "Scalar", "Scalar"], 6 * 7),
+        (
+            "aten::addmm",
+            lambda: torch.addmm(bias, a, b),
+            [[7], [6, 5], [5, 7], [], []],
+            [F32, F32, F32, "Scalar", "Scalar"],
+            6 * 7,
+        ),
         ("aten::bmm", lambda: torch.bmm(x, y), [[3, 6, 5], [3, 5, 7]], [F32, F32], 0),
     ]
     for name, fn, dims, types, bias_flops in cases:

@@ -30,8 +30,11 @@ TRACES = ["kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "kine
 # ------------------------------------------------------------------ the reference
 def _ref_signatures(df: pl.DataFrame) -> pl.DataFrame:
     # Names are looked up without engine serials (canonical_name); no context hints (no regions).
-    sigs = df.filter(priced_expr(canonical_name(pl.col("name")))).group_by(_KEYS).agg(
-        pl.col("input_dims").first(), pl.col("input_types").first(), pl.col("concrete_inputs").first())
+    sigs = (
+        df.filter(priced_expr(canonical_name(pl.col("name"))))
+        .group_by(_KEYS)
+        .agg(pl.col("input_dims").first(), pl.col("input_types").first(), pl.col("concrete_inputs").first())
+    )
     cols = ["_flops", "_bytes", "_model", "_mdtype", "_rank", "_unknown", "_note"]
     rows: dict[str, list[object]] = {k: [] for k in [*_KEYS, *cols]}
     for r in sigs.iter_rows(named=True):
@@ -46,9 +49,15 @@ def _ref_signatures(df: pl.DataFrame) -> pl.DataFrame:
             rows[k].append(r[k])
         for k, v in zip(cols, vals):
             rows[k].append(v)
-    schema = {k: pl.String() for k in _KEYS} | {"_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(),
-                                                 "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64(),
-                                                 "_note": pl.String()}
+    schema = {k: pl.String() for k in _KEYS} | {
+        "_flops": pl.Float64(),
+        "_bytes": pl.Float64(),
+        "_model": pl.String(),
+        "_mdtype": pl.String(),
+        "_rank": pl.Int8(),
+        "_unknown": pl.Float64(),
+        "_note": pl.String(),
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -58,7 +67,11 @@ def _ref_ancestors(ops: pl.DataFrame, start: pl.DataFrame) -> pl.DataFrame:
     parts = []
     while front.height:
         parts.append(front)
-        front = front.join(parent, on=["_tid", "anc_id"]).select("_tid", "op_id", pl.col("_next").alias("anc_id")).drop_nulls("anc_id")
+        front = (
+            front.join(parent, on=["_tid", "anc_id"])
+            .select("_tid", "op_id", pl.col("_next").alias("anc_id"))
+            .drop_nulls("anc_id")
+        )
     if not parts:
         return pl.DataFrame(schema={"_tid": pl.String(), "op_id": pl.Int64(), "anc_id": pl.Int64()})
     return pl.concat(parts)
@@ -73,34 +86,67 @@ def reference_op_costs(ops: pl.DataFrame) -> pl.DataFrame:
         pl.col("trace_id").fill_null("").alias("_tid"),
     )
     df = df.join(_ref_signatures(df), on=_KEYS, how="left", maintain_order="left")
-    dom_l = (df.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null()).group_by("_mdtype")
-             .agg(pl.col("_bytes").sum()).sort("_bytes", descending=True).get_column("_mdtype").head(1).to_list())
+    dom_l = (
+        df.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
+        .group_by("_mdtype")
+        .agg(pl.col("_bytes").sum())
+        .sort("_bytes", descending=True)
+        .get_column("_mdtype")
+        .head(1)
+        .to_list()
+    )
     dom = dom_l[0] if dom_l else "fp32"
     size = {c: s for c, s in DTYPES.values()}.get(dom, 4.0)
     unknown = pl.col("_unknown") > 0
-    df = df.with_columns(pl.when(unknown).then(pl.col("_bytes") + pl.col("_unknown") * size).otherwise(pl.col("_bytes")).alias("_bytes"),
-                         pl.when(unknown).then(pl.lit(dom)).otherwise(pl.col("_mdtype")).alias("_mdtype"))
+    df = df.with_columns(
+        pl.when(unknown).then(pl.col("_bytes") + pl.col("_unknown") * size).otherwise(pl.col("_bytes")).alias("_bytes"),
+        pl.when(unknown).then(pl.lit(dom)).otherwise(pl.col("_mdtype")).alias("_mdtype"),
+    )
     modelled = df.filter(pl.col("_model").is_not_null()).select("_tid", "op_id", "parent_id", "_rank", "_bytes")
     m = modelled.select("_tid", "op_id", "_rank", "_bytes")
-    desc = (_ref_ancestors(df, modelled).join(m, on=["_tid", "op_id"])
-            .join(m.select("_tid", pl.col("op_id").alias("anc_id"), pl.col("_rank").alias("_ar")), on=["_tid", "anc_id"])
-            .filter(pl.col("_rank") >= pl.col("_ar")).group_by("_tid", "anc_id")
-            .agg(pl.col("_rank").max().alias("_dr"), pl.col("_bytes").sum().alias("_db")).rename({"anc_id": "op_id"}))
+    desc = (
+        _ref_ancestors(df, modelled)
+        .join(m, on=["_tid", "op_id"])
+        .join(m.select("_tid", pl.col("op_id").alias("anc_id"), pl.col("_rank").alias("_ar")), on=["_tid", "anc_id"])
+        .filter(pl.col("_rank") >= pl.col("_ar"))
+        .group_by("_tid", "anc_id")
+        .agg(pl.col("_rank").max().alias("_dr"), pl.col("_bytes").sum().alias("_db"))
+        .rename({"anc_id": "op_id"})
+    )
     df = df.join(desc, on=["_tid", "op_id"], how="left", maintain_order="left")
     has = pl.col("_model").is_not_null()
-    df = df.with_columns((has & ((pl.col("_dr") > pl.col("_rank")) | (pl.col("_db") >= DEFER_SHARE * pl.col("_bytes")))).fill_null(False).alias("_ic"))
+    df = df.with_columns(
+        (has & ((pl.col("_dr") > pl.col("_rank")) | (pl.col("_db") >= DEFER_SHARE * pl.col("_bytes"))))
+        .fill_null(False)
+        .alias("_ic")
+    )
     costed = df.filter(has & ~pl.col("_ic")).select("_tid", pl.col("op_id").alias("anc_id"))
-    under = (_ref_ancestors(df, df.select("_tid", "op_id", "parent_id")).join(costed, on=["_tid", "anc_id"], how="semi")
-             .select("_tid", "op_id").unique().with_columns(pl.lit(True).alias("_u")))
-    df = df.join(under, on=["_tid", "op_id"], how="left", maintain_order="left").with_columns(pl.col("_u").fill_null(False))
+    under = (
+        _ref_ancestors(df, df.select("_tid", "op_id", "parent_id"))
+        .join(costed, on=["_tid", "anc_id"], how="semi")
+        .select("_tid", "op_id")
+        .unique()
+        .with_columns(pl.lit(True).alias("_u"))
+    )
+    df = df.join(under, on=["_tid", "op_id"], how="left", maintain_order="left").with_columns(
+        pl.col("_u").fill_null(False)
+    )
     own = has & ~pl.col("_ic") & ~pl.col("_u")
     first = {k: v[0] for k, v in DTYPES.items()}
-    first_dtype = pl.col("input_types").list.eval(pl.element().replace_strict(first, default=None, return_dtype=pl.String()).drop_nulls()).list.first()
+    first_dtype = (
+        pl.col("input_types")
+        .list.eval(pl.element().replace_strict(first, default=None, return_dtype=pl.String()).drop_nulls())
+        .list.first()
+    )
     return df.with_columns(
         pl.when(own).then(pl.col("_flops")).cast(pl.Float64()).alias("flops"),
         pl.when(own).then(pl.col("_bytes")).cast(pl.Float64()).alias("bytes"),
-        pl.when(pl.col("_ic")).then(pl.lit(COUNTED_IN_CHILD)).when(has & pl.col("_u")).then(pl.lit(COUNTED_IN_PARENT))
-        .otherwise(pl.col("_model")).alias("cost_model"),
+        pl.when(pl.col("_ic"))
+        .then(pl.lit(COUNTED_IN_CHILD))
+        .when(has & pl.col("_u"))
+        .then(pl.lit(COUNTED_IN_PARENT))
+        .otherwise(pl.col("_model"))
+        .alias("cost_model"),
         pl.coalesce(pl.col("_mdtype"), first_dtype).alias("dtype"),
         (has | pl.col("_u")).alias("covered"),
         pl.col("_note").alias("cost_note"),
@@ -133,40 +179,68 @@ def test_same_frame_as_reference_shuffled_and_two_traces(real_ops: pl.DataFrame)
     # (positional path checking the parent's trace_id)
     n = real_ops.height
     b = real_ops.with_columns(pl.lit("other").alias("trace_id"))
-    for two in (pl.concat([real_ops, b]),
-                pl.concat([real_ops, b.with_columns(pl.col("op_id") + n, pl.col("parent_id") + n)])):
+    for two in (
+        pl.concat([real_ops, b]),
+        pl.concat([real_ops, b.with_columns(pl.col("op_id") + n, pl.col("parent_id") + n)]),
+    ):
         assert_frame_equal(op_costs(two), reference_op_costs(two))
 
 
 def test_hash_collision_regroups_exactly(real_ops: pl.DataFrame, monkeypatch: pytest.MonkeyPatch) -> None:
     # every signature in one hash bucket: the string check must catch it and regroup exactly
-    monkeypatch.setattr(costmodel, "_signature_hash", lambda keys: pl.Series("_h", [0] * keys.height, dtype=pl.UInt64()))
+    monkeypatch.setattr(
+        costmodel, "_signature_hash", lambda keys: pl.Series("_h", [0] * keys.height, dtype=pl.UInt64())
+    )
     assert_frame_equal(op_costs(real_ops), reference_op_costs(real_ops))
 
 
 # ------------------------------------------------------------------ hand-built cases
 def _table(rows: list[tuple[int, str, int | None, list | None, list[str] | None]], trace_id: str = "t") -> pl.DataFrame:
-    df = pl.DataFrame({
-        "op_id": [r[0] for r in rows], "name": [r[1] for r in rows], "parent_id": [r[2] for r in rows],
-        "input_dims": [json.dumps(r[3]) if r[3] is not None else None for r in rows],
-        "input_types": [r[4] for r in rows], "concrete_inputs": [[""] * len(r[4] or []) for r in rows],
-    }, schema_overrides={"parent_id": pl.Int64(), "input_types": pl.List(pl.String())})
+    df = pl.DataFrame(
+        {
+            "op_id": [r[0] for r in rows],
+            "name": [r[1] for r in rows],
+            "parent_id": [r[2] for r in rows],
+            "input_dims": [json.dumps(r[3]) if r[3] is not None else None for r in rows],
+            "input_types": [r[4] for r in rows],
+            "concrete_inputs": [[""] * len(r[4] or []) for r in rows],
+        },
+        schema_overrides={"parent_id": pl.Int64(), "input_types": pl.List(pl.String())},
+    )
     return conform(df, "ops", trace_id)
 
 
 def test_collision_keeps_distinct_signatures_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(costmodel, "_signature_hash", lambda keys: pl.Series("_h", [0] * keys.height, dtype=pl.UInt64()))
+    monkeypatch.setattr(
+        costmodel, "_signature_hash", lambda keys: pl.Series("_h", [0] * keys.height, dtype=pl.UInt64())
+    )
     f32 = "float"
-    out = op_costs(_table([(0, "aten::mm", None, [[2, 3], [3, 4]], [f32, f32]),
-                           (1, "aten::mm", None, [[5, 6], [6, 7]], [f32, f32]),
-                           (2, "aten::mm", None, [[2, 3], [3, 4]], [f32, f32])]))
+    out = op_costs(
+        _table(
+            [
+                (0, "aten::mm", None, [[2, 3], [3, 4]], [f32, f32]),
+                (1, "aten::mm", None, [[5, 6], [6, 7]], [f32, f32]),
+                (2, "aten::mm", None, [[2, 3], [3, 4]], [f32, f32]),
+            ]
+        )
+    )
     # 2·2·4·3 = 48 and 2·5·7·6 = 420, the repeat of the first signature gets 48 again
     assert out["flops"].to_list() == [48.0, 420.0, 48.0]
 
 
 def test_first_dtype_position_walk() -> None:
-    types = pl.Series([["Scalar", "", "c10::Half"], ["Scalar", "int"], [], None, ["TensorList", "long int"],
-                       ["c10::BFloat16"], ["Scalar", "Scalar"]], dtype=pl.List(pl.String()))
+    types = pl.Series(
+        [
+            ["Scalar", "", "c10::Half"],
+            ["Scalar", "int"],
+            [],
+            None,
+            ["TensorList", "long int"],
+            ["c10::BFloat16"],
+            ["Scalar", "Scalar"],
+        ],
+        dtype=pl.List(pl.String()),
+    )
     assert costmodel._first_dtype(types).to_list() == ["fp16", "int32", None, None, "int64", "bf16", None]
 
 
@@ -177,8 +251,12 @@ def test_parent_rows_positional_and_joined() -> None:
     df = pl.concat([_table(rows, "t"), _table([(3, "d", 2, None, None)], "u")])
     assert costmodel._parent_rows(df).to_list() == [None, 0, None, None]
     # ids are not the row numbers: parents by id within the same trace
-    df2 = pl.concat([_table([(10, "a", None, None, None), (5, "b", 10, None, None)], "t"),
-                     _table([(10, "c", 5, None, None), (5, "d", None, None, None)], "u")])
+    df2 = pl.concat(
+        [
+            _table([(10, "a", None, None, None), (5, "b", 10, None, None)], "t"),
+            _table([(10, "c", 5, None, None), (5, "d", None, None, None)], "u"),
+        ]
+    )
     assert costmodel._parent_rows(df2).to_list() == [None, 0, 3, None]
     # sparse ids (direct table would be too big) and a duplicated id (first row wins): joined
     df3 = _table([(10**12, "a", None, None, None), (5, "b", 10**12, None, None), (5, "c", 5, None, None)])

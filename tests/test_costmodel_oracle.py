@@ -24,11 +24,20 @@ from tracekit.costmodel.formulas import signature_cost
 PAIRS = [
     ("h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "h100/Qwen_Qwen1.5-0.5B-Chat__1016005_perf_report_csvs"),
     ("mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005_perf_report_csvs"),
-    ("h100/gaunernst_bert-small-uncased__1016001.json.gz", "h100/gaunernst_bert-small-uncased__1016001_perf_report_csvs"),
-    ("inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz", "inference/sglang_prefilldecode/perf_csvs"),
+    (
+        "h100/gaunernst_bert-small-uncased__1016001.json.gz",
+        "h100/gaunernst_bert-small-uncased__1016001_perf_report_csvs",
+    ),
+    (
+        "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "inference/sglang_prefilldecode/perf_csvs",
+    ),
     ("inference/sglang_decode/capture_traces/bs_32_rank0.json.gz", "inference/sglang_decode/perf_csvs"),
-    ("inference/vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"
-     "+inference/vllm_decode_full/graph_execution.json.gz", "inference/vllm_decode_full/perf_csvs"),
+    (
+        "inference/vllm_decode_full/capture_traces/graph_capture_rank_0.1773709742341309550.pt.trace.json.gz"
+        "+inference/vllm_decode_full/graph_execution.json.gz",
+        "inference/vllm_decode_full/perf_csvs",
+    ),
 ]
 EXACT = ("GEMM", "SDPA_fwd", "InferenceAttention_fwd", "RMSNorm_fwd", "BinaryElementwise", "UnaryElementwise")
 # Decode attention over a paged KV cache: the context lengths are not in the op's shapes
@@ -42,8 +51,11 @@ def _rows(root: Path, kind: str) -> list[dict[str, str]]:
     for _, folder in PAIRS:
         f = root / "kineto" / "tracelens" / folder / f"{kind}.csv"
         if f.exists():
-            out += [r for r in pl.read_csv(f, infer_schema_length=0).iter_rows(named=True)
-                    if r["GFLOPS_first"] is not None and r["Data Moved (MB)_first"] is not None]
+            out += [
+                r
+                for r in pl.read_csv(f, infer_schema_length=0).iter_rows(named=True)
+                if r["GFLOPS_first"] is not None and r["Data Moved (MB)_first"] is not None
+            ]
     return out
 
 
@@ -52,8 +64,12 @@ def _theirs(r: dict[str, str]) -> tuple[float, float]:
 
 
 def _ours(r: dict[str, str]):  # type: ignore[no-untyped-def]
-    return signature_cost(r["name"], r["Input Dims_first"], ast.literal_eval(r["Input type_first"]),
-                          ast.literal_eval(r["Concrete Inputs_first"]))
+    return signature_cost(
+        r["name"],
+        r["Input Dims_first"],
+        ast.literal_eval(r["Input type_first"]),
+        ast.literal_eval(r["Concrete Inputs_first"]),
+    )
 
 
 def _close(a: float, b: float) -> bool:
@@ -94,7 +110,9 @@ def _flat(expr: pl.Expr) -> pl.Expr:
     return expr.str.replace_all(r"\s+", "")
 
 
-@pytest.mark.parametrize("trace,folder", PAIRS, ids=[p[1].split("/")[-2] if p[1].startswith("inference") else p[0][:30] for p in PAIRS])
+@pytest.mark.parametrize(
+    "trace,folder", PAIRS, ids=[p[1].split("/")[-2] if p[1].startswith("inference") else p[0][:30] for p in PAIRS]
+)
 def test_op_costs_on_trace_match_tracelens(shared_traces: Path, trace: str, folder: str) -> None:
     """Each GEMM / SDPA / attention / RMSNorm row is found in the loaded trace by (name, Input
     Dims); every such op is either costed with the CSV's FLOPs and bytes, or defers to a child

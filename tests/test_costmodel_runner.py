@@ -16,8 +16,10 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "llm"
 
 def _flops_by_model(costs: pl.DataFrame, region: dict) -> dict[str, float]:
     inside = costs.filter(
-        (pl.col("tid") == region["tid"]) & (pl.col("start_ns") >= region["start_ns"])
-        & (pl.col("end_ns") <= region["end_ns"]) & pl.col("flops").is_not_null()
+        (pl.col("tid") == region["tid"])
+        & (pl.col("start_ns") >= region["start_ns"])
+        & (pl.col("end_ns") <= region["end_ns"])
+        & pl.col("flops").is_not_null()
     )
     return dict(inside.group_by("cost_model").agg(pl.col("flops").sum()).iter_rows())
 
@@ -26,8 +28,11 @@ def test_trace_shapes_reproduce_the_runners_flops() -> None:
     trace = tracekit.load(str(SAMPLE / "llm.pt.trace.json.gz"))
     side = json.loads((SAMPLE / "llm.tracekit.json").read_text())["flops"]
     costs = op_costs(trace.ops)
-    regions = {r["name"].split(" ")[0] + (f" {r['name'].split(' ')[1]}" if r["name"].startswith("tk:decode") else ""): r
-               for r in trace.regions.iter_rows(named=True) if r["name"].startswith(("tk:prefill", "tk:decode"))}
+    regions = {
+        r["name"].split(" ")[0] + (f" {r['name'].split(' ')[1]}" if r["name"].startswith("tk:decode") else ""): r
+        for r in trace.regions.iter_rows(named=True)
+        if r["name"].startswith(("tk:prefill", "tk:decode"))
+    }
     pre = _flops_by_model(costs, regions["tk:prefill"])
     # GEMMs: 2·m·n·k per projection, the same numbers the runner checked against FlopCounterMode.
     assert pre["gemm"] == side["prefill"]["gemm"]

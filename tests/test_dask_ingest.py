@@ -39,18 +39,42 @@ class Cluster:
         self.file = root / "scheduler.json"
         env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         common = ["--no-dashboard"]
-        self.scheduler = subprocess.Popen([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                           "--scheduler-file", str(self.file), *common],
-                                          cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.scheduler = subprocess.Popen(
+            [str(DASK), "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(self.file), *common],
+            cwd=root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         deadline = time.monotonic() + 60
         while not self.file.is_file() and time.monotonic() < deadline:
             time.sleep(0.1)
         for name in ("w0", "w1"):
             self.workers[name] = subprocess.Popen(
-                [str(DASK), "worker", "--scheduler-file", str(self.file), "--name", name, "--nthreads", "1",
-                 "--no-nanny", "--memory-limit", "2GB", "--host", "127.0.0.1", "--local-directory", str(root), *common],
-                cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [
+                    str(DASK),
+                    "worker",
+                    "--scheduler-file",
+                    str(self.file),
+                    "--name",
+                    name,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--memory-limit",
+                    "2GB",
+                    "--host",
+                    "127.0.0.1",
+                    "--local-directory",
+                    str(root),
+                    *common,
+                ],
+                cwd=root,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         self.client = distributed.Client(scheduler_file=str(self.file), timeout="60s")
         self.client.wait_for_workers(2, timeout=90)
         self.address = self.client.scheduler.address
@@ -117,8 +141,9 @@ def assert_same_dataset(a: Path, b: Path) -> None:
     assert not [p for p in a.iterdir() if p.name.startswith(".staging")]
 
 
-def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(cluster: Cluster, shared_traces: Path,
-                                                                tmp_path: Path) -> None:
+def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(
+    cluster: Cluster, shared_traces: Path, tmp_path: Path
+) -> None:
     files = copy_inputs(shared_traces, tmp_path / "in", SMALL)
     (tmp_path / "in" / "zz-broken.json").write_text('{"traceEvents": [{"ph": "X", "ts": ')  # cut off
     serial, dask_ds = tmp_path / "serial", tmp_path / "dask"
@@ -130,7 +155,9 @@ def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(cluster: Cluster
         assert "Traceback" not in r.stdout + r.stderr
         # Reported at the end, with its reason, in one line.
         last = r.stderr.strip().splitlines()[-1]
-        assert last == "tracekit: error: 1 of 4 inputs failed: zz-broken.json (trace has no events (file is cut off))", last
+        assert (
+            last == "tracekit: error: 1 of 4 inputs failed: zz-broken.json (trace has no events (file is cut off))"
+        ), last
     assert f"on a dask cluster at {cluster.address}" in r2.stdout
     assert dataset_trace_ids(dask_ds) == sorted(make_trace_id(f) for f in files)
     assert_same_dataset(dask_ds, serial)
@@ -143,8 +170,9 @@ def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(cluster: Cluster
     assert d1 == d2 and len(d1["traces"]) == 3 and not d1["failed"]
 
 
-def test_progress_bar_across_tasks_on_a_tty(cluster: Cluster, shared_traces: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_bar_across_tasks_on_a_tty(
+    cluster: Cluster, shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit.cli import progress
 
     files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:2])
@@ -158,8 +186,9 @@ def test_progress_bar_across_tasks_on_a_tty(cluster: Cluster, shared_traces: Pat
     assert "\r" not in r.stdout  # the per-trace lines stay clean
 
 
-def test_scheduler_from_the_environment(cluster: Cluster, shared_traces: Path, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scheduler_from_the_environment(
+    cluster: Cluster, shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit import parallel
     from tracekit.errors import UsageError
 
@@ -178,8 +207,9 @@ def test_scheduler_from_the_environment(cluster: Cluster, shared_traces: Path, t
     assert parallel.plan(3, workers=2) == parallel.Plan("local", 2) and parallel.plan(1, workers=2).mode == "serial"
 
 
-def test_workers_without_dask_say_how_to_install(tmp_path: Path, shared_traces: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_workers_without_dask_say_how_to_install(
+    tmp_path: Path, shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit import parallel
     from tracekit.cli.main import main
 
@@ -195,8 +225,9 @@ def test_workers_without_dask_say_how_to_install(tmp_path: Path, shared_traces: 
         parallel.plan(2, workers=2)
 
 
-def test_killed_worker_mid_ingest_leaves_a_complete_dataset(cluster: Cluster, shared_traces: Path,
-                                                            tmp_path: Path) -> None:
+def test_killed_worker_mid_ingest_leaves_a_complete_dataset(
+    cluster: Cluster, shared_traces: Path, tmp_path: Path
+) -> None:
     src = tmp_path / "in"
     src.mkdir()
     files = []
@@ -206,8 +237,13 @@ def test_killed_worker_mid_ingest_leaves_a_complete_dataset(cluster: Cluster, sh
     ref = tmp_path / "ref"
     assert tk("ingest", str(files[0]), "--out", str(ref), "--workers", "1").returncode == 0
     out = tmp_path / "ds"
-    proc = subprocess.Popen([*TK, "ingest", str(src), "--out", str(out), "--scheduler", cluster.address],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "CI": "1"})
+    proc = subprocess.Popen(
+        [*TK, "ingest", str(src), "--out", str(out), "--scheduler", cluster.address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CI": "1"},
+    )
     victim = cluster.workers["w0"]
     addr = next(a for a, w in cluster.client.scheduler_info()["workers"].items() if w["name"] == "w0")
     deadline = time.monotonic() + 120

@@ -36,21 +36,31 @@ def tk(*args: str) -> tuple[int, str, str]:
 
 
 def kern(rows: list[tuple[str, int, int, int, int]]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema={"name": pl.String(), "device": pl.Int64(), "stream": pl.Int64(),
-                                      "start_ns": pl.Int64(), "end_ns": pl.Int64()}, orient="row").with_columns(
-        pl.lit("kernel").alias("kind"))
+    return pl.DataFrame(
+        rows,
+        schema={
+            "name": pl.String(),
+            "device": pl.Int64(),
+            "stream": pl.Int64(),
+            "start_ns": pl.Int64(),
+            "end_ns": pl.Int64(),
+        },
+        orient="row",
+    ).with_columns(pl.lit("kernel").alias("kind"))
 
 
 def test_exposed_communication_by_hand() -> None:
-    k = kern([
-        ("ncclKernel_AllReduce_RING", 0, 2, 0, 100),   # comm [0,100) on device 0
-        ("ampere_sgemm_128x64", 0, 1, 50, 80),         # compute [50,80)
-        ("vectorized_elementwise_kernel", 0, 3, 60, 70),  # inside [50,80): the union counts it once
-        ("ampere_sgemm_128x64", 0, 1, 90, 150),        # compute [90,150): covers [90,100)
-        ("ncclKernel_AllGather_RING", 1, 5, 10, 40),   # device 1 has no compute: all exposed
-        ("ampere_sgemm_128x64", 1, 5, 40, 60),         # same stream, after it: no overlap
-        ("ncclKernel_SendRecv", 0, 2, 200, 210),       # after everything: exposed
-    ])
+    k = kern(
+        [
+            ("ncclKernel_AllReduce_RING", 0, 2, 0, 100),  # comm [0,100) on device 0
+            ("ampere_sgemm_128x64", 0, 1, 50, 80),  # compute [50,80)
+            ("vectorized_elementwise_kernel", 0, 3, 60, 70),  # inside [50,80): the union counts it once
+            ("ampere_sgemm_128x64", 0, 1, 90, 150),  # compute [90,150): covers [90,100)
+            ("ncclKernel_AllGather_RING", 1, 5, 10, 40),  # device 1 has no compute: all exposed
+            ("ampere_sgemm_128x64", 1, 5, 40, 60),  # same stream, after it: no overlap
+            ("ncclKernel_SendRecv", 0, 2, 200, 210),  # after everything: exposed
+        ]
+    )
     e = exposed(k).sort("device", "start_ns")
     # [0,100): covered 30 ([50,80)) + 10 ([90,100)) = 40 → exposed 60; [10,40) on device 1 → 30; [200,210) → 10.
     assert e.select("dur_ns", "covered_ns", "exposed_ns").rows() == [(100, 40, 60), (10, 0, 10), (30, 0, 30)]
@@ -97,7 +107,9 @@ def ranks_ds(tmp_path_factory: pytest.TempPathFactory, shared_traces: Path) -> t
     return root / "ds", info
 
 
-def test_straggler_view_names_the_slowed_rank_and_step(ranks_ds: tuple[Path, dict[str, Any]], shared_traces: Path) -> None:
+def test_straggler_view_names_the_slowed_rank_and_step(
+    ranks_ds: tuple[Path, dict[str, Any]], shared_traces: Path
+) -> None:
     ds, info = ranks_ds
     code, out, err = tk("analyze", str(ds), "--workers", "1", "--format", "json")
     assert code == 0, err
@@ -137,10 +149,17 @@ def test_nccl_trace_exposed_communication_per_phase(shared_traces: Path) -> None
     tr = tracekit.load(shared_traces / NCCL)
     total, exp = brute_force_exposed(tr.kernels)
     # No phase annotations in this training trace: everything is "unphased", plus the whole-trace row.
-    df = comm_by_phase(tr.kernels, pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()}))
+    df = comm_by_phase(
+        tr.kernels, pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
+    )
     assert df["phase"].to_list() == ["trace", "unphased"]
-    assert df.row(0, named=True) | {"exposed_fraction": 0} == {"phase": "trace", "comm_count": 21, "comm_ns": total,
-                                                               "exposed_ns": exp, "exposed_fraction": 0}
+    assert df.row(0, named=True) | {"exposed_fraction": 0} == {
+        "phase": "trace",
+        "comm_count": 21,
+        "comm_ns": total,
+        "exposed_ns": exp,
+        "exposed_fraction": 0,
+    }
 
 
 def test_selection_by_rank_and_prefix(ranks_ds: tuple[Path, dict[str, Any]]) -> None:
@@ -149,7 +168,9 @@ def test_selection_by_rank_and_prefix(ranks_ds: tuple[Path, dict[str, Any]]) -> 
     assert code == 0 and [t["rank"] for t in json.loads(out)["traces"]] == [0, 2]
     code, out, _ = tk("analyze", str(ds), "--rank", "1", "--format", "json")  # one trace: the usual analysis
     assert code == 0 and json.loads(out)["trace"]["rank"] == 1
-    code, out, _ = tk("analyze", str(ds), "--workers", "1", "--compare", "rank-00", "--compare", "rank-02", "--format", "json")
+    code, out, _ = tk(
+        "analyze", str(ds), "--workers", "1", "--compare", "rank-00", "--compare", "rank-02", "--format", "json"
+    )
     assert code == 0 and [t["rank"] for t in json.loads(out)["traces"]] == [0, 2]
     code, out, _ = tk("analyze", str(ds), "--trace-id", "rank-01", "--format", "json")  # one trace, by prefix
     assert code == 0 and json.loads(out)["trace"]["rank"] == 1

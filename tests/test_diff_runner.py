@@ -11,14 +11,35 @@ pytest.importorskip("torch")
 
 from tracekit.cli.main import cli  # noqa: E402
 
-MODEL = ["--layers", "2", "--d-model", "128", "--heads", "4", "--kv-heads", "2", "--vocab", "512",
-         "--max-context", "128", "--prompt-len", "fixed:32", "--output-len", "fixed:5", "--threads", "1"]
+MODEL = [
+    "--layers",
+    "2",
+    "--d-model",
+    "128",
+    "--heads",
+    "4",
+    "--kv-heads",
+    "2",
+    "--vocab",
+    "512",
+    "--max-context",
+    "128",
+    "--prompt-len",
+    "fixed:32",
+    "--output-len",
+    "fixed:5",
+    "--threads",
+    "1",
+]
 
 
 def _run(tmp: Path, batch: int) -> Path:
     out = tmp / f"b{batch}"
-    res = cli.main(args=["run", "llm", *MODEL, "--batch", str(batch), "--out", str(out)],
-                   prog_name="tracekit", standalone_mode=False)
+    res = cli.main(
+        args=["run", "llm", *MODEL, "--batch", str(batch), "--out", str(out)],
+        prog_name="tracekit",
+        standalone_mode=False,
+    )
     assert res is None or res == 0
     return out / "llm.pt.trace.json.gz"
 

@@ -16,19 +16,27 @@ def _intervals(tid_a: int, tid_b: int) -> pl.DataFrame:
     # row 2: id 102 [10, 20] depth 2, parent 101 (thread a; same span as its parent)
     # row 3: id 103 [30, 40] depth 1, parent 100 (thread a)
     # row 4: id 104 [0, 50]  depth 0            (thread b)
-    return pl.DataFrame({
-        "id": [100, 101, 102, 103, 104], "pid": [1] * 5, "tid": [tid_a, tid_a, tid_a, tid_a, tid_b],
-        "start_ns": [0, 10, 10, 30, 0], "end_ns": [100, 20, 20, 40, 50], "depth": pl.Series([0, 1, 2, 1, 0], dtype=pl.Int32),
-        "parent_id": [None, 100, 101, 100, None],
-    })
+    return pl.DataFrame(
+        {
+            "id": [100, 101, 102, 103, 104],
+            "pid": [1] * 5,
+            "tid": [tid_a, tid_a, tid_a, tid_a, tid_b],
+            "start_ns": [0, 10, 10, 30, 0],
+            "end_ns": [100, 20, 20, 40, 50],
+            "depth": pl.Series([0, 1, 2, 1, 0], dtype=pl.Int32),
+            "parent_id": [None, 100, 101, 100, None],
+        }
+    )
 
 
 def _points(tid_a: int, tid_b: int) -> pl.DataFrame:
-    return pl.DataFrame({
-        "pid": [1, 1, 1, 1, 1, 1, 1, None],
-        "tid": [tid_a, tid_a, tid_a, tid_a, tid_b, 12, tid_a, tid_a],
-        "t": [15, 25, 35, 200, 5, 5, -5, 5],
-    })
+    return pl.DataFrame(
+        {
+            "pid": [1, 1, 1, 1, 1, 1, 1, None],
+            "tid": [tid_a, tid_a, tid_a, tid_a, tid_b, 12, tid_a, tid_a],
+            "t": [15, 25, 35, 200, 5, 5, -5, 5],
+        }
+    )
 
 
 # t=15: rows 1 and 2 both hold it, row 2 is deeper → 2.
@@ -52,7 +60,9 @@ def test_innermost_rows(tid_a: int, tid_b: int) -> None:
 
 def test_innermost_rows_ids_are_row_numbers() -> None:
     # Same nesting with id = row number (the loaders' layout): the parent walk is positional.
-    iv = _intervals(10, 11).with_columns(pl.Series("id", [0, 1, 2, 3, 4]), pl.Series("parent_id", [None, 0, 1, 0, None]))
+    iv = _intervals(10, 11).with_columns(
+        pl.Series("id", [0, 1, 2, 3, 4]), pl.Series("parent_id", [None, 0, 1, 0, None])
+    )
     assert innermost_rows(_points(10, 11), iv, group=["pid", "tid"], id_col="id").to_list() == EXPECTED
 
 

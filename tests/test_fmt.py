@@ -47,15 +47,21 @@ def test_shares_points_times_and_ranges() -> None:
 
 
 def test_short_kernel_names() -> None:
-    long = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
-            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
+    long = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, "
+        "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+    )
     assert short_name(long) == "vectorized_elementwise_kernel<4, CUDAFunctor_add<BFloat16>>"
-    cutlass = ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
-               "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)")
+    cutlass = (
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
+        "(cutlass_80_simt_sgemm_128x32_8x5_nn_align1::Params)"
+    )
     assert short_name(cutlass) == "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>"
-    lam = ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
-           "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, "
-           "std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, unsigned int>>(int, ...)")
+    lam = (
+        "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+        "::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, "
+        "std::array<char*, 2ul>, 4, TrivialOffsetCalculator<1, unsigned int>>(int, ...)"
+    )
     assert short_name(lam) == "unrolled_elementwise_kernel<direct_copy_kernel_cuda, 4>"
     assert short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"  # fits: unchanged
     assert len(short_name("x" * 500)) == 60 and short_name("x" * 500).endswith("…")

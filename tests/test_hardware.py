@@ -12,35 +12,47 @@ from tracekit.errors import AnalysisError, UsageError
 from tracekit.hardware.peaks import get, load_hardware_file, lookup, table_keys
 
 
-def dev(name: str, sms: int | None = None, mem: float | None = None, cc: str | None = None, bw: float | None = None) -> dict:
-    return {"id": 0, "name": name, "num_sms": sms, "total_memory_bytes": mem, "compute_capability": cc,
-            "memory_bandwidth_bytes_per_s": bw, "clock_hz": None}
+def dev(
+    name: str, sms: int | None = None, mem: float | None = None, cc: str | None = None, bw: float | None = None
+) -> dict:
+    return {
+        "id": 0,
+        "name": name,
+        "num_sms": sms,
+        "total_memory_bytes": mem,
+        "compute_capability": cc,
+        "memory_bandwidth_bytes_per_s": bw,
+        "clock_hz": None,
+    }
 
 
-@pytest.mark.parametrize("name,sms,mem,cc,key", [
-    ("NVIDIA H100 80GB HBM3", 132, 85018279936, "9.0", "h100-sxm"),
-    ("NVIDIA H100 PCIe", 114, 85e9, "9.0", "h100-pcie"),
-    ("NVIDIA H200", 132, 150137864192, "9.0", "h200"),
-    ("NVIDIA A100-PG509-200", 108, 42297524224, "8.0", "a100-sxm4-40gb"),  # SXM4 40 GB board SKU
-    ("NVIDIA A100-SXM4-80GB", 108, 84990623744, "8.0", "a100-sxm4-80gb"),
-    ("NVIDIA A100-PCIE-40GB", 108, 42e9, "8.0", "a100-pcie-40gb"),
-    ("NVIDIA A100 80GB PCIe", 108, 85e9, "8.0", "a100-pcie-80gb"),
-    ("NVIDIA L4", 58, 24e9, "8.9", "l4"),
-    ("NVIDIA A10G", 72, 24e9, "8.6", "a10g"),
-    ("Tesla V100-SXM2-16GB", 80, 16945512448, "7.0", "v100-sxm2"),
-    ("Tesla V100-SXM2-32GB", 80, 34079637504, "7.0", "v100-sxm2"),
-    ("Tesla V100-PCIE-32GB", 80, 34e9, "7.0", "v100-pcie"),
-    ("NVIDIA B200", 148, 190e9, "10.0", "b200"),
-    ("AMD Instinct MI300X", 304, 206141652992, "9.4", "mi300x"),
-    ("AMD Instinct MI300X VF", 304, 205571227648, "9.4", "mi300x"),
-    ("", 304, 206141652992, "9.4", "mi300x"),  # the vLLM trace: empty name, 304 CUs
-    ("AMD Radeon Graphics", 104, 68702699520, "9.0", "mi250-gcd"),  # HTA's MI250 trace: one GCD
-    ("AMD Instinct MI250X/MI250", 110, 68.7e9, "9.0", "mi250x-gcd"),
-    ("NVIDIA GeForce RTX 3090", 82, 24e9, "8.6", "rtx3090"),
-    ("NVIDIA GeForce RTX 4090", 128, 24e9, "8.9", "rtx4090"),
-    ("Quadro GP100", 56, 17069309952, "6.0", "quadro-gp100"),
-    ("", 132, 150e9, "9.0", "h200"),  # empty name: SMs + memory size decide
-])
+@pytest.mark.parametrize(
+    "name,sms,mem,cc,key",
+    [
+        ("NVIDIA H100 80GB HBM3", 132, 85018279936, "9.0", "h100-sxm"),
+        ("NVIDIA H100 PCIe", 114, 85e9, "9.0", "h100-pcie"),
+        ("NVIDIA H200", 132, 150137864192, "9.0", "h200"),
+        ("NVIDIA A100-PG509-200", 108, 42297524224, "8.0", "a100-sxm4-40gb"),  # SXM4 40 GB board SKU
+        ("NVIDIA A100-SXM4-80GB", 108, 84990623744, "8.0", "a100-sxm4-80gb"),
+        ("NVIDIA A100-PCIE-40GB", 108, 42e9, "8.0", "a100-pcie-40gb"),
+        ("NVIDIA A100 80GB PCIe", 108, 85e9, "8.0", "a100-pcie-80gb"),
+        ("NVIDIA L4", 58, 24e9, "8.9", "l4"),
+        ("NVIDIA A10G", 72, 24e9, "8.6", "a10g"),
+        ("Tesla V100-SXM2-16GB", 80, 16945512448, "7.0", "v100-sxm2"),
+        ("Tesla V100-SXM2-32GB", 80, 34079637504, "7.0", "v100-sxm2"),
+        ("Tesla V100-PCIE-32GB", 80, 34e9, "7.0", "v100-pcie"),
+        ("NVIDIA B200", 148, 190e9, "10.0", "b200"),
+        ("AMD Instinct MI300X", 304, 206141652992, "9.4", "mi300x"),
+        ("AMD Instinct MI300X VF", 304, 205571227648, "9.4", "mi300x"),
+        ("", 304, 206141652992, "9.4", "mi300x"),  # the vLLM trace: empty name, 304 CUs
+        ("AMD Radeon Graphics", 104, 68702699520, "9.0", "mi250-gcd"),  # HTA's MI250 trace: one GCD
+        ("AMD Instinct MI250X/MI250", 110, 68.7e9, "9.0", "mi250x-gcd"),
+        ("NVIDIA GeForce RTX 3090", 82, 24e9, "8.6", "rtx3090"),
+        ("NVIDIA GeForce RTX 4090", 128, 24e9, "8.9", "rtx4090"),
+        ("Quadro GP100", 56, 17069309952, "6.0", "quadro-gp100"),
+        ("", 132, 150e9, "9.0", "h200"),  # empty name: SMs + memory size decide
+    ],
+)
 def test_lookup_by_trace_device_name(name: str, sms: int, mem: float, cc: str, key: str) -> None:
     hw = lookup([dev(name, sms, mem, cc)])
     assert hw is not None and hw.key == key, (name, hw)
@@ -82,9 +94,11 @@ def test_reported_bandwidth_kept_visible() -> None:
 
 
 def test_real_traces_resolve(shared_traces: Path) -> None:
-    for rel, key in [("kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "mi250-gcd"),
-                     ("kineto/hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz", "quadro-gp100"),
-                     ("kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz", "mi300x")]:
+    for rel, key in [
+        ("kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "mi250-gcd"),
+        ("kineto/hta/with_gpu_user_annotation/step_based_trace_2543932.json.gz", "quadro-gp100"),
+        ("kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz", "mi300x"),
+    ]:
         hw = lookup(tracekit.load(str(shared_traces / rel)).meta["devices"])
         assert hw is not None and hw.key == key, rel
 
@@ -95,12 +109,18 @@ def test_hardware_file_round_trip_and_errors(tmp_path: Path) -> None:
     back = load_hardware_file(f)
     assert back.peak_flops_per_s == get("l4").peak_flops_per_s and back.mem_bandwidth_bytes_per_s == 300e9
     minimal = tmp_path / "min.json"
-    minimal.write_text(json.dumps({"name": "lab box", "peak_flops_per_s": {"bf16": 1e14}, "mem_bandwidth_bytes_per_s": 1e12}))
+    minimal.write_text(
+        json.dumps({"name": "lab box", "peak_flops_per_s": {"bf16": 1e14}, "mem_bandwidth_bytes_per_s": 1e12})
+    )
     assert load_hardware_file(minimal).ridge("bf16") == 100.0
-    bad = {"missing.json": None, "notjson.json": "{", "list.json": "[]",
-           "noname.json": json.dumps({"peak_flops_per_s": {"bf16": 1}, "mem_bandwidth_bytes_per_s": 1}),
-           "negpeak.json": json.dumps({"name": "x", "peak_flops_per_s": {"bf16": -1}, "mem_bandwidth_bytes_per_s": 1}),
-           "nobw.json": json.dumps({"name": "x", "peak_flops_per_s": {"bf16": 1}})}
+    bad = {
+        "missing.json": None,
+        "notjson.json": "{",
+        "list.json": "[]",
+        "noname.json": json.dumps({"peak_flops_per_s": {"bf16": 1}, "mem_bandwidth_bytes_per_s": 1}),
+        "negpeak.json": json.dumps({"name": "x", "peak_flops_per_s": {"bf16": -1}, "mem_bandwidth_bytes_per_s": 1}),
+        "nobw.json": json.dumps({"name": "x", "peak_flops_per_s": {"bf16": 1}}),
+    }
     for name, text in bad.items():
         p = tmp_path / name
         if text is not None:

@@ -19,8 +19,16 @@ from tracekit.report.env import environment
 from tracekit.report.output import write_atomic
 from tracekit.tables import staging
 
-KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
-          "args": {"device": 0, "stream": 7, "correlation": 1}}
+KERNEL = {
+    "ph": "X",
+    "cat": "kernel",
+    "name": "k",
+    "pid": 0,
+    "tid": 7,
+    "ts": 100,
+    "dur": 5,
+    "args": {"device": 0, "stream": 7, "correlation": 1},
+}
 
 
 def _trace(tmp_path: Path, name: str = "run.pt.trace.json") -> Path:
@@ -30,8 +38,14 @@ def _trace(tmp_path: Path, name: str = "run.pt.trace.json") -> Path:
 
 
 def _cli(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "MPLBACKEND": "Agg"}, **kw)  # type: ignore[call-overload]
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 def test_atomic_writer_ignores_planted_symlinks(tmp_path: Path) -> None:
@@ -83,8 +97,16 @@ def test_fifo_sidecar_does_not_hang(tmp_path: Path) -> None:
 
 def test_passwords_in_sidecar_values_are_redacted(tmp_path: Path) -> None:
     trace = _trace(tmp_path)
-    (tmp_path / "run.tracekit.json").write_text(json.dumps({"config": {
-        "database_url": "postgresql://admin:hunter2@db.internal/prod", "conn": "host=db password=hunter2 port=5"}}))
+    (tmp_path / "run.tracekit.json").write_text(
+        json.dumps(
+            {
+                "config": {
+                    "database_url": "postgresql://admin:hunter2@db.internal/prod",
+                    "conn": "host=db password=hunter2 port=5",
+                }
+            }
+        )
+    )
     rows = dict(environment({}, None, trace)["rows"])
     assert rows["runner config.database_url"] == "postgresql://***@db.internal/prod"
     assert rows["runner config.conn"] == "host=db password=*** port=5"
@@ -104,8 +126,10 @@ def test_stale_staging_is_swept_and_live_one_kept(tmp_path: Path) -> None:
     old.mkdir()
     os.utime(old, (time.time() - 2 * 86400,) * 2)
     # A live writer in another process holds its lock.
-    code = ("import sys, time; from tracekit.tables.staging import open_staging; "
-            "o, s = open_staging(sys.argv[1], 'live'); print(s, flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from tracekit.tables.staging import open_staging; "
+        "o, s = open_staging(sys.argv[1], 'live'); print(s, flush=True); time.sleep(60)"
+    )
     live = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert live.stdout is not None
@@ -131,8 +155,16 @@ def test_read_only_output_is_one_line(tmp_path: Path) -> None:
 def test_full_disk_is_one_line_and_cleans_up(tmp_path: Path, stream: str) -> None:
     """A file-size limit stands in for a full disk: every write past 2 KB fails with EFBIG."""
     trace = tmp_path / "t.json"
-    trace.write_text(json.dumps({"traceEvents": [dict(KERNEL, ts=100 + i, args={**KERNEL["args"], "correlation": i})  # type: ignore[dict-item]
-                                                 for i in range(200)]}))
+    trace.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    dict(KERNEL, ts=100 + i, args={**KERNEL["args"], "correlation": i})  # type: ignore[dict-item]
+                    for i in range(200)
+                ]
+            }
+        )
+    )
     out = tmp_path / "ds"
 
     def limit() -> None:

@@ -46,12 +46,42 @@ CASE_LIMIT_S = 20  # one case (both paths) taking longer is a hang
 TABLES = ("kernels", "launches", "ops", "regions")
 
 HOSTILE_VALUES: list[Any] = [
-    None, True, -1, 0, 2**63 - 1, -(2**63), 2**64, 1.5, -0.0, "", "12.5", "x", [], {}, [1, [2]],
-    "<script>alert(1)</script>", "a\nb|c\x1b]0;t\x07", "$\\frac{a}{$", "\ud800", "\u202e", "é" * 50,
+    None,
+    True,
+    -1,
+    0,
+    2**63 - 1,
+    -(2**63),
+    2**64,
+    1.5,
+    -0.0,
+    "",
+    "12.5",
+    "x",
+    [],
+    {},
+    [1, [2]],
+    "<script>alert(1)</script>",
+    "a\nb|c\x1b]0;t\x07",
+    "$\\frac{a}{$",
+    "\ud800",
+    "\u202e",
+    "é" * 50,
     "}, " * 80,  # more fake event boundaries than the reader backs off over
 ]
-RAW_VALUES = ["1e400", "-1e400", "123456789012345678901234567890", "1E5", "0.0000001", "-0", "[" * 300 + "]" * 300,
-              '"\\ud800"', '"\\udc00x"', '"a\\u0000b"', "9223372036854775807.9999"]
+RAW_VALUES = [
+    "1e400",
+    "-1e400",
+    "123456789012345678901234567890",
+    "1E5",
+    "0.0000001",
+    "-0",
+    "[" * 300 + "]" * 300,
+    '"\\ud800"',
+    '"\\udc00x"',
+    '"a\\u0000b"',
+    "9223372036854775807.9999",
+]
 
 
 def _seeds(shared: Path) -> list[dict[str, Any]]:
@@ -120,7 +150,7 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
             b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
         elif op == 3:
             n = rng.randint(1, 64)
-            b[at:at] = b[at:at + n] * rng.randint(1, 3)
+            b[at:at] = b[at : at + n] * rng.randint(1, 3)
         else:
             b[at:at] = rng.choice([b"}", b"]", b",", b'"', b"\\", b"{", b"\xff", b"\xed\xa0\x80", b" " * 100])
     return bytes(b)
@@ -210,8 +240,9 @@ def test_fuzz_both_paths(shared_traces: Path, tmp_path: Path, monkeypatch: pytes
         except BaseException as exc:  # noqa: BLE001 - name the case, then fail
             keep = Path(os.environ.get("TRACEKIT_FUZZ_KEEP", tmp_path)) / path.name
             keep.write_bytes(data)
-            raise AssertionError(f"fuzz case {k} (TRACEKIT_FUZZ_CASE={k}; input kept at {keep}): "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise AssertionError(
+                f"fuzz case {k} (TRACEKIT_FUZZ_CASE={k}; input kept at {keep}): {type(exc).__name__}: {exc}"
+            ) from exc
         path.unlink()
         done += 1
     assert done >= 1

@@ -60,8 +60,9 @@ def both(path: Path, mp: pytest.MonkeyPatch) -> tuple[Trace, Trace]:
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -75,8 +76,12 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 # ---------------------------------------------------------------- default path crashes
 
 
-@pytest.mark.parametrize("first", [ev("cpu_op", "bad", 10, -5), {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "dur": 5}])
-def test_first_op_of_a_batch_dropped_nests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "first", [ev("cpu_op", "bad", 10, -5), {"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "dur": 5}]
+)
+def test_first_op_of_a_batch_dropped_nests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: dict[str, Any]
+) -> None:
     # The dropped first row left the Arrow arrays at offset 1; the native nest read the buffers
     # from 0 ("int64 buffers of equal length"). mm [20, 30) holds add [22, 25): depths 0 and 1.
     p = write(tmp_path, doc([first, ev("cpu_op", "aten::mm", 20, 10), ev("cpu_op", "aten::add", 22, 3), K(1)]))
@@ -90,7 +95,9 @@ def test_first_op_of_a_batch_dropped_nests(tmp_path: Path, monkeypatch: pytest.M
 
 def test_first_annotation_dropped_nests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     no_ts = {"ph": "X", "cat": "user_annotation", "name": "x", "pid": 1, "tid": 1, "dur": 5}
-    p = write(tmp_path, doc([no_ts, ev("user_annotation", "step", 20, 100), ev("user_annotation", "inner", 30, 10), K(1)]))
+    p = write(
+        tmp_path, doc([no_ts, ev("user_annotation", "step", 20, 100), ev("user_annotation", "inner", 30, 10), K(1)])
+    )
     _, native = both(p, monkeypatch)
     assert native.regions["name"].to_list() == ["step", "inner"]
     assert native.regions["depth"].to_list() == [0, 1]
@@ -105,7 +112,14 @@ def _huge(tmp_path: Path, kind: str) -> Path:
     the last event (the window could not get past it: it was re-scanned and copied per chunk)."""
     head = '{"traceEvents": [' + json.dumps(K(0))
     if kind == "string":
-        body = head + ', {"ph": "X", "cat": "kernel", "name": "' + "a" * (4 * MAX_ELEMENT_BYTES) + '"}, ' + json.dumps(K(1)) + "]}"
+        body = (
+            head
+            + ', {"ph": "X", "cat": "kernel", "name": "'
+            + "a" * (4 * MAX_ELEMENT_BYTES)
+            + '"}, '
+            + json.dumps(K(1))
+            + "]}"
+        )
     else:
         body = head + ", " + json.dumps(K(1)) + " " * (4 * MAX_ELEMENT_BYTES) + "]}"
     return write(tmp_path, body, f"{kind}.json.gz", gz=True)
@@ -116,10 +130,12 @@ def _huge(tmp_path: Path, kind: str) -> Path:
 def test_huge_element_and_blank_run_bounded(tmp_path: Path, kind: str, pure: str) -> None:
     p = _huge(tmp_path, kind)
     assert p.stat().st_size < 1 << 20
-    code = ("import resource, sys, time; t = time.monotonic(); "
-            "from tracekit.sources.kineto.loader import load_kineto; tr = load_kineto(sys.argv[1]); "
-            "print(tr.kernels.height, tr.meta['parse_stats']['dropped'], round(time.monotonic() - t, 1), "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    code = (
+        "import resource, sys, time; t = time.monotonic(); "
+        "from tracekit.sources.kineto.loader import load_kineto; tr = load_kineto(sys.argv[1]); "
+        "print(tr.kernels.height, tr.meta['parse_stats']['dropped'], round(time.monotonic() - t, 1), "
+        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
     env = {**os.environ, "TRACEKIT_PURE_PYTHON": pure}
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
@@ -183,7 +199,9 @@ def test_bad_top_level_key_after_events_keeps_events(tmp_path: Path, monkeypatch
 
 
 @pytest.mark.parametrize("base", [10**20, (1 << 63) - 10, -(1 << 62)])
-def test_base_time_beyond_range_is_ignored_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: int) -> None:
+def test_base_time_beyond_range_is_ignored_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: int
+) -> None:
     pure, _ = both(write(tmp_path, doc([K(0), K(1)], baseTimeNanoseconds=base)), monkeypatch)
     # The base is not added (it would push every time past int64): times stay as in the file.
     assert pure.kernels["start_ns"].to_list() == [100_000, 110_000]
@@ -210,7 +228,8 @@ def test_base_time_addition_never_wraps(tmp_path: Path, monkeypatch: pytest.Monk
     assert pure.kernels["name"].to_list() == ["k"]
     assert pure.kernels["start_ns"].to_list() == [base + 100_000]
     assert pure.meta["parse_stats"]["dropped"] == {
-        "device activity: time beyond ±2^62 ns after adding baseTimeNanoseconds": 1}
+        "device activity: time beyond ±2^62 ns after adding baseTimeNanoseconds": 1
+    }
 
 
 def test_non_object_last_element_keeps_later_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,7 +263,7 @@ def test_same_name_size_and_first_mib_get_different_ids(tmp_path: Path) -> None:
     pad = [K(i) for i in range(12_000)]  # > 1 MiB of JSON; the two files differ only at the end
     fa = write(a, doc(pad + [K(99_999)]), "t.json")
     fb = write(b, doc(pad + [K(99_998)]), "t.json")
-    assert fa.stat().st_size == fb.stat().st_size and fa.read_bytes()[:1 << 20] == fb.read_bytes()[:1 << 20]
+    assert fa.stat().st_size == fb.stat().st_size and fa.read_bytes()[: 1 << 20] == fb.read_bytes()[: 1 << 20]
     out = tmp_path / "ds"
     proc = cli("ingest", str(fa), str(fb), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -285,7 +304,14 @@ def test_many_fake_boundaries_keep_earlier_events(tmp_path: Path, monkeypatch: p
     # (64); followed by damage or cut off, the pure path used to lose K(0) and K(1) ("no events")
     # while the native path kept them. Both keep them now and say the rest was cut off.
     tricky = json.dumps(K(5, name="}, " * 100))
-    text = '{"traceEvents": [' + json.dumps(K(0)) + ", " + json.dumps(K(1)) + ", " + (tricky + tail if tail else tricky[:-3])
+    text = (
+        '{"traceEvents": ['
+        + json.dumps(K(0))
+        + ", "
+        + json.dumps(K(1))
+        + ", "
+        + (tricky + tail if tail else tricky[:-3])
+    )
     pure, _ = both(write(tmp_path, text), monkeypatch)
     assert pure.kernels["correlation"].to_list() == [0, 1]
     assert pure.meta["parse_stats"]["truncated"] is True

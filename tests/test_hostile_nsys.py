@@ -35,8 +35,13 @@ def _copy(shared: Path, tmp: Path, *stmts: str, name: str = "x.sqlite") -> Path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "MPLBACKEND": "Agg"})
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +54,16 @@ def baseline(shared_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> d
 ROW_EDITS = {
     "text start": (f"UPDATE {KERNELS} SET start = 'abc' WHERE rowid = 1", "kernels", -1),
     "real end": (f'UPDATE {KERNELS} SET "end" = 1e300 WHERE rowid = 1', "kernels", -1),
-    "int64 extremes": (f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775808 WHERE rowid = 1',
-                       "kernels", -1),
-    "text nvtx start": ("UPDATE NVTX_EVENTS SET start = 'q' WHERE rowid = 3 AND eventType IN (59, 60)", "regions", None),
+    "int64 extremes": (
+        f'UPDATE {KERNELS} SET "end" = 9223372036854775807, start = -9223372036854775808 WHERE rowid = 1',
+        "kernels",
+        -1,
+    ),
+    "text nvtx start": (
+        "UPDATE NVTX_EVENTS SET start = 'q' WHERE rowid = 3 AND eventType IN (59, 60)",
+        "regions",
+        None,
+    ),
     "text correlation": (f"UPDATE {KERNELS} SET correlationId = 'x' WHERE rowid = 2", "kernels", 0),
     "text globalTid": ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = 'zz' WHERE rowid = 2", "launches", 0),
 }
@@ -66,7 +78,9 @@ META_EDITS = {
 
 
 @pytest.mark.parametrize("case", sorted(ROW_EDITS))
-def test_bad_cells_drop_rows_and_count(shared_traces: Path, tmp_path: Path, baseline: dict[str, int], case: str) -> None:
+def test_bad_cells_drop_rows_and_count(
+    shared_traces: Path, tmp_path: Path, baseline: dict[str, int], case: str
+) -> None:
     stmt, table, delta = ROW_EDITS[case]
     tr = load_nsys(_copy(shared_traces, tmp_path, stmt))
     if delta is not None:
@@ -87,17 +101,25 @@ def test_bad_metadata_cells_load(shared_traces: Path, tmp_path: Path, baseline: 
 
 
 def test_invalid_utf8_name_is_replaced(shared_traces: Path, tmp_path: Path) -> None:
-    p = _copy(shared_traces, tmp_path, "UPDATE StringIds SET value = CAST(X'41FF42' AS TEXT) "
-                                       f"WHERE id = (SELECT demangledName FROM {KERNELS} WHERE rowid = 1)")
+    p = _copy(
+        shared_traces,
+        tmp_path,
+        "UPDATE StringIds SET value = CAST(X'41FF42' AS TEXT) "
+        f"WHERE id = (SELECT demangledName FROM {KERNELS} WHERE rowid = 1)",
+    )
     assert "A\ufffdB" in load_nsys(p).kernels["name"].to_list()
 
 
 def test_recursive_view_as_kernel_table_is_not_read(shared_traces: Path, tmp_path: Path) -> None:
     # A "table" that is a view over an endless recursive CTE: reading it never finished.
-    p = _copy(shared_traces, tmp_path, f"DROP TABLE {KERNELS}",
-              f"CREATE VIEW {KERNELS} AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-              "SELECT x AS start, x + 1 AS \"end\", 0 AS deviceId, 0 AS streamId, x AS correlationId, "
-              "0 AS globalPid, 1 AS shortName, 1 AS demangledName FROM r")
+    p = _copy(
+        shared_traces,
+        tmp_path,
+        f"DROP TABLE {KERNELS}",
+        f"CREATE VIEW {KERNELS} AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+        'SELECT x AS start, x + 1 AS "end", 0 AS deviceId, 0 AS streamId, x AS correlationId, '
+        "0 AS globalPid, 1 AS shortName, 1 AS demangledName FROM r",
+    )
     t0 = time.monotonic()
     tr = load_nsys(p)
     assert time.monotonic() - t0 < 30
@@ -105,15 +127,18 @@ def test_recursive_view_as_kernel_table_is_not_read(shared_traces: Path, tmp_pat
     assert any("no CUDA kernels" in w for w in tr.meta["warnings"])
 
 
-def test_time_budget_interrupts_a_runaway_statement(shared_traces: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_budget_interrupts_a_runaway_statement(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from tracekit.sources.nsys import sql
 
     p = _copy(shared_traces, tmp_path)
     monkeypatch.setattr(sql, "time_budget_s", lambda path: 0.5)
     conn = sql.connect(p)
     with pytest.raises(sqlite3.OperationalError, match="interrupted") as info:
-        conn.execute("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r").fetchone()
+        conn.execute(
+            "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+        ).fetchone()
     err = sql.describe_db_error(p, info.value)
     assert "longer than its time budget" in str(err) and str(p) in str(err)
 

@@ -21,22 +21,46 @@ MATH_DEVICE = "$\\frac{a}{$ GPU"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
 
 
 def _k(name: str, i: int) -> dict[str, Any]:
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 100 + 10 * i, "dur": 5,
-            "args": {"device": 0, "stream": 7, "correlation": i}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": 100 + 10 * i,
+        "dur": 5,
+        "args": {"device": 0, "stream": 7, "correlation": i},
+    }
 
 
 @pytest.fixture
 def hostile(tmp_path: Path) -> Path:
     events = [_k(n, i) for i, n in enumerate([*MARKUP, ESC_NAME])]
-    events.append({"ph": "X", "cat": "user_annotation", "name": MARKUP[2] + "\nnext line", "pid": 1, "tid": 1,
-                   "ts": 90, "dur": 100})
+    events.append(
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": MARKUP[2] + "\nnext line",
+            "pid": 1,
+            "tid": 1,
+            "ts": 90,
+            "dur": 100,
+        }
+    )
     p = tmp_path / "hostile.json"
-    p.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": MATH_DEVICE, "numSms": 10}], "traceEvents": events}))
+    p.write_text(
+        json.dumps({"deviceProperties": [{"id": 0, "name": MATH_DEVICE, "numSms": 10}], "traceEvents": events})
+    )
     return p
 
 

@@ -24,8 +24,20 @@ class Hw:
 
 
 def _region(rid: int, name: str, phase: str, start: int, end: int, step: int = 0) -> dict[str, object]:
-    return {"region_id": rid, "name": name, "kind": "user_annotation", "pid": 1, "tid": 1, "start_ns": start,
-            "end_ns": end, "depth": 0, "parent_id": None, "phase": phase, "phase_rule": "test", "step": step}
+    return {
+        "region_id": rid,
+        "name": name,
+        "kind": "user_annotation",
+        "pid": 1,
+        "tid": 1,
+        "start_ns": start,
+        "end_ns": end,
+        "depth": 0,
+        "parent_id": None,
+        "phase": phase,
+        "phase_rule": "test",
+        "step": step,
+    }
 
 
 def _regions(rows: list[dict[str, object]]) -> pl.DataFrame:
@@ -34,30 +46,62 @@ def _regions(rows: list[dict[str, object]]) -> pl.DataFrame:
 
 def _ops(rows: list[tuple[int, str, int, int, int, int | None]], cost: bool = True) -> pl.DataFrame:
     """(op_id, name, start, end, depth, parent_id) on thread (1, 1); each op 1e6 FLOP, 1e6 B (bf16)."""
-    return pl.DataFrame({
-        "op_id": [r[0] for r in rows], "name": [r[1] for r in rows], "pid": [1] * len(rows), "tid": [1] * len(rows),
-        "start_ns": [r[2] for r in rows], "end_ns": [r[3] for r in rows], "depth": [r[4] for r in rows],
-        "parent_id": [r[5] for r in rows], "flops": [1e6 if cost else None] * len(rows),
-        "bytes": [1e6 if cost else None] * len(rows), "cost_model": ["test" if cost else None] * len(rows),
-        "dtype": ["bf16"] * len(rows), "covered": [cost] * len(rows),
-    }, schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32})
+    return pl.DataFrame(
+        {
+            "op_id": [r[0] for r in rows],
+            "name": [r[1] for r in rows],
+            "pid": [1] * len(rows),
+            "tid": [1] * len(rows),
+            "start_ns": [r[2] for r in rows],
+            "end_ns": [r[3] for r in rows],
+            "depth": [r[4] for r in rows],
+            "parent_id": [r[5] for r in rows],
+            "flops": [1e6 if cost else None] * len(rows),
+            "bytes": [1e6 if cost else None] * len(rows),
+            "cost_model": ["test" if cost else None] * len(rows),
+            "dtype": ["bf16"] * len(rows),
+            "covered": [cost] * len(rows),
+        },
+        schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32},
+    )
 
 
 def _acts(rows: list[tuple[str, str, int, int, int, int, int]]) -> pl.DataFrame:
     """(kind, name, start, end, op_id, region_id, launch_start) launched on thread (1, 1)."""
     n = len(rows)
-    return pl.DataFrame({
-        "act_id": list(range(n)), "kind": [r[0] for r in rows], "name": [r[1] for r in rows], "device": [0] * n,
-        "stream": [7] * n, "start_ns": [r[2] for r in rows], "end_ns": [r[3] for r in rows],
-        "dur_ns": [r[3] - r[2] for r in rows], "op_id": [r[4] for r in rows], "op_name": [None] * n,
-        "region_id": [r[5] for r in rows], "unattributed_reason": [None] * n, "correlation": list(range(100, 100 + n)),
-        "launch_start_ns": [r[6] for r in rows], "launch_pid": [1] * n, "launch_tid": [1] * n,
-    }, schema_overrides={"op_name": pl.String, "unattributed_reason": pl.String})
+    return pl.DataFrame(
+        {
+            "act_id": list(range(n)),
+            "kind": [r[0] for r in rows],
+            "name": [r[1] for r in rows],
+            "device": [0] * n,
+            "stream": [7] * n,
+            "start_ns": [r[2] for r in rows],
+            "end_ns": [r[3] for r in rows],
+            "dur_ns": [r[3] - r[2] for r in rows],
+            "op_id": [r[4] for r in rows],
+            "op_name": [None] * n,
+            "region_id": [r[5] for r in rows],
+            "unattributed_reason": [None] * n,
+            "correlation": list(range(100, 100 + n)),
+            "launch_start_ns": [r[6] for r in rows],
+            "launch_pid": [1] * n,
+            "launch_tid": [1] * n,
+        },
+        schema_overrides={"op_name": pl.String, "unattributed_reason": pl.String},
+    )
 
 
 def _launches(rows: list[tuple[str, int, int]]) -> pl.DataFrame:
-    return pl.DataFrame({"name": [r[0] for r in rows], "pid": [1] * len(rows), "tid": [1] * len(rows),
-                         "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows]})
+    return pl.DataFrame(
+        {
+            "name": [r[0] for r in rows],
+            "pid": [1] * len(rows),
+            "tid": [1] * len(rows),
+            "start_ns": [r[1] for r in rows],
+            "end_ns": [r[2] for r in rows],
+        }
+    )
 
 
 def _run(acts: pl.DataFrame, regions: pl.DataFrame, ops: pl.DataFrame, launches: pl.DataFrame) -> object:
@@ -69,10 +113,19 @@ def test_host_bound_step_is_overhead_named_by_host() -> None:
     # 2.4→2.45 ms launches k1 at 2.41 ms (k1 runs 2.43→2.454 ms, 24 µs), then Python outside any op
     # until aten::add 4.9→4.96 ms launches k2 at 4.91 ms (k2 4.93→4.954 ms, 24 µs).
     regions = _regions([_region(1, "tk:decode step=0", "decode", 0, 5_000_000)])
-    ops = _ops([(1, "aten::index", 100_000, 2_400_000, 0, None), (2, "aten::mm", 2_400_000, 2_450_000, 0, None),
-                (3, "aten::add", 4_900_000, 4_960_000, 0, None)])
-    acts = _acts([("kernel", "gemm_k", 2_430_000, 2_454_000, 2, 1, 2_410_000),
-                  ("kernel", "elementwise_k", 4_930_000, 4_954_000, 3, 1, 4_910_000)])
+    ops = _ops(
+        [
+            (1, "aten::index", 100_000, 2_400_000, 0, None),
+            (2, "aten::mm", 2_400_000, 2_450_000, 0, None),
+            (3, "aten::add", 4_900_000, 4_960_000, 0, None),
+        ]
+    )
+    acts = _acts(
+        [
+            ("kernel", "gemm_k", 2_430_000, 2_454_000, 2, 1, 2_410_000),
+            ("kernel", "elementwise_k", 4_930_000, 4_954_000, 3, 1, 4_910_000),
+        ]
+    )
     lau = _launches([("cudaLaunchKernel", 2_410_000, 2_420_000), ("cudaLaunchKernel", 4_910_000, 4_920_000)])
     res = _run(acts, regions, ops, lau)
     r = res.regions.row(0, named=True)  # type: ignore[attr-defined]
@@ -83,10 +136,18 @@ def test_host_bound_step_is_overhead_named_by_host() -> None:
     # 4.91→4.93 ms = 40_000; outside any op 2.454→4.9 ms = 2_446_000; aten::add's own time before
     # its launch's latency starts, 4.9→4.91 ms = 10_000 (cpu_op); after the last kernel
     # 4.954→5 ms = 46_000. Σ = 4_952_000 = idle.
-    want = {"idle_before_first_launch_ns": 2_410_000, "idle_launch_latency_ns": 40_000, "idle_outside_ops_ns": 2_446_000,
-            "idle_cpu_op_ns": 10_000, "idle_after_last_kernel_ns": 46_000, "idle_blocking_ns": 0}
+    want = {
+        "idle_before_first_launch_ns": 2_410_000,
+        "idle_launch_latency_ns": 40_000,
+        "idle_outside_ops_ns": 2_446_000,
+        "idle_cpu_op_ns": 10_000,
+        "idle_after_last_kernel_ns": 46_000,
+        "idle_blocking_ns": 0,
+    }
     assert {k: r[k] for k in want} == want and r["idle_causes_ns"] == r["idle_ns"]
-    assert r["bound"] == "overhead" and r["reason"] == "busy 1 % of window: 2.4 ms host outside any op (Python, scheduler)"
+    assert (
+        r["bound"] == "overhead" and r["reason"] == "busy 1 % of window: 2.4 ms host outside any op (Python, scheduler)"
+    )
     # The before-first-launch time is named by what the host did: aten::index 0.1→2.4 ms = 2_300_000.
     cul = res.idle_culprits.filter(pl.col("scope_kind") == "region")  # type: ignore[attr-defined]
     row = cul.filter((pl.col("cause") == "before_first_launch") & (pl.col("op") == "aten::index")).row(0, named=True)
@@ -100,11 +161,16 @@ def test_host_bound_step_is_overhead_named_by_host() -> None:
 def test_decode_steps_far_apart_make_the_phase_overhead() -> None:
     # Three decode steps, CPU 0→100, 600→700, 1200→1300 µs, each with one 51 µs kernel 20 µs after
     # its start. Each step's time is its period: 0→600, 600→1200 and (the last) 1200→1300 µs.
-    regions = _regions([_region(i + 1, f"tk:decode step={i}", "decode", 600_000 * i, 600_000 * i + 100_000, i)
-                        for i in range(3)])
+    regions = _regions(
+        [_region(i + 1, f"tk:decode step={i}", "decode", 600_000 * i, 600_000 * i + 100_000, i) for i in range(3)]
+    )
     ops = _ops([(i + 1, "aten::mm", 600_000 * i + 10_000, 600_000 * i + 30_000, 0, None) for i in range(3)])
-    acts = _acts([("kernel", "gemm_k", 600_000 * i + 20_000, 600_000 * i + 71_000, i + 1, i + 1, 600_000 * i + 15_000)
-                  for i in range(3)])
+    acts = _acts(
+        [
+            ("kernel", "gemm_k", 600_000 * i + 20_000, 600_000 * i + 71_000, i + 1, i + 1, 600_000 * i + 15_000)
+            for i in range(3)
+        ]
+    )
     res = _run(acts, regions, ops, _launches([]))
     ph = res.phases.row(0, named=True)  # type: ignore[attr-defined]
     # busy 3 × 51 µs = 153_000 of 600_000 + 600_000 + 100_000 = 1_300_000 → 11.8 % → overhead.
@@ -122,10 +188,19 @@ def test_blocking_device_to_host_copy_names_call_and_op() -> None:
     # holds aten::copy_ 110→890 µs, which calls a synchronous cudaMemcpy 120→700 µs; the copy
     # (DtoH) runs on the device 650→690 µs.
     regions = _regions([_region(1, "tk:prefill step=0", "prefill", 0, 1_000_000)])
-    ops = _ops([(1, "aten::mm", 10_000, 30_000, 0, None), (2, "aten::to", 100_000, 900_000, 0, None),
-                (3, "aten::copy_", 110_000, 890_000, 1, 2)])
-    acts = _acts([("kernel", "gemm_k", 40_000, 100_000, 1, 1, 20_000),
-                  ("memcpy", "Memcpy DtoH (Device -> Pageable)", 650_000, 690_000, 3, 1, 120_000)])
+    ops = _ops(
+        [
+            (1, "aten::mm", 10_000, 30_000, 0, None),
+            (2, "aten::to", 100_000, 900_000, 0, None),
+            (3, "aten::copy_", 110_000, 890_000, 1, 2),
+        ]
+    )
+    acts = _acts(
+        [
+            ("kernel", "gemm_k", 40_000, 100_000, 1, 1, 20_000),
+            ("memcpy", "Memcpy DtoH (Device -> Pageable)", 650_000, 690_000, 3, 1, 120_000),
+        ]
+    )
     lau = _launches([("cudaLaunchKernel", 20_000, 25_000), ("cudaMemcpy", 120_000, 700_000)])
     res = _run(acts, regions, ops, lau)
     r = res.regions.row(0, named=True)  # type: ignore[attr-defined]
@@ -134,22 +209,55 @@ def test_blocking_device_to_host_copy_names_call_and_op() -> None:
     # call 120→650 µs (530 µs — also a pending launch, but blocking comes first); after the last
     # activity 690→1000 µs (310 µs). Σ = 20 + 20 + 20 + 530 + 310 = 900 µs.
     got = {c: r[c] for c in CAUSE_COLUMNS}
-    assert got == {"idle_blocking_ns": 530_000, "idle_launch_latency_ns": 20_000, "idle_cpu_op_ns": 20_000,
-                   "idle_outside_ops_ns": 0, "idle_before_first_launch_ns": 20_000, "idle_after_last_kernel_ns": 310_000}
+    assert got == {
+        "idle_blocking_ns": 530_000,
+        "idle_launch_latency_ns": 20_000,
+        "idle_cpu_op_ns": 20_000,
+        "idle_outside_ops_ns": 0,
+        "idle_before_first_launch_ns": 20_000,
+        "idle_after_last_kernel_ns": 310_000,
+    }
     assert r["reason"] == "busy 10 % of window: 530.0 µs blocking cudaMemcpy in aten::to"
     top = res.idle_culprits.filter(pl.col("scope_kind") == "phase").row(0, named=True)  # type: ignore[attr-defined]
-    assert (top["cause"], top["call"], top["op"], top["idle_ns"], top["count"]) == ("blocking", "cudaMemcpy", "aten::to",
-                                                                                     530_000, 1)
+    assert (top["cause"], top["call"], top["op"], top["idle_ns"], top["count"]) == (
+        "blocking",
+        "cudaMemcpy",
+        "aten::to",
+        530_000,
+        1,
+    )
 
 
 def test_blocking_call_names() -> None:
-    lau = _launches([(n, i * 10, i * 10 + 5) for i, n in enumerate(
-        ["cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "hipMemcpyWithStream", "cudaMemcpy",
-         "cuMemcpyDtoH_v2", "cudaMemcpyAsync", "cudaLaunchKernel", "hipMemcpyAsync", "cudaStreamWaitEvent",
-         "cudaEventQuery"])])
+    lau = _launches(
+        [
+            (n, i * 10, i * 10 + 5)
+            for i, n in enumerate(
+                [
+                    "cudaStreamSynchronize",
+                    "cudaDeviceSynchronize",
+                    "cudaEventSynchronize",
+                    "hipMemcpyWithStream",
+                    "cudaMemcpy",
+                    "cuMemcpyDtoH_v2",
+                    "cudaMemcpyAsync",
+                    "cudaLaunchKernel",
+                    "hipMemcpyAsync",
+                    "cudaStreamWaitEvent",
+                    "cudaEventQuery",
+                ]
+            )
+        ]
+    )
     got = blocking_calls(lau, None)["call"].to_list()
-    assert got == ["cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "hipMemcpyWithStream",
-                   "cudaMemcpy", "cuMemcpyDtoH_v2"]
+    assert got == [
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "hipMemcpyWithStream",
+        "cudaMemcpy",
+        "cuMemcpyDtoH_v2",
+    ]
 
 
 def test_sglang_prefill_names_the_blocking_copy(shared_traces: Path) -> None:
@@ -208,8 +316,11 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
 
     tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
     ops = tr.ops
-    ref = self_time_segments(ops).join(ops.select("op_id", "pid", "tid", "name"), on="op_id").select(
-        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("op"))
+    ref = (
+        self_time_segments(ops)
+        .join(ops.select("op_id", "pid", "tid", "name"), on="op_id")
+        .select("pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("op"))
+    )
     got = op_segments(ops, ops.select("pid", "tid").unique())
     assert got.height > 1000 and got.sort("pid", "tid", "s").equals(ref.sort("pid", "tid", "s"))
 

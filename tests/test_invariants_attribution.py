@@ -63,7 +63,9 @@ def test_autograd_thread_kernels_go_to_backward_region(shared_traces: Path) -> N
     assert set(bg["region_name"]) == {"## backward ##", "nccl:all_reduce"}
     # The all_reduce regions of the autograd thread hang under "## backward ##" in the region tree,
     # so their kernels count in the backward totals too.
-    tree = a.region_tree.join(a.region_tree.select(pl.col("region_id").alias("parent_id"), pl.col("name").alias("pname")), on="parent_id")
+    tree = a.region_tree.join(
+        a.region_tree.select(pl.col("region_id").alias("parent_id"), pl.col("name").alias("pname")), on="parent_id"
+    )
     assert set(tree.filter(pl.col("name") == "nccl:all_reduce")["pname"]) == {"## backward ##"}
 
 
@@ -74,10 +76,15 @@ def test_graph_replay_kernels_go_to_the_launching_region(shared_traces: Path) ->
     from tracekit.attribution.core import attribute
     from tracekit.sources import load
 
-    tr = load(shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz", discover_captures=False)
+    tr = load(
+        shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz", discover_captures=False
+    )
     a = attribute(tr)
     g = a.activities.filter(pl.col("launch_name") == "hipGraphLaunch")
-    assert g["correlation"].n_unique() == 1 and g.height == tr.kernels.filter(pl.col("correlation") == g["correlation"][0]).height
+    assert (
+        g["correlation"].n_unique() == 1
+        and g.height == tr.kernels.filter(pl.col("correlation") == g["correlation"][0]).height
+    )
     assert g.height == 421 and g["op_id"].is_null().all()
     assert g["region_name"].str.starts_with("execute_32_context_0").all()
     assert a.unattributed.height == 0

@@ -16,8 +16,16 @@ from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormat
 from tracekit.sources.kineto import jsonstream
 from tracekit.sources.kineto.loader import load_kineto
 
-KERNEL: dict[str, Any] = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 5,
-                          "args": {"device": 0, "stream": 7, "correlation": 1}}
+KERNEL: dict[str, Any] = {
+    "ph": "X",
+    "cat": "kernel",
+    "name": "k",
+    "pid": 0,
+    "tid": 7,
+    "ts": 100,
+    "dur": 5,
+    "args": {"device": 0, "stream": 7, "correlation": 1},
+}
 
 
 def kernel(i: int, **kw: Any) -> dict[str, Any]:
@@ -50,7 +58,7 @@ def test_json_cut_mid_event_keeps_complete_events(tmp_path: Path) -> None:
     assert tr.kernels["correlation"].to_list() == list(range(7))
     ps = tr.meta["parse_stats"]
     assert ps["truncated"] is True
-    assert ps["bytes_lost"] == len(text[starts[7]:cut].strip())
+    assert ps["bytes_lost"] == len(text[starts[7] : cut].strip())
     assert any("cut off" in w for w in tr.meta["warnings"])
 
 
@@ -175,12 +183,36 @@ def test_bad_events_counted_by_reason(tmp_path: Path) -> None:
 def test_2021_categories_epoch_us_and_trailing_distributed_info(tmp_path: Path) -> None:
     evs = [
         {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 5, "tid": 6, "ts": 1612000000000100, "dur": 50},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 6, "ts": 1612000000000110, "dur": 5,
-         "args": {"correlation": 9}},
-        {"ph": "X", "cat": "Kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 1612000000000120, "dur": 30,
-         "args": {"device": 0, "stream": 7, "correlation": 9}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
-         "ts": 1612000000000200, "dur": 4, "args": {"device": 0, "stream": 7, "bytes": 4096}},
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 5,
+            "tid": 6,
+            "ts": 1612000000000110,
+            "dur": 5,
+            "args": {"correlation": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "sgemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1612000000000120,
+            "dur": 30,
+            "args": {"device": 0, "stream": 7, "correlation": 9},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1612000000000200,
+            "dur": 4,
+            "args": {"device": 0, "stream": 7, "bytes": 4096},
+        },
         {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 1612000000000210, "dur": 1},
         {"ph": "X", "cat": "User", "name": "step", "pid": 5, "tid": 6, "ts": 1612000000000090, "dur": 200},
     ]
@@ -201,13 +233,24 @@ def test_2021_categories_epoch_us_and_trailing_distributed_info(tmp_path: Path) 
 
 def test_base_time_and_fractional_ns(tmp_path: Path) -> None:
     evs = [
-        {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 5172723568236.703, "dur": 1.5,
-         "args": {"device": 0, "stream": 7}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "a",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5172723568236.703,
+            "dur": 1.5,
+            "args": {"device": 0, "stream": 7},
+        },
         {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 1712195495519689.047, "dur": 0.001},
     ]
     f = tmp_path / "t.json"
-    f.write_text('{"traceEvents": ' + json.dumps(evs).replace("1712195495519689.0", "1712195495519689.047")
-                 + ', "baseTimeNanoseconds": 1000000000000000000}')
+    f.write_text(
+        '{"traceEvents": '
+        + json.dumps(evs).replace("1712195495519689.0", "1712195495519689.047")
+        + ', "baseTimeNanoseconds": 1000000000000000000}'
+    )
     tr = load_kineto(f)
     k = tr.kernels.sort("name")
     base = 1_000_000_000_000_000_000
@@ -235,8 +278,10 @@ def test_cli_errors_are_one_line_with_nonzero_exit(tmp_path: Path, capsys: pytes
 def test_zero_length_op_nests_inside_its_parent(tmp_path: Path) -> None:
     # Integer-µs traces record tiny ops with dur 0. gather [76, 112] holds as_strided [89, 89]
     # (depth 1) and then as_strided [90, 91] (depth 1, parent gather — not the zero-length one).
-    evs = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": d}
-           for n, ts, d in (("gather", 76, 36), ("as_strided_a", 89, 0), ("as_strided_b", 90, 1))]
+    evs = [
+        {"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": d}
+        for n, ts, d in (("gather", 76, 36), ("as_strided_a", 89, 0), ("as_strided_b", 90, 1))
+    ]
     f = tmp_path / "t.json"
     f.write_text(json.dumps({"traceEvents": evs}))
     ops = load_kineto(f).ops.sort("start_ns")
@@ -254,10 +299,10 @@ def test_integer_fast_path_equals_exact_text_path() -> None:
     from tracekit.sources.kineto.columns import ns_from_raw, ns_from_text
 
     cases = [
-        [b"1669783687464181", b"12", b"-0", b"0"],           # all ints: 1669783687464181000 ns, ...
-        [b"5", b"1712195495519689.047", b"null"],            # a float and a null later: text path
-        [b"9223372036854776", b"9223372036854775807"],        # past int64 ns once × 1000 → null
-        [b"7", b"\"8\""],                                     # a quoted number
+        [b"1669783687464181", b"12", b"-0", b"0"],  # all ints: 1669783687464181000 ns, ...
+        [b"5", b"1712195495519689.047", b"null"],  # a float and a null later: text path
+        [b"9223372036854776", b"9223372036854775807"],  # past int64 ns once × 1000 → null
+        [b"7", b'"8"'],  # a quoted number
     ]
     for raw in cases:
         raws = [msgspec.Raw(b) for b in raw]

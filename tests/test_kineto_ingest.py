@@ -110,9 +110,11 @@ def test_native_tables_pickle(tmp_path: Path) -> None:
     # The native path's tables once held Arrow buffers that viewed Python bytes; polars frees
     # imported buffers on its own threads, which then needed the GIL that pickling held: the
     # pickle of `launches` never returned. Run in a child so a hang fails instead of freezing.
-    code = ("import pickle, sys\nfrom tracekit.sources.kineto.loader import load_kineto\n"
-            "t = load_kineto(sys.argv[1])\n"
-            "print([len(pickle.loads(pickle.dumps(t.table(n)))) for n in ('kernels', 'launches', 'ops', 'regions')])")
+    code = (
+        "import pickle, sys\nfrom tracekit.sources.kineto.loader import load_kineto\n"
+        "t = load_kineto(sys.argv[1])\n"
+        "print([len(pickle.loads(pickle.dumps(t.table(n)))) for n in ('kernels', 'launches', 'ops', 'regions')])"
+    )
     src = SHARED_TRACES / "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
     r = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, timeout=120)
     # Row counts of df_index_resolver (test_kineto_real checks them against a plain JSON read).

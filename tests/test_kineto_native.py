@@ -62,8 +62,10 @@ def doc(events: list[str]) -> bytes:
 def K(i: int, name: str = "", ts: Any = None, dur: Any = 5) -> str:
     """Kernel i: ts 100 + 10 i µs, correlation i."""
     ts = 100 + 10 * i if ts is None else ts
-    return ('{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%s,"dur":%s,'
-            '"args":{"device":0,"stream":7,"correlation":%d}}' % (name or f"k{i}", ts, dur, i))
+    return (
+        '{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%s,"dur":%s,'
+        '"args":{"device":0,"stream":7,"correlation":%d}}' % (name or f"k{i}", ts, dur, i)
+    )
 
 
 def OP(name: str, ts: Any, dur: Any = 1, extra: str = "") -> str:
@@ -77,8 +79,12 @@ gz_param = pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
 
 def _shared() -> list[Any]:
     files = sorted(p for p in (SHARED_TRACES / "kineto").rglob("*") if p.name.endswith((".json", ".json.gz")))
-    return [pytest.param(p, id=str(p.relative_to(SHARED_TRACES)),
-                         marks=[pytest.mark.slow] if any(s in str(p) for s in LARGE) else []) for p in files]
+    return [
+        pytest.param(
+            p, id=str(p.relative_to(SHARED_TRACES)), marks=[pytest.mark.slow] if any(s in str(p) for s in LARGE) else []
+        )
+        for p in files
+    ]
 
 
 @pytest.mark.parametrize("path", _shared())
@@ -95,8 +101,13 @@ def test_shared_trace_parity(path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 @gz_param
 def test_times_rounded_half_to_even(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
-    events = [K(1, ts="1.2345", dur="0.0025"), K(2, ts="1.2346", dur="1.0015"), K(3, ts="-0.0035", dur="0.0015"),
-              OP("epoch", 1669783687464181, 3), OP("frac", "1712195495519689.047", "0.5")]
+    events = [
+        K(1, ts="1.2345", dur="0.0025"),
+        K(2, ts="1.2346", dur="1.0015"),
+        K(3, ts="-0.0035", dur="0.0015"),
+        OP("epoch", 1669783687464181, 3),
+        OP("frac", "1712195495519689.047", "0.5"),
+    ]
     pure, native, _ = load_both(write(tmp_path, doc(events), gz), monkeypatch)
     assert_same(pure, native)
     k = pure.kernels.sort("correlation")
@@ -112,10 +123,17 @@ def test_times_rounded_half_to_even(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 @gz_param
 def test_int64_edges_of_ns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
-    events = [OP("max", "9223372036854775.807", 0), OP("min", "-9223372036854775.808", 0),
-              OP("up", "9223372036854775.8075", 0), OP("over", "9223372036854775.808", 0),
-              OP("int_over", "9223372036854776", 0), OP("u64", "18446744073709551616", 0),
-              OP("quoted", '"12.5"', 1), OP("lim", "4611686018427387.903", 0), OP("lim_over", "-4611686018427387.904", 0)]
+    events = [
+        OP("max", "9223372036854775.807", 0),
+        OP("min", "-9223372036854775.808", 0),
+        OP("up", "9223372036854775.8075", 0),
+        OP("over", "9223372036854775.808", 0),
+        OP("int_over", "9223372036854776", 0),
+        OP("u64", "18446744073709551616", 0),
+        OP("quoted", '"12.5"', 1),
+        OP("lim", "4611686018427387.903", 0),
+        OP("lim_over", "-4611686018427387.904", 0),
+    ]
     pure, native, _ = load_both(write(tmp_path, doc(events), gz), monkeypatch)
     assert_same(pure, native)
     # .8075 rounds (tie, 7 odd) to ...808 = 2^63: beyond int64, like .808 itself, 9223372036854776 µs
@@ -124,20 +142,23 @@ def test_int64_edges_of_ns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: 
     # (docs/robustness.md), as does -2^62 ns: 3 more dropped; 2^62 - 1 ns is kept.
     assert pure.ops["name"].to_list() == ["quoted", "lim"]
     assert pure.ops["start_ns"].to_list() == [12500, 2**62 - 1]
-    assert pure.meta["parse_stats"]["dropped"] == {"cpu op: missing or non-numeric ts": 4,
-                                                   "cpu op: ts or dur beyond ±2^62 ns": 3}
+    assert pure.meta["parse_stats"]["dropped"] == {
+        "cpu op: missing or non-numeric ts": 4,
+        "cpu op: ts or dur beyond ±2^62 ns": 3,
+    }
 
 
 @gz_param
-def test_unusual_values_go_to_python_and_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     gz: bool) -> None:
+def test_unusual_values_go_to_python_and_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
     events = [
         '{"ph":"X","cat":"kernel","name":"spans","pid":"Spans","tid":7,"ts":1,"dur":1,"args":{"correlation":1}}',
         '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":"12","ts":1,"dur":1,'
         '"args":{"correlation":2.0}}',
-        OP('say \\"hi\\" caf\\u00e9', 1), OP("naïve ✓", 2),
+        OP('say \\"hi\\" caf\\u00e9', 1),
+        OP("naïve ✓", 2),
         '{"ph":"X","cat":"cpu_op","n\\u0061me":"esc-key","pid":1,"tid":1,"ts":3,"dur":1}',
-        OP("null-args", 4, extra=',"args":null'), OP("exp", "1e3"),
+        OP("null-args", 4, extra=',"args":null'),
+        OP("exp", "1e3"),
         OP("big", 5, extra=',"args":{"External id":99999999999999999999}'),
         '{"ph":"s","cat":"ac2g","id":2.0,"pid":1,"tid":1,"ts":1,"name":"ac2g"}',
         '{"ph":"f","cat":"ac2g","id":2,"pid":0,"tid":7,"ts":1,"name":"ac2g","bp":"e"}',
@@ -155,10 +176,13 @@ def test_unusual_values_go_to_python_and_are_counted(tmp_path: Path, monkeypatch
     assert (ps["events_read"], ps["events_kept"]) == (11, 8)
     assert ps["skipped"] == {"ac2g [f]": 1, "ac2g [s]": 1}
     assert ps["dropped"] == {"invalid event: Expected `object`, got `null` at `$.args`": 1}
-    assert ps["coerced"] == {"cpu op external_id: integer beyond int64 (nulled)": 1,
-                             "device activity pid: non-numeric string (nulled)": 1,
-                             "flow id: float converted": 1, "runtime call correlation: float converted": 1,
-                             "runtime call tid: numeric string converted": 1}
+    assert ps["coerced"] == {
+        "cpu op external_id: integer beyond int64 (nulled)": 1,
+        "device activity pid: non-numeric string (nulled)": 1,
+        "flow id: float converted": 1,
+        "runtime call correlation: float converted": 1,
+        "runtime call tid: numeric string converted": 1,
+    }
     assert pure.launches.select("tid", "correlation").row(0) == (12, 2)
 
 
@@ -179,8 +203,11 @@ def test_cut_off_json_and_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     c = zlib.compressobj(6, zlib.DEFLATED, 31)  # a gzip stream whose compressed bytes stop at `cut`
     gz_cut = tmp_path / "cut2.json.gz"
     gz_cut.write_bytes(c.compress(text[:cut]) + c.flush(zlib.Z_SYNC_FLUSH))
-    for path, gz_trunc in ((write(tmp_path, text[:cut]), False), (write(tmp_path, text[:cut], True), False),
-                           (gz_cut, True)):
+    for path, gz_trunc in (
+        (write(tmp_path, text[:cut]), False),
+        (write(tmp_path, text[:cut], True), False),
+        (gz_cut, True),
+    ):
         pure, native, _ = load_both(path, monkeypatch)
         assert_same(pure, native)
         ps = pure.meta["parse_stats"]
@@ -233,13 +260,20 @@ def synthetic(n: int) -> list[str]:
     out = []
     for i in range(n):
         ts = 10 * n - 10 * i
-        out += [OP(f"aten::op{i % 7}", f"{ts}.{i % 1000:03d}", 4, ',"args":{"External id":%d,"Sequence number":%d,'
-                   '"Input Dims":[[%d,3]],"Input type":["float","int"],"Concrete Inputs":["",""]}' % (i, i, i)),
-                '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":2,"ts":%d.5,"dur":2,'
-                '"args":{"External id":%d,"correlation":%d}}' % (ts + 1, i, i),
-                '{"ph":"s","cat":"ac2g","id":%d,"pid":1,"tid":2,"ts":%d,"name":"ac2g"}' % (i, ts + 1),
-                '{"ph":"f","cat":"ac2g","id":%d,"pid":0,"tid":7,"ts":%d,"name":"ac2g","bp":"e"}' % (i, ts + 5),
-                K(i, f"kern{i % 5}", ts + 5, 3).replace('"correlation"', '"grid":[%d,1,1],"correlation"' % (i % 9 + 1))]
+        out += [
+            OP(
+                f"aten::op{i % 7}",
+                f"{ts}.{i % 1000:03d}",
+                4,
+                ',"args":{"External id":%d,"Sequence number":%d,'
+                '"Input Dims":[[%d,3]],"Input type":["float","int"],"Concrete Inputs":["",""]}' % (i, i, i),
+            ),
+            '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":2,"ts":%d.5,"dur":2,'
+            '"args":{"External id":%d,"correlation":%d}}' % (ts + 1, i, i),
+            '{"ph":"s","cat":"ac2g","id":%d,"pid":1,"tid":2,"ts":%d,"name":"ac2g"}' % (i, ts + 1),
+            '{"ph":"f","cat":"ac2g","id":%d,"pid":0,"tid":7,"ts":%d,"name":"ac2g","bp":"e"}' % (i, ts + 5),
+            K(i, f"kern{i % 5}", ts + 5, 3).replace('"correlation"', '"grid":[%d,1,1],"correlation"' % (i % 9 + 1)),
+        ]
     return out
 
 
@@ -316,17 +350,34 @@ def test_scan_closed_just_after_the_bracket() -> None:
     assert scan(head).elements == 2
 
 
-@pytest.mark.parametrize("ts, ns", [
-    ("1.2345", 1234), ("1.2346", 1235), ("0.0025", 2), ("-0.0035", -4), ("1.00051", 1001),  # sticky digit → up
-    ("7", 7000), ("-0", 0), ("1712195495519689.047", 1712195495519689047), ("9223372036854775.807", 2**63 - 1),
-    ("-9223372036854775.808", -(2**63)), ("9223372036854775.8075", None), ("1e3", None), ('"1"', None)])
+@pytest.mark.parametrize(
+    "ts, ns",
+    [
+        ("1.2345", 1234),
+        ("1.2346", 1235),
+        ("0.0025", 2),
+        ("-0.0035", -4),
+        ("1.00051", 1001),  # sticky digit → up
+        ("7", 7000),
+        ("-0", 0),
+        ("1712195495519689.047", 1712195495519689047),
+        ("9223372036854775.807", 2**63 - 1),
+        ("-9223372036854775.808", -(2**63)),
+        ("9223372036854775.8075", None),
+        ("1e3", None),
+        ('"1"', None),
+    ],
+)
 def test_scan_ts_to_ns(ts: str, ns: int | None) -> None:
     w = scan(K(0, ts=ts).encode() + b"]")  # None: left to Python (beyond int64, exponent, a string)
     assert w.groups[0]["ts_ns"].to_list() == ([] if ns is None else [ns]) and len(w.slow) == (ns is None)
 
 
-@pytest.mark.parametrize("bad", [b'{"ph":"X" "cat":1}', b"5", b'"x"', b'{"name":"\xff"}', b'{"a":01}', b'{"name":"a\tb"}'],
-                         ids=["missing-comma", "number", "string", "bad-utf8", "leading-zero", "raw-tab"])
+@pytest.mark.parametrize(
+    "bad",
+    [b'{"ph":"X" "cat":1}', b"5", b'"x"', b'{"name":"\xff"}', b'{"a":01}', b'{"name":"a\tb"}'],
+    ids=["missing-comma", "number", "string", "bad-utf8", "leading-zero", "raw-tab"],
+)
 def test_scan_stops_before_what_python_must_handle(bad: bytes) -> None:
     w = scan(A + b", " + bad + b", " + A)
     # `end` is just after the last complete element (the header comment says "the start of that
@@ -419,7 +470,9 @@ def test_regression_all_ops_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert pure.ops.height == native.ops.height == 0
 
 
-def test_damage_far_before_the_window_end_keeps_the_events_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_damage_far_before_the_window_end_keeps_the_events_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 2000 kernels (~200 KB, one window), a missing comma inside event 100's args: the 100
     # events ahead of it are kept on both paths. (The Python path used to look for event
     # boundaries only in the window's last 64 KB, found the error before all of them and kept
@@ -441,11 +494,25 @@ def test_mutated_traces_same_on_both_paths(tmp_path: Path, monkeypatch: pytest.M
 
     # Differential fuzzing: random byte edits, inserted odd fields and cuts of a real trace;
     # both loaders must give the same tables and meta, or the same one-line error.
-    src = gzip.open(SHARED_TRACES / "kineto/hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz").read()
+    src = gzip.open(
+        SHARED_TRACES / "kineto/hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
+    ).read()
     rnd = random.Random(seed)
     alphabet = b'{}[]",:\\ \n0123456789.-eEtrufalsnXM\x80\xc3\xa9\xff\x00u'
-    inserts = [b'"pid": "x"', b'"ts": 1e3', b'"dur": -5', b'"args": null', b'"name": "a\\"b"', b'"id": 1.5',
-               b'\\ud800', b'"External id": 99999999999999999999', b'"ph": "M"', b', 5', b"{}", b'"tid": true']
+    inserts = [
+        b'"pid": "x"',
+        b'"ts": 1e3',
+        b'"dur": -5',
+        b'"args": null',
+        b'"name": "a\\"b"',
+        b'"id": 1.5',
+        b"\\ud800",
+        b'"External id": 99999999999999999999',
+        b'"ph": "M"',
+        b", 5",
+        b"{}",
+        b'"tid": true',
+    ]
     for it in range(12):
         b = bytearray(src)
         for _ in range(rnd.randrange(1, 8)):
@@ -453,7 +520,7 @@ def test_mutated_traces_same_on_both_paths(tmp_path: Path, monkeypatch: pytest.M
             if op < 0.3:
                 b[k] = rnd.choice(alphabet)
             elif op < 0.5:
-                del b[k:k + rnd.randrange(1, 30)]
+                del b[k : k + rnd.randrange(1, 30)]
             elif op < 0.8:
                 b[k:k] = rnd.choice(inserts)
             else:

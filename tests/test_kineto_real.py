@@ -52,8 +52,11 @@ def test_every_shared_trace_loads_and_accounts_for_every_event(path: Path) -> No
         assert df["start_ns"].null_count() == 0
     # Nesting: a child lies within its parent (zero-length ops included).
     ops = tr.ops
-    j = ops.join(ops.select("op_id", pl.col("start_ns").alias("ps"), pl.col("end_ns").alias("pe")),
-                 left_on="parent_id", right_on="op_id")
+    j = ops.join(
+        ops.select("op_id", pl.col("start_ns").alias("ps"), pl.col("end_ns").alias("pe")),
+        left_on="parent_id",
+        right_on="op_id",
+    )
     assert j.filter((pl.col("start_ns") < pl.col("ps")) | (pl.col("end_ns") > pl.col("pe"))).height == 0
 
 
@@ -94,7 +97,9 @@ def test_launch_flows_new_and_old_category(rel: str, cat: str) -> None:
     assert fl["counts"] == {f"{cat}:f": n_f, f"{cat}:s": n_s}
     assert fl["launch_flow_categories"] == [cat]
     ids = {e["id"] for e in flows}
-    corr = [e["args"].get("correlation") for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS]
+    corr = [
+        e["args"].get("correlation") for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in DEVICE_CATS
+    ]
     linked = sum(1 for c in corr if c in ids)
     assert fl["device_activities_with_flow"] == linked
     # Every device activity of these traces is reached by a CPU→GPU flow.
@@ -110,7 +115,9 @@ def test_every_kernel_correlation_has_a_launch() -> None:
 def test_fractional_ns_exact_on_ns_resolution_trace() -> None:
     raw = gzip.decompress((SHARED_TRACES / NS_RES).read_bytes()).decode()
     # Independent: the first kernel's ts/dur text, exact via Decimal.
-    m = re.search(r'"cat": "kernel", "name": "([^"]*)", "pid": (\d+), "tid": (\d+),\s*"ts": ([0-9.]+), "dur": ([0-9.]+)', raw)
+    m = re.search(
+        r'"cat": "kernel", "name": "([^"]*)", "pid": (\d+), "tid": (\d+),\s*"ts": ([0-9.]+), "dur": ([0-9.]+)', raw
+    )
     assert m is not None
     start = int(Decimal(m.group(4)) * 1000)
     end = start + int(Decimal(m.group(5)) * 1000)
@@ -124,7 +131,9 @@ def test_fractional_ns_exact_on_ns_resolution_trace() -> None:
 def test_base_time_nanoseconds_added() -> None:
     doc, tr = plain(AMD), loaded(AMD)
     base = doc["baseTimeNanoseconds"]
-    first = min((e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    first = min(
+        (e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"), key=lambda e: e["ts"]
+    )
     assert tr.meta["time_base_ns"] == base and tr.meta["time_base"] == "baseTimeNanoseconds"
     got = tr.kernels.filter(kind="kernel")["start_ns"].min()
     assert got == base + int(Decimal(repr(first["ts"])) * 1000)

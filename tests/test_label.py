@@ -57,7 +57,11 @@ def test_label_tiny_trace(tmp_path: Path) -> None:
     # one event per region on its phase's track, over its analysed window (docs/analysis.md): prefill
     # CPU 0–100 µs, kernel 200–230, next step at 300 → its period 0–300; decode 1 CPU 300–350, kernel
     # 400–410, next step at 500 → 300–500; decode 2 (the last) CPU 500–550, kernel 600–605 → 500–605.
-    assert [(e["name"].split(":")[0], e["ts"], e["dur"]) for e in tracks] == [("prefill", 0.0, 300.0), ("decode", 300.0, 200.0), ("decode", 500.0, 105.0)]
+    assert [(e["name"].split(":")[0], e["ts"], e["dur"]) for e in tracks] == [
+        ("prefill", 0.0, 300.0),
+        ("decode", 300.0, 200.0),
+        ("decode", 500.0, 105.0),
+    ]
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "thread_name"}
     assert {"phase: prefill", "phase: decode"} <= names
     assert doc["tracekit_label"] == {"version": 1, "regions_labelled": 3, "regions_unmatched": 0, "diagnostic": None}
@@ -82,8 +86,9 @@ def test_label_cpu_trace_carries_the_diagnostic(tmp_path: Path) -> None:
     assert any(e.get("name") == "process_name" and diag in e["args"]["name"] for e in doc["traceEvents"])
 
 
-def test_ns_resolution_trace_regions_all_found(tmp_path: Path, shared_traces: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_ns_resolution_trace_regions_all_found(
+    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Fractional-ns timestamps: the old float re-reading matched 0 of 70 regions and moved kernel starts.
     src = next((shared_traces / "kineto/hta/ns_resolution_trace").glob("*.json.gz"))
     out = tmp_path / "ns.json.gz"
@@ -107,10 +112,11 @@ def test_label_round_trip_every_shared_trace(path: Path, tmp_path: Path) -> None
     assert stats.unmatched == 0 and stats.labelled == labels.height
     top_a, ev_a = _events(original)
     top_b, ev_b = _events(data)
-    assert {k: bytes(v) for k, v in top_b.items() if k not in ("traceEvents", "tracekit_label")} == \
-        {k: bytes(v) for k, v in top_a.items() if k != "traceEvents"}
+    assert {k: bytes(v) for k, v in top_b.items() if k not in ("traceEvents", "tracekit_label")} == {
+        k: bytes(v) for k, v in top_a.items() if k != "traceEvents"
+    }
     # Appended at the end: the track events (X) plus their process/thread names (M), all on one new pid.
-    added = [msgspec.json.decode(e) for e in ev_b[len(ev_a):]]
+    added = [msgspec.json.decode(e) for e in ev_b[len(ev_a) :]]
     assert sum(e["ph"] == "X" for e in added) == stats.track_events and len({e["pid"] for e in added}) <= 1
     patched = set(labels["event_index"].to_list())
     for i, (a, b) in enumerate(zip(ev_a, ev_b)):

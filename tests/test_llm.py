@@ -59,8 +59,9 @@ def test_attention_formula_matches_flop_counter_sdpa_formula() -> None:
     from torch.utils.flop_counter import sdpa_flop_count
 
     # the formula FlopCounterMode applies to the CUDA SDPA kernels, with GQA shapes (B=3, H=4, Hkv=2)
-    assert FL.attention_flops(TINY, 3, 10, 10) == TINY.layers * sdpa_flop_count((3, 4, 10, 16), (3, 2, 10, 16),
-                                                                                 (3, 2, 10, 16))
+    assert FL.attention_flops(TINY, 3, 10, 10) == TINY.layers * sdpa_flop_count(
+        (3, 4, 10, 16), (3, 2, 10, 16), (3, 2, 10, 16)
+    )
 
 
 def test_packed_chunked_prefill_matches_batched_prefill_and_decode() -> None:
@@ -89,8 +90,9 @@ def test_run_llm_regions_sidecar_and_token_counts(tmp_path: Path) -> None:
     from tracekit.annotate import parse_phase_name
     from tracekit.workloads.generate import run_llm
 
-    cfg = LLMRunConfig(model=TINY, batch=3, prompt_len="uniform:4:20", output_len="choice:2,5",
-                       threads=1, seed=3).validate()
+    cfg = LLMRunConfig(
+        model=TINY, batch=3, prompt_len="uniform:4:20", output_len="choice:2,5", threads=1, seed=3
+    ).validate()
     res = run_llm(cfg, tmp_path)
     side = json.loads(res.sidecar.read_text())
     assert res.sidecar.name == "llm.tracekit.json" and res.trace.name == "llm.pt.trace.json.gz"

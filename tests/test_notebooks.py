@@ -39,7 +39,10 @@ def imported_modules(source: str) -> set[str]:
 def test_import_check_catches_private_modules() -> None:
     assert imported_modules("from tracekit.report.markdown import render") == {"tracekit.report.markdown"}
     assert imported_modules("from tracekit import report, hardware\nimport tracekit") == {
-        "tracekit.report", "tracekit.hardware", "tracekit"}
+        "tracekit.report",
+        "tracekit.hardware",
+        "tracekit",
+    }
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -65,8 +68,9 @@ def test_notebook_runs(path: Path, shared_traces: Path, monkeypatch: pytest.Monk
     for c in nb.cells:
         if c.cell_type == "code":
             c.outputs, c.execution_count = [], None
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

@@ -92,7 +92,10 @@ def test_runtime_duplicate_trap_no_kernel_counted_twice(shared_traces: Path) -> 
     path = shared_traces / SAXPY
     # The export repeats every CUDA call as an eventClass-67 (backtrace) row with the same
     # correlationId: a naive join gives each of its 5 kernels two launches (10 pairs).
-    naive = _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)")
+    naive = _sql(
+        path,
+        "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r USING (correlationId)",
+    )
     assert naive[0][0] == 10
     assert _count(path, "CUPTI_ACTIVITY_KIND_RUNTIME", "WHERE eventClass = 67") == 38
     tr = _load(path)
@@ -107,7 +110,10 @@ def test_runtime_duplicate_trap_no_kernel_counted_twice(shared_traces: Path) -> 
 def test_correlation_unique_across_processes(shared_traces: Path) -> None:
     path = shared_traces / XENT
     # Two processes both use correlationIds 24 and 25: 990 calls, 988 distinct raw ids.
-    assert _sql(path, "SELECT count(*), count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0] == (990, 988)
+    assert _sql(path, "SELECT count(*), count(DISTINCT correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0] == (
+        990,
+        988,
+    )
     tr = _load(path)
     assert tr.launches["pid"].n_unique() == 2
     assert tr.launches["correlation"].n_unique() == 990
@@ -122,8 +128,13 @@ def test_pid_tid_decoding_names_domains(shared_traces: Path) -> None:
     names = tr.regions.group_by("name", "domain").len().sort("name")
     rows = {(n, d): c for n, d, c in names.iter_rows()}
     # MPI_* ranges use registered strings (textId) in the "MPI" domain; saxpy uses text, default domain.
-    assert rows == {("MPI_Finalize", "MPI"): 1, ("MPI_Init", "MPI"): 1, ("MPI_Recv", "MPI"): 5,
-                    ("MPI_Send", "MPI"): 10, ("saxpy", None): 5}
+    assert rows == {
+        ("MPI_Finalize", "MPI"): 1,
+        ("MPI_Init", "MPI"): 1,
+        ("MPI_Recv", "MPI"): 5,
+        ("MPI_Send", "MPI"): 10,
+        ("saxpy", None): 5,
+    }
     threads = {(t["kind"], t["tid"]): t["name"] for t in tr.meta["threads"]}
     assert threads[("thread_name", 1230493)] == "MPI Rank 0"
     assert threads[("process_name", None)] == "./saxpy-mpi-cuda"
@@ -136,22 +147,32 @@ def test_memcpy_bytes_and_kinds(shared_traces: Path) -> None:
     tr = _load(shared_traces / SAXPY)
     m = tr.kernels.filter(pl.col("kind") == "memcpy").group_by("copy_kind", "name", "bytes").len().sort("copy_kind")
     # copyKind 1 (src Pageable → dst Device) ×10 and copyKind 2 ×5, 262144000 B each (2^15·8000 doubles).
-    assert m.rows() == [("DtoH", "Memcpy DtoH (Device -> Pageable)", 262144000, 5),
-                        ("HtoD", "Memcpy HtoD (Pageable -> Device)", 262144000, 10)]
+    assert m.rows() == [
+        ("DtoH", "Memcpy DtoH (Device -> Pageable)", 262144000, 5),
+        ("HtoD", "Memcpy HtoD (Pageable -> Device)", 262144000, 10),
+    ]
 
 
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.name)
 def test_devices_match_target_info_gpu(path: Path) -> None:
-    rows = _sql(path, "SELECT id, name, memoryBandwidth, smCount, clockRate, totalMemory FROM TARGET_INFO_GPU ORDER BY id")
+    rows = _sql(
+        path, "SELECT id, name, memoryBandwidth, smCount, clockRate, totalMemory FROM TARGET_INFO_GPU ORDER BY id"
+    )
     devices = _load(path).meta["devices"]
-    got = [(d["id"], d["name"], d["memory_bandwidth_bytes_per_s"], d["num_sms"], d["clock_hz"], d["total_memory_bytes"]) for d in devices]
+    got = [
+        (d["id"], d["name"], d["memory_bandwidth_bytes_per_s"], d["num_sms"], d["clock_hz"], d["total_memory_bytes"])
+        for d in devices
+    ]
     assert got == rows
 
 
 def test_multi_gpu_devices(shared_traces: Path) -> None:
     devices = _load(shared_traces / MULTI_GPU).meta["devices"]
     assert [d["id"] for d in devices] == list(range(8))
-    assert devices[0]["name"] == "NVIDIA H100 80GB HBM3" and devices[0]["memory_bandwidth_bytes_per_s"] == 3_352_320_000_000
+    assert (
+        devices[0]["name"] == "NVIDIA H100 80GB HBM3"
+        and devices[0]["memory_bandwidth_bytes_per_s"] == 3_352_320_000_000
+    )
 
 
 # Independent SQL: device time of every NVTX range = total duration of device activities whose
@@ -185,10 +206,18 @@ def test_per_range_device_time_equals_sql(path: Path) -> None:
     assert want, "no NVTX range contains a CUDA launch: the comparison would be vacuous"
 
     tr = _load(path)
-    acts = tr.kernels.join(tr.launches.select("correlation", "pid", "tid", pl.col("start_ns").alias("ls"), pl.col("end_ns").alias("le")), on="correlation")
+    acts = tr.kernels.join(
+        tr.launches.select("correlation", "pid", "tid", pl.col("start_ns").alias("ls"), pl.col("end_ns").alias("le")),
+        on="correlation",
+    )
     got_df = (
-        tr.regions.join_where(acts, pl.col("pid") == pl.col("pid_right"), pl.col("tid") == pl.col("tid_right"),
-                              pl.col("ls") >= pl.col("start_ns"), pl.col("le") <= pl.col("end_ns"))
+        tr.regions.join_where(
+            acts,
+            pl.col("pid") == pl.col("pid_right"),
+            pl.col("tid") == pl.col("tid_right"),
+            pl.col("ls") >= pl.col("start_ns"),
+            pl.col("le") <= pl.col("end_ns"),
+        )
         .group_by("pid", "tid", "start_ns", "end_ns", "region_id")
         .agg((pl.col("end_ns_right") - pl.col("start_ns_right")).sum().alias("dev"))
     )
@@ -205,7 +234,11 @@ def test_saxpy_range_device_time_by_hand(shared_traces: Path) -> None:
     # the range closed: projection counts it whole.
     first = tr.regions.filter(pl.col("name") == "saxpy").sort("start_ns").row(0, named=True)
     assert (first["start_ns"], first["end_ns"]) == (924881857, 924940911)
-    launch = tr.launches.filter((pl.col("start_ns") >= first["start_ns"]) & (pl.col("end_ns") <= first["end_ns"]) & (pl.col("tid") == first["tid"]))
+    launch = tr.launches.filter(
+        (pl.col("start_ns") >= first["start_ns"])
+        & (pl.col("end_ns") <= first["end_ns"])
+        & (pl.col("tid") == first["tid"])
+    )
     assert launch["name"].to_list() == ["cudaLaunchKernel"]
     k = tr.kernels.join(launch.select("correlation"), on="correlation")
     assert int((k["end_ns"] - k["start_ns"]).sum()) == 17_704_808
@@ -256,8 +289,12 @@ def test_streaming_ingest_equals_load(shared_traces: Path, tmp_path: Path, rel: 
     tid = ingest_nsys(path, tmp_path / "ds", trace_id="x")
     back = read_dataset(tmp_path / "ds", trace_id=tid)
     whole = load_nsys(path, trace_id="x")
-    order = {"kernels": ["kind", "device", "stream", "start_ns", "correlation"], "launches": ["correlation"],
-             "ops": ["op_id"], "regions": ["region_id"]}
+    order = {
+        "kernels": ["kind", "device", "stream", "start_ns", "correlation"],
+        "launches": ["correlation"],
+        "ops": ["op_id"],
+        "regions": ["region_id"],
+    }
     for name, keys in order.items():
         assert back.table(name).sort(keys).equals(whole.table(name).sort(keys)), name
     assert back.meta["parse_stats"] == whole.meta["parse_stats"]

@@ -52,8 +52,12 @@ def test_nsys_rep_is_refused_with_export_hint(shared_traces: Path, tmp_path: Pat
 def test_nsys_rep_through_cli(shared_traces: Path) -> None:
     if importlib.util.find_spec("tracekit.cli.summary") is None:
         pytest.skip("tracekit summary is not built yet (issue: ingest/summary helper)")
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "summary", str(shared_traces / REP)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "summary", str(shared_traces / REP)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == UnsupportedFormatError.exit_code
     assert "nsys export --type sqlite" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -108,18 +112,34 @@ def test_export_without_kernels_warns(shared_traces: Path, tmp_path: Path) -> No
 
 def test_export_with_nothing_usable(shared_traces: Path, tmp_path: Path) -> None:
     db = _copy(shared_traces, SAXPY, tmp_path)
-    _edit(db, *[f"DROP TABLE {t}" for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                                            "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")])
+    _edit(
+        db,
+        *[
+            f"DROP TABLE {t}"
+            for t in (
+                "CUPTI_ACTIVITY_KIND_KERNEL",
+                "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_MEMSET",
+                "CUPTI_ACTIVITY_KIND_RUNTIME",
+                "NVTX_EVENTS",
+            )
+        ],
+    )
     with pytest.raises(EmptyTraceError, match="no CUDA activity"):
         load_nsys(db)
 
 
 def test_schema_drift_missing_columns_and_tables(shared_traces: Path, tmp_path: Path) -> None:
     db = _copy(shared_traces, SAXPY, tmp_path)
-    _edit(db, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName",
-          "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridX",
-          "ALTER TABLE NVTX_EVENTS DROP COLUMN endGlobalTid", "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET",
-          "DROP TABLE TARGET_INFO_GPU", "DROP TABLE EXPORT_META_DATA")
+    _edit(
+        db,
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN demangledName",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridX",
+        "ALTER TABLE NVTX_EVENTS DROP COLUMN endGlobalTid",
+        "DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET",
+        "DROP TABLE TARGET_INFO_GPU",
+        "DROP TABLE EXPORT_META_DATA",
+    )
     tr = load_nsys(db)
     k = tr.kernels.filter(pl.col("kind") == "kernel")
     assert k.height == 5
@@ -132,8 +152,11 @@ def test_schema_drift_missing_columns_and_tables(shared_traces: Path, tmp_path: 
 def test_unterminated_and_cross_thread_ranges(shared_traces: Path, tmp_path: Path) -> None:
     db = _copy(shared_traces, SAXPY, tmp_path)
     first_saxpy = "(SELECT min(rowid) FROM NVTX_EVENTS WHERE text = 'saxpy')"
-    _edit(db, f'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid = {first_saxpy}',
-          "UPDATE NVTX_EVENTS SET endGlobalTid = globalTid + 6 WHERE textId = 52")  # MPI_Finalize ends on tid+6
+    _edit(
+        db,
+        f'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid = {first_saxpy}',
+        "UPDATE NVTX_EVENTS SET endGlobalTid = globalTid + 6 WHERE textId = 52",
+    )  # MPI_Finalize ends on tid+6
     tr = load_nsys(db)
     open_ = tr.regions.filter(pl.col("unterminated"))
     # Extended to the capture end: ANALYSIS_DETAILS.stopTime = 3439886539.
@@ -148,16 +171,24 @@ def test_nvtx_shape_payloads_become_ops(shared_traces: Path, tmp_path: Path) -> 
     """None of the shared exports carries shapes (their NVTX texts are plain names), so payloads
     are inserted into a copy: one PyProf dict and one emit_nvtx(record_shapes=True) text."""
     db = _copy(shared_traces, SAXPY, tmp_path)
-    pyprof = ("{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '', 'type': 'tensor', "
-              "'shape': (32, 64), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': (128, 64), "
-              "'dtype': 'float16'}, {'name': 'bias', 'type': 'NoneType', 'value': None}]}")
+    pyprof = (
+        "{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '', 'type': 'tensor', "
+        "'shape': (32, 64), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': (128, 64), "
+        "'dtype': 'float16'}, {'name': 'bias', 'type': 'NoneType', 'value': None}]}"
+    )
     emit = "aten::addmm, seq = 7, op_id = 3, sizes = [[128], [32, 64], [64, 128], [], []], input_op_ids = [(1,0)]"
     gtid = 302119224788637
-    _edit(db, f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid, domainId) VALUES (100, 200, 59, \"{pyprof}\", {gtid}, 0)",
-          f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid, domainId) VALUES (120, 180, 59, '{emit}', {gtid}, 0)")
+    _edit(
+        db,
+        f'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (100, 200, 59, "{pyprof}", {gtid}, 0)',
+        f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid, domainId) VALUES (120, 180, 59, '{emit}', {gtid}, 0)",
+    )
     tr = load_nsys(db)
     ops = tr.ops.sort("start_ns")
-    assert ops.select("name", "start_ns", "end_ns", "depth").rows() == [("aten::linear", 100, 200, 0), ("aten::addmm", 120, 180, 1)]
+    assert ops.select("name", "start_ns", "end_ns", "depth").rows() == [
+        ("aten::linear", 100, 200, 0),
+        ("aten::addmm", 120, 180, 1),
+    ]
     assert ops["input_dims"].to_list() == ["[[32,64],[128,64],[]]", "[[128],[32,64],[64,128],[],[]]"]
     assert ops["input_types"].to_list()[0] == ["c10::Half", "c10::Half", ""]
     assert ops["sequence_number"].to_list() == [None, 7]

@@ -43,8 +43,9 @@ def test_tiny_sweep_writes_traces_table_and_sidecars(tmp_path: Path) -> None:
     from tracekit.workloads.config import PhaseShapeConfig
     from tracekit.workloads.phase_shape import run_sweep
 
-    cfg = PhaseShapeConfig(d=64, prefill_rows=(16, 64), decode_rows=(2,), warmup=1, active=2, reps=3,
-                           threads=1).validate()
+    cfg = PhaseShapeConfig(
+        d=64, prefill_rows=(16, 64), decode_rows=(2,), warmup=1, active=2, reps=3, threads=1
+    ).validate()
     res = run_sweep(cfg, tmp_path)
     t = res.table
     assert t["m"].to_list() == [16, 64, 2] and t["kind"].to_list() == ["prefill", "prefill", "decode"]
@@ -74,12 +75,36 @@ def test_cli_prints_one_row_per_shape(tmp_path: Path, capsys: pytest.CaptureFixt
     pytest.importorskip("torch")
     from tracekit.cli.main import main
 
-    main(["run", "phase-shape", "--d", "128", "--dtype", "float32", "--prefill-rows", "32,64",
-          "--decode-rows", "8", "--warmup", "1", "--active", "1", "--reps", "1", "--threads", "1",
-          "--out", str(tmp_path / "o")])
+    main(
+        [
+            "run",
+            "phase-shape",
+            "--d",
+            "128",
+            "--dtype",
+            "float32",
+            "--prefill-rows",
+            "32,64",
+            "--decode-rows",
+            "8",
+            "--warmup",
+            "1",
+            "--active",
+            "1",
+            "--reps",
+            "1",
+            "--threads",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     out = capsys.readouterr().out.splitlines()
     rows = [ln.split() for ln in out if ln.startswith(("prefill", "decode"))]
     # intensity d=128 fp32: m=32 → 2·32·128/((128+64)·4) = 10.67; m=8 → 2048/576 = 3.56
-    assert [(r[0], r[1], r[4]) for r in rows] == [("prefill", "32", "10.67"), ("prefill", "64", "16.00"),
-                                                  ("decode", "8", "3.56")]
+    assert [(r[0], r[1], r[4]) for r in rows] == [
+        ("prefill", "32", "10.67"),
+        ("prefill", "64", "16.00"),
+        ("decode", "8", "3.56"),
+    ]
     assert "CPU diagnostic — not GPU evidence" in out

@@ -41,8 +41,9 @@ def test_roofline_points_and_roofs(data: model.ReportData) -> None:
 
 
 def test_roofline_uses_phase_peaks_when_device_has_none(data: model.ReportData) -> None:
-    ph = data.phases.with_columns(pl.lit(100e12).alias("peak_flops_per_s"), pl.lit(1e12).alias("peak_bytes_per_s"),
-                                  pl.lit("fp16").alias("dtype"))
+    ph = data.phases.with_columns(
+        pl.lit(100e12).alias("peak_flops_per_s"), pl.lit(1e12).alias("peak_bytes_per_s"), pl.lit("fp16").alias("dtype")
+    )
     fig = plots.roofline(data.regions, ph, {"name": "x"})
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "roof fp16: 100 TFLOP/s, 1 TB/s, ridge 100 FLOP/B" in labels  # 100e12 / 1e12
@@ -58,8 +59,14 @@ def test_roofline_without_flops_says_so(data: model.ReportData) -> None:
 def test_timeline_merges_intervals_per_stream(data: model.ReportData) -> None:
     # stream 7: [0,4] and [5,8] ms stay two bars (a 1 ms gap); overlapping [0,4]+[3,6] become one bar [0,6]
     ms = 1_000_000
-    act = pl.DataFrame({"device": [0, 0, 0, 0], "stream": [7, 7, 7, 8], "start_ns": [0, 3 * ms, 10 * ms, 0],
-                        "end_ns": [4 * ms, 6 * ms, 12 * ms, ms]})
+    act = pl.DataFrame(
+        {
+            "device": [0, 0, 0, 0],
+            "stream": [7, 7, 7, 8],
+            "start_ns": [0, 3 * ms, 10 * ms, 0],
+            "end_ns": [4 * ms, 6 * ms, 12 * ms, ms],
+        }
+    )
     m = plots._merge(act).sort("device", "stream", "start_ns")
     assert m.select("stream", "start_ns", "end_ns").rows() == [(7, 0, 6 * ms), (7, 10 * ms, 12 * ms), (8, 0, ms)]
     fig = plots.timeline(data.regions, data.activities)
@@ -109,10 +116,16 @@ def test_breakdown_from_all_kernels(data: model.ReportData) -> None:
     # "not in top kernels" bar). Prefill: 6 ms gemm + 2 ms attention = busy 8 ms → bar 10 ms.
     # Decode: 9 ms of kernel time summed over overlapping streams but busy 6 ms → the classes
     # are scaled by 6/9, and the bar stays span = 9 ms.
-    oc = pl.DataFrame({"phase": ["prefill", "prefill", "decode", "decode"], "op_class": ["gemm", "attention", "gemm", "norm"],
-                       "device_time_ns": [6_000_000, 2_000_000, 6_000_000, 3_000_000]})
-    ph = data.phases.with_columns(pl.when(pl.col("phase") == "decode").then(6_000_000).otherwise(pl.col("busy_ns"))
-                                  .alias("busy_ns"))
+    oc = pl.DataFrame(
+        {
+            "phase": ["prefill", "prefill", "decode", "decode"],
+            "op_class": ["gemm", "attention", "gemm", "norm"],
+            "device_time_ns": [6_000_000, 2_000_000, 6_000_000, 3_000_000],
+        }
+    )
+    ph = data.phases.with_columns(
+        pl.when(pl.col("phase") == "decode").then(6_000_000).otherwise(pl.col("busy_ns")).alias("busy_ns")
+    )
     fig = plots.breakdown(ph, data.top_kernels, oc)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -122,13 +135,17 @@ def test_breakdown_from_all_kernels(data: model.ReportData) -> None:
         heights.setdefault(x, []).append(bar.get_height())
     # decode bars in legend order: attention 0, gemm 6·6/9 = 4, norm 3·6/9 = 2, then idle 3
     assert heights[1] == pytest.approx([0.0, 4.0, 2.0, 3.0])
-    tops = {x: max(b.get_y() + b.get_height() for b in ax.patches if round(b.get_x() + b.get_width() / 2) == x)
-            for x in heights}
+    tops = {
+        x: max(b.get_y() + b.get_height() for b in ax.patches if round(b.get_x() + b.get_width() / 2) == x)
+        for x in heights
+    }
     assert tops[0] == pytest.approx(10.0) and tops[1] == pytest.approx(9.0)
 
 
 def test_op_class_rules() -> None:
-    names = pl.Series(["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclKernel_AllReduce", "Memcpy HtoD", "rms_norm_kernel", "weird"])
+    names = pl.Series(
+        ["sm90_xmma_gemm_bf16", "flash_fwd_kernel", "ncclKernel_AllReduce", "Memcpy HtoD", "rms_norm_kernel", "weird"]
+    )
     got = pl.select(op_class(pl.lit(names))).to_series().to_list()
     assert got == ["gemm", "attention", "communication", "memcpy/memset", "norm", "other"]
 
@@ -136,8 +153,13 @@ def test_op_class_rules() -> None:
 def test_sweep_marks_change_of_character() -> None:
     # bandwidth-bound shapes double throughput as intensity doubles (slope 1) until 64 FLOP/B,
     # then flatten (slope ≈ 0.07): the knee is at 64.
-    t = pl.DataFrame({"kind": ["decode"] * 4 + ["prefill"] * 3, "intensity": [8.0, 16, 32, 64, 128, 256, 512],
-                      "achieved_flops_per_s": [1e12, 2e12, 4e12, 8e12, 8.4e12, 8.8e12, 9e12]})
+    t = pl.DataFrame(
+        {
+            "kind": ["decode"] * 4 + ["prefill"] * 3,
+            "intensity": [8.0, 16, 32, 64, 128, 256, 512],
+            "achieved_flops_per_s": [1e12, 2e12, 4e12, 8e12, 8.4e12, 8.8e12, 9e12],
+        }
+    )
     assert plots.measured_knee(t["intensity"].to_list(), t["achieved_flops_per_s"].to_list()) == 64.0
     fig = plots.sweep(t, {"name": "x", "peak_flops_per_s": {"bf16": 1e13}, "peak_bytes_per_s": 1e11})
     _readable(fig)

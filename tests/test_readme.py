@@ -22,8 +22,11 @@ def test_readme_python_block_runs(i: int, monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.chdir(REPO)
     # Names the annotation example takes from the reader's own program.
     calls: list[Any] = []
-    ns: dict[str, Any] = {"model": SimpleNamespace(decode_step=lambda t, kv: calls.append((t, kv)) or "logits"),
-                          "tokens": [1, 2], "kv_cache": None}
+    ns: dict[str, Any] = {
+        "model": SimpleNamespace(decode_step=lambda t, kv: calls.append((t, kv)) or "logits"),
+        "tokens": [1, 2],
+        "kv_cache": None,
+    }
     exec(compile(BLOCKS[i], f"README.md python block {i}", "exec"), ns)  # noqa: S102
     if "decode_step" in BLOCKS[i]:
         assert calls == [([1, 2], None)] and ns["logits"] == "logits"

@@ -30,11 +30,17 @@ def test_tk_names_attributes_and_inheritance(tmp_path: Path) -> None:
     # tk:run (a container, no phase) ⊃ prefill step 0 ⊃ "sampling"; decode steps 1 and 2.
     # "sampling" has no phase of its own → inherits prefill from its parent, and says so.
     pre = "tk:prefill step=0 batch=4 prompt_tokens=512 ctx=512"
-    tr = load(tmp_path, [
-        region("tk:run workload=llm", 0, 1000), region(pre, 10, 100), region("sampling", 90, 10),
-        region("tk:decode step=1 batch=4 ctx=513", 200, 50), region("tk:decode step=2 batch=4 ctx=514", 300, 50),
-        region("tk:mixed step=3 prefill_tokens=256 decode_seqs=6", 400, 50),
-    ])
+    tr = load(
+        tmp_path,
+        [
+            region("tk:run workload=llm", 0, 1000),
+            region(pre, 10, 100),
+            region("sampling", 90, 10),
+            region("tk:decode step=1 batch=4 ctx=513", 200, 50),
+            region("tk:decode step=2 batch=4 ctx=514", 300, 50),
+            region("tk:mixed step=3 prefill_tokens=256 decode_seqs=6", 400, 50),
+        ],
+    )
     r = _by_name(label_regions(tr))
     assert r[pre]["phase"] == "prefill" and r[pre]["phase_rule"] == "tk: annotation tk:prefill"
     assert (r[pre]["step"], r[pre]["batch"], r[pre]["ctx"], r[pre]["prompt_tokens"]) == (0, 4, 512, 512)
@@ -53,14 +59,42 @@ def test_engine_conventions(tmp_path: Path) -> None:
     # vLLM: context 15 / generation 0 → prefill, ctx = sk 15360 // 15 requests = 1024;
     #       context 0 / generation 32 → decode, ctx = 55086 // 32 = 1721 (kv_tokens 55086);
     #       context 2 / generation 32 → mixed, batch 34, kv 8 + 3200 = 3208, ctx 3208 // 34 = 94.
-    tr = load(tmp_path, [region(n, 100 * i, 50) for i, n in enumerate([SG_EXTEND, SG_DECODE, VLLM_PREFILL, VLLM_DECODE, VLLM_MIXED, "MyDecodeLoop", "prefill_and_decode"])])
+    tr = load(
+        tmp_path,
+        [
+            region(n, 100 * i, 50)
+            for i, n in enumerate(
+                [SG_EXTEND, SG_DECODE, VLLM_PREFILL, VLLM_DECODE, VLLM_MIXED, "MyDecodeLoop", "prefill_and_decode"]
+            )
+        ],
+    )
     r = _by_name(label_regions(tr))
-    assert (r[SG_EXTEND]["phase"], r[SG_EXTEND]["batch"], r[SG_EXTEND]["tokens"], r[SG_EXTEND]["prefill_tokens"]) == ("prefill", 15, 15360, 15360)
+    assert (r[SG_EXTEND]["phase"], r[SG_EXTEND]["batch"], r[SG_EXTEND]["tokens"], r[SG_EXTEND]["prefill_tokens"]) == (
+        "prefill",
+        15,
+        15360,
+        15360,
+    )
     assert (r[SG_DECODE]["phase"], r[SG_DECODE]["batch"], r[SG_DECODE]["decode_seqs"]) == ("decode", 32, 32)
     assert r[SG_DECODE]["phase_rule"] == "SGLang step[DECODE …]"
-    assert (r[VLLM_PREFILL]["phase"], r[VLLM_PREFILL]["tokens"], r[VLLM_PREFILL]["batch"], r[VLLM_PREFILL]["ctx"]) == ("prefill", 15360, 15, 1024)
-    assert (r[VLLM_DECODE]["phase"], r[VLLM_DECODE]["ctx"], r[VLLM_DECODE]["kv_tokens"], r[VLLM_DECODE]["decode_seqs"]) == ("decode", 1721, 55086, 32)
-    assert (r[VLLM_MIXED]["phase"], r[VLLM_MIXED]["batch"], r[VLLM_MIXED]["kv_tokens"], r[VLLM_MIXED]["ctx"]) == ("mixed", 34, 3208, 94)
+    assert (r[VLLM_PREFILL]["phase"], r[VLLM_PREFILL]["tokens"], r[VLLM_PREFILL]["batch"], r[VLLM_PREFILL]["ctx"]) == (
+        "prefill",
+        15360,
+        15,
+        1024,
+    )
+    assert (
+        r[VLLM_DECODE]["phase"],
+        r[VLLM_DECODE]["ctx"],
+        r[VLLM_DECODE]["kv_tokens"],
+        r[VLLM_DECODE]["decode_seqs"],
+    ) == ("decode", 1721, 55086, 32)
+    assert (r[VLLM_MIXED]["phase"], r[VLLM_MIXED]["batch"], r[VLLM_MIXED]["kv_tokens"], r[VLLM_MIXED]["ctx"]) == (
+        "mixed",
+        34,
+        3208,
+        94,
+    )
     assert r[VLLM_MIXED]["phase_rule"] == "vLLM execute_…: 2 context, 32 generation requests"
     assert (r["MyDecodeLoop"]["phase"], r["MyDecodeLoop"]["phase_rule"]) == ("decode", 'name contains "decode"')
     assert r["prefill_and_decode"]["phase"] == "mixed"
@@ -71,15 +105,26 @@ def test_engine_conventions(tmp_path: Path) -> None:
 def test_steps_numbered(tmp_path: Path) -> None:
     # ProfilerStep#7/#8 carry their number; three "fwd" regions are numbered 0, 1, 2 by start time,
     # and the gpu_user_annotation projection of ProfilerStep#8 gets 8 too.
-    tr = load(tmp_path, [
-        region("ProfilerStep#7", 0, 100), region("ProfilerStep#8", 100, 100), gpu_region("ProfilerStep#8", 150, 60),
-        region("fwd", 10, 5), region("fwd", 110, 5), region("fwd", 120, 5),
-    ])
+    tr = load(
+        tmp_path,
+        [
+            region("ProfilerStep#7", 0, 100),
+            region("ProfilerStep#8", 100, 100),
+            gpu_region("ProfilerStep#8", 150, 60),
+            region("fwd", 10, 5),
+            region("fwd", 110, 5),
+            region("fwd", 120, 5),
+        ],
+    )
     df = label_regions(tr)
     fwd = df.filter(pl.col("name") == "fwd").sort("start_ns")
     assert fwd["step"].to_list() == [0, 1, 2]
     ps = df.filter(pl.col("name").str.starts_with("ProfilerStep")).sort("start_ns")
-    assert ps.select("kind", "step").rows() == [("user_annotation", 7), ("user_annotation", 8), ("gpu_user_annotation", 8)]
+    assert ps.select("kind", "step").rows() == [
+        ("user_annotation", 7),
+        ("user_annotation", 8),
+        ("gpu_user_annotation", 8),
+    ]
     assert df["region_id"].to_list() == sorted(tr.regions["region_id"].to_list())  # one row per region
 
 
@@ -108,18 +153,30 @@ def _sdpa(tmp_path: Path, qlens: list[int]) -> pl.DataFrame:
     ev: list[dict[str, object]] = []
     for i, q in enumerate(qlens):
         # query [B=4, H=8, N_Q=q, d=64], key/value [4, 8, 100, 64]
-        ev.append(op("aten::scaled_dot_product_attention", 10 * i, 5, dims=[[4, 8, q, 64], [4, 8, 100, 64], [4, 8, 100, 64]]))
-        ev.append(op("aten::_scaled_dot_product_flash_attention", 10 * i + 1, 3, dims=[[4, 8, q, 64], [4, 8, 100, 64], [4, 8, 100, 64]]))
+        ev.append(
+            op("aten::scaled_dot_product_attention", 10 * i, 5, dims=[[4, 8, q, 64], [4, 8, 100, 64], [4, 8, 100, 64]])
+        )
+        ev.append(
+            op(
+                "aten::_scaled_dot_product_flash_attention",
+                10 * i + 1,
+                3,
+                dims=[[4, 8, q, 64], [4, 8, 100, 64], [4, 8, 100, 64]],
+            )
+        )
     ev += [launch(1, corr=1), kernel("k", 2, 1, corr=1)]
     return infer_phase_from_shapes(load(tmp_path, ev))
 
 
-@pytest.mark.parametrize(("qlens", "phase", "rule"), [
-    ([1, 1, 1], "decode", "inferred from shapes: attention query length 1 (3 attention calls)"),
-    ([128, 100], "prefill", "inferred from shapes: attention query length 100–128 > 1 (2 attention calls)"),
-    ([1, 128], "mixed", "inferred from shapes: attention query length 1 in 1 of 2 attention calls"),
-    ([], "other", "no attention op with Input Dims: phase not inferred from shapes"),
-])
+@pytest.mark.parametrize(
+    ("qlens", "phase", "rule"),
+    [
+        ([1, 1, 1], "decode", "inferred from shapes: attention query length 1 (3 attention calls)"),
+        ([128, 100], "prefill", "inferred from shapes: attention query length 100–128 > 1 (2 attention calls)"),
+        ([1, 128], "mixed", "inferred from shapes: attention query length 1 in 1 of 2 attention calls"),
+        ([], "other", "no attention op with Input Dims: phase not inferred from shapes"),
+    ],
+)
 def test_infer_phase_from_shapes(tmp_path: Path, qlens: list[int], phase: str, rule: str) -> None:
     # Only the outermost SDPA op of each call counts (the nested flash op is the same call).
     out = _sdpa(tmp_path, qlens)
@@ -135,11 +192,17 @@ def test_shapes_on_real_prefill_trace(shared_traces: Path) -> None:
     assert (out["phase"], out["attention_ops"], out["query_len_min"], out["query_len_max"]) == ("prefill", 24, 559, 559)
 
 
-@pytest.mark.parametrize(("rel", "expected"), [
-    ("sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz", {"step[EXTEND bs=15 toks=15360]": "prefill", VLLM_PREFILL: "prefill"}),
-    ("sglang_decode/sglang_Qwen3-8B_decode.json.gz", {"step[DECODE bs=32]": "decode"}),
-    ("vllm_decode_full/graph_execution.json.gz", {VLLM_DECODE: "decode"}),
-])
+@pytest.mark.parametrize(
+    ("rel", "expected"),
+    [
+        (
+            "sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+            {"step[EXTEND bs=15 toks=15360]": "prefill", VLLM_PREFILL: "prefill"},
+        ),
+        ("sglang_decode/sglang_Qwen3-8B_decode.json.gz", {"step[DECODE bs=32]": "decode"}),
+        ("vllm_decode_full/graph_execution.json.gz", {VLLM_DECODE: "decode"}),
+    ],
+)
 def test_real_engine_names(shared_traces: Path, rel: str, expected: dict[str, str]) -> None:
     # The annotation names listed in the shared traces' README parse to the phases they describe.
     tr = tracekit.load(str(shared_traces / "kineto/tracelens/inference" / rel))
@@ -148,7 +211,9 @@ def test_real_engine_names(shared_traces: Path, rel: str, expected: dict[str, st
         assert got[name] == phase
 
 
-@pytest.mark.parametrize("path", [p for p in kineto_trace_files() if p.stat().st_size < 2_000_000], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for p in kineto_trace_files() if p.stat().st_size < 2_000_000], ids=lambda p: p.name
+)
 def test_labels_complete_on_real_traces(shared_traces: Path, path: Path) -> None:
     # Every region gets exactly one row, a known phase, a rule and a step.
     tr = tracekit.load(str(path))

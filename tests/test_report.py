@@ -16,8 +16,13 @@ from tracekit.report import json as rjson  # noqa: E402
 
 
 def data() -> model.ReportData:
-    return model.from_json(sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(),
-                           activities=sample_activities(), environment={"rows": [("torch_version", "2.13.0")]})
+    return model.from_json(
+        sample_doc(),
+        top_kernels=sample_top_kernels(),
+        top_ops=sample_top_ops(),
+        activities=sample_activities(),
+        environment={"rows": [("torch_version", "2.13.0")]},
+    )
 
 
 def test_formatting_units() -> None:
@@ -50,9 +55,11 @@ def test_markdown_report_tables_and_escaping() -> None:
     header = next(line for line in lines if line.startswith("| phase | verdict | reason | region count"))
     ncols = header.count(" | ") + 1
     # every row of the phase table has as many cells as the header: the pipe in the reason was escaped
-    rows = lines[lines.index(header) + 2: lines.index(header) + 4]
+    rows = lines[lines.index(header) + 2 : lines.index(header) + 4]
     assert [r.split(" | ")[0] for r in rows] == ["| prefill", "| decode"]
-    assert ncols == 10  # phase, verdict, reason (first: visible without scrolling), region count, span, busy, busy %, idle, gap count, kernel count
+    assert (
+        ncols == 10
+    )  # phase, verdict, reason (first: visible without scrolling), region count, span, busy, busy %, idle, gap count, kernel count
     # in every table block, every line has the header's number of unescaped pipes
     block: list[str] = []
     for ln in [*lines, ""]:

@@ -39,9 +39,16 @@ def test_report_md_with_plots(tmp_path: Path) -> None:
 
 def test_report_json_and_sidecar(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "run.pt.trace.json")
-    (tmp_path / "run.tracekit.json").write_text(json.dumps({
-        "workload": "llm", "torch_version": "2.13.0", "config": {"batch": 4, "max_seqs": 8, "token_budget": 256},
-        "hf_token": "SECRET-DO-NOT-PRINT"}))
+    (tmp_path / "run.tracekit.json").write_text(
+        json.dumps(
+            {
+                "workload": "llm",
+                "torch_version": "2.13.0",
+                "config": {"batch": 4, "max_seqs": 8, "token_budget": 256},
+                "hf_token": "SECRET-DO-NOT-PRINT",
+            }
+        )
+    )
     out = tmp_path / "r.json"
     assert run_cli(["report", str(trace), "--out", str(out)]) == 0  # format from the suffix
     doc = json.loads(out.read_text())
@@ -90,8 +97,23 @@ def test_bad_input_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     _one_line_error(capsys, ".png or .svg")
     # no device work and no CPU operators: nothing to report
     empty = tmp_path / "empty.json"
-    empty.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "cat": "user_annotation", "name": "tk:prefill step=0", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]}))
+    empty.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "user_annotation",
+                        "name": "tk:prefill step=0",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 0,
+                        "dur": 10,
+                    }
+                ]
+            }
+        )
+    )
     assert run_cli(["report", str(empty)]) == 5
     _one_line_error(capsys, "nothing to report")
     # a plot whose data is missing says what is missing

@@ -29,7 +29,7 @@ def _region_rows(text: str) -> list[list[str]]:
     lines = text.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.startswith("| name | phase | verdict | reason | device time"))
     rows = []
-    for ln in lines[head + 2:]:
+    for ln in lines[head + 2 :]:
         if not ln.startswith("|"):
             break
         rows.append([c.strip() for c in re.split(r"(?<!\\)\|", ln)[1:-1]])
@@ -56,8 +56,11 @@ def test_crossentropy_markdown_fits_an_issue_and_leads_with_device_time(ce_data,
     with_work = regions.filter(pl.col("device_time_ns") > 0).height
     assert len(rows) > with_work  # every region with device work is listed, then some without
     left = regions.height - len(rows)
-    m = re.search(r"Showing the ([\d,]+) regions with the most device time; ([\d,]+) of ([\d,]+) left out "
-                  r"\(all of them with no device work\)", text)
+    m = re.search(
+        r"Showing the ([\d,]+) regions with the most device time; ([\d,]+) of ([\d,]+) left out "
+        r"\(all of them with no device work\)",
+        text,
+    )
     assert m and int(m[1].replace(",", "")) == len(rows) and int(m[2].replace(",", "")) == left
     assert int(m[3].replace(",", "")) == regions.height == 13_513
     assert "--regions all" in text
@@ -79,8 +82,10 @@ def test_kernel_names_short_with_full_name_kept(ce_data) -> None:  # type: ignor
     from tracekit.report import html, markdown
 
     text = markdown.render(ce_data)
-    full = ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, "
-            "std::array<char *, (unsigned long)1>>(int, T2, T3)")
+    full = (
+        "void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>, "
+        "std::array<char *, (unsigned long)1>>(int, T2, T3)"
+    )
     assert "| vectorized\\_elementwise\\_kernel&lt;4, FillFunctor&lt;float&gt;&gt; | 1 |" in text
     assert "<summary>Full names of the" in text and "at::native::FillFunctor" in text.replace("\\_", "_")
     page = html.render(ce_data)

@@ -33,9 +33,11 @@ def test_schedule_by_hand() -> None:
     # step 2: decode A at position 6 and C at position 2: both finish.
     a, b, c = Request(0, 6, 2, 0.0), Request(1, 3, 1, 0.0), Request(2, 2, 2, 0.0)
     steps = _drive(Scheduler(token_budget=8, max_seqs=2, chunk=4), [a, b, c])
-    assert steps == [[(0, 0, 4, False), (1, 0, 3, False)],
-                     [(0, 4, 2, False), (2, 0, 2, False)],
-                     [(0, 6, 1, True), (2, 2, 1, True)]]
+    assert steps == [
+        [(0, 0, 4, False), (1, 0, 3, False)],
+        [(0, 4, 2, False), (2, 0, 2, False)],
+        [(0, 6, 1, True), (2, 2, 1, True)],
+    ]
     assert (a.first_token_ns, a.finish_ns, b.first_token_ns, b.finish_ns, c.finish_ns) == (2, 3, 1, 1, 3)
 
 
@@ -65,9 +67,18 @@ def test_run_serve_budget_completion_and_annotations(tmp_path: Path) -> None:
     from tracekit.workloads.serve import run_serve
 
     model = ModelConfig(layers=2, d_model=64, heads=4, kv_heads=2, vocab=128, max_context=128)
-    cfg = ServeConfig(model=model, requests=7, prompt_len="uniform:5:60", output_len="uniform:1:6",
-                      arrival="interval:2", token_budget=24, max_seqs=3, chunk=16, threads=1,
-                      warmup_requests=1).validate()
+    cfg = ServeConfig(
+        model=model,
+        requests=7,
+        prompt_len="uniform:5:60",
+        output_len="uniform:1:6",
+        arrival="interval:2",
+        token_budget=24,
+        max_seqs=3,
+        chunk=16,
+        threads=1,
+        warmup_requests=1,
+    ).validate()
     res = run_serve(cfg, tmp_path)
     side = json.loads(res.sidecar.read_text())
     steps = side["steps"]
@@ -91,5 +102,6 @@ def test_run_serve_budget_completion_and_annotations(tmp_path: Path) -> None:
     for p, s in zip(step_regions, steps):
         assert p["phase"] == s["kind"] and int(p["prefill_tokens"]) == s["prefill_tokens"]
         assert int(p["decode_seqs"]) == s["decode_seqs"] and int(p["prefill_tokens"]) + int(p["decode_seqs"]) <= 24
-    assert [p for p in tk if p["phase"] == "run"] == [{"phase": "run", "workload": "serve", "token_budget": "24",
-                                                        "max_seqs": "3", "chunk": "16", "stage": "measured"}]
+    assert [p for p in tk if p["phase"] == "run"] == [
+        {"phase": "run", "workload": "serve", "token_budget": "24", "max_seqs": "3", "chunk": "16", "stage": "measured"}
+    ]

@@ -28,11 +28,28 @@ def test_parse_rates() -> None:
 def test_rows_and_per_rate_by_hand() -> None:
     # One run at 2 req/s: requests arrive at 0 and 100 ms, finish at 300 and 500 ms, 3 + 2 tokens:
     # duration 0.5 s, 10 tokens/s. TTFT 50 and 150 ms → p50 100, p90 140 (linear).
-    side = {"requests": [
-        {"id": 0, "prompt_tokens": 10, "output_tokens": 3, "arrival_ns": 0, "finish_ns": 300_000_000,
-         "ttft_ns": 50_000_000, "tpot_ns": 125_000_000},
-        {"id": 1, "prompt_tokens": 20, "output_tokens": 2, "arrival_ns": 100_000_000, "finish_ns": 500_000_000,
-         "ttft_ns": 150_000_000, "tpot_ns": 250_000_000}]}
+    side = {
+        "requests": [
+            {
+                "id": 0,
+                "prompt_tokens": 10,
+                "output_tokens": 3,
+                "arrival_ns": 0,
+                "finish_ns": 300_000_000,
+                "ttft_ns": 50_000_000,
+                "tpot_ns": 125_000_000,
+            },
+            {
+                "id": 1,
+                "prompt_tokens": 20,
+                "output_tokens": 2,
+                "arrival_ns": 100_000_000,
+                "finish_ns": 500_000_000,
+                "ttft_ns": 150_000_000,
+                "tpot_ns": 250_000_000,
+            },
+        ]
+    }
     rows = rows_of(2.0, side, "rate_2/serve.pt.trace.json.gz")
     assert rows[0]["duration_s"] == 0.5 and rows[0]["output_tokens_per_s"] == 10.0 and rows[1]["e2el_ms"] == 400.0
     d = per_rate(pl.DataFrame(rows), {"ttft_ms": 100.0, "tpot_ms": None, "e2el_ms": None}).row(0, named=True)
@@ -43,7 +60,9 @@ def test_rows_and_per_rate_by_hand() -> None:
 def test_sample_sweep_table_has_three_rates_and_plots() -> None:
     t = read_serve_sweep(SAMPLE)
     assert t is not None and t["rate_req_per_s"].n_unique() == 3
-    fig = latency_throughput(t, {"ttft_ms": 300.0, "tpot_ms": 40.0, "e2el_ms": None}, "CPU diagnostic — not GPU evidence")
+    fig = latency_throughput(
+        t, {"ttft_ms": 300.0, "tpot_ms": 40.0, "e2el_ms": None}, "CPU diagnostic — not GPU evidence"
+    )
     labels = [x.get_text() for ax in fig.axes for x in (ax.get_legend().get_texts() if ax.get_legend() else [])]
     assert "SLO TTFT 300 ms" in labels and "SLO TPOT 40 ms" in labels and "goodput (meet SLO)" in labels
     assert (SAMPLE / "latency_throughput.png").stat().st_size > 10_000
@@ -53,10 +72,28 @@ def test_sample_sweep_table_has_three_rates_and_plots() -> None:
 
 def test_report_includes_latency_throughput_with_a_serve_sweep(tmp_path: Path) -> None:
     out = tmp_path / "r.md"
-    p = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "report", str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"),
-                        "--sweep", str(SAMPLE), "--slo", "ttft=300,tpot=40", "--out", str(out)],
-                       capture_output=True, text=True, env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracekit.cli.main",
+            "report",
+            str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"),
+            "--sweep",
+            str(SAMPLE),
+            "--slo",
+            "ttft=300,tpot=40",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "MPLBACKEND": "Agg"},
+    )
     assert p.returncode == 0, p.stderr
     text = out.read_text()
-    assert "Latency vs throughput (arrival-rate sweep)" in text and (tmp_path / "r_plots" / "latency-throughput.png").is_file()
+    assert (
+        "Latency vs throughput (arrival-rate sweep)" in text
+        and (tmp_path / "r_plots" / "latency-throughput.png").is_file()
+    )
     assert "prefill–decode interference" in text

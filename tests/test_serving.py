@@ -37,8 +37,11 @@ def test_request_attrs_parse_back_through_the_grammar() -> None:
 def _steps(rows: list[tuple[str, str, int, int]]) -> pl.DataFrame:
     """(phase, name attrs, cpu_start_ns, done_ns) → a step table as latency.step_table makes it."""
     return pl.DataFrame(
-        [{"phase": p, "name": f"tk:{p} step={i} {a}", "step": i, "cpu_start_ns": s, "done_ns": d, "step_ns": d - s}
-         for i, (p, a, s, d) in enumerate(rows)])
+        [
+            {"phase": p, "name": f"tk:{p} step={i} {a}", "step": i, "cpu_start_ns": s, "done_ns": d, "step_ns": d - s}
+            for i, (p, a, s, d) in enumerate(rows)
+        ]
+    )
 
 
 def test_encoded_requests_by_hand() -> None:
@@ -47,11 +50,13 @@ def test_encoded_requests_by_hand() -> None:
     # TPOT (21 − 11) / 2 = 5, ITLs 4 and 6.
     # Request 1 arrives at 10 ms (waited 1 ms before step 1 at 11 ms); chunks in steps 1 and 2 (first
     # token at 21 ms): TTFT 11, one token, no TPOT.
-    steps = _steps([
-        ("prefill", "pf=0:8! arr=0:1000", 1_000_000, 11_000_000),
-        ("mixed", "dc=0 pf=1:4 arr=1:1000", 11_000_000, 15_000_000),
-        ("mixed", "dc=0 pf=1:2!", 15_000_000, 21_000_000),
-    ])
+    steps = _steps(
+        [
+            ("prefill", "pf=0:8! arr=0:1000", 1_000_000, 11_000_000),
+            ("mixed", "dc=0 pf=1:4 arr=1:1000", 11_000_000, 15_000_000),
+            ("mixed", "dc=0 pf=1:2!", 15_000_000, 21_000_000),
+        ]
+    )
     req, itl, notes = encoded_requests(steps)
     assert notes == []
     r = {row["request"]: row for row in req.to_dicts()}
@@ -73,8 +78,13 @@ def test_encoded_requests_count_partial_and_malformed() -> None:
 
 def test_step_period_itl_by_hand() -> None:
     # decode steps done at 10, 14, 20 ms (the first started at 2): ITL 8 (its own duration), 4, 6.
-    steps = _steps([("decode", "", 2_000_000, 10_000_000), ("decode", "", 10_000_000, 14_000_000),
-                    ("decode", "", 14_000_000, 20_000_000)])
+    steps = _steps(
+        [
+            ("decode", "", 2_000_000, 10_000_000),
+            ("decode", "", 10_000_000, 14_000_000),
+            ("decode", "", 14_000_000, 20_000_000),
+        ]
+    )
     assert step_period_itl(steps).to_list() == pytest.approx([8.0, 4.0, 6.0])
 
 
@@ -88,9 +98,16 @@ def test_interference_fit_by_hand() -> None:
     # One cell (D=4, ctx 100): pure decode 10, 10.2, 9.8 ms; mixed with P=100 → 15, P=200 → 20.2.
     # Within-cell: mean P = 60, mean ms = 13.04; slope = Σxy/Σxx = 0.050875 ms/token:
     # (182.4 + 170.4 + 194.4 + 78.4 + 1002.4) / (3·3600 + 1600 + 19600) = 1628 / 32000.
-    dec = pl.DataFrame({"D": [4] * 5, "P": [0, 0, 0, 100, 200], "dctx": [100] * 5,
-                        "ms": [10.0, 10.2, 9.8, 15.0, 20.2], "phase": ["decode"] * 3 + ["mixed"] * 2,
-                        "step_index": list(range(5))})
+    dec = pl.DataFrame(
+        {
+            "D": [4] * 5,
+            "P": [0, 0, 0, 100, 200],
+            "dctx": [100] * 5,
+            "ms": [10.0, 10.2, 9.8, 15.0, 20.2],
+            "phase": ["decode"] * 3 + ["mixed"] * 2,
+            "step_index": list(range(5)),
+        }
+    )
     f = fit(dec)
     assert f["cost_ms_per_prefill_token"] == pytest.approx(1628 / 32000)
     assert f["significant"] and f["ci95_low"] < 0.051 < f["ci95_high"] and f["dof"] == 3
@@ -116,8 +133,17 @@ def _serve(tmp: Path, name: str, **kw: Any) -> tuple[Any, dict[str, Any]]:
     import tracekit
     from tracekit.analysis import analyze
 
-    cfg = ServeConfig(model=ModelConfig(**SMALL), requests=10, prompt_len="uniform:64:160", output_len="uniform:6:12",
-                      arrival="interval:15", max_seqs=8, threads=1, warmup_requests=1, **kw).validate()
+    cfg = ServeConfig(
+        model=ModelConfig(**SMALL),
+        requests=10,
+        prompt_len="uniform:64:160",
+        output_len="uniform:6:12",
+        arrival="interval:15",
+        max_seqs=8,
+        threads=1,
+        warmup_requests=1,
+        **kw,
+    ).validate()
     res = run_serve(cfg, tmp / name)
     return analyze(tracekit.load(str(res.trace))), json.loads(res.sidecar.read_text())
 
@@ -126,8 +152,10 @@ def _serve(tmp: Path, name: str, **kw: Any) -> tuple[Any, dict[str, Any]]:
 def serve_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
     pytest.importorskip("torch")
     tmp = tmp_path_factory.mktemp("serving")
-    return {"unchunked": _serve(tmp, "unchunked", token_budget=256, chunk=256),
-            "chunked": _serve(tmp, "chunked", token_budget=24, chunk=16)}
+    return {
+        "unchunked": _serve(tmp, "unchunked", token_budget=256, chunk=256),
+        "chunked": _serve(tmp, "chunked", token_budget=24, chunk=16),
+    }
 
 
 @pytest.mark.torch
@@ -146,7 +174,10 @@ def test_trace_latency_agrees_with_sidecar(serve_runs: dict[str, tuple[Any, dict
         req = res.requests
         t = req.filter(pl.col("source") == "trace").sort("request")
         s = req.filter(pl.col("source") == "sidecar").sort("request")
-        assert t["request"].to_list() == s["request"].to_list() and t["output_tokens"].to_list() == s["output_tokens"].to_list()
+        assert (
+            t["request"].to_list() == s["request"].to_list()
+            and t["output_tokens"].to_list() == s["output_tokens"].to_list()
+        )
         # Per request most agree to well under 0.5 ms; a single one may differ by a scheduler time
         # slice (~16 ms seen on the shared 2-core host: the process was preempted between the
         # profiler range's end and the runner's clock read), so the bound is on the median and share.
@@ -176,11 +207,19 @@ def test_mixed_steps_without_request_ids_fall_back_to_sidecar_and_step_period() 
     # duration from 2 ms), 4, 6.
     from tracekit.analysis.latency import latency
 
-    units = pl.DataFrame({"region_id": [1, 2, 3], "name": ["tk:prefill step=0", "tk:mixed step=1", "tk:decode step=2"],
-                          "phase": ["prefill", "mixed", "decode"], "step": [0, 1, 2],
-                          "cpu_start_ns": [2_000_000, 10_000_000, 14_000_000], "cpu_end_ns": [10_000_000, 14_000_000, 20_000_000],
-                          "last_ns": [None, None, None], "decode_seqs": [None, 2, 2]},
-                         schema_overrides={"last_ns": pl.Int64})
+    units = pl.DataFrame(
+        {
+            "region_id": [1, 2, 3],
+            "name": ["tk:prefill step=0", "tk:mixed step=1", "tk:decode step=2"],
+            "phase": ["prefill", "mixed", "decode"],
+            "step": [0, 1, 2],
+            "cpu_start_ns": [2_000_000, 10_000_000, 14_000_000],
+            "cpu_end_ns": [10_000_000, 14_000_000, 20_000_000],
+            "last_ns": [None, None, None],
+            "decode_seqs": [None, 2, 2],
+        },
+        schema_overrides={"last_ns": pl.Int64},
+    )
     lat = latency(units)
     keys = {(r["metric"], r["source"]) for r in lat.summary.to_dicts()}
     assert ("ttft", "trace") not in keys
@@ -197,11 +236,22 @@ def test_vllm_names_give_decode_context_and_composition() -> None:
     from tracekit.analysis.interference import decoding_steps
     from tracekit.analysis.serving import composition
 
-    steps = pl.DataFrame({
-        "name": ["execute_64_context_1(sq60sk60sqsq3600sqsk3600)_generation_4(sq4sk400sqsq4sqsk400)",
-                 "execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk404sqsq4sqsk404)"],
-        "phase": ["mixed", "decode"], "decode_seqs": [4, 4], "prefill_tokens": [60, 0], "ctx": [25, 101],
-        "batch": [5, 4], "step_ns": [9_000_000, 3_000_000], "cpu_start_ns": [0, 9_000_000], "done_ns": [9_000_000, 12_000_000]})
+    steps = pl.DataFrame(
+        {
+            "name": [
+                "execute_64_context_1(sq60sk60sqsq3600sqsk3600)_generation_4(sq4sk400sqsq4sqsk400)",
+                "execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk404sqsq4sqsk404)",
+            ],
+            "phase": ["mixed", "decode"],
+            "decode_seqs": [4, 4],
+            "prefill_tokens": [60, 0],
+            "ctx": [25, 101],
+            "batch": [5, 4],
+            "step_ns": [9_000_000, 3_000_000],
+            "cpu_start_ns": [0, 9_000_000],
+            "done_ns": [9_000_000, 12_000_000],
+        }
+    )
     dec = decoding_steps(steps)
     assert dec["dctx"].to_list() == [100, 101] and dec["P"].to_list() == [60, 0] and dec["D"].to_list() == [4, 4]
     comp = composition(steps)

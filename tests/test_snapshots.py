@@ -65,9 +65,13 @@ def test_analyze_json_snapshot(name: str, shared_traces: Path, capsys: pytest.Ca
     assert path.is_file(), f"no snapshot {path}: run with TRACEKIT_UPDATE_SNAPSHOTS=1 to create it"
     want = path.read_text(encoding="utf-8")
     if got != want:
-        diff = list(difflib.unified_diff(want.splitlines(), got.splitlines(), f"{path.name} (stored)", "now", n=2,
-                                         lineterm=""))
+        diff = list(
+            difflib.unified_diff(want.splitlines(), got.splitlines(), f"{path.name} (stored)", "now", n=2, lineterm="")
+        )
         shown = "\n".join(diff[:80]) + (f"\n… {len(diff) - 80} more diff lines" if len(diff) > 80 else "")
-        pytest.fail(f"analyze --format json changed on {rel}:\n{shown}\n"
-                    "If intended: TRACEKIT_UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_snapshots.py, "
-                    "review `git diff tests/snapshots`, commit it.", pytrace=False)
+        pytest.fail(
+            f"analyze --format json changed on {rel}:\n{shown}\n"
+            "If intended: TRACEKIT_UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/test_snapshots.py, "
+            "review `git diff tests/snapshots`, commit it.",
+            pytrace=False,
+        )

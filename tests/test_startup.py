@@ -57,8 +57,12 @@ def imported(*args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("startup") / "ds"
-    r = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return out
 
@@ -73,8 +77,9 @@ def test_command_help_imports_nothing_heavy() -> None:
     assert imported("ingest", "--help") == []
 
 
-@pytest.mark.parametrize("command", [["summary"], ["analyze", "--format", "json", "--no-reuse"]],
-                         ids=["summary", "analyze-json"])
+@pytest.mark.parametrize(
+    "command", [["summary"], ["analyze", "--format", "json", "--no-reuse"]], ids=["summary", "analyze-json"]
+)
 def test_trace_commands_import_polars_only(command: list[str], dataset: Path) -> None:
     assert imported(*command[:1], str(SMALL), *command[1:]) == ["polars"]
     assert imported(*command[:1], str(dataset), *command[1:]) == ["polars"]
@@ -85,8 +90,12 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
     options, unchanged trace, reads it (nothing heavy imported) and prints the same bytes; other
     options compute again; re-ingesting the trace removes the stored results."""
     ds = tmp_path / "ds"
-    r = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     assert imported("analyze", str(ds), "--format", "json", "-o", str(first)) == ["polars"]
@@ -94,13 +103,19 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
     assert imported("analyze", str(ds), "--format", "json", "-o", str(second)) == []
     assert first.read_bytes() == second.read_bytes()
     assert json.loads(first.read_bytes())["totals"]["conserved"] is True
-    assert imported("analyze", str(ds), "--format", "json", "--thresholds", "busy=0.9", "-o", str(second), "--force") == ["polars"]
+    assert imported(
+        "analyze", str(ds), "--format", "json", "--thresholds", "busy=0.9", "-o", str(second), "--force"
+    ) == ["polars"]
     assert len(list((ds / "analysis_results").rglob("*.json"))) == 2
     # table format from the stored document: its renderer (report/analyze.py → report/sections.py)
     # imports polars today, nothing heavier
     assert imported("analyze", str(ds)) in ([], ["polars"])
-    r = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds), "--force"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds), "--force"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert not list((ds / "analysis_results").rglob("*.json"))
     assert imported("analyze", str(ds), "--format", "json", "-o", str(second), "--force") == ["polars"]

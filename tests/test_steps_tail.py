@@ -23,8 +23,15 @@ QWEN_H100 = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 # ---------------------------------------------------------------- step names
 STEP_NAMES = {
     # vLLM detailed: 32 generation requests, Σsk = 55,086 → ctx 55086 // 32 = 1721
-    "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)":
-        ("decode", 32, 32, 32, 0, 55086, 1721),
+    "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)": (
+        "decode",
+        32,
+        32,
+        32,
+        0,
+        55086,
+        1721,
+    ),
     # vLLM native (B200 eager prefill): 1 context request of 888 tokens (788544 = 888², not read)
     "execute_context_1(888_788544)_generation_0(0)": ("prefill", 888, 1, 0, 888, None, None),
     # vLLM native, older form: one integer per part; 1 generation request of 4 tokens (spec decode)
@@ -39,28 +46,57 @@ def test_vllm_step_forms(name: str) -> None:
     phase, tokens, batch, decode_seqs, prefill_tokens, kv, ctx = STEP_NAMES[name]
     cols = ph.vllm_columns(pl.col("name"))
     row = pl.DataFrame({"name": [name]}).select(**cols).row(0, named=True)
-    assert (row["phase"], row["tokens"], row["batch"], row["decode_seqs"], row["prefill_tokens"], row["kv_tokens"],
-            row["ctx"]) == (phase, tokens, batch, decode_seqs, prefill_tokens, kv, ctx)
+    assert (
+        row["phase"],
+        row["tokens"],
+        row["batch"],
+        row["decode_seqs"],
+        row["prefill_tokens"],
+        row["kv_tokens"],
+        row["ctx"],
+    ) == (phase, tokens, batch, decode_seqs, prefill_tokens, kv, ctx)
 
 
 def test_sglang_step_forms() -> None:
-    names = ["step[EXTEND bs=15 toks=15360]", "step[DECODE bs=32]", "step[decode bs=8]", "step[MIXED bs=4 toks=700]",
-             "step[IDLE]", "step[PREFILL batch=2 tokens=64]"]
+    names = [
+        "step[EXTEND bs=15 toks=15360]",
+        "step[DECODE bs=32]",
+        "step[decode bs=8]",
+        "step[MIXED bs=4 toks=700]",
+        "step[IDLE]",
+        "step[PREFILL batch=2 tokens=64]",
+    ]
     cols = ph.sglang_columns(pl.col("name"))
     got = pl.DataFrame({"name": names}).select(**cols).rows()
-    assert got == [("prefill", 15, 15360), ("decode", 32, None), ("decode", 8, None), ("mixed", 4, 700),
-                   ("other", None, None), ("prefill", 2, 64)]
+    assert got == [
+        ("prefill", 15, 15360),
+        ("decode", 32, None),
+        ("decode", 8, None),
+        ("mixed", 4, 700),
+        ("other", None, None),
+        ("prefill", 2, 64),
+    ]
 
 
 def test_unread_step_names_warn_with_a_rule() -> None:
-    labels = pl.DataFrame({
-        "name": ["execute_model_step(3)", "execute_model_step(3)", "step[DECODE bs=2]", "ProfilerStep#1"],
-        "kind": ["user_annotation"] * 4, "start_ns": [3, 1, 2, 0],
-        "phase_rule": ["no phase rule matched", "no phase rule matched", "SGLang step[DECODE …]", "no phase rule matched"],
-    })
+    labels = pl.DataFrame(
+        {
+            "name": ["execute_model_step(3)", "execute_model_step(3)", "step[DECODE bs=2]", "ProfilerStep#1"],
+            "kind": ["user_annotation"] * 4,
+            "start_ns": [3, 1, 2, 0],
+            "phase_rule": [
+                "no phase rule matched",
+                "no phase rule matched",
+                "SGLang step[DECODE …]",
+                "no phase rule matched",
+            ],
+        }
+    )
     w = ph.unread_step_names(labels)
-    assert w == ['step-like annotation "execute_model_step(3)" (2 regions) matched no step rule; label it with '
-                 "--phase-map '^execute_model_step=PHASE' (PHASE: prefill, decode, mixed or other)"]
+    assert w == [
+        'step-like annotation "execute_model_step(3)" (2 regions) matched no step rule; label it with '
+        "--phase-map '^execute_model_step=PHASE' (PHASE: prefill, decode, mixed or other)"
+    ]
 
 
 # ---------------------------------------------------------------- previous-iteration tail
@@ -70,8 +106,11 @@ def _gpu_step(shared: Path) -> tuple[float, float, float]:
     ev = json.load(gzip.open(shared / QWEN_H100))["traceEvents"]
     g = next(e for e in ev if e.get("cat") == "gpu_user_annotation" and e["name"] == "ProfilerStep#6")
     s, e = g["ts"], g["ts"] + g["dur"]
-    iv = sorted((k["ts"], k["ts"] + k["dur"]) for k in ev
-                if k.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and s <= k["ts"] <= e)
+    iv = sorted(
+        (k["ts"], k["ts"] + k["dur"])
+        for k in ev
+        if k.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and s <= k["ts"] <= e
+    )
     busy, cur_s, cur_e = 0.0, None, None
     for a, b in iv:
         if cur_e is None or a > cur_e:
@@ -123,12 +162,21 @@ def test_moe_cost_by_hand() -> None:
 def test_contradicting_gemm_inputs_give_no_cost_and_a_note() -> None:
     c = signature_cost("aten::linear", "[[4, 8], [16, 6]]", ["c10::BFloat16", "c10::BFloat16"], ["", ""])
     assert c is not None and c.model == "contradiction" and "K=8" in (c.note or "")
-    ops = pl.DataFrame({
-        "op_id": [0, 1], "parent_id": [None, None], "name": ["aten::linear", "aten::mm"],
-        "pid": [1, 1], "tid": [1, 1], "start_ns": [0, 10], "end_ns": [5, 15],
-        "input_dims": ["[[4, 8], [16, 6]]", "[[4, 8], [8, 2]]"],
-        "input_types": [["c10::BFloat16"] * 2] * 2, "concrete_inputs": [["", ""]] * 2,
-    }, schema_overrides={"parent_id": pl.Int64})
+    ops = pl.DataFrame(
+        {
+            "op_id": [0, 1],
+            "parent_id": [None, None],
+            "name": ["aten::linear", "aten::mm"],
+            "pid": [1, 1],
+            "tid": [1, 1],
+            "start_ns": [0, 10],
+            "end_ns": [5, 15],
+            "input_dims": ["[[4, 8], [16, 6]]", "[[4, 8], [8, 2]]"],
+            "input_types": [["c10::BFloat16"] * 2] * 2,
+            "concrete_inputs": [["", ""]] * 2,
+        },
+        schema_overrides={"parent_id": pl.Int64},
+    )
     out = op_costs(ops)
     assert out["cost_model"].to_list() == [None, "gemm"] and out["flops"].to_list() == [None, 2.0 * 4 * 2 * 8]
     assert out["covered"].to_list() == [False, True]
@@ -142,8 +190,11 @@ def test_convolution_matches_flop_counter() -> None:
     x, w = torch.zeros(2, 6, 9, 7), torch.zeros(4, 3, 3, 2)
     with FlopCounterMode(display=False) as fc:
         torch.nn.functional.conv2d(x, w, stride=(2, 1), padding=(1, 0), dilation=(1, 2), groups=2)
-    c = signature_cost("aten::convolution", "[[2, 6, 9, 7], [4, 3, 3, 2], [], [], [], [], [], [], []]",
-                       ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
-                       ["", "", "", "[2, 1]", "[1, 0]", "[1, 2]", "False", "[0, 0]", "2"])
+    c = signature_cost(
+        "aten::convolution",
+        "[[2, 6, 9, 7], [4, 3, 3, 2], [], [], [], [], [], [], []]",
+        ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        ["", "", "", "[2, 1]", "[1, 0]", "[1, 2]", "False", "[0, 0]", "2"],
+    )
     # out = [2, 4, 5, 5]: 2·200·3·3·2 = 7,200 FLOPs, as FlopCounterMode counts them.
     assert c is not None and c.model == "conv" and c.flops == fc.get_total_flops() == 7200.0

@@ -66,8 +66,18 @@ def test_two_overlapping_requests() -> None:
     # Decode worker: A [120, 131), [131, 142) → done; B [170, 181) → done.
     # A: TPOT (142 − 20)/2 = 61, E2E 142. B: TPOT (181 − 35)/1 = 146, E2E 176.
     dis = _by_id(metrics(simulate([a, b], COST, POL, 1, 1, KV, BW)))
-    assert (dis[0]["ttft_ms"], dis[0]["tpot_ms"], dis[0]["e2el_ms"], dis[0]["transfer_ms"]) == (20.0, 61.0, 142.0, 100.0)
-    assert (dis[1]["ttft_ms"], dis[1]["tpot_ms"], dis[1]["e2el_ms"], dis[1]["transfer_ms"]) == (30.0, 146.0, 176.0, 135.0)
+    assert (dis[0]["ttft_ms"], dis[0]["tpot_ms"], dis[0]["e2el_ms"], dis[0]["transfer_ms"]) == (
+        20.0,
+        61.0,
+        142.0,
+        100.0,
+    )
+    assert (dis[1]["ttft_ms"], dis[1]["tpot_ms"], dis[1]["e2el_ms"], dis[1]["transfer_ms"]) == (
+        30.0,
+        146.0,
+        176.0,
+        135.0,
+    )
 
 
 def test_chunk_and_budget_respected() -> None:
@@ -98,8 +108,12 @@ def _cli(*args: str) -> tuple[int, str, str]:
     import subprocess
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True,
-                       env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    p = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "MPLBACKEND": "Agg"},
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -116,8 +130,19 @@ def test_cli_whatif_on_a_serve_trace() -> None:
     trace = str(REPO / "sample_traces/serve/serve.pt.trace.json.gz")
     rc, out, err = _cli("whatif", trace, "--link", "pcie4", "--slo", "ttft=500,tpot=50")
     assert rc == 0, err
-    for needle in ("colocated ", "disaggregated ", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "verdict: disaggregation",
-                   "PCIe 4.0 x16", "pcisig.com", "KV transfer per request", "kv_bytes_per_token: trace shapes: 2 × 2 layers"):
+    for needle in (
+        "colocated ",
+        "disaggregated ",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "verdict: disaggregation",
+        "PCIe 4.0 x16",
+        "pcisig.com",
+        "KV transfer per request",
+        "kv_bytes_per_token: trace shapes: 2 × 2 layers",
+    ):
         assert needle in out, needle
     rc, out, err = _cli("whatif", trace, "--format", "json", "--kv-bytes-per-token", "1e9", "--link-gbps", "1")
     doc = json.loads(out)

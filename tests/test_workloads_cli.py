@@ -21,23 +21,27 @@ def _fails(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["phase-shape", "--d", "0"], "--d must be > 0"),
-    (["phase-shape", "--d", "-4"], "--d must be > 0"),
-    (["phase-shape", "--prefill-rows", "32,0"], "--prefill-rows: 0 must be > 0"),
-    (["phase-shape", "--decode-rows", "x"], "not an integer"),
-    (["phase-shape", "--prefill-rows", "", "--decode-rows", ""], "nothing to sweep"),
-    (["phase-shape", "--dtype", "int7"], "unknown dtype 'int7'"),
-    (["phase-shape", "--device", "tpu"], "unknown device 'tpu'"),
-    (["llm", "--prompt-len", "fixed:1000", "--output-len", "fixed:100"], "exceed --max-context 1024"),
-    (["llm", "--prompt-len", "gauss:3"], "unknown distribution"),
-    (["llm", "--heads", "3"], "not a multiple of --heads"),
-    (["serve", "--token-budget", "4", "--max-seqs", "8"], "must be >= --max-seqs"),
-    (["serve", "--arrival", "poisson:-1"], "cannot parse"),
-    (["serve", "--dtype", "fp8"], "unknown dtype"),
-])
-def test_bad_input_is_one_line(args: list[str], needle: str, tmp_path: Path,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["phase-shape", "--d", "0"], "--d must be > 0"),
+        (["phase-shape", "--d", "-4"], "--d must be > 0"),
+        (["phase-shape", "--prefill-rows", "32,0"], "--prefill-rows: 0 must be > 0"),
+        (["phase-shape", "--decode-rows", "x"], "not an integer"),
+        (["phase-shape", "--prefill-rows", "", "--decode-rows", ""], "nothing to sweep"),
+        (["phase-shape", "--dtype", "int7"], "unknown dtype 'int7'"),
+        (["phase-shape", "--device", "tpu"], "unknown device 'tpu'"),
+        (["llm", "--prompt-len", "fixed:1000", "--output-len", "fixed:100"], "exceed --max-context 1024"),
+        (["llm", "--prompt-len", "gauss:3"], "unknown distribution"),
+        (["llm", "--heads", "3"], "not a multiple of --heads"),
+        (["serve", "--token-budget", "4", "--max-seqs", "8"], "must be >= --max-seqs"),
+        (["serve", "--arrival", "poisson:-1"], "cannot parse"),
+        (["serve", "--dtype", "fp8"], "unknown dtype"),
+    ],
+)
+def test_bad_input_is_one_line(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "o"
     assert needle in _fails([*args, "--out", str(out)], capsys)
     assert not out.exists()  # nothing was started
@@ -70,9 +74,11 @@ def test_missing_torch_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_help_does_not_import_torch() -> None:
-    code = ("import sys\nfrom tracekit.cli.main import main\n"
-            "try:\n    main(['run', 'llm', '--help'])\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules\n")
+    code = (
+        "import sys\nfrom tracekit.cli.main import main\n"
+        "try:\n    main(['run', 'llm', '--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "--prompt-len" in r.stdout

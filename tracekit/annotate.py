@@ -68,7 +68,7 @@ def parse_phase_name(name: str) -> dict[str, str] | None:
     if not isinstance(name, str) or not name.startswith(PREFIX):
         return None
     tokens = name.split()
-    phase = tokens[0][len(PREFIX):]
+    phase = tokens[0][len(PREFIX) :]
     if not _PHASE.match(phase):
         return None
     out: dict[str, str] = {"phase": phase}
@@ -114,8 +114,9 @@ def parse_id_list(text: str) -> list[int]:
     return out
 
 
-def request_attrs(decode_ids: list[int], prefill: list[tuple[int, int, bool]],
-                  arrivals: list[tuple[int, int]]) -> dict[str, str]:
+def request_attrs(
+    decode_ids: list[int], prefill: list[tuple[int, int, bool]], arrivals: list[tuple[int, int]]
+) -> dict[str, str]:
     """The request-level keys of a serving step, for :func:`format_phase_name`:
 
     - ``dc``: requests that decode one token in this step (:func:`format_id_list`);
@@ -159,8 +160,9 @@ class phase:  # noqa: N801 — used like a function: ``with phase("decode", step
             rt.nvtx_push(self.name)
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         rt = _runtime()
         if rt.nvtx_pop is not None:
             rt.nvtx_pop()
@@ -186,8 +188,7 @@ class _Runtime:
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
             from tracekit.errors import MissingDependencyError
 
-            raise MissingDependencyError(
-                "phase() needs torch: pip install 'tracekit[workloads]'") from exc
+            raise MissingDependencyError("phase() needs torch: pip install 'tracekit[workloads]'") from exc
         self.profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
         self.rf_enter: Callable[[str], Any] = torch.ops.profiler._record_function_enter_new
         self.rf_exit: Callable[[Any], Any] = torch.ops.profiler._record_function_exit._RecordFunction

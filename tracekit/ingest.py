@@ -95,8 +95,9 @@ def json_size(f: Path) -> int:
     return min(max(isize, 20 * size if size >= (1 << 32) // 20 else 0), 100 * size)
 
 
-def expand_inputs(inputs: Sequence[str | os.PathLike[str]], out: Path,
-                  from_dir: set[Path] | None = None) -> tuple[list[Path], list[Ingested]]:
+def expand_inputs(
+    inputs: Sequence[str | os.PathLike[str]], out: Path, from_dir: set[Path] | None = None
+) -> tuple[list[Path], list[Ingested]]:
     """Trace files named by ``inputs`` (files, directories — every trace under them — and glob
     patterns), minus any inside ``out``; and one failed :class:`Ingested` per input that named
     nothing. Files found inside a directory argument are added to ``from_dir``."""
@@ -148,8 +149,14 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
         from tracekit.sources.kineto.capture import discover
 
         if captures or discover(f):
-            meta = {**meta, "warnings": [*(meta.get("warnings") or []), "streamed: graph-capture traces are not merged "
-                                         "into a streamed ingest (pass --no-stream to merge them)"]}
+            meta = {
+                **meta,
+                "warnings": [
+                    *(meta.get("warnings") or []),
+                    "streamed: graph-capture traces are not merged "
+                    "into a streamed ingest (pass --no-stream to merge them)",
+                ],
+            }
     else:
         from tracekit.analysis.derived import write_with_derived
 
@@ -209,8 +216,9 @@ def ingest_paths(
             kept.append(f)
             continue
         if tid in first:
-            bad.append(Ingested(str(f), error=f"same content as {first[tid]} (trace {tid}); not ingested twice",
-                                skipped=True))
+            bad.append(
+                Ingested(str(f), error=f"same content as {first[tid]} (trace {tid}); not ingested twice", skipped=True)
+            )
         elif tid in held:
             bad.append(Ingested(str(f), error=f"trace {tid} is already in {out}; pass --force to replace it"))
         else:
@@ -235,9 +243,14 @@ def ingest_paths(
         if on_done is not None:
             on_done(result(o))
 
-    outcomes = run_tasks(partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures)), files, where,
-                         on_done=done,
-                         memory_limit=memory_limit, label="ingest")
+    outcomes = run_tasks(
+        partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures)),
+        files,
+        where,
+        on_done=done,
+        memory_limit=memory_limit,
+        label="ingest",
+    )
     remove_stale_staging(root, files)
     return IngestRun([*bad, *(result(o) for o in outcomes)], where)
 
@@ -282,8 +295,9 @@ def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
     ingest_nsys(f, out, tid)
     meta: dict[str, Any] = json.loads(pl.read_parquet(out / META_TABLE / f"trace_id={tid}" / DATA_FILE)["meta_json"][0])
     meta["trace_id"] = tid
-    heights = {n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item()
-               for n in TABLES}
+    heights = {
+        n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item() for n in TABLES
+    }
     return meta, heights
 
 

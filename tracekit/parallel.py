@@ -82,14 +82,18 @@ def plan(n_items: int, workers: int | None = None, scheduler: str | None = None)
         if not have_dask():
             raise UsageError(f"a Dask scheduler ({address}) needs dask.distributed: {INSTALL_HINT}")
         if workers is not None and scheduler:
-            raise UsageError("--workers sizes a local cluster; with --scheduler the cluster's own workers run the tasks")
+            raise UsageError(
+                "--workers sizes a local cluster; with --scheduler the cluster's own workers run the tasks"
+            )
         if workers != 1:
             return Plan("cluster", 0, address)
     if workers is None:
         workers = min(os.cpu_count() or 1, n_items) if have_dask() else 1
     if workers > 1 and not have_dask():
-        raise UsageError(f"--workers {workers} needs dask.distributed, which is not installed: {INSTALL_HINT} "
-                         "(or --workers 1 to run serially)")
+        raise UsageError(
+            f"--workers {workers} needs dask.distributed, which is not installed: {INSTALL_HINT} "
+            "(or --workers 1 to run serially)"
+        )
     if workers == 1 or n_items <= 1:
         return Plan("serial", 1)
     return Plan("local", min(workers, n_items))
@@ -121,13 +125,21 @@ def run_tasks(
         return _run_on(client, fn, items, on_done, retries, label)
 
 
-def _run_on(client: Any, fn: Callable[[T], R], items: Sequence[T], on_done: Callable[[Outcome[R]], None] | None,
-            retries: int, label: str) -> list[Outcome[R]]:
+def _run_on(
+    client: Any,
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    on_done: Callable[[Outcome[R]], None] | None,
+    retries: int,
+    label: str,
+) -> list[Outcome[R]]:
     from distributed import as_completed
 
     run_id = uuid.uuid4().hex[:8]
-    futures = [client.submit(fn, item, key=f"tracekit-{label}-{run_id}-{i}", retries=retries, pure=False)
-               for i, item in enumerate(items)]
+    futures = [
+        client.submit(fn, item, key=f"tracekit-{label}-{run_id}-{i}", retries=retries, pure=False)
+        for i, item in enumerate(items)
+    ]
     index = {f.key: i for i, f in enumerate(futures)}
     outcomes: dict[int, Outcome[R]] = {}
     for fut in as_completed(futures):
@@ -160,7 +172,9 @@ class _client:
             try:
                 self.client = Client(self.where.scheduler, timeout="20s")
             except (OSError, TimeoutError) as exc:
-                raise UsageError(f"cannot reach the Dask scheduler at {self.where.scheduler}: {_one_line(exc)}") from None
+                raise UsageError(
+                    f"cannot reach the Dask scheduler at {self.where.scheduler}: {_one_line(exc)}"
+                ) from None
             return self.client
         # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
         # worker's share of the cores, so the workers do not fight over them.
@@ -173,13 +187,21 @@ class _client:
         import dask
 
         threads = max(1, (os.cpu_count() or 1) // self.where.workers)
-        environ = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
-                   if k != "MALLOC_TRIM_THRESHOLD_"}
-        with dask.config.set({"distributed.worker.profile.enabled": False,
-                              "distributed.nanny.pre-spawn-environ": environ}):
+        environ = {
+            k: v
+            for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
+            if k != "MALLOC_TRIM_THRESHOLD_"
+        }
+        with dask.config.set(
+            {"distributed.worker.profile.enabled": False, "distributed.nanny.pre-spawn-environ": environ}
+        ):
             self.cluster = LocalCluster(
-                n_workers=self.where.workers, threads_per_worker=1, processes=True,
-                memory_limit=self.memory_limit, dashboard_address=None, silence_logs=logging.ERROR,
+                n_workers=self.where.workers,
+                threads_per_worker=1,
+                processes=True,
+                memory_limit=self.memory_limit,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
                 env={"POLARS_MAX_THREADS": str(threads)},
             )
         self.client = Client(self.cluster)

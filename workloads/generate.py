@@ -23,7 +23,14 @@ from tracekit.workloads import flops as FL
 from tracekit.workloads import profiling as P
 from tracekit.workloads.config import LengthDist, LLMRunConfig, as_dict
 from tracekit.workloads.llm import TinyLM
-from tracekit.workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from tracekit.workloads.sidecar import (
+    RunResult,
+    base_sidecar,
+    prepare_out_dir,
+    sidecar_path_for,
+    trace_path,
+    write_json,
+)
 
 STEM = "llm"
 
@@ -40,8 +47,9 @@ class _Run:
     prefill_ns: int
 
 
-def _generate(model: TinyLM, dev: torch.device, prompts: torch.Tensor, lens: list[int],
-              out_lens: list[int], annotate: bool = True) -> _Run:
+def _generate(
+    model: TinyLM, dev: torch.device, prompts: torch.Tensor, lens: list[int], out_lens: list[int], annotate: bool = True
+) -> _Run:
     cfg = model.cfg
     b, t = prompts.shape
     lens_t = torch.tensor(lens, device=dev)
@@ -73,8 +81,9 @@ def _generate(model: TinyLM, dev: torch.device, prompts: torch.Tensor, lens: lis
                 if generated[i] == out_lens[i]:
                     finish[i] = now
         pos += 1
-        steps.append({"step": k, "batch": b, "active": active, "ctx": ctx,
-                      "flops": FL.decode_flops(cfg, b, ctx).as_dict()})
+        steps.append(
+            {"step": k, "batch": b, "active": active, "ctx": ctx, "flops": FL.decode_flops(cfg, b, ctx).as_dict()}
+        )
     return _Run(start, first, finish, step_ns, steps, first - start)
 
 
@@ -108,31 +117,61 @@ def run_llm(cfg: LLMRunConfig, out: Path) -> RunResult:
     requests = []
     for i in range(cfg.batch):
         tpot = (run.finish_ns[i] - run.first_token_ns) / (out_lens[i] - 1) if out_lens[i] > 1 else None
-        requests.append({
-            "id": i, "prompt_tokens": lens[i], "output_tokens": out_lens[i],
-            "arrival_ns": 0, "first_token_ns": run.first_token_ns - w0, "finish_ns": run.finish_ns[i] - w0,
-            "arrival_unix_ns": w0, "first_token_unix_ns": run.first_token_ns, "finish_unix_ns": run.finish_ns[i],
-            "ttft_ns": run.first_token_ns - w0, "tpot_ns": tpot,
-        })
-    warm = {"policy": "one cold pass (prefill + 1 decode step) before the profiler starts, timed as cold start; "
-                      "then torch.profiler schedule(wait=0, warmup=1, active=1): a warm-up pass "
-                      f"(prefill + {cfg.warmup_decode_steps} decode steps) traced and discarded, then the "
-                      "measured pass", "warmup_decode_steps": cfg.warmup_decode_steps}
+        requests.append(
+            {
+                "id": i,
+                "prompt_tokens": lens[i],
+                "output_tokens": out_lens[i],
+                "arrival_ns": 0,
+                "first_token_ns": run.first_token_ns - w0,
+                "finish_ns": run.finish_ns[i] - w0,
+                "arrival_unix_ns": w0,
+                "first_token_unix_ns": run.first_token_ns,
+                "finish_unix_ns": run.finish_ns[i],
+                "ttft_ns": run.first_token_ns - w0,
+                "tpot_ns": tpot,
+            }
+        )
+    warm = {
+        "policy": "one cold pass (prefill + 1 decode step) before the profiler starts, timed as cold start; "
+        "then torch.profiler schedule(wait=0, warmup=1, active=1): a warm-up pass "
+        f"(prefill + {cfg.warmup_decode_steps} decode steps) traced and discarded, then the "
+        "measured pass",
+        "warmup_decode_steps": cfg.warmup_decode_steps,
+    }
     side = base_sidecar("llm", str(dev), env["device_name"], env["torch_version"], as_dict(cfg), warm)
     side["cpu_threads"] = int(env["cpu_threads"])
     padded = max(lens)
-    side.update({
-        "trace": path.name,
-        "shapes": {"batch": cfg.batch, "prompt_tokens": lens, "output_tokens": out_lens, "padded_prompt_len": padded,
-                   "head_dim": m.head_dim, "kv_heads": m.n_kv, "kv_cache": [m.layers, cfg.batch, m.n_kv,
-                                                                          m.max_context, m.head_dim]},
-        "flops": {"convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)",
-                  "prefill": FL.prefill_flops(m, cfg.batch, padded).as_dict(), "decode_steps": run.steps},
-        "cold_start": {"ttft_ns": cold.prefill_ns, "first_decode_step_ns": cold.step_ns[0] if cold.step_ns else None},
-        "window_start_unix_ns": w0,
-        "timing": {"prefill_ns": run.prefill_ns, "decode_step_ns": run.step_ns,
-                   "clock": "time.time_ns after device sync (the host token fetch)"},
-        "tokens_generated": sum(out_lens), "decode_steps": len(run.steps),
-        "requests": requests,
-    })
+    side.update(
+        {
+            "trace": path.name,
+            "shapes": {
+                "batch": cfg.batch,
+                "prompt_tokens": lens,
+                "output_tokens": out_lens,
+                "padded_prompt_len": padded,
+                "head_dim": m.head_dim,
+                "kv_heads": m.n_kv,
+                "kv_cache": [m.layers, cfg.batch, m.n_kv, m.max_context, m.head_dim],
+            },
+            "flops": {
+                "convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)",
+                "prefill": FL.prefill_flops(m, cfg.batch, padded).as_dict(),
+                "decode_steps": run.steps,
+            },
+            "cold_start": {
+                "ttft_ns": cold.prefill_ns,
+                "first_decode_step_ns": cold.step_ns[0] if cold.step_ns else None,
+            },
+            "window_start_unix_ns": w0,
+            "timing": {
+                "prefill_ns": run.prefill_ns,
+                "decode_step_ns": run.step_ns,
+                "clock": "time.time_ns after device sync (the host token fetch)",
+            },
+            "tokens_generated": sum(out_lens),
+            "decode_steps": len(run.steps),
+            "requests": requests,
+        }
+    )
     return RunResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)

@@ -45,8 +45,7 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, slots: int, device: torch.device, dtype: torch.dtype,
-                 seed: int = 0) -> None:
+    def __init__(self, cfg: ModelConfig, slots: int, device: torch.device, dtype: torch.dtype, seed: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
         torch.manual_seed(seed)
@@ -115,8 +114,9 @@ class TinyLM(nn.Module):
         return self._logits(h[:, 0])
 
     @torch.inference_mode()
-    def packed(self, tokens: torch.Tensor, positions: torch.Tensor, segments: list[tuple[int, int, int]],
-               sample: list[int]) -> torch.Tensor:
+    def packed(
+        self, tokens: torch.Tensor, positions: torch.Tensor, segments: list[tuple[int, int, int]], sample: list[int]
+    ) -> torch.Tensor:
         """A mixed serving step. ``segments``: (slot, start, n) in token order; ``positions`` the
         absolute position of each token; ``sample``: indices of segments whose last token is
         sampled. Returns logits [len(sample), V]."""
@@ -127,11 +127,11 @@ class TinyLM(nn.Module):
             outs = []
             off = 0
             for (slot, start, n), mask in zip(segments, masks):
-                self.k_cache[i, slot, :, start:start + n] = k[:, off:off + n]
-                self.v_cache[i, slot, :, start:start + n] = v[:, off:off + n]
-                kc = self.k_cache[i, slot, :, :start + n].unsqueeze(0)
-                vc = self.v_cache[i, slot, :, :start + n].unsqueeze(0)
-                qs = q[:, off:off + n].unsqueeze(0)
+                self.k_cache[i, slot, :, start : start + n] = k[:, off : off + n]
+                self.v_cache[i, slot, :, start : start + n] = v[:, off : off + n]
+                kc = self.k_cache[i, slot, :, : start + n].unsqueeze(0)
+                vc = self.v_cache[i, slot, :, : start + n].unsqueeze(0)
+                qs = q[:, off : off + n].unsqueeze(0)
                 if mask is None:  # one token (attends to all) or a fresh prompt (plain causal)
                     causal = n > 1
                     y = F.scaled_dot_product_attention(qs, kc, vc, is_causal=causal, enable_gqa=self.gqa)

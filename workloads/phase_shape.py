@@ -131,15 +131,27 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
     for s, (kind, m) in enumerate(shapes):
         c = shape_costs(m, cfg.d, cfg.dtype)
         per_gemm = statistics.median(times[s]) / cfg.reps
-        rows.append({
-            "kind": kind, "m": m, "d": cfg.d, "dtype": short, "flops": c.flops, "min_bytes": c.min_bytes,
-            "intensity": c.intensity, "intensity_2dp": round(c.intensity, 2),
-            "time_ns": per_gemm, "time_min_ns": min(times[s]) / cfg.reps, "time_max_ns": max(times[s]) / cfg.reps,
-            "spread": max(times[s]) / max(min(times[s]), 1), "repeats": len(times[s]), "cold_ns": float(cold_ns[s]),
-            "achieved_flops_per_s": c.flops / per_gemm * 1e9,
-            "achieved_bytes_per_s": c.min_bytes / per_gemm * 1e9,
-            "trace": traces[s].name,
-        })
+        rows.append(
+            {
+                "kind": kind,
+                "m": m,
+                "d": cfg.d,
+                "dtype": short,
+                "flops": c.flops,
+                "min_bytes": c.min_bytes,
+                "intensity": c.intensity,
+                "intensity_2dp": round(c.intensity, 2),
+                "time_ns": per_gemm,
+                "time_min_ns": min(times[s]) / cfg.reps,
+                "time_max_ns": max(times[s]) / cfg.reps,
+                "spread": max(times[s]) / max(min(times[s]), 1),
+                "repeats": len(times[s]),
+                "cold_ns": float(cold_ns[s]),
+                "achieved_flops_per_s": c.flops / per_gemm * 1e9,
+                "achieved_bytes_per_s": c.min_bytes / per_gemm * 1e9,
+                "trace": traces[s].name,
+            }
+        )
     table = pl.DataFrame(rows)
     knee = find_knee(table["m"].to_list(), table["achieved_flops_per_s"].to_list())
     best = table["achieved_flops_per_s"].max()
@@ -148,15 +160,26 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
         (pl.int_range(pl.len()) == (knee if knee is not None else -1)).alias("knee"),
     )
     config = as_dict(cfg)
-    warm = {"policy": "torch.profiler schedule(wait=0, warmup, active, repeat=shapes): warm-up steps of each "
-                      "shape are traced and discarded; the cold first call of each shape is timed before "
-                      "the profiler starts (cold_ns)",
-            "warmup_steps": cfg.warmup, "active_steps": cfg.active, "gemms_per_step": cfg.reps}
+    warm = {
+        "policy": "torch.profiler schedule(wait=0, warmup, active, repeat=shapes): warm-up steps of each "
+        "shape are traced and discarded; the cold first call of each shape is timed before "
+        "the profiler starts (cold_ns)",
+        "warmup_steps": cfg.warmup,
+        "active_steps": cfg.active,
+        "gemms_per_step": cfg.reps,
+    }
     summary = base_sidecar("phase-shape", str(dev), env["device_name"], env["torch_version"], config, warm)
     summary["cpu_threads"] = int(env["cpu_threads"])
     summary["timing"] = "CUDA events around each step" if dev.type == "cuda" else "perf_counter around each step"
-    summary["knee"] = None if knee is None else {"kind": rows[knee]["kind"], "m": rows[knee]["m"],
-                                                 "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s"}
+    summary["knee"] = (
+        None
+        if knee is None
+        else {
+            "kind": rows[knee]["kind"],
+            "m": rows[knee]["m"],
+            "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s",
+        }
+    )
     # Every row carries the CPU-diagnostic label of a CPU run (null on a GPU), so the CSV/Parquet say it too.
     table = table.with_columns(pl.lit(summary.get("diagnostic"), dtype=pl.String()).alias("diagnostic"))
     summary["shapes"] = table.to_dicts()
@@ -169,6 +192,5 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
         files.append(write_json(sidecar_path_for(traces[s]), side))
     table.write_csv(out / "phase_shape.csv")
     table.write_parquet(out / "phase_shape.parquet")
-    files += [out / "phase_shape.csv", out / "phase_shape.parquet",
-              write_json(out / "phase_shape_sweep.json", summary)]
+    files += [out / "phase_shape.csv", out / "phase_shape.parquet", write_json(out / "phase_shape_sweep.json", summary)]
     return SweepResult(table=table, summary=summary, files=traces + files)

@@ -89,8 +89,7 @@ def activities(dev: torch.device) -> list[ProfilerActivity]:
     return acts
 
 
-def make_profiler(dev: torch.device, warmup: int, active: int, repeat: int,
-                  on_ready: Callable[[Any], None]) -> profile:
+def make_profiler(dev: torch.device, warmup: int, active: int, repeat: int, on_ready: Callable[[Any], None]) -> profile:
     """torch.profiler with ``schedule(wait=0, warmup, active, repeat)``: warm-up steps are traced and
     discarded; each cycle's active steps go to ``on_ready`` (which exports them once)."""
     return profile(
@@ -107,5 +106,8 @@ def export(prof: Any, path: Path) -> None:
 
 
 def env_info(dev: torch.device) -> dict[str, str]:
-    return {"device_name": device_name(dev), "torch_version": str(torch.__version__),
-            "cpu_threads": str(torch.get_num_threads())}
+    return {
+        "device_name": device_name(dev),
+        "torch_version": str(torch.__version__),
+        "cpu_threads": str(torch.get_num_threads()),
+    }

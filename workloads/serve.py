@@ -27,7 +27,14 @@ from tracekit.workloads import profiling as P
 from tracekit.workloads.config import LengthDist, ServeConfig, arrival_times, as_dict
 from tracekit.workloads.llm import TinyLM
 from tracekit.workloads.scheduler import Request, Scheduler, StepPlan
-from tracekit.workloads.sidecar import RunResult, base_sidecar, prepare_out_dir, sidecar_path_for, trace_path, write_json
+from tracekit.workloads.sidecar import (
+    RunResult,
+    base_sidecar,
+    prepare_out_dir,
+    sidecar_path_for,
+    trace_path,
+    write_json,
+)
 
 STEM = "serve"
 
@@ -41,13 +48,14 @@ def _requests(cfg: ServeConfig, n: int, seed: int) -> tuple[list[Request], list[
     return [Request(i, plens[i], olens[i], arrivals[i]) for i in range(n)], prompts
 
 
-def _forward(model: TinyLM, dev: torch.device, plan: StepPlan, prompts: list[list[int]],
-             last: dict[int, int]) -> list[int]:
+def _forward(
+    model: TinyLM, dev: torch.device, plan: StepPlan, prompts: list[list[int]], last: dict[int, int]
+) -> list[int]:
     toks: list[int] = []
     pos: list[int] = []
     for s in plan.segments:
         r = s.request
-        toks += [last[r.id]] if s.decode else prompts[r.id][s.start:s.start + s.n]
+        toks += [last[r.id]] if s.decode else prompts[r.id][s.start : s.start + s.n]
         pos += list(range(s.start, s.start + s.n))
     segs = [(s.request.slot, s.start, s.n) for s in plan.segments]
     sample = [i for i, s in enumerate(plan.segments) if s.samples]
@@ -64,14 +72,21 @@ def _step_attrs(plan: StepPlan, seen: set[int], start: int, t0: int) -> dict[str
     seen.update(r.id for r in new)
     dspans = [s.start + s.n for s in plan.segments if s.decode]
     dctx = {"decode_ctx": max(dspans)} if dspans else {}
-    return {"ctx": max(spans), "kv_tokens": sum(spans), **dctx, **request_attrs(
-        [s.request.id for s in plan.segments if s.decode],
-        [(s.request.id, s.n, s.samples) for s in plan.segments if not s.decode],
-        [(r.id, (t0 - start - int(r.arrival_s * 1e9)) // 1000) for r in new])}
+    return {
+        "ctx": max(spans),
+        "kv_tokens": sum(spans),
+        **dctx,
+        **request_attrs(
+            [s.request.id for s in plan.segments if s.decode],
+            [(s.request.id, s.n, s.samples) for s in plan.segments if not s.decode],
+            [(r.id, (t0 - start - int(r.arrival_s * 1e9)) // 1000) for r in new],
+        ),
+    }
 
 
-def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Request],
-               prompts: list[list[int]]) -> tuple[int, list[dict[str, Any]]]:
+def serve_loop(
+    model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Request], prompts: list[list[int]]
+) -> tuple[int, list[dict[str, Any]]]:
     """Run every request to completion; return (loop start time.time_ns, per-step records)."""
     sched = Scheduler(cfg.token_budget, cfg.max_seqs, cfg.chunk)
     pending = sorted(reqs, key=lambda r: (r.arrival_s, r.id))
@@ -90,9 +105,16 @@ def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Re
             continue
         plan = sched.plan()
         t0 = time.time_ns()
-        ann = phase(plan.kind, step=k, prefill_tokens=plan.prefill_tokens, decode_seqs=plan.decode_seqs,
-                    tokens=plan.tokens, seqs=len(plan.segments), budget=cfg.token_budget,
-                    **_step_attrs(plan, seen, start, t0))
+        ann = phase(
+            plan.kind,
+            step=k,
+            prefill_tokens=plan.prefill_tokens,
+            decode_seqs=plan.decode_seqs,
+            tokens=plan.tokens,
+            seqs=len(plan.segments),
+            budget=cfg.token_budget,
+            **_step_attrs(plan, seen, start, t0),
+        )
         with ann:
             sampled = _forward(model, dev, plan, prompts, last)
         t1 = time.time_ns()
@@ -100,11 +122,21 @@ def serve_loop(model: TinyLM, dev: torch.device, cfg: ServeConfig, reqs: list[Re
             last[s.request.id] = tok
         done = sched.commit(plan, t1)
         segs = [(s.start, s.n) for s in plan.segments]
-        steps.append({"step": k, "kind": plan.kind, "prefill_tokens": plan.prefill_tokens,
-                      "decode_seqs": plan.decode_seqs, "tokens": plan.tokens, "seqs": len(plan.segments),
-                      "requests": [s.request.id for s in plan.segments], "finished": [r.id for r in done],
-                      "start_ns": t0 - start, "dur_ns": t1 - t0,
-                      "flops": FL.packed_flops(m, segs, len(sampled)).as_dict()})
+        steps.append(
+            {
+                "step": k,
+                "kind": plan.kind,
+                "prefill_tokens": plan.prefill_tokens,
+                "decode_seqs": plan.decode_seqs,
+                "tokens": plan.tokens,
+                "seqs": len(plan.segments),
+                "requests": [s.request.id for s in plan.segments],
+                "finished": [r.id for r in done],
+                "start_ns": t0 - start,
+                "dur_ns": t1 - t0,
+                "flops": FL.packed_flops(m, segs, len(sampled)).as_dict(),
+            }
+        )
         k += 1
     return start, steps
 
@@ -142,30 +174,48 @@ def run_serve(cfg: ServeConfig, out: Path) -> RunResult:
     for r in reqs:
         assert r.first_token_ns is not None and r.finish_ns is not None
         arr = start + int(r.arrival_s * 1e9)
-        requests.append({
-            "id": r.id, "prompt_tokens": r.prompt_len, "output_tokens": r.generated,
-            "arrival_ns": arr - start, "first_token_ns": r.first_token_ns - start, "finish_ns": r.finish_ns - start,
-            "arrival_unix_ns": arr, "first_token_unix_ns": r.first_token_ns, "finish_unix_ns": r.finish_ns,
-            "ttft_ns": r.first_token_ns - arr,
-            "tpot_ns": (r.finish_ns - r.first_token_ns) / (r.generated - 1) if r.generated > 1 else None,
-        })
-    warm = {"policy": "one cold request served alone before the profiler starts (cold_start.ns); then "
-                      "torch.profiler schedule(wait=0, warmup=1, active=1): a warm-up loop of "
-                      f"{cfg.warmup_requests} burst requests traced and discarded, then the measured loop",
-            "warmup_requests": cfg.warmup_requests}
+        requests.append(
+            {
+                "id": r.id,
+                "prompt_tokens": r.prompt_len,
+                "output_tokens": r.generated,
+                "arrival_ns": arr - start,
+                "first_token_ns": r.first_token_ns - start,
+                "finish_ns": r.finish_ns - start,
+                "arrival_unix_ns": arr,
+                "first_token_unix_ns": r.first_token_ns,
+                "finish_unix_ns": r.finish_ns,
+                "ttft_ns": r.first_token_ns - arr,
+                "tpot_ns": (r.finish_ns - r.first_token_ns) / (r.generated - 1) if r.generated > 1 else None,
+            }
+        )
+    warm = {
+        "policy": "one cold request served alone before the profiler starts (cold_start.ns); then "
+        "torch.profiler schedule(wait=0, warmup=1, active=1): a warm-up loop of "
+        f"{cfg.warmup_requests} burst requests traced and discarded, then the measured loop",
+        "warmup_requests": cfg.warmup_requests,
+    }
     side = base_sidecar("serve", str(dev), env["device_name"], env["torch_version"], as_dict(cfg), warm)
     side["cpu_threads"] = int(env["cpu_threads"])
-    side.update({
-        "trace": path.name,
-        "scheduler": {**scope, "policy": "decode first, then prefill chunks (running, then newly admitted)",
-                      "arrival": cfg.arrival},
-        "shapes": {"kv_cache": [cfg.model.layers, cfg.max_seqs, cfg.model.n_kv, cfg.model.max_context,
-                                cfg.model.head_dim], "head_dim": cfg.model.head_dim, "kv_heads": cfg.model.n_kv},
-        "flops": {"convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)"},
-        "cold_start": {"ns": cold_ns, "what": "one request (prefill + decode to its output length) alone"},
-        "window_start_unix_ns": start,
-        "steps": steps,
-        "tokens_generated": sum(r.generated for r in reqs),
-        "requests": requests,
-    })
+    side.update(
+        {
+            "trace": path.name,
+            "scheduler": {
+                **scope,
+                "policy": "decode first, then prefill chunks (running, then newly admitted)",
+                "arrival": cfg.arrival,
+            },
+            "shapes": {
+                "kv_cache": [cfg.model.layers, cfg.max_seqs, cfg.model.n_kv, cfg.model.max_context, cfg.model.head_dim],
+                "head_dim": cfg.model.head_dim,
+                "kv_heads": cfg.model.n_kv,
+            },
+            "flops": {"convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)"},
+            "cold_start": {"ns": cold_ns, "what": "one request (prefill + decode to its output length) alone"},
+            "window_start_unix_ns": start,
+            "steps": steps,
+            "tokens_generated": sum(r.generated for r in reqs),
+            "requests": requests,
+        }
+    )
     return RunResult(trace=path, sidecar=write_json(sidecar_path_for(path), side), summary=side)

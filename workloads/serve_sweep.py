@@ -27,8 +27,18 @@ from tracekit.errors import UsageError
 from tracekit.workloads.config import ServeConfig, as_dict
 from tracekit.workloads.sidecar import write_json
 
-COLUMNS = ("rate_req_per_s", "request", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2el_ms",
-           "duration_s", "output_tokens_per_s", "trace")
+COLUMNS = (
+    "rate_req_per_s",
+    "request",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "e2el_ms",
+    "duration_s",
+    "output_tokens_per_s",
+    "trace",
+)
 
 
 def parse_rates(text: str) -> list[float]:
@@ -54,11 +64,21 @@ def rows_of(rate: float, side: dict[str, Any], trace: str) -> list[dict[str, Any
     reqs = side["requests"]
     dur_s = (max(r["finish_ns"] for r in reqs) - min(r["arrival_ns"] for r in reqs)) / 1e9
     tokens = sum(r["output_tokens"] for r in reqs)
-    return [{"rate_req_per_s": rate, "request": r["id"], "prompt_tokens": r["prompt_tokens"],
-             "output_tokens": r["output_tokens"], "ttft_ms": r["ttft_ns"] / 1e6,
-             "tpot_ms": r["tpot_ns"] / 1e6 if r["tpot_ns"] is not None else None,
-             "e2el_ms": (r["finish_ns"] - r["arrival_ns"]) / 1e6, "duration_s": dur_s,
-             "output_tokens_per_s": tokens / dur_s if dur_s > 0 else None, "trace": trace} for r in reqs]
+    return [
+        {
+            "rate_req_per_s": rate,
+            "request": r["id"],
+            "prompt_tokens": r["prompt_tokens"],
+            "output_tokens": r["output_tokens"],
+            "ttft_ms": r["ttft_ns"] / 1e6,
+            "tpot_ms": r["tpot_ns"] / 1e6 if r["tpot_ns"] is not None else None,
+            "e2el_ms": (r["finish_ns"] - r["arrival_ns"]) / 1e6,
+            "duration_s": dur_s,
+            "output_tokens_per_s": tokens / dur_s if dur_s > 0 else None,
+            "trace": trace,
+        }
+        for r in reqs
+    ]
 
 
 def run_serve_sweep(cfg: ServeConfig, rates: list[float], out: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -73,13 +93,26 @@ def run_serve_sweep(cfg: ServeConfig, rates: list[float], out: Path) -> tuple[Pa
         name = f"rate_{rate:g}"
         res = run_serve(dataclasses.replace(cfg, arrival=f"poisson:{rate:g}"), out / name)
         rows += rows_of(rate, res.summary, f"{name}/{res.trace.name}")
-        runs.append({"rate_req_per_s": rate, "trace": f"{name}/{res.trace.name}", "sidecar": f"{name}/{res.sidecar.name}"})
-    schema = {c: (pl.Float64 if c.endswith(("_ms", "_s", "_per_s")) else pl.String if c == "trace" else pl.Int64) for c in COLUMNS}
+        runs.append(
+            {"rate_req_per_s": rate, "trace": f"{name}/{res.trace.name}", "sidecar": f"{name}/{res.sidecar.name}"}
+        )
+    schema = {
+        c: (pl.Float64 if c.endswith(("_ms", "_s", "_per_s")) else pl.String if c == "trace" else pl.Int64)
+        for c in COLUMNS
+    }
     df = pl.DataFrame(rows, schema=schema)  # type: ignore[arg-type]
     table = out / "serve_sweep.parquet"
     df.write_parquet(table)
     df.write_csv(out / "serve_sweep.csv")
-    write_json(out / "serve_sweep.json", {"kind": "serve_rate_sweep", "rates": rates, "config": as_dict(cfg),
-                                          "runs": runs, "latency_source": "runner wall clock (sidecars)",
-                                          "columns": list(COLUMNS)})
+    write_json(
+        out / "serve_sweep.json",
+        {
+            "kind": "serve_rate_sweep",
+            "rates": rates,
+            "config": as_dict(cfg),
+            "runs": runs,
+            "latency_source": "runner wall clock (sidecars)",
+            "columns": list(COLUMNS),
+        },
+    )
     return table, rows

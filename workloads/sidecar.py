@@ -65,8 +65,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def base_sidecar(workload: str, device: str, device_name: str, torch_version: str,
-                 config: dict[str, Any], warmup: dict[str, Any]) -> dict[str, Any]:
+def base_sidecar(
+    workload: str, device: str, device_name: str, torch_version: str, config: dict[str, Any], warmup: dict[str, Any]
+) -> dict[str, Any]:
     """Fields every sidecar carries; the caller adds shapes, timings, requests."""
     is_gpu = device.startswith("cuda")
     out: dict[str, Any] = {

@@ -25,8 +25,16 @@ def gpu_region(name: str, ts: int, dur: int, stream: int = 7) -> dict[str, Any]:
     return _x("gpu_user_annotation", name, ts, dur, 0, stream, device=0, stream=stream)
 
 
-def op(name: str, ts: int, dur: int, tid: int = 1, ext: int | None = None, seq: int | None = None,
-       dims: list[Any] | None = None, types: list[str] | None = None) -> dict[str, Any]:
+def op(
+    name: str,
+    ts: int,
+    dur: int,
+    tid: int = 1,
+    ext: int | None = None,
+    seq: int | None = None,
+    dims: list[Any] | None = None,
+    types: list[str] | None = None,
+) -> dict[str, Any]:
     args: dict[str, Any] = {}
     if ext is not None:
         args["External id"] = ext
@@ -38,8 +46,9 @@ def op(name: str, ts: int, dur: int, tid: int = 1, ext: int | None = None, seq: 
     return _x("cpu_op", name, ts, dur, PID, tid, **args)
 
 
-def launch(ts: int, corr: int, tid: int = 1, ext: int | None = None, name: str = "cudaLaunchKernel",
-           dur: int = 1) -> dict[str, Any]:
+def launch(
+    ts: int, corr: int, tid: int = 1, ext: int | None = None, name: str = "cudaLaunchKernel", dur: int = 1
+) -> dict[str, Any]:
     args: dict[str, Any] = {"correlation": corr}
     if ext is not None:
         args["External id"] = ext

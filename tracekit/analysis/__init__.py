@@ -11,5 +11,14 @@ from tracekit.analysis.core import analyze, analyze_tables, resolve_hardware
 from tracekit.analysis.latency import Slo
 from tracekit.analysis.result import CPU_DIAGNOSTIC, JSON_VERSION, AnalysisResult
 
-__all__ = ["analyze", "analyze_tables", "resolve_hardware", "AnalysisResult", "Thresholds", "Slo", "classify",
-           "CPU_DIAGNOSTIC", "JSON_VERSION"]
+__all__ = [
+    "analyze",
+    "analyze_tables",
+    "resolve_hardware",
+    "AnalysisResult",
+    "Thresholds",
+    "Slo",
+    "classify",
+    "CPU_DIAGNOSTIC",
+    "JSON_VERSION",
+]

@@ -16,7 +16,10 @@ OP_CLASSES: tuple[tuple[str, str], ...] = (
     ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
     ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
     ("norm", r"norm"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope|copy|cast"),
+    (
+        "elementwise",
+        r"elementwise|vectorized|unrolled|pointwise|triton_poi|act_and_mul|silu|gelu|rotary|rope|copy|cast",
+    ),
     ("reduction", r"reduce|triton_red|sum_kernel|argmax|topk|sort"),
 )
 CLASS_ORDER = ("communication", "attention", "gemm", "norm", MEMCPY, "elementwise", "reduction", "other")
@@ -44,6 +47,9 @@ def class_totals(per_name: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     kinds = pl.col("kind").cast(pl.String()) if "kind" in per_name.columns else None
     cls = names.with_columns(op_class(pl.col("name").cast(pl.String()), kinds).alias("op_class"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
-    return (per_name.join(cls, on=on, nulls_equal=True)
-            .group_by(*keys, "op_class").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-            .sort([*keys, rank]))
+    return (
+        per_name.join(cls, on=on, nulls_equal=True)
+        .group_by(*keys, "op_class")
+        .agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+        .sort([*keys, rank])
+    )

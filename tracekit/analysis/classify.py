@@ -46,8 +46,11 @@ class Thresholds:
     min_coverage: float = 0.5
     underused_frac_roof: float = 0.2
 
-    ALIASES: ClassVar[dict[str, str]] = {"busy": "overhead_busy_ratio", "coverage": "min_coverage",
-                                         "underused": "underused_frac_roof"}
+    ALIASES: ClassVar[dict[str, str]] = {
+        "busy": "overhead_busy_ratio",
+        "coverage": "min_coverage",
+        "underused": "underused_frac_roof",
+    }
 
     @classmethod
     def parse(cls, text: str | None) -> Thresholds:
@@ -71,22 +74,34 @@ class Thresholds:
         return cls(**values)
 
     def as_dict(self) -> dict[str, float]:
-        return {"overhead_busy_ratio": self.overhead_busy_ratio, "min_coverage": self.min_coverage,
-                "underused_frac_roof": self.underused_frac_roof}
+        return {
+            "overhead_busy_ratio": self.overhead_busy_ratio,
+            "min_coverage": self.min_coverage,
+            "underused_frac_roof": self.underused_frac_roof,
+        }
 
 
 def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
     """One row per dtype with a peak: ``dtype, peak_flops_per_s, peak_bytes_per_s, ridge``."""
-    schema = {"dtype": pl.String(), "peak_flops_per_s": pl.Float64(), "peak_bytes_per_s": pl.Float64(),
-              "ridge": pl.Float64()}
+    schema = {
+        "dtype": pl.String(),
+        "peak_flops_per_s": pl.Float64(),
+        "peak_bytes_per_s": pl.Float64(),
+        "ridge": pl.Float64(),
+    }
     if hardware is None or not hardware.mem_bandwidth_bytes_per_s:
         return pl.DataFrame(schema=schema)
     rows = []
     for dtype, peak in sorted(hardware.peak_flops_per_s.items()):
         if peak and peak > 0:
-            rows.append({"dtype": dtype, "peak_flops_per_s": float(peak),
-                         "peak_bytes_per_s": float(hardware.mem_bandwidth_bytes_per_s),
-                         "ridge": float(peak) / float(hardware.mem_bandwidth_bytes_per_s)})
+            rows.append(
+                {
+                    "dtype": dtype,
+                    "peak_flops_per_s": float(peak),
+                    "peak_bytes_per_s": float(hardware.mem_bandwidth_bytes_per_s),
+                    "ridge": float(peak) / float(hardware.mem_bandwidth_bytes_per_s),
+                }
+            )
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -94,9 +109,12 @@ def fmt_dur(ns: pl.Expr) -> pl.Expr:
     """Human duration with 2-3 significant digits: 812 ns, 3.4 µs, 1.8 ms, 2.31 s."""
     x = ns.cast(pl.Float64())
     return (
-        pl.when(x >= 1e9).then(pl.format("{} s", (x / 1e9).round(2)))
-        .when(x >= 1e6).then(pl.format("{} ms", (x / 1e6).round(1)))
-        .when(x >= 1e3).then(pl.format("{} µs", (x / 1e3).round(1)))
+        pl.when(x >= 1e9)
+        .then(pl.format("{} s", (x / 1e9).round(2)))
+        .when(x >= 1e6)
+        .then(pl.format("{} ms", (x / 1e6).round(1)))
+        .when(x >= 1e3)
+        .then(pl.format("{} µs", (x / 1e3).round(1)))
         .otherwise(pl.format("{} ns", x.round(0).cast(pl.Int64())))
     )
 
@@ -138,11 +156,16 @@ def classify(
     no_bytes = pl.col("intensity").is_null()
     compute = pl.col("intensity") >= pl.col("ridge")
     bound = (
-        pl.when(no_work & has_span).then(pl.lit("overhead"))
-        .when(no_work).then(pl.lit(None, dtype=pl.String()))
-        .when(overhead).then(pl.lit("overhead"))
-        .when(low_cov | no_peak | no_bytes).then(pl.lit("unknown"))
-        .when(compute).then(pl.lit("compute"))
+        pl.when(no_work & has_span)
+        .then(pl.lit("overhead"))
+        .when(no_work)
+        .then(pl.lit(None, dtype=pl.String()))
+        .when(overhead)
+        .then(pl.lit("overhead"))
+        .when(low_cov | no_peak | no_bytes)
+        .then(pl.lit("unknown"))
+        .when(compute)
+        .then(pl.lit("compute"))
         .otherwise(pl.lit("bandwidth"))
     )
     busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
@@ -151,19 +174,47 @@ def classify(
     if device is None:
         peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
     else:
-        peak_txt = pl.format("no {} peak for {}; pass --hardware FILE", pl.col("dtype").fill_null("dtype"), pl.lit(device))
+        peak_txt = pl.format(
+            "no {} peak for {}; pass --hardware FILE", pl.col("dtype").fill_null("dtype"), pl.lit(device)
+        )
     reason = (
-        pl.when(no_work & has_span).then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
-        .when(no_work).then(pl.lit("zero span and no device work: excluded"))
-        .when(overhead).then(pl.format("{}: {}", busy_txt, why_idle))
-        .when(low_cov).then(pl.format("cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
-                                      fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage), fmt_pct(pl.lit(th.min_coverage))))
-        .when(no_peak).then(pl.format("{}; {}", busy_txt, peak_txt))
-        .when(no_bytes).then(pl.lit("no bytes from the cost model: intensity undefined"))
-        .when(compute).then(pl.format("intensity {} FLOP/B ≥ ridge {} FLOP/B ({}); {}", fmt_num(pl.col("intensity")),
-                                      fmt_num(pl.col("ridge")), pl.col("dtype"), busy_txt))
-        .otherwise(pl.format("intensity {} FLOP/B < ridge {} FLOP/B ({}); {}", fmt_num(pl.col("intensity")),
-                             fmt_num(pl.col("ridge")), pl.col("dtype"), busy_txt))
+        pl.when(no_work & has_span)
+        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
+        .when(no_work)
+        .then(pl.lit("zero span and no device work: excluded"))
+        .when(overhead)
+        .then(pl.format("{}: {}", busy_txt, why_idle))
+        .when(low_cov)
+        .then(
+            pl.format(
+                "cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
+                fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
+                fmt_pct(pl.lit(th.min_coverage)),
+            )
+        )
+        .when(no_peak)
+        .then(pl.format("{}; {}", busy_txt, peak_txt))
+        .when(no_bytes)
+        .then(pl.lit("no bytes from the cost model: intensity undefined"))
+        .when(compute)
+        .then(
+            pl.format(
+                "intensity {} FLOP/B ≥ ridge {} FLOP/B ({}); {}",
+                fmt_num(pl.col("intensity")),
+                fmt_num(pl.col("ridge")),
+                pl.col("dtype"),
+                busy_txt,
+            )
+        )
+        .otherwise(
+            pl.format(
+                "intensity {} FLOP/B < ridge {} FLOP/B ({}); {}",
+                fmt_num(pl.col("intensity")),
+                fmt_num(pl.col("ridge")),
+                pl.col("dtype"),
+                busy_txt,
+            )
+        )
     )
     if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline.py)
         bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()

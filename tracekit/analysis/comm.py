@@ -23,38 +23,66 @@ from tracekit.analysis.classes import op_class
 
 COMM_CLASS = "communication"
 UNPHASED = "unphased"
-COMM_SCHEMA = {"phase": pl.String(), "comm_count": pl.Int64(), "comm_ns": pl.Int64(), "exposed_ns": pl.Int64(),
-               "exposed_fraction": pl.Float64()}
+COMM_SCHEMA = {
+    "phase": pl.String(),
+    "comm_count": pl.Int64(),
+    "comm_ns": pl.Int64(),
+    "exposed_ns": pl.Int64(),
+    "exposed_fraction": pl.Float64(),
+}
 
 
 def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
     """Disjoint blocks (``device``, ``b_start``, ``b_end``) covering the union of intervals per device,
     with ``b_before`` = covered length of the device's earlier blocks."""
     if iv.height == 0:
-        return pl.DataFrame(schema={"device": pl.Int64(), "b_start": pl.Int64(), "b_end": pl.Int64(), "b_before": pl.Int64()})
+        return pl.DataFrame(
+            schema={"device": pl.Int64(), "b_start": pl.Int64(), "b_end": pl.Int64(), "b_before": pl.Int64()}
+        )
     w = iv.select("device", "start_ns", "end_ns").sort("device", "start_ns")
     w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over("device").alias("_prev"))
-    w = w.with_columns((pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev"))).cast(pl.Int64())
-                       .cum_sum().over("device").alias("_block"))
-    b = (w.group_by("device", "_block").agg(pl.col("start_ns").min().alias("b_start"), pl.col("end_ns").max().alias("b_end"))
-         .sort("device", "b_start"))
-    return b.with_columns(((pl.col("b_end") - pl.col("b_start")).cum_sum().over("device")
-                           - (pl.col("b_end") - pl.col("b_start"))).alias("b_before")).drop("_block")
+    w = w.with_columns(
+        (pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev")))
+        .cast(pl.Int64())
+        .cum_sum()
+        .over("device")
+        .alias("_block")
+    )
+    b = (
+        w.group_by("device", "_block")
+        .agg(pl.col("start_ns").min().alias("b_start"), pl.col("end_ns").max().alias("b_end"))
+        .sort("device", "b_start")
+    )
+    return b.with_columns(
+        ((pl.col("b_end") - pl.col("b_start")).cum_sum().over("device") - (pl.col("b_end") - pl.col("b_start"))).alias(
+            "b_before"
+        )
+    ).drop("_block")
 
 
 def covered_until(df: pl.DataFrame, col: str, blocks: pl.DataFrame, alias: str) -> pl.DataFrame:
     """Add ``alias``: covered length of the device's blocks before instant ``df[col]``."""
-    j = df.with_row_index("_r").sort(col).join_asof(
-        blocks.sort("b_start"), left_on=col, right_on="b_start", by="device", strategy="backward",
-        check_sortedness=False)
-    cov = (pl.col("b_before") + (pl.min_horizontal(pl.col(col), pl.col("b_end")) - pl.col("b_start")).clip(lower_bound=0))
+    j = (
+        df.with_row_index("_r")
+        .sort(col)
+        .join_asof(
+            blocks.sort("b_start"),
+            left_on=col,
+            right_on="b_start",
+            by="device",
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    cov = pl.col("b_before") + (pl.min_horizontal(pl.col(col), pl.col("b_end")) - pl.col("b_start")).clip(lower_bound=0)
     return j.with_columns(cov.fill_null(0).alias(alias)).sort("_r").drop("_r", "b_start", "b_end", "b_before")
 
 
 def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(communication kernels, compute kernels) of a kernels table (``kind == 'kernel'``)."""
     k = kernels.filter(pl.col("kind") == "kernel").select(
-        "device", "stream", "name", "start_ns", "end_ns", op_class(pl.col("name")).alias("op_class"))
+        "device", "stream", "name", "start_ns", "end_ns", op_class(pl.col("name")).alias("op_class")
+    )
     return k.filter(pl.col("op_class") == COMM_CLASS), k.filter(pl.col("op_class") != COMM_CLASS)
 
 
@@ -62,13 +90,18 @@ def exposed(kernels: pl.DataFrame) -> pl.DataFrame:
     """Each communication kernel with ``dur_ns``, ``covered_ns`` and ``exposed_ns``."""
     comm, compute = comm_kernels(kernels)
     if comm.height == 0:
-        return comm.with_columns(*(pl.lit(0, dtype=pl.Int64()).alias(c) for c in ("dur_ns", "covered_ns", "exposed_ns")))
+        return comm.with_columns(
+            *(pl.lit(0, dtype=pl.Int64()).alias(c) for c in ("dur_ns", "covered_ns", "exposed_ns"))
+        )
     blocks = merged_blocks(compute)
     comm = covered_until(comm, "end_ns", blocks, "_c_end")
     comm = covered_until(comm, "start_ns", blocks, "_c_start")
     dur = pl.col("end_ns") - pl.col("start_ns")
-    return comm.with_columns(dur.alias("dur_ns"), (pl.col("_c_end") - pl.col("_c_start")).alias("covered_ns")).with_columns(
-        (pl.col("dur_ns") - pl.col("covered_ns")).alias("exposed_ns")).drop("_c_end", "_c_start")
+    return (
+        comm.with_columns(dur.alias("dur_ns"), (pl.col("_c_end") - pl.col("_c_start")).alias("covered_ns"))
+        .with_columns((pl.col("dur_ns") - pl.col("covered_ns")).alias("exposed_ns"))
+        .drop("_c_end", "_c_start")
+    )
 
 
 def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
@@ -80,13 +113,22 @@ def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
     u = units.select("phase", pl.col("w_start").cast(pl.Int64()), pl.col("w_end").cast(pl.Int64())).sort("w_start")
     if u.height:
         e = e.sort("start_ns").join_asof(u, left_on="start_ns", right_on="w_start", strategy="backward")
-        e = e.with_columns(pl.when(pl.col("start_ns") < pl.col("w_end")).then(pl.col("phase")).otherwise(pl.lit(UNPHASED))
-                           .alias("phase"))
+        e = e.with_columns(
+            pl.when(pl.col("start_ns") < pl.col("w_end"))
+            .then(pl.col("phase"))
+            .otherwise(pl.lit(UNPHASED))
+            .alias("phase")
+        )
     else:
         e = e.with_columns(pl.lit(UNPHASED).alias("phase"))
-    aggs = [pl.len().cast(pl.Int64()).alias("comm_count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("comm_ns"),
-            pl.col("exposed_ns").sum().cast(pl.Int64()).alias("exposed_ns")]
+    aggs = [
+        pl.len().cast(pl.Int64()).alias("comm_count"),
+        pl.col("dur_ns").sum().cast(pl.Int64()).alias("comm_ns"),
+        pl.col("exposed_ns").sum().cast(pl.Int64()).alias("exposed_ns"),
+    ]
     per = e.group_by("phase").agg(aggs).sort("phase")
     whole = e.select(pl.lit("trace").alias("phase"), *aggs)
     out = pl.concat([whole, per])
-    return out.with_columns((pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction")).select(list(COMM_SCHEMA))
+    return out.with_columns((pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction")).select(
+        list(COMM_SCHEMA)
+    )

@@ -33,11 +33,15 @@ PHASES = ("prefill", "decode", "mixed")
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
 INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
-NO_PHASES = ("no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
-             "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands")
+NO_PHASES = (
+    "no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
+    "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands"
+)
 
 
-def resolve_hardware(hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]) -> Hardware | None:
+def resolve_hardware(
+    hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]
+) -> Hardware | None:
     """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
     from tracekit.hardware.peaks import Hardware as Hw
     from tracekit.hardware.peaks import get, load_hardware_file, lookup
@@ -106,13 +110,28 @@ def analyze(
     if device_name is None and devices:
         device_name = f"unnamed device ({devices[0].get('num_sms') or '?'} SMs/CUs)"
     dist = trace.meta.get("distributed") or {}
-    trace_info = {"id": trace.trace_id, "source": str(trace.meta.get("source", "")),
-                  "format": trace.meta.get("format"), "rank": dist.get("rank"), "world_size": dist.get("world_size")}
+    trace_info = {
+        "id": trace.trace_id,
+        "source": str(trace.meta.get("source", "")),
+        "format": trace.meta.get("format"),
+        "rank": dist.get("rank"),
+        "world_size": dist.get("world_size"),
+    }
     result = analyze_tables(
-        acts, links, labels, costs, hardware=hw, cpu_only=cpu_only,
-        device_name=device_name if not cpu_only else "CPU", thresholds=th, slo=slo_v,
-        sidecar=read_sidecar(trace_info["source"]), trace_info=trace_info, warnings=warnings,
-        kv=kv_shape(trace.ops, labels), launches=trace.launches,
+        acts,
+        links,
+        labels,
+        costs,
+        hardware=hw,
+        cpu_only=cpu_only,
+        device_name=device_name if not cpu_only else "CPU",
+        thresholds=th,
+        slo=slo_v,
+        sidecar=read_sidecar(trace_info["source"]),
+        trace_info=trace_info,
+        warnings=warnings,
+        kv=kv_shape(trace.ops, labels),
+        launches=trace.launches,
     )
     return with_communication(result, trace.kernels)
 
@@ -125,15 +144,21 @@ def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> Analysi
     from tracekit.analysis.comm import comm_by_phase
 
     reg = result.regions
-    units = (reg.filter(pl.col("is_unit")).select(
-        "phase", pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
-        pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end")) if reg.height else
-        pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()}))
+    units = (
+        reg.filter(pl.col("is_unit")).select(
+            "phase",
+            pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
+            pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end"),
+        )
+        if reg.height
+        else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
+    )
     return replace(result, communication=comm_by_phase(kernels, units))
 
 
-def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
-                 links: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+def _shape_phase(
+    trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame, links: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """No region has a phase: ask the shapes. Top-level regions holding attention ops get the
     phase their query lengths imply (``infer_region_phases``: e.g. ``ProfilerStep#6``); with none,
     one synthetic whole-trace region (id −1, kind ``inferred``) holds every activity except the
@@ -145,16 +170,25 @@ def _shape_phase(trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame,
     labelled, n = infer_region_phases(trace, labels)
     if n:
         rules = labelled.filter(pl.col("phase_rule").str.starts_with("inferred from shapes"))
-        return labelled, links, (f"no phase annotations: {n} top-level region{'s' if n != 1 else ''} labelled from attention "
-                                 f"shapes ({rules['name'][0]}: {rules['phase_rule'][0]})")
+        return (
+            labelled,
+            links,
+            (
+                f"no phase annotations: {n} top-level region{'s' if n != 1 else ''} labelled from attention "
+                f"shapes ({rules['name'][0]}: {rules['phase_rule'][0]})"
+            ),
+        )
     inf = infer_phase_from_shapes(trace)
     row = inf.row(0, named=True)
     if row["phase"] == "other" or acts.height == 0:
         return labels, links, f"{NO_PHASES} ({row['phase_rule']})"
     synth = inf.select("region_id", "name", "kind", "start_ns", "end_ns", "phase", "phase_rule", "step").with_columns(
-        pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id"))
+        pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id")
+    )
     labels = pl.concat([labels, synth], how="diagonal_relaxed")
-    extra = acts.filter(~previous_iteration_tail(acts)).select("act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))
+    extra = acts.filter(~previous_iteration_tail(acts)).select(
+        "act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id")
+    )
     links = pl.concat([links.select("act_id", "region_id"), extra])
     return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
 
@@ -164,26 +198,37 @@ def _units(regions: pl.DataFrame) -> pl.Series:
     with one (so nested phase regions never count twice). Ancestors follow
     ``effective_parent_id`` (the tree across threads, as attribution uses it) when present.
     Walks parents one level per pass."""
-    parent = pl.coalesce("effective_parent_id", "parent_id") if "effective_parent_id" in regions.columns else pl.col("parent_id")
-    r = regions.select("region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p"))
+    parent = (
+        pl.coalesce("effective_parent_id", "parent_id")
+        if "effective_parent_id" in regions.columns
+        else pl.col("parent_id")
+    )
+    r = regions.select(
+        "region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p")
+    )
     up = r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc"))
     par = r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp"))
     for _ in range(regions.height):
         if up["_cur"].null_count() == up.height:
             break
         up = up.join(par, on="_cur", how="left").select(
-            "region_id", pl.col("_next").alias("_cur"), (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc"))
+            "region_id", pl.col("_next").alias("_cur"), (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc")
+        )
     ok = r.join(up.select("region_id", "_anc"), on="region_id").filter(pl.col("_p") & ~pl.col("_anc"))
     return ok["region_id"]
 
 
-def _region_metrics(regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool,
-                    units: pl.Series) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _region_metrics(
+    regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool, units: pl.Series
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Region rows with device metrics in their host-clock window (tracekit/analysis/windows.py),
     and the region-linked activities they came from."""
     extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
-    linked = _gather_acts(links.select("region_id", "act_id"), acts,
-                          ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype", *extra])
+    linked = _gather_acts(
+        links.select("region_id", "act_id"),
+        acts,
+        ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype", *extra],
+    )
     m = group_metrics(linked, "region_id")
     out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
     out = out.with_columns(
@@ -209,23 +254,44 @@ def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
     units = reg.filter(pl.col("is_unit"))
     if units.height == 0:
         return pl.DataFrame()
-    agg = units.group_by("phase").agg(
-        pl.len().cast(pl.Int64()).alias("region_count"),
-        pl.col("start_ns").min(), pl.col("end_ns").max(),
-        *[pl.col(c).sum() for c in ("span_ns", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count",
-                                    "gap_total_ns", "kernel_count")],
-        pl.col("gap_max_ns").max(),
-        pl.col("flops").sum().alias("flops"), pl.col("bytes").sum().alias("bytes"),
-        pl.col("flops").is_not_null().any().alias("_hasf"), pl.col("bytes").is_not_null().any().alias("_hasb"),
-    ).with_columns(
-        pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
-        pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
-    ).drop("_hasf", "_hasb")
+    agg = (
+        units.group_by("phase")
+        .agg(
+            pl.len().cast(pl.Int64()).alias("region_count"),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            *[
+                pl.col(c).sum()
+                for c in (
+                    "span_ns",
+                    "busy_ns",
+                    "covered_busy_ns",
+                    "device_time_ns",
+                    "gap_count",
+                    "gap_total_ns",
+                    "kernel_count",
+                )
+            ],
+            pl.col("gap_max_ns").max(),
+            pl.col("flops").sum().alias("flops"),
+            pl.col("bytes").sum().alias("bytes"),
+            pl.col("flops").is_not_null().any().alias("_hasf"),
+            pl.col("bytes").is_not_null().any().alias("_hasb"),
+        )
+        .with_columns(
+            pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
+            pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
+        )
+        .drop("_hasf", "_hasb")
+    )
     med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
     dt = dominant_dtype(acts_ph, "phase")
     order = {p: i for i, p in enumerate((*PHASES, "other"))}
-    return (agg.join(med, on="phase", how="left").join(dt, on="phase", how="left")
-            .sort(pl.col("phase").replace_strict(order, default=99)))
+    return (
+        agg.join(med, on="phase", how="left")
+        .join(dt, on="phase", how="left")
+        .sort(pl.col("phase").replace_strict(order, default=99))
+    )
 
 
 def analyze_tables(
@@ -254,8 +320,12 @@ def analyze_tables(
     acts = with_costs(activities, costs)
     tail = tail_summary(acts)
     if tail is not None:  # the end of an iteration launched before the trace: said, and kept out of latency
-        acts = acts.with_columns(pl.when(previous_iteration_tail(acts)).then(pl.lit(TAIL_REASON))
-                                 .otherwise(pl.col("unattributed_reason")).alias("unattributed_reason"))
+        acts = acts.with_columns(
+            pl.when(previous_iteration_tail(acts))
+            .then(pl.lit(TAIL_REASON))
+            .otherwise(pl.col("unattributed_reason"))
+            .alias("unattributed_reason")
+        )
     regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
     units = _units(regions)
     reg, linked = _region_metrics(regions, acts, region_links, cpu_only, units)
@@ -271,15 +341,20 @@ def analyze_tables(
 
     # Each activity's phase: the phase of its (single) enclosing phase unit.
     unit_ph = reg.filter(pl.col("is_unit")).select("region_id", "phase")
-    in_unit = region_links.select("act_id", "region_id").filter(pl.col("region_id").is_in(unit_ph["region_id"].implode()))
-    in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique("act_id", keep="first", maintain_order=True)
+    in_unit = region_links.select("act_id", "region_id").filter(
+        pl.col("region_id").is_in(unit_ph["region_id"].implode())
+    )
+    in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique(
+        "act_id", keep="first", maintain_order=True
+    )
     acts_ph = _gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     ph = _phase_metrics(reg, acts_ph)
     ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
     if ph.height:
         ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
         ph = classify(ph, hardware, th, device_name).join(
-            launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left")
+            launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left"
+        )
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
 
@@ -288,60 +363,123 @@ def analyze_tables(
     whole = classify(derived(whole), hardware, th, device_name)
     tk, to, classes = tops(acts, regions, unit_ph)
 
-    unattr = (acts.select("region_id", "unattributed_reason", "dur_ns").filter(pl.col("region_id").is_null())
-              .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
-              .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
-              .sort("time_ns", descending=True))
+    unattr = (
+        acts.select("region_id", "unattributed_reason", "dur_ns")
+        .filter(pl.col("region_id").is_null())
+        .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
+        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
+        .sort("time_ns", descending=True)
+    )
     lat_units = reg.filter(pl.col("is_unit")).select(
-        "region_id", "name", "phase", "step", "cpu_start_ns", "cpu_end_ns", "last_ns",
-        *[c for c in ATTR_COLUMNS if c in reg.columns])
+        "region_id",
+        "name",
+        "phase",
+        "step",
+        "cpu_start_ns",
+        "cpu_end_ns",
+        "last_ns",
+        *[c for c in ATTR_COLUMNS if c in reg.columns],
+    )
     if tail is not None:
         # A step's work cannot start before the previous iteration's tail has left the device:
         # latency is measured from then, not from a CPU start that queued behind it.
-        lat_units = lat_units.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
+        lat_units = lat_units.with_columns(
+            pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns")
+        )
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
     warn.extend(lat.scalars.get("notes") or [])
     totals = _totals(acts, whole, reg, excluded, th, lat.scalars)
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
     return AnalysisResult(
-        trace=trace_info or {}, device=_device(hardware, device_name, cpu_only), diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
-        regions=reg, phases=ph, unattributed=unattr, top_kernels=tk, top_ops=to, totals=totals,
-        latency=lat.summary, steps=lat.steps, requests=lat.requests, decode_by_ctx=lat.decode_by_ctx, warnings=warn,
-        op_classes=classes, serving=serving_summary(lat.steps, lat.requests, reg, kv),
-        idle_culprits=culprit_frame(reg_cul, ph_cul, reg, ph), class_roofline=cr,
+        trace=trace_info or {},
+        device=_device(hardware, device_name, cpu_only),
+        diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
+        regions=reg,
+        phases=ph,
+        unattributed=unattr,
+        top_kernels=tk,
+        top_ops=to,
+        totals=totals,
+        latency=lat.summary,
+        steps=lat.steps,
+        requests=lat.requests,
+        decode_by_ctx=lat.decode_by_ctx,
+        warnings=warn,
+        op_classes=classes,
+        serving=serving_summary(lat.steps, lat.requests, reg, kv),
+        idle_culprits=culprit_frame(reg_cul, ph_cul, reg, ph),
+        class_roofline=cr,
         shape_roofline=shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep),
     )
 
 
 def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dict[str, Any]:
-    d: dict[str, Any] = {"name": device_name, "hardware": None, "peaks_source": None,
-                         "peak_flops_per_s": None, "peak_bytes_per_s": None, "ridge": None}
+    d: dict[str, Any] = {
+        "name": device_name,
+        "hardware": None,
+        "peaks_source": None,
+        "peak_flops_per_s": None,
+        "peak_bytes_per_s": None,
+        "ridge": None,
+    }
     if hw is not None:
         pk = peaks_frame(hw)
-        d.update(hardware=hw.name, peaks_source=hw.source,
-                 peak_flops_per_s={r["dtype"]: r["peak_flops_per_s"] for r in pk.to_dicts()},
-                 peak_bytes_per_s=float(hw.mem_bandwidth_bytes_per_s),
-                 ridge={r["dtype"]: r["ridge"] for r in pk.to_dicts()})
-        if getattr(hw, "measured", None) and hw.measured.get("warnings"):  # implausible calibration figures (tracekit calibrate), shown with every verdict
+        d.update(
+            hardware=hw.name,
+            peaks_source=hw.source,
+            peak_flops_per_s={r["dtype"]: r["peak_flops_per_s"] for r in pk.to_dicts()},
+            peak_bytes_per_s=float(hw.mem_bandwidth_bytes_per_s),
+            ridge={r["dtype"]: r["ridge"] for r in pk.to_dicts()},
+        )
+        if getattr(hw, "measured", None) and hw.measured.get(
+            "warnings"
+        ):  # implausible calibration figures (tracekit calibrate), shown with every verdict
             d["calibration_warnings"] = [str(w) for w in hw.measured["warnings"]]
     else:
-        d["hint"] = (f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
-                     "(a device of the table) or --hardware FILE (from `tracekit calibrate`)")
+        d["hint"] = (
+            f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
+            "(a device of the table) or --hardware FILE (from `tracekit calibrate`)"
+        )
     return d
 
 
-def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds,
-            lat: dict[str, Any]) -> dict[str, Any]:
-    sums = acts.select(
-        pl.col("dur_ns").sum().alias("total"),
-        pl.col("dur_ns").filter(pl.col("region_id").is_not_null()).sum().alias("attributed"),
-        pl.col("dur_ns").filter(pl.col("region_id").is_null()).sum().alias("unattributed"),
-    ).row(0, named=True) if acts.height else {}
+def _totals(
+    acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds, lat: dict[str, Any]
+) -> dict[str, Any]:
+    sums = (
+        acts.select(
+            pl.col("dur_ns").sum().alias("total"),
+            pl.col("dur_ns").filter(pl.col("region_id").is_not_null()).sum().alias("attributed"),
+            pl.col("dur_ns").filter(pl.col("region_id").is_null()).sum().alias("unattributed"),
+        ).row(0, named=True)
+        if acts.height
+        else {}
+    )
     total, attributed, unattributed = (int(sums.get(k) or 0) for k in ("total", "attributed", "unattributed"))
     w = whole.to_dicts()[0] if whole.height else {}
-    keep = ("span_ns", "busy_ns", "idle_ns", "busy_ratio", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
-            "kernel_median_ns", "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s",
-            "coverage", "dtype", "ridge", "frac_peak_flops", "frac_peak_bytes", "bound", "reason")
+    keep = (
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "busy_ratio",
+        "gap_count",
+        "gap_total_ns",
+        "gap_max_ns",
+        "kernel_count",
+        "kernel_median_ns",
+        "flops",
+        "bytes",
+        "intensity",
+        "achieved_flops_per_s",
+        "achieved_bytes_per_s",
+        "coverage",
+        "dtype",
+        "ridge",
+        "frac_peak_flops",
+        "frac_peak_bytes",
+        "bound",
+        "reason",
+    )
     return {
         "activity_count": acts.height,
         "device_time_ns": total,
@@ -353,6 +491,15 @@ def _totals(acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded
         "phase_units": int(reg["is_unit"].sum()) if reg.height else 0,
         "trace": {k: w.get(k) for k in keep},
         "thresholds": th.as_dict(),
-        **{k: lat.get(k) for k in ("output_tokens", "output_tokens_per_s", "duration_s", "goodput_req_per_s",
-                                   "goodput_fraction", "slo")},
+        **{
+            k: lat.get(k)
+            for k in (
+                "output_tokens",
+                "output_tokens_per_s",
+                "duration_s",
+                "goodput_req_per_s",
+                "goodput_fraction",
+                "slo",
+            )
+        },
     }

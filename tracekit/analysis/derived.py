@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 
 DERIVED_FORMAT = 1
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
-    "attribution_activities", "attribution_links", "region_labels", "op_costs", "derived_key")
+    "attribution_activities",
+    "attribution_links",
+    "region_labels",
+    "op_costs",
+    "derived_key",
+)
 DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
 COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 # Code that decides the derived tables: every module of these packages (and these files) has its
@@ -77,7 +82,9 @@ def derived_key() -> str:
         h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
         h.update(f.read_bytes())
         h.update(b"\0")
-    return f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
+    return (
+        f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
+    )
 
 
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
@@ -88,10 +95,13 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
 
     att = attribute(trace)
     costs = trace_costs(trace, att.activities)
-    key = pl.DataFrame({
-        "key": [derived_key()], "cpu_only": [bool(att.cpu_only)],
-        **{f"{n}_rows": [trace.table(n).height] for n in CANONICAL},
-    })
+    key = pl.DataFrame(
+        {
+            "key": [derived_key()],
+            "cpu_only": [bool(att.cpu_only)],
+            **{f"{n}_rows": [trace.table(n).height] for n in CANONICAL},
+        }
+    )
     return {
         ACTIVITIES: att.activities,
         LINKS: att.region_links,
@@ -176,6 +186,5 @@ def read_derived(trace: Trace) -> Derived | None:
         costs = ops.hstack(stored.drop("op_id").get_columns())
     else:
         costs = ops.join(stored, on="op_id", how="left")
-    labels = frames[LABELS].with_columns(pl.lit(tid).alias("trace_id")).select(
-        "trace_id", pl.exclude("trace_id"))
+    labels = frames[LABELS].with_columns(pl.lit(tid).alias("trace_id")).select("trace_id", pl.exclude("trace_id"))
     return Derived(frames[ACTIVITIES], frames[LINKS], labels, costs, bool(key.get("cpu_only")))

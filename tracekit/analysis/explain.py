@@ -12,19 +12,37 @@ TOP_CULPRITS = 5
 CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_ns", "count", "share", "text"]
 
 
-def region_idle(reg: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame | None,
-                ops: pl.DataFrame | None, host: tuple[pl.DataFrame, pl.DataFrame] | None = None
-                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def region_idle(
+    reg: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    ops: pl.DataFrame | None,
+    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
     to the region rows; return them with the per-region culprits (unranked, every one)."""
-    thr = linked.filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len() \
-        if "launch_pid" in linked.columns else pl.DataFrame(schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(),
-                                                                    "launch_tid": pl.Int64(), "len": pl.UInt32()})
-    main = thr.sort("region_id", "len", "launch_pid", "launch_tid", descending=[False, True, False, False]).unique(
-        "region_id", keep="first").select("region_id", pl.col("launch_pid").alias("_lp"), pl.col("launch_tid").alias("_lt"))
+    thr = (
+        linked.filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
+        if "launch_pid" in linked.columns
+        else pl.DataFrame(
+            schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(), "launch_tid": pl.Int64(), "len": pl.UInt32()}
+        )
+    )
+    main = (
+        thr.sort("region_id", "len", "launch_pid", "launch_tid", descending=[False, True, False, False])
+        .unique("region_id", keep="first")
+        .select("region_id", pl.col("launch_pid").alias("_lp"), pl.col("launch_tid").alias("_lt"))
+    )
     win = reg.join(main, on="region_id", how="left").select(
-        "region_id", pl.coalesce("pid", "_lp").alias("pid"), pl.coalesce("tid", "_lt").alias("tid"), "start_ns", "end_ns",
-        "first_launch_ns", "first_ns", "last_ns")
+        "region_id",
+        pl.coalesce("pid", "_lp").alias("pid"),
+        pl.coalesce("tid", "_lt").alias("tid"),
+        "start_ns",
+        "end_ns",
+        "first_launch_ns",
+        "first_ns",
+        "last_ns",
+    )
     pieces = idle_causes(win, linked, launches, ops, host)
     tot = cause_totals(pieces)
     cul = culprits(pieces)
@@ -34,8 +52,9 @@ def region_idle(reg: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame 
     return reg.with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")]), cul
 
 
-def analysis_host(reg: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None,
-                  ops: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def analysis_host(
+    reg: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None, ops: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The host layers of every thread a window can use: the regions' own threads and every
     launching thread (:func:`tracekit.analysis.idle.host_layers`), computed once."""
     parts = [reg.select("pid", "tid")]
@@ -52,13 +71,22 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
     """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
     culprits (the units' culprits summed by (cause, op, call))."""
     units = reg.filter(pl.col("is_unit")).select("region_id", "phase")
-    pc = cul.join(units, on="region_id").group_by("phase", "cause", "op", "call").agg(
-        pl.col("idle_ns").sum(), pl.col("count").sum())
-    pc = pc.sort(["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True)
+    pc = (
+        cul.join(units, on="region_id")
+        .group_by("phase", "cause", "op", "call")
+        .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
+    )
+    pc = pc.sort(
+        ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
+    )
     pc = pc.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
     if ph.height == 0:
         return ph, pc
-    sums = reg.filter(pl.col("is_unit")).group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    sums = (
+        reg.filter(pl.col("is_unit"))
+        .group_by("phase")
+        .agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    )
     top = pc.filter(pl.col("rank") == 1).select("phase", _text(pc).alias("idle_top"))
     ph = ph.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
     return ph.join(sums, on="phase", how="left").join(top, on="phase", how="left"), pc
@@ -67,14 +95,25 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
 def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
     """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
     = of the scope's idle time."""
-    r = (reg_cul.filter(pl.col("rank") <= TOP_CULPRITS)
-         .join(reg.select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
-         .select(pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String()).alias("scope"),
-                 pl.exclude("region_id")))
-    pidle = (ph.select("phase", pl.col("idle_ns").alias("_scope_idle")) if ph.height and "idle_ns" in ph.columns
-             else pl.DataFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()}))
-    p = (ph_cul.filter(pl.col("rank") <= TOP_CULPRITS).join(pidle, on="phase", how="left")
-         .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase")))
+    r = (
+        reg_cul.filter(pl.col("rank") <= TOP_CULPRITS)
+        .join(reg.select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
+        .select(
+            pl.lit("region").alias("scope_kind"),
+            pl.col("region_id").cast(pl.String()).alias("scope"),
+            pl.exclude("region_id"),
+        )
+    )
+    pidle = (
+        ph.select("phase", pl.col("idle_ns").alias("_scope_idle"))
+        if ph.height and "idle_ns" in ph.columns
+        else pl.DataFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()})
+    )
+    p = (
+        ph_cul.filter(pl.col("rank") <= TOP_CULPRITS)
+        .join(pidle, on="phase", how="left")
+        .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase"))
+    )
     out = pl.concat([p, r], how="diagonal_relaxed")
     return out.with_columns(
         pl.when(pl.col("_scope_idle") > 0).then(pl.col("idle_ns") / pl.col("_scope_idle")).alias("share"),
@@ -88,12 +127,15 @@ def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
     need = {"phase", "start_ns", "launch_start_ns", "correlation"}
     if not need <= set(linked_units.columns):
         return pl.DataFrame(schema={"phase": pl.String()})
-    d = (linked_units.filter(pl.col("launch_start_ns").is_not_null())
-         .group_by("phase", "correlation").agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
-         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d")))
+    d = (
+        linked_units.filter(pl.col("launch_start_ns").is_not_null())
+        .group_by("phase", "correlation")
+        .agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
+        .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
+    )
     return d.group_by("phase").agg(
         pl.len().cast(pl.Int64()).alias("launch_delay_count"),
         pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
         pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
-        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"))
-
+        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
+    )

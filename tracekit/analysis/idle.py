@@ -24,9 +24,11 @@ from __future__ import annotations
 import polars as pl
 
 # Runtime/driver calls that block the host until the device (or a copy) is done.
-BLOCKING = (r"(?i)^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^cu(Stream|Ctx|Event)Synchronize"
-            r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
-            r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree")
+BLOCKING = (
+    r"(?i)^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^cu(Stream|Ctx|Event)Synchronize"
+    r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
+    r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree"
+)
 CAUSES = ("blocking", "launch_latency", "cpu_op", "outside_ops", "before_first_launch", "after_last_kernel")
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
 _SEG = ["region_id", "pid", "tid", "s", "e"]
@@ -34,17 +36,26 @@ _SEG = ["region_id", "pid", "tid", "s", "e"]
 
 def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> pl.DataFrame:
     """Blocking runtime calls: ``pid, tid, s, e, call, op`` (op: the outermost op holding the call)."""
-    schema = {"pid": pl.Int64(), "tid": pl.Int64(), "s": pl.Int64(), "e": pl.Int64(), "call": pl.String(), "op": pl.String()}
+    schema = {
+        "pid": pl.Int64(),
+        "tid": pl.Int64(),
+        "s": pl.Int64(),
+        "e": pl.Int64(),
+        "call": pl.String(),
+        "op": pl.String(),
+    }
     if launches is None or launches.height == 0:
         return pl.DataFrame(schema=schema)
     b = launches.filter(pl.col("name").str.contains(BLOCKING)).select(
-        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("call"))
+        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("call")
+    )
     op = pl.Series("op", [None] * b.height, dtype=pl.String())
     if b.height and ops is not None and ops.height and "depth" in ops.columns:
         from tracekit.tables.enclosing import innermost_rows
 
-        top = ops.filter(pl.col("depth") == 0).select("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth",
-                                                      "parent_id")
+        top = ops.filter(pl.col("depth") == 0).select(
+            "op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"
+        )
         rows = innermost_rows(b.select("pid", "tid", pl.col("s").alias("t")), top, group=["pid", "tid"], id_col="op_id")
         op = top["name"].gather(rows).alias("op")
     return _disjoint(b.with_columns(op).cast(schema))  # type: ignore[arg-type]
@@ -62,19 +73,37 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
     if ops is None or ops.height == 0 or threads.height == 0:
         return pl.DataFrame(schema=schema)
     o = ops.select("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id").join(
-        threads.unique(), on=["pid", "tid"], how="semi")
+        threads.unique(), on=["pid", "tid"], how="semi"
+    )
     if o.height == 0:
         return pl.DataFrame(schema=schema)
     d = pl.col("depth").cast(pl.Int64())
-    ev = pl.concat([
-        o.select("pid", "tid", pl.col("start_ns").alias("t"), pl.lit(1, dtype=pl.Int64()).alias("_k"), d.alias("_o"),
-                 pl.col("op_id").alias("_lab")),
-        o.select("pid", "tid", pl.col("end_ns").alias("t"), pl.lit(0, dtype=pl.Int64()).alias("_k"), (-d).alias("_o"),
-                 pl.col("parent_id").alias("_lab")),
-    ])
+    ev = pl.concat(
+        [
+            o.select(
+                "pid",
+                "tid",
+                pl.col("start_ns").alias("t"),
+                pl.lit(1, dtype=pl.Int64()).alias("_k"),
+                d.alias("_o"),
+                pl.col("op_id").alias("_lab"),
+            ),
+            o.select(
+                "pid",
+                "tid",
+                pl.col("end_ns").alias("t"),
+                pl.lit(0, dtype=pl.Int64()).alias("_k"),
+                (-d).alias("_o"),
+                pl.col("parent_id").alias("_lab"),
+            ),
+        ]
+    )
     # one int64 sort key: ((thread × extent + t − t0) × 2 + kind) × (2·D + 1) + order + D
-    t0, t1, dmax = o.select(pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b"),
-                            pl.col("depth").max().cast(pl.Int64()).alias("c")).row(0)
+    t0, t1, dmax = o.select(
+        pl.col("start_ns").min().alias("a"),
+        pl.col("end_ns").max().alias("b"),
+        pl.col("depth").max().cast(pl.Int64()).alias("c"),
+    ).row(0)
     th = ev.select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()).alias("g"))["g"]
     span, dd = int(t1) - int(t0) + 1, 2 * int(dmax or 0) + 1
     if (int(th.max() or 0) + 1) * span * 2 * dd < 2**62:  # type: ignore[arg-type]
@@ -95,7 +124,9 @@ def _disjoint(iv: pl.DataFrame) -> pl.DataFrame:
     """Sort per thread and clip each start to the previous end, so the intervals never overlap."""
     iv = iv.drop_nulls(["pid", "tid", "s", "e"]).sort("pid", "tid", "s", "e")
     prev = pl.col("e").cum_max().shift(1).over("pid", "tid")
-    return iv.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s")).filter(pl.col("e") > pl.col("s"))
+    return iv.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s")).filter(
+        pl.col("e") > pl.col("s")
+    )
 
 
 def _union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
@@ -107,8 +138,12 @@ def _union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
     iv = iv.select(key, "s", "e").drop_nulls()
     if iv.height == 0:
         return iv
-    k0, k1, t0, t1 = iv.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b"), pl.col("s").min().alias("c"),
-                               pl.col("e").max().alias("d")).row(0)
+    k0, k1, t0, t1 = iv.select(
+        pl.col(key).min().alias("a"),
+        pl.col(key).max().alias("b"),
+        pl.col("s").min().alias("c"),
+        pl.col("e").max().alias("d"),
+    ).row(0)
     extent = int(t1) - int(t0) + 1
     if (int(k1) - int(k0) + 1) * extent >= 2**62:  # pragma: no cover - needs ~10^9 s × keys
         iv = iv.sort(key, "s")
@@ -122,8 +157,9 @@ def _union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
     starts = p.filter(pl.col("new"))["ps"]
     ends = p.filter(pl.col("new").shift(-1).fill_null(True))["run"]
     g = starts // extent
-    return pl.DataFrame({key: (g + int(k0)).cast(iv.schema[key]), "s": starts - g * extent + int(t0),
-                         "e": ends - g * extent + int(t0)})
+    return pl.DataFrame(
+        {key: (g + int(k0)).cast(iv.schema[key]), "s": starts - g * extent + int(t0), "e": ends - g * extent + int(t0)}
+    )
 
 
 def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
@@ -141,7 +177,8 @@ def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     gaps = b.select("region_id", "pid", "tid", prev_e.alias("s"), pl.col("s").alias("e"))  # heads included
     tails = b.filter(last).select("region_id", "pid", "tid", pl.col("e").alias("s"), pl.col("we").alias("e"))
     empty = w.join(b.select("region_id").unique(), on="region_id", how="anti").select(
-        "region_id", "pid", "tid", pl.col("ws").alias("s"), pl.col("we").alias("e"))
+        "region_id", "pid", "tid", pl.col("ws").alias("s"), pl.col("we").alias("e")
+    )
     out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, tails, empty)])
     return out.filter(pl.col("e") > pl.col("s"))
 
@@ -152,8 +189,11 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     both = pl.concat([pieces.select(*by, "s", "e"), layer.select(*by, "s", "e")])
     t0, t1 = both.select(pl.col("s").min(), pl.col("e").max()).row(0)
     extent = int(t1) - int(t0) + 1
-    g = both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"] if len(by) > 1 else \
-        both[by[0]].rank("dense").cast(pl.Int64())
+    g = (
+        both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
+        if len(by) > 1
+        else both[by[0]].rank("dense").cast(pl.Int64())
+    )
     if (int(g.max() or 0) + 1) * extent >= 2**62:  # type: ignore[arg-type]
         return None
     off = g * extent - int(t0)
@@ -162,7 +202,9 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     return ks.head(n), ke.head(n), ks.tail(layer.height), ke.tail(layer.height)
 
 
-def split(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def split(
+    pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Cut ``pieces`` (disjoint per region, with ``by`` columns, ``s``, ``e``) by ``layer`` (disjoint
     intervals per ``by``): (pieces inside the layer, with its ``labels`` and ``_lj`` = the layer
     row; pieces outside it). Together they cover the input pieces exactly.
@@ -170,8 +212,9 @@ def split(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list
     On group-major packed keys the layer's starts and ends are both sorted, so the layer rows
     overlapping a piece are the contiguous range [first end > piece start, last start < piece
     end]: two binary searches per piece, no join."""
-    empty_cov = pieces.head(0).with_columns(*[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels],
-                                            pl.lit(None, dtype=pl.Int64()).alias("_lj"))
+    empty_cov = pieces.head(0).with_columns(
+        *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels], pl.lit(None, dtype=pl.Int64()).alias("_lj")
+    )
     if layer.height == 0 or pieces.height == 0:
         return empty_cov, pieces
     packed = _packed(pieces, layer, by)
@@ -190,8 +233,13 @@ def split(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list
     lj = j0.gather(p_of) + (pl.int_range(p_of.len(), dtype=pl.Int64(), eager=True) - start)
     got = lay[lj]
     base = pieces[p_of]
-    cov = base.with_columns(pl.max_horizontal(pl.col("s"), got["s"]).alias("s"), pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
-                            *[got[c] for c in labels], lj.alias("_lj"), p_of.alias("_p"))
+    cov = base.with_columns(
+        pl.max_horizontal(pl.col("s"), got["s"]).alias("s"),
+        pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
+        *[got[c] for c in labels],
+        lj.alias("_lj"),
+        p_of.alias("_p"),
+    )
     cov = cov.filter(pl.col("e") > pl.col("s"))
     # The rest of each piece: the stretches before, between and after its covered parts (in order).
     p = cov["_p"]
@@ -201,8 +249,11 @@ def split(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list
     prev_end = pl.select(pl.when(same_prev).then(cov["e"].shift(1)).otherwise(pstart)).to_series()
     gaps = pl.DataFrame({"_p": p, "s": prev_end, "e": cov["s"]})
     tails = pl.DataFrame({"_p": p, "s": cov["e"], "e": pend}).filter(last)
-    touched = pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True).scatter(p, True) if p.len() else \
-        pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True)
+    touched = (
+        pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True).scatter(p, True)
+        if p.len()
+        else pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True)
+    )
     whole = pl.DataFrame({"_p": idx, "s": pieces["s"], "e": pieces["e"]}).filter(~touched)
     rest = pl.concat([gaps, tails, whole]).filter(pl.col("e") > pl.col("s"))
     keep = [c for c in pieces.columns if c not in ("s", "e")]
@@ -210,21 +261,56 @@ def split(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list
     return cov.drop("_p"), rest
 
 
-def _split_join(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _split_join(
+    pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`split` by as-of joins on ``by`` (when packed keys would overflow)."""
     p = pieces.with_row_index("_p")
     lay = layer.sort(*by, "s").with_row_index("_j").with_columns(pl.col("_j").cast(pl.Int64()))
-    first = (p.select("_p", *by, "s").sort("s")
-             .join_asof(lay.select(*by, "e", pl.col("_j").alias("_j0")).sort("e"), left_on="s", right_on="e", by=by,
-                        strategy="forward", check_sortedness=False).select("_p", "_j0"))
-    last = (p.select("_p", *by, "e").sort("e")
-            .join_asof(lay.select(*by, "s", pl.col("_j").alias("_j1")).sort("s"), left_on="e", right_on="s", by=by,
-                       strategy="backward", check_sortedness=False).select("_p", "_j1"))
-    rng = (p.join(first, on="_p").join(last, on="_p").drop_nulls(["_j0", "_j1"]).filter(pl.col("_j1") >= pl.col("_j0"))
-           .with_columns(pl.int_ranges("_j0", pl.col("_j1") + 1, dtype=pl.Int64()).alias("_lj")).explode("_lj"))
+    first = (
+        p.select("_p", *by, "s")
+        .sort("s")
+        .join_asof(
+            lay.select(*by, "e", pl.col("_j").alias("_j0")).sort("e"),
+            left_on="s",
+            right_on="e",
+            by=by,
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .select("_p", "_j0")
+    )
+    last = (
+        p.select("_p", *by, "e")
+        .sort("e")
+        .join_asof(
+            lay.select(*by, "s", pl.col("_j").alias("_j1")).sort("s"),
+            left_on="e",
+            right_on="s",
+            by=by,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .select("_p", "_j1")
+    )
+    rng = (
+        p.join(first, on="_p")
+        .join(last, on="_p")
+        .drop_nulls(["_j0", "_j1"])
+        .filter(pl.col("_j1") >= pl.col("_j0"))
+        .with_columns(pl.int_ranges("_j0", pl.col("_j1") + 1, dtype=pl.Int64()).alias("_lj"))
+        .explode("_lj")
+    )
     got = lay.select("s", "e", *labels)[rng["_lj"]]
-    cov = rng.with_columns(pl.max_horizontal(pl.col("s"), got["s"]).alias("s"), pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
-                           *[got[c] for c in labels]).filter(pl.col("e") > pl.col("s")).drop("_j0", "_j1")
+    cov = (
+        rng.with_columns(
+            pl.max_horizontal(pl.col("s"), got["s"]).alias("s"),
+            pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
+            *[got[c] for c in labels],
+        )
+        .filter(pl.col("e") > pl.col("s"))
+        .drop("_j0", "_j1")
+    )
     cov = cov.sort("_p", "s")
     base = p.select("_p", pl.col("s").alias("_ps"), pl.col("e").alias("_pe"))
     c = cov.select("_p", "s", "e").join(base, on="_p", maintain_order="left")
@@ -238,14 +324,21 @@ def _split_join(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels
     return cov.drop("_p"), rest
 
 
-def host_layers(launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def host_layers(
+    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
     thr = threads.drop_nulls().unique()
     return (blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), op_segments(ops, thr))
 
 
-def idle_causes(win: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame | None,
-                ops: pl.DataFrame | None, host: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
+def idle_causes(
+    win: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    ops: pl.DataFrame | None,
+    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+) -> pl.DataFrame:
     """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
 
     ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
@@ -253,17 +346,34 @@ def idle_causes(win: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame 
     ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
     """
     pieces = idle_pieces(win, linked)
-    out_schema = {"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64(), "cause": pl.String(), "op": pl.String(),
-                  "call": pl.String(), "inst": pl.Int64()}
+    out_schema = {
+        "region_id": pl.Int64(),
+        "s": pl.Int64(),
+        "e": pl.Int64(),
+        "cause": pl.String(),
+        "op": pl.String(),
+        "call": pl.String(),
+        "inst": pl.Int64(),
+    }
     if pieces.height == 0:
         return pl.DataFrame(schema=out_schema)
-    edges = win.select("region_id", pl.coalesce("first_launch_ns", "first_ns", "start_ns").alias("_lo"),
-                       pl.coalesce("last_ns", "end_ns").alias("_hi"))
+    edges = win.select(
+        "region_id",
+        pl.coalesce("first_launch_ns", "first_ns", "start_ns").alias("_lo"),
+        pl.coalesce("last_ns", "end_ns").alias("_hi"),
+    )
     p = pieces.join(edges, on="region_id")
-    before = p.filter(pl.col("s") < pl.col("_lo")).with_columns(pl.col("e").clip(upper_bound=pl.col("_lo")), pl.lit(1).alias("_edge"))
-    after = p.filter(pl.col("e") > pl.col("_hi")).with_columns(pl.col("s").clip(lower_bound=pl.col("_hi")), pl.lit(2).alias("_edge"))
-    inner = p.with_columns(pl.col("s").clip(lower_bound=pl.col("_lo")), pl.col("e").clip(upper_bound=pl.col("_hi")),
-                           pl.lit(0).alias("_edge"))
+    before = p.filter(pl.col("s") < pl.col("_lo")).with_columns(
+        pl.col("e").clip(upper_bound=pl.col("_lo")), pl.lit(1).alias("_edge")
+    )
+    after = p.filter(pl.col("e") > pl.col("_hi")).with_columns(
+        pl.col("s").clip(lower_bound=pl.col("_hi")), pl.lit(2).alias("_edge")
+    )
+    inner = p.with_columns(
+        pl.col("s").clip(lower_bound=pl.col("_lo")),
+        pl.col("e").clip(upper_bound=pl.col("_hi")),
+        pl.lit(0).alias("_edge"),
+    )
     p = pl.concat([before, after, inner]).filter(pl.col("e") > pl.col("s")).drop("_lo", "_hi")
     p = p.with_columns(pl.col("_edge").cast(pl.Int8()))
 
@@ -279,21 +389,31 @@ def idle_causes(win: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame 
     in_o, p = split(p, segs, thr, ["op"])
 
     def tag(df: pl.DataFrame, cause: str, off: int) -> pl.DataFrame:
-        c = (pl.when(pl.col("_edge") == 1).then(pl.lit("before_first_launch"))
-             .when(pl.col("_edge") == 2).then(pl.lit("after_last_kernel")).otherwise(pl.lit(cause)))
+        c = (
+            pl.when(pl.col("_edge") == 1)
+            .then(pl.lit("before_first_launch"))
+            .when(pl.col("_edge") == 2)
+            .then(pl.lit("after_last_kernel"))
+            .otherwise(pl.lit(cause))
+        )
         cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
         inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
         return df.select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
-    parts = [tag(in_b, "blocking", 0), tag(in_l, "launch_latency", 1 << 40), tag(in_o, "cpu_op", 2 << 40),
-             tag(p, "outside_ops", 3 << 40)]
+    parts = [
+        tag(in_b, "blocking", 0),
+        tag(in_l, "launch_latency", 1 << 40),
+        tag(in_o, "cpu_op", 2 << 40),
+        tag(p, "outside_ops", 3 << 40),
+    ]
     return pl.concat(parts).cast(out_schema)  # type: ignore[arg-type]
 
 
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per region: ``idle_<cause>_ns`` for every cause (0 when absent) and their sum ``idle_causes_ns``."""
     wide = pieces.group_by("region_id").agg(
-        *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES])
+        *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 
 
@@ -302,8 +422,12 @@ def culprits(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
     instances; stretches for causes without one), largest first, ``rank`` from 1."""
     g = pieces.group_by(key, "cause", "op", "call").agg(
         (pl.col("e") - pl.col("s")).sum().alias("idle_ns"),
-        pl.when(pl.col("inst").is_null().all()).then(pl.len()).otherwise(pl.col("inst").n_unique())
-        .cast(pl.Int64()).alias("count"))
+        pl.when(pl.col("inst").is_null().all())
+        .then(pl.len())
+        .otherwise(pl.col("inst").n_unique())
+        .cast(pl.Int64())
+        .alias("count"),
+    )
     g = g.sort([key, "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True)
     return g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
 
@@ -312,10 +436,15 @@ def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
     """One phrase per culprit: ``blocking hipMemcpyWithStream in aten::to``, ``host in aten::mm``…"""
     in_op = pl.when(op.is_not_null()).then(pl.format(" in {}", op)).otherwise(pl.lit(""))
     return (
-        pl.when(cause == "blocking").then(pl.format("blocking {}{}", call, in_op))
-        .when(cause == "launch_latency").then(pl.lit("launch latency (launched, not yet started)"))
-        .when(cause == "cpu_op").then(pl.format("host busy in {}", op))
-        .when(cause == "outside_ops").then(pl.lit("host outside any op (Python, scheduler)"))
-        .when(cause == "before_first_launch").then(pl.format("before the first launch{}", in_op))
+        pl.when(cause == "blocking")
+        .then(pl.format("blocking {}{}", call, in_op))
+        .when(cause == "launch_latency")
+        .then(pl.lit("launch latency (launched, not yet started)"))
+        .when(cause == "cpu_op")
+        .then(pl.format("host busy in {}", op))
+        .when(cause == "outside_ops")
+        .then(pl.lit("host outside any op (Python, scheduler)"))
+        .when(cause == "before_first_launch")
+        .then(pl.format("before the first launch{}", in_op))
         .otherwise(pl.format("after the last kernel{}", in_op))
     )

@@ -43,8 +43,16 @@ def decoding_steps(steps: pl.DataFrame) -> pl.DataFrame:
     """Steps that decode, with ``D`` (decode sequences), ``P`` (prefill tokens, 0 in a pure decode
     step), ``dctx`` (decode context) and ``ms`` (step time)."""
     if steps.height == 0:
-        return pl.DataFrame(schema={"D": pl.Int64(), "P": pl.Int64(), "dctx": pl.Int64(), "ms": pl.Float64(),
-                                    "phase": pl.String(), "step_index": pl.Int64()})
+        return pl.DataFrame(
+            schema={
+                "D": pl.Int64(),
+                "P": pl.Int64(),
+                "dctx": pl.Int64(),
+                "ms": pl.Float64(),
+                "phase": pl.String(),
+                "step_index": pl.Int64(),
+            }
+        )
 
     def col(c: str) -> pl.Expr:
         return (pl.col(c) if c in steps.columns else pl.lit(None)).cast(pl.Int64())
@@ -52,10 +60,17 @@ def decoding_steps(steps: pl.DataFrame) -> pl.DataFrame:
     s = steps.with_row_index("step_index").with_columns(pl.col("step_index").cast(pl.Int64()))
     s = s.with_columns(
         pl.coalesce(col("decode_seqs"), pl.when(pl.col("phase") == "decode").then(col("batch"))).alias("D"),
-        pl.when(pl.col("phase") == "decode").then(pl.lit(0)).otherwise(col("prefill_tokens")).cast(pl.Int64()).alias("P"),
-        decode_context(s).alias("dctx"), (pl.col("step_ns") / 1e6).alias("ms"))
-    return s.filter(pl.col("phase").is_in(["decode", "mixed"]) & (pl.col("D") >= 1) & pl.col("P").is_not_null()) \
-        .select("D", "P", "dctx", "ms", "phase", "step_index")
+        pl.when(pl.col("phase") == "decode")
+        .then(pl.lit(0))
+        .otherwise(col("prefill_tokens"))
+        .cast(pl.Int64())
+        .alias("P"),
+        decode_context(s).alias("dctx"),
+        (pl.col("step_ns") / 1e6).alias("ms"),
+    )
+    return s.filter(pl.col("phase").is_in(["decode", "mixed"]) & (pl.col("D") >= 1) & pl.col("P").is_not_null()).select(
+        "D", "P", "dctx", "ms", "phase", "step_index"
+    )
 
 
 def t_quantile(p: float, dof: int) -> float:
@@ -63,8 +78,12 @@ def t_quantile(p: float, dof: int) -> float:
     at p = 0.975, exact as dof → ∞)."""
     z = _norm_ppf(p)
     v = float(max(dof, 1))
-    return z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2) \
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
         + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
 
 
 def _norm_ppf(p: float) -> float:
@@ -98,18 +117,29 @@ def fit(dec: pl.DataFrame) -> dict[str, Any]:
     kinds = d.group_by("cell").agg((pl.col("P") == 0).any().alias("_pure"), (pl.col("P") > 0).any().alias("_mixed"))
     matched = kinds.filter(pl.col("_pure") & pl.col("_mixed"))["cell"]
     m = d.filter(pl.col("cell").is_in(matched.implode()))
-    out: dict[str, Any] = {"matched_steps": m.height, "matched_cells": matched.len(),
-                           "pure_decode_steps": int((m["P"] == 0).sum()) if m.height else 0,
-                           "mixed_steps": int((m["P"] > 0).sum()) if m.height else 0,
-                           "cost_ms_per_prefill_token": None, "ci95_low": None, "ci95_high": None,
-                           "t_stat": None, "dof": None, "significant": False}
+    out: dict[str, Any] = {
+        "matched_steps": m.height,
+        "matched_cells": matched.len(),
+        "pure_decode_steps": int((m["P"] == 0).sum()) if m.height else 0,
+        "mixed_steps": int((m["P"] > 0).sum()) if m.height else 0,
+        "cost_ms_per_prefill_token": None,
+        "ci95_low": None,
+        "ci95_high": None,
+        "t_stat": None,
+        "dof": None,
+        "significant": False,
+    }
     dof = m.height - matched.len() - 1
     if m.height < MIN_STEPS or dof < 1:
-        out["why_none"] = (f"{m.height} decoding step(s) in {matched.len()} matched cell(s): need ≥ {MIN_STEPS} steps "
-                           "in cells holding both pure-decode and mixed steps")
+        out["why_none"] = (
+            f"{m.height} decoding step(s) in {matched.len()} matched cell(s): need ≥ {MIN_STEPS} steps "
+            "in cells holding both pure-decode and mixed steps"
+        )
         return out
-    w = m.with_columns((pl.col("P") - pl.col("P").mean().over("cell")).alias("x"),
-                       (pl.col("ms") - pl.col("ms").mean().over("cell")).alias("y"))
+    w = m.with_columns(
+        (pl.col("P") - pl.col("P").mean().over("cell")).alias("x"),
+        (pl.col("ms") - pl.col("ms").mean().over("cell")).alias("y"),
+    )
     sxx = float(w.select((pl.col("x") ** 2).sum()).item())
     if sxx <= 0:
         out["why_none"] = "no variation in prefill tokens within matched cells"
@@ -118,13 +148,20 @@ def fit(dec: pl.DataFrame) -> dict[str, Any]:
     sse = float(w.select(((pl.col("y") - b * pl.col("x")) ** 2).sum()).item())
     se = math.sqrt(sse / dof / sxx)
     t = t_quantile(0.975, dof)
-    out.update(cost_ms_per_prefill_token=b, ci95_low=b - t * se, ci95_high=b + t * se,
-               t_stat=b / se if se > 0 else math.inf, dof=dof, significant=bool(b - t * se > 0 or b + t * se < 0))
+    out.update(
+        cost_ms_per_prefill_token=b,
+        ci95_low=b - t * se,
+        ci95_high=b + t * se,
+        t_stat=b / se if se > 0 else math.inf,
+        dof=dof,
+        significant=bool(b - t * se > 0 or b + t * se < 0),
+    )
     return out
 
 
-def interference(steps: pl.DataFrame, tokens: pl.DataFrame | None = None,
-                 requests: pl.DataFrame | None = None) -> dict[str, Any]:
+def interference(
+    steps: pl.DataFrame, tokens: pl.DataFrame | None = None, requests: pl.DataFrame | None = None
+) -> dict[str, Any]:
     """The fitted interference and what it costs. ``tokens``: per-request token segments
     (:func:`tracekit.analysis.serving.request_tokens`, with ``step``) and ``requests`` (trace
     TTFT/TPOT rows) give the per-request TPOT explanation; without them the step-level one."""
@@ -140,19 +177,27 @@ def interference(steps: pl.DataFrame, tokens: pl.DataFrame | None = None,
         return out
     infl = max(b, 0.0)
     out["mean_mixed_step_inflation_ms"] = infl * out["mean_prefill_tokens_per_mixed_step"] if mixed.height else 0.0
-    out["tpot_p99_ms"], out["tpot_p99_without_ms"], out["tpot_p99_share_explained"], out["tpot_basis"] = \
-        _tpot_share(steps, dec, infl, tokens, requests)
+    out["tpot_p99_ms"], out["tpot_p99_without_ms"], out["tpot_p99_share_explained"], out["tpot_basis"] = _tpot_share(
+        steps, dec, infl, tokens, requests
+    )
     return out
 
 
-def _tpot_share(steps: pl.DataFrame, dec: pl.DataFrame, b: float, tokens: pl.DataFrame | None,
-                requests: pl.DataFrame | None) -> tuple[float | None, float | None, float | None, str]:
+def _tpot_share(
+    steps: pl.DataFrame, dec: pl.DataFrame, b: float, tokens: pl.DataFrame | None, requests: pl.DataFrame | None
+) -> tuple[float | None, float | None, float | None, str]:
     if tokens is not None and requests is not None and tokens.height and requests.height:
         pstep = dec.select(pl.col("step_index"), (pl.col("P") * b).alias("_inf"))
-        order = steps.with_row_index("step_index").select(pl.col("step_index").cast(pl.Int64()), pl.col("step").cast(pl.Int64()))
-        inf = (tokens.filter(pl.col("kind") == "decode").join(order, on="step", how="left")
-               .join(pstep, on="step_index", how="left").group_by("request")
-               .agg(pl.col("_inf").fill_null(0.0).sum().alias("_sum"), pl.len().alias("_n")))
+        order = steps.with_row_index("step_index").select(
+            pl.col("step_index").cast(pl.Int64()), pl.col("step").cast(pl.Int64())
+        )
+        inf = (
+            tokens.filter(pl.col("kind") == "decode")
+            .join(order, on="step", how="left")
+            .join(pstep, on="step_index", how="left")
+            .group_by("request")
+            .agg(pl.col("_inf").fill_null(0.0).sum().alias("_sum"), pl.len().alias("_n"))
+        )
         r = requests.filter(pl.col("tpot_ms").is_not_null()).join(inf, on="request", how="left")
         if r.height:
             adj = r["tpot_ms"] - (r["_sum"].fill_null(0.0) / r["_n"].fill_null(1))
@@ -161,7 +206,9 @@ def _tpot_share(steps: pl.DataFrame, dec: pl.DataFrame, b: float, tokens: pl.Dat
             return p99, p99w, (p99 - p99w) / p99 if p99 > 0 else None, "per request (trace request ids)"
     if dec.height == 0:
         return None, None, None, "none"
-    w = dec.select(pl.col("ms").repeat_by("D").explode(), (pl.col("ms") - b * pl.col("P")).repeat_by("D").explode().alias("adj"))
+    w = dec.select(
+        pl.col("ms").repeat_by("D").explode(), (pl.col("ms") - b * pl.col("P")).repeat_by("D").explode().alias("adj")
+    )
     p99 = float(w["ms"].quantile(0.99, interpolation="linear"))  # type: ignore[arg-type]
     p99w = float(w["adj"].quantile(0.99, interpolation="linear"))  # type: ignore[arg-type]
     return p99, p99w, (p99 - p99w) / p99 if p99 > 0 else None, "per decoded token (step time, no request ids)"

@@ -21,18 +21,36 @@ PCTS = (0.5, 0.9, 0.99)
 SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
 
 LATENCY_SCHEMA: dict[str, pl.DataType] = {
-    "phase": pl.String(), "metric": pl.String(), "source": pl.String(), "unit": pl.String(),
-    "count": pl.Int64(), "mean": pl.Float64(), "p50": pl.Float64(), "p90": pl.Float64(),
-    "p99": pl.Float64(), "min": pl.Float64(), "max": pl.Float64(),
+    "phase": pl.String(),
+    "metric": pl.String(),
+    "source": pl.String(),
+    "unit": pl.String(),
+    "count": pl.Int64(),
+    "mean": pl.Float64(),
+    "p50": pl.Float64(),
+    "p90": pl.Float64(),
+    "p99": pl.Float64(),
+    "min": pl.Float64(),
+    "max": pl.Float64(),
 }
 REQUEST_SCHEMA: dict[str, pl.DataType] = {
-    "request": pl.Int64(), "source": pl.String(), "sequences": pl.Int64(), "start_ns": pl.Int64(),
-    "ttft_ms": pl.Float64(), "tpot_ms": pl.Float64(), "e2el_ms": pl.Float64(), "output_tokens": pl.Int64(),
+    "request": pl.Int64(),
+    "source": pl.String(),
+    "sequences": pl.Int64(),
+    "start_ns": pl.Int64(),
+    "ttft_ms": pl.Float64(),
+    "tpot_ms": pl.Float64(),
+    "e2el_ms": pl.Float64(),
+    "output_tokens": pl.Int64(),
     "meets_slo": pl.Boolean(),
 }
 BYCTX_SCHEMA: dict[str, pl.DataType] = {
-    "ctx_lo": pl.Int64(), "ctx_hi": pl.Int64(), "steps": pl.Int64(), "mean_ms": pl.Float64(),
-    "p50_ms": pl.Float64(), "p90_ms": pl.Float64(),
+    "ctx_lo": pl.Int64(),
+    "ctx_hi": pl.Int64(),
+    "steps": pl.Int64(),
+    "mean_ms": pl.Float64(),
+    "p50_ms": pl.Float64(),
+    "p90_ms": pl.Float64(),
 }
 
 
@@ -98,8 +116,12 @@ def _pct_row(values: pl.Series, phase: str, metric: str, source: str, unit: str)
     if v.len() == 0:
         return row | {k: None for k in ("mean", "p50", "p90", "p99", "min", "max")}
     # Linear interpolation between order statistics, as numpy.percentile (vLLM's benchmark) does.
-    return row | {"mean": v.mean(), "min": v.min(), "max": v.max(),
-                  **{f"p{int(q * 100)}": v.quantile(q, interpolation="linear") for q in PCTS}}
+    return row | {
+        "mean": v.mean(),
+        "min": v.min(),
+        "max": v.max(),
+        **{f"p{int(q * 100)}": v.quantile(q, interpolation="linear") for q in PCTS},
+    }
 
 
 def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
@@ -117,13 +139,17 @@ def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     s = s.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_itl"))
     itl = s.filter(pl.col("phase") == "decode")["_itl"].drop_nulls().cast(pl.Float64()) / 1e6
     batch = pl.col("batch").fill_null(1) if "batch" in s.columns else pl.lit(1)
-    g = s.group_by("request").agg(
-        pl.col("cpu_start_ns").filter(pl.col("phase") == "prefill").first().alias("start_ns"),
-        pl.col("done_ns").filter(pl.col("phase") == "prefill").first().alias("_first"),
-        pl.col("done_ns").max().alias("_last"),
-        (pl.col("phase") == "decode").sum().cast(pl.Int64()).alias("_n"),
-        batch.filter(pl.col("phase") == "prefill").first().cast(pl.Int64()).alias("sequences"),
-    ).sort("request")
+    g = (
+        s.group_by("request")
+        .agg(
+            pl.col("cpu_start_ns").filter(pl.col("phase") == "prefill").first().alias("start_ns"),
+            pl.col("done_ns").filter(pl.col("phase") == "prefill").first().alias("_first"),
+            pl.col("done_ns").max().alias("_last"),
+            (pl.col("phase") == "decode").sum().cast(pl.Int64()).alias("_n"),
+            batch.filter(pl.col("phase") == "prefill").first().cast(pl.Int64()).alias("sequences"),
+        )
+        .sort("request")
+    )
     g = g.with_columns(
         pl.lit("trace").alias("source"),
         ((pl.col("_first") - pl.col("start_ns")) / 1e6).alias("ttft_ms"),
@@ -145,12 +171,19 @@ def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
     for i, r in enumerate(reqs):
         if not isinstance(r, dict):
             continue
-        rows.append({
-            "request": r["id"] if isinstance(r.get("id"), int) else i + 1, "source": "sidecar", "sequences": 1, "start_ns": None,
-            "ttft_ms": _ms(r, "ttft"), "tpot_ms": _ms(r, "tpot"),
-            "e2el_ms": _e2el(r),
-            "output_tokens": r.get("output_tokens"), "meets_slo": None,
-        })
+        rows.append(
+            {
+                "request": r["id"] if isinstance(r.get("id"), int) else i + 1,
+                "source": "sidecar",
+                "sequences": 1,
+                "start_ns": None,
+                "ttft_ms": _ms(r, "ttft"),
+                "tpot_ms": _ms(r, "tpot"),
+                "e2el_ms": _e2el(r),
+                "output_tokens": r.get("output_tokens"),
+                "meets_slo": None,
+            }
+        )
     return pl.DataFrame(rows, schema=REQUEST_SCHEMA)
 
 
@@ -200,13 +233,20 @@ def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
     n = max(1, min(buckets, d["ctx"].n_unique()))
     width = max(1, -(-(hi - lo + 1) // n))
     b = ((pl.col("ctx") - lo) // width).cast(pl.Int64())
-    out = d.with_columns(b.alias("_b"), (pl.col("step_ns") / 1e6).alias("_ms")).group_by("_b").agg(
-        pl.len().cast(pl.Int64()).alias("steps"),
-        pl.col("_ms").mean().alias("mean_ms"),
-        pl.col("_ms").quantile(0.5, interpolation="linear").alias("p50_ms"),
-        pl.col("_ms").quantile(0.9, interpolation="linear").alias("p90_ms"),
-    ).sort("_b")
-    out = out.with_columns((lo + pl.col("_b") * width).alias("ctx_lo"), (lo + (pl.col("_b") + 1) * width - 1).alias("ctx_hi"))
+    out = (
+        d.with_columns(b.alias("_b"), (pl.col("step_ns") / 1e6).alias("_ms"))
+        .group_by("_b")
+        .agg(
+            pl.len().cast(pl.Int64()).alias("steps"),
+            pl.col("_ms").mean().alias("mean_ms"),
+            pl.col("_ms").quantile(0.5, interpolation="linear").alias("p50_ms"),
+            pl.col("_ms").quantile(0.9, interpolation="linear").alias("p90_ms"),
+        )
+        .sort("_b")
+    )
+    out = out.with_columns(
+        (lo + pl.col("_b") * width).alias("ctx_lo"), (lo + (pl.col("_b") + 1) * width - 1).alias("ctx_hi")
+    )
     return out.select([pl.col(c).cast(t) for c, t in BYCTX_SCHEMA.items()])
 
 
@@ -225,14 +265,18 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
         # Continuous batching: a step serves several requests at different stages, so prefill
         # regions do not delimit requests; only the runner's own records (sidecar) can.
         treq, itl = trace_requests(steps.clear())
-        notes.append("continuous batching (mixed steps): requests cannot be told apart in the trace, so TTFT/TPOT/ITL "
-                     "come only from the runner's sidecar when present; step times are from the trace")
+        notes.append(
+            "continuous batching (mixed steps): requests cannot be told apart in the trace, so TTFT/TPOT/ITL "
+            "come only from the runner's sidecar when present; step times are from the trace"
+        )
     else:
         treq, itl = trace_requests(steps)
     if itl.len() == 0 and steps.height and steps["phase"].is_in(["decode", "mixed"]).any():
         itl, itl_source = serving.step_period_itl(steps), "decode step period"
-        notes.append("ITL = decode step period (no request ids in the trace): done of one decoding step → done "
-                     "of the next; the first step's own duration when it has no predecessor")
+        notes.append(
+            "ITL = decode step period (no request ids in the trace): done of one decoding step → done "
+            "of the next; the first step's own duration when it has no predecessor"
+        )
     sreq = sidecar_requests(sidecar)
     rows = []
     for ph in ("prefill", "decode", "mixed"):
@@ -257,7 +301,9 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     treq, sreq = apply_slo(treq, slo), apply_slo(sreq, slo)
     encoded = serving.has_request_encoding(steps) and treq.height > 0
     scalars = _scalars(steps, treq if encoded else (sreq if sreq.height else treq), slo, exact_tokens=encoded)
-    scalars["requests_source"] = "trace (request ids in step names)" if encoded else ("sidecar" if sreq.height else "trace")
+    scalars["requests_source"] = (
+        "trace (request ids in step names)" if encoded else ("sidecar" if sreq.height else "trace")
+    )
     scalars["notes"] = notes
     scalars["itl_source"] = itl_source if itl.len() else None
     requests = pl.concat([treq, sreq]) if sreq.height else treq
@@ -265,22 +311,34 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
 
 
 def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None, exact_tokens: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"output_tokens": None, "output_tokens_per_s": None, "duration_s": None,
-                           "goodput_req_per_s": None, "goodput_fraction": None,
-                           "slo": slo.as_dict() if slo else None}
+    out: dict[str, Any] = {
+        "output_tokens": None,
+        "output_tokens_per_s": None,
+        "duration_s": None,
+        "goodput_req_per_s": None,
+        "goodput_fraction": None,
+        "slo": slo.as_dict() if slo else None,
+    }
     gen = steps.filter(pl.col("phase").is_in(["prefill", "decode", "mixed"])) if steps.height else steps
     if gen.height:
         dur_s = (int(gen["done_ns"].max()) - int(gen["cpu_start_ns"].min())) / 1e9  # type: ignore[arg-type]
         tokens: int | None
-        if reqs.height and (exact_tokens or (reqs["source"] == "sidecar").all()) and reqs["output_tokens"].null_count() == 0:
+        if (
+            reqs.height
+            and (exact_tokens or (reqs["source"] == "sidecar").all())
+            and reqs["output_tokens"].null_count() == 0
+        ):
             tokens = int(reqs["output_tokens"].sum())  # the runner counted them, or the trace's request ids did
         else:  # one token per sequence per forward step: batch, else decode_seqs; unknown → no line
             cands = [pl.col(c) for c in ("batch", "decode_seqs") if c in gen.columns]
             per = pl.coalesce(*cands) if cands else pl.lit(None, pl.Int64)
             known = int(gen.select(per.is_not_null().sum()).item())
             tokens = int(gen.select(per.sum()).item()) if known == gen.height else None
-        out.update(output_tokens=tokens, duration_s=dur_s,
-                   output_tokens_per_s=tokens / dur_s if tokens is not None and dur_s > 0 else None)
+        out.update(
+            output_tokens=tokens,
+            duration_s=dur_s,
+            output_tokens_per_s=tokens / dur_s if tokens is not None and dur_s > 0 else None,
+        )
     if slo is not None and reqs.height and out["duration_s"]:
         w = reqs["sequences"].fill_null(1)
         good = int((w * reqs["meets_slo"].fill_null(False).cast(pl.Int64())).sum())

@@ -48,8 +48,11 @@ def positions(keys: pl.Series, ids: pl.Series) -> pl.Series:
 
 def _cost_flags(costs: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
     """(owns its cost, covered by some model) per op row."""
-    own = (pl.col("cost_model").is_not_null() & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
-           & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null()))
+    own = (
+        pl.col("cost_model").is_not_null()
+        & ~pl.col("cost_model").is_in(SPECIAL_MODELS)
+        & (pl.col("flops").is_not_null() | pl.col("bytes").is_not_null())
+    )
     covered = pl.col("covered") if "covered" in costs.columns else pl.col("cost_model").is_not_null()
     f = costs.select(own.fill_null(False).alias("own"), covered.fill_null(False).alias("cov"))
     return f["own"], f["cov"]
@@ -75,14 +78,23 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     if direct.len():
         out = out.scatter(direct, direct)
     todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
-    owners = (base.with_row_index("_opos").filter(pl.col("_own"))
-              .select("pid", "tid", pl.col("_opos").cast(pl.Int64()), pl.col("start_ns").alias("_os"),
-                      pl.col("end_ns").alias("_oe"))
-              .sort("_os"))
+    owners = (
+        base.with_row_index("_opos")
+        .filter(pl.col("_own"))
+        .select(
+            "pid",
+            "tid",
+            pl.col("_opos").cast(pl.Int64()),
+            pl.col("start_ns").alias("_os"),
+            pl.col("end_ns").alias("_oe"),
+        )
+        .sort("_os")
+    )
     if todo.height == 0 or owners.height == 0:
         return out
-    found = todo.join_asof(owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward",
-                           check_sortedness=False)
+    found = todo.join_asof(
+        owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward", check_sortedness=False
+    )
     found = found.filter(pl.col("_oe") >= pl.col("end_ns"))
     if found.height:
         out = out.scatter(found["_pos"], found["_opos"])
@@ -140,10 +152,12 @@ def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
         return pl.DataFrame(schema={key: acts.schema[key], "dtype": pl.String()})
     is_float = pl.col("dtype").str.contains(r"^(fp|bf|tf)")
     return (
-        d.group_by(key, "dtype").agg(pl.col("dur_ns").sum().alias("_t"))
+        d.group_by(key, "dtype")
+        .agg(pl.col("dur_ns").sum().alias("_t"))
         .with_columns(is_float.alias("_f"))
         .sort([key, "_f", "_t", "dtype"], descending=[False, True, True, False])
-        .group_by(key, maintain_order=True).agg(pl.col("dtype").first())
+        .group_by(key, maintain_order=True)
+        .agg(pl.col("dtype").first())
     )
 
 
@@ -153,14 +167,22 @@ def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     ops = acts.select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
     pair: pl.Expr = pl.struct(key, "cost_op_id")
     if ops.height and ops.schema[key].is_integer() and ops[key].null_count() == 0:
-        k0, k1, c0, c1 = ops.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b"),
-                                    pl.col("cost_op_id").min().alias("c"), pl.col("cost_op_id").max().alias("d")).row(0)
+        k0, k1, c0, c1 = ops.select(
+            pl.col(key).min().alias("a"),
+            pl.col(key).max().alias("b"),
+            pl.col("cost_op_id").min().alias("c"),
+            pl.col("cost_op_id").max().alias("d"),
+        ).row(0)
         m = int(c1) + 1
         if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
             pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
-    return ops.filter(pair.is_first_distinct()).group_by(key).agg(
-        pl.col("op_flops").sum().alias("flops"),
-        pl.col("op_bytes").sum().alias("bytes"),
+    return (
+        ops.filter(pair.is_first_distinct())
+        .group_by(key)
+        .agg(
+            pl.col("op_flops").sum().alias("flops"),
+            pl.col("op_bytes").sum().alias("bytes"),
+        )
     )
 
 
@@ -192,8 +214,9 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
             w = w.with_columns((pl.col("start_ns") + off).alias("_s"))
             if not w["_s"].is_sorted():
                 w = w.sort("_s")
-            w = w.with_columns((pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"),
-                               pl.col(key).set_sorted())
+            w = w.with_columns(
+                (pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"), pl.col(key).set_sorted()
+            )
     first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
     if not packed:  # group numbers after a (key, start) sort
         w = w.sort([key, "start_ns"]).with_columns(first.alias("_first"))
@@ -202,25 +225,34 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
         if n_groups * extent < 2**62:
             packed = True
             off = (pl.col("_g") * extent) - int(t0)
-            w = w.with_columns((pl.col("start_ns") + off).alias("_s"), (pl.col("end_ns") + off).alias("_e"),
-                               (off - 1 + int(t0)).alias("_floor"))
+            w = w.with_columns(
+                (pl.col("start_ns") + off).alias("_s"),
+                (pl.col("end_ns") + off).alias("_e"),
+                (off - 1 + int(t0)).alias("_floor"),
+            )
     else:
         w = w.with_columns(first.alias("_first"))
     if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
     else:  # per-group windows (slower, never overflows)
-        w = w.with_columns(pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"),
-                           pl.lit(int(t0) - 1).alias("_floor"))
+        w = w.with_columns(
+            pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"), pl.lit(int(t0) - 1).alias("_floor")
+        )
         prev = pl.col("_e").cum_max().shift(1).over("_g")
-        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
+        prev_cov = (
+            pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
+        )
     w = w.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"))
     # Values carried over from the previous group are below this group's shifted start.
     lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))
     lo_cov = pl.max_horizontal(pl.col("_s"), pl.col("_prevc").fill_null(pl.col("_s")))
     gap = pl.when(pl.col("_first")).then(0).otherwise((pl.col("_s") - pl.col("_prev")).clip(lower_bound=0))
     w = w.select(
-        key, "start_ns", "end_ns", "dur_ns",
+        key,
+        "start_ns",
+        "end_ns",
+        "dur_ns",
         (pl.col("_e") - lo).clip(lower_bound=0).alias("_busy"),
         pl.when(pl.col("covered")).then((pl.col("_e") - lo_cov).clip(lower_bound=0)).otherwise(0).alias("_cbusy"),
         gap.alias("_gap"),
@@ -280,9 +312,9 @@ def derived(df: pl.DataFrame) -> pl.DataFrame:
 def rank_top(df: pl.DataFrame, keys: list[str], n: int = 10) -> pl.DataFrame:
     """Keep the ``n`` rows with most ``device_time_ns`` per ``keys`` group; add ``share`` (of the
     group's total device time) and ``rank`` from 1. Ties break by name."""
-    g = df.with_columns(
-        (pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(keys)).alias("share")
-    ).sort([*keys, "device_time_ns", "name"], descending=[*([False] * len(keys)), True, False])
+    g = df.with_columns((pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(keys)).alias("share")).sort(
+        [*keys, "device_time_ns", "name"], descending=[*([False] * len(keys)), True, False]
+    )
     g = g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(keys).alias("rank"))
     first = [*keys, "rank", "name"]
     return g.filter(pl.col("rank") <= n).select(*first, pl.exclude(first))

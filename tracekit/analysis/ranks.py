@@ -31,9 +31,17 @@ from tracekit.analysis.comm import COMM_SCHEMA, comm_by_phase
 PROFILER_STEP = r"^ProfilerStep#\d+$"
 STRAGGLER_RATIO = 1.1  # a step is a straggler step when its slowest rank takes ≥ 1.1 × the median
 IDLE_SCHEMA = {"step": pl.Int64(), "cause": pl.String(), "idle_ns": pl.Int64()}
-STEP_SCHEMA = {"step": pl.Int64(), "name": pl.String(), "phase": pl.String(), "start_ns": pl.Int64(),
-               "step_ns": pl.Int64(), "busy_ns": pl.Int64(), "idle_ns": pl.Int64(), "region_id": pl.Int64(),
-               "idle_top": pl.String()}
+STEP_SCHEMA = {
+    "step": pl.Int64(),
+    "name": pl.String(),
+    "phase": pl.String(),
+    "start_ns": pl.Int64(),
+    "step_ns": pl.Int64(),
+    "busy_ns": pl.Int64(),
+    "idle_ns": pl.Int64(),
+    "region_id": pl.Int64(),
+    "idle_top": pl.String(),
+}
 
 
 @dataclass(frozen=True)
@@ -73,19 +81,50 @@ def rank_pieces(task: RankTask) -> RankPieces:
     classes = pl.DataFrame(schema={"step": pl.Int64(), "op_class": pl.String(), "device_time_ns": pl.Int64()})
     oc = res.op_classes
     if steps.height and oc.height:
-        classes = (oc.filter(pl.col("scope_kind") == "region").with_columns(pl.col("scope").cast(pl.Int64()).alias("region_id"))
-                   .join(steps.select("region_id", "step"), on="region_id")
-                   .select("step", "op_class", pl.col("device_time_ns").cast(pl.Int64())))
+        classes = (
+            oc.filter(pl.col("scope_kind") == "region")
+            .with_columns(pl.col("scope").cast(pl.Int64()).alias("region_id"))
+            .join(steps.select("region_id", "step"), on="region_id")
+            .select("step", "op_class", pl.col("device_time_ns").cast(pl.Int64()))
+        )
     t = res.totals.get("trace") or {}
-    whole = pl.DataFrame([{"phase": "trace", "region_count": None, "span_ns": t.get("span_ns"), "busy_ns": t.get("busy_ns"),
-                           "busy_ratio": t.get("busy_ratio"), "bound": t.get("bound"), "reason": t.get("reason")}],
-                         schema=PHASE_SCHEMA)
-    ph = res.phases.select([pl.col(c).cast(d) if c in res.phases.columns else pl.lit(None, dtype=d).alias(c)
-                            for c, d in PHASE_SCHEMA.items()]) if res.phases.height else pl.DataFrame(schema=PHASE_SCHEMA)
+    whole = pl.DataFrame(
+        [
+            {
+                "phase": "trace",
+                "region_count": None,
+                "span_ns": t.get("span_ns"),
+                "busy_ns": t.get("busy_ns"),
+                "busy_ratio": t.get("busy_ratio"),
+                "bound": t.get("bound"),
+                "reason": t.get("reason"),
+            }
+        ],
+        schema=PHASE_SCHEMA,
+    )
+    ph = (
+        res.phases.select(
+            [
+                pl.col(c).cast(d) if c in res.phases.columns else pl.lit(None, dtype=d).alias(c)
+                for c, d in PHASE_SCHEMA.items()
+            ]
+        )
+        if res.phases.height
+        else pl.DataFrame(schema=PHASE_SCHEMA)
+    )
     rank = (trace.meta.get("distributed") or {}).get("rank")
-    return RankPieces(task.trace_id, int(rank) if rank is not None else None, str(trace.meta.get("source", "")),
-                      res.device.get("name"), pl.concat([whole, ph]), steps, classes,
-                      comm_by_phase(trace.kernels, units), list(res.warnings)[:5], step_idle(res.regions, steps))
+    return RankPieces(
+        task.trace_id,
+        int(rank) if rank is not None else None,
+        str(trace.meta.get("source", "")),
+        res.device.get("name"),
+        pl.concat([whole, ph]),
+        steps,
+        classes,
+        comm_by_phase(trace.kernels, units),
+        list(res.warnings)[:5],
+        step_idle(res.regions, steps),
+    )
 
 
 def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -98,19 +137,32 @@ def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if steps.height == 0 or not all(c in regions.columns for c in cols):
         return pl.DataFrame(schema=IDLE_SCHEMA)
     wide = steps.select("step", "region_id").join(regions.select("region_id", *cols), on="region_id")
-    return (wide.unpivot(index="step", on=cols, variable_name="cause", value_name="idle_ns")
-            .with_columns(pl.col("cause").str.strip_prefix("idle_").str.strip_suffix("_ns"),
-                          pl.col("idle_ns").cast(pl.Int64())).select(list(IDLE_SCHEMA)))
+    return (
+        wide.unpivot(index="step", on=cols, variable_name="cause", value_name="idle_ns")
+        .with_columns(
+            pl.col("cause").str.strip_prefix("idle_").str.strip_suffix("_ns"), pl.col("idle_ns").cast(pl.Int64())
+        )
+        .select(list(IDLE_SCHEMA))
+    )
 
 
-PHASE_SCHEMA = {"phase": pl.String(), "region_count": pl.Int64(), "span_ns": pl.Int64(), "busy_ns": pl.Int64(),
-                "busy_ratio": pl.Float64(), "bound": pl.String(), "reason": pl.String()}
+PHASE_SCHEMA = {
+    "phase": pl.String(),
+    "region_count": pl.Int64(),
+    "span_ns": pl.Int64(),
+    "busy_ns": pl.Int64(),
+    "busy_ratio": pl.Float64(),
+    "bound": pl.String(),
+    "reason": pl.String(),
+}
 
 
 def _window(start: str, end: str) -> list[pl.Expr]:
     """A region's window on the host clock: CPU range extended by its device work."""
-    return [pl.min_horizontal("cpu_start_ns", "start_ns").cast(pl.Int64()).alias(start),
-            pl.max_horizontal("cpu_end_ns", "end_ns").cast(pl.Int64()).alias(end)]
+    return [
+        pl.min_horizontal("cpu_start_ns", "start_ns").cast(pl.Int64()).alias(start),
+        pl.max_horizontal("cpu_end_ns", "end_ns").cast(pl.Int64()).alias(end),
+    ]
 
 
 def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -127,11 +179,16 @@ def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     w = rows.with_columns(*_window("_ws", "_we")).sort("_ws", "region_id")
     top = pl.col("idle_top").cast(pl.String()) if "idle_top" in w.columns else pl.lit(None, dtype=pl.String())
     return w.select(
-        pl.int_range(pl.len(), dtype=pl.Int64()).alias("step"), pl.col("name").cast(pl.String()),
-        pl.col("phase").cast(pl.String()), pl.col("_ws").alias("start_ns"),
-        (pl.col("_we") - pl.col("_ws")).alias("step_ns"), pl.col("busy_ns").cast(pl.Int64()),
+        pl.int_range(pl.len(), dtype=pl.Int64()).alias("step"),
+        pl.col("name").cast(pl.String()),
+        pl.col("phase").cast(pl.String()),
+        pl.col("_ws").alias("start_ns"),
+        (pl.col("_we") - pl.col("_ws")).alias("step_ns"),
+        pl.col("busy_ns").cast(pl.Int64()),
         (pl.col("_we") - pl.col("_ws") - pl.col("busy_ns")).cast(pl.Int64()).alias("idle_ns"),
-        pl.col("region_id").cast(pl.Int64()), top.alias("idle_top"))
+        pl.col("region_id").cast(pl.Int64()),
+        top.alias("idle_top"),
+    )
 
 
 def rank_numbers(pieces: list[RankPieces]) -> list[int]:
@@ -163,52 +220,107 @@ class RanksResult:
         from tracekit.analysis.result import _clean
 
         worst = self.stragglers.sort("ratio", descending=True, nulls_last=True).head(1).to_dicts()
-        return _clean({
-            "version": 1, "kind": "ranks", "ranks_from": self.ranks_from,
-            "traces": self.traces.to_dicts(), "per_rank": self.per_rank.to_dicts(),
-            "stragglers": self.stragglers.to_dicts(), "worst_step": worst[0] if worst else None,
-            "communication": self.comm.to_dicts(), "step_time": self.step_time.to_dicts(), "failed": self.failed,
-        })
+        return _clean(
+            {
+                "version": 1,
+                "kind": "ranks",
+                "ranks_from": self.ranks_from,
+                "traces": self.traces.to_dicts(),
+                "per_rank": self.per_rank.to_dicts(),
+                "stragglers": self.stragglers.to_dicts(),
+                "worst_step": worst[0] if worst else None,
+                "communication": self.comm.to_dicts(),
+                "step_time": self.step_time.to_dicts(),
+                "failed": self.failed,
+            }
+        )
 
 
 def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None) -> RanksResult:
     """The cross-rank frames from every trace's pieces (pure polars)."""
     ranks = rank_numbers(pieces)
     from_meta = all(p.rank is not None for p in pieces) and ranks == [p.rank for p in pieces]
-    traces = pl.DataFrame({"rank": ranks, "trace_id": [p.trace_id for p in pieces], "source": [p.source for p in pieces],
-                           "device": [p.device for p in pieces]},
-                          schema={"rank": pl.Int64(), "trace_id": pl.String(), "source": pl.String(), "device": pl.String()}
-                          ).sort("rank")
+    traces = pl.DataFrame(
+        {
+            "rank": ranks,
+            "trace_id": [p.trace_id for p in pieces],
+            "source": [p.source for p in pieces],
+            "device": [p.device for p in pieces],
+        },
+        schema={"rank": pl.Int64(), "trace_id": pl.String(), "source": pl.String(), "device": pl.String()},
+    ).sort("rank")
 
     def tag(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
         parts = [f.with_columns(pl.lit(r, dtype=pl.Int64()).alias("rank")) for f, r in zip(frames, ranks)]
-        return pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={"rank": pl.Int64(), **schema})
+        return (
+            pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={"rank": pl.Int64(), **schema})
+        )
 
     steps = tag([p.steps for p in pieces], STEP_SCHEMA)
     phases = tag([p.phases for p in pieces], PHASE_SCHEMA)
-    step_stats = steps.group_by("rank", "phase").agg(pl.len().cast(pl.Int64()).alias("step_count"),
-                                                     pl.col("step_ns").median().alias("step_median_ns"))
-    all_steps = steps.group_by("rank").agg(pl.len().cast(pl.Int64()).alias("step_count"),
-                                           pl.col("step_ns").median().alias("step_median_ns")
-                                           ).with_columns(pl.lit("trace").alias("phase"))
-    per_rank = (phases.join(pl.concat([step_stats, all_steps.select(step_stats.columns)]), on=["rank", "phase"], how="left")
-                .with_columns(pl.col("step_count").fill_null(0))
-                .sort("rank", pl.col("phase") != "trace", "phase")
-                .select("rank", "phase", "region_count", "span_ns", "busy_ns", "busy_ratio", "step_count",
-                        "step_median_ns", "bound", "reason"))
-    comm = tag([p.comm for p in pieces], COMM_SCHEMA).select("rank", *COMM_SCHEMA).sort("rank", pl.col("phase") != "trace", "phase")
-    classes = tag([p.step_classes for p in pieces], {"step": pl.Int64(), "op_class": pl.String(), "device_time_ns": pl.Int64()})
+    step_stats = steps.group_by("rank", "phase").agg(
+        pl.len().cast(pl.Int64()).alias("step_count"), pl.col("step_ns").median().alias("step_median_ns")
+    )
+    all_steps = (
+        steps.group_by("rank")
+        .agg(pl.len().cast(pl.Int64()).alias("step_count"), pl.col("step_ns").median().alias("step_median_ns"))
+        .with_columns(pl.lit("trace").alias("phase"))
+    )
+    per_rank = (
+        phases.join(pl.concat([step_stats, all_steps.select(step_stats.columns)]), on=["rank", "phase"], how="left")
+        .with_columns(pl.col("step_count").fill_null(0))
+        .sort("rank", pl.col("phase") != "trace", "phase")
+        .select(
+            "rank",
+            "phase",
+            "region_count",
+            "span_ns",
+            "busy_ns",
+            "busy_ratio",
+            "step_count",
+            "step_median_ns",
+            "bound",
+            "reason",
+        )
+    )
+    comm = (
+        tag([p.comm for p in pieces], COMM_SCHEMA)
+        .select("rank", *COMM_SCHEMA)
+        .sort("rank", pl.col("phase") != "trace", "phase")
+    )
+    classes = tag(
+        [p.step_classes for p in pieces], {"step": pl.Int64(), "op_class": pl.String(), "device_time_ns": pl.Int64()}
+    )
     idle = tag([p.step_idle for p in pieces], IDLE_SCHEMA)
-    return RanksResult(traces, per_rank, stragglers(steps, classes, idle), comm,
-                       steps.select("rank", "step", "name", "phase", "step_ns").sort("rank", "step"),
-                       list(failed or []), "meta" if from_meta else "trace order")
+    return RanksResult(
+        traces,
+        per_rank,
+        stragglers(steps, classes, idle),
+        comm,
+        steps.select("rank", "step", "name", "phase", "step_ns").sort("rank", "step"),
+        list(failed or []),
+        "meta" if from_meta else "trace order",
+    )
 
 
 STRAGGLER_SCHEMA = {
-    "step": pl.Int64(), "ranks": pl.Int64(), "slowest_rank": pl.Int64(), "max_ns": pl.Int64(), "median_ns": pl.Float64(),
-    "ratio": pl.Float64(), "straggler": pl.Boolean(), "name": pl.String(), "phase": pl.String(), "excess_ns": pl.Float64(),
-    "op_class": pl.String(), "op_class_excess_ns": pl.Float64(), "idle_ns": pl.Int64(), "idle_excess_ns": pl.Float64(),
-    "idle_cause": pl.String(), "idle_cause_excess_ns": pl.Float64(), "idle_top": pl.String(),
+    "step": pl.Int64(),
+    "ranks": pl.Int64(),
+    "slowest_rank": pl.Int64(),
+    "max_ns": pl.Int64(),
+    "median_ns": pl.Float64(),
+    "ratio": pl.Float64(),
+    "straggler": pl.Boolean(),
+    "name": pl.String(),
+    "phase": pl.String(),
+    "excess_ns": pl.Float64(),
+    "op_class": pl.String(),
+    "op_class_excess_ns": pl.Float64(),
+    "idle_ns": pl.Int64(),
+    "idle_excess_ns": pl.Float64(),
+    "idle_cause": pl.String(),
+    "idle_cause_excess_ns": pl.Float64(),
+    "idle_top": pl.String(),
 }
 
 
@@ -220,22 +332,37 @@ def stragglers(steps: pl.DataFrame, classes: pl.DataFrame, idle: pl.DataFrame | 
         return pl.DataFrame(schema=STRAGGLER_SCHEMA)
     s = steps.sort("step", "step_ns", "rank", descending=[False, True, False])
     top = s.group_by("step", maintain_order=True).agg(
-        pl.len().cast(pl.Int64()).alias("ranks"), pl.col("rank").first().alias("slowest_rank"),
-        pl.col("step_ns").first().alias("max_ns"), pl.col("step_ns").median().alias("median_ns"),
-        pl.col("name").first(), pl.col("phase").first(), pl.col("idle_ns").first(), pl.col("idle_top").first(),
-        pl.col("idle_ns").slice(1).median().alias("_idle_others"))
-    top = top.with_columns((pl.col("max_ns") / pl.col("median_ns")).alias("ratio"),
-                           (pl.col("max_ns") - pl.col("median_ns")).alias("excess_ns"),
-                           (pl.col("idle_ns") - pl.col("_idle_others")).alias("idle_excess_ns"))
+        pl.len().cast(pl.Int64()).alias("ranks"),
+        pl.col("rank").first().alias("slowest_rank"),
+        pl.col("step_ns").first().alias("max_ns"),
+        pl.col("step_ns").median().alias("median_ns"),
+        pl.col("name").first(),
+        pl.col("phase").first(),
+        pl.col("idle_ns").first(),
+        pl.col("idle_top").first(),
+        pl.col("idle_ns").slice(1).median().alias("_idle_others"),
+    )
+    top = top.with_columns(
+        (pl.col("max_ns") / pl.col("median_ns")).alias("ratio"),
+        (pl.col("max_ns") - pl.col("median_ns")).alias("excess_ns"),
+        (pl.col("idle_ns") - pl.col("_idle_others")).alias("idle_excess_ns"),
+    )
     top = top.with_columns((pl.col("ratio") >= STRAGGLER_RATIO).fill_null(False).alias("straggler"))
     ex = _largest_excess(classes, top, "op_class", "device_time_ns")
-    ix = _largest_excess(idle if idle is not None else pl.DataFrame(schema={"rank": pl.Int64(), **IDLE_SCHEMA}),
-                         top, "cause", "idle_ns").rename({"cause": "idle_cause", "cause_excess_ns": "idle_cause_excess_ns"})
+    ix = _largest_excess(
+        idle if idle is not None else pl.DataFrame(schema={"rank": pl.Int64(), **IDLE_SCHEMA}), top, "cause", "idle_ns"
+    ).rename({"cause": "idle_cause", "cause_excess_ns": "idle_cause_excess_ns"})
     several = pl.col("ranks") > 1
-    return (top.join(ex, on="step", how="left").join(ix, on="step", how="left").sort("step")
-            .with_columns(pl.when(several).then(pl.col(c)).alias(c)
-                          for c in ("op_class", "op_class_excess_ns", "idle_cause", "idle_cause_excess_ns"))
-            .select(list(STRAGGLER_SCHEMA)))
+    return (
+        top.join(ex, on="step", how="left")
+        .join(ix, on="step", how="left")
+        .sort("step")
+        .with_columns(
+            pl.when(several).then(pl.col(c)).alias(c)
+            for c in ("op_class", "op_class_excess_ns", "idle_cause", "idle_cause_excess_ns")
+        )
+        .select(list(STRAGGLER_SCHEMA))
+    )
 
 
 def _largest_excess(values: pl.DataFrame, top: pl.DataFrame, key: str, value: str) -> pl.DataFrame:
@@ -246,18 +373,30 @@ def _largest_excess(values: pl.DataFrame, top: pl.DataFrame, key: str, value: st
     slow = v.filter(pl.col("rank") == pl.col("slowest_rank")).select("step", key, pl.col(value).alias("_slow"))
     others = v.filter(pl.col("rank") != pl.col("slowest_rank"))
     n_others = top.select("step", (pl.col("ranks") - 1).alias("_n"))
-    med = (others.group_by("step", key).agg(pl.col(value).alias("_v"))
-           .join(n_others, on="step")
-           .with_columns(pl.col("_v").list.concat(pl.lit(0, dtype=pl.Int64()).repeat_by(pl.col("_n") - pl.col("_v").list.len()))
-                         .list.median().alias("_med")))
-    return (slow.join(med.select("step", key, "_med"), on=["step", key], how="left")
-            .with_columns((pl.col("_slow") - pl.col("_med").fill_null(0)).cast(pl.Float64()).alias(out))
-            .sort("step", out, descending=[False, True]).group_by("step", maintain_order=True).first()
-            .select("step", key, out))
+    med = (
+        others.group_by("step", key)
+        .agg(pl.col(value).alias("_v"))
+        .join(n_others, on="step")
+        .with_columns(
+            pl.col("_v")
+            .list.concat(pl.lit(0, dtype=pl.Int64()).repeat_by(pl.col("_n") - pl.col("_v").list.len()))
+            .list.median()
+            .alias("_med")
+        )
+    )
+    return (
+        slow.join(med.select("step", key, "_med"), on=["step", key], how="left")
+        .with_columns((pl.col("_slow") - pl.col("_med").fill_null(0)).cast(pl.Float64()).alias(out))
+        .sort("step", out, descending=[False, True])
+        .group_by("step", maintain_order=True)
+        .first()
+        .select("step", key, out)
+    )
 
 
-def select_traces(dataset: str | os.PathLike[str], trace_ids: list[str] | None = None,
-                  ranks: list[int] | None = None) -> list[str]:
+def select_traces(
+    dataset: str | os.PathLike[str], trace_ids: list[str] | None = None, ranks: list[int] | None = None
+) -> list[str]:
     """Trace ids of the dataset chosen by id prefixes and/or recorded ranks (all when neither)."""
     from tracekit.errors import UsageError
     from tracekit.tables.trace import META_TABLE, dataset_trace_ids, scan_table
@@ -290,9 +429,15 @@ def parse_ranks(text: str | None) -> list[int] | None:
     return out
 
 
-def analyze_ranks(dataset: str | os.PathLike[str], trace_ids: list[str], where: Any = None, hardware: str | None = None,
-                  phase_map: Any = None, thresholds: str | None = None,
-                  on_done: Any = None) -> RanksResult:
+def analyze_ranks(
+    dataset: str | os.PathLike[str],
+    trace_ids: list[str],
+    where: Any = None,
+    hardware: str | None = None,
+    phase_map: Any = None,
+    thresholds: str | None = None,
+    on_done: Any = None,
+) -> RanksResult:
     """One :func:`rank_pieces` task per trace (``where``: a :class:`tracekit.parallel.Plan`;
     default by trace count), then :func:`combine`. A trace whose analysis fails is listed in
     ``failed`` with its reason; the others are compared."""
@@ -305,5 +450,7 @@ def analyze_ranks(dataset: str | os.PathLike[str], trace_ids: list[str], where: 
     pieces = [o.value for o in outcomes if o.value is not None]
     failed = [{"trace_id": trace_ids[o.index], "error": o.error or "failed"} for o in outcomes if o.value is None]
     if not pieces:
-        raise AnalysisError(f"{dataset}: no trace could be analysed ({failed[0]['error'] if failed else 'none selected'})")
+        raise AnalysisError(
+            f"{dataset}: no trace could be analysed ({failed[0]['error'] if failed else 'none selected'})"
+        )
     return combine(pieces, failed)

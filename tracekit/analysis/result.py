@@ -18,25 +18,103 @@ JSON_VERSION = 1
 # Region columns written to JSON, in order (docs/json.md). The first block is the contract of
 # issue 4 §8; the rest are documented additions.
 REGION_JSON_COLUMNS = [
-    "name", "phase", "phase_rule", "step", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns",
-    "gap_count", "kernel_count", "flops", "bytes", "intensity", "achieved_flops_per_s",
-    "achieved_bytes_per_s", "coverage", "bound", "reason",
-    "region_id", "parent_id", "depth", "kind", "span_source", "cpu_start_ns", "cpu_end_ns", "cpu_dur_ns",
-    "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
-    "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
-    "batch", "ctx", "tokens", "prefill_tokens", "decode_seqs",
+    "name",
+    "phase",
+    "phase_rule",
+    "step",
+    "start_ns",
+    "end_ns",
+    "span_ns",
+    "busy_ns",
+    "idle_ns",
+    "gap_count",
+    "kernel_count",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "coverage",
+    "bound",
+    "reason",
+    "region_id",
+    "parent_id",
+    "depth",
+    "kind",
+    "span_source",
+    "cpu_start_ns",
+    "cpu_end_ns",
+    "cpu_dur_ns",
+    "busy_ratio",
+    "gap_total_ns",
+    "gap_max_ns",
+    "kernel_median_ns",
+    "device_time_ns",
+    "dtype",
+    "peak_flops_per_s",
+    "peak_bytes_per_s",
+    "ridge",
+    "frac_peak_flops",
+    "frac_peak_bytes",
+    "batch",
+    "ctx",
+    "tokens",
+    "prefill_tokens",
+    "decode_seqs",
     # issue 12: idle time by cause, the top culprit, the dominant op class
-    "first_launch_ns", "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
-    "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top", "class_top",
+    "first_launch_ns",
+    "idle_blocking_ns",
+    "idle_launch_latency_ns",
+    "idle_cpu_op_ns",
+    "idle_outside_ops_ns",
+    "idle_before_first_launch_ns",
+    "idle_after_last_kernel_ns",
+    "idle_causes_ns",
+    "idle_top",
+    "class_top",
 ]
 PHASE_JSON_COLUMNS = [
-    "phase", "region_count", "start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "gap_count", "kernel_count",
-    "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "coverage", "bound", "reason",
-    "busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype",
-    "peak_flops_per_s", "peak_bytes_per_s", "ridge", "frac_peak_flops", "frac_peak_bytes",
-    "idle_blocking_ns", "idle_launch_latency_ns", "idle_cpu_op_ns", "idle_outside_ops_ns",
-    "idle_before_first_launch_ns", "idle_after_last_kernel_ns", "idle_causes_ns", "idle_top", "class_top",
-    "launch_delay_count", "launch_delay_p50_ns", "launch_delay_p99_ns", "launch_delay_max_ns",
+    "phase",
+    "region_count",
+    "start_ns",
+    "end_ns",
+    "span_ns",
+    "busy_ns",
+    "idle_ns",
+    "gap_count",
+    "kernel_count",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "coverage",
+    "bound",
+    "reason",
+    "busy_ratio",
+    "gap_total_ns",
+    "gap_max_ns",
+    "kernel_median_ns",
+    "device_time_ns",
+    "dtype",
+    "peak_flops_per_s",
+    "peak_bytes_per_s",
+    "ridge",
+    "frac_peak_flops",
+    "frac_peak_bytes",
+    "idle_blocking_ns",
+    "idle_launch_latency_ns",
+    "idle_cpu_op_ns",
+    "idle_outside_ops_ns",
+    "idle_before_first_launch_ns",
+    "idle_after_last_kernel_ns",
+    "idle_causes_ns",
+    "idle_top",
+    "class_top",
+    "launch_delay_count",
+    "launch_delay_p50_ns",
+    "launch_delay_p99_ns",
+    "launch_delay_max_ns",
 ]
 TOP_JSON = 5  # top kernels / ops per region in the JSON (the frames keep 10)
 
@@ -83,8 +161,10 @@ class AnalysisResult:
     def __repr__(self) -> str:
         """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""
         t = self.totals
-        lines = [f"AnalysisResult(trace {self.trace.get('id')!r}, device {self.device.get('name')!r}, "
-                 f"peaks of {self.device.get('hardware')!r})"]
+        lines = [
+            f"AnalysisResult(trace {self.trace.get('id')!r}, device {self.device.get('name')!r}, "
+            f"peaks of {self.device.get('hardware')!r})"
+        ]
         if self.diagnostic:
             lines.append(f"  {self.diagnostic}")
         rows = [("whole trace", t.get("trace") or {})]
@@ -92,12 +172,18 @@ class AnalysisResult:
             rows += [(str(r.get("phase")), r) for r in self.phases.head(6).to_dicts()]
         for name, r in rows:
             busy = r.get("busy_ns")
-            lines.append(f"  {name:<12} {r.get('bound') or '-':<10} busy {'-' if busy is None else f'{busy / 1e6:.3f} ms'}"
-                         f"  {str(r.get('reason') or '')[:90]}")
-        lines.append(f"  regions analysed {t.get('regions_analyzed')}; device time {t.get('device_time_ns')} ns = attributed "
-                     f"{t.get('attributed_ns')} + unattributed {t.get('unattributed_ns')} (conserved: {t.get('conserved')})")
+            lines.append(
+                f"  {name:<12} {r.get('bound') or '-':<10} busy {'-' if busy is None else f'{busy / 1e6:.3f} ms'}"
+                f"  {str(r.get('reason') or '')[:90]}"
+            )
+        lines.append(
+            f"  regions analysed {t.get('regions_analyzed')}; device time {t.get('device_time_ns')} ns = attributed "
+            f"{t.get('attributed_ns')} + unattributed {t.get('unattributed_ns')} (conserved: {t.get('conserved')})"
+        )
         frames = ("regions", "phases", "unattributed", "top_kernels", "top_ops", "latency", "steps", "requests")
-        lines.append("  frames: " + ", ".join(f"{f} {getattr(self, f).height}×{getattr(self, f).width}" for f in frames))
+        lines.append(
+            "  frames: " + ", ".join(f"{f} {getattr(self, f).height}×{getattr(self, f).width}" for f in frames)
+        )
         lines += [f"  warning: {w}" for w in self.warnings[:3]]
         return "\n".join(lines)
 
@@ -108,8 +194,11 @@ class AnalysisResult:
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
         # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
-        cul_r = _by_scope(self.idle_culprits.filter(pl.col("rank") <= 3).drop("text", strict=False), "region") \
-            if self.idle_culprits.height else {}
+        cul_r = (
+            _by_scope(self.idle_culprits.filter(pl.col("rank") <= 3).drop("text", strict=False), "region")
+            if self.idle_culprits.height
+            else {}
+        )
         for r in regions:
             rid = str(r.get("region_id"))
             r["top_kernels"] = tops_k.get(rid, [])
@@ -142,27 +231,31 @@ class AnalysisResult:
         totals["op_classes"] = _by_scope(self.op_classes, "trace").get("trace", [])
         totals["class_roofline"] = _by_scope(self.class_roofline, "trace").get("trace", [])
         totals["top_shapes"] = _by_scope(self.shape_roofline, "trace").get("trace", [])
-        totals["latency"] = {str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
-                             for ph in dict.fromkeys(x.get("phase") for x in lat)}
+        totals["latency"] = {
+            str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
+            for ph in dict.fromkeys(x.get("phase") for x in lat)
+        }
         totals["requests"] = _records(self.requests, list(self.requests.columns))
         totals["warnings"] = list(self.warnings)
         if self.serving:
             totals["serving"] = self.serving
         totals["communication"] = _records(self.communication, list(self.communication.columns))
-        doc: AnalysisDoc = _clean({
-            "version": JSON_VERSION,
-            "trace": self.trace,
-            "device": self.device,
-            "diagnostic": self.diagnostic,
-            "regions": regions,
-            "phases": phases,
-            "unattributed": {
-                "time_ns": int(un["time_ns"].sum()) if un.height else 0,
-                "count": int(un["count"].sum()) if un.height else 0,
-                "by_reason": _records(un, list(un.columns)),
-            },
-            "totals": totals,
-        })
+        doc: AnalysisDoc = _clean(
+            {
+                "version": JSON_VERSION,
+                "trace": self.trace,
+                "device": self.device,
+                "diagnostic": self.diagnostic,
+                "regions": regions,
+                "phases": phases,
+                "unattributed": {
+                    "time_ns": int(un["time_ns"].sum()) if un.height else 0,
+                    "count": int(un["count"].sum()) if un.height else 0,
+                    "by_reason": _records(un, list(un.columns)),
+                },
+                "totals": totals,
+            }
+        )
         return doc
 
 

@@ -24,13 +24,25 @@ import polars as pl
 from tracekit.analysis.latency import REQUEST_SCHEMA
 
 TOKEN_SCHEMA: dict[str, pl.DataType] = {
-    "request": pl.Int64(), "step": pl.Int64(), "kind": pl.String(), "tokens": pl.Int64(),
-    "samples": pl.Boolean(), "cpu_start_ns": pl.Int64(), "done_ns": pl.Int64(),
+    "request": pl.Int64(),
+    "step": pl.Int64(),
+    "kind": pl.String(),
+    "tokens": pl.Int64(),
+    "samples": pl.Boolean(),
+    "cpu_start_ns": pl.Int64(),
+    "done_ns": pl.Int64(),
 }
 COMPOSITION_SCHEMA: dict[str, pl.DataType] = {
-    "phase": pl.String(), "decode_seqs": pl.Int64(), "prefill_lo": pl.Int64(), "prefill_hi": pl.Int64(),
-    "ctx_lo": pl.Int64(), "ctx_hi": pl.Int64(), "steps": pl.Int64(), "mean_ms": pl.Float64(),
-    "p50_ms": pl.Float64(), "p90_ms": pl.Float64(),
+    "phase": pl.String(),
+    "decode_seqs": pl.Int64(),
+    "prefill_lo": pl.Int64(),
+    "prefill_hi": pl.Int64(),
+    "ctx_lo": pl.Int64(),
+    "ctx_hi": pl.Int64(),
+    "steps": pl.Int64(),
+    "mean_ms": pl.Float64(),
+    "p50_ms": pl.Float64(),
+    "p90_ms": pl.Float64(),
 }
 _DC = r"(?:^|\s)dc=(\S+)"
 _PF = r"(?:^|\s)pf=(\S+)"
@@ -50,37 +62,70 @@ def request_tokens(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int
     token), the arrivals ``request, arrival_ns`` (step start − the encoded wait), and the number
     of list items that did not parse (counted, never silently dropped)."""
     base = steps.with_row_index("_u").select(
-        "_u", pl.col("step").cast(pl.Int64()), pl.col("cpu_start_ns").cast(pl.Int64()),
-        pl.col("done_ns").cast(pl.Int64()), pl.col("name"))
+        "_u",
+        pl.col("step").cast(pl.Int64()),
+        pl.col("cpu_start_ns").cast(pl.Int64()),
+        pl.col("done_ns").cast(pl.Int64()),
+        pl.col("name"),
+    )
     dc = _items(base, _DC).with_columns(
         pl.col("_item").str.extract(r"^(\d+)(?:-(\d+))?$", 1).cast(pl.Int64()).alias("_lo"),
-        pl.col("_item").str.extract(r"^(\d+)(?:-(\d+))?$", 2).cast(pl.Int64()).alias("_hi"))
+        pl.col("_item").str.extract(r"^(\d+)(?:-(\d+))?$", 2).cast(pl.Int64()).alias("_hi"),
+    )
     bad = int(dc["_lo"].null_count())
     dc = dc.drop_nulls("_lo").with_columns(pl.int_ranges("_lo", pl.coalesce("_hi", "_lo") + 1).alias("request"))
-    dc = dc.explode("request").with_columns(pl.col("request").cast(pl.Int64())).select(
-        "request", "step", pl.lit("decode").alias("kind"), pl.lit(1, dtype=pl.Int64()).alias("tokens"), pl.lit(True).alias("samples"),
-        "cpu_start_ns", "done_ns", "_u")
+    dc = (
+        dc.explode("request")
+        .with_columns(pl.col("request").cast(pl.Int64()))
+        .select(
+            "request",
+            "step",
+            pl.lit("decode").alias("kind"),
+            pl.lit(1, dtype=pl.Int64()).alias("tokens"),
+            pl.lit(True).alias("samples"),
+            "cpu_start_ns",
+            "done_ns",
+            "_u",
+        )
+    )
     pf = _items(base, _PF)
-    pf = pf.with_columns(*[pl.col("_item").str.extract(r"^(\d+):(\d+)(!?)$", g).alias(n)
-                           for g, n in ((1, "_id"), (2, "_n"), (3, "_last"))])
+    pf = pf.with_columns(
+        *[
+            pl.col("_item").str.extract(r"^(\d+):(\d+)(!?)$", g).alias(n)
+            for g, n in ((1, "_id"), (2, "_n"), (3, "_last"))
+        ]
+    )
     bad += int(pf["_id"].null_count())
     pf = pf.drop_nulls("_id").select(
-        pl.col("_id").cast(pl.Int64()).alias("request"), "step", pl.lit("prefill").alias("kind"),
-        pl.col("_n").cast(pl.Int64()).alias("tokens"), (pl.col("_last") == "!").alias("samples"),
-        "cpu_start_ns", "done_ns", "_u")
+        pl.col("_id").cast(pl.Int64()).alias("request"),
+        "step",
+        pl.lit("prefill").alias("kind"),
+        pl.col("_n").cast(pl.Int64()).alias("tokens"),
+        (pl.col("_last") == "!").alias("samples"),
+        "cpu_start_ns",
+        "done_ns",
+        "_u",
+    )
     segs = pl.concat([dc, pf]).sort("_u", "request").drop("_u")
     segs = segs.select([pl.col(c).cast(t) for c, t in TOKEN_SCHEMA.items()])
     arr = _items(base, _ARR).with_columns(
         pl.col("_item").str.extract(r"^(\d+):(\d+)$", 1).cast(pl.Int64()).alias("request"),
-        pl.col("_item").str.extract(r"^(\d+):(\d+)$", 2).cast(pl.Int64()).alias("_us"))
+        pl.col("_item").str.extract(r"^(\d+):(\d+)$", 2).cast(pl.Int64()).alias("_us"),
+    )
     bad += int(arr["request"].null_count())
-    arr = arr.drop_nulls("request").select("request", (pl.col("cpu_start_ns") - pl.col("_us") * 1000).alias("arrival_ns"))
+    arr = arr.drop_nulls("request").select(
+        "request", (pl.col("cpu_start_ns") - pl.col("_us") * 1000).alias("arrival_ns")
+    )
     return segs, arr.unique("request", keep="first", maintain_order=True), bad
 
 
 def _items(base: pl.DataFrame, pattern: str) -> pl.DataFrame:
-    return (base.with_columns(pl.col("name").str.extract(pattern, 1).alias("_list")).drop_nulls("_list")
-            .with_columns(pl.col("_list").str.split(",").alias("_item")).explode("_item"))
+    return (
+        base.with_columns(pl.col("name").str.extract(pattern, 1).alias("_list"))
+        .drop_nulls("_list")
+        .with_columns(pl.col("_list").str.split(",").alias("_item"))
+        .explode("_item")
+    )
 
 
 def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list[str]]:
@@ -97,29 +142,41 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
         notes.append(f"{bad} request-list item(s) in step names did not parse and were skipped")
     toks = segs.filter(pl.col("samples")).sort("request", "done_ns")
     toks = toks.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_gap"))
-    g = toks.group_by("request").agg(
-        pl.col("done_ns").filter(pl.col("kind") == "prefill").first().alias("_first"),
-        pl.col("done_ns").max().alias("_last"),
-        pl.len().cast(pl.Int64()).alias("output_tokens"),
-        (pl.col("kind") == "prefill").sum().alias("_nfirst"),
-    ).join(arr, on="request", how="left")
+    g = (
+        toks.group_by("request")
+        .agg(
+            pl.col("done_ns").filter(pl.col("kind") == "prefill").first().alias("_first"),
+            pl.col("done_ns").max().alias("_last"),
+            pl.len().cast(pl.Int64()).alias("output_tokens"),
+            (pl.col("kind") == "prefill").sum().alias("_nfirst"),
+        )
+        .join(arr, on="request", how="left")
+    )
     complete = g.filter(pl.col("_first").is_not_null() & pl.col("arrival_ns").is_not_null() & (pl.col("_nfirst") == 1))
     dropped = g.height - complete.height
     if dropped:
-        notes.append(f"{dropped} request(s) only partly inside the trace (arrival or first token not traced): "
-                     "left out of TTFT/TPOT/E2E")
+        notes.append(
+            f"{dropped} request(s) only partly inside the trace (arrival or first token not traced): "
+            "left out of TTFT/TPOT/E2E"
+        )
     keep = complete["request"].implode()
     itl = toks.filter(pl.col("request").is_in(keep) & (pl.col("kind") == "decode"))["_gap"].drop_nulls()
     out = complete.sort("request").with_columns(
-        pl.lit("trace").alias("source"), pl.lit(1).alias("sequences"), pl.col("arrival_ns").alias("start_ns"),
+        pl.lit("trace").alias("source"),
+        pl.lit(1).alias("sequences"),
+        pl.col("arrival_ns").alias("start_ns"),
         ((pl.col("_first") - pl.col("arrival_ns")) / 1e6).alias("ttft_ms"),
         pl.when(pl.col("output_tokens") > 1)
-        .then((pl.col("_last") - pl.col("_first")) / 1e6 / (pl.col("output_tokens") - 1)).alias("tpot_ms"),
+        .then((pl.col("_last") - pl.col("_first")) / 1e6 / (pl.col("output_tokens") - 1))
+        .alias("tpot_ms"),
         ((pl.col("_last") - pl.col("arrival_ns")) / 1e6).alias("e2el_ms"),
         pl.lit(None, dtype=pl.Boolean()).alias("meets_slo"),
     )
-    return (out.select([pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()]),
-            (itl.cast(pl.Float64()) / 1e6).alias("itl_ms"), notes)
+    return (
+        out.select([pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()]),
+        (itl.cast(pl.Float64()) / 1e6).alias("itl_ms"),
+        notes,
+    )
 
 
 def step_period_itl(steps: pl.DataFrame) -> pl.Series:
@@ -131,7 +188,8 @@ def step_period_itl(steps: pl.DataFrame) -> pl.Series:
     if steps.height == 0:
         return pl.Series("itl_ms", [], dtype=pl.Float64())
     s = steps.sort("cpu_start_ns").with_columns(
-        pl.coalesce(pl.col("done_ns") - pl.col("done_ns").shift(1), pl.col("step_ns")).alias("_p"))
+        pl.coalesce(pl.col("done_ns") - pl.col("done_ns").shift(1), pl.col("step_ns")).alias("_p")
+    )
     dec = s.filter(pl.col("phase").is_in(["decode", "mixed"]))
     return (dec["_p"].cast(pl.Float64()) / 1e6).alias("itl_ms")
 
@@ -143,20 +201,28 @@ def composition(steps: pl.DataFrame, buckets: int = 4) -> pl.DataFrame:
     if steps.height == 0:
         return pl.DataFrame(schema=COMPOSITION_SCHEMA)
     s = steps.with_columns(
-        *[(pl.col(c) if c in steps.columns else pl.lit(None)).cast(pl.Int64()).alias(c)
-          for c in ("decode_seqs", "prefill_tokens", "ctx", "batch")])
+        *[
+            (pl.col(c) if c in steps.columns else pl.lit(None)).cast(pl.Int64()).alias(c)
+            for c in ("decode_seqs", "prefill_tokens", "ctx", "batch")
+        ]
+    )
     s = s.with_columns(
         pl.coalesce("decode_seqs", pl.when(pl.col("phase") == "decode").then(pl.col("batch"))).alias("decode_seqs"),
-        (pl.col("step_ns") / 1e6).alias("_ms"))
+        (pl.col("step_ns") / 1e6).alias("_ms"),
+    )
     s, plo, phi = _bucket(s, "prefill_tokens", buckets)
     s, clo, chi = _bucket(s, "ctx", buckets)
     out = s.group_by("phase", "decode_seqs", "_b_prefill_tokens", "_b_ctx").agg(
-        pl.len().cast(pl.Int64()).alias("steps"), pl.col("_ms").mean().alias("mean_ms"),
+        pl.len().cast(pl.Int64()).alias("steps"),
+        pl.col("_ms").mean().alias("mean_ms"),
         pl.col("_ms").quantile(0.5, interpolation="linear").alias("p50_ms"),
-        pl.col("_ms").quantile(0.9, interpolation="linear").alias("p90_ms"))
+        pl.col("_ms").quantile(0.9, interpolation="linear").alias("p90_ms"),
+    )
     out = out.with_columns(plo.alias("prefill_lo"), phi.alias("prefill_hi"), clo.alias("ctx_lo"), chi.alias("ctx_hi"))
     order = {"prefill": 0, "mixed": 1, "decode": 2}
-    out = out.sort(pl.col("phase").replace_strict(order, default=9), "decode_seqs", "prefill_lo", "ctx_lo", nulls_last=True)
+    out = out.sort(
+        pl.col("phase").replace_strict(order, default=9), "decode_seqs", "prefill_lo", "ctx_lo", nulls_last=True
+    )
     return out.select([pl.col(c).cast(t) for c, t in COMPOSITION_SCHEMA.items()])
 
 
@@ -173,8 +239,9 @@ def _bucket(s: pl.DataFrame, col: str, buckets: int) -> tuple[pl.DataFrame, pl.E
     return s, lo + pl.col(b) * width, lo + (pl.col(b) + 1) * width - 1
 
 
-def serving_summary(steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.DataFrame | None = None,
-                    kv: dict[str, Any] | None = None) -> dict[str, Any]:
+def serving_summary(
+    steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.DataFrame | None = None, kv: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The serving block of an analysis (``AnalysisResult.serving``, JSON ``totals.serving``):
     step time by composition, the interference fit (:mod:`tracekit.analysis.interference`), and
     per request (when the trace names them) arrival, prompt and output tokens and token times,
@@ -189,12 +256,21 @@ def serving_summary(steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.Dat
     treq = requests.filter(pl.col("source") == "trace") if requests.height else requests
     if has_request_encoding(steps):
         segs, arr, _ = request_tokens(steps)
-        per = segs.group_by("request").agg(
-            pl.col("tokens").filter(pl.col("kind") == "prefill").sum().cast(pl.Int64()).alias("prompt_tokens"),
-            pl.col("done_ns").filter((pl.col("kind") == "prefill") & pl.col("samples")).first().alias("first_token_ns"),
-            pl.col("done_ns").filter(pl.col("samples")).max().alias("last_token_ns"),
-            pl.col("samples").sum().cast(pl.Int64()).alias("output_tokens"),
-        ).join(arr, on="request", how="inner").filter(pl.col("first_token_ns").is_not_null()).sort("request")
+        per = (
+            segs.group_by("request")
+            .agg(
+                pl.col("tokens").filter(pl.col("kind") == "prefill").sum().cast(pl.Int64()).alias("prompt_tokens"),
+                pl.col("done_ns")
+                .filter((pl.col("kind") == "prefill") & pl.col("samples"))
+                .first()
+                .alias("first_token_ns"),
+                pl.col("done_ns").filter(pl.col("samples")).max().alias("last_token_ns"),
+                pl.col("samples").sum().cast(pl.Int64()).alias("output_tokens"),
+            )
+            .join(arr, on="request", how="inner")
+            .filter(pl.col("first_token_ns").is_not_null())
+            .sort("request")
+        )
         out["requests"] = per.to_dicts()
         out["interference"] = interference(steps, segs, treq)
     else:

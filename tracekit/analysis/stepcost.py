@@ -18,8 +18,16 @@ from typing import Any
 import polars as pl
 
 TERMS = ("intercept_ms", "per_prefill_token_ms", "per_decode_seq_ms", "per_decode_kv_token_ms")
-ELEMENT_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "BFloat16": 2, "Half": 2,
-                 "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1}
+ELEMENT_BYTES = {
+    "float": 4,
+    "double": 8,
+    "c10::BFloat16": 2,
+    "c10::Half": 2,
+    "BFloat16": 2,
+    "Half": 2,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+}
 _DIMS2 = r"^\[\[(\d+), (\d+), (\d+), (\d+)\], \[(\d+), (\d+), (\d+), (\d+)\]"
 
 
@@ -35,9 +43,12 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     import numpy as np  # only to fit (least squares): summary and analysis start-up stay numpy-free
 
     y = s["ms"].to_numpy().astype(float)
-    cols = {"intercept_ms": np.ones(s.height), "per_prefill_token_ms": s["P"].to_numpy().astype(float),
-            "per_decode_seq_ms": s["D"].to_numpy().astype(float),
-            "per_decode_kv_token_ms": (s["D"] * s["dctx"]).to_numpy().astype(float)}
+    cols = {
+        "intercept_ms": np.ones(s.height),
+        "per_prefill_token_ms": s["P"].to_numpy().astype(float),
+        "per_decode_seq_ms": s["D"].to_numpy().astype(float),
+        "per_decode_kv_token_ms": (s["D"] * s["dctx"]).to_numpy().astype(float),
+    }
     keep = [k for k, v in cols.items() if k == "intercept_ms" or float(np.ptp(v)) > 0]
     keep = keep[: max(1, min(len(keep), s.height - 1))]
     out["dropped"] = [k for k in TERMS if k not in keep]
@@ -48,7 +59,7 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     out.update({k: float(c) for k, c in zip(keep, coef)})
     for k in out["dropped"]:
         out[k] = 0.0
-    out["r2"] = 1 - float((resid ** 2).sum()) / tss if tss > 0 else None
+    out["r2"] = 1 - float((resid**2).sum()) / tss if tss > 0 else None
     out["ranges"] = {c: [int(s[c].min()), int(s[c].max())] for c in ("P", "D", "dctx")}  # type: ignore[arg-type]
     return out
 
@@ -62,10 +73,20 @@ def all_steps(steps: pl.DataFrame) -> pl.DataFrame:
         return dec
     pre = steps.filter(pl.col("phase") == "prefill").select(
         pl.coalesce(pl.col("prefill_tokens"), pl.col("tokens") if "tokens" in steps.columns else pl.lit(None))
-        .cast(pl.Int64()).alias("P"),
-        pl.lit(0, dtype=pl.Int64()).alias("D"), pl.lit(0, dtype=pl.Int64()).alias("dctx"), (pl.col("step_ns") / 1e6).alias("ms"))
-    return pl.concat([pre, dec.with_columns(pl.col("D").cast(pl.Int64()), pl.col("P").cast(pl.Int64()),
-                                            pl.col("dctx").cast(pl.Int64()))])
+        .cast(pl.Int64())
+        .alias("P"),
+        pl.lit(0, dtype=pl.Int64()).alias("D"),
+        pl.lit(0, dtype=pl.Int64()).alias("dctx"),
+        (pl.col("step_ns") / 1e6).alias("ms"),
+    )
+    return pl.concat(
+        [
+            pre,
+            dec.with_columns(
+                pl.col("D").cast(pl.Int64()), pl.col("P").cast(pl.Int64()), pl.col("dctx").cast(pl.Int64())
+            ),
+        ]
+    )
 
 
 def kv_shape(ops: pl.DataFrame, regions: pl.DataFrame) -> dict[str, Any]:
@@ -77,8 +98,14 @@ def kv_shape(ops: pl.DataFrame, regions: pl.DataFrame) -> dict[str, Any]:
     if sd.height == 0 or "input_dims" not in ops.columns:
         return {"bytes_per_token": None, "why_none": "no aten::scaled_dot_product_attention with shapes in the trace"}
     sd = sd.filter(pl.col("depth") == pl.col("depth").min()).with_columns(
-        *[pl.col("input_dims").str.extract(_DIMS2, g).cast(pl.Int64()).alias(n) for g, n in ((5, "_b"), (6, "_h"), (8, "_d"))],
-        pl.col("input_types").list.get(1, null_on_oob=True).alias("_t") if "input_types" in ops.columns else pl.lit(None).alias("_t"))
+        *[
+            pl.col("input_dims").str.extract(_DIMS2, g).cast(pl.Int64()).alias(n)
+            for g, n in ((5, "_b"), (6, "_h"), (8, "_d"))
+        ],
+        pl.col("input_types").list.get(1, null_on_oob=True).alias("_t")
+        if "input_types" in ops.columns
+        else pl.lit(None).alias("_t"),
+    )
     sd = sd.drop_nulls("_h")
     dec = regions.filter(pl.col("phase") == "decode") if "phase" in regions.columns else regions.clear()
     dcol = [c for c in ("decode_seqs", "batch") if c in dec.columns]
@@ -95,6 +122,12 @@ def kv_shape(ops: pl.DataFrame, regions: pl.DataFrame) -> dict[str, Any]:
     elem = ELEMENT_BYTES.get(str(inside["_t"][0]))
     if elem is None or layers < 1:
         return {"bytes_per_token": None, "why_none": f"unknown element type {inside['_t'][0]!r} or no layers"}
-    return {"bytes_per_token": 2 * layers * h * d * elem, "layers": layers, "kv_heads": h, "head_dim": d,
-            "element_bytes": elem, "dtype": str(inside["_t"][0]),
-            "source": f"{inside.height} attention calls in decode step {first.get('name')!r} (key shape [B, {h}, S, {d}])"}
+    return {
+        "bytes_per_token": 2 * layers * h * d * elem,
+        "layers": layers,
+        "kv_heads": h,
+        "head_dim": d,
+        "element_bytes": elem,
+        "dtype": str(inside["_t"][0]),
+        "source": f"{inside.height} attention calls in decode step {first.get('name')!r} (key shape [B, {h}, S, {d}])",
+    }

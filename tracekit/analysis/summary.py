@@ -21,7 +21,6 @@ from tracekit.tables.intervals import union_length
 from tracekit.tables.trace import Trace
 
 
-
 def time_span(trace: Trace) -> tuple[int | None, int | None]:
     """(first start, last end) in ns over all tables; (None, None) for an empty trace."""
     lo: list[int] = []
@@ -37,8 +36,15 @@ def time_span(trace: Trace) -> tuple[int | None, int | None]:
 def stream_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
     """Per (device, stream): activity count, busy_ns (union) and busy_pct of the span."""
     if kernels.height == 0:
-        return pl.DataFrame(schema={"device": pl.Int64(), "stream": pl.Int64(), "count": pl.UInt32(),
-                                    "busy_ns": pl.Int64(), "busy_pct": pl.Float64()})
+        return pl.DataFrame(
+            schema={
+                "device": pl.Int64(),
+                "stream": pl.Int64(),
+                "count": pl.UInt32(),
+                "busy_ns": pl.Int64(),
+                "busy_pct": pl.Float64(),
+            }
+        )
     u = union_length(kernels, ["device", "stream"]).sort("device", "stream")
     return u.select("device", "stream", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
 
@@ -46,8 +52,9 @@ def stream_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
 def device_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
     """Per device: busy_ns as the union over all its streams, and busy_pct of the span."""
     if kernels.height == 0:
-        return pl.DataFrame(schema={"device": pl.Int64(), "count": pl.UInt32(), "busy_ns": pl.Int64(),
-                                    "busy_pct": pl.Float64()})
+        return pl.DataFrame(
+            schema={"device": pl.Int64(), "count": pl.UInt32(), "busy_ns": pl.Int64(), "busy_pct": pl.Float64()}
+        )
     u = union_length(kernels, ["device"]).sort("device")
     return u.select("device", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
 
@@ -60,18 +67,25 @@ def _pct(col: pl.Expr, span_ns: int | None) -> pl.Expr:
 
 def top_kernels(kernels: pl.DataFrame, n: int = 10) -> pl.DataFrame:
     """Kernels (not copies) grouped by name: count, total_ns, mean_ns, pct of all kernel time."""
-    k = kernels.filter(pl.col("kind") == schema.KIND_KERNEL).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
+    k = kernels.filter(pl.col("kind") == schema.KIND_KERNEL).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur")
+    )
     total = int(k["dur"].sum()) if k.height else 0
     g = k.group_by("name").agg(pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
-    g = g.with_columns((pl.col("total_ns") // pl.col("count")).alias("mean_ns"),
-                       (pl.col("total_ns") * 100.0 / max(total, 1)).alias("pct"))
+    g = g.with_columns(
+        (pl.col("total_ns") // pl.col("count")).alias("mean_ns"),
+        (pl.col("total_ns") * 100.0 / max(total, 1)).alias("pct"),
+    )
     return g.sort(["total_ns", "name"], descending=[True, False]).head(n)
 
 
 def annotation_counts(regions: pl.DataFrame, n: int = 10) -> pl.DataFrame:
     """Annotation names by kind with counts and total time, most frequent first."""
-    g = regions.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur")).group_by("kind", "name").agg(
-        pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
+    g = (
+        regions.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur"))
+        .group_by("kind", "name")
+        .agg(pl.len().alias("count"), pl.col("dur").sum().alias("total_ns"))
+    )
     return g.sort(["count", "total_ns", "name"], descending=[True, True, False]).head(n)
 
 
@@ -93,14 +107,20 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
         "cpu_only": trace.is_cpu_only,
         "diagnostic": CPU_DIAGNOSTIC if trace.is_cpu_only else None,
         "time": {"first_ns": first, "last_ns": last, "span_ns": span, "time_base_ns": meta.get("time_base_ns")},
-        "counts": {"device_activity": kinds, "launches": trace.launches.height, "ops": trace.ops.height,
-                   "regions": regions.height},
+        "counts": {
+            "device_activity": kinds,
+            "launches": trace.launches.height,
+            "ops": trace.ops.height,
+            "regions": regions.height,
+        },
         "categories": meta.get("categories") or {},
         "devices_busy": device_busy(k, span).to_dicts(),
         "streams": stream_busy(k, span).to_dicts(),
         "top_kernels": top_kernels(k, top).to_dicts(),
-        "annotations": {"distinct": regions.select("kind", "name").unique().height,
-                        "top": annotation_counts(regions, top).to_dicts()},
+        "annotations": {
+            "distinct": regions.select("kind", "name").unique().height,
+            "top": annotation_counts(regions, top).to_dicts(),
+        },
         "flows": meta.get("flows") or {},
         "parse": {
             "events_read": stats.get("events_read"),

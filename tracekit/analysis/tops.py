@@ -17,7 +17,11 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
     small regions table, not from the activities. The synthetic whole-trace region of shape
     inference (id −1) encloses every activity's region, and the unattributed ones (null leaf)."""
-    parent = pl.coalesce("effective_parent_id", "parent_id") if "effective_parent_id" in regions.columns else pl.col("parent_id")
+    parent = (
+        pl.coalesce("effective_parent_id", "parent_id")
+        if "effective_parent_id" in regions.columns
+        else pl.col("parent_id")
+    )
     real = regions.filter(pl.col("region_id") != SYNTHETIC_ID)
     up = real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls()
     frontier = real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur"))
@@ -44,13 +48,15 @@ def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
         i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
         m = i1 - i0 + 2  # room for null as the last value
         if (k1 - k0 + 2) * m < 2**62:
-            pair = ((pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m
-                    + (pl.col(item).cast(pl.Int64()) - i0).fill_null(i1 - i0 + 1))
+            pair = (pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m + (
+                pl.col(item).cast(pl.Int64()) - i0
+            ).fill_null(i1 - i0 + 1)
     return df.select(pair.is_first_distinct()).to_series()
 
 
-def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
-         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def tops(
+    acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Top kernels and top ops per scope: the whole trace, each phase, each region; and the
     device time per op class of every kernel of each scope (:func:`class_totals`).
 
@@ -64,17 +70,29 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
     # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
     order = [*PHASES, "other"]
     closure = region_closure(regions, acts)
-    leaf_phase = (closure.join(unit_ph, on="region_id").unique("_leaf", keep="first")
-                  .select("_leaf", pl.col("phase").replace_strict(order, list(range(len(order))), default=len(order),
-                                                                  return_dtype=pl.Int64()).alias("_sc")))
+    leaf_phase = (
+        closure.join(unit_ph, on="region_id")
+        .unique("_leaf", keep="first")
+        .select(
+            "_leaf",
+            pl.col("phase")
+            .replace_strict(order, list(range(len(order))), default=len(order), return_dtype=pl.Int64())
+            .alias("_sc"),
+        )
+    )
     a = acts.select(
-        "region_id", "dur_ns", "op_flops", "op_bytes", pl.col("name").cast(pl.Categorical()).alias("_kname"),
+        "region_id",
+        "dur_ns",
+        "op_flops",
+        "op_bytes",
+        pl.col("name").cast(pl.Categorical()).alias("_kname"),
         pl.col("kind").cast(pl.Categorical()),
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
         pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
     )
     kpre = a.group_by("region_id", pl.col("_kname").alias("name"), "kind").agg(
-        pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
+        pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns")
+    )
     # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
     # activities all lie in one innermost region (nearly all) is summed per (region, op name)
     # before spreading: ``_new`` marks its first activity there. Ops in several regions, and
@@ -87,45 +105,89 @@ def tops(acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
         is_multi = is_multi | pl.col("top_op_id").is_in(multi.implode())
     a = a.with_columns(is_multi.alias("_multi"))
     once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]
-    single = a.filter(~pl.col("_multi")).group_by("region_id", "name").agg(
-        pl.col("_new").sum().cast(pl.Int64()).alias("count"),
-        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
-        once[0].sum().alias("op_flops"), once[1].sum().alias("op_bytes"),
-        once[0].is_not_null().any().alias("_hasf"), once[1].is_not_null().any().alias("_hasb"))
-    several = a.filter(pl.col("_multi")).group_by("region_id", "top_op_id").agg(
-        pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"), pl.col("op_flops").first(),
-        pl.col("op_bytes").first(), pl.col("name").first())
+    single = (
+        a.filter(~pl.col("_multi"))
+        .group_by("region_id", "name")
+        .agg(
+            pl.col("_new").sum().cast(pl.Int64()).alias("count"),
+            pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+            once[0].sum().alias("op_flops"),
+            once[1].sum().alias("op_bytes"),
+            once[0].is_not_null().any().alias("_hasf"),
+            once[1].is_not_null().any().alias("_hasb"),
+        )
+    )
+    several = (
+        a.filter(pl.col("_multi"))
+        .group_by("region_id", "top_op_id")
+        .agg(
+            pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+            pl.col("op_flops").first(),
+            pl.col("op_bytes").first(),
+            pl.col("name").first(),
+        )
+    )
 
     def spread(pre: pl.DataFrame) -> pl.DataFrame:
         leaf = pre.rename({"region_id": "_leaf"})
-        return pl.concat([
-            leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
-            leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(pl.lit(1, dtype=pl.Int64()).alias("_sk")),
-            leaf.join(closure, on="_leaf", nulls_equal=True).with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
-            .rename({"region_id": "_sc"}),
-        ], how="diagonal_relaxed").drop("_leaf")
+        return pl.concat(
+            [
+                leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
+                leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(
+                    pl.lit(1, dtype=pl.Int64()).alias("_sk")
+                ),
+                leaf.join(closure, on="_leaf", nulls_equal=True)
+                .with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
+                .rename({"region_id": "_sc"}),
+            ],
+            how="diagonal_relaxed",
+        ).drop("_leaf")
 
     keys = ["_sk", "_sc"]
     tk = spread(kpre).group_by(*keys, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-    per_op = spread(several).group_by(*keys, "top_op_id").agg(
-        pl.col("device_time_ns").sum(), pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("name").first(),
-    ).with_columns(pl.lit(1, dtype=pl.Int64()).alias("count"), pl.col("op_flops").is_not_null().alias("_hasf"),
-                   pl.col("op_bytes").is_not_null().alias("_hasb")).drop("top_op_id")
-    to = pl.concat([spread(single), per_op], how="diagonal_relaxed").group_by(*keys, "name").agg(
-        pl.col("count").sum(), pl.col("device_time_ns").sum(),
-        pl.when(pl.col("_hasf").any()).then(pl.col("op_flops").sum()).alias("flops"),
-        pl.when(pl.col("_hasb").any()).then(pl.col("op_bytes").sum()).alias("bytes"))
+    per_op = (
+        spread(several)
+        .group_by(*keys, "top_op_id")
+        .agg(
+            pl.col("device_time_ns").sum(),
+            pl.col("op_flops").first(),
+            pl.col("op_bytes").first(),
+            pl.col("name").first(),
+        )
+        .with_columns(
+            pl.lit(1, dtype=pl.Int64()).alias("count"),
+            pl.col("op_flops").is_not_null().alias("_hasf"),
+            pl.col("op_bytes").is_not_null().alias("_hasb"),
+        )
+        .drop("top_op_id")
+    )
+    to = (
+        pl.concat([spread(single), per_op], how="diagonal_relaxed")
+        .group_by(*keys, "name")
+        .agg(
+            pl.col("count").sum(),
+            pl.col("device_time_ns").sum(),
+            pl.when(pl.col("_hasf").any()).then(pl.col("op_flops").sum()).alias("flops"),
+            pl.when(pl.col("_hasb").any()).then(pl.col("op_bytes").sum()).alias("bytes"),
+        )
+    )
 
     def scoped(df: pl.DataFrame, rank: bool = True) -> pl.DataFrame:
         kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
-        scope = (pl.when(pl.col("_sk") == 0).then(pl.lit("trace"))
-                 .when(pl.col("_sk") == 1).then(pl.col("_sc").replace_strict(list(range(len(order))), order,
-                                                                            default="other", return_dtype=pl.String()))
-                 .otherwise(pl.col("_sc").cast(pl.String())))
+        scope = (
+            pl.when(pl.col("_sk") == 0)
+            .then(pl.lit("trace"))
+            .when(pl.col("_sk") == 1)
+            .then(
+                pl.col("_sc").replace_strict(list(range(len(order))), order, default="other", return_dtype=pl.String())
+            )
+            .otherwise(pl.col("_sc").cast(pl.String()))
+        )
         df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in df.columns])
         top = rank_top(df, keys) if rank else df
         return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
-            "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys))
+            "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys)
+        )
 
     # the kind decides the memcpy/memset class; the top-kernel rows stay per name
     names = tk.group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())

@@ -33,13 +33,24 @@ def host_windows(reg: pl.DataFrame, linked: pl.DataFrame, cpu_only: bool) -> pl.
     dev = pl.col("first_ns").is_not_null()
     start = pl.when(dev).then(pl.min_horizontal("cpu_start_ns", "first_ns")).otherwise(pl.col("cpu_start_ns"))
     end = pl.when(dev).then(pl.max_horizontal("cpu_end_ns", "last_ns")).otherwise(pl.col("cpu_end_ns"))
-    reg = reg.with_columns(start.alias("start_ns"), end.alias("end_ns"),
-                           pl.when(~dev).then(pl.lit("cpu"))
-                           .when((pl.col("last_ns") > pl.col("cpu_end_ns")) | (pl.col("first_ns") < pl.col("cpu_start_ns")))
-                           .then(pl.lit("host+device")).otherwise(pl.lit("host")).alias("span_source"))
+    reg = reg.with_columns(
+        start.alias("start_ns"),
+        end.alias("end_ns"),
+        pl.when(~dev)
+        .then(pl.lit("cpu"))
+        .when((pl.col("last_ns") > pl.col("cpu_end_ns")) | (pl.col("first_ns") < pl.col("cpu_start_ns")))
+        .then(pl.lit("host+device"))
+        .otherwise(pl.lit("host"))
+        .alias("span_source"),
+    )
     # Period of a repeated step: a phase unit runs until the next phase unit starts.
-    units = (reg.filter(pl.col("is_unit")).select("region_id", "cpu_start_ns").sort("cpu_start_ns", "region_id")
-             .with_columns(pl.col("cpu_start_ns").shift(-1).alias("_next")).select("region_id", "_next"))
+    units = (
+        reg.filter(pl.col("is_unit"))
+        .select("region_id", "cpu_start_ns")
+        .sort("cpu_start_ns", "region_id")
+        .with_columns(pl.col("cpu_start_ns").shift(-1).alias("_next"))
+        .select("region_id", "_next")
+    )
     reg = reg.join(units, on="region_id", how="left")
     longer = pl.col("_next").is_not_null() & (pl.col("_next") > pl.col("end_ns"))
     reg = reg.with_columns(

@@ -42,10 +42,28 @@ CPU_REGION_KINDS: Final = (schema.REGION_USER, schema.REGION_NVTX)
 
 _I, _S = pl.Int64(), pl.String()
 ACTIVITY_COLUMNS: Final[dict[str, pl.DataType]] = {
-    "act_id": _I, "kind": _S, "name": _S, "device": _I, "stream": _I, "start_ns": _I, "end_ns": _I, "dur_ns": _I,
-    "correlation": _I, "graph_id": _I, "launch_name": _S, "launch_pid": _I, "launch_tid": _I,
-    "launch_start_ns": _I, "launch_end_ns": _I, "op_id": _I, "op_name": _S, "op_link": _S,
-    "region_id": _I, "region_name": _S, "region_via": _S, "unattributed_reason": _S,
+    "act_id": _I,
+    "kind": _S,
+    "name": _S,
+    "device": _I,
+    "stream": _I,
+    "start_ns": _I,
+    "end_ns": _I,
+    "dur_ns": _I,
+    "correlation": _I,
+    "graph_id": _I,
+    "launch_name": _S,
+    "launch_pid": _I,
+    "launch_tid": _I,
+    "launch_start_ns": _I,
+    "launch_end_ns": _I,
+    "op_id": _I,
+    "op_name": _S,
+    "op_link": _S,
+    "region_id": _I,
+    "region_name": _S,
+    "region_via": _S,
+    "unattributed_reason": _S,
 }
 
 
@@ -95,8 +113,15 @@ def attribute(trace: Trace) -> Attribution:
     if cpu_only:
         acts = cpu_op_activities(trace.ops)
         acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
-        reg = _launch_regions(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid"),
-                                          pl.col("launch_start_ns").alias("t")), regions, thread_links)
+        reg = _launch_regions(
+            acts.select(
+                pl.col("launch_pid").alias("pid"),
+                pl.col("launch_tid").alias("tid"),
+                pl.col("launch_start_ns").alias("t"),
+            ),
+            regions,
+            thread_links,
+        )
         rrow, via, why = reg["_row"], reg["_via"], reg["_why"]
         link = pl.repeat(_code(OP_LINK_SELF), acts.height, dtype=pl.UInt8, eager=True)
     else:
@@ -107,20 +132,26 @@ def attribute(trace: Trace) -> Attribution:
         # Per-launch answers → per activity, by position (a graph launch's kernels share one).
         lrow, orow, link = lau["_row"].gather(pos), lops["_row"].gather(pos), lops["_link"].gather(pos)
         rrow, via = reg["_row"].gather(pos), reg["_via"].gather(pos)
-        why = pl.select(pl.when(pos.is_null()).then(pl.lit(_code(REASON_NO_LAUNCH), pl.UInt8))
-                        .otherwise(reg["_why"].gather(pos))).to_series()
+        why = pl.select(
+            pl.when(pos.is_null()).then(pl.lit(_code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(reg["_why"].gather(pos))
+        ).to_series()
         launches, ops = trace.launches, trace.ops
         acts = acts.with_columns(
-            launches["name"].gather(lrow).alias("launch_name"), launches["pid"].gather(lrow).alias("launch_pid"),
-            launches["tid"].gather(lrow).alias("launch_tid"), launches["start_ns"].gather(lrow).alias("launch_start_ns"),
+            launches["name"].gather(lrow).alias("launch_name"),
+            launches["pid"].gather(lrow).alias("launch_pid"),
+            launches["tid"].gather(lrow).alias("launch_tid"),
+            launches["start_ns"].gather(lrow).alias("launch_start_ns"),
             launches["end_ns"].gather(lrow).alias("launch_end_ns"),
-            ops["op_id"].gather(orow).alias("op_id"), ops["name"].gather(orow).alias("op_name"),
+            ops["op_id"].gather(orow).alias("op_id"),
+            ops["name"].gather(orow).alias("op_name"),
         )
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
     acts = acts.with_columns(
-        _text(link).alias("op_link"), regions["region_id"].gather(rrow).alias("region_id"),
-        regions["name"].gather(rrow).alias("region_name"), _text(via).alias("region_via"),
+        _text(link).alias("op_link"),
+        regions["region_id"].gather(rrow).alias("region_id"),
+        regions["name"].gather(rrow).alias("region_name"),
+        _text(via).alias("region_via"),
         _text(why).alias("unattributed_reason"),
     ).select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()])
     links = _region_links(acts, tree)
@@ -163,8 +194,16 @@ def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
 
 def _device_activities(kernels: pl.DataFrame) -> pl.DataFrame:
     return kernels.with_row_index("act_id").select(
-        pl.col("act_id").cast(pl.Int64), "kind", "name", "device", "stream", "start_ns", "end_ns",
-        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"), "correlation", "graph_id",
+        pl.col("act_id").cast(pl.Int64),
+        "kind",
+        "name",
+        "device",
+        "stream",
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        "correlation",
+        "graph_id",
     )
 
 
@@ -179,7 +218,9 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
     c = lau["correlation"]
     dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)
     if dup.any():  # rare: keep the earliest call of each repeated correlation
-        first = lau.filter(dup).sort(["correlation", "start_ns"], maintain_order=True).unique("correlation", keep="first")
+        first = (
+            lau.filter(dup).sort(["correlation", "start_ns"], maintain_order=True).unique("correlation", keep="first")
+        )
         lau = pl.concat([lau.filter(~dup), first]).sort("correlation")
         c = lau["correlation"]
     m, n = lau.height, len(corr)
@@ -187,12 +228,21 @@ def _launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame
     hit = (c.gather(at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
     dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
-    pos = pl.select(pl.when(hit).then(dense.gather(at))).to_series() if m else pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    pos = (
+        pl.select(pl.when(hit).then(dense.gather(at))).to_series()
+        if m
+        else pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    )
     rows = lau.filter(used)["_row"]
-    lau = pl.DataFrame({
-        "_row": rows, "pid": launches["pid"].gather(rows), "tid": launches["tid"].gather(rows),
-        "t": launches["start_ns"].gather(rows), "_lext": launches["external_id"].gather(rows),
-    })
+    lau = pl.DataFrame(
+        {
+            "_row": rows,
+            "pid": launches["pid"].gather(rows),
+            "tid": launches["tid"].gather(rows),
+            "t": launches["start_ns"].gather(rows),
+            "_lext": launches["external_id"].gather(rows),
+        }
+    )
     return lau, pos
 
 
@@ -203,13 +253,23 @@ def cpu_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
     info = ops.select("op_id", "name", "pid", "tid")
     acts = segs.join(info, on="op_id", how="left").sort("act_id")
     return acts.select(
-        "act_id", pl.lit(schema.KIND_CPU_OP).alias("kind"), "name",
-        pl.lit(None, pl.Int64).alias("device"), pl.lit(None, pl.Int64).alias("stream"),
-        "start_ns", "end_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
-        pl.lit(None, pl.Int64).alias("correlation"), pl.lit(None, pl.Int64).alias("graph_id"),
-        pl.lit(None, pl.String).alias("launch_name"), pl.col("pid").alias("launch_pid"),
-        pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("launch_start_ns"),
-        pl.col("end_ns").alias("launch_end_ns"), "op_id", pl.col("name").alias("op_name"),
+        "act_id",
+        pl.lit(schema.KIND_CPU_OP).alias("kind"),
+        "name",
+        pl.lit(None, pl.Int64).alias("device"),
+        pl.lit(None, pl.Int64).alias("stream"),
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        pl.lit(None, pl.Int64).alias("correlation"),
+        pl.lit(None, pl.Int64).alias("graph_id"),
+        pl.lit(None, pl.String).alias("launch_name"),
+        pl.col("pid").alias("launch_pid"),
+        pl.col("tid").alias("launch_tid"),
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
+        "op_id",
+        pl.col("name").alias("op_name"),
     )
 
 
@@ -228,15 +288,27 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """
     row = innermost_rows(lau, ops, group=["pid", "tid"], id_col="op_id")
     inner = lau.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", "_lext").with_columns(
-        row.alias("_row"), ops["external_id"].gather(row).alias("_ext"))
+        row.alias("_row"), ops["external_id"].gather(row).alias("_ext")
+    )
     same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
     other = inner.filter(pl.col("_lext").is_not_null() & ~same)
-    o = ops.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_arow"), "pid", "tid", "start_ns", "end_ns", "depth", "external_id")
+    o = ops.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_arow"),
+        "pid",
+        "tid",
+        "start_ns",
+        "end_ns",
+        "depth",
+        "external_id",
+    )
     anc = (
         other.select("_k", "pid", "tid", "t", "_lext")
-        .join(o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
-              left_on=["_lext", "pid", "tid"], right_on=["external_id", "pid", "tid"])
+        .join(
+            o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
+            left_on=["_lext", "pid", "tid"],
+            right_on=["external_id", "pid", "tid"],
+        )
         .filter((pl.col("start_ns") <= pl.col("t")) & (pl.col("end_ns") >= pl.col("t")))
         .sort(["_k", "depth"], descending=[False, True])
         .unique("_k", keep="first")
@@ -246,8 +318,11 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     inner = inner.with_columns((arow.scatter(anc["_k"], anc["_arow"]) if anc.height else arow).alias("_arow"))
     return inner.select(
         pl.coalesce("_arow", "_row").alias("_row"),
-        pl.when(same | pl.col("_arow").is_not_null()).then(pl.lit(_code(OP_LINK_EXTERNAL), pl.UInt8))
-        .when(pl.col("_row").is_not_null()).then(pl.lit(_code(OP_LINK_TIME), pl.UInt8)).alias("_link"),
+        pl.when(same | pl.col("_arow").is_not_null())
+        .then(pl.lit(_code(OP_LINK_EXTERNAL), pl.UInt8))
+        .when(pl.col("_row").is_not_null())
+        .then(pl.lit(_code(OP_LINK_TIME), pl.UInt8))
+        .alias("_link"),
     )
 
 
@@ -272,8 +347,12 @@ def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
         (pl.col("tid") != pl.col("tid_f")) & (pl.col("start_ns_f") < pl.col("start_ns"))
     )
     counts = pairs.group_by("pid", "tid", "tid_f").agg(pl.len().alias("matches"))
-    rev = counts.select("pid", pl.col("tid").alias("tid_f"), pl.col("tid_f").alias("tid"), pl.col("matches").alias("_rev"))
-    counts = counts.join(rev, on=["pid", "tid", "tid_f"], how="left").filter(pl.col("matches") > pl.col("_rev").fill_null(0))
+    rev = counts.select(
+        "pid", pl.col("tid").alias("tid_f"), pl.col("tid_f").alias("tid"), pl.col("matches").alias("_rev")
+    )
+    counts = counts.join(rev, on=["pid", "tid", "tid_f"], how="left").filter(
+        pl.col("matches") > pl.col("_rev").fill_null(0)
+    )
     targets = regions.select("pid", pl.col("tid").alias("tid_f")).unique()
     counts = counts.join(targets, on=["pid", "tid_f"], how="semi")
     best = counts.sort(["matches", "tid_f"], descending=[True, False]).unique(["pid", "tid"], keep="first")
@@ -287,16 +366,22 @@ def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFra
     base = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns", "parent_id").with_columns(
         pl.when(pl.col("parent_id").is_not_null()).then(pl.lit(VIA_THREAD)).otherwise(None).alias("via")
     )
-    tops = base.filter(pl.col("parent_id").is_null()).join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
+    tops = base.filter(pl.col("parent_id").is_null()).join(
+        thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]
+    )
     if tops.height == 0:
         return base
     pts = tops.select("region_id", "pid", pl.col("fwd_tid").alias("tid"), pl.col("start_ns").alias("t"))
     row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
     found = pts.select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
-    return base.join(found, on="region_id", how="left").with_columns(
-        pl.coalesce("parent_id", "_fp").alias("parent_id"),
-        pl.when(pl.col("_fp").is_not_null()).then(pl.lit(VIA_FORWARD)).otherwise(pl.col("via")).alias("via"),
-    ).drop("_fp")
+    return (
+        base.join(found, on="region_id", how="left")
+        .with_columns(
+            pl.coalesce("parent_id", "_fp").alias("parent_id"),
+            pl.when(pl.col("_fp").is_not_null()).then(pl.lit(VIA_FORWARD)).otherwise(pl.col("via")).alias("via"),
+        )
+        .drop("_fp")
+    )
 
 
 def _launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
@@ -306,7 +391,9 @@ def _launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.D
     row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
     via = pl.select(pl.when(row.is_not_null()).then(pl.lit(_code(VIA_THREAD), pl.UInt8))).to_series()
     miss = pts.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t").filter(row.is_null())
-    links = miss.join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]).select("_k", "pid", pl.col("fwd_tid").alias("tid"), "t")
+    links = miss.join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]).select(
+        "_k", "pid", pl.col("fwd_tid").alias("tid"), "t"
+    )
     if links.height:
         frow = innermost_rows(links, regions, group=["pid", "tid"], id_col="region_id")
         fwd = links.select("_k", frow.alias("_row")).drop_nulls("_row")
@@ -315,7 +402,9 @@ def _launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.D
     # Unattributed launches: does their thread have regions at all?
     threads = regions.select("pid", "tid").unique()
     inside = miss.join(threads, on=["pid", "tid"], how="semi")["_k"]
-    why = pl.repeat(_code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), len(row), dtype=pl.UInt8, eager=True)
+    why = pl.repeat(
+        _code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), len(row), dtype=pl.UInt8, eager=True
+    )
     if inside.len():
         why = why.scatter(inside, pl.repeat(_code(REASON_OUTSIDE), inside.len(), dtype=pl.UInt8, eager=True))
     why = pl.select(pl.when(row.is_null()).then(why)).to_series()
@@ -327,8 +416,11 @@ def _region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
     (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
     closure = ancestors(tree).sort("region_id", "level")
-    per = closure.group_by("region_id", maintain_order=True).len().with_columns(
-        (pl.col("len").cum_sum() - pl.col("len")).alias("_off"))
+    per = (
+        closure.group_by("region_id", maintain_order=True)
+        .len()
+        .with_columns((pl.col("len").cum_sum() - pl.col("len")).alias("_off"))
+    )
     att = acts.filter(pl.col("region_id").is_not_null()).select("act_id", "region_id")
     if att.height == 0 or per.height == 0:
         return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
@@ -336,11 +428,13 @@ def _region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     n = per["len"].cast(pl.Int64).gather(at)
     i = pl.int_range(att.height, dtype=pl.Int64, eager=True).repeat_by(n).explode()  # activity of each link
     level = pl.int_range(i.len(), dtype=pl.Int64, eager=True) - (n.cum_sum() - n).gather(i)
-    return pl.DataFrame({
-        "act_id": att["act_id"].gather(i),
-        "region_id": closure["ancestor_id"].gather(per["_off"].cast(pl.Int64).gather(at).gather(i) + level),
-        "level": level.cast(pl.Int32),
-    })
+    return pl.DataFrame(
+        {
+            "act_id": att["act_id"].gather(i),
+            "region_id": closure["ancestor_id"].gather(per["_off"].cast(pl.Int64).gather(at).gather(i) + level),
+            "level": level.cast(pl.Int32),
+        }
+    )
 
 
 def ancestors(tree: pl.DataFrame) -> pl.DataFrame:

@@ -36,7 +36,9 @@ def check_conservation(attribution: Attribution, trace: Trace | None = None) -> 
         src = trace.kernels if not trace.is_cpu_only else self_time_segments(trace.ops)
         src_dur = int((src["end_ns"] - src["start_ns"]).sum() or 0)
         if src.height != a.height or src_dur != att + un:
-            raise AnalysisError(f"source has {src.height} activities / {src_dur} ns; attribution {a.height} / {att + un} ns")
+            raise AnalysisError(
+                f"source has {src.height} activities / {src_dur} ns; attribution {a.height} / {att + un} ns"
+            )
 
 
 def check_links(attribution: Attribution) -> None:
@@ -50,9 +52,13 @@ def check_links(attribution: Attribution) -> None:
         raise AnalysisError("an activity links to the same region twice")
     lvl0 = links.filter(pl.col("level") == 0).select("act_id", pl.col("region_id").alias("_r"))
     att = attribution.attributed.select("act_id", "region_id").join(lvl0, on="act_id", how="full", coalesce=True)
-    bad = att.filter(pl.col("region_id").is_null() | pl.col("_r").is_null() | (pl.col("region_id") != pl.col("_r"))).height
+    bad = att.filter(
+        pl.col("region_id").is_null() | pl.col("_r").is_null() | (pl.col("region_id") != pl.col("_r"))
+    ).height
     if bad:
         raise AnalysisError(f"{bad} activities whose level-0 link differs from their region")
-    gaps = links.group_by("act_id").agg((pl.col("level").max() + 1 == pl.len()).alias("ok")).filter(~pl.col("ok")).height
+    gaps = (
+        links.group_by("act_id").agg((pl.col("level").max() + 1 == pl.len()).alias("ok")).filter(~pl.col("ok")).height
+    )
     if gaps:
         raise AnalysisError(f"{gaps} activities with a gap in their region levels")

@@ -22,8 +22,13 @@ from tracekit.cli.ranks import ranks_options
 @click.argument("source", type=click.Path(exists=True, dir_okay=True))
 @hardware_option()
 @format_option(["table", "json", "md"], default="table")
-@click.option("--phase-map", "phase_map", multiple=True, metavar="REGEX=PHASE",
-              help="Extra phase rule for region names (repeatable); PHASE is prefill, decode, mixed or other.")
+@click.option(
+    "--phase-map",
+    "phase_map",
+    multiple=True,
+    metavar="REGEX=PHASE",
+    help="Extra phase rule for region names (repeatable); PHASE is prefill, decode, mixed or other.",
+)
 @click.option("--slo", default=None, metavar="ttft=MS,tpot=MS", help="Objectives for goodput (ttft, tpot, e2el in ms).")
 @click.option("--thresholds", default=None, metavar="busy=0.5,coverage=0.5", help="Override classification thresholds.")
 @trace_id_option()
@@ -31,15 +36,33 @@ from tracekit.cli.ranks import ranks_options
 @click.option("--limit", default=40, show_default=True, help="Regions shown in table/markdown output (JSON has all).")
 @out_option("Write here instead of stdout.")
 @force_option()
-@click.option("--reuse/--no-reuse", "reuse", default=True, show_default=True,
-              help="For one trace of a dataset: reuse the result stored by an earlier analysis with the same "
-                   "options of the unchanged trace and code, and store this one (tracekit/tables/results.py).")
+@click.option(
+    "--reuse/--no-reuse",
+    "reuse",
+    default=True,
+    show_default=True,
+    help="For one trace of a dataset: reuse the result stored by an earlier analysis with the same "
+    "options of the unchanged trace and code, and store this one (tracekit/tables/results.py).",
+)
 @capture_option
-def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, ...], slo: str | None,
-            thresholds: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
-            workers: int | None,
-            scheduler: str | None, limit: int, out: str | None, force: bool, reuse: bool,
-            captures: tuple[str, ...]) -> None:
+def analyze(
+    source: str,
+    hardware: str | None,
+    fmt: str,
+    phase_map: tuple[str, ...],
+    slo: str | None,
+    thresholds: str | None,
+    trace_id: str | None,
+    rank: str | None,
+    compare: tuple[str, ...],
+    workers: int | None,
+    scheduler: str | None,
+    limit: int,
+    out: str | None,
+    force: bool,
+    reuse: bool,
+    captures: tuple[str, ...],
+) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;
     TTFT / TPOT / ITL when the trace has prefill and decode phases.
@@ -61,8 +84,22 @@ def analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, .
     if stored is not None:
         text = _text(stored, fmt, limit)
     else:
-        text = _analyze(source, hardware, fmt, phase_map, slo, thresholds, trace_id, rank, compare, workers,
-                        scheduler, limit, options if reuse else None, captures)
+        text = _analyze(
+            source,
+            hardware,
+            fmt,
+            phase_map,
+            slo,
+            thresholds,
+            trace_id,
+            rank,
+            compare,
+            workers,
+            scheduler,
+            limit,
+            options if reuse else None,
+            captures,
+        )
     if out_path is None:
         echo(text, nl=False)
     else:
@@ -83,10 +120,22 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str:
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
 
 
-def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, ...], slo: str | None,
-             thresholds: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
-             workers: int | None, scheduler: str | None, limit: int, store_options: dict[str, Any] | None,
-             captures: tuple[str, ...] = ()) -> str:
+def _analyze(
+    source: str,
+    hardware: str | None,
+    fmt: str,
+    phase_map: tuple[str, ...],
+    slo: str | None,
+    thresholds: str | None,
+    trace_id: str | None,
+    rank: str | None,
+    compare: tuple[str, ...],
+    workers: int | None,
+    scheduler: str | None,
+    limit: int,
+    store_options: dict[str, Any] | None,
+    captures: tuple[str, ...] = (),
+) -> str:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
     import msgspec
@@ -105,8 +154,11 @@ def _analyze(source: str, hardware: str | None, fmt: str, phase_map: tuple[str, 
         from tracekit.report.ranks import render_text as render_ranks
 
         doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
-        return (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json"
-                else render_ranks(doc, markdown=fmt == "md"))
+        return (
+            json.dumps(doc, indent=2, allow_nan=False) + "\n"
+            if fmt == "json"
+            else render_ranks(doc, markdown=fmt == "md")
+        )
     trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id, captures=list(captures))
     result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
     one = result.to_json()

@@ -18,12 +18,26 @@ from tracekit.errors import UsageError
 
 
 @click.command("calibrate")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-              help="What to measure; auto = cuda when torch sees one, else cpu.")
-@out_option("Hardware file to write (accepted by --hardware FILE).", required=True,
-            type=click.Path(dir_okay=False), metavar="FILE.json")
-@click.option("--threads", type=int, default=0, show_default=True,
-              help="CPU threads during the measurement; use the profiled run's count (0 = torch's default, all cores).")
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="What to measure; auto = cuda when torch sees one, else cpu.",
+)
+@out_option(
+    "Hardware file to write (accepted by --hardware FILE).",
+    required=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE.json",
+)
+@click.option(
+    "--threads",
+    type=int,
+    default=0,
+    show_default=True,
+    help="CPU threads during the measurement; use the profiled run's count (0 = torch's default, all cores).",
+)
 @click.option("--quick", is_flag=True, help="Small sizes: seconds, not a reliable ceiling (smoke tests).")
 @force_option("FILE if it exists")
 def calibrate(device: str, out: str, threads: int, quick: bool, force: bool) -> None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import click
 
 capture_option = click.option(
-    "--capture", "captures", multiple=True, type=click.Path(exists=True, dir_okay=False), metavar="TRACE",
+    "--capture",
+    "captures",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="TRACE",
     help="Graph-capture trace whose ops the CUDA/HIP graph replays inherit (repeatable); a "
-         "capture_traces/ folder beside the trace is used without it.")
+    "capture_traces/ folder beside the trace is used without it.",
+)

@@ -7,7 +7,14 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
-from tracekit.cli.options import force_option, format_option, hardware_help, hardware_option, out_option, trace_id_option
+from tracekit.cli.options import (
+    force_option,
+    format_option,
+    hardware_help,
+    hardware_option,
+    out_option,
+    trace_id_option,
+)
 from tracekit.report.output import check_out, write_atomic
 
 
@@ -23,8 +30,19 @@ from tracekit.report.output import check_out, write_atomic
 @trace_id_option("Which trace of dataset B: its id or a unique prefix.", "--trace-id-b")
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable), both sides.")
 @capture_option
-def diff(a: str, b: str, fmt: str, out: str | None, force: bool, hardware: str | None, hardware_b: str | None,
-         trace_id: str | None, trace_id_b: str | None, phase_map: tuple[str, ...], captures: tuple[str, ...]) -> None:
+def diff(
+    a: str,
+    b: str,
+    fmt: str,
+    out: str | None,
+    force: bool,
+    hardware: str | None,
+    hardware_b: str | None,
+    trace_id: str | None,
+    trace_id_b: str | None,
+    phase_map: tuple[str, ...],
+    captures: tuple[str, ...],
+) -> None:
     """Compare two traces (or datasets): A is before, B is after."""
     from tracekit.report.diff import diff as diff_fn
     from tracekit.report.diff import name_totals, top_totals

@@ -20,23 +20,48 @@ from tracekit.ingest import STREAM_BYTES, Ingested
 
 @click.command("ingest")
 @click.argument("traces", nargs=-1, required=True, metavar="DIR_OR_FILE_OR_GLOB...")
-@out_option("Dataset directory (created if missing); traces are added to it.", required=True,
-            type=click.Path(path_type=Path))
+@out_option(
+    "Dataset directory (created if missing); traces are added to it.", required=True, type=click.Path(path_type=Path)
+)
 @force_option("a trace the dataset already holds (re-ingest it)")
-@click.option("--stream/--no-stream", "stream", default=None,
-              help="Bounded memory: tables written one at a time, derived tables not stored "
-                   f"(default: only for Kineto traces of {STREAM_BYTES >> 20} MiB of JSON or more).")
-@click.option("--workers", type=int, default=None,
-              help="Dask LocalCluster workers, one trace per task (default: one per core when "
-                   "tracekit[dask] is installed and there are several traces; 1 = serial, no Dask).")
-@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-              help="Run the tasks on this existing Dask cluster (default: $DASK_SCHEDULER_ADDRESS). "
-                   "--out must be a path every worker can write.")
-@click.option("--memory-limit", default="auto", show_default=True,
-              help="Memory limit per LocalCluster worker (e.g. 4GB; auto = memory / workers).")
+@click.option(
+    "--stream/--no-stream",
+    "stream",
+    default=None,
+    help="Bounded memory: tables written one at a time, derived tables not stored "
+    f"(default: only for Kineto traces of {STREAM_BYTES >> 20} MiB of JSON or more).",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Dask LocalCluster workers, one trace per task (default: one per core when "
+    "tracekit[dask] is installed and there are several traces; 1 = serial, no Dask).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="tcp://HOST:PORT",
+    help="Run the tasks on this existing Dask cluster (default: $DASK_SCHEDULER_ADDRESS). "
+    "--out must be a path every worker can write.",
+)
+@click.option(
+    "--memory-limit",
+    default="auto",
+    show_default=True,
+    help="Memory limit per LocalCluster worker (e.g. 4GB; auto = memory / workers).",
+)
 @capture_option
-def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None, workers: int | None,
-           scheduler: str | None, memory_limit: str, captures: tuple[str, ...]) -> None:
+def ingest(
+    traces: tuple[str, ...],
+    out: Path,
+    force: bool,
+    stream: bool | None,
+    workers: int | None,
+    scheduler: str | None,
+    memory_limit: str,
+    captures: tuple[str, ...],
+) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 
     A directory argument means every trace under it; a quoted glob is expanded; formats are told
@@ -62,25 +87,44 @@ def ingest(traces: tuple[str, ...], out: Path, force: bool, stream: bool | None,
             else:
                 bar.write(_line(r))
                 if r.streamed:
-                    bar.write(f"{r.path}: streamed with bounded memory; derived tables not stored "
-                              "(the first analysis computes them)")
+                    bar.write(
+                        f"{r.path}: streamed with bounded memory; derived tables not stored "
+                        "(the first analysis computes them)"
+                    )
             bar.update(1, detail=Path(r.path).name)
 
-        run = ingest_paths(traces, out, stream=stream, where=where, on_done=done, force=force, captures=captures,
-                           memory_limit=None if memory_limit == "none" else memory_limit)
+        run = ingest_paths(
+            traces,
+            out,
+            stream=stream,
+            where=where,
+            on_done=done,
+            force=force,
+            captures=captures,
+            memory_limit=None if memory_limit == "none" else memory_limit,
+        )
     total, skipped = len(run.results) - len(run.skipped), len(run.skipped)
     not_traces = sum(1 for r in run.skipped if r.not_a_trace)
     dups = skipped - not_traces  # inputs with the same name and content as an earlier one
-    said = ([f"skipped {not_traces} file{' that is not a trace' if not_traces == 1 else 's that are not traces'}"]
-            if not_traces else []) + ([f"skipped {dups} duplicate input{'' if dups == 1 else 's'}"] if dups else [])
-    echo(f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else ""))
+    said = (
+        [f"skipped {not_traces} file{' that is not a trace' if not_traces == 1 else 's that are not traces'}"]
+        if not_traces
+        else []
+    ) + ([f"skipped {dups} duplicate input{'' if dups == 1 else 's'}"] if dups else [])
+    echo(
+        f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else "")
+    )
     if where.mode != "serial" and run.worker_peak_rss_kb:
         peaks = sorted(run.worker_peak_rss_kb.values())
         cpu = sum(r.cpu_s for r in run.results)
-        echo(f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
-                   f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB; {cpu:.1f} CPU s in the tasks")
+        echo(
+            f"{len(peaks)} worker processes ran the tasks; peak RSS per worker "
+            f"{peaks[0] / 1024:.0f}–{peaks[-1] / 1024:.0f} MB; {cpu:.1f} CPU s in the tasks"
+        )
     if run.failed:
-        listed = "; ".join(f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10])
+        listed = "; ".join(
+            f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10]
+        )
         more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""
         raise TracekitError(f"{len(run.failed)} of {total} inputs failed: {listed}{more}")
 
@@ -92,9 +136,11 @@ def _line(r: Ingested) -> str:
     dropped = sum((stats.get("dropped") or {}).values())
     warns = meta.get("warnings") or []
     assert isinstance(warns, list)
-    text = (f"{r.path}: {r.trace_id}  {heights['kernels']} device activities, {heights['launches']} launches, "
-            f"{heights['ops']} ops, {heights['regions']} regions; {stats.get('events_read')} events read, "
-            f"{dropped} dropped")
+    text = (
+        f"{r.path}: {r.trace_id}  {heights['kernels']} device activities, {heights['launches']} launches, "
+        f"{heights['ops']} ops, {heights['regions']} regions; {stats.get('events_read')} events read, "
+        f"{dropped} dropped"
+    )
     if warns:
         text += f"; {len(warns)} warning(s): {warns[0]}"
     return text

@@ -18,8 +18,9 @@ from tracekit.report.output import check_out
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @capture_option
-def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-          captures: tuple[str, ...]) -> None:
+def label(
+    trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...], captures: tuple[str, ...]
+) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
     from tracekit.errors import UsageError
@@ -36,5 +37,8 @@ def label(trace: str, out: str, force: bool, hardware: str | None, phase_map: tu
     labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(trace), analysed.trace, labels, analysed.result.diagnostic, trace)
     write_atomic(out_path, writer.output_bytes(data, out_path.name))
-    echo(f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
-               + (f", {stats.unmatched} regions not found in the original" if stats.unmatched else ""), err=True)
+    echo(
+        f"wrote {out_path}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"
+        + (f", {stats.unmatched} regions not found in the original" if stats.unmatched else ""),
+        err=True,
+    )

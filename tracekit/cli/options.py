@@ -40,17 +40,27 @@ def format_option(choices: Sequence[str], default: str | None, help: str = "Outp
     names = list(choices)
     if "md" in names and "markdown" not in names:
         names.insert(names.index("md") + 1, "markdown")
-    return click.option("--format", "fmt", type=click.Choice(names), default=default, show_default=default is not None,
-                        callback=_normalise_format, help=help)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(names),
+        default=default,
+        show_default=default is not None,
+        callback=_normalise_format,
+        help=help,
+    )
 
 
-def trace_id_option(help: str = "Which trace of a dataset holding several: its id or a unique prefix.",
-                    *names: str) -> Callable[[F], F]:
+def trace_id_option(
+    help: str = "Which trace of a dataset holding several: its id or a unique prefix.", *names: str
+) -> Callable[[F], F]:
     return click.option(*(names or ("--trace-id",)), default=None, metavar="ID", help=help)
 
 
 def hardware_help(prefix: str = "Device peaks") -> str:
-    return f"{prefix}: a name from the hardware table ({', '.join(table_keys())}) or a hardware file (tracekit calibrate)."
+    return (
+        f"{prefix}: a name from the hardware table ({', '.join(table_keys())}) or a hardware file (tracekit calibrate)."
+    )
 
 
 def hardware_option(*names: str, help: str | None = None) -> Callable[[F], F]:

@@ -25,8 +25,16 @@ KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep", "latency-throug
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @trace_id_option()
 @click.option("--slo", default=None, help="latency-throughput: ttft=MS,tpot=MS,e2el=MS (SLO lines and goodput).")
-def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-         trace_id: str | None, slo: str | None) -> None:
+def plot(
+    kind: str,
+    trace: str,
+    out: str,
+    force: bool,
+    hardware: str | None,
+    phase_map: tuple[str, ...],
+    trace_id: str | None,
+    slo: str | None,
+) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
     from tracekit.report import figures, plots
     from tracekit.report.pipeline import analyse_path, read_table
@@ -39,13 +47,17 @@ def plot(kind: str, trace: str, out: str, force: bool, hardware: str | None, pha
         if sweep_table is None:
             from tracekit.errors import UsageError
 
-            raise UsageError(f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)")
+            raise UsageError(
+                f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)"
+            )
         fig = latency_throughput(sweep_table, _slo(slo), sweep_diagnostic(trace))
     elif kind == "sweep":
         table = read_table(trace)
         fig = plots.sweep(table, _sweep_device(trace, hardware))
     else:
-        data = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, trace_id=trace_id).report_data()
+        data = analyse_path(
+            trace, hardware=hardware, phase_map=list(phase_map) or None, trace_id=trace_id
+        ).report_data()
         fig = figures.draw(kind, data)
     plots.save(fig, out_path)
     echo(f"wrote {out_path}", err=True)
@@ -71,7 +83,11 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
         hw = resolve_hardware(name, [])
     if hw is None:
         return {}
-    return {"name": hw.name, "peak_flops_per_s": dict(hw.peak_flops_per_s), "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s}
+    return {
+        "name": hw.name,
+        "peak_flops_per_s": dict(hw.peak_flops_per_s),
+        "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
+    }
 
 
 def _slo(text: str | None) -> dict[str, Any] | None:

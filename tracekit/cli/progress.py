@@ -37,8 +37,15 @@ class Progress:
     normal line to ``out`` (default stdout) without garbling the bar.
     """
 
-    def __init__(self, total: int | None, label: str = "", stream: TextIO | None = None,
-                 out: TextIO | None = None, show: bool | None = None, width: int = 28) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        label: str = "",
+        stream: TextIO | None = None,
+        out: TextIO | None = None,
+        show: bool | None = None,
+        width: int = 28,
+    ) -> None:
         self.total = total
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -54,8 +61,9 @@ class Progress:
         self._draw()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def update(self, n: int = 1, detail: str = "") -> None:

@@ -11,15 +11,33 @@ import click
 from tracekit.errors import UsageError
 
 OPTIONS = [
-    click.option("--rank", "rank", default=None, metavar="0,2,4-7",
-                 help="Traces of a dataset with these recorded ranks (compared across ranks when several)."),
-    click.option("--compare", "compare", multiple=True, metavar="ID_PREFIX",
-                 help="Traces of a dataset whose id starts with this (repeatable), compared across ranks. "
-                      "A dataset of several traces is compared whole without it."),
-    click.option("--workers", type=int, default=None,
-                 help="Dask LocalCluster workers for the per-trace analyses (default: one per core; 1 = serial)."),
-    click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                 help="Run the per-trace analyses on this Dask cluster (default: $DASK_SCHEDULER_ADDRESS)."),
+    click.option(
+        "--rank",
+        "rank",
+        default=None,
+        metavar="0,2,4-7",
+        help="Traces of a dataset with these recorded ranks (compared across ranks when several).",
+    ),
+    click.option(
+        "--compare",
+        "compare",
+        multiple=True,
+        metavar="ID_PREFIX",
+        help="Traces of a dataset whose id starts with this (repeatable), compared across ranks. "
+        "A dataset of several traces is compared whole without it.",
+    ),
+    click.option(
+        "--workers",
+        type=int,
+        default=None,
+        help="Dask LocalCluster workers for the per-trace analyses (default: one per core; 1 = serial).",
+    ),
+    click.option(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Run the per-trace analyses on this Dask cluster (default: $DASK_SCHEDULER_ADDRESS).",
+    ),
 ]
 
 
@@ -50,8 +68,15 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
     return select_traces(source, list(compare) or None, parse_ranks(rank))
 
 
-def compare_traces(source: str, ids: list[str], hardware: str | None, phase_map: Any, thresholds: str | None,
-            workers: int | None, scheduler: str | None) -> dict[str, Any]:
+def compare_traces(
+    source: str,
+    ids: list[str],
+    hardware: str | None,
+    phase_map: Any,
+    thresholds: str | None,
+    workers: int | None,
+    scheduler: str | None,
+) -> dict[str, Any]:
     """Every chosen trace analysed as a task, then compared: the ranks JSON document."""
     from tracekit.analysis.ranks import analyze_ranks
     from tracekit.cli.progress import Progress
@@ -59,8 +84,15 @@ def compare_traces(source: str, ids: list[str], hardware: str | None, phase_map:
 
     where = plan(len(ids), workers, scheduler)
     with Progress(len(ids), "analyze") as bar:
-        result = analyze_ranks(source, ids, where, hardware=hardware, phase_map=phase_map, thresholds=thresholds,
-                               on_done=lambda o: bar.update(1))
+        result = analyze_ranks(
+            source,
+            ids,
+            where,
+            hardware=hardware,
+            phase_map=phase_map,
+            thresholds=thresholds,
+            on_done=lambda o: bar.update(1),
+        )
     doc = result.to_json()
     doc["dataset"] = str(Path(source))
     doc["ran_on"] = where.describe()

@@ -25,17 +25,41 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS")
-@click.option("--sweep", "sweep", default=None, help="Phase-shape sweep or serve rate-sweep table (CSV/Parquet or its directory) to plot too.")
+@click.option(
+    "--sweep",
+    "sweep",
+    default=None,
+    help="Phase-shape sweep or serve rate-sweep table (CSV/Parquet or its directory) to plot too.",
+)
 @trace_id_option()
 @ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @capture_option
-@click.option("--regions", "regions", default=None, metavar="N|all",
-              help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
-def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: str | None, phase_map: tuple[str, ...],
-           slo: str | None, sweep: str | None, trace_id: str | None, rank: str | None, compare: tuple[str, ...],
-           workers: int | None, scheduler: str | None, no_plots: bool, regions: str | None,
-           captures: tuple[str, ...]) -> None:
+@click.option(
+    "--regions",
+    "regions",
+    default=None,
+    metavar="N|all",
+    help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.",
+)
+def report(
+    trace: str,
+    fmt: str | None,
+    out: str | None,
+    force: bool,
+    hardware: str | None,
+    phase_map: tuple[str, ...],
+    slo: str | None,
+    sweep: str | None,
+    trace_id: str | None,
+    rank: str | None,
+    compare: tuple[str, ...],
+    workers: int | None,
+    scheduler: str | None,
+    no_plots: bool,
+    regions: str | None,
+    captures: tuple[str, ...],
+) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.
 
     A dataset of several traces (or those chosen by --compare prefixes / --rank) gives the ranks
@@ -59,10 +83,17 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
         from tracekit.labels.phases import parse_phase_map
         from tracekit.report import ranks as ranks_report
 
-        doc = ranks.compare_traces(trace, chosen, hardware, parse_phase_map(phase_map) or None, None, workers, scheduler)
+        doc = ranks.compare_traces(
+            trace, chosen, hardware, parse_phase_map(phase_map) or None, None, workers, scheduler
+        )
         figs = [] if no_plots or fmt == "json" else ranks_report.figures(doc)
-        text = (json.dumps(doc, indent=2, allow_nan=False) + "\n" if fmt == "json" else ranks_report.render_html(doc, figs)
-                if fmt == "html" else ranks_report.render_md(doc, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else ""))
+        text = (
+            json.dumps(doc, indent=2, allow_nan=False) + "\n"
+            if fmt == "json"
+            else ranks_report.render_html(doc, figs)
+            if fmt == "html"
+            else ranks_report.render_md(doc, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "")
+        )
         if out_path is None:
             echo(text, nl=False)
         else:
@@ -71,12 +102,13 @@ def report(trace: str, fmt: str | None, out: str | None, force: bool, hardware: 
         return
     from tracekit.report.latency_plot import read_serve_sweep
 
-    sweep_table = (read_serve_sweep(sweep) if sweep else None)
+    sweep_table = read_serve_sweep(sweep) if sweep else None
     if sweep and sweep_table is None:
         sweep_table = read_table(sweep)
     tid = chosen[0] if chosen else trace_id
-    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid,
-                            captures=list(captures))
+    analysed = analyse_path(
+        trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid, captures=list(captures)
+    )
     data = analysed.report_data()
     figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)
     if fmt == "json":

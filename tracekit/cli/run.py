@@ -46,10 +46,18 @@ def _fmt_ns(ns: float) -> str:
 @run.command("phase-shape")
 @click.option("--d", "d", type=int, default=2048, show_default=True, help="Hidden size: the GEMM is m×d by d×d.")
 @click.option("--dtype", default="float32", show_default=True, help="float32 | bfloat16 | float16 (fp32/bf16/fp16).")
-@click.option("--prefill-rows", default="32,64,128,256,512,1024,2048,4096", show_default=True,
-              help="Prompt-row counts m to sweep (comma list); '' for none.")
-@click.option("--decode-rows", default="1,2,4,8,16,32,64", show_default=True,
-              help="Decode batch sizes m to sweep (comma list); '' for none.")
+@click.option(
+    "--prefill-rows",
+    default="32,64,128,256,512,1024,2048,4096",
+    show_default=True,
+    help="Prompt-row counts m to sweep (comma list); '' for none.",
+)
+@click.option(
+    "--decode-rows",
+    default="1,2,4,8,16,32,64",
+    show_default=True,
+    help="Decode batch sizes m to sweep (comma list); '' for none.",
+)
 @click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N")
 @click.option("--warmup", type=int, default=2, show_default=True, help="Profiler warm-up steps per shape (discarded).")
 @click.option("--active", type=int, default=3, show_default=True, help="Profiled steps per shape.")
@@ -58,15 +66,35 @@ def _fmt_ns(ns: float) -> str:
 @click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default).")
 @out_option("Output directory.", required=True, type=click.Path(path_type=Path))
 @force_option("a non-empty output directory")
-def phase_shape(d: int, dtype: str, prefill_rows: str, decode_rows: str, device: str, warmup: int,
-                active: int, reps: int, seed: int, threads: int, out: Path, force: bool) -> None:
+def phase_shape(
+    d: int,
+    dtype: str,
+    prefill_rows: str,
+    decode_rows: str,
+    device: str,
+    warmup: int,
+    active: int,
+    reps: int,
+    seed: int,
+    threads: int,
+    out: Path,
+    force: bool,
+) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
     from tracekit.workloads.config import PhaseShapeConfig, parse_int_list
 
-    cfg = PhaseShapeConfig(d=d, dtype=dtype, prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
-                           decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")), device=device,
-                           warmup=warmup, active=active, reps=reps, seed=seed,
-                           threads=threads).validate()
+    cfg = PhaseShapeConfig(
+        d=d,
+        dtype=dtype,
+        prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
+        decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")),
+        device=device,
+        warmup=warmup,
+        active=active,
+        reps=reps,
+        seed=seed,
+        threads=threads,
+    ).validate()
     out_dir = _ready(cfg.device, out, force)
     from tracekit.workloads.phase_shape import run_sweep
 
@@ -100,23 +128,26 @@ def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
     from tracekit.report import fmt
 
     # time = median of the repeats; spread = slowest / fastest repeat (> 2x: the timing is noise)
-    echo(f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
-               f"  {'bytes/s':>11}  {'cold':>11}  note")
+    echo(
+        f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
+        f"  {'bytes/s':>11}  {'cold':>11}  note"
+    )
     for r in table.iter_rows(named=True):
         notes = ["<- throughput stops rising with m"] if r["knee"] else []
         if r.get("spread") is not None and r["spread"] > NOISY:
             notes.append(f"repeats vary {fmt.ratio(r['spread'])}: noise")
         if r["cold_ns"] < r.get("time_min_ns", r["time_ns"]):
             notes.append("cold faster than every warm repeat: noise")
-        echo(f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
-                   f"  {fmt.duration(r['time_ns']):>11}  {fmt.ratio(r.get('spread')):>7}"
-                   f"  {fmt.si(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
-                   f"  {fmt.si(r['achieved_bytes_per_s'], 'B/s'):>11}  {fmt.duration(r['cold_ns']):>11}  {'; '.join(notes)}")
+        echo(
+            f"{r['kind']:<8}{r['m']:>6}{r['d']:>6} {r['dtype']:<5}{r['intensity_2dp']:>9.2f}"
+            f"  {fmt.duration(r['time_ns']):>11}  {fmt.ratio(r.get('spread')):>7}"
+            f"  {fmt.si(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
+            f"  {fmt.si(r['achieved_bytes_per_s'], 'B/s'):>11}  {fmt.duration(r['cold_ns']):>11}  {'; '.join(notes)}"
+        )
     if summary.get("knee") is None:
         echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
     if "diagnostic" in summary:
         echo(summary["diagnostic"])
-
 
 
 F = Any
@@ -134,7 +165,9 @@ def _model_options(fn: F) -> F:
         click.option("--dtype", default="float32", show_default=True, help="float32 | bfloat16 | float16"),
         click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N"),
         click.option("--seed", type=int, default=0, show_default=True),
-        click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default)."),
+        click.option(
+            "--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default)."
+        ),
         out_option("Output directory.", required=True, type=click.Path(path_type=Path)),
         force_option("a non-empty output directory"),
     ]
@@ -146,15 +179,23 @@ def _model_options(fn: F) -> F:
 def _model(kw: dict[str, Any]) -> Any:
     from tracekit.workloads.config import ModelConfig
 
-    return ModelConfig(**{k: kw.pop(k) for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab",
-                                                 "max_context", "dtype")})
+    return ModelConfig(
+        **{
+            k: kw.pop(k)
+            for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab", "max_context", "dtype")
+        }
+    )
 
 
 @run.command("llm")
 @_model_options
 @click.option("--batch", type=int, default=4, show_default=True, help="Prompts prefilled and decoded together.")
-@click.option("--prompt-len", default="uniform:64:256", show_default=True,
-              help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...")
+@click.option(
+    "--prompt-len",
+    default="uniform:64:256",
+    show_default=True,
+    help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...",
+)
 @click.option("--output-len", default="fixed:32", show_default=True, help="Output-length distribution (same forms).")
 @click.option("--warmup-decode-steps", type=int, default=2, show_default=True)
 def llm(**kw: Any) -> None:
@@ -171,16 +212,22 @@ def llm(**kw: Any) -> None:
     t = res.summary["timing"]
     steps = t["decode_step_ns"]
     if steps:
-        echo(f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
-                   f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}")
+        echo(
+            f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
+            f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}"
+        )
     _print_files(res.summary, res.trace, res.sidecar)
 
 
 @run.command("serve")
 @_model_options
 @click.option("--requests", type=int, default=16, show_default=True)
-@click.option("--prompt-len", default="uniform:32:256", show_default=True,
-              help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...")
+@click.option(
+    "--prompt-len",
+    default="uniform:32:256",
+    show_default=True,
+    help="Prompt-length distribution: fixed:N | uniform:LO:HI | choice:A,B,...",
+)
 @click.option("--output-len", default="uniform:8:32", show_default=True, help="Output-length distribution.")
 @click.option("--arrival", default="poisson:200", show_default=True, help="poisson:<req/s> | interval:<ms> | burst")
 @click.option("--token-budget", type=int, default=256, show_default=True, help="Max tokens per step.")
@@ -215,9 +262,11 @@ def serve(**kw: Any) -> None:
     kinds: dict[str, int] = {}
     for st in res.summary["steps"]:
         kinds[st["kind"]] = kinds.get(st["kind"], 0) + 1
-    echo(f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
-               f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "
-               f"(budget {cfg.token_budget})")
+    echo(
+        f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
+        f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "
+        f"(budget {cfg.token_budget})"
+    )
     _print_files(res.summary, res.trace, res.sidecar)
 
 
@@ -225,8 +274,10 @@ def _print_requests(summary: dict[str, Any]) -> None:
     echo(f"{'req':>4}{'prompt':>8}{'output':>8}{'arrival':>12}{'TTFT':>12}{'TPOT':>12}")
     for r in summary["requests"]:
         tpot = _fmt_ns(r["tpot_ns"]) if r["tpot_ns"] is not None else "-"
-        echo(f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
-                   f"{_fmt_ns(r['ttft_ns']):>12}{tpot:>12}")
+        echo(
+            f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
+            f"{_fmt_ns(r['ttft_ns']):>12}{tpot:>12}"
+        )
 
 
 def _print_files(summary: dict[str, Any], trace: Path, sidecar: Path) -> None:

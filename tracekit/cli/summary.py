@@ -33,8 +33,10 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
         else:
             echo(f"dataset {path}: {len(rows)} traces (choose one with --trace-id)")
             for r in rows:
-                echo(f"  {r['trace_id']}  {r['format']}  {r['device_name'] or '-'}  "
-                           f"rank {r['rank'] if r['rank'] is not None else '-'}  {r['kernels']} device activities")
+                echo(
+                    f"  {r['trace_id']}  {r['format']}  {r['device_name'] or '-'}  "
+                    f"rank {r['rank'] if r['rank'] is not None else '-'}  {r['kernels']} device activities"
+                )
         return
     trace = load(str(path), trace_id=trace_id)
     s = summarize(trace, top=top)

@@ -16,20 +16,53 @@ from tracekit.errors import UsageError
 @click.argument("trace", metavar="[TRACE_OR_DATASET]", required=False)
 @click.option("--prefill-workers", type=int, default=1, show_default=True, help="Prefill workers (disaggregated).")
 @click.option("--decode-workers", type=int, default=1, show_default=True, help="Decode workers (disaggregated).")
-@click.option("--link", "link_key", default="nvlink4", show_default=True, help="Interconnect from the link table (nvlink3/4/5, pcie4/5, ib-hdr/ndr).")
+@click.option(
+    "--link",
+    "link_key",
+    default="nvlink4",
+    show_default=True,
+    help="Interconnect from the link table (nvlink3/4/5, pcie4/5, ib-hdr/ndr).",
+)
 @click.option("--link-gbps", type=float, default=None, help="Link bandwidth in GB/s per direction (instead of --link).")
-@click.option("--link-efficiency", type=float, default=1.0, show_default=True, help="Share of the peak link bandwidth reached.")
+@click.option(
+    "--link-efficiency", type=float, default=1.0, show_default=True, help="Share of the peak link bandwidth reached."
+)
 @click.option("--link-latency-us", type=float, default=0.0, show_default=True, help="Fixed cost per KV transfer, µs.")
-@click.option("--kv-bytes-per-token", type=float, default=None, help="KV-cache bytes per token (default: from the trace's shapes).")
+@click.option(
+    "--kv-bytes-per-token",
+    type=float,
+    default=None,
+    help="KV-cache bytes per token (default: from the trace's shapes).",
+)
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS,e2el=MS for goodput.")
-@click.option("--prefill-ms", type=float, default=None, help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps).")
+@click.option(
+    "--prefill-ms",
+    type=float,
+    default=None,
+    help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps).",
+)
 @click.option("--tpot-ms", type=float, default=None, help="Hand input: time per output token.")
-@click.option("--decode-steps", type=int, default=None, help="Hand input: decode steps (output tokens produced by decode).")
+@click.option(
+    "--decode-steps", type=int, default=None, help="Hand input: decode steps (output tokens produced by decode)."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @trace_id_option()
-def whatif(trace: str | None, prefill_workers: int, decode_workers: int, link_key: str, link_gbps: float | None,
-           link_efficiency: float, link_latency_us: float, kv_bytes_per_token: float | None, slo: str | None,
-           prefill_ms: float | None, tpot_ms: float | None, decode_steps: int | None, fmt: str, trace_id: str | None) -> None:
+def whatif(
+    trace: str | None,
+    prefill_workers: int,
+    decode_workers: int,
+    link_key: str,
+    link_gbps: float | None,
+    link_efficiency: float,
+    link_latency_us: float,
+    kv_bytes_per_token: float | None,
+    slo: str | None,
+    prefill_ms: float | None,
+    tpot_ms: float | None,
+    decode_steps: int | None,
+    fmt: str,
+    trace_id: str | None,
+) -> None:
     """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
     from tracekit.report.whatif import render
     from tracekit.whatif.run import run_whatif
@@ -44,8 +77,17 @@ def whatif(trace: str | None, prefill_workers: int, decode_workers: int, link_ke
 
         Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
         result = analyse_path(trace, slo=slo, trace_id=trace_id).result
-    doc = run_whatif(trace, result, hand=hand if None not in hand else None, prefill_workers=prefill_workers,
-                     decode_workers=decode_workers, link_key=link_key, link_gbps=link_gbps,
-                     link_efficiency=link_efficiency, link_latency_us=link_latency_us,
-                     kv_bytes_per_token=kv_bytes_per_token, slo=slo)
+    doc = run_whatif(
+        trace,
+        result,
+        hand=hand if None not in hand else None,
+        prefill_workers=prefill_workers,
+        decode_workers=decode_workers,
+        link_key=link_key,
+        link_gbps=link_gbps,
+        link_efficiency=link_efficiency,
+        link_latency_us=link_latency_us,
+        kv_bytes_per_token=kv_bytes_per_token,
+        slo=slo,
+    )
     echo(json.dumps(doc, indent=2) if fmt == "json" else render(doc), nl=fmt == "json")

@@ -33,11 +33,14 @@ def step_sums(regions: pl.DataFrame) -> pl.DataFrame:
     r = regions.filter(pl.col("kind") != "gpu_user_annotation")
     cols = [pl.col("name").str.extract(_SUMS_RE, i).cast(pl.Int64, strict=False) for i in range(1, 9)]
     r = r.with_columns(*[c.alias(f"_{i}") for i, c in enumerate(cols)]).filter(pl.col("_0").is_not_null())
-    return r.with_columns(*[(pl.col(f"_{i}") + pl.col(f"_{i + 4}")).alias(k) for i, k in enumerate(("sq", "sk", "sqsq", "sqsk"))])
+    return r.with_columns(
+        *[(pl.col(f"_{i}") + pl.col(f"_{i + 4}")).alias(k) for i, k in enumerate(("sq", "sk", "sqsq", "sqsk"))]
+    )
 
 
-def hint_column(ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | None,
-                launched: pl.DataFrame | None, parent: pl.Series) -> pl.Series:
+def hint_column(
+    ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | None, launched: pl.DataFrame | None, parent: pl.Series
+) -> pl.Series:
     """Per op row: the ``tk:…`` hint item or null. ``canon``: the op names as priced (serials
     stripped); ``launched``: (op_id, kernel name) of device work, when known; ``parent``: each
     op's parent row."""
@@ -59,9 +62,13 @@ def hint_column(ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | Non
     if bool(moe.any()):
         topk = _moe_topk(ops, canon, parent, moe)
         wsize = _moe_wsize(ops, moe, launched, parent)
-        extra = pl.DataFrame({"a": topk, "b": wsize}).select(
-            pl.concat_str([pl.format("topk={}", "a"), pl.format("wsize={}", "b")], separator=";", ignore_nulls=True)
-        ).to_series()
+        extra = (
+            pl.DataFrame({"a": topk, "b": wsize})
+            .select(
+                pl.concat_str([pl.format("topk={}", "a"), pl.format("wsize={}", "b")], separator=";", ignore_nulls=True)
+            )
+            .to_series()
+        )
         extra = pl.select(pl.when(moe).then(extra)).to_series()
         out = pl.select(pl.concat_str([out, extra], separator=";", ignore_nulls=True)).to_series()
         out = pl.select(pl.when(out != "").then(out)).to_series()
@@ -86,10 +93,15 @@ def _nearest_ancestor(parent: pl.Series, rows: pl.Series, target: pl.Series) -> 
 
 
 def _moe_topk(ops: pl.DataFrame, canon: pl.Series, parent: pl.Series, moe: pl.Series) -> pl.Series:
-    k_conc = ops.select(pl.col("concrete_inputs").list.get(1, null_on_oob=True).cast(pl.Int64, strict=False)).to_series()
-    k_shape = ops.select(pl.col("input_dims").str.extract(r"^\s*\[\s*\[\s*\d+\s*,\s*(\d+)\s*\]", 1).cast(pl.Int64, strict=False)).to_series()
-    k = pl.select(pl.when(canon.is_in(list(_TOPK_CONCRETE))).then(k_conc)
-                  .when(canon.str.contains(_TOPK_SHAPE_RE)).then(k_shape)).to_series()
+    k_conc = ops.select(
+        pl.col("concrete_inputs").list.get(1, null_on_oob=True).cast(pl.Int64, strict=False)
+    ).to_series()
+    k_shape = ops.select(
+        pl.col("input_dims").str.extract(r"^\s*\[\s*\[\s*\d+\s*,\s*(\d+)\s*\]", 1).cast(pl.Int64, strict=False)
+    ).to_series()
+    k = pl.select(
+        pl.when(canon.is_in(list(_TOPK_CONCRETE))).then(k_conc).when(canon.str.contains(_TOPK_SHAPE_RE)).then(k_shape)
+    ).to_series()
     rows = k.is_not_null().arg_true()
     out = pl.repeat(None, ops.height, dtype=pl.Int64, eager=True)
     if rows.len():

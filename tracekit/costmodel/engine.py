@@ -28,7 +28,7 @@ def hints(args: list[Arg]) -> dict[str, float]:
     for a in reversed(args):
         if a.concrete.startswith(HINT_PREFIX):
             out: dict[str, float] = {}
-            for part in a.concrete[len(HINT_PREFIX):].split(";"):
+            for part in a.concrete[len(HINT_PREFIX) :].split(";"):
                 k, sep, v = part.partition("=")
                 if sep:
                     try:
@@ -40,8 +40,9 @@ def hints(args: list[Arg]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- paged / varlen attention
-def attention_from_sums(hq: float, hkv: float, dqk: float, dv: float, size: float, sq: float, sk: float,
-                        sqsq: float, sqsk: float) -> tuple[float, float]:
+def attention_from_sums(
+    hq: float, hkv: float, dqk: float, dv: float, size: float, sq: float, sk: float, sqsq: float, sqsk: float
+) -> tuple[float, float]:
     """(FLOPs, bytes) of attention over requests with query lengths q_i and key lengths k_i
     (keys include the new tokens), from sq = Σq_i, sk = Σk_i, sqsq = Σq_i², sqsk = Σq_i·k_i.
 
@@ -90,8 +91,9 @@ def expected_experts(n_tokens: float, topk: float, n_experts: float) -> float:
     return n_experts * (1.0 - (1.0 - min(topk, n_experts) / n_experts) ** n_tokens)
 
 
-def moe_cost(t: float, hidden: float, inter: float, n_experts: float, topk: float, gated: bool, act_size: float,
-             w_size: float) -> tuple[float, float]:
+def moe_cost(
+    t: float, hidden: float, inter: float, n_experts: float, topk: float, gated: bool, act_size: float, w_size: float
+) -> tuple[float, float]:
     """(FLOPs, bytes) of a fused MoE layer (grouped GEMMs): every token through top-k experts'
     up (gate and up when gated) and down projections. Up: 2·T·k·H·I·(2 if gated); down:
     2·T·k·I·H. Bytes: the weights of the experts hit (:func:`expected_experts`), up
@@ -195,10 +197,15 @@ ENGINE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "vllm::unified_attention_with_output": _paged(1, 2, "paged_attention"),
     "vllm::unified_attention": _paged(1, 2, "paged_attention"),
     "sglang_profiler::attention_paged_attention_ragged": _paged(3, 4, "paged_attention"),
-    "vllm::moe_forward": _moe, "vllm::moe_forward_shared": _moe,
-    "_C::rotary_embedding": _rotary, "sgl_kernel::rotary_embedding": _rotary, "vllm::rotary_embedding": _rotary,
-    "_C_cache_ops::reshape_and_cache_flash": _cache_write, "_C_cache_ops::reshape_and_cache": _cache_write,
-    "aten::convolution": _convolution, "aten::_convolution": _convolution,
+    "vllm::moe_forward": _moe,
+    "vllm::moe_forward_shared": _moe,
+    "_C::rotary_embedding": _rotary,
+    "sgl_kernel::rotary_embedding": _rotary,
+    "vllm::rotary_embedding": _rotary,
+    "_C_cache_ops::reshape_and_cache_flash": _cache_write,
+    "_C_cache_ops::reshape_and_cache": _cache_write,
+    "aten::convolution": _convolution,
+    "aten::_convolution": _convolution,
 }
 # Names priced by a pattern (generated kernels carry a serial number in their op name).
 PATTERN_FORMULAS: Final[tuple[tuple[str, Callable[[list[Arg]], Cost]], ...]] = (
@@ -207,6 +214,9 @@ PATTERN_FORMULAS: Final[tuple[tuple[str, Callable[[list[Arg]], Cost]], ...]] = (
 # Engines that number their wrapper ops (``sglang_profiler::…_100``): strip the serial.
 NAME_SERIAL_RE: Final = r"^(sglang_profiler::.+?)_\d+$"
 # Ops priced from the step's per-request sums, and the MoE ops that need a top-k from a child.
-STEP_PRICED: Final = ("vllm::unified_attention_with_output", "vllm::unified_attention",
-                      "sglang_profiler::attention_paged_attention_ragged")
+STEP_PRICED: Final = (
+    "vllm::unified_attention_with_output",
+    "vllm::unified_attention",
+    "sglang_profiler::attention_paged_attention_ragged",
+)
 MOE_OPS: Final = ("vllm::moe_forward", "vllm::moe_forward_shared")

@@ -16,8 +16,21 @@ import polars as pl
 
 from tracekit.costmodel.engine import ENGINE_FORMULAS, NAME_SERIAL_RE, PATTERN_FORMULAS, Contradiction
 from tracekit.costmodel.args import (
-    DTYPES, INDEX_DTYPE, RANK_ELEMENTWISE, RANK_MATMUL, RANK_NORM, Arg, Cost, NoModel,
-    _broadcast, _flag, _int_at, _need, _promote, _tensors, parse_args,
+    DTYPES,
+    INDEX_DTYPE,
+    RANK_ELEMENTWISE,
+    RANK_MATMUL,
+    RANK_NORM,
+    Arg,
+    Cost,
+    NoModel,
+    _broadcast,
+    _flag,
+    _int_at,
+    _need,
+    _promote,
+    _tensors,
+    parse_args,
 )
 
 # DTYPES is re-exported: callers price ops through this one module.
@@ -25,9 +38,11 @@ __all__ = ["CONTRADICTION", "DTYPES", "FORMULAS", "Arg", "Cost", "canonical_name
 # Model name of a signature whose inputs contradict each other (no cost; ``note`` says why).
 CONTRADICTION: Final = "contradiction"
 
+
 # ---------------------------------------------------------------- GEMM family
-def _gemm(m: float, n: float, k: float, batch: float, a: Arg, b: Arg, out_size: float,
-          bias: Arg | None, model: str) -> Cost:
+def _gemm(
+    m: float, n: float, k: float, batch: float, a: Arg, b: Arg, out_size: float, bias: Arg | None, model: str
+) -> Cost:
     flops = 2.0 * batch * m * n * k
     nbytes = a.nbytes + b.nbytes + batch * m * n * out_size
     if bias is not None and bias.is_tensor and bias.numel > 0:
@@ -128,8 +143,18 @@ _SDPA_CAUSAL: Final[dict[str, int]] = {
 }
 
 
-def _attention(hq: float, hkv: float, pairs: float, nq_tok: float, nk_tok: float,
-               dqk: float, dv: float, size: float, dtype: str | None, model: str) -> Cost:
+def _attention(
+    hq: float,
+    hkv: float,
+    pairs: float,
+    nq_tok: float,
+    nk_tok: float,
+    dqk: float,
+    dv: float,
+    size: float,
+    dtype: str | None,
+    model: str,
+) -> Cost:
     """pairs = unmasked (query, key) positions per head, summed over the batch; nq_tok / nk_tok
     = query / key tokens summed over the batch. Bytes: read Q, K, V once, write O once."""
     flops = 2.0 * hq * pairs * (dqk + dv)
@@ -368,46 +393,134 @@ def _index_select(args: list[Arg]) -> Cost:
 
 # ---------------------------------------------------------------- registry
 _UNARY_1: Final = (
-    "relu", "relu_", "silu", "silu_", "gelu", "gelu_", "exp", "exp_", "tanh", "tanh_", "sigmoid",
-    "sigmoid_", "neg", "neg_", "rsqrt", "rsqrt_", "sqrt", "sqrt_", "abs", "abs_", "log", "log_",
-    "sin", "cos", "erf", "reciprocal", "reciprocal_", "pow", "pow_", "clamp", "clamp_",
-    "clamp_min", "clamp_min_", "clamp_max", "clamp_max_", "hardtanh", "hardtanh_", "leaky_relu",
-    "leaky_relu_", "elu", "softplus", "mish", "gelu_tanh", "nan_to_num", "nan_to_num_",
-    "threshold", "threshold_", "sign", "floor", "ceil", "round", "logical_not", "bitwise_not",
+    "relu",
+    "relu_",
+    "silu",
+    "silu_",
+    "gelu",
+    "gelu_",
+    "exp",
+    "exp_",
+    "tanh",
+    "tanh_",
+    "sigmoid",
+    "sigmoid_",
+    "neg",
+    "neg_",
+    "rsqrt",
+    "rsqrt_",
+    "sqrt",
+    "sqrt_",
+    "abs",
+    "abs_",
+    "log",
+    "log_",
+    "sin",
+    "cos",
+    "erf",
+    "reciprocal",
+    "reciprocal_",
+    "pow",
+    "pow_",
+    "clamp",
+    "clamp_",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max",
+    "clamp_max_",
+    "hardtanh",
+    "hardtanh_",
+    "leaky_relu",
+    "leaky_relu_",
+    "elu",
+    "softplus",
+    "mish",
+    "gelu_tanh",
+    "nan_to_num",
+    "nan_to_num_",
+    "threshold",
+    "threshold_",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "logical_not",
+    "bitwise_not",
 )
 _BINARY: Final = (
-    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "rsub", "maximum", "minimum",
-    "pow.Tensor", "where", "masked_fill", "masked_fill_", "addcmul", "addcmul_", "addcdiv",
-    "addcdiv_", "lerp", "lerp_", "fmod", "remainder", "bitwise_and", "bitwise_or",
+    "add",
+    "add_",
+    "sub",
+    "sub_",
+    "mul",
+    "mul_",
+    "div",
+    "div_",
+    "rsub",
+    "maximum",
+    "minimum",
+    "pow.Tensor",
+    "where",
+    "masked_fill",
+    "masked_fill_",
+    "addcmul",
+    "addcmul_",
+    "addcdiv",
+    "addcdiv_",
+    "lerp",
+    "lerp_",
+    "fmod",
+    "remainder",
+    "bitwise_and",
+    "bitwise_or",
 )
 _COMPARE: Final = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 
 FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
-    "aten::mm": _mm, "aten::addmm": _addmm, "aten::bmm": _bmm, "aten::baddbmm": _baddbmm,
-    "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _scaled_mm,
-    "aiter::gemm_a16w16": _linear, "vllm::rocm_unquantized_gemm": _linear,
+    "aten::mm": _mm,
+    "aten::addmm": _addmm,
+    "aten::bmm": _bmm,
+    "aten::baddbmm": _baddbmm,
+    "aten::matmul": _matmul,
+    "aten::linear": _linear,
+    "aten::_scaled_mm": _scaled_mm,
+    "aiter::gemm_a16w16": _linear,
+    "vllm::rocm_unquantized_gemm": _linear,
     "vllm::rocm_unquantized_gemm_impl": _linear,
     **{n: _sdpa(n) for n in _SDPA_CAUSAL},
     **ENGINE_FORMULAS,
     "aiter::mha_batch_prefill": _mha_batch_prefill,
-    "aten::layer_norm": _layer_norm, "aten::native_layer_norm": _layer_norm,
-    "aten::rms_norm": _rms_norm, "aten::_fused_rms_norm": _rms_norm,
-    "aiter::rmsnorm": _engine_rmsnorm(False), "aiter::rms_norm": _engine_rmsnorm(False),
+    "aten::layer_norm": _layer_norm,
+    "aten::native_layer_norm": _layer_norm,
+    "aten::rms_norm": _rms_norm,
+    "aten::_fused_rms_norm": _rms_norm,
+    "aiter::rmsnorm": _engine_rmsnorm(False),
+    "aiter::rms_norm": _engine_rmsnorm(False),
     "aiter::add_rmsnorm": _engine_rmsnorm(True),
     "aiter::rmsnorm2d_fwd_with_add_ck": _engine_rmsnorm(True),
     "aiter::rmsnorm2d_fwd_with_add": _engine_rmsnorm(True),
-    "aten::softmax": _softmax, "aten::_softmax": _softmax,
-    "aten::log_softmax": _softmax, "aten::_log_softmax": _softmax,
+    "aten::softmax": _softmax,
+    "aten::_softmax": _softmax,
+    "aten::log_softmax": _softmax,
+    "aten::_log_softmax": _softmax,
     **{f"aten::{n}": _unary(1.0, "elementwise") for n in _UNARY_1},
     **{f"aten::{n}": _binary() for n in _BINARY},
     **{f"aten::{n}": _binary(out_bool=True) for n in _COMPARE},
-    "aten::fill_": _fill, "aten::zero_": _fill,
+    "aten::fill_": _fill,
+    "aten::zero_": _fill,
     "sgl_kernel::silu_and_mul": _silu_and_mul,
-    "aten::sum": _reduce, "aten::mean": _reduce, "aten::amax": _reduce, "aten::amin": _reduce,
-    "aten::copy_": _copy, "aten::cat": _cat, "aten::index_put_": _index_put,
-    "aten::_index_put_impl_": _index_put, "aten::slice_scatter": _slice_scatter,
+    "aten::sum": _reduce,
+    "aten::mean": _reduce,
+    "aten::amax": _reduce,
+    "aten::amin": _reduce,
+    "aten::copy_": _copy,
+    "aten::cat": _cat,
+    "aten::index_put_": _index_put,
+    "aten::_index_put_impl_": _index_put,
+    "aten::slice_scatter": _slice_scatter,
     "sglang::store_cache": _store_cache,
-    "aten::embedding": _embedding, "aten::index_select": _index_select,
+    "aten::embedding": _embedding,
+    "aten::index_select": _index_select,
 }
 
 
@@ -434,8 +547,9 @@ def canonical_name(name: pl.Expr) -> pl.Expr:
     return name.str.replace(NAME_SERIAL_RE, "${1}")
 
 
-def signature_cost(name: str, dims_json: str | None, types: list[str] | None,
-                   concrete: list[str] | None) -> Cost | None:
+def signature_cost(
+    name: str, dims_json: str | None, types: list[str] | None, concrete: list[str] | None
+) -> Cost | None:
     """FLOPs and minimum bytes of one call of ``name`` with these recorded inputs.
 
     Returns None when there is no formula for ``name`` or the recorded shapes do not determine

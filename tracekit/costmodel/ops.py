@@ -47,8 +47,15 @@ _CANON: Final = {k: v[0] for k, v in DTYPES.items()}
 # A cycle in parent_id would be a loader bug; the ancestor walks stop after min(rows, this) levels.
 _MAX_DEPTH: Final = 10_000
 _MIX: Final = 0x9E3779B97F4A7C15  # odd 64-bit multiplier combining the per-column hashes
-_SIG_SCHEMA: Final = {"_flops": pl.Float64(), "_bytes": pl.Float64(), "_model": pl.String(),
-                      "_mdtype": pl.String(), "_rank": pl.Int8(), "_unknown": pl.Float64(), "_note": pl.String()}
+_SIG_SCHEMA: Final = {
+    "_flops": pl.Float64(),
+    "_bytes": pl.Float64(),
+    "_model": pl.String(),
+    "_mdtype": pl.String(),
+    "_rank": pl.Int8(),
+    "_unknown": pl.Float64(),
+    "_note": pl.String(),
+}
 
 
 def _signature_hash(keys: pl.DataFrame) -> pl.Series:
@@ -96,7 +103,9 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     reps = sub.select("name", "input_dims", "input_types", "concrete_inputs")[first]
     for name, dims, types, conc in reps.iter_rows():
         c = signature_cost(name, dims, types, conc)
-        for k, v in zip(_SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else [None] * 7):
+        for k, v in zip(
+            _SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else [None] * 7
+        ):
             rows[k].append(v)
     calls = pl.DataFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").get_column("len").cast(pl.Float64())
     sig = pl.DataFrame(rows, schema=_SIG_SCHEMA).with_columns(calls.alias("_calls"))
@@ -109,13 +118,19 @@ def _price_unknown(sig: pl.DataFrame) -> pl.DataFrame:
     (the dtype with the most bytes over all modelled calls)."""
     dominant = (
         sig.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
-        .group_by("_mdtype").agg((pl.col("_bytes") * pl.col("_calls")).sum()).sort("_bytes", descending=True)
-        .get_column("_mdtype").head(1).to_list()
+        .group_by("_mdtype")
+        .agg((pl.col("_bytes") * pl.col("_calls")).sum())
+        .sort("_bytes", descending=True)
+        .get_column("_mdtype")
+        .head(1)
+        .to_list()
     )
     dom = dominant[0] if dominant else "fp32"
     return sig.with_columns(
-        pl.when(pl.col("_unknown") > 0).then(pl.col("_bytes") + pl.col("_unknown") * _SIZE_OF.get(dom, 4.0))
-        .otherwise(pl.col("_bytes")).alias("_bytes"),
+        pl.when(pl.col("_unknown") > 0)
+        .then(pl.col("_bytes") + pl.col("_unknown") * _SIZE_OF.get(dom, 4.0))
+        .otherwise(pl.col("_bytes"))
+        .alias("_bytes"),
         pl.when(pl.col("_unknown") > 0).then(pl.lit(dom)).otherwise(pl.col("_mdtype")).alias("_mdtype"),
     )
 
@@ -130,7 +145,11 @@ def _parent_rows(ops: pl.DataFrame) -> pl.Series:
     tid = ops.get_column("trace_id").fill_null("")
     op_id, parent = ops.get_column("op_id").cast(pl.Int64()), ops.get_column("parent_id").cast(pl.Int64())
     one_trace = n == 0 or bool((tid == tid[0]).all())
-    code = pl.repeat(0, n, dtype=pl.Int64(), eager=True) if one_trace else tid.cast(pl.Categorical()).to_physical().cast(pl.Int64())
+    code = (
+        pl.repeat(0, n, dtype=pl.Int64(), eager=True)
+        if one_trace
+        else tid.cast(pl.Categorical()).to_physical().cast(pl.Int64())
+    )
     lo, hi = op_id.min(), op_id.max()
     rows = pl.int_range(n, dtype=pl.UInt32(), eager=True)
     if isinstance(lo, int) and isinstance(hi, int):
@@ -139,7 +158,8 @@ def _parent_rows(ops: pl.DataFrame) -> pl.Series:
         if size <= 4 * n + 1024:
             has = op_id.is_not_null()
             lut = pl.repeat(None, size, dtype=pl.UInt32(), eager=True).scatter(
-                (code.filter(has) * span + op_id.filter(has) - lo), rows.filter(has))
+                (code.filter(has) * span + op_id.filter(has) - lo), rows.filter(has)
+            )
             if size - lut.null_count() == int(has.sum()):  # no duplicated (trace, op_id)
                 ok = parent.is_not_null() & (parent >= lo) & (parent <= hi)
                 key = pl.select(pl.when(ok).then(code * span + parent - lo)).to_series()
@@ -147,7 +167,8 @@ def _parent_rows(ops: pl.DataFrame) -> pl.Series:
     left = pl.DataFrame({"_tid": code, "_id": parent})
     right = (
         pl.DataFrame({"_tid": code, "_id": op_id, "_pos": rows})
-        .drop_nulls("_id").unique(subset=["_tid", "_id"], keep="first", maintain_order=True)
+        .drop_nulls("_id")
+        .unique(subset=["_tid", "_id"], keep="first", maintain_order=True)
     )
     return left.join(right, on=["_tid", "_id"], how="left", maintain_order="left").get_column("_pos")
 
@@ -220,8 +241,9 @@ def _first_dtype(types: pl.Series) -> pl.Series:
     return out
 
 
-def op_costs(ops: pl.DataFrame, regions: pl.DataFrame | None = None,
-             launched: pl.DataFrame | None = None) -> pl.DataFrame:
+def op_costs(
+    ops: pl.DataFrame, regions: pl.DataFrame | None = None, launched: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype``, ``covered`` and
     ``cost_note`` (why an op has no cost although a formula exists: its inputs contradict).
 
@@ -240,14 +262,21 @@ def op_costs(ops: pl.DataFrame, regions: pl.DataFrame | None = None,
     hint = hint_column(ops, canon, regions, launched, parent)
     priced = ops.select("name", "input_dims", "input_types", "concrete_inputs").with_columns(
         canon.alias("name"),
-        pl.when(hint.is_not_null()).then(pl.concat_list(pl.col("concrete_inputs").fill_null([]), hint))
-        .otherwise(pl.col("concrete_inputs")).alias("concrete_inputs"))
+        pl.when(hint.is_not_null())
+        .then(pl.concat_list(pl.col("concrete_inputs").fill_null([]), hint))
+        .otherwise(pl.col("concrete_inputs"))
+        .alias("concrete_inputs"),
+    )
     sig_row, sig = _signature_table(priced)
     sig = _price_unknown(sig)
-    per = pl.DataFrame({c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")})
+    per = pl.DataFrame(
+        {c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")}
+    )
     note = per.get_column("_note")
-    per = per.with_columns(pl.when(pl.col("_model") != CONTRADICTION).then(pl.col(c)).alias(c)
-                           for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank"))
+    per = per.with_columns(
+        pl.when(pl.col("_model") != CONTRADICTION).then(pl.col(c)).alias(c)
+        for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")
+    )
     model = per.get_column("_model")
     rank = pl.select(pl.when(model.is_not_null()).then(per.get_column("_rank"))).to_series()
 
@@ -257,8 +286,9 @@ def op_costs(ops: pl.DataFrame, regions: pl.DataFrame | None = None,
     # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
     # when they are a sliver of it (sum -> fill_ of the output, div_ -> copy_ of a scalar).
     in_child = pl.select(
-        (model.is_not_null() & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes"))))
-        .fill_null(False)
+        (model.is_not_null() & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes")))).fill_null(
+            False
+        )
     ).to_series()
     under = _under(parent, model.is_not_null() & ~in_child)
     has_model = pl.col("_model").is_not_null()
@@ -270,9 +300,12 @@ def op_costs(ops: pl.DataFrame, regions: pl.DataFrame | None = None,
     ).select(
         pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
         pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
-        pl.when(pl.col("_in_child")).then(pl.lit(COUNTED_IN_CHILD))
-        .when(in_parent).then(pl.lit(COUNTED_IN_PARENT))
-        .otherwise(pl.col("_model")).alias("cost_model"),
+        pl.when(pl.col("_in_child"))
+        .then(pl.lit(COUNTED_IN_CHILD))
+        .when(in_parent)
+        .then(pl.lit(COUNTED_IN_PARENT))
+        .otherwise(pl.col("_model"))
+        .alias("cost_model"),
         pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
         (has_model | pl.col("_under")).alias("covered"),
         note.alias("cost_note"),

@@ -28,7 +28,6 @@ from tracekit.errors import MissingDependencyError, UsageError
 from tracekit.hardware.peaks import Hardware
 
 
-
 @dataclass(frozen=True)
 class Sizes:
     """Problem sizes: copy buffer bytes, matmul n, timed repetitions (best one kept)."""
@@ -59,8 +58,9 @@ def _best(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> f
     return max(best, 1e-9)
 
 
-def _torch_measure(device: str, sizes: Sizes, threads: int = 0,
-                   only: tuple[str, ...] | None = None) -> tuple[float, dict[str, float], dict[str, Any]]:
+def _torch_measure(
+    device: str, sizes: Sizes, threads: int = 0, only: tuple[str, ...] | None = None
+) -> tuple[float, dict[str, float], dict[str, Any]]:
     import torch  # lazy: tracekit never imports torch at module level
 
     before = torch.get_num_threads()
@@ -74,8 +74,9 @@ def _torch_measure(device: str, sizes: Sizes, threads: int = 0,
     return bandwidth, peaks, info
 
 
-def _torch_rates(torch: Any, device: str, sizes: Sizes,
-                 only: tuple[str, ...] | None = None) -> tuple[float, dict[str, float], dict[str, Any]]:
+def _torch_rates(
+    torch: Any, device: str, sizes: Sizes, only: tuple[str, ...] | None = None
+) -> tuple[float, dict[str, float], dict[str, Any]]:
 
     dev = torch.device("cuda" if device == "cuda" else "cpu")
 
@@ -141,8 +142,12 @@ def _numpy_measure(sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, flo
         t = _best(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
         peaks[name] = 2.0 * n**3 / t
         seconds[name] = t
-    info: dict[str, Any] = {"backend": f"numpy {np.__version__}", "seconds": seconds, "fallback": True,
-                            "threads": threads if threads > 0 else None}
+    info: dict[str, Any] = {
+        "backend": f"numpy {np.__version__}",
+        "seconds": seconds,
+        "fallback": True,
+        "threads": threads if threads > 0 else None,
+    }
     return 2.0 * n_elems * 4 / t_copy, peaks, info
 
 
@@ -168,17 +173,23 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
     out: list[str] = []
     for dtype, peak in sorted(peaks.items()):
         if bandwidth > 0 and peak / bandwidth < MIN_RIDGE:
-            out.append(f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
-                       f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)")
+            out.append(
+                f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
+                f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)"
+            )
     if info.get("fallback"):
-        out.append(f"implausible: measured with the numpy fallback ({info.get('backend')}), not torch; "
-                   "install the workloads extra for a ceiling of what the workload ran")
+        out.append(
+            f"implausible: measured with the numpy fallback ({info.get('backend')}), not torch; "
+            "install the workloads extra for a ceiling of what the workload ran"
+        )
     if info.get("quick"):
         out.append("quick sizes: a smoke test, not a reliable ceiling")
     return out
 
 
-def measure(device: str = "cpu", quick: bool = False, threads: int = 0, dtypes: tuple[str, ...] | None = None) -> Hardware:
+def measure(
+    device: str = "cpu", quick: bool = False, threads: int = 0, dtypes: tuple[str, ...] | None = None
+) -> Hardware:
     """Measure ``device`` ("cpu", "cuda" or "auto"); ``quick`` uses small sizes (tests, smoke runs);
     ``threads`` > 0 pins the CPU intra-op threads during the measurement (0: the library default);
     ``dtypes`` limits the matmuls to those dtypes (e.g. ``("fp32",)``: the one a sweep ran in).
@@ -201,22 +212,37 @@ def measure(device: str = "cpu", quick: bool = False, threads: int = 0, dtypes: 
         try:
             bandwidth, peaks, info = _numpy_measure(sizes, threads)
         except ImportError:
-            raise MissingDependencyError("tracekit calibrate needs torch or numpy: pip install 'tracekit[workloads]'") from None
+            raise MissingDependencyError(
+                "tracekit calibrate needs torch or numpy: pip install 'tracekit[workloads]'"
+            ) from None
     if device == "cpu":
         desc = f"CPU {platform.machine()} {platform.processor() or ''}".strip()
     else:
         desc = str(info.get("device_name", "CUDA device"))
-    info.update({"device": device, "copy_bytes": sizes.copy_bytes, "matmul_n": sizes.matmul_n,
-                 "repeats": sizes.repeats, "quick": quick,
-                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    info.update(
+        {
+            "device": device,
+            "copy_bytes": sizes.copy_bytes,
+            "matmul_n": sizes.matmul_n,
+            "repeats": sizes.repeats,
+            "quick": quick,
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+    )
     info["warnings"] = plausibility(peaks, bandwidth, info)
-    per = f", {info['threads']} thread{'s' if info['threads'] != 1 else ''}" if device == "cpu" and info.get("threads") else ""
+    per = (
+        f", {info['threads']} thread{'s' if info['threads'] != 1 else ''}"
+        if device == "cpu" and info.get("threads")
+        else ""
+    )
     return Hardware(
         name=f"calibrated: {desc}",
         peak_flops_per_s=peaks,
         mem_bandwidth_bytes_per_s=bandwidth,
-        source=(f"tracekit calibrate ({info['backend']}): best of {sizes.repeats} x copy of "
-                f"{sizes.copy_bytes / 2**20:.0f} MiB and {sizes.matmul_n}^3 matmul per dtype{per}"),
+        source=(
+            f"tracekit calibrate ({info['backend']}): best of {sizes.repeats} x copy of "
+            f"{sizes.copy_bytes / 2**20:.0f} MiB and {sizes.matmul_n}^3 matmul per dtype{per}"
+        ),
         key="calibrated",
         device_name=desc,
         matched_by="measured by tracekit calibrate",

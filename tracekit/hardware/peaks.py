@@ -66,11 +66,18 @@ class Hardware:
         """The hardware-file representation (see docs/hardware.md)."""
         base = {k: v for k, v in self.peak_flops_per_s.items() if k not in _ALIASES}
         return {
-            "format": FILE_FORMAT, "name": self.name, "key": self.key,
-            "peak_flops_per_s": base, "mem_bandwidth_bytes_per_s": self.mem_bandwidth_bytes_per_s,
-            "source": self.source, "device_name": self.device_name, "matched_by": self.matched_by,
+            "format": FILE_FORMAT,
+            "name": self.name,
+            "key": self.key,
+            "peak_flops_per_s": base,
+            "mem_bandwidth_bytes_per_s": self.mem_bandwidth_bytes_per_s,
+            "source": self.source,
+            "device_name": self.device_name,
+            "matched_by": self.matched_by,
             "reported_bandwidth_bytes_per_s": self.reported_bandwidth_bytes_per_s,
-            "diagnostic": self.diagnostic, "notes": self.notes, "measured": self.measured,
+            "diagnostic": self.diagnostic,
+            "notes": self.notes,
+            "measured": self.measured,
         }
 
 
@@ -126,7 +133,11 @@ def _match_one(device: dict[str, Any]) -> Hardware | None:
                     return _from_entry(e, device, f"device name {raw!r} matches /{pat}/")
     units, cc = device.get("num_sms"), device.get("compute_capability")
     if units:
-        cands = [e for e in TABLE if e.get("units") == units and (cc is None or e.get("cc") in (None, cc)) and _mem_ok(e, device)]
+        cands = [
+            e
+            for e in TABLE
+            if e.get("units") == units and (cc is None or e.get("cc") in (None, cc)) and _mem_ok(e, device)
+        ]
         if cands:
             e = cands[0]
             why = f"device name {raw!r} is empty or generic; {units} SMs/CUs, compute capability {cc}"

@@ -44,7 +44,11 @@ def tail_summary(acts: pl.DataFrame) -> dict[str, int] | None:
     if tail.height == 0:
         return None
     end = tail["end_ns"].max()
-    return {"count": tail.height, "time_ns": int(tail["dur_ns"].sum() or 0), "end_ns": int(end) if isinstance(end, int) else 0}
+    return {
+        "count": tail.height,
+        "time_ns": int(tail["dur_ns"].sum() or 0),
+        "end_ns": int(end) if isinstance(end, int) else 0,
+    }
 
 
 def infer_region_phases(trace: Trace, labels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -52,8 +56,9 @@ def infer_region_phases(trace: Trace, labels: pl.DataFrame) -> tuple[pl.DataFram
     query length (rule ``inferred from shapes: …``, ``batch`` from the attention shapes where the
     name gave none), and how many regions got one."""
     q = attention_query_lengths(trace.ops)
-    top = labels.filter((pl.col("kind") != "gpu_user_annotation") & (pl.col("kind") != "inferred")
-                        & (pl.col("depth") == 0)).select("region_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
+    top = labels.filter(
+        (pl.col("kind") != "gpu_user_annotation") & (pl.col("kind") != "inferred") & (pl.col("depth") == 0)
+    ).select("region_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
     if q.height == 0 or top.height == 0:
         return labels, 0
     at = q.join(trace.ops.select("op_id", "pid", "tid", pl.col("start_ns").alias("t")), on="op_id")
@@ -62,14 +67,30 @@ def infer_region_phases(trace: Trace, labels: pl.DataFrame) -> tuple[pl.DataFram
     if at.height == 0:
         return labels, 0
     per = at.group_by("_rid").agg(
-        pl.len().alias("_n"), (pl.col("query_len") == 1).sum().alias("_ones"),
-        pl.col("query_len").min().alias("_lo"), pl.col("query_len").max().alias("_hi"),
-        pl.col("batch").max().alias("_bs"))
-    phase = (pl.when(pl.col("_ones") == pl.col("_n")).then(pl.lit(ph.DECODE))
-             .when(pl.col("_ones") == 0).then(pl.lit(ph.PREFILL)).otherwise(pl.lit(ph.MIXED)))
-    rule = (pl.when(pl.col("_ones") == pl.col("_n")).then(pl.format("inferred from shapes: attention query length 1 ({} attention calls)", "_n"))
-            .when(pl.col("_ones") == 0).then(pl.format("inferred from shapes: attention query length {}–{} > 1 ({} attention calls)", "_lo", "_hi", "_n"))
-            .otherwise(pl.format("inferred from shapes: attention query length 1 in {} of {} attention calls", "_ones", "_n")))
+        pl.len().alias("_n"),
+        (pl.col("query_len") == 1).sum().alias("_ones"),
+        pl.col("query_len").min().alias("_lo"),
+        pl.col("query_len").max().alias("_hi"),
+        pl.col("batch").max().alias("_bs"),
+    )
+    phase = (
+        pl.when(pl.col("_ones") == pl.col("_n"))
+        .then(pl.lit(ph.DECODE))
+        .when(pl.col("_ones") == 0)
+        .then(pl.lit(ph.PREFILL))
+        .otherwise(pl.lit(ph.MIXED))
+    )
+    rule = (
+        pl.when(pl.col("_ones") == pl.col("_n"))
+        .then(pl.format("inferred from shapes: attention query length 1 ({} attention calls)", "_n"))
+        .when(pl.col("_ones") == 0)
+        .then(
+            pl.format("inferred from shapes: attention query length {}–{} > 1 ({} attention calls)", "_lo", "_hi", "_n")
+        )
+        .otherwise(
+            pl.format("inferred from shapes: attention query length 1 in {} of {} attention calls", "_ones", "_n")
+        )
+    )
     per = per.with_columns(phase.alias("_ph"), rule.alias("_rule")).rename({"_rid": "region_id"})
     out = labels.join(per.select("region_id", "_ph", "_rule", "_bs"), on="region_id", how="left", maintain_order="left")
     hit = pl.col("_ph").is_not_null()

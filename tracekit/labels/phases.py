@@ -109,10 +109,14 @@ def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     sk = _int(ctx_part.str.extract(r"sk(\d+)", 1)) + _int(gen_part.str.extract(r"sk(\d+)", 1))
     batch = n + m
     phase = (
-        pl.when((n > 0) & (m > 0)).then(pl.lit(MIXED))
-        .when(n > 0).then(pl.lit(PREFILL))
-        .when(m > 0).then(pl.lit(DECODE))
-        .when(n.is_not_null()).then(pl.lit(OTHER))
+        pl.when((n > 0) & (m > 0))
+        .then(pl.lit(MIXED))
+        .when(n > 0)
+        .then(pl.lit(PREFILL))
+        .when(m > 0)
+        .then(pl.lit(DECODE))
+        .when(n.is_not_null())
+        .then(pl.lit(OTHER))
     )
     return {
         "phase": phase,
@@ -149,16 +153,26 @@ def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
     name, how many regions carry it, and a ``--phase-map`` rule that would label it."""
     if labels.height == 0 or "phase_rule" not in labels.columns:
         return []
-    read = pl.col("phase_rule").str.starts_with("SGLang ") | pl.col("phase_rule").str.starts_with("vLLM ") \
-        | pl.col("phase_rule").str.starts_with("--phase-map ") | pl.col("phase_rule").str.starts_with("tk: ")
-    bad = (labels.filter(pl.col("kind") != "gpu_user_annotation")
-           .filter(pl.col("name").str.contains(STEP_LIKE_RE) & ~read)
-           .group_by("name").agg(pl.len().alias("n"), pl.col("start_ns").min()).sort("start_ns"))
+    read = (
+        pl.col("phase_rule").str.starts_with("SGLang ")
+        | pl.col("phase_rule").str.starts_with("vLLM ")
+        | pl.col("phase_rule").str.starts_with("--phase-map ")
+        | pl.col("phase_rule").str.starts_with("tk: ")
+    )
+    bad = (
+        labels.filter(pl.col("kind") != "gpu_user_annotation")
+        .filter(pl.col("name").str.contains(STEP_LIKE_RE) & ~read)
+        .group_by("name")
+        .agg(pl.len().alias("n"), pl.col("start_ns").min())
+        .sort("start_ns")
+    )
     out = []
     for name, n, _ in bad.head(limit).iter_rows():
         stem = re.split(r"[\d(\[]", name, maxsplit=1)[0] if not name.startswith("step[") else name.split(" ")[0]
-        out.append(f'step-like annotation "{name}" ({n} region{"s" if n != 1 else ""}) matched no step rule; label it '
-                   f"with --phase-map '^{re.escape(stem)}=PHASE' (PHASE: prefill, decode, mixed or other)")
+        out.append(
+            f'step-like annotation "{name}" ({n} region{"s" if n != 1 else ""}) matched no step rule; label it '
+            f"with --phase-map '^{re.escape(stem)}=PHASE' (PHASE: prefill, decode, mixed or other)"
+        )
     if bad.height > limit:
         out.append(f"… and {bad.height - limit} more step-like names no rule read")
     return out

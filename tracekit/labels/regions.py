@@ -34,7 +34,9 @@ def label_regions(
     rules = ph.parse_phase_map(phase_map)
     regions = trace.regions
     tree = region_tree(cpu_regions(regions), forward_threads(trace.ops, cpu_regions(regions)))
-    df = regions.join(tree.select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left")
+    df = regions.join(
+        tree.select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left"
+    )
     df = df.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
     df = df.join(_tk_frame(regions["name"]), on="name", how="left")
     name = pl.col("name")
@@ -43,26 +45,45 @@ def label_regions(
     kw = ph.keyword_phase(name)
     own = pl.coalesce(up, pl.col("_tk_phase"), sg["phase"], vl["phase"], kw)
     rule = (
-        pl.when(up.is_not_null()).then(urule)
-        .when(pl.col("_tk_phase").is_not_null()).then(pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1))
-        .when(sg["phase"].is_not_null()).then(pl.lit("SGLang ") + name.str.extract(r"^(step\[\w+)", 1) + pl.lit(" …]"))
-        .when(vl["phase"].is_not_null()).then(
-            pl.format("vLLM execute_…: {} context, {} generation requests", name.str.extract(ph.VLLM_RE, 2), vl["decode_seqs"]))
-        .when(kw.is_not_null()).then(pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit("prefill\" and \"decode")).otherwise(kw)))
+        pl.when(up.is_not_null())
+        .then(urule)
+        .when(pl.col("_tk_phase").is_not_null())
+        .then(pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1))
+        .when(sg["phase"].is_not_null())
+        .then(pl.lit("SGLang ") + name.str.extract(r"^(step\[\w+)", 1) + pl.lit(" …]"))
+        .when(vl["phase"].is_not_null())
+        .then(
+            pl.format(
+                "vLLM execute_…: {} context, {} generation requests", name.str.extract(ph.VLLM_RE, 2), vl["decode_seqs"]
+            )
+        )
+        .when(kw.is_not_null())
+        .then(
+            pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw))
+        )
     )
     df = df.with_columns(
-        own.alias("_own"), rule.alias("_rule"),
+        own.alias("_own"),
+        rule.alias("_rule"),
         pl.coalesce("_tk_batch", sg["batch"], vl["batch"]).alias("batch"),
         pl.coalesce("_tk_tokens", sg["tokens"], vl["tokens"]).alias("tokens"),
         pl.coalesce("_tk_ctx", vl["ctx"]).alias("ctx"),
-        pl.coalesce("_tk_prefill_tokens", pl.when(sg["phase"] == ph.PREFILL).then(sg["tokens"]), vl["prefill_tokens"]).alias("prefill_tokens"),
-        pl.coalesce("_tk_decode_seqs", pl.when(sg["phase"] == ph.DECODE).then(sg["batch"]), vl["decode_seqs"]).alias("decode_seqs"),
+        pl.coalesce(
+            "_tk_prefill_tokens", pl.when(sg["phase"] == ph.PREFILL).then(sg["tokens"]), vl["prefill_tokens"]
+        ).alias("prefill_tokens"),
+        pl.coalesce("_tk_decode_seqs", pl.when(sg["phase"] == ph.DECODE).then(sg["batch"]), vl["decode_seqs"]).alias(
+            "decode_seqs"
+        ),
         pl.col("_tk_prompt_tokens").alias("prompt_tokens"),
         pl.coalesce("_tk_kv_tokens", vl["kv_tokens"]).alias("kv_tokens"),
-        pl.when(pl.col("_tk_phase").is_not_null() | pl.col("_tk_any")).then(pl.lit("tk"))
-        .when(sg["phase"].is_not_null()).then(pl.lit("sglang step"))
-        .when(vl["phase"].is_not_null()).then(pl.lit("vllm execute"))
-        .otherwise(name.str.replace(ph.PROFILER_STEP_RE, "#")).alias("_family"),
+        pl.when(pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"))
+        .then(pl.lit("tk"))
+        .when(sg["phase"].is_not_null())
+        .then(pl.lit("sglang step"))
+        .when(vl["phase"].is_not_null())
+        .then(pl.lit("vllm execute"))
+        .otherwise(name.str.replace(ph.PROFILER_STEP_RE, "#"))
+        .alias("_family"),
         pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
     )
     df = _inherit(df)
@@ -86,13 +107,22 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
         if parsed is None:
             continue
         phase = parsed.pop("phase")
-        row: dict[str, object] = {"name": n, "_tk_phase": phase if phase in ph.PHASES else None, "_tk_any": True,
-                                  "_tk_attrs": json.dumps(parsed, sort_keys=True)}
+        row: dict[str, object] = {
+            "name": n,
+            "_tk_phase": phase if phase in ph.PHASES else None,
+            "_tk_any": True,
+            "_tk_attrs": json.dumps(parsed, sort_keys=True),
+        }
         for key in _TK_KEYS:
             v = parsed.get(key)
             row[f"_tk_{key}"] = int(v) if v is not None and v.lstrip("-").isdigit() else None
         rows.append(row)
-    schema: dict[str, pl.DataType] = {"name": pl.String(), "_tk_phase": pl.String(), "_tk_any": pl.Boolean(), "_tk_attrs": pl.String()}
+    schema: dict[str, pl.DataType] = {
+        "name": pl.String(),
+        "_tk_phase": pl.String(),
+        "_tk_any": pl.Boolean(),
+        "_tk_attrs": pl.String(),
+    }
     schema.update({f"_tk_{k}": pl.Int64() for k in _TK_KEYS})
     return pl.DataFrame(rows, schema=schema).with_columns(pl.col("_tk_any").fill_null(False))
 
@@ -100,21 +130,29 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
 def _inherit(df: pl.DataFrame) -> pl.DataFrame:
     """Phase from the nearest ancestor that has one of its own (one nesting level per pass)."""
     df = df.with_columns(
-        pl.col("_own").alias("phase"), pl.col("_rule").alias("phase_rule"),
+        pl.col("_own").alias("phase"),
+        pl.col("_rule").alias("phase_rule"),
         pl.when(pl.col("_own").is_not_null()).then(pl.col("name")).alias("_src"),
     )
     for _ in range(df.height):
-        par = df.select(pl.col("region_id").alias("effective_parent_id"), pl.col("phase").alias("_pp"), pl.col("_src").alias("_ps"))
-        nxt = df.join(par, on="effective_parent_id", how="left").with_columns(
-            pl.coalesce("phase", "_pp").alias("phase"), pl.coalesce("_src", "_ps").alias("_src")
-        ).drop("_pp", "_ps")
+        par = df.select(
+            pl.col("region_id").alias("effective_parent_id"), pl.col("phase").alias("_pp"), pl.col("_src").alias("_ps")
+        )
+        nxt = (
+            df.join(par, on="effective_parent_id", how="left")
+            .with_columns(pl.coalesce("phase", "_pp").alias("phase"), pl.coalesce("_src", "_ps").alias("_src"))
+            .drop("_pp", "_ps")
+        )
         if nxt["phase"].null_count() == df["phase"].null_count():
             break
         df = nxt
     return df.with_columns(
-        pl.when(pl.col("phase_rule").is_not_null()).then(pl.col("phase_rule"))
-        .when(pl.col("phase").is_not_null()).then(pl.format('inherited from "{}"', pl.col("_src")))
-        .otherwise(pl.lit("no phase rule matched")).alias("phase_rule"),
+        pl.when(pl.col("phase_rule").is_not_null())
+        .then(pl.col("phase_rule"))
+        .when(pl.col("phase").is_not_null())
+        .then(pl.format('inherited from "{}"', pl.col("_src")))
+        .otherwise(pl.lit("no phase rule matched"))
+        .alias("phase_rule"),
         pl.col("phase").fill_null(ph.OTHER),
     )
 
@@ -138,7 +176,9 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     q_idx = 3 if use_sdpa else 2
     dims = pl.col("input_dims")
     return att.select(
-        "op_id", "name", _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
+        "op_id",
+        "name",
+        _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
         _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
     ).drop_nulls("query_len")
 
@@ -150,9 +190,16 @@ def infer_phase_from_shapes(trace: Trace) -> pl.DataFrame:
     so). Columns: name, kind, start_ns, end_ns, phase, phase_rule, step, attention_ops,
     query_len_min, query_len_max."""
     q = attention_query_lengths(trace.ops)
-    spans = [t.select(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
-             for t in (trace.ops, trace.kernels) if t.height]
-    span = pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()) if spans else pl.DataFrame({"s": [None], "e": [None]})
+    spans = [
+        t.select(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+        for t in (trace.ops, trace.kernels)
+        if t.height
+    ]
+    span = (
+        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max())
+        if spans
+        else pl.DataFrame({"s": [None], "e": [None]})
+    )
     n, ones = q.height, int((q["query_len"] == 1).sum()) if q.height else 0
     if n == 0:
         phase, rule = ph.OTHER, "no attention op with Input Dims: phase not inferred from shapes"
@@ -160,13 +207,32 @@ def infer_phase_from_shapes(trace: Trace) -> pl.DataFrame:
         phase, rule = ph.DECODE, f"inferred from shapes: attention query length 1 ({n} attention calls)"
     elif ones == 0:
         lo, hi = q["query_len"].min(), q["query_len"].max()
-        phase, rule = ph.PREFILL, f"inferred from shapes: attention query length {lo!s}–{hi!s} > 1 ({n} attention calls)"
+        phase, rule = (
+            ph.PREFILL,
+            f"inferred from shapes: attention query length {lo!s}–{hi!s} > 1 ({n} attention calls)",
+        )
     else:
         phase, rule = ph.MIXED, f"inferred from shapes: attention query length 1 in {ones} of {n} attention calls"
-    return pl.DataFrame({
-        "region_id": [-1], "name": ["<whole trace>"], "kind": ["inferred"],
-        "start_ns": span["s"].to_list(), "end_ns": span["e"].to_list(),
-        "phase": [phase], "phase_rule": [rule], "step": [None], "attention_ops": [n],
-        "query_len_min": [q["query_len"].min() if n else None], "query_len_max": [q["query_len"].max() if n else None],
-    }, schema_overrides={"step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                         "query_len_min": pl.Int64, "query_len_max": pl.Int64, "attention_ops": pl.Int64})
+    return pl.DataFrame(
+        {
+            "region_id": [-1],
+            "name": ["<whole trace>"],
+            "kind": ["inferred"],
+            "start_ns": span["s"].to_list(),
+            "end_ns": span["e"].to_list(),
+            "phase": [phase],
+            "phase_rule": [rule],
+            "step": [None],
+            "attention_ops": [n],
+            "query_len_min": [q["query_len"].min() if n else None],
+            "query_len_max": [q["query_len"].max() if n else None],
+        },
+        schema_overrides={
+            "step": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "query_len_min": pl.Int64,
+            "query_len_max": pl.Int64,
+            "attention_ops": pl.Int64,
+        },
+    )

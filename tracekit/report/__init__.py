@@ -33,8 +33,20 @@ if TYPE_CHECKING:
 
 PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 
-__all__ = ["ReportData", "MissingPlotData", "PLOTS", "short_name", "report_data", "verdicts", "to_markdown", "to_html", "draw",
-           "to_png", "read_sweep", "device_peaks"]
+__all__ = [
+    "ReportData",
+    "MissingPlotData",
+    "PLOTS",
+    "short_name",
+    "report_data",
+    "verdicts",
+    "to_markdown",
+    "to_html",
+    "draw",
+    "to_png",
+    "read_sweep",
+    "device_peaks",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -81,8 +93,9 @@ def to_html(data: ReportData, plots: bool = True, max_regions: int | None = None
     return render(data, figures.draw_all(data) if plots else None, max_regions)
 
 
-def draw(kind: str, data: ReportData | None, sweep: "pl.DataFrame | None" = None,
-         device: Mapping[str, Any] | None = None) -> "Figure":
+def draw(
+    kind: str, data: ReportData | None, sweep: "pl.DataFrame | None" = None, device: Mapping[str, Any] | None = None
+) -> "Figure":
     """One plot of :data:`PLOTS`. ``sweep``: a sweep table (:func:`read_sweep`) for ``"sweep"``,
     drawn against ``device`` (:func:`device_peaks`) or the report's device; ``data`` may then be
     None. Raises MissingPlotData saying what is missing."""
@@ -115,7 +128,12 @@ def device_peaks(hw: Any, dtype: str | None = None) -> dict[str, Any]:
     """A :class:`~tracekit.hardware.peaks.Hardware` (a table entry or ``tracekit calibrate``'s
     measurement) as the device mapping plots read; ``dtype`` keeps only that dtype's roof."""
     peaks = {k: v for k, v in dict(hw.peak_flops_per_s).items() if dtype is None or k == dtype}
-    out = {"name": hw.name, "hardware": hw.name, "peak_flops_per_s": peaks, "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s}
+    out = {
+        "name": hw.name,
+        "hardware": hw.name,
+        "peak_flops_per_s": peaks,
+        "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
+    }
     if dtype is not None:
         out["dtype"] = dtype
     return out

@@ -18,9 +18,22 @@ import polars as pl
 from tracekit.report.model import ReportData
 
 METRICS = (
-    "span_ns", "busy_ns", "busy_ratio", "idle_ns", "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
-    "flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_peak_flops",
-    "frac_peak_bytes", "coverage",
+    "span_ns",
+    "busy_ns",
+    "busy_ratio",
+    "idle_ns",
+    "gap_count",
+    "gap_total_ns",
+    "gap_max_ns",
+    "kernel_count",
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "frac_peak_flops",
+    "frac_peak_bytes",
+    "coverage",
 )
 LAT_PREFIXES = ("ttft_", "tpot_", "itl_", "step_")
 REGION_METRICS = ("count", "span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes", "span_p50_ns")
@@ -50,19 +63,28 @@ class Diff:
     def to_json(self) -> dict[str, Any]:
         from tracekit.report.json import clean
 
-        return clean({
-            "a": self.a_label, "b": self.b_label, "diagnostic_a": self.diagnostic_a, "diagnostic_b": self.diagnostic_b,
-            "phases": self.phases.to_dicts(), "verdicts": self.verdicts.to_dicts(),
-            "regions": self.regions.to_dicts(), "kernels": self.kernels.to_dicts(), "ops": self.ops.to_dicts(),
-        })
+        return clean(
+            {
+                "a": self.a_label,
+                "b": self.b_label,
+                "diagnostic_a": self.diagnostic_a,
+                "diagnostic_b": self.diagnostic_b,
+                "phases": self.phases.to_dicts(),
+                "verdicts": self.verdicts.to_dicts(),
+                "regions": self.regions.to_dicts(),
+                "kernels": self.kernels.to_dicts(),
+                "ops": self.ops.to_dicts(),
+            }
+        )
 
 
 def _long(df: pl.DataFrame, key: str, metrics: list[str]) -> pl.DataFrame:
     cols = [m for m in metrics if m in df.columns]
     if df.height == 0 or not cols:
         return pl.DataFrame(schema={key: pl.String, "metric": pl.String, "value": pl.Float64})
-    return (df.select(pl.col(key).cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in cols])
-            .unpivot(index=key, variable_name="metric", value_name="value"))
+    return df.select(pl.col(key).cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in cols]).unpivot(
+        index=key, variable_name="metric", value_name="value"
+    )
 
 
 def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> pl.DataFrame:
@@ -96,7 +118,9 @@ def _with_whole(d: ReportData) -> pl.DataFrame:
     if ph.height == 0 or "phase" not in ph.columns:
         return whole
     num = [c for c in ph.columns if c != "phase" and ph.schema[c].is_numeric()]
-    return pl.concat([whole, ph.select(pl.col("phase").cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in num])], how="diagonal")
+    return pl.concat(
+        [whole, ph.select(pl.col("phase").cast(pl.String), *[pl.col(c).cast(pl.Float64) for c in num])], how="diagonal"
+    )
 
 
 def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
@@ -107,6 +131,7 @@ def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
 
 def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     """Per phase (and the whole trace): verdict before and after, and whether it changed."""
+
     def side(d: ReportData) -> pl.DataFrame:
         rows = [{"phase": "whole trace", "bound": d.whole.get("bound"), "reason": d.whole.get("reason")}]
         if d.phases.height and "phase" in d.phases.columns:
@@ -116,9 +141,12 @@ def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
 
     j = side(a).join(side(b), on="phase", how="full", coalesce=True, suffix="_b")
     return j.select(
-        "phase", pl.col("bound").alias("bound_a"), pl.col("bound_b"),
+        "phase",
+        pl.col("bound").alias("bound_a"),
+        pl.col("bound_b"),
         (pl.col("bound").fill_null("–") != pl.col("bound_b").fill_null("–")).alias("changed"),
-        pl.col("reason").alias("reason_a"), pl.col("reason_b"),
+        pl.col("reason").alias("reason_a"),
+        pl.col("reason_b"),
     )
 
 
@@ -147,8 +175,9 @@ def name_totals(df: pl.DataFrame, name: str = "name", time: str = "dur_ns") -> p
     if df.height == 0:
         return pl.DataFrame(schema={"name": pl.String, "count": pl.Int64, "time_ns": pl.Int64})
     t = pl.col(time) if time in df.columns else (pl.col("end_ns") - pl.col("start_ns"))
-    return (df.group_by(pl.col(name).cast(pl.String).alias("name"))
-            .agg(pl.len().cast(pl.Int64).alias("count"), t.sum().cast(pl.Int64).alias("time_ns")))
+    return df.group_by(pl.col(name).cast(pl.String).alias("name")).agg(
+        pl.len().cast(pl.Int64).alias("count"), t.sum().cast(pl.Int64).alias("time_ns")
+    )
 
 
 def moved(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
@@ -157,11 +186,18 @@ def moved(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
     return (
         j.select(
             "name",
-            pl.col("count").fill_null(0).alias("count_a"), pl.col("count_b").fill_null(0),
-            pl.col("time_ns").fill_null(0).alias("time_a_ns"), pl.col("time_ns_b").fill_null(0).alias("time_b_ns"),
+            pl.col("count").fill_null(0).alias("count_a"),
+            pl.col("count_b").fill_null(0),
+            pl.col("time_ns").fill_null(0).alias("time_a_ns"),
+            pl.col("time_ns_b").fill_null(0).alias("time_b_ns"),
         )
         .with_columns((pl.col("time_b_ns") - pl.col("time_a_ns")).alias("delta_ns"))
-        .with_columns(pl.when(pl.col("time_a_ns") > 0).then(pl.col("time_b_ns") / pl.col("time_a_ns") - 1).otherwise(None).alias("change"))
+        .with_columns(
+            pl.when(pl.col("time_a_ns") > 0)
+            .then(pl.col("time_b_ns") / pl.col("time_a_ns") - 1)
+            .otherwise(None)
+            .alias("change")
+        )
         .sort([pl.col("delta_ns").abs(), "name"], descending=[True, False])
         .head(n)
     )
@@ -173,7 +209,9 @@ def top_totals(top: pl.DataFrame) -> pl.DataFrame:
         return name_totals(pl.DataFrame())
     t = top.filter(pl.col("scope_kind") == "trace")
     tcol = "device_time_ns" if "device_time_ns" in t.columns else "time_ns"
-    return t.select(pl.col("name").cast(pl.String), pl.col("count").cast(pl.Int64), pl.col(tcol).cast(pl.Int64).alias("time_ns"))
+    return t.select(
+        pl.col("name").cast(pl.String), pl.col("count").cast(pl.Int64), pl.col(tcol).cast(pl.Int64).alias("time_ns")
+    )
 
 
 def diff(
@@ -188,7 +226,13 @@ def diff(
     ka, kb = kernels if kernels is not None else (top_totals(a.top_kernels_all), top_totals(b.top_kernels_all))
     oa, ob = ops if ops is not None else (top_totals(a.top_ops_all), top_totals(b.top_ops_all))
     return Diff(
-        a_label=labels[0], b_label=labels[1],
-        phases=phase_diff(a, b), verdicts=verdict_diff(a, b), regions=region_diff(a, b),
-        kernels=moved(ka, kb), ops=moved(oa, ob), diagnostic_a=a.diagnostic, diagnostic_b=b.diagnostic,
+        a_label=labels[0],
+        b_label=labels[1],
+        phases=phase_diff(a, b),
+        verdicts=verdict_diff(a, b),
+        regions=region_diff(a, b),
+        kernels=moved(ka, kb),
+        ops=moved(oa, ob),
+        diagnostic_a=a.diagnostic,
+        diagnostic_b=b.diagnostic,
     )

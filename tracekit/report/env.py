@@ -18,7 +18,10 @@ from tracekit.conventions import find_sidecar, read_regular_text
 
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
 # key names that may hold secrets or identify people (hf_token, api_key, env, host, user): never printed
-_SECRETISH = re.compile(r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username|dsn)$", re.I)
+_SECRETISH = re.compile(
+    r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username|dsn)$",
+    re.I,
+)
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:

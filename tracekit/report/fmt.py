@@ -153,9 +153,37 @@ def slo(objectives: Mapping[str, Any] | None) -> str:
     return ", ".join(parts) or DASH
 
 
-_COUNT_SUFFIXES = ("count", "_n", "steps", "tokens", "requests", "events", "kernels", "launches", "ops", "regions",
-                   "activities", "calls", "rows", "repeats", "reps", "threads", "batch", "ctx", "step", "rank",
-                   "world_size", "num_sms", "layers", "heads", "seqs", "excluded", "analyzed", "dropped", "kept")
+_COUNT_SUFFIXES = (
+    "count",
+    "_n",
+    "steps",
+    "tokens",
+    "requests",
+    "events",
+    "kernels",
+    "launches",
+    "ops",
+    "regions",
+    "activities",
+    "calls",
+    "rows",
+    "repeats",
+    "reps",
+    "threads",
+    "batch",
+    "ctx",
+    "step",
+    "rank",
+    "world_size",
+    "num_sms",
+    "layers",
+    "heads",
+    "seqs",
+    "excluded",
+    "analyzed",
+    "dropped",
+    "kept",
+)
 _FLAG_RE = re.compile(r"(^|[._])(with|record|is|has|use|profile)_[a-z_]+$|(^|[._])(conserved|quick|knee|fallback)$")
 _SHARES = ("coverage", "busy_fraction", "peak_fraction", "share", "busy_ratio", "rel_throughput")
 
@@ -212,8 +240,14 @@ def value(col: str, v: Any) -> str:
 
 def label(col: str) -> str:
     """Column name → a short header ("achieved_flops_per_s" → "achieved FLOP/s")."""
-    named = {"frac_peak_flops": "of peak FLOP/s", "frac_peak_bytes": "of peak B/s", "busy_ratio": "busy %",
-             "bound": "verdict", "device_time_ns": "device time", "busy_fraction": "busy %"}
+    named = {
+        "frac_peak_flops": "of peak FLOP/s",
+        "frac_peak_bytes": "of peak B/s",
+        "busy_ratio": "busy %",
+        "bound": "verdict",
+        "device_time_ns": "device time",
+        "busy_fraction": "busy %",
+    }
     if col in named:
         return named[col]
     c = col.replace(".", " ").replace("_per_s", "/s").replace("_ns", "").replace("_ms", "")

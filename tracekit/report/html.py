@@ -63,14 +63,19 @@ def _table(t: Table, tid: str = "", max_rows: int | None = None) -> str:
     attr = f' id="{esc(tid)}"' if tid else ""
     head = "".join(f"<th>{esc(h)}</th>" for h in t.headers)
     n = len(t.rows) if max_rows is None or not t.cappable else min(max_rows, len(t.rows))
-    body = "".join("<tr>" + "".join(_cell(t, i, r, c) for i, c in enumerate(row)) + "</tr>" for r, row in enumerate(t.rows[:n]))
+    body = "".join(
+        "<tr>" + "".join(_cell(t, i, r, c) for i, c in enumerate(row)) + "</tr>" for r, row in enumerate(t.rows[:n])
+    )
     html = f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     if n < len(t.rows):
         left = len(t.rows) - n
         empty = min(t.zero_rows, left)
-        html += (f'<p class="leftout">Showing the {fmt.count(n, "region")} with the most device time; {fmt.count(left)} '
-                 f'of {fmt.count(len(t.rows))} left out' + (f" ({'all' if empty == left else fmt.count(empty)} of them with no device work)" if empty else "")
-                 + ". <code>tracekit report TRACE --format html --regions all</code> (or <code>--format json</code>) has every region.</p>")
+        html += (
+            f'<p class="leftout">Showing the {fmt.count(n, "region")} with the most device time; {fmt.count(left)} '
+            f"of {fmt.count(len(t.rows))} left out"
+            + (f" ({'all' if empty == left else fmt.count(empty)} of them with no device work)" if empty else "")
+            + ". <code>tracekit report TRACE --format html --regions all</code> (or <code>--format json</code>) has every region.</p>"
+        )
     if t.collapsed and n == len(t.rows):
         cap = f"{t.caption} ({fmt.count(len(t.rows), 'row')})" if t.caption else fmt.count(len(t.rows), "row")
         return f"<details><summary>{esc(cap)}</summary>{html}</details>"
@@ -93,8 +98,10 @@ def _plot(f: Plot) -> str:
     if f.figure is None:
         return f'<p class="note">{esc(f.title)}: not drawn — {esc(f.missing)}</p>'
     b64 = base64.b64encode(plotmod.to_bytes(f.figure, "png")).decode("ascii")
-    return (f'<figure id="plot-{esc(f.kind)}"><img alt="{esc(f.title)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{esc(f.title)}</figcaption></figure>")
+    return (
+        f'<figure id="plot-{esc(f.kind)}"><img alt="{esc(f.title)}" src="data:image/png;base64,{b64}">'
+        f"<figcaption>{esc(f.title)}</figcaption></figure>"
+    )
 
 
 def render(data: ReportData, figures: list[Plot] | None = None, max_regions: int | None = None) -> str:
@@ -106,7 +113,7 @@ def render(data: ReportData, figures: list[Plot] | None = None, max_regions: int
     if figures:
         body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(_plot(f) for f in figures) + "</section>")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>tracekit report: {esc(data.title)}</title><style>{CSS}</style></head>\n<body>\n"

@@ -45,8 +45,9 @@ def region_labels(trace_regions: pl.DataFrame, result_regions: pl.DataFrame) -> 
     return result_regions.select("region_id", *cols).join(ident, on="region_id", how="inner")
 
 
-def label_bytes(data: bytes, trace: Trace, labels: pl.DataFrame, diagnostic: str | None,
-                path: str = "trace") -> tuple[bytes, LabelStats]:
+def label_bytes(
+    data: bytes, trace: Trace, labels: pl.DataFrame, diagnostic: str | None, path: str = "trace"
+) -> tuple[bytes, LabelStats]:
     """``data`` (the trace file's uncompressed bytes) with the labels of ``labels`` (see
     :func:`region_labels`) patched in."""
     extra = {"tk_diagnostic": diagnostic} if diagnostic else {}
@@ -57,8 +58,10 @@ def label_bytes(data: bytes, trace: Trace, labels: pl.DataFrame, diagnostic: str
     tracks = _tracks(labels, base, _free_pid(trace), diagnostic)
     p = writer.patch(data, args, tracks, path=path)
     unmatched = labels.height - p.patched
-    p.add_top_key("tracekit_label", {"version": 1, "regions_labelled": p.patched, "regions_unmatched": unmatched,
-                                     "diagnostic": diagnostic})
+    p.add_top_key(
+        "tracekit_label",
+        {"version": 1, "regions_labelled": p.patched, "regions_unmatched": unmatched, "diagnostic": diagnostic},
+    )
     return p.apply(), LabelStats(p.patched, unmatched, sum(1 for e in tracks if e["ph"] == "X"))
 
 
@@ -76,8 +79,10 @@ def _tracks(lab: pl.DataFrame, base: int, pid: int, diagnostic: str | None) -> l
     if lab.height == 0 or "phase" not in lab.columns:
         return []
     title = "tracekit phases" + (f" ({diagnostic})" if diagnostic else "")
-    new: list[dict[str, Any]] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": title}},
-                                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": -1}}]
+    new: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": title}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": -1}},
+    ]
     spans = lab.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null()).sort("start_ns")
     lane_end: dict[tuple[str, int], int] = {}
     named: set[int] = set()
@@ -96,7 +101,16 @@ def _tracks(lab: pl.DataFrame, base: int, pid: int, diagnostic: str | None) -> l
         args["region"] = r["name"]
         if diagnostic:
             args["diagnostic"] = diagnostic
-        new.append({"ph": "X", "cat": CATEGORY, "name": f"{phase}: {r.get('bound') or 'unknown'}", "pid": pid, "tid": tid,
-                    "ts": writer.us_text(r["start_ns"] - base), "dur": writer.us_text(r["end_ns"] - r["start_ns"]),
-                    "args": args})
+        new.append(
+            {
+                "ph": "X",
+                "cat": CATEGORY,
+                "name": f"{phase}: {r.get('bound') or 'unknown'}",
+                "pid": pid,
+                "tid": tid,
+                "ts": writer.us_text(r["start_ns"] - base),
+                "dur": writer.us_text(r["end_ns"] - r["start_ns"]),
+                "args": args,
+            }
+        )
     return new

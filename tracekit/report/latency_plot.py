@@ -65,6 +65,7 @@ def sweep_diagnostic(path: str | Path) -> str | None:
 
 def per_rate(table: pl.DataFrame, slo: Mapping[str, Any] | None = None) -> pl.DataFrame:
     """One row per rate: output tokens/s, TTFT/TPOT p50/p90/p99, requests/s served, goodput."""
+
     def q(c: str, p: float) -> pl.Expr:
         return pl.col(c).drop_nulls().quantile(p, interpolation="linear").alias(f"{c[:-3]}_p{int(p * 100)}")
 
@@ -73,20 +74,31 @@ def per_rate(table: pl.DataFrame, slo: Mapping[str, Any] | None = None) -> pl.Da
         lim = (slo or {}).get(key)
         if lim is not None and key in table.columns:
             ok = ok & (pl.col(key).is_null() | (pl.col(key) <= lim))
-    return (table.with_columns(ok.alias("_good")).group_by("rate_req_per_s").agg(
-        pl.col("output_tokens_per_s").first(), pl.len().alias("requests"), pl.col("duration_s").first(),
-        *[q(c, p) for c in ("ttft_ms", "tpot_ms") for p in (0.5, 0.9, 0.99)],
-        pl.col("_good").sum().alias("good"),
-    ).with_columns((pl.col("requests") / pl.col("duration_s")).alias("served_req_per_s"),
-                   (pl.col("good") / pl.col("duration_s")).alias("goodput_req_per_s"))
-        .sort("rate_req_per_s"))
+    return (
+        table.with_columns(ok.alias("_good"))
+        .group_by("rate_req_per_s")
+        .agg(
+            pl.col("output_tokens_per_s").first(),
+            pl.len().alias("requests"),
+            pl.col("duration_s").first(),
+            *[q(c, p) for c in ("ttft_ms", "tpot_ms") for p in (0.5, 0.9, 0.99)],
+            pl.col("_good").sum().alias("good"),
+        )
+        .with_columns(
+            (pl.col("requests") / pl.col("duration_s")).alias("served_req_per_s"),
+            (pl.col("good") / pl.col("duration_s")).alias("goodput_req_per_s"),
+        )
+        .sort("rate_req_per_s")
+    )
 
 
-def latency_throughput(table: pl.DataFrame, slo: Mapping[str, Any] | None = None,
-                       diagnostic: str | None = None) -> "Figure":
+def latency_throughput(
+    table: pl.DataFrame, slo: Mapping[str, Any] | None = None, diagnostic: str | None = None
+) -> "Figure":
     if table.height == 0 or not is_serve_sweep(table):
-        raise MissingPlotData(f"latency-throughput: the table needs columns {', '.join(NEEDED)} "
-                              "(tracekit run serve --rate-sweep)")
+        raise MissingPlotData(
+            f"latency-throughput: the table needs columns {', '.join(NEEDED)} (tracekit run serve --rate-sweep)"
+        )
     d = per_rate(table, slo)
     has_slo = any((slo or {}).get(k) is not None for k in ("ttft_ms", "tpot_ms", "e2el_ms"))
     fig = _figure(12.0, 4.6)

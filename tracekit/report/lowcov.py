@@ -6,8 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-MEASURED = ("flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_peak_flops",
-            "frac_peak_bytes")
+MEASURED = (
+    "flops",
+    "bytes",
+    "intensity",
+    "achieved_flops_per_s",
+    "achieved_bytes_per_s",
+    "frac_peak_flops",
+    "frac_peak_bytes",
+)
 DEFAULT_MIN_COVERAGE = 0.5
 
 

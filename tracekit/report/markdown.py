@@ -36,7 +36,9 @@ def _table_lines(t: Table, rows: list[list[str]] | None = None) -> list[str]:
     body = t.rows if rows is None else rows
     lines = [_row(t.headers), "|" + "---|" * len(t.headers)] + [_row(r) for r in body]
     if t.collapsed:
-        summary = md_escape(f"{t.caption} ({fmt.count(len(body), 'row')})" if t.caption else fmt.count(len(body), "row"))
+        summary = md_escape(
+            f"{t.caption} ({fmt.count(len(body), 'row')})" if t.caption else fmt.count(len(body), "row")
+        )
         return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"]
     return ([f"**{md_escape(t.caption)}**", ""] if t.caption else []) + lines
 
@@ -50,9 +52,11 @@ def _left_out(t: Table, shown: int) -> str:
     left = len(t.rows) - shown
     empty = min(t.zero_rows, left)
     why = f" ({'all' if empty == left else fmt.count(empty)} of them with no device work)" if empty else ""
-    return (f"Showing the {fmt.count(shown, 'region')} with the most device time; {fmt.count(left)} of "
-            f"{fmt.count(len(t.rows))} left out{why} to keep this report under {fmt.count(MAX_CHARS)} characters. "
-            f"{HOW_TO_GET_ALL}.")
+    return (
+        f"Showing the {fmt.count(shown, 'region')} with the most device time; {fmt.count(left)} of "
+        f"{fmt.count(len(t.rows))} left out{why} to keep this report under {fmt.count(MAX_CHARS)} characters. "
+        f"{HOW_TO_GET_ALL}."
+    )
 
 
 def _section_lines(s: Section, cap_rows: dict[int, int]) -> list[str]:
@@ -120,7 +124,9 @@ def _plot_lines(figures: list[Plot], plot_dir: Path | None, plot_prefix: str) ->
             plotmod.save(f.figure, plot_dir / f"{f.kind}.png")
             lines += ["", f"![{md_escape(f.title)}]({plot_prefix}{f.kind}.png)", ""]
         else:
-            lines += [f"- {md_escape(f.title)}: drawn but not embedded (write the report with --out to get the PNG files)"]
+            lines += [
+                f"- {md_escape(f.title)}: drawn but not embedded (write the report with --out to get the PNG files)"
+            ]
     lines.append("")
     return lines
 
@@ -129,8 +135,14 @@ def _size(lines: list[str]) -> int:
     return sum(len(x) + 1 for x in lines)
 
 
-def render(data: ReportData, figures: list[Plot] | None = None, plot_dir: Path | None = None, plot_prefix: str = "",
-           max_regions: int | None = None, max_chars: int = MAX_CHARS) -> str:
+def render(
+    data: ReportData,
+    figures: list[Plot] | None = None,
+    plot_dir: Path | None = None,
+    plot_prefix: str = "",
+    max_regions: int | None = None,
+    max_chars: int = MAX_CHARS,
+) -> str:
     """The Markdown text. Drawn plots are written as PNG into ``plot_dir`` and linked as
     ``plot_prefix + <kind>.png``; without ``plot_dir`` the report says where plots would be.
 
@@ -148,7 +160,9 @@ def render(data: ReportData, figures: list[Plot] | None = None, plot_dir: Path |
         cap = {id(t): 0 for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
     fixed = _size(title) + _size(plots) + _size([x for s in sections for x in _section_lines(s, cap)])
-    names = _full_name_lines(_full_names(sections, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62)
+    names = _full_name_lines(
+        _full_names(sections, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62
+    )
     if sized:
         room = max_chars - fixed - _size(names) - 600  # 600: the left-out line and a names summary
         for t in cappable:

@@ -178,7 +178,9 @@ def from_json(
         unattributed = records_frame(un)
     if regions.height == 0:
         missing.append("no regions: the trace has no annotations the analysis could use")
-    if phases.height == 0 and not any(str(w).startswith("no phase") for w in ((d.get("totals") or {}).get("warnings") or [])):
+    if phases.height == 0 and not any(
+        str(w).startswith("no phase") for w in ((d.get("totals") or {}).get("warnings") or [])
+    ):
         missing.append("no phases found")
     dev_raw = d.get("device")
     dev: Mapping[str, Any] = dev_raw if isinstance(dev_raw, Mapping) else {}
@@ -232,7 +234,9 @@ def _order_phases(df: pl.DataFrame) -> pl.DataFrame:
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}
     keys = ["_o", "rank"] if "rank" in df.columns else ["_o"]
     return (
-        df.with_columns(pl.col("phase").cast(pl.String).replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("_o"))
+        df.with_columns(
+            pl.col("phase").cast(pl.String).replace_strict(rank, default=len(rank), return_dtype=pl.Int64).alias("_o")
+        )
         .sort(keys, maintain_order=True)
         .drop("_o")
     )

@@ -26,8 +26,16 @@ WIDTH = 60
 _GENERIC = re.compile(r"^(Kernel\d*|kernel\d*|device_kernel|global_kernel)$")
 _CAST = re.compile(r"^\((?:unsigned |signed )?[A-Za-z_][\w ]*\)\s*")
 # template arguments that only say how memory is walked; they tell no two kernels apart
-_NOISE = {"array", "Array", "TrivialOffsetCalculator", "OffsetCalculator", "LoadWithoutCast", "StoreWithoutCast",
-          "LoadWithCast", "StoreWithCast"}
+_NOISE = {
+    "array",
+    "Array",
+    "TrivialOffsetCalculator",
+    "OffsetCalculator",
+    "LoadWithoutCast",
+    "StoreWithoutCast",
+    "LoadWithCast",
+    "StoreWithCast",
+}
 _ANON = re.compile(r"\((?:anonymous namespace)\)::|<unnamed>::|\{anonymous\}::")
 
 

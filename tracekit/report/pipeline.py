@@ -106,5 +106,8 @@ def with_spread(table: pl.DataFrame, folder: Path) -> pl.DataFrame:
         tmax.append(max(steps) / per if steps else None)
         spread.append(max(steps) / min(steps) if steps else None)
         reps.append(len(steps) or None)
-    return table.with_columns(pl.Series("time_max_ns", tmax, dtype=pl.Float64), pl.Series("spread", spread, dtype=pl.Float64),
-                              pl.Series("repeats", reps, dtype=pl.Int64))
+    return table.with_columns(
+        pl.Series("time_max_ns", tmax, dtype=pl.Float64),
+        pl.Series("spread", spread, dtype=pl.Float64),
+        pl.Series("repeats", reps, dtype=pl.Int64),
+    )

@@ -25,8 +25,10 @@ def plain_text(fig: "Figure") -> "Figure":
     ticks: set[int] = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            for get, set_ in ((axis.get_major_formatter, axis.set_major_formatter),
-                              (axis.get_minor_formatter, axis.set_minor_formatter)):
+            for get, set_ in (
+                (axis.get_major_formatter, axis.set_major_formatter),
+                (axis.get_minor_formatter, axis.set_minor_formatter),
+            ):
                 fmt = get()
                 if not isinstance(fmt, (LogFormatter, ScalarFormatter)) and not getattr(fmt, "_tk_plain", False):
                     plain = FuncFormatter(_escaping(fmt))

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 PIXELS = 2000  # timeline: gaps shorter than span / PIXELS cannot be seen and are merged
 KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3", "other": "#999999", "all": "#333333"}
+
+
 class MissingPlotData(AnalysisError):
     """The data a plot needs is absent; the message names what is missing."""
 
@@ -57,6 +59,7 @@ def si_axes(ax: Any, y_unit: str) -> None:
     from tracekit.report import fmt
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.si(v, y_unit) if v > 0 else "0"))
+
     def minor(v: float, _: Any) -> str:
         lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
         return fmt.si(v, y_unit) if round(lead) in (2, 5) and abs(lead - round(lead)) < 1e-6 else ""
@@ -81,6 +84,7 @@ def to_bytes(fig: "Figure", fmt: str = "png", dpi: int = 100) -> bytes:
 
 
 # ---------------------------------------------------------------- roofline
+
 
 def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
     """(peak FLOP/s, bandwidth B/s, dtype) from the contract's ``device`` block, or None."""
@@ -107,15 +111,25 @@ def peaks_of(device: Mapping[str, Any], phases: pl.DataFrame) -> tuple[float, fl
     if not {"peak_flops_per_s", "peak_bytes_per_s"} <= set(phases.columns):
         return None
     order = "busy_ns" if "busy_ns" in phases.columns else "peak_flops_per_s"
-    rows = phases.filter(pl.col("peak_flops_per_s").is_not_null() & pl.col("peak_bytes_per_s").is_not_null()).sort(order, descending=True)
+    rows = phases.filter(pl.col("peak_flops_per_s").is_not_null() & pl.col("peak_bytes_per_s").is_not_null()).sort(
+        order, descending=True
+    )
     if rows.height == 0:
         return None
     r = rows.row(0, named=True)
     return float(r["peak_flops_per_s"]), float(r["peak_bytes_per_s"]), str(r.get("dtype") or "?")
 
 
-CLASS_MARKERS = {"gemm": "s", "attention": "^", "communication": "P", "norm": "v", "elementwise": "o",
-                 "reduction": "X", "memcpy/memset": "h", "other": "*"}
+CLASS_MARKERS = {
+    "gemm": "s",
+    "attention": "^",
+    "communication": "P",
+    "norm": "v",
+    "elementwise": "o",
+    "reduction": "X",
+    "memcpy/memset": "h",
+    "other": "*",
+}
 
 
 def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame | None) -> pl.DataFrame:
@@ -126,20 +140,31 @@ def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame |
         if df is None or not df.height or "intensity" not in df.columns or "achieved_flops_per_s" not in df.columns:
             continue
         name = "name" if kind == "region" else "phase"  # regions are named; phases and classes by phase
-        opt = [(pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t)).alias(a) for c, t, a in (
-            ("dtype", pl.String, "dtype"), ("peak_flops_per_s", pl.Float64, "peak"), ("peak_bytes_per_s", pl.Float64, "bw"),
-            ("op_class", pl.String, "op_class"))]
-        pts.append(df.select(
-            pl.col(name).cast(pl.String).alias("label"),
-            (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
-            pl.col("intensity").cast(pl.Float64), pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
-            pl.lit(kind).alias("kind"), *opt,
-        ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0)))
+        opt = [
+            (pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t)).alias(a)
+            for c, t, a in (
+                ("dtype", pl.String, "dtype"),
+                ("peak_flops_per_s", pl.Float64, "peak"),
+                ("peak_bytes_per_s", pl.Float64, "bw"),
+                ("op_class", pl.String, "op_class"),
+            )
+        ]
+        pts.append(
+            df.select(
+                pl.col(name).cast(pl.String).alias("label"),
+                (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
+                pl.col("intensity").cast(pl.Float64),
+                pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
+                pl.lit(kind).alias("kind"),
+                *opt,
+            ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0))
+        )
     return pl.concat(pts) if pts else pl.DataFrame()
 
 
-def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any],
-             classes: pl.DataFrame | None = None) -> "Figure":
+def roofline(
+    regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any], classes: pl.DataFrame | None = None
+) -> "Figure":
     """Regions (small dots), phases (large diamonds) and each phase's op classes (one marker per
     class, ``classes``: the phases' class_roofline rows) under the roof of the dtype the analysis
     used for each point: every roof in use is drawn and labelled with its dtype (the device's
@@ -152,9 +177,11 @@ def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, A
     pk = peaks_of(device, phases)
     if pk is not None:  # points without a dtype (older documents): the device's default roof
         none = pl.col("dtype").is_null()
-        data = data.with_columns(pl.when(none).then(pl.lit(pk[0])).otherwise(pl.col("peak")).alias("peak"),
-                                 pl.when(none).then(pl.lit(pk[1])).otherwise(pl.col("bw")).alias("bw"),
-                                 pl.col("dtype").fill_null(pk[2]))
+        data = data.with_columns(
+            pl.when(none).then(pl.lit(pk[0])).otherwise(pl.col("peak")).alias("peak"),
+            pl.when(none).then(pl.lit(pk[1])).otherwise(pl.col("bw")).alias("bw"),
+            pl.col("dtype").fill_null(pk[2]),
+        )
     # A point whose dtype has no peak has no roof: it is left out (and counted), never put under another dtype's roof.
     roofless = data.filter(pl.col("peak").is_null() | pl.col("bw").is_null())
     data = data.filter(pl.col("peak").is_not_null() & pl.col("bw").is_not_null())
@@ -169,21 +196,46 @@ def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, A
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     styles = ["-", "--", "-.", ":"]
     for i, (dt, peak, bw) in enumerate(roofs.iter_rows()):
-        ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.5, ls=styles[i % len(styles)],
-                label=f"roof {dt}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s, ridge {peak / bw:.3g} FLOP/B")
+        ax.plot(
+            xs,
+            [min(peak, bw * x) for x in xs],
+            color="black",
+            lw=1.5,
+            ls=styles[i % len(styles)],
+            label=f"roof {dt}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s, ridge {peak / bw:.3g} FLOP/B",
+        )
         ax.axvline(peak / bw, color="gray", ls=":", lw=1)
-        ax.annotate(f"{dt} ridge {peak / bw:.3g}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.annotate(
+            f"{dt} ridge {peak / bw:.3g}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7
+        )
     for phase, color in PHASE_COLORS.items():
         for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):
             d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind))
             if d.height:
-                ax.scatter(d["intensity"].to_list(), d["y"].to_list(), s=size, marker=marker, color=color,
-                           edgecolor="black" if kind == "phase" else "none", alpha=0.9 if kind == "phase" else 0.5,
-                           label=f"{phase} {'phase' if kind == 'phase' else 'regions'}", zorder=3)
+                ax.scatter(
+                    d["intensity"].to_list(),
+                    d["y"].to_list(),
+                    s=size,
+                    marker=marker,
+                    color=color,
+                    edgecolor="black" if kind == "phase" else "none",
+                    alpha=0.9 if kind == "phase" else 0.5,
+                    label=f"{phase} {'phase' if kind == 'phase' else 'regions'}",
+                    zorder=3,
+                )
         cls = data.filter((pl.col("phase") == phase) & (pl.col("kind") == "class"))
         for (oc,), g in cls.group_by("op_class", maintain_order=True):
-            ax.scatter(g["intensity"].to_list(), g["y"].to_list(), s=70, marker=CLASS_MARKERS.get(str(oc), "*"),
-                       facecolor="none", edgecolor=color, lw=1.5, label=f"{phase}: {oc} ({g['dtype'][0]})", zorder=4)
+            ax.scatter(
+                g["intensity"].to_list(),
+                g["y"].to_list(),
+                s=70,
+                marker=CLASS_MARKERS.get(str(oc), "*"),
+                facecolor="none",
+                edgecolor=color,
+                lw=1.5,
+                label=f"{phase}: {oc} ({g['dtype'][0]})",
+                zorder=4,
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -191,13 +243,16 @@ def roofline(regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, A
     ax.set_title(f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
     if roofless.height:
         dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
-        ax.text(0.01, 0.01, f"{roofless.height} points not drawn: no peak for {dts}", transform=ax.transAxes, fontsize=7)
+        ax.text(
+            0.01, 0.01, f"{roofless.height} points not drawn: no peak for {dts}", transform=ax.transAxes, fontsize=7
+        )
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
 # ---------------------------------------------------------------- timeline
+
 
 def _spans(regions: pl.DataFrame) -> pl.DataFrame:
     need = {"start_ns", "end_ns", "phase"}
@@ -231,16 +286,27 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
         merged = _merge(activities, min_gap)
         for i, ((dev, stream), grp) in enumerate(merged.group_by(["device", "stream"], maintain_order=True)):
             lanes.append(f"dev {dev} stream {stream}")
-            bars = list(zip(((grp["start_ns"] - t0) / 1e6).to_list(), ((grp["end_ns"] - grp["start_ns"]) / 1e6).to_list()))
-            ax.broken_barh(bars, (i - 0.35, 0.7), facecolors="#222222", label="device busy" if i == 0 else None, zorder=2)
+            bars = list(
+                zip(((grp["start_ns"] - t0) / 1e6).to_list(), ((grp["end_ns"] - grp["start_ns"]) / 1e6).to_list())
+            )
+            ax.broken_barh(
+                bars, (i - 0.35, 0.7), facecolors="#222222", label="device busy" if i == 0 else None, zorder=2
+            )
     else:
         lanes.append("regions")
     seen: set[str] = set()
     for phase, grp in spans.group_by("phase", maintain_order=True):
         p = str(phase[0])
         for s, e in zip(grp["start_ns"].to_list(), grp["end_ns"].to_list()):
-            ax.axvspan((s - t0) / 1e6, (e - t0) / 1e6, color=PHASE_COLORS.get(p, "#ccc"), alpha=0.25,
-                       label=p if p not in seen else None, lw=0, zorder=0)
+            ax.axvspan(
+                (s - t0) / 1e6,
+                (e - t0) / 1e6,
+                color=PHASE_COLORS.get(p, "#ccc"),
+                alpha=0.25,
+                label=p if p not in seen else None,
+                lw=0,
+                zorder=0,
+            )
             seen.add(p)
     _culprits(ax, spans, t0, len(lanes))
     ax.set_yticks(range(len(lanes)), lanes)
@@ -250,8 +316,14 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
     if not have_act:
         ax.text(0.01, 0.02, "no device activity given: phases only", transform=ax.transAxes, fontsize=8)
     else:
-        ax.text(0.01, -0.22, f"gaps shorter than {(t1 - t0) / PIXELS / 1e3:.3g} µs (under a pixel) are not drawn",
-                transform=ax.transAxes, fontsize=7, color="#555")
+        ax.text(
+            0.01,
+            -0.22,
+            f"gaps shorter than {(t1 - t0) / PIXELS / 1e3:.3g} µs (under a pixel) are not drawn",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="#555",
+        )
     ax.legend(fontsize=8, loc="upper right")
     return fig
 
@@ -262,23 +334,32 @@ def _culprits(ax: Any, spans: pl.DataFrame, t0: int, lanes: int, n: int = 4) -> 
         return
     top = spans.filter(pl.col("idle_top").is_not_null()).sort("idle_ns", descending=True).head(n)
     for i, r in enumerate(top.iter_rows(named=True)):
-        ax.annotate(f"idle: {r['idle_top']}", ((r["start_ns"] - t0) / 1e6, lanes - 0.45 - 0.18 * i), fontsize=7,
-                    color="#8b0000", va="top", zorder=5)
+        ax.annotate(
+            f"idle: {r['idle_top']}",
+            ((r["start_ns"] - t0) / 1e6, lanes - 0.45 - 0.18 * i),
+            fontsize=7,
+            color="#8b0000",
+            va="top",
+            zorder=5,
+        )
 
 
 def _merge(act: pl.DataFrame, min_gap_ns: int = 0) -> pl.DataFrame:
     """Union of intervals per (device, stream), also closing gaps shorter than ``min_gap_ns``
     (narrower than a pixel at the plot's scale): far fewer bars to draw, the same picture."""
-    a = act.select(
-        pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "start_ns", "end_ns"
-    ).sort(["device", "stream", "start_ns"])
+    a = act.select(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1), "start_ns", "end_ns").sort(
+        ["device", "stream", "start_ns"]
+    )
     prev = pl.col("end_ns").cum_max().shift(1).over(["device", "stream"])
     new_bar = pl.col("start_ns") > prev.fill_null(pl.col("start_ns") - min_gap_ns - 1) + min_gap_ns
     a = a.with_columns(new_bar.cum_sum().over(["device", "stream"]).alias("_g"))
-    return a.group_by(["device", "stream", "_g"], maintain_order=True).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    return a.group_by(["device", "stream", "_g"], maintain_order=True).agg(
+        pl.col("start_ns").min(), pl.col("end_ns").max()
+    )
 
 
 # ---------------------------------------------------------------- decode vs context
+
 
 def decode_vs_context(regions: pl.DataFrame) -> "Figure":
     """Decode step time against context length: one point per decode step, median per bucket."""
@@ -294,13 +375,22 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
     d = d.select(pl.col(ctx).cast(pl.Float64).alias("ctx"), (pl.col(t).cast(pl.Float64) / 1e6).alias("ms")).drop_nulls()
     fig = _figure()
     ax = fig.add_subplot()
-    ax.scatter(d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step")
+    ax.scatter(
+        d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step"
+    )
     b = spread.ctx_buckets(d["ctx"], d["ms"])
     med = b["median"].to_list()
     err = [[m - lo for m, lo in zip(med, b["lo"].to_list())], [hi - m for m, hi in zip(med, b["hi"].to_list())]]
     fewest = int(b["n"].min() or 0)  # type: ignore[arg-type]
-    ax.errorbar(b["ctx"].to_list(), med, yerr=err, color="black", marker="s", capsize=3,
-                label=f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}{fewest} steps each)")
+    ax.errorbar(
+        b["ctx"].to_list(),
+        med,
+        yerr=err,
+        color="black",
+        marker="s",
+        capsize=3,
+        label=f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}{fewest} steps each)",
+    )
     note = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
     if note:
         ax.text(0.01, 0.97, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
@@ -314,6 +404,7 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
 
 # ---------------------------------------------------------------- breakdown
 
+
 def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.DataFrame | None = None) -> "Figure":
     """Per phase: busy time split by op class plus idle. The classes come from the analysis'
     per-phase totals of every kernel (``op_classes``: phase, op_class, device_time_ns); a model
@@ -321,15 +412,31 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     kernels, the rest of busy time then drawn as 'not in top kernels'."""
     if phases.height == 0 or not {"phase", "busy_ns", "span_ns"} <= set(phases.columns):
         raise MissingPlotData("breakdown: no per-phase busy and span times")
-    ph = phases.filter(pl.col("phase") != "all").select("phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64))
+    ph = phases.filter(pl.col("phase") != "all").select(
+        "phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64)
+    )
     classes = pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
-    if op_classes is not None and op_classes.height and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns):
-        classes = op_classes.select("phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns"))
+    if (
+        op_classes is not None
+        and op_classes.height
+        and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns)
+    ):
+        classes = op_classes.select(
+            "phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns")
+        )
     else:
         tcol = "device_time_ns"
-        if top_kernels.height and tcol in top_kernels.columns and "name" in top_kernels.columns and "phase" in top_kernels.columns:
-            classes = (top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
-                       .group_by("phase", "cls").agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns")))
+        if (
+            top_kernels.height
+            and tcol in top_kernels.columns
+            and "name" in top_kernels.columns
+            and "phase" in top_kernels.columns
+        ):
+            classes = (
+                top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
+                .group_by("phase", "cls")
+                .agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns"))
+            )
     fig = _figure()
     ax = fig.add_subplot()
     names = ph["phase"].cast(pl.String).to_list()
@@ -341,12 +448,16 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     summed = {p: float(classes.filter(pl.col("phase") == p)["ns"].sum()) for p in names}
     scale = {p: min(1.0, b / summed[p]) if summed[p] > 0 else 1.0 for p, b in zip(names, ph["busy_ns"].to_list())}
     for cls in order:
-        vals = [float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
-                for p in names]
+        vals = [
+            float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
+            for p in names
+        ]
         if any(vals):
             ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
             bottom = [b + v for b, v in zip(bottom, vals)]
-    rest = [r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(ph["busy_ns"].to_list(), bottom))]  # < 1 ns: rounding
+    rest = [
+        r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(ph["busy_ns"].to_list(), bottom))
+    ]  # < 1 ns: rounding
     if any(rest):
         ax.bar(names, rest, bottom=bottom, color="#bbbbbb", label="busy: not in top kernels")
         bottom = [b + r for b, r in zip(bottom, rest)]
@@ -360,6 +471,7 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
 
 
 # ---------------------------------------------------------------- phase-shape sweep
+
 
 def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
     """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
@@ -379,10 +491,15 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         ax.plot(g["_x"].to_list(), g["_y"].to_list(), marker="o", ls="-", lw=1, color=PHASE_COLORS.get(lab), label=lab)
         if "_lo" in g.columns:  # min–max of the repeats
             ys = g["_y"].to_list()
-            err = [[max(0.0, a - b) for a, b in zip(ys, g["_lo"].to_list())], [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())]]
+            err = [
+                [max(0.0, a - b) for a, b in zip(ys, g["_lo"].to_list())],
+                [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())],
+            ]
             ax.errorbar(g["_x"].to_list(), ys, yerr=err, fmt="none", ecolor=PHASE_COLORS.get(lab), capsize=3, lw=1)
-    note = spread.noise_note(float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
-                             "repeats of a shape")
+    note = spread.noise_note(
+        float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
+        "repeats of a shape",
+    )
     if note:
         ax.text(0.01, 0.90, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
     pk = peaks(device or {})
@@ -401,8 +518,14 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         if knee is not None:
             ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {knee:.3g} FLOP/B")
         else:
-            ax.text(0.01, 0.97, "no change of character within the sweep (throughput still rising)",
-                    transform=ax.transAxes, fontsize=8, va="top")
+            ax.text(
+                0.01,
+                0.97,
+                "no change of character within the sweep (throughput still rising)",
+                transform=ax.transAxes,
+                fontsize=8,
+                va="top",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

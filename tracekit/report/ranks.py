@@ -41,8 +41,10 @@ def summary(doc: dict[str, Any]) -> list[str]:
     out = [f"{n} traces compared (ranks from {doc['ranks_from']})."]
     w = doc.get("worst_step")
     if w and w.get("ranks", 0) > 1:
-        text = (f"Slowest step: step {w['step']} ({w.get('name')}, phase {w.get('phase')}) on rank {w['slowest_rank']}: "
-                f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {w['ranks']} ranks ({_r(w['ratio'])}).")
+        text = (
+            f"Slowest step: step {w['step']} ({w.get('name')}, phase {w.get('phase')}) on rank {w['slowest_rank']}: "
+            f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {w['ranks']} ranks ({_r(w['ratio'])})."
+        )
         if w.get("op_class"):
             text += f" Most excess device time: {w['op_class']} (+{_d(w.get('op_class_excess_ns'))})"
             if w.get("idle_excess_ns") is not None:
@@ -59,8 +61,11 @@ def summary(doc: dict[str, Any]) -> list[str]:
         for s in strag:
             by_rank[s["slowest_rank"]] = by_rank.get(s["slowest_rank"], 0) + 1
         top = sorted(by_rank.items(), key=lambda kv: -kv[1])[:3]
-        out.append(f"{len(strag)} straggler steps (slowest rank ≥ 1.1× the median): "
-                   + ", ".join(f"rank {r} slowest in {c}" for r, c in top) + ".")
+        out.append(
+            f"{len(strag)} straggler steps (slowest rank ≥ 1.1× the median): "
+            + ", ".join(f"rank {r} slowest in {c}" for r, c in top)
+            + "."
+        )
     for f in doc.get("failed") or []:
         out.append(f"Not compared: {f['trace_id']}: {f['error']}")
     return out
@@ -68,33 +73,92 @@ def summary(doc: dict[str, Any]) -> list[str]:
 
 def sections(doc: dict[str, Any]) -> list[Section]:
     """Ranks, per-rank × phase, stragglers, communication — renderer-neutral."""
-    traces = Table(["rank", "trace id", "device", "source"],
-                   [[str(t["rank"]), t["trace_id"], str(t.get("device") or "-"), t["source"]] for t in doc["traces"]],
-                   collapsed=len(doc["traces"]) > 12)
-    per = Table(["rank", "phase", "window", "busy", "busy %", "steps", "median step", "bound", "reason"],
-                [[str(r["rank"]), r["phase"], _d(r.get("span_ns")), _d(r.get("busy_ns")), _p(r.get("busy_ratio")),
-                  str(r.get("step_count") or 0), _d(r.get("step_median_ns")), str(r.get("bound") or "-"), str(r.get("reason") or "")]
-                 for r in doc["per_rank"]], "Per rank × phase", collapsed=len(doc["per_rank"]) > 24)
+    traces = Table(
+        ["rank", "trace id", "device", "source"],
+        [[str(t["rank"]), t["trace_id"], str(t.get("device") or "-"), t["source"]] for t in doc["traces"]],
+        collapsed=len(doc["traces"]) > 12,
+    )
+    per = Table(
+        ["rank", "phase", "window", "busy", "busy %", "steps", "median step", "bound", "reason"],
+        [
+            [
+                str(r["rank"]),
+                r["phase"],
+                _d(r.get("span_ns")),
+                _d(r.get("busy_ns")),
+                _p(r.get("busy_ratio")),
+                str(r.get("step_count") or 0),
+                _d(r.get("step_median_ns")),
+                str(r.get("bound") or "-"),
+                str(r.get("reason") or ""),
+            ]
+            for r in doc["per_rank"]
+        ],
+        "Per rank × phase",
+        collapsed=len(doc["per_rank"]) > 24,
+    )
     rows = sorted(doc["stragglers"], key=lambda s: -(s.get("ratio") or 0))[:MAX_STRAGGLER_ROWS]
-    strag = Table(["step", "name", "phase", "ranks", "slowest rank", "max", "median", "max/median", "op class (excess)",
-                   "idle (excess)", "idle cause (excess)"],
-                  [[str(s["step"]), str(s.get("name")), str(s.get("phase")), str(s["ranks"]), str(s["slowest_rank"]),
-                    _d(s["max_ns"]), _d(s["median_ns"]), _r(s.get("ratio")),
-                    f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
-                    f"{_d(s.get('idle_ns'))} ({'-' if s.get('idle_excess_ns') is None else ('+' if s['idle_excess_ns'] >= 0 else '−') + _d(abs(s['idle_excess_ns']))})",
-                    f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})"]
-                   for s in rows], f"Steps by max/median step time across ranks (top {len(rows)})")
-    comm = Table(["rank", "phase", "collectives", "comm time", "exposed", "exposed %"],
-                 [[str(c["rank"]), c["phase"], str(c["comm_count"]), _d(c["comm_ns"]), _d(c["exposed_ns"]),
-                   _p(c.get("exposed_fraction"))] for c in doc["communication"]],
-                 "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device",
-                 collapsed=len(doc["communication"]) > 24)
+    strag = Table(
+        [
+            "step",
+            "name",
+            "phase",
+            "ranks",
+            "slowest rank",
+            "max",
+            "median",
+            "max/median",
+            "op class (excess)",
+            "idle (excess)",
+            "idle cause (excess)",
+        ],
+        [
+            [
+                str(s["step"]),
+                str(s.get("name")),
+                str(s.get("phase")),
+                str(s["ranks"]),
+                str(s["slowest_rank"]),
+                _d(s["max_ns"]),
+                _d(s["median_ns"]),
+                _r(s.get("ratio")),
+                f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
+                f"{_d(s.get('idle_ns'))} ({'-' if s.get('idle_excess_ns') is None else ('+' if s['idle_excess_ns'] >= 0 else '−') + _d(abs(s['idle_excess_ns']))})",
+                f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})",
+            ]
+            for s in rows
+        ],
+        f"Steps by max/median step time across ranks (top {len(rows)})",
+    )
+    comm = Table(
+        ["rank", "phase", "collectives", "comm time", "exposed", "exposed %"],
+        [
+            [
+                str(c["rank"]),
+                c["phase"],
+                str(c["comm_count"]),
+                _d(c["comm_ns"]),
+                _d(c["exposed_ns"]),
+                _p(c.get("exposed_fraction")),
+            ]
+            for c in doc["communication"]
+        ],
+        "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device",
+        collapsed=len(doc["communication"]) > 24,
+    )
     comm_note = [] if doc["communication"] else ["No communication kernels (NCCL / RCCL collectives) in these traces."]
     return [
         Section("Ranks", summary(doc), [traces], "ranks"),
         Section("Per rank and phase", [], [per], "per-rank"),
-        Section("Stragglers", ["Step k is the k-th step of every rank in time order (phase units, else ProfilerStep#N); "
-                               "step time is its window on the host clock."], [strag], "stragglers"),
+        Section(
+            "Stragglers",
+            [
+                "Step k is the k-th step of every rank in time order (phase units, else ProfilerStep#N); "
+                "step time is its window on the host clock."
+            ],
+            [strag],
+            "stragglers",
+        ),
         Section("Communication", comm_note, [comm] if doc["communication"] else [], "communication"),
     ]
 
@@ -141,8 +205,11 @@ def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
         for t in s.tables:
             widths = [max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h) for i, h in enumerate(t.headers)]
             line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-            out += ([t.caption] if t.caption else []) + [line(t.headers), line(["-" * w for w in widths]),
-                                                         *[line(r) for r in t.rows]]
+            out += ([t.caption] if t.caption else []) + [
+                line(t.headers),
+                line(["-" * w for w in widths]),
+                *[line(r) for r in t.rows],
+            ]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -165,7 +232,10 @@ def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
     body = [f"<h1>{fmt.html_escape(title)}</h1>", *(_section(s) for s in sections(doc))]
     if figs:
         body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(_plot(f) for f in figs) + "</section>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            f"<title>{fmt.html_escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{fmt.html_escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

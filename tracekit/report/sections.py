@@ -19,18 +19,56 @@ from tracekit.report.names import cut_name, short_name
 
 # verdict and reason come right after the name, so they are visible without scrolling (1,280 px)
 PHASE_TIME_COLUMNS = (
-    "phase", "bound", "reason", "count", "region_count", "span_ns", "busy_ns", "busy_ratio", "busy_fraction", "idle_ns",
-    "gap_count", "gap_total_ns", "gap_max_ns", "kernel_count",
+    "phase",
+    "bound",
+    "reason",
+    "count",
+    "region_count",
+    "span_ns",
+    "busy_ns",
+    "busy_ratio",
+    "busy_fraction",
+    "idle_ns",
+    "gap_count",
+    "gap_total_ns",
+    "gap_max_ns",
+    "kernel_count",
 )
 PHASE_WORK_COLUMNS = (
-    "phase", "flops", "bytes", "intensity", "dtype", "ridge", "achieved_flops_per_s", "frac_peak_flops",
-    "achieved_bytes_per_s", "frac_peak_bytes", "coverage",
+    "phase",
+    "flops",
+    "bytes",
+    "intensity",
+    "dtype",
+    "ridge",
+    "achieved_flops_per_s",
+    "frac_peak_flops",
+    "achieved_bytes_per_s",
+    "frac_peak_bytes",
+    "coverage",
 )
 LATENCY_RE = re.compile(r"^(ttft|tpot|itl|e2el|inter_token|output_tokens_per_s|goodput)", re.I)
 REGION_COLUMNS = (
-    "name", "phase", "bound", "reason", "device_time_ns", "busy_ratio", "busy_fraction", "span_ns", "kernel_count",
-    "intensity", "achieved_flops_per_s", "frac_peak_flops", "coverage", "gap_count", "gap_max_ns", "step", "ctx",
-    "flops", "bytes", "phase_rule",
+    "name",
+    "phase",
+    "bound",
+    "reason",
+    "device_time_ns",
+    "busy_ratio",
+    "busy_fraction",
+    "span_ns",
+    "kernel_count",
+    "intensity",
+    "achieved_flops_per_s",
+    "frac_peak_flops",
+    "coverage",
+    "gap_count",
+    "gap_max_ns",
+    "step",
+    "ctx",
+    "flops",
+    "bytes",
+    "phase_rule",
 )
 TOP_N = 10
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
@@ -66,15 +104,32 @@ class Section:
     anchor: str = ""
 
 
-def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str = "", collapse: bool | None = None,
-          min_cov: float | None = None) -> Table:
+def table(
+    df: pl.DataFrame,
+    columns: Sequence[str] | None = None,
+    caption: str = "",
+    collapse: bool | None = None,
+    min_cov: float | None = None,
+) -> Table:
     """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
     :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``. With
     ``min_cov``, a row whose coverage is below it prints its FLOPs, bytes and rates as "–"."""
     cols = [c for c in (columns or df.columns) if c in df.columns]
-    keep = [*cols, *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else [])]
-    rows = [[("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
-             for c in cols] for r in df.select(keep).iter_rows(named=True)] if cols else []
+    keep = [
+        *cols,
+        *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else []),
+    ]
+    rows = (
+        [
+            [
+                ("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
+                for c in cols
+            ]
+            for r in df.select(keep).iter_rows(named=True)
+        ]
+        if cols
+        else []
+    )
     full: dict[int, list[str | None]] = {}
     for i, c in enumerate(cols):
         if c in NAME_COLUMNS:
@@ -84,7 +139,9 @@ def table(df: pl.DataFrame, columns: Sequence[str] | None = None, caption: str =
                 full[i] = [o if sh != o else None for sh, o in zip(shorts, originals)]
                 for row, sh in zip(rows, shorts):
                     row[i] = sh
-    return Table([fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full)
+    return Table(
+        [fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full
+    )
 
 
 def latency_columns(df: pl.DataFrame) -> list[str]:
@@ -95,24 +152,38 @@ def latency_columns(df: pl.DataFrame) -> list[str]:
 def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
     if {"busy_ns", "span_ns"} <= set(df.columns) and not {"busy_fraction", "busy_ratio"} & set(df.columns):
         return df.with_columns(
-            (pl.col("busy_ns").cast(pl.Float64) / pl.when(pl.col("span_ns") > 0).then(pl.col("span_ns")).otherwise(None))
-            .alias("busy_fraction")
+            (
+                pl.col("busy_ns").cast(pl.Float64)
+                / pl.when(pl.col("span_ns") > 0).then(pl.col("span_ns")).otherwise(None)
+            ).alias("busy_fraction")
         )
     return df
 
 
 def build(data: ReportData) -> list[Section]:
     """All sections of a report, in order."""
-    out = [_summary(data), _environment(data), _phases(data), _why(data), _serving(data), _regions(data), _top(data),
-           _unattributed(data), _coverage(data)]
+    out = [
+        _summary(data),
+        _environment(data),
+        _phases(data),
+        _why(data),
+        _serving(data),
+        _regions(data),
+        _top(data),
+        _unattributed(data),
+        _coverage(data),
+    ]
     return [s for s in out if s.paragraphs or s.tables]
 
 
 def _summary(d: ReportData) -> Section:
     s = Section("Summary", anchor="summary")
     tr = d.doc.get("trace") or {}
-    s.paragraphs.append(f"Trace: {tr.get('source') or '(unknown source)'} ({tr.get('format') or '?'} format"
-                        + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "") + ")")
+    s.paragraphs.append(
+        f"Trace: {tr.get('source') or '(unknown source)'} ({tr.get('format') or '?'} format"
+        + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "")
+        + ")"
+    )
     if d.diagnostic:
         s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
     w = d.whole
@@ -120,14 +191,39 @@ def _summary(d: ReportData) -> Section:
         s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
     for p in _verdict_lines(d):
         s.paragraphs.append(p)
-    keys = ("device_time_ns", "attributed_ns", "unattributed_ns", "conserved", "activity_count", "regions_analyzed",
-            "regions_excluded", "output_tokens", "output_tokens_per_s", "goodput_req_per_s", "goodput_fraction")
+    keys = (
+        "device_time_ns",
+        "attributed_ns",
+        "unattributed_ns",
+        "conserved",
+        "activity_count",
+        "regions_analyzed",
+        "regions_excluded",
+        "output_tokens",
+        "output_tokens_per_s",
+        "goodput_req_per_s",
+        "goodput_fraction",
+    )
     tot = d.totals
     rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
     low = low_coverage(w, min_coverage(d))
-    rows += [[f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
-             for k in ("span_ns", "busy_ns", "busy_ratio", "gap_count", "gap_max_ns", "flops", "bytes", "intensity",
-                       "achieved_flops_per_s", "frac_peak_flops", "coverage") if w is not tot and w.get(k) is not None]
+    rows += [
+        [f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
+        for k in (
+            "span_ns",
+            "busy_ns",
+            "busy_ratio",
+            "gap_count",
+            "gap_max_ns",
+            "flops",
+            "bytes",
+            "intensity",
+            "achieved_flops_per_s",
+            "frac_peak_flops",
+            "coverage",
+        )
+        if w is not tot and w.get(k) is not None
+    ]
     if rows:
         s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
     for m in d.missing:
@@ -142,10 +238,12 @@ def _is_phase_note(m: str) -> bool:
     return m.startswith(("no phases found", "no phase annotations found"))
 
 
-NSIGHT_SHAPES = ("this Nsight Systems export carries no operator shapes, so it gives kernels, NVTX ranges, busy "
-                 "time and gaps but no FLOPs, bytes or compute/bandwidth verdict. Record shapes in the NVTX "
-                 "payloads: run the model inside `torch.autograd.profiler.emit_nvtx(record_shapes=True)` (or "
-                 "annotate with PyProf) under `nsys profile --trace=cuda,nvtx`, then `nsys export --type sqlite`")
+NSIGHT_SHAPES = (
+    "this Nsight Systems export carries no operator shapes, so it gives kernels, NVTX ranges, busy "
+    "time and gaps but no FLOPs, bytes or compute/bandwidth verdict. Record shapes in the NVTX "
+    "payloads: run the model inside `torch.autograd.profiler.emit_nvtx(record_shapes=True)` (or "
+    "annotate with PyProf) under `nsys profile --trace=cuda,nvtx`, then `nsys export --type sqlite`"
+)
 
 
 def nsight_notes(d: ReportData) -> list[str]:
@@ -209,8 +307,11 @@ def _phases(d: ReportData) -> Section:
     s = Section("Phases", anchor="phases")
     if d.phases.height == 0:
         said = [m for m in d.missing if _is_phase_note(m) and m != "no phases found"]
-        s.paragraphs.append(f"No phases: {said[0]}" if said else
-                            "No phases: no annotation matched a phase rule and shapes did not allow inference.")
+        s.paragraphs.append(
+            f"No phases: {said[0]}"
+            if said
+            else "No phases: no annotation matched a phase rule and shapes did not allow inference."
+        )
         return s
     ph = _with_busy_fraction(d.phases)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
@@ -239,13 +340,25 @@ def _why(d: ReportData) -> Section:
     s = Section("Why: idle time by cause, per-class roofline", anchor="why")
     idle = idle_rows(d.doc)
     if idle:
-        s.tables.append(Table(IDLE_HEADERS, idle, "idle time by cause: top culprits per phase and per region with most idle",
-                              collapsed=len(idle) > 2 * LONG_LIST))
+        s.tables.append(
+            Table(
+                IDLE_HEADERS,
+                idle,
+                "idle time by cause: top culprits per phase and per region with most idle",
+                collapsed=len(idle) > 2 * LONG_LIST,
+            )
+        )
     s.paragraphs.extend(launch_delay_lines(d.doc))
     cls = class_rows(d.doc)
     if cls:
-        s.tables.append(Table(CLASS_HEADERS, cls, "per-class roofline: % of the attainable roof at the class's own "
-                              "intensity and dtype", collapsed=len(cls) > 2 * LONG_LIST))
+        s.tables.append(
+            Table(
+                CLASS_HEADERS,
+                cls,
+                "per-class roofline: % of the attainable roof at the class's own intensity and dtype",
+                collapsed=len(cls) > 2 * LONG_LIST,
+            )
+        )
     return s
 
 
@@ -311,7 +424,9 @@ def _coverage(d: ReportData) -> Section:
     s = Section("Cost-model coverage", anchor="coverage")
     cov = d.whole.get("coverage")
     if cov is not None:
-        s.paragraphs.append(f"Share of busy time whose operators have a FLOPs/bytes model: {fmt.value('coverage', cov)} (whole trace).")
+        s.paragraphs.append(
+            f"Share of busy time whose operators have a FLOPs/bytes model: {fmt.value('coverage', cov)} (whole trace)."
+        )
     if d.phases.height and "coverage" in d.phases.columns:
         s.tables.append(table(d.phases, ["phase", "coverage"], caption="coverage per phase", collapse=False))
     ops = d.top_ops
@@ -319,7 +434,9 @@ def _coverage(d: ReportData) -> Section:
     if ops.height and mcol is not None:
         unmodelled = ops.filter(pl.col(mcol).is_null() | (pl.col(mcol).cast(pl.String).is_in(["false", "False", ""])))
         if unmodelled.height:
-            cols = [c for c in ("name", "phase", "device_time_ns", "total_ns", "dur_ns", "count") if c in unmodelled.columns]
+            cols = [
+                c for c in ("name", "phase", "device_time_ns", "total_ns", "dur_ns", "count") if c in unmodelled.columns
+            ]
             s.tables.append(table(unmodelled, cols, caption="top operators without a cost model", collapse=True))
     if not s.tables and cov is None:
         s.paragraphs.append("This result reports no coverage.")

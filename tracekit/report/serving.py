@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 
-
 def interference_sentence(serving: dict[str, Any] | None) -> str | None:
     """One line that names the interference and its size, or why there is no estimate; None
     when the trace has no decoding steps at all."""
@@ -18,16 +17,22 @@ def interference_sentence(serving: dict[str, Any] | None) -> str | None:
         why = inf.get("why_none")
         return f"prefill–decode interference: no estimate ({why})" if why else None
     sig = "significant" if inf.get("significant") else "not significant"
-    text = (f"prefill–decode interference: each co-scheduled prefill token adds {_g(b * 1e3)} µs "
-            f"to a decode step (95 % CI {_g(inf['ci95_low'] * 1e3)}–{_g(inf['ci95_high'] * 1e3)} µs, "
-            f"{sig}; {inf['matched_steps']} steps in {inf['matched_cells']} matched batch×context cells)")
+    text = (
+        f"prefill–decode interference: each co-scheduled prefill token adds {_g(b * 1e3)} µs "
+        f"to a decode step (95 % CI {_g(inf['ci95_low'] * 1e3)}–{_g(inf['ci95_high'] * 1e3)} µs, "
+        f"{sig}; {inf['matched_steps']} steps in {inf['matched_cells']} matched batch×context cells)"
+    )
     if inf.get("mean_mixed_step_inflation_ms") is not None:
-        text += (f"; mixed steps ({_g(inf.get('mean_prefill_tokens_per_mixed_step'))} prefill tokens on "
-                 f"average) are inflated by {_g(inf['mean_mixed_step_inflation_ms'])} ms")
+        text += (
+            f"; mixed steps ({_g(inf.get('mean_prefill_tokens_per_mixed_step'))} prefill tokens on "
+            f"average) are inflated by {_g(inf['mean_mixed_step_inflation_ms'])} ms"
+        )
     share = inf.get("tpot_p99_share_explained")
     if share is not None:
-        text += (f"; it explains {share * 100:.0f} % of TPOT p99 ({_g(inf.get('tpot_p99_ms'))} → "
-                 f"{_g(inf.get('tpot_p99_without_ms'))} ms without it)")
+        text += (
+            f"; it explains {share * 100:.0f} % of TPOT p99 ({_g(inf.get('tpot_p99_ms'))} → "
+            f"{_g(inf.get('tpot_p99_without_ms'))} ms without it)"
+        )
     return text
 
 

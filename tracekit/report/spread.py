@@ -29,8 +29,10 @@ def sweep_range(table: pl.DataFrame, x: str, y: str) -> pl.DataFrame:
     d = table.with_columns(pl.col(x).cast(pl.Float64).alias("_x"), pl.col(y).cast(pl.Float64).alias("_y"))
     if {"time_ns", "time_min_ns", "time_max_ns"} <= set(table.columns):
         t = pl.col("time_ns").cast(pl.Float64)
-        d = d.with_columns((pl.col("_y") * t / pl.col("time_max_ns")).alias("_lo"),
-                           (pl.col("_y") * t / pl.col("time_min_ns")).alias("_hi"))
+        d = d.with_columns(
+            (pl.col("_y") * t / pl.col("time_max_ns")).alias("_lo"),
+            (pl.col("_y") * t / pl.col("time_min_ns")).alias("_hi"),
+        )
     return d
 
 
@@ -41,7 +43,16 @@ def ctx_buckets(ctx: pl.Series, ms: pl.Series, max_buckets: int = 10) -> pl.Data
     nb = max(1, min(max_buckets, d.height // MIN_PER_BUCKET, d["ctx"].n_unique()))
     lo, hi = float(d["ctx"].min()), float(d["ctx"].max())  # type: ignore[arg-type]
     width = (hi - lo) / nb or 1.0
-    return (d.with_columns(((pl.col("ctx") - lo) / width).floor().clip(0, nb - 1).alias("b"))
-            .group_by("b").agg(pl.col("ctx").median(), pl.col("ms").median().alias("median"), pl.col("ms").min().alias("lo"),
-                               pl.col("ms").max().alias("hi"), pl.len().alias("n"))
-            .with_columns((pl.col("hi") / pl.col("lo")).alias("spread")).sort("b"))
+    return (
+        d.with_columns(((pl.col("ctx") - lo) / width).floor().clip(0, nb - 1).alias("b"))
+        .group_by("b")
+        .agg(
+            pl.col("ctx").median(),
+            pl.col("ms").median().alias("median"),
+            pl.col("ms").min().alias("lo"),
+            pl.col("ms").max().alias("hi"),
+            pl.len().alias("n"),
+        )
+        .with_columns((pl.col("hi") / pl.col("lo")).alias("spread"))
+        .sort("b")
+    )

@@ -23,7 +23,9 @@ def _devices_text(devices: list[dict[str, Any]]) -> str:
     parts = []
     for (name, sms), ids in groups.items():
         count = f"{len(ids)}× " if len(ids) > 1 else ""
-        parts.append(f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]")
+        parts.append(
+            f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]"
+        )
     return "; ".join(parts) or "none recorded"
 
 
@@ -44,13 +46,21 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
     c = s["counts"]
     act = ", ".join(f"{fmt.count(v)} {k}" for k, v in c["device_activity"].items()) or "no device activity"
-    out.append(f"events    {act}; {fmt.count(c['launches'], 'launch', 'launches')}, {fmt.count(c['ops'], 'cpu op')}, "
-               f"{fmt.count(c['regions'], 'annotation')}")
+    out.append(
+        f"events    {act}; {fmt.count(c['launches'], 'launch', 'launches')}, {fmt.count(c['ops'], 'cpu op')}, "
+        f"{fmt.count(c['regions'], 'annotation')}"
+    )
     for d in s["devices_busy"]:
-        out.append(f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)")
+        out.append(
+            f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)"
+        )
     if s["streams"]:
-        out.append("streams   " + "  ".join(
-            f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]))
+        out.append(
+            "streams   "
+            + "  ".join(
+                f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]
+            )
+        )
     if s["top_kernels"]:
         out.append("top kernels by total time")
         for r in s["top_kernels"]:
@@ -64,8 +74,10 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
         out.append("annotations none")
     p = s["parse"]
     dropped = sum(p["dropped"].values())
-    out.append(f"parse     {fmt.count(p['events_read'], 'event')} read, {fmt.count(p['events_kept'])} kept, "
-               f"{fmt.count(p['skipped'])} not modelled, {fmt.count(dropped)} dropped")
+    out.append(
+        f"parse     {fmt.count(p['events_read'], 'event')} read, {fmt.count(p['events_kept'])} kept, "
+        f"{fmt.count(p['skipped'])} not modelled, {fmt.count(dropped)} dropped"
+    )
     for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
         out.append(f"  dropped {n}: {reason}")
     for w in p["warnings"][:6]:

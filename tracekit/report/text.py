@@ -13,6 +13,7 @@ from tracekit.report.sections import Table
 
 def text_table(t: Table, max_width: int = 60) -> str:
     """Fixed-width columns; cells longer than ``max_width`` are cut with an ellipsis."""
+
     def cut(s: str) -> str:
         s = s.replace("\n", " ")
         return s if len(s) <= max_width else s[: max_width - 1] + "…"
@@ -41,20 +42,47 @@ def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
     rows = []
     for r in df.iter_rows(named=True):
         m = str(r["metric"])
-        rows.append([str(r[key]), fmt.label(m), fmt.value(m, r["a"]), fmt.value(m, r["b"]),
-                     _delta(m, r["delta"]), _change(r["change"])])
+        rows.append(
+            [
+                str(r[key]),
+                fmt.label(m),
+                fmt.value(m, r["a"]),
+                fmt.value(m, r["b"]),
+                _delta(m, r["delta"]),
+                _change(r["change"]),
+            ]
+        )
     return Table([key, "metric", "A", "B", "B − A", "change"], rows, caption)
 
 
 def _moved_table(df: pl.DataFrame, caption: str) -> Table:
-    rows = [[str(r["name"]), fmt.count(r["count_a"]), fmt.count(r["count_b"]), fmt.duration(r["time_a_ns"]),
-             fmt.duration(r["time_b_ns"]), fmt.duration(r["delta_ns"]), _change(r["change"])] for r in df.iter_rows(named=True)]
+    rows = [
+        [
+            str(r["name"]),
+            fmt.count(r["count_a"]),
+            fmt.count(r["count_b"]),
+            fmt.duration(r["time_a_ns"]),
+            fmt.duration(r["time_b_ns"]),
+            fmt.duration(r["delta_ns"]),
+            _change(r["change"]),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
     return Table(["name", "calls A", "calls B", "time A", "time B", "B − A", "change"], rows, caption)
 
 
 def diff_tables(d: Diff) -> list[Table]:
-    verdict_rows = [[str(r["phase"]), str(r["bound_a"] or "–"), str(r["bound_b"] or "–"), "CHANGED" if r["changed"] else "",
-                     str(r["reason_a"] or ""), str(r["reason_b"] or "")] for r in d.verdicts.iter_rows(named=True)]
+    verdict_rows = [
+        [
+            str(r["phase"]),
+            str(r["bound_a"] or "–"),
+            str(r["bound_b"] or "–"),
+            "CHANGED" if r["changed"] else "",
+            str(r["reason_a"] or ""),
+            str(r["reason_b"] or ""),
+        ]
+        for r in d.verdicts.iter_rows(named=True)
+    ]
     return [
         Table(["phase", "verdict A", "verdict B", "", "reason A", "reason B"], verdict_rows, "verdicts"),
         _long_table(d.phases, "phase", "per phase"),
@@ -74,8 +102,14 @@ def render_diff(d: Diff, style: str = "table") -> str:
     if style == "md":
         from tracekit.report.markdown import _table
 
-        out = ["# tracekit diff", "", f"- A: {fmt.md_escape(d.a_label)}", f"- B: {fmt.md_escape(d.b_label)}", "",
-               *[f"**{fmt.md_escape(line)}**\n" for line in d.diagnostic_lines()]]
+        out = [
+            "# tracekit diff",
+            "",
+            f"- A: {fmt.md_escape(d.a_label)}",
+            f"- B: {fmt.md_escape(d.b_label)}",
+            "",
+            *[f"**{fmt.md_escape(line)}**\n" for line in d.diagnostic_lines()],
+        ]
         for t in diff_tables(d):
             t.collapsed = len(t.rows) > 20
             out += [*_table(t), ""]

@@ -22,27 +22,42 @@ def render(doc: dict[str, Any]) -> str:
         out += [f"- {k}: {v}" for k, v in doc["assumptions"].items()]
     s = doc.get("sensitivity")
     if s:
-        out += ["", "Sensitivity (E2E ≈ prefill + decode steps × TPOT, mean over "
-                f"{s['requests']} request{'s' if s['requests'] != 1 else ''})"]
+        out += [
+            "",
+            "Sensitivity (E2E ≈ prefill + decode steps × TPOT, mean over "
+            f"{s['requests']} request{'s' if s['requests'] != 1 else ''})",
+        ]
         out.append(f"E2E {_g(s['e2el_ms'])} ms = prefill {_g(s['prefill_ms'])} ms + decode {_g(s['decode_ms'])} ms")
-        out.append(f"halving prefill saves {_g(s['save_half_prefill_ms'])} ms per request; "
-                   f"halving TPOT saves {_g(s['save_half_tpot_ms'])} ms per request")
+        out.append(
+            f"halving prefill saves {_g(s['save_half_prefill_ms'])} ms per request; "
+            f"halving TPOT saves {_g(s['save_half_tpot_ms'])} ms per request"
+        )
     c = doc.get("compare")
     if c:
         w = c["workers"]
-        out += ["", f"Colocated ({w['colocated']} workers) vs disaggregated ({w['prefill']} prefill + {w['decode']} decode), "
-                "the traced arrivals replayed"]
+        out += [
+            "",
+            f"Colocated ({w['colocated']} workers) vs disaggregated ({w['prefill']} prefill + {w['decode']} decode), "
+            "the traced arrivals replayed",
+        ]
         hdr = f"{'':16}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}{'E2E p50':>10}{'E2E p99':>10}  (ms)"
         out.append(hdr)
         for name in ("colocated", "disaggregated"):
             m = c[name]
-            out.append(f"{name:16}" + "".join(f"{_g(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p99")))
+            out.append(
+                f"{name:16}"
+                + "".join(f"{_g(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p99"))
+            )
         for name in ("colocated", "disaggregated"):
             m = c[name]
             if m.get("goodput_fraction") is not None:
-                out.append(f"goodput {name}: {_g(m['goodput_req_per_s'])} req/s, {m['goodput_fraction'] * 100:.0f} % of requests meet the SLO")
-        out.append(f"interference per request (colocated replay): {_g(c['colocated']['mean_interference_ms'])} ms; "
-                   f"KV transfer per request (disaggregated, incl. waiting for the link): {_g(c['disaggregated']['mean_transfer_ms'])} ms")
+                out.append(
+                    f"goodput {name}: {_g(m['goodput_req_per_s'])} req/s, {m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
+                )
+        out.append(
+            f"interference per request (colocated replay): {_g(c['colocated']['mean_interference_ms'])} ms; "
+            f"KV transfer per request (disaggregated, incl. waiting for the link): {_g(c['disaggregated']['mean_transfer_ms'])} ms"
+        )
         out.append(f"verdict: {c['verdict']}")
     for note in doc.get("notes") or []:
         out.append(f"note: {note}")

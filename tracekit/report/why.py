@@ -10,10 +10,27 @@ from typing import Any
 from tracekit.report import fmt
 
 IDLE_HEADERS = ["scope", "idle", "#", "cause", "call", "op", "time", "share of idle", "count"]
-CLASS_HEADERS = ["scope", "class", "time", "share", "FLOP/B", "dtype", "FLOP/s", "B/s", "% of roof", "bound", "underused"]
-CAUSE_LABEL = {"blocking": "(b) blocking call", "launch_latency": "(c) launch latency", "cpu_op": "(a) host in op",
-               "outside_ops": "(d) host outside ops", "before_first_launch": "(e) before first launch",
-               "after_last_kernel": "(e) after last kernel"}
+CLASS_HEADERS = [
+    "scope",
+    "class",
+    "time",
+    "share",
+    "FLOP/B",
+    "dtype",
+    "FLOP/s",
+    "B/s",
+    "% of roof",
+    "bound",
+    "underused",
+]
+CAUSE_LABEL = {
+    "blocking": "(b) blocking call",
+    "launch_latency": "(c) launch latency",
+    "cpu_op": "(a) host in op",
+    "outside_ops": "(d) host outside ops",
+    "before_first_launch": "(e) before first launch",
+    "after_last_kernel": "(e) after last kernel",
+}
 
 
 def _pct(x: Any) -> str:
@@ -32,9 +49,19 @@ def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> l
     rows = []
     for scope, d in _scopes(doc, regions):
         for c in (d.get("idle_culprits") or [])[:per_scope]:
-            rows.append([scope, fmt.duration(d.get("idle_ns") or 0), str(c.get("rank")), CAUSE_LABEL.get(c["cause"], c["cause"]),
-                         str(c.get("call") or "-"), str(c.get("op") or "-"), fmt.duration(c["idle_ns"]), _pct(c.get("share")),
-                         str(c.get("count"))])
+            rows.append(
+                [
+                    scope,
+                    fmt.duration(d.get("idle_ns") or 0),
+                    str(c.get("rank")),
+                    CAUSE_LABEL.get(c["cause"], c["cause"]),
+                    str(c.get("call") or "-"),
+                    str(c.get("op") or "-"),
+                    fmt.duration(c["idle_ns"]),
+                    _pct(c.get("share")),
+                    str(c.get("count")),
+                ]
+            )
     return rows
 
 
@@ -42,9 +69,11 @@ def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
     out = []
     for p in doc.get("phases") or []:
         if p.get("launch_delay_count"):
-            out.append(f"launch delay (launch call → kernel start), {p['phase']}: p50 "
-                       f"{fmt.duration(p['launch_delay_p50_ns'])}, p99 {fmt.duration(p['launch_delay_p99_ns'])} "
-                       f"over {p['launch_delay_count']} launches")
+            out.append(
+                f"launch delay (launch call → kernel start), {p['phase']}: p50 "
+                f"{fmt.duration(p['launch_delay_p50_ns'])}, p99 {fmt.duration(p['launch_delay_p99_ns'])} "
+                f"over {p['launch_delay_count']} launches"
+            )
     return out
 
 
@@ -56,9 +85,19 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     for scope, cls in scopes:
         for c in cls:
             under = f"yes: {c.get('underused_cause')}" if c.get("underused") else ""
-            rows.append([scope, str(c["op_class"]), fmt.duration(c.get("device_time_ns") or 0), _pct(c.get("share")),
-                         "-" if c.get("intensity") is None else f"{c['intensity']:.3g}", str(c.get("dtype") or "-"),
-                         "-" if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
-                         "-" if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
-                         _pct(c.get("frac_roof")), str(c.get("bound") or "-"), under])
+            rows.append(
+                [
+                    scope,
+                    str(c["op_class"]),
+                    fmt.duration(c.get("device_time_ns") or 0),
+                    _pct(c.get("share")),
+                    "-" if c.get("intensity") is None else f"{c['intensity']:.3g}",
+                    str(c.get("dtype") or "-"),
+                    "-" if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
+                    "-" if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
+                    _pct(c.get("frac_roof")),
+                    str(c.get("bound") or "-"),
+                    under,
+                ]
+            )
     return rows

@@ -70,14 +70,14 @@ def _refuse_eventless_array(p: Path, gz: bool) -> None:
     ``"ph"`` field (Chrome trace event format). An array whose first MiB holds no ``"ph"`` key
     (a list of settings such as ``capture_traces/execution_details.json``) is refused here."""
     try:
-        with (gzip.open(p, "rb") if gz else open(p, "rb")) as fh:
+        with gzip.open(p, "rb") if gz else open(p, "rb") as fh:
             head = fh.read(ARRAY_WINDOW)
     except (OSError, EOFError):
         return  # damaged gzip: the loader reports it
     body = head.lstrip()
     if not body.startswith(b"[") or b'"ph"' in body:
         return
-    raise NotATraceError(f"{p}: a JSON array with no trace events (no element has a \"ph\" field): not a trace")
+    raise NotATraceError(f'{p}: a JSON array with no trace events (no element has a "ph" field): not a trace')
 
 
 def _looks_textual(head: bytes) -> bool:
@@ -107,7 +107,11 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     # Graph-capture traces (``capture_traces/``) belong to the trace beside them: merged into it
     # on load, not traces of their own.
     found = sorted(
-        f for f in p.rglob("*") if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not f.name.startswith(".")
+        f
+        for f in p.rglob("*")
+        if f.is_file()
+        and f.name.endswith(TRACE_SUFFIXES)
+        and not f.name.startswith(".")
         and "capture_traces" not in f.relative_to(p).parts[:-1]
     )
     if not found:
@@ -115,8 +119,12 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
     return found
 
 
-def load(path: str | os.PathLike[str], trace_id: str | None = None,
-         captures: Sequence[str | os.PathLike[str]] | None = None, discover_captures: bool = True) -> Trace:
+def load(
+    path: str | os.PathLike[str],
+    trace_id: str | None = None,
+    captures: Sequence[str | os.PathLike[str]] | None = None,
+    discover_captures: bool = True,
+) -> Trace:
     """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
 
     ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
@@ -127,8 +135,9 @@ def load(path: str | os.PathLike[str], trace_id: str | None = None,
         return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures)
 
 
-def _load(path: str | os.PathLike[str], fmt: Format, trace_id: str | None, extra: list[Path],
-          discover_captures: bool) -> Trace:
+def _load(
+    path: str | os.PathLike[str], fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool
+) -> Trace:
     if fmt == "dataset":
         trace = read_dataset(path, trace_id=trace_id)
     elif fmt == "nsys":

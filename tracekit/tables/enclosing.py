@@ -7,7 +7,9 @@ from __future__ import annotations
 import polars as pl
 
 
-def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[str], id_col: str, t: str = "t") -> pl.Series:
+def innermost_rows(
+    points: pl.DataFrame, intervals: pl.DataFrame, group: list[str], id_col: str, t: str = "t"
+) -> pl.Series:
     """For each point (``group``…, ``t``), in point order: the row in ``intervals`` of the innermost
     interval of its group whose [start_ns, end_ns] holds ``t``; null when none.
 
@@ -19,8 +21,13 @@ def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[st
     overflow; else (start, end descending) with ``by``.
     """
     n = points.height
-    iv = intervals.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), *group, "start_ns",
-                          "end_ns", *(["depth"] if "depth" in intervals.columns else []))
+    iv = intervals.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        *group,
+        "start_ns",
+        "end_ns",
+        *(["depth"] if "depth" in intervals.columns else []),
+    )
     iv = iv.drop_nulls([*group, "start_ns", "end_ns"])
     pts = points.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *group, t).drop_nulls()
     found = pl.repeat(None, n, dtype=pl.Int64, eager=True)
@@ -35,17 +42,29 @@ def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[st
         span = (hi - lo + 3) * d
         right = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
         left = pl.DataFrame({"_lk": g_pt * span + (pts[t].clip(lo - 1, hi) - lo + 1) * d + (d - 1), "_i": pts["_i"]})
-        m = left.drop_nulls().sort("_lk").join_asof(right, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+        m = (
+            left.drop_nulls()
+            .sort("_lk")
+            .join_asof(right, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+        )
         m = m.filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
     else:
-        right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(*group, "_row", pl.col("start_ns").alias("_rk"))
-        m = pts.sort(t).join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
+        right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(
+            *group, "_row", pl.col("start_ns").alias("_rk")
+        )
+        m = pts.sort(t).join_asof(
+            right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False
+        )
     m = m.drop_nulls("_row")
     found = found.scatter(m["_i"], m["_row"])
     ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
-    by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name))
+    by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(
+        pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name)
+    )
     for _ in range(d + 1 if d else iv.height + 1):
-        idx = pl.select(pl.int_range(n, dtype=pl.Int64).filter(found.is_not_null() & (ends.gather(found) < ts))).to_series()
+        idx = pl.select(
+            pl.int_range(n, dtype=pl.Int64).filter(found.is_not_null() & (ends.gather(found) < ts))
+        ).to_series()
         if idx.len() == 0:
             return found
         # Few points walk up: their parents' rows (positional when ids are row numbers).
@@ -54,7 +73,8 @@ def innermost_rows(points: pl.DataFrame, intervals: pl.DataFrame, group: list[st
             up = want
         else:
             sub = pl.DataFrame({"_c": ids, "_r": pl.int_range(intervals.height, dtype=pl.Int64, eager=True)}).filter(
-                pl.col("_c").is_in(want.drop_nulls().implode()))
+                pl.col("_c").is_in(want.drop_nulls().implode())
+            )
             up = pl.DataFrame({"_c": want}).join(sub, on="_c", how="left", maintain_order="left")["_r"]
         found = found.scatter(idx, up)
     # malformed nesting deeper than its own depth column: those points get no interval
@@ -77,7 +97,9 @@ def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.DataFrame:
 def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
     """Dense thread numbers (intervals', points' (null: a thread with no interval), count) for a
     (pid, tid) group of non-negative ids below 2³¹; None otherwise."""
-    ok = len(group) == 2 and all(isinstance(v, int) and 0 <= v < 2**31 for f in (iv, pts) for c in group for v in (f[c].min(), f[c].max()))
+    ok = len(group) == 2 and all(
+        isinstance(v, int) and 0 <= v < 2**31 for f in (iv, pts) for c in group for v in (f[c].min(), f[c].max())
+    )
     if not ok:
         return None
     c_iv, c_pt = (f[group[0]] * 2**31 + f[group[1]] for f in (iv, pts))

@@ -56,11 +56,18 @@ def nest(
     )
     work = work.with_columns(
         (pl.col("_pos") - pl.col("_closed").fill_null(0) + pl.col("_zl_over"))
-        .clip(lower_bound=0).cast(pl.Int32()).alias("depth")
+        .clip(lower_bound=0)
+        .cast(pl.Int32())
+        .alias("depth")
     )
     # Parent: the latest earlier interval (by _pos) in the group at depth - 1.
     parents = work.select(
-        [*g, pl.col("_pos").alias("_ppos"), (pl.col("depth") + 1).alias("_child_depth"), pl.col(id_col).alias("parent_id")]
+        [
+            *g,
+            pl.col("_pos").alias("_ppos"),
+            (pl.col("depth") + 1).alias("_child_depth"),
+            pl.col(id_col).alias("parent_id"),
+        ]
     ).sort("_ppos")
     work = _parent_join(work, parents, g)
     out = work.select([id_col, "depth", "parent_id"])
@@ -84,7 +91,9 @@ def _parent_join(work: pl.DataFrame, parents: pl.DataFrame, g: list[str]) -> pl.
     )
 
 
-def union_length(df: pl.DataFrame, group: Sequence[str] = (), start: str = "start_ns", end: str = "end_ns") -> pl.DataFrame:
+def union_length(
+    df: pl.DataFrame, group: Sequence[str] = (), start: str = "start_ns", end: str = "end_ns"
+) -> pl.DataFrame:
     """Total length of the union of intervals per ``group`` (``busy_ns``), plus ``first_ns`` and
     ``last_ns`` (so span = last − first). Overlapping intervals are counted once.
 
@@ -101,9 +110,9 @@ def union_length(df: pl.DataFrame, group: Sequence[str] = (), start: str = "star
     if g:
         prev_max = prev_max.over(g)
     work = work.with_columns(prev_max.alias("_prev"))
-    contrib = (
-        pl.col(end) - pl.max_horizontal(pl.col(start), pl.col("_prev").fill_null(pl.col(start)))
-    ).clip(lower_bound=0)
+    contrib = (pl.col(end) - pl.max_horizontal(pl.col(start), pl.col("_prev").fill_null(pl.col(start)))).clip(
+        lower_bound=0
+    )
     aggs = [
         contrib.sum().cast(pl.Int64()).alias("busy_ns"),
         pl.col(start).min().alias("first_ns"),
@@ -128,11 +137,17 @@ def self_time_segments(ops: pl.DataFrame) -> pl.DataFrame:
     kids = o.filter(pl.col("parent_id").is_not_null()).sort("parent_id", "start_ns")
     first = kids.group_by("parent_id").agg(pl.col("start_ns").min().alias("_first"))
     head = o.join(first, left_on="op_id", right_on="parent_id", how="left").select(
-        "op_id", "start_ns", pl.coalesce("_first", "end_ns").alias("end_ns"))
+        "op_id", "start_ns", pl.coalesce("_first", "end_ns").alias("end_ns")
+    )
     parent_end = o.select(pl.col("op_id").alias("parent_id"), pl.col("end_ns").alias("_pend"))
-    after = kids.with_columns(pl.col("start_ns").shift(-1).over("parent_id").alias("_next")).join(
-        parent_end, on="parent_id", how="left").select(
-        pl.col("parent_id").alias("op_id"), pl.col("end_ns").alias("start_ns"),
-        pl.coalesce("_next", "_pend").alias("end_ns"))
+    after = (
+        kids.with_columns(pl.col("start_ns").shift(-1).over("parent_id").alias("_next"))
+        .join(parent_end, on="parent_id", how="left")
+        .select(
+            pl.col("parent_id").alias("op_id"),
+            pl.col("end_ns").alias("start_ns"),
+            pl.coalesce("_next", "_pend").alias("end_ns"),
+        )
+    )
     segs = pl.concat([head, after.filter(pl.col("end_ns").is_not_null())])
     return segs.filter(pl.col("end_ns") > pl.col("start_ns")).sort("start_ns", "op_id")

@@ -50,8 +50,11 @@ def dataset_trace(root: Path, trace_id: str | None) -> str | None:
     then reports the error)."""
     meta = root / META_TABLE
     try:
-        ids = sorted(d.name.split("=", 1)[1] for d in meta.iterdir()
-                     if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file())
+        ids = sorted(
+            d.name.split("=", 1)[1]
+            for d in meta.iterdir()
+            if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file()
+        )
     except OSError:
         return None
     if trace_id is not None:
@@ -119,8 +122,11 @@ def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str
         check, doc = entry["check"], entry["doc"]
     except (OSError, msgspec.DecodeError, KeyError, TypeError):
         return None
-    if not isinstance(check, dict) or check.get("key") != key or \
-            _sidecar_state(check.get("source")) != check.get("sidecar"):
+    if (
+        not isinstance(check, dict)
+        or check.get("key") != key
+        or _sidecar_state(check.get("source")) != check.get("sidecar")
+    ):
         return None
     data: bytes = msgspec.json.encode(doc)
     return data

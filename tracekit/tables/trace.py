@@ -69,14 +69,20 @@ class Trace:
     def __repr__(self) -> str:
         """A few lines: id, source, devices, rows per table, warnings (not the frames themselves)."""
         m = self.meta
-        devices = ", ".join(str(d.get("name")) for d in m.get("devices") or [] if isinstance(d, dict)) or "none recorded"
-        lines = [f"Trace({self.trace_id!r}, format={m.get('format')!r}, source={m.get('source')!r})",
-                 f"  devices: {devices}" + ("  (CPU only: no device activity)" if self.is_cpu_only else "")]
+        devices = (
+            ", ".join(str(d.get("name")) for d in m.get("devices") or [] if isinstance(d, dict)) or "none recorded"
+        )
+        lines = [
+            f"Trace({self.trace_id!r}, format={m.get('format')!r}, source={m.get('source')!r})",
+            f"  devices: {devices}" + ("  (CPU only: no device activity)" if self.is_cpu_only else ""),
+        ]
         for name in schema.TABLES:
             df = self.table(name)
             lines.append(f"  {name:<9}{df.height:>12,} rows × {df.width} columns")
         warns = self.warnings()
-        lines += [f"  warning: {w}" for w in warns[:3]] + ([f"  … {len(warns) - 3} more warnings"] if len(warns) > 3 else [])
+        lines += [f"  warning: {w}" for w in warns[:3]] + (
+            [f"  … {len(warns) - 3} more warnings"] if len(warns) > 3 else []
+        )
         return "\n".join(lines)
 
 
@@ -95,7 +101,9 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
             "device_name": [devices[0].get("name") if devices else None],
             "events_read": [stats.get("events_read")],
             "events_kept": [stats.get("events_kept")],
-            "meta_json": [json.dumps({k: v for k, v in meta.items() if k != "dataset_path"}, sort_keys=True, default=str)],
+            "meta_json": [
+                json.dumps({k: v for k, v in meta.items() if k != "dataset_path"}, sort_keys=True, default=str)
+            ],
         },
         schema={
             "source": pl.String(),
@@ -111,8 +119,7 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
     )
 
 
-def write_dataset(trace: Trace, out_dir: str | os.PathLike[str],
-                  extra: dict[str, pl.DataFrame] | None = None) -> Path:
+def write_dataset(trace: Trace, out_dir: str | os.PathLike[str], extra: dict[str, pl.DataFrame] | None = None) -> Path:
     """Write ``trace`` into the dataset at ``out_dir`` atomically; replaces an earlier ingest.
 
     Each partition is written into a staging directory and renamed into place; ``meta`` goes
@@ -207,8 +214,7 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
     if trace_id is None:
         if len(ids) > 1:
             raise DatasetError(
-                f"{root}: dataset holds {len(ids)} traces; choose one with trace_id= "
-                f"(first ones: {', '.join(ids[:5])})"
+                f"{root}: dataset holds {len(ids)} traces; choose one with trace_id= (first ones: {', '.join(ids[:5])})"
             )
         trace_id = ids[0]
     elif trace_id not in ids:
@@ -236,9 +242,14 @@ def _conformed_scan(f: Path, table: str, trace_id: str) -> pl.LazyFrame:
     have = set(lf.collect_schema().names())
     if not have:  # no columns: conform's own empty-frame case
         return schema.conform(pl.DataFrame(), table, trace_id).lazy()
-    cols = [pl.lit(trace_id, dtype=pl.String()).alias(c) if c == "trace_id"
-            else pl.col(c).cast(t, strict=False) if c in have else pl.lit(None, dtype=t).alias(c)
-            for c, t in schema.TABLES[table].items()]
+    cols = [
+        pl.lit(trace_id, dtype=pl.String()).alias(c)
+        if c == "trace_id"
+        else pl.col(c).cast(t, strict=False)
+        if c in have
+        else pl.lit(None, dtype=t).alias(c)
+        for c, t in schema.TABLES[table].items()
+    ]
     return lf.select(cols)
 
 
@@ -248,10 +259,12 @@ def _by_prefix(root: Path, ids: list[str], prefix: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise DatasetError(f"{root}: no trace {prefix!r} in this dataset (ids: {', '.join(ids[:5])}"
-                           f"{', …' if len(ids) > 5 else ''})")
-    raise DatasetError(f"{root}: trace id prefix {prefix!r} is ambiguous: {', '.join(found[:5])}"
-                       f"{', …' if len(found) > 5 else ''}")
+        raise DatasetError(
+            f"{root}: no trace {prefix!r} in this dataset (ids: {', '.join(ids[:5])}{', …' if len(ids) > 5 else ''})"
+        )
+    raise DatasetError(
+        f"{root}: trace id prefix {prefix!r} is ambiguous: {', '.join(found[:5])}{', …' if len(found) > 5 else ''}"
+    )
 
 
 def scan_table(path: str | os.PathLike[str], table: str) -> pl.LazyFrame:

@@ -29,9 +29,14 @@ def sensitivity(prefill_ms: list[float], decode_steps: list[int], tpot_ms: list[
         raise UsageError("sensitivity needs one prefill time, decode-step count and TPOT per request")
     n = len(prefill_ms)
     dec = [s * t for s, t in zip(decode_steps, tpot_ms)]
-    return {"requests": n, "e2el_ms": sum(p + d for p, d in zip(prefill_ms, dec)) / n,
-            "prefill_ms": sum(prefill_ms) / n, "decode_ms": sum(dec) / n,
-            "save_half_prefill_ms": sum(prefill_ms) / n / 2, "save_half_tpot_ms": sum(dec) / n / 2}
+    return {
+        "requests": n,
+        "e2el_ms": sum(p + d for p, d in zip(prefill_ms, dec)) / n,
+        "prefill_ms": sum(prefill_ms) / n,
+        "decode_ms": sum(dec) / n,
+        "save_half_prefill_ms": sum(prefill_ms) / n / 2,
+        "save_half_tpot_ms": sum(dec) / n / 2,
+    }
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -86,29 +91,49 @@ def inputs(result: Any, kv_bytes_per_token: float | None = None, policy: Policy 
     sv = getattr(result, "serving", None) or {}
     sc = sv.get("step_cost") or {}
     if sc.get("intercept_ms") is None:
-        raise AnalysisError("what-if: the trace has no steps with a known composition to fit a step cost "
-                            f"({sc.get('why_none') or 'no serving steps'})")
-    cost = StepCost(sc["intercept_ms"], sc["per_prefill_token_ms"], sc["per_decode_seq_ms"], sc["per_decode_kv_token_ms"])
+        raise AnalysisError(
+            "what-if: the trace has no steps with a known composition to fit a step cost "
+            f"({sc.get('why_none') or 'no serving steps'})"
+        )
+    cost = StepCost(
+        sc["intercept_ms"], sc["per_prefill_token_ms"], sc["per_decode_seq_ms"], sc["per_decode_kv_token_ms"]
+    )
     rq = sv.get("requests") or []
     if not rq:
-        raise AnalysisError("what-if: no per-request arrivals in this trace (they come from the request ids of "
-                            "`tracekit run serve` step names); the sensitivity alone: tracekit whatif --prefill-ms … --tpot-ms …")
+        raise AnalysisError(
+            "what-if: no per-request arrivals in this trace (they come from the request ids of "
+            "`tracekit run serve` step names); the sensitivity alone: tracekit whatif --prefill-ms … --tpot-ms …"
+        )
     t0 = min(int(r["arrival_ns"]) for r in rq)
-    reqs = [SimRequest(int(r["request"]), (int(r["arrival_ns"]) - t0) / 1e6, int(r["prompt_tokens"]), int(r["output_tokens"]))
-            for r in rq]
+    reqs = [
+        SimRequest(
+            int(r["request"]), (int(r["arrival_ns"]) - t0) / 1e6, int(r["prompt_tokens"]), int(r["output_tokens"])
+        )
+        for r in rq
+    ]
     lim = sv.get("scheduler") or {}
     pol = policy or Policy(lim.get("token_budget", 256), lim.get("max_seqs", 8), lim.get("chunk", 256))
     kv_src = "option --kv-bytes-per-token"
     if kv_bytes_per_token is None:
         kv = sv.get("kv") or {}
         kv_bytes_per_token = kv.get("bytes_per_token")
-        kv_src = (f"trace shapes: 2 × {kv.get('layers')} layers × {kv.get('kv_heads')} KV heads × {kv.get('head_dim')} × "
-                  f"{kv.get('element_bytes')} B ({kv.get('source')})") if kv_bytes_per_token else str(kv.get("why_none"))
+        kv_src = (
+            (
+                f"trace shapes: 2 × {kv.get('layers')} layers × {kv.get('kv_heads')} KV heads × {kv.get('head_dim')} × "
+                f"{kv.get('element_bytes')} B ({kv.get('source')})"
+            )
+            if kv_bytes_per_token
+            else str(kv.get("why_none"))
+        )
     r2 = sc.get("r2")
     sources = {
         "requests": f"{len(reqs)} traced requests: arrivals, prompt tokens (Σ pf= chunks), output tokens",
-        "step_cost": (f"least squares over {sc.get('n')} traced steps, R² {r2:.3f}" if r2 is not None else
-                      f"least squares over {sc.get('n')} traced steps") + (f"; dropped {sc['dropped']}" if sc.get("dropped") else ""),
+        "step_cost": (
+            f"least squares over {sc.get('n')} traced steps, R² {r2:.3f}"
+            if r2 is not None
+            else f"least squares over {sc.get('n')} traced steps"
+        )
+        + (f"; dropped {sc['dropped']}" if sc.get("dropped") else ""),
         "policy": ("tk:run annotation" if lim and policy is None else "options / defaults")
         + f": token budget {pol.token_budget}, max seqs {pol.max_seqs}, chunk {pol.chunk}",
         "kv_bytes_per_token": kv_src,
@@ -116,8 +141,14 @@ def inputs(result: Any, kv_bytes_per_token: float | None = None, policy: Policy 
     return Inputs(reqs, cost, pol, kv_bytes_per_token, sources)
 
 
-def compare(inp: Inputs, prefill_workers: int, decode_workers: int, link_bytes_per_s: float,
-            link_latency_ms: float = 0.0, slo: dict[str, float | None] | None = None) -> dict[str, Any]:
+def compare(
+    inp: Inputs,
+    prefill_workers: int,
+    decode_workers: int,
+    link_bytes_per_s: float,
+    link_latency_ms: float = 0.0,
+    slo: dict[str, float | None] | None = None,
+) -> dict[str, Any]:
     """Colocated serving on P + D workers vs disaggregated P prefill + D decode workers."""
     if prefill_workers < 1 or decode_workers < 1:
         raise UsageError("--prefill-workers and --decode-workers must be ≥ 1")
@@ -126,18 +157,39 @@ def compare(inp: Inputs, prefill_workers: int, decode_workers: int, link_bytes_p
     if link_bytes_per_s <= 0:
         raise UsageError("link bandwidth must be > 0")
     co = metrics(simulate(inp.requests, inp.cost, inp.policy, prefill_workers + decode_workers))
-    dis = metrics(simulate(inp.requests, inp.cost, inp.policy, prefill_workers, decode_workers,
-                           inp.kv_bytes_per_token, link_bytes_per_s, link_latency_ms))
+    dis = metrics(
+        simulate(
+            inp.requests,
+            inp.cost,
+            inp.policy,
+            prefill_workers,
+            decode_workers,
+            inp.kv_bytes_per_token,
+            link_bytes_per_s,
+            link_latency_ms,
+        )
+    )
     arr = {r.id: r.arrival_ms for r in inp.requests}
     for rows in (co, dis):
         for r in rows:
             r["_arrival"], r["_finish"] = arr[r["request"]], arr[r["request"]] + r["e2el_ms"]
     c, d = summarise(co, slo), summarise(dis, slo)
     xfer, removed = d["mean_transfer_ms"], c["mean_interference_ms"]
-    verdict = ("disaggregation pays: the KV transfer" if xfer < removed else "disaggregation does not pay: the KV transfer") + \
-        f" ({xfer:.3g} ms per request) {'<' if xfer < removed else '≥'} the interference it removes ({removed:.3g} ms per request)"
-    return {"colocated": c, "disaggregated": d, "verdict": verdict, "transfer_less_than_interference": xfer < removed,
-            "workers": {"prefill": prefill_workers, "decode": decode_workers, "colocated": prefill_workers + decode_workers}}
+    verdict = (
+        ("disaggregation pays: the KV transfer" if xfer < removed else "disaggregation does not pay: the KV transfer")
+        + f" ({xfer:.3g} ms per request) {'<' if xfer < removed else '≥'} the interference it removes ({removed:.3g} ms per request)"
+    )
+    return {
+        "colocated": c,
+        "disaggregated": d,
+        "verdict": verdict,
+        "transfer_less_than_interference": xfer < removed,
+        "workers": {
+            "prefill": prefill_workers,
+            "decode": decode_workers,
+            "colocated": prefill_workers + decode_workers,
+        },
+    }
 
 
 def traced_sensitivity(result: Any, inp: Inputs) -> dict[str, Any]:
@@ -153,7 +205,9 @@ def traced_sensitivity(result: Any, inp: Inputs) -> dict[str, Any]:
     rs = [r for r in inp.requests if r.output > 1 and r.id in tpot]
     if not rs:
         return {}
-    out = sensitivity([inp.cost.c0 + inp.cost.cp * r.prompt for r in rs], [r.output - 1 for r in rs], [tpot[r.id] for r in rs])
+    out = sensitivity(
+        [inp.cost.c0 + inp.cost.cp * r.prompt for r in rs], [r.output - 1 for r in rs], [tpot[r.id] for r in rs]
+    )
     out["mean_prompt_tokens"] = sum(r.prompt for r in rs) / len(rs)
     out["mean_output_tokens"] = sum(r.output for r in rs) / len(rs)
     return out

@@ -10,10 +10,19 @@ from tracekit.hardware.links import link
 from tracekit.whatif import compare, inputs, sensitivity, traced_sensitivity
 
 
-def run_whatif(trace: str | None, result: Any = None, hand: tuple[float | None, float | None, int | None] | None = None,
-               prefill_workers: int = 1, decode_workers: int = 1, link_key: str = "nvlink4",
-               link_gbps: float | None = None, link_efficiency: float = 1.0, link_latency_us: float = 0.0,
-               kv_bytes_per_token: float | None = None, slo: str | None = None) -> dict[str, Any]:
+def run_whatif(
+    trace: str | None,
+    result: Any = None,
+    hand: tuple[float | None, float | None, int | None] | None = None,
+    prefill_workers: int = 1,
+    decode_workers: int = 1,
+    link_key: str = "nvlink4",
+    link_gbps: float | None = None,
+    link_efficiency: float = 1.0,
+    link_latency_us: float = 0.0,
+    kv_bytes_per_token: float | None = None,
+    slo: str | None = None,
+) -> dict[str, Any]:
     """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only)."""
     from tracekit.analysis.latency import Slo
 
@@ -35,27 +44,41 @@ def run_whatif(trace: str | None, result: Any = None, hand: tuple[float | None, 
     if link_gbps is not None:
         if link_gbps <= 0:
             raise UsageError("--link-gbps must be > 0")
-        entry: dict[str, Any] = {"key": "custom", "name": f"{link_gbps} GB/s", "gbps": link_gbps, "source": "option --link-gbps"}
+        entry: dict[str, Any] = {
+            "key": "custom",
+            "name": f"{link_gbps} GB/s",
+            "gbps": link_gbps,
+            "source": "option --link-gbps",
+        }
     else:
         entry = link(link_key)
     bw = entry["gbps"] * 1e9 * link_efficiency
     c = inp.cost
     doc["assumptions"].update(inp.sources)
-    doc["assumptions"]["step cost model"] = (f"step ms = {c.c0:.4g} + {c.cp:.4g}·prefill tokens + {c.cd:.4g}·decoding seqs "
-                                             f"+ {c.ck:.4g}·their context tokens (docs/whatif.md)")
-    doc["assumptions"]["link"] = (f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "
-                                  f"+ {link_latency_us} µs per transfer; source: {entry['source']}")
-    doc["assumptions"]["colocated"] = f"{prefill_workers + decode_workers} workers doing both phases (same worker count)"
+    doc["assumptions"]["step cost model"] = (
+        f"step ms = {c.c0:.4g} + {c.cp:.4g}·prefill tokens + {c.cd:.4g}·decoding seqs "
+        f"+ {c.ck:.4g}·their context tokens (docs/whatif.md)"
+    )
+    doc["assumptions"]["link"] = (
+        f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "
+        f"+ {link_latency_us} µs per transfer; source: {entry['source']}"
+    )
+    doc["assumptions"]["colocated"] = (
+        f"{prefill_workers + decode_workers} workers doing both phases (same worker count)"
+    )
     if slo_v is not None:
         doc["assumptions"]["slo"] = str(slo_v.as_dict())
     if "sensitivity" not in doc:
         s = traced_sensitivity(result, inp)
         if s:
             doc["sensitivity"] = s
-            doc["assumptions"]["sensitivity"] = ("per traced request: prefill = the step-cost model's prefill of its prompt "
-                                                 "alone; decode steps = output tokens − 1; TPOT = measured in the trace")
-    doc["compare"] = compare(inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3,
-                             slo_v.as_dict() if slo_v else None)
+            doc["assumptions"]["sensitivity"] = (
+                "per traced request: prefill = the step-cost model's prefill of its prompt "
+                "alone; decode steps = output tokens − 1; TPOT = measured in the trace"
+            )
+    doc["compare"] = compare(
+        inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_v.as_dict() if slo_v else None
+    )
     if result.diagnostic:
         doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
     return doc

@@ -115,9 +115,16 @@ class Link:
     free_ms: float = 0.0
 
 
-def simulate(reqs: list[SimRequest], cost: StepCost, pol: Policy, prefill_workers: int = 1,
-             decode_workers: int = 0, kv_bytes_per_token: float = 0.0, link_bytes_per_s: float = 0.0,
-             link_latency_ms: float = 0.0) -> list[Seq]:
+def simulate(
+    reqs: list[SimRequest],
+    cost: StepCost,
+    pol: Policy,
+    prefill_workers: int = 1,
+    decode_workers: int = 0,
+    kv_bytes_per_token: float = 0.0,
+    link_bytes_per_s: float = 0.0,
+    link_latency_ms: float = 0.0,
+) -> list[Seq]:
     """Serve ``reqs``; ``decode_workers == 0`` means colocated with ``prefill_workers`` workers.
     Returns every sequence with its token times (ms from the simulation's time 0)."""
     disagg = decode_workers > 0
@@ -195,8 +202,16 @@ def metrics(seqs: list[Seq]) -> list[dict[str, Any]]:
     for s in seqs:
         assert s.first_ms is not None and s.finish_ms is not None
         r = s.req
-        out.append({"request": r.id, "prompt_tokens": r.prompt, "output_tokens": r.output,
-                    "ttft_ms": s.first_ms - r.arrival_ms, "e2el_ms": s.finish_ms - r.arrival_ms,
-                    "tpot_ms": (s.finish_ms - s.first_ms) / (r.output - 1) if r.output > 1 else None,
-                    "interference_ms": s.interference_ms, "transfer_ms": s.transfer_ms})
+        out.append(
+            {
+                "request": r.id,
+                "prompt_tokens": r.prompt,
+                "output_tokens": r.output,
+                "ttft_ms": s.first_ms - r.arrival_ms,
+                "e2el_ms": s.finish_ms - r.arrival_ms,
+                "tpot_ms": (s.finish_ms - s.first_ms) / (r.output - 1) if r.output > 1 else None,
+                "interference_ms": s.interference_ms,
+                "transfer_ms": s.transfer_ms,
+            }
+        )
     return out

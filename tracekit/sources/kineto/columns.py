@@ -125,10 +125,12 @@ def str_lists_text(text: pl.Series) -> pl.Series:
     except pl.exceptions.PolarsError:
         flat_lists = _lists_by_msgspec(flat)
     frame = pl.DataFrame({"i": pl.int_range(text.len(), eager=True)})
-    parts = pl.concat([
-        pl.DataFrame({"i": frame["i"].filter(~nested), "v": flat_lists}),
-        pl.DataFrame({"i": frame["i"].filter(nested), "v": _lists_by_msgspec(text.filter(nested))}),
-    ])
+    parts = pl.concat(
+        [
+            pl.DataFrame({"i": frame["i"].filter(~nested), "v": flat_lists}),
+            pl.DataFrame({"i": frame["i"].filter(nested), "v": _lists_by_msgspec(text.filter(nested))}),
+        ]
+    )
     return parts.sort("i")["v"].alias(text.name)
 
 

@@ -90,15 +90,19 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
         return df.with_columns(pl.lit(None, pl.Int64()).alias("depth"), pl.lit(None, pl.Int64()).alias("parent_id"))
     if kineto_native.available():  # in C: an index sort, one pass, results in row order
         # Group columns as int64 keys: integers as they are, others (and nulls) by dense rank.
-        keys = [df[c] if df.schema[c].is_integer() and not df[c].has_nulls()
-                else df[c].rank("dense").fill_null(0) for c in group]
+        keys = [
+            df[c] if df.schema[c].is_integer() and not df[c].has_nulls() else df[c].rank("dense").fill_null(0)
+            for c in group
+        ]
         depth, parent_row = kineto_native.nest(keys, df["start_ns"], df["end_ns"])
         return df.with_columns(depth, parent_row)  # row number = id_col (with_row_index above)
     # Sorted by thread, then start (end descending, ties by id); a thread's number is a running
     # count of where the group columns change (no join: less memory on million-row tables).
     slim = df.select([*group, id_col, "start_ns", "end_ns"]).sort(
-        [*group, "start_ns", "end_ns", id_col], descending=[*([False] * len(group)), False, True, False],
-        nulls_last=True)
+        [*group, "start_ns", "end_ns", id_col],
+        descending=[*([False] * len(group)), False, True, False],
+        nulls_last=True,
+    )
     new_group = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in group])
     slim = slim.select(new_group.cum_sum().alias("_g"), id_col, "start_ns", "end_ns")
     prev_end = pl.col("end_ns").cum_max().shift(1).over("_g")
@@ -113,5 +117,3 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
     del slim, chunk
     out = pl.concat(parts).sort(id_col)
     return df.with_columns(out["depth"], out["parent_id"])
-
-

@@ -24,8 +24,9 @@ from tracekit.tables.staging import discard_staging, open_staging, writing
 from tracekit.tables.trace import DATA_FILE, commit_with_meta
 
 
-def ingest_kineto(path: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                  trace_id: str | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+def ingest_kineto(
+    path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None
+) -> tuple[dict[str, Any], dict[str, int]]:
     """Write the canonical tables of the Kineto trace at ``path`` into the dataset ``out_dir``;
     return its meta and table heights. Replaces an earlier ingest of the same trace id, derived
     tables included. Raises what ``load_kineto`` raises, and DatasetError for a bad ``out_dir``."""

@@ -169,7 +169,7 @@ class _Buffer:
             self.eof = True
             return False
         self.offset += self.pos
-        self.buf = self.buf[self.pos:] + chunk
+        self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
         self.stats.bytes_read += len(chunk)
         return True
@@ -180,7 +180,7 @@ class _Buffer:
         while True:
             buf, pos = self.buf, self.pos
             while pos < len(buf) and buf[pos] in _BLANK_BYTES:
-                block = buf[pos:pos + 65536]
+                block = buf[pos : pos + 65536]
                 if block.translate(None, b" \t\r\n"):  # a non-blank in it: find where
                     pos = _WS.match(buf, pos).end()  # type: ignore[union-attr]
                     break
@@ -221,7 +221,7 @@ def stream_document(
         _events(b, decode_batch, on_events, path, scan)
         return top
     if first != ord("{"):
-        raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos:b.pos + 16]!r})")
+        raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos : b.pos + 16]!r})")
     b.pos += 1
     saw_events = False
     while True:
@@ -358,7 +358,7 @@ def _read_value(b: _Buffer) -> Any:
             break
         if not b.more():
             return _INCOMPLETE
-    raw = b.buf[b.pos:end]
+    raw = b.buf[b.pos : end]
     b.pos = end
     try:
         return msgspec.json.decode(raw)
@@ -373,8 +373,13 @@ def _read_value(b: _Buffer) -> Any:
             return _MALFORMED
 
 
-def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None], path: Path,
-            scan: Scanner | None = None) -> bool:
+def _events(
+    b: _Buffer,
+    decode_batch: Callable[[bytes], list[Any]],
+    on_events: Callable[[list[Any]], None],
+    path: Path,
+    scan: Scanner | None = None,
+) -> bool:
     """Consume the ``traceEvents`` array (after its ``[``). True when it closed with ``]``."""
     stats = b.stats
     while True:
@@ -411,7 +416,7 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
             if done is None:
                 stats.unclosed = True
                 if stats.malformed_at is None:
-                    stats.truncated_bytes = len(b.buf[b.pos:].strip())
+                    stats.truncated_bytes = len(b.buf[b.pos :].strip())
                 b.pos = len(b.buf)
                 return False
             if not done:
@@ -423,7 +428,7 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
                 continue
             if not b.eof:
                 continue  # the window is as large as allowed: the element alone, above
-            rest = b.buf[b.pos:]
+            rest = b.buf[b.pos :]
             closed = _close_without_candidate(rest, decode_batch, on_events)
             if closed is not None:  # e.g. a last element that is not an object: `..., 5]`
                 b.pos += closed
@@ -439,8 +444,9 @@ def _events(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: C
             return False
 
 
-def _one_element(b: _Buffer, decode_batch: Callable[[bytes], list[Any]],
-                 on_events: Callable[[list[Any]], None]) -> bool | None:
+def _one_element(
+    b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]
+) -> bool | None:
     """Read the one element at ``b.pos`` (see tracekit/sources/kineto/elements.py): decoded on
     its own when it fits MAX_ELEMENT_BYTES, else skipped and counted. True: read on; False:
     malformed JSON (recorded in stats); None: the input ended inside it."""
@@ -456,7 +462,7 @@ def _one_element(b: _Buffer, decode_batch: Callable[[bytes], list[Any]],
         b.stats.malformed_at = b.offset + b.pos
         return False
     for _ in range(2):
-        piece = b"[" + b.buf[b.pos:end] + b"]"
+        piece = b"[" + b.buf[b.pos : end] + b"]"
         try:
             evs = decode_batch(piece)
         except msgspec.DecodeError as exc:
@@ -471,8 +477,9 @@ def _one_element(b: _Buffer, decode_batch: Callable[[bytes], list[Any]],
     return False
 
 
-def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[Any]],
-                             on_events: Callable[[list[Any]], None]) -> int | None:
+def _close_without_candidate(
+    rest: bytes, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]
+) -> int | None:
     """At end of input: the array may still close at a ``]`` not preceded by ``}``. Returns the
     offset just after that ``]`` when ``[`` + rest up to it decodes."""
     j = len(rest)
@@ -481,7 +488,7 @@ def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[A
         if j < 0:
             return None
         try:
-            evs = decode_batch(b"[" + rest[:j + 1])
+            evs = decode_batch(b"[" + rest[: j + 1])
         except msgspec.DecodeError:
             continue
         on_events(evs)
@@ -489,7 +496,9 @@ def _close_without_candidate(rest: bytes, decode_batch: Callable[[bytes], list[A
     return None
 
 
-def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]) -> int | None:
+def _decode_prefix(
+    b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_events: Callable[[list[Any]], None]
+) -> int | None:
     """Decode the longest prefix of the window that ends at an event boundary; return its end."""
     _replace_surrogates(b)
     buf, start = b.buf, b.pos
@@ -542,4 +551,3 @@ def _decode_prefix(b: _Buffer, decode_batch: Callable[[bytes], list[Any]], on_ev
     if b.stats.malformed_at is not None:
         return len(buf)
     return None
-

@@ -77,9 +77,22 @@ class Event(msgspec.Struct, gc=False):
 
 _BATCH = msgspec.json.Decoder(list[Event])
 _ONE = msgspec.json.Decoder(Event)
-_EXTRA_KEYS = ("trace_id", "record_shapes", "with_flops", "with_stack", "profile_memory", "with_modules",
-               "cuda_runtime_version", "cuda_driver_version", "cupti_version", "hip_runtime_version",
-               "hip_driver_version", "roctracer_version", "displayTimeUnit", "traceName")
+_EXTRA_KEYS = (
+    "trace_id",
+    "record_shapes",
+    "with_flops",
+    "with_stack",
+    "profile_memory",
+    "with_modules",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "cupti_version",
+    "hip_runtime_version",
+    "hip_driver_version",
+    "roctracer_version",
+    "displayTimeUnit",
+    "traceName",
+)
 
 
 def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
@@ -137,7 +150,8 @@ class KinetoReading:
             "flows": self._flow_stats(),
             "categories": self._categories(),
             "parse_stats": {
-                "events_read": col.events_read + sum(n for k, n in col.dropped.items() if k.startswith("invalid event")),
+                "events_read": col.events_read
+                + sum(n for k, n in col.dropped.items() if k.startswith("invalid event")),
                 "events_kept": sum(self.heights.values()),
                 "skipped": dict(sorted(col.skipped.items())),
                 "dropped": dict(sorted(col.dropped.items())),
@@ -166,15 +180,20 @@ class KinetoReading:
         """Flow events per category and phase, and how many device activities a CPU→GPU flow
         reaches (its id is the launch correlation id)."""
         counts = {f"{c}:{p}": n for (c, p), n in sorted(self.col.flow_counts.items())}
-        return {"counts": counts, "launch_flow_categories": sorted(self.col.flow_cats),
-                "launch_flow_ids": self.col.launch_flow_ids().len(), "device_activities_with_flow": self.linked}
+        return {
+            "counts": counts,
+            "launch_flow_categories": sorted(self.col.flow_cats),
+            "launch_flow_ids": self.col.launch_flow_ids().len(),
+            "device_activities_with_flow": self.linked,
+        }
 
 
 _KERNEL_KINDS = set(KERNEL_CATS.values())
 
 
-def read_kineto(path: str | os.PathLike[str], trace_id: str | None = None,
-                spill_dir: Path | None = None) -> KinetoReading:
+def read_kineto(
+    path: str | os.PathLike[str], trace_id: str | None = None, spill_dir: Path | None = None
+) -> KinetoReading:
     """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
     ``spill_dir``: built batches go there instead of memory (bounded-memory ingest)."""
     from tracekit.tables.ids import make_trace_id
@@ -293,8 +312,10 @@ def _warnings(stats: StreamStats, col: Collector) -> list[str]:
     if stats.surrogates_replaced:
         out.append(f"{stats.surrogates_replaced} lone UTF-16 surrogate escapes replaced by U+FFFD")
     if stats.skipped_keys:
-        out.append(f"top-level value(s) not read (larger than {MAX_ELEMENT_BYTES >> 20} MiB or nested too deeply): "
-                   + ", ".join(sorted(set(stats.skipped_keys))[:5]))
+        out.append(
+            f"top-level value(s) not read (larger than {MAX_ELEMENT_BYTES >> 20} MiB or nested too deeply): "
+            + ", ".join(sorted(set(stats.skipped_keys))[:5])
+        )
     n_drop = sum(col.dropped.values())
     if n_drop:
         out.append(f"{n_drop} events dropped: " + ", ".join(f"{k} ({v})" for k, v in _top(col.dropped)))
@@ -314,15 +335,19 @@ def _devices(props: Any) -> list[dict[str, Any]]:
     for d in props if isinstance(props, list) else []:
         if not isinstance(d, dict):
             continue
-        out.append({
-            "id": _int(d.get("id")),
-            "name": d.get("name") if isinstance(d.get("name"), str) else None,
-            "num_sms": _int(d.get("numSms")),
-            "total_memory_bytes": _int(d.get("totalGlobalMem")),
-            "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}" if d.get("computeMajor") is not None else None,
-            "memory_bandwidth_bytes_per_s": None,
-            "clock_hz": None,
-        })
+        out.append(
+            {
+                "id": _int(d.get("id")),
+                "name": d.get("name") if isinstance(d.get("name"), str) else None,
+                "num_sms": _int(d.get("numSms")),
+                "total_memory_bytes": _int(d.get("totalGlobalMem")),
+                "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}"
+                if d.get("computeMajor") is not None
+                else None,
+                "memory_bandwidth_bytes_per_s": None,
+                "clock_hz": None,
+            }
+        )
     return out
 
 
@@ -330,8 +355,11 @@ def _distributed(info: Any) -> dict[str, Any]:
     if not isinstance(info, dict):
         return {}
     backend = info.get("backend")
-    return {"rank": _int(info.get("rank")), "world_size": _int(info.get("world_size")),
-            "backend": backend if isinstance(backend, str) else None}
+    return {
+        "rank": _int(info.get("rank")),
+        "world_size": _int(info.get("world_size")),
+        "backend": backend if isinstance(backend, str) else None,
+    }
 
 
 def _int(v: Any) -> int | None:

@@ -31,10 +31,35 @@ if _kscan is not None and not hasattr(_kscan, "frame"):
 
 # Order fixed by tracekit/sources/kineto/_native/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
 # ``_ev`` is the element's index within one scan call (file order).
-STR_FIELDS = ("ph", "cat", "name", "arg_name", "input_dims", "input_types", "input_strides",
-              "concrete_inputs", "grid", "block")
-INT_FIELDS = ("pid", "tid", "ts_ns", "dur_ns", "id", "external_id", "correlation", "device", "stream",
-              "registers_per_thread", "shared_memory", "bytes", "graph_id", "sequence_number", "_ev")
+STR_FIELDS = (
+    "ph",
+    "cat",
+    "name",
+    "arg_name",
+    "input_dims",
+    "input_types",
+    "input_strides",
+    "concrete_inputs",
+    "grid",
+    "block",
+)
+INT_FIELDS = (
+    "pid",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "id",
+    "external_id",
+    "correlation",
+    "device",
+    "stream",
+    "registers_per_thread",
+    "shared_memory",
+    "bytes",
+    "graph_id",
+    "sequence_number",
+    "_ev",
+)
 NEED_MORE, CLOSED, STOPPED = 0, 1, 2
 N_GROUPS = 6  # the four tables (by index), then flows, then metadata ("M") events
 
@@ -55,8 +80,13 @@ def available() -> bool:
     return _kscan is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("1", "true", "yes")
 
 
-def scan(buf: bytes | memoryview, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str],
-         columns: Sequence[Sequence[str]]) -> Window:
+def scan(
+    buf: bytes | memoryview,
+    pos: int,
+    x_routes: Mapping[str, int],
+    flow_cats: Sequence[str],
+    columns: Sequence[Sequence[str]],
+) -> Window:
     """Scan ``buf[pos:]``: ``ph == "X"`` events go to group ``x_routes[cat]``, flow phases
     (s/f/t) of ``flow_cats`` to group 4, ``M`` events to group 5; ``columns[g]`` names the fields
     built for group ``g``."""
@@ -76,8 +106,9 @@ _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _pool: ThreadPoolExecutor | None = None
 
 
-def scan_split(buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str],
-               columns: Sequence[Sequence[str]]) -> list[Window]:
+def scan_split(
+    buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str], columns: Sequence[Sequence[str]]
+) -> list[Window]:
     """:func:`scan` on two halves of the window at once (the scanner releases the GIL). The cut
     is a guess (a ``}`` ``,`` ``{`` near the middle, possibly inside a string); it is kept only
     when the first half's scan ends exactly there, which proves it an event boundary — else the
@@ -92,7 +123,7 @@ def scan_split(buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Seq
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-scan")
     second = _pool.submit(scan, buf, cut, x_routes, flow_cats, columns)
-    first = scan(memoryview(buf)[:m.end() - 1], pos, x_routes, flow_cats, columns)
+    first = scan(memoryview(buf)[: m.end() - 1], pos, x_routes, flow_cats, columns)
     rest = second.result()
     if first.status == NEED_MORE and first.end == cut:
         return [first, rest]
@@ -103,8 +134,12 @@ _STR_INDEX = {f: i for i, f in enumerate(STR_FIELDS)}
 _INT_INDEX = {f: i for i, f in enumerate(INT_FIELDS)}
 
 
-def _frame(rows: int, strs: tuple[tuple[bytes | None, bytes, bytes], ...],
-           ints: tuple[tuple[bytes | None, bytes], ...], names: Sequence[str]) -> pl.DataFrame:
+def _frame(
+    rows: int,
+    strs: tuple[tuple[bytes | None, bytes, bytes], ...],
+    ints: tuple[tuple[bytes | None, bytes], ...],
+    names: Sequence[str],
+) -> pl.DataFrame:
     """The scanner's buffers as a polars frame through the Arrow C data interface: the C side
     copies them into malloc'd memory freed by plain ``free()`` (no GIL needed, so polars may drop
     them on any thread; a buffer viewing a Python ``bytes`` deadlocked a pickling), and no pyarrow
@@ -148,7 +183,8 @@ def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[p
     n = start.len()
     key_bufs = tuple(_int64_bytes(k) for k in keys)
     depth_b, parent_b = _kscan.nest(key_bufs, _int64_bytes(start), _int64_bytes(end))
-    out = pl.DataFrame(_Exported(_kscan.frame(n, ((b"depth", b"i", None, depth_b, None),
-                                                  (b"parent_id", b"l", None, parent_b, None)))))
+    out = pl.DataFrame(
+        _Exported(_kscan.frame(n, ((b"depth", b"i", None, depth_b, None), (b"parent_id", b"l", None, parent_b, None))))
+    )
     parent = out["parent_id"]
     return out["depth"], parent.set(parent < 0, None)

@@ -42,7 +42,9 @@ def replace_utf8(b: Window, start: int, end: int) -> bool:
 
 
 # An escape: a valid surrogate pair, a lone surrogate, or anything else escaped (kept).
-_ESCAPE = re.compile(rb"\\(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[dD][89a-fA-F][0-9a-fA-F]{2}|.)", re.S)
+_ESCAPE = re.compile(
+    rb"\\(u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[dD][89a-fA-F][0-9a-fA-F]{2}|.)", re.S
+)
 _LONE_TAIL = 12  # a high surrogate this close to the window's end may be paired in the next chunk
 
 
@@ -75,6 +77,6 @@ def replace_surrogates(b: Window) -> None:
     if buf.find(b"\\ud", b.pos) < 0 and buf.find(b"\\uD", b.pos) < 0:
         return
     before = b.stats.surrogates_replaced
-    fixed = fix_surrogates(buf[b.pos:], b.stats, final=b.eof)
+    fixed = fix_surrogates(buf[b.pos :], b.stats, final=b.eof)
     if b.stats.surrogates_replaced != before:
-        b.buf = buf[:b.pos] + fixed
+        b.buf = buf[: b.pos] + fixed

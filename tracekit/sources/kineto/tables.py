@@ -25,23 +25,37 @@ from tracekit.sources.kineto.finish import DEDUPE_KEYS, TIME_LIMIT_NS, WHAT, fin
 from tracekit.sources.kineto.native import Window
 
 # Category → table. Old (≤ 2021) names map to the same tables.
-KERNEL_CATS = {"kernel": schema.KIND_KERNEL, "Kernel": schema.KIND_KERNEL,
-               "gpu_memcpy": schema.KIND_MEMCPY, "Memcpy": schema.KIND_MEMCPY,
-               "gpu_memset": schema.KIND_MEMSET, "Memset": schema.KIND_MEMSET}
+KERNEL_CATS = {
+    "kernel": schema.KIND_KERNEL,
+    "Kernel": schema.KIND_KERNEL,
+    "gpu_memcpy": schema.KIND_MEMCPY,
+    "Memcpy": schema.KIND_MEMCPY,
+    "gpu_memset": schema.KIND_MEMSET,
+    "Memset": schema.KIND_MEMSET,
+}
 LAUNCH_CATS = {"cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "driver", "Driver": "driver"}
 OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op"}
-REGION_CATS = {"user_annotation": schema.REGION_USER, "User": schema.REGION_USER,
-               "gpu_user_annotation": schema.REGION_GPU_USER}
+REGION_CATS = {
+    "user_annotation": schema.REGION_USER,
+    "User": schema.REGION_USER,
+    "gpu_user_annotation": schema.REGION_GPU_USER,
+}
 FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "fwdbwd"}
 # Flows that link a CPU launch to its device activity; their id is the launch correlation.
 LAUNCH_FLOW_CATS = {"ac2g", "async_cpu_to_gpu"}
-_ROUTE: dict[str, int] = {**{c: 0 for c in KERNEL_CATS}, **{c: 1 for c in LAUNCH_CATS},
-                                 **{c: 2 for c in OP_CATS}, **{c: 3 for c in REGION_CATS}}
+_ROUTE: dict[str, int] = {
+    **{c: 0 for c in KERNEL_CATS},
+    **{c: 1 for c in LAUNCH_CATS},
+    **{c: 2 for c in OP_CATS},
+    **{c: 3 for c in REGION_CATS},
+}
 TABLE_NAMES = ("kernels", "launches", "ops", "regions")
 _FLOW, _META = 4, 5
 # (ph, cat) → table index or _FLOW; other "M" events are _META, everything else unrouted.
 _ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
-    **{("X", c): i for c, i in _ROUTE.items()}, **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"}}
+    **{("X", c): i for c, i in _ROUTE.items()},
+    **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"},
+}
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
 PENDING_ROWS = 1 << 17  # native-scanner rows built per polars pass (bounded memory, few calls)
@@ -50,17 +64,34 @@ PENDING_ROWS = 1 << 17  # native-scanner rows built per polars pass (bounded mem
 # "_" (kineto_native.STR_FIELDS / INT_FIELDS). Kinds: "cat" the event's category, "int" an
 # integer (coercions counted), "raw" JSON text, "strlist" a list of strings.
 TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "kernels": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id"),
-                ("device", "int", "device"), ("stream", "int", "stream"),
-                ("registers_per_thread", "int", "registers"), ("shared_memory", "int", "shared_memory"),
-                ("bytes", "int", "nbytes"), ("graph_id", "int", "graph_id"),
-                ("_grid", "raw", "grid"), ("_block", "raw", "block")),
+    "kernels": (
+        ("_cat", "cat", ""),
+        ("correlation", "int", "correlation"),
+        ("external_id", "int", "external_id"),
+        ("device", "int", "device"),
+        ("stream", "int", "stream"),
+        ("registers_per_thread", "int", "registers"),
+        ("shared_memory", "int", "shared_memory"),
+        ("bytes", "int", "nbytes"),
+        ("graph_id", "int", "graph_id"),
+        ("_grid", "raw", "grid"),
+        ("_block", "raw", "block"),
+    ),
     "launches": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id")),
-    "ops": (("external_id", "int", "external_id"), ("sequence_number", "int", "seq"),
-            ("input_dims", "raw", "input_dims"), ("input_strides", "raw", "input_strides"),
-            ("input_types", "strlist", "input_types"), ("concrete_inputs", "strlist", "concrete")),
-    "regions": (("_cat", "cat", ""), ("external_id", "int", "external_id"), ("_device", "int", "device"),
-                ("_stream", "int", "stream")),
+    "ops": (
+        ("external_id", "int", "external_id"),
+        ("sequence_number", "int", "seq"),
+        ("input_dims", "raw", "input_dims"),
+        ("input_strides", "raw", "input_strides"),
+        ("input_types", "strlist", "input_types"),
+        ("concrete_inputs", "strlist", "concrete"),
+    ),
+    "regions": (
+        ("_cat", "cat", ""),
+        ("external_id", "int", "external_id"),
+        ("_device", "int", "device"),
+        ("_stream", "int", "stream"),
+    ),
 }
 _COMMON_FIELDS = ("name", "pid", "tid", "ts_ns", "dur_ns")
 # Fields the native scanner builds per group (the four tables, flows, metadata).
@@ -126,11 +157,15 @@ class Collector:
                 frame = _built(name, rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
                 self._append(name, _prepare(frame, name, self.dropped))
             elif i == _FLOW:
-                self._add_flows(pl.DataFrame({
-                    "cat": pl.Series(_get(rows, "cat"), dtype=pl.String()),
-                    "ph": pl.Series(_get(rows, "ph"), dtype=pl.String()),
-                    "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
-                }))
+                self._add_flows(
+                    pl.DataFrame(
+                        {
+                            "cat": pl.Series(_get(rows, "cat"), dtype=pl.String()),
+                            "ph": pl.Series(_get(rows, "ph"), dtype=pl.String()),
+                            "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
+                        }
+                    )
+                )
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows, order[i])
 
@@ -280,10 +315,15 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
     bad_dur = dur.is_null() & ~bad_ts
     neg = (dur < 0) & ~bad_ts
     far = ((ts >= TIME_LIMIT_NS) | (ts <= -TIME_LIMIT_NS) | (dur >= TIME_LIMIT_NS)).fill_null(False)  # no abs(): -2^63
-    counts = df.select(bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg"),
-                       far.sum().alias("far")).row(0)
-    reasons = ("missing or non-numeric ts", "missing or non-numeric dur", "negative duration",
-               "ts or dur beyond ±2^62 ns")
+    counts = df.select(
+        bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg"), far.sum().alias("far")
+    ).row(0)
+    reasons = (
+        "missing or non-numeric ts",
+        "missing or non-numeric dur",
+        "negative duration",
+        "ts or dur beyond ±2^62 ns",
+    )
     for reason, n in zip(reasons, counts):
         if n:
             dropped[f"{what}: {reason}"] += int(n)
@@ -297,20 +337,34 @@ def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFram
     Categorical (repeated names are then stored once; see ``_shared_strings``)."""
     df = _valid(df, dropped, WHAT[table])
     if table == "kernels":
-        df = df.with_columns(
-            pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
-            # device/stream args are authoritative; pid/tid are their display copies.
-            pl.coalesce("device", "pid").alias("device"),
-            pl.coalesce("stream", "tid").alias("stream"),
-            *[kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}") for d in ("grid", "block") for i, ax in enumerate("xyz")],
-        ).with_columns(
-            pl.when(pl.col("kind") == schema.KIND_MEMCPY).then(pl.col("name").str.extract(r"Memcpy (\w+)")).alias("copy_kind")
-        ).drop("_cat", "_grid", "_block")
+        df = (
+            df.with_columns(
+                pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
+                # device/stream args are authoritative; pid/tid are their display copies.
+                pl.coalesce("device", "pid").alias("device"),
+                pl.coalesce("stream", "tid").alias("stream"),
+                *[
+                    kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}")
+                    for d in ("grid", "block")
+                    for i, ax in enumerate("xyz")
+                ],
+            )
+            .with_columns(
+                pl.when(pl.col("kind") == schema.KIND_MEMCPY)
+                .then(pl.col("name").str.extract(r"Memcpy (\w+)"))
+                .alias("copy_kind")
+            )
+            .drop("_cat", "_grid", "_block")
+        )
     elif table == "launches":
-        df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop("_cat")
+        df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop(
+            "_cat"
+        )
     elif table == "ops":
-        df = df.with_columns(kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
-                             kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"))
+        df = df.with_columns(
+            kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
+            kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"),
+        )
     else:
         kind = pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String())
         gpu = kind == schema.REGION_GPU_USER

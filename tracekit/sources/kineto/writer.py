@@ -95,7 +95,7 @@ class _Doc:
         self.top: dict[str, msgspec.Raw] = {}
         try:
             first = _WS.match(data).end()  # type: ignore[union-attr]
-            if data[first:first + 1] == b"[":  # a bare event array (Chrome "JSON Array Format")
+            if data[first : first + 1] == b"[":  # a bare event array (Chrome "JSON Array Format")
                 self.elements = _LIST.decode(data)
                 self.events_at, self.events_len = first, data.rindex(b"]") + 1 - first
             else:
@@ -111,7 +111,7 @@ class _Doc:
     def offset(self, raw: msgspec.Raw, hint: int) -> int:
         off = pa.py_buffer(raw).address - self.base
         n = len(raw)
-        if 0 <= off <= len(self.data) - n and memoryview(self.data)[off:off + n] == memoryview(raw):
+        if 0 <= off <= len(self.data) - n and memoryview(self.data)[off : off + n] == memoryview(raw):
             return off
         found = self.data.find(bytes(raw), hint)  # msgspec handed out a copy
         if found < 0:
@@ -123,8 +123,12 @@ def _head(raw: msgspec.Raw) -> bytes:
     return bytes(memoryview(raw)[:1])
 
 
-def patch(data: bytes, args: Mapping[int, Mapping[str, Any]], new_events: Sequence[Mapping[str, Any]] = (),
-          path: str = "trace") -> Patched:
+def patch(
+    data: bytes,
+    args: Mapping[int, Mapping[str, Any]],
+    new_events: Sequence[Mapping[str, Any]] = (),
+    path: str = "trace",
+) -> Patched:
     """The edits that insert ``args[i]`` into the ``args`` object of event ``i`` of ``traceEvents``
     (a key the event already has is refused: UsageError) and append ``new_events`` to the array."""
     doc = _Doc(data, path)
@@ -163,7 +167,9 @@ def _args_edit(doc: _Doc, event: msgspec.Raw, add: Mapping[str, Any]) -> tuple[i
     old = _TOP.decode(args)
     clash = sorted(set(old) & set(add))
     if clash:
-        raise UsageError(f"{doc.path}: event already has {', '.join(clash)} (label the original trace, not a labelled one)")
+        raise UsageError(
+            f"{doc.path}: event already has {', '.join(clash)} (label the original trace, not a labelled one)"
+        )
     end = a_at + len(args) - 1
     return end, end, (b"," if old else b"") + body
 

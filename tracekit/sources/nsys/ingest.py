@@ -102,4 +102,3 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
             pass
         raise
     return rows
-

@@ -42,7 +42,13 @@ from tracekit.sources.nsys.tables import (
 from tracekit.tables.trace import Trace
 
 # Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
-EXPORT_MARKERS = {"StringIds", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "EXPORT_META_DATA", "ANALYSIS_DETAILS"}
+EXPORT_MARKERS = {
+    "StringIds",
+    "TARGET_INFO_SESSION_START_TIME",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    "ANALYSIS_DETAILS",
+}
 VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 3.x, 2.x
 
 
@@ -141,8 +147,10 @@ def export_meta(ex: Export, trace_id: str, heights: dict[str, int]) -> dict[str,
         counts[NVTX_TABLE] = sq.count(conn, NVTX_TABLE)
     warnings = list(ex.warnings)
     if heights["kernel"] == 0:
-        warnings.append("no CUDA kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
-                        "was it captured with `--trace=cuda`?")
+        warnings.append(
+            "no CUDA kernels in this export (CUPTI_ACTIVITY_KIND_KERNEL missing or empty): "
+            "was it captured with `--trace=cuda`?"
+        )
     if heights["kernels"] == 0 and heights["launches"] == 0 and heights["regions"] == 0:
         raise EmptyTraceError(f"{ex.path}: the export holds no CUDA activity, CUDA API calls nor NVTX ranges")
     version = _version(conn, have)
@@ -180,8 +188,10 @@ def _open(p: Path) -> sqlite3.Connection:
     if sq.is_wal(p):
         wal = p.with_name(p.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
-            raise TraceFormatError(f"{p}: a WAL-mode database with uncheckpointed changes in {wal.name}; "
-                                   "checkpoint it (sqlite3 FILE 'PRAGMA wal_checkpoint') or re-export it")
+            raise TraceFormatError(
+                f"{p}: a WAL-mode database with uncheckpointed changes in {wal.name}; "
+                "checkpoint it (sqlite3 FILE 'PRAGMA wal_checkpoint') or re-export it"
+            )
         conn = sq.connect(p, immutable=True)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
@@ -208,8 +218,10 @@ def _capture_end(conn: sqlite3.Connection, have: set[str]) -> int:
     for table in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE, RUNTIME_TABLE, NVTX_TABLE):
         if table in have:
             # Integer times only (a text value sorts above every number in SQLite).
-            row = conn.execute(f'SELECT max(max(CASE WHEN typeof("end") = \'integer\' THEN "end" END), '
-                               f'max(CASE WHEN typeof("start") = \'integer\' THEN "start" END)) FROM {table}').fetchone()
+            row = conn.execute(
+                f'SELECT max(max(CASE WHEN typeof("end") = \'integer\' THEN "end" END), '
+                f'max(CASE WHEN typeof("start") = \'integer\' THEN "start" END)) FROM {table}'
+            ).fetchone()
             if row and sq.as_int(row[0]) is not None:
                 candidates.append(int(row[0]))
     return max(candidates, default=0)
@@ -226,7 +238,9 @@ def _version(conn: sqlite3.Connection, have: set[str]) -> dict[str, str]:
 
 
 def _session_start(conn: sqlite3.Connection, have: set[str]) -> int | None:
-    if "TARGET_INFO_SESSION_START_TIME" not in have or "utcEpochNs" not in sq.columns(conn, "TARGET_INFO_SESSION_START_TIME"):
+    if "TARGET_INFO_SESSION_START_TIME" not in have or "utcEpochNs" not in sq.columns(
+        conn, "TARGET_INFO_SESSION_START_TIME"
+    ):
         return None
     row = conn.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
     return sq.as_int(row[0]) if row else None
@@ -248,8 +262,11 @@ def _devices(conn: sqlite3.Connection, have: set[str]) -> list[dict[str, Any]]:
             "name": sq.as_str(d["name"]),
             "num_sms": sq.as_int(d["smCount"]),
             "total_memory_bytes": sq.as_int(d["totalMemory"]),
-            "compute_capability": (f"{sq.as_int(d['computeMajor'])}.{sq.as_int(d['computeMinor'])}"
-                                   if sq.as_int(d["computeMajor"]) is not None else None),
+            "compute_capability": (
+                f"{sq.as_int(d['computeMajor'])}.{sq.as_int(d['computeMinor'])}"
+                if sq.as_int(d["computeMajor"]) is not None
+                else None
+            ),
             "memory_bandwidth_bytes_per_s": sq.as_int(d["memoryBandwidth"]),
             "clock_hz": sq.as_int(d["clockRate"]),
         }

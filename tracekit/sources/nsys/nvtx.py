@@ -28,22 +28,43 @@ from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, iter_frames, pid_o
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).
 PUSH_POP, START_END = 59, 60
-NON_RANGE_TYPES = {33: "NVTX category name", 34: "NVTX mark (an instant, not a range)",
-                   39: "NVTX thread name", 75: "NVTX domain creation (its text names the domain)"}
+NON_RANGE_TYPES = {
+    33: "NVTX category name",
+    34: "NVTX mark (an instant, not a range)",
+    39: "NVTX thread name",
+    75: "NVTX domain creation (its text names the domain)",
+}
 DOMAIN_CREATE = 75
 
 # PyProf dtype names → the type strings Kineto writes in ``Input type``.
-PYPROF_DTYPES = {"float32": "float", "float": "float", "float16": "c10::Half", "half": "c10::Half",
-                 "bfloat16": "c10::BFloat16", "float64": "double", "double": "double", "int64": "long int",
-                 "long": "long int", "int32": "int", "int": "int", "int16": "short int", "int8": "signed char",
-                 "uint8": "unsigned char", "bool": "bool"}
+PYPROF_DTYPES = {
+    "float32": "float",
+    "float": "float",
+    "float16": "c10::Half",
+    "half": "c10::Half",
+    "bfloat16": "c10::BFloat16",
+    "float64": "double",
+    "double": "double",
+    "int64": "long int",
+    "long": "long int",
+    "int32": "int",
+    "int": "int",
+    "int16": "short int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "bool": "bool",
+}
 
 _I64 = pl.Int64()
 
 
 def read_regions(
-    conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, capture_end_ns: int,
-    dropped: Counter[str], warnings: list[str],
+    conn: sqlite3.Connection,
+    have: set[str],
+    strings: pl.DataFrame,
+    capture_end_ns: int,
+    dropped: Counter[str],
+    warnings: list[str],
 ) -> Iterator[pl.DataFrame]:
     """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
 
@@ -61,52 +82,78 @@ def read_regions(
     # A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns
     # (text sorts above every number in SQLite, so a text time fails `< limit`).
     lim = TIME_LIMIT_NS
-    good = (f'"start" IS NOT NULL AND "start" > {-lim} AND "start" < {lim} '
-            f'AND ("end" IS NULL OR ("end" >= "start" AND "end" < {lim}))')
-    bad = conn.execute(f'SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) '
-                       f'AND NOT ({good})').fetchone()[0]
+    good = (
+        f'"start" IS NOT NULL AND "start" > {-lim} AND "start" < {lim} '
+        f'AND ("end" IS NULL OR ("end" >= "start" AND "end" < {lim}))'
+    )
+    bad = conn.execute(
+        f"SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) AND NOT ({good})"
+    ).fetchone()[0]
     if bad:
         dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
     domain = '"domainId"' if "domainId" in cols else "NULL"
-    sql = (f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
-           f'WHERE eventType IN ({PUSH_POP}, {START_END}) AND {good} '
-           f'ORDER BY globalTid, "start", coalesce("end", ?) DESC')
-    sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "end_gtid": _I64, "text": pl.String(),
-                                    "text_id": _I64, "domain_id": _I64}
+    sql = (
+        f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
+        f"WHERE eventType IN ({PUSH_POP}, {START_END}) AND {good} "
+        f'ORDER BY globalTid, "start", coalesce("end", ?) DESC'
+    )
+    sch: dict[str, pl.DataType] = {
+        "start_ns": _I64,
+        "end_ns": _I64,
+        "gtid": _I64,
+        "end_gtid": _I64,
+        "text": pl.String(),
+        "text_id": _I64,
+        "domain_id": _I64,
+    }
     lookup = strings.rename({"id": "text_id", "value": "_registered"})
     domains = _domains(conn, cols)
     carry = pl.DataFrame()
     next_id = n_open = n_cross = 0
     for df in iter_frames(conn, sql, sch, [capture_end_ns]):
-        df = df.join(lookup, on="text_id", how="left", maintain_order="left").with_columns(
-            pl.coalesce("text", "_registered").alias("name"),
-            pid_of(pl.col("gtid")).alias("pid"),
-            tid_of(pl.col("gtid")).alias("tid"),
-            pl.col("end_ns").is_null().alias("unterminated"),
-            pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
-            pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
-            .then(tid_of(pl.col("end_gtid")))
-            .alias("end_tid"),
-            pl.lit(schema.REGION_NVTX).alias("kind"),
-        ).drop("text", "_registered", "text_id")
-        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop("gtid", "end_gtid", "domain_id")
+        df = (
+            df.join(lookup, on="text_id", how="left", maintain_order="left")
+            .with_columns(
+                pl.coalesce("text", "_registered").alias("name"),
+                pid_of(pl.col("gtid")).alias("pid"),
+                tid_of(pl.col("gtid")).alias("tid"),
+                pl.col("end_ns").is_null().alias("unterminated"),
+                pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
+                pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
+                .then(tid_of(pl.col("end_gtid")))
+                .alias("end_tid"),
+                pl.lit(schema.REGION_NVTX).alias("kind"),
+            )
+            .drop("text", "_registered", "text_id")
+        )
+        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop(
+            "gtid", "end_gtid", "domain_id"
+        )
         df = df.with_row_index("region_id", offset=next_id).with_columns(pl.col("region_id").cast(pl.Int64))
         next_id += df.height
         n_open += int(df["unterminated"].sum())
         n_cross += int(df["end_tid"].is_not_null().sum())
-        work = pl.concat([carry, df.with_columns(pl.lit(False).alias("_carried"))], how="diagonal_relaxed") if carry.height else df.with_columns(pl.lit(False).alias("_carried"))
+        work = (
+            pl.concat([carry, df.with_columns(pl.lit(False).alias("_carried"))], how="diagonal_relaxed")
+            if carry.height
+            else df.with_columns(pl.lit(False).alias("_carried"))
+        )
         nested = nest(work.drop("depth", "parent_id", strict=False), ["pid", "tid"], "region_id")
         last = df.row(-1, named=True)
-        carry = nested.filter((pl.col("pid") == last["pid"]) & (pl.col("tid") == last["tid"]) & (pl.col("end_ns") > last["start_ns"]))
+        carry = nested.filter(
+            (pl.col("pid") == last["pid"]) & (pl.col("tid") == last["tid"]) & (pl.col("end_ns") > last["start_ns"])
+        )
         carry = carry.with_columns(pl.lit(True).alias("_carried"))
         yield nested.filter(~pl.col("_carried")).drop("_carried").sort("region_id")
     if n_open:
         warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
     if n_cross:
-        warnings.append(f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread")
+        warnings.append(
+            f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread"
+        )
 
 
 def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
@@ -116,7 +163,9 @@ def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
         return pl.DataFrame(schema=sch)
     sql = f'SELECT globalTid, "domainId", "text" FROM {NVTX_TABLE} WHERE eventType = {DOMAIN_CREATE}'
     raw = read_frame(conn, sql, {"gtid": _I64, "domain_id": _I64, "domain": pl.String()})
-    return raw.select(pid_of(pl.col("gtid")).alias("pid"), "domain_id", "domain").unique(["pid", "domain_id"], keep="last")
+    return raw.select(pid_of(pl.col("gtid")).alias("pid"), "domain_id", "domain").unique(
+        ["pid", "domain_id"], keep="last"
+    )
 
 
 def op_rows(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
@@ -138,8 +187,12 @@ def number_ops(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 _PARSED_SCHEMA: dict[str, pl.DataType] = {
-    "name": pl.String(), "op_name": pl.String(), "sequence_number": _I64, "input_dims": pl.String(),
-    "input_types": pl.List(pl.String()), "concrete_inputs": pl.List(pl.String()),
+    "name": pl.String(),
+    "op_name": pl.String(),
+    "sequence_number": _I64,
+    "input_dims": pl.String(),
+    "input_types": pl.List(pl.String()),
+    "concrete_inputs": pl.List(pl.String()),
 }
 
 
@@ -147,13 +200,17 @@ def _parse_emit_nvtx(texts: pl.Series) -> pl.DataFrame:
     """``aten::mm, seq = 3, op_id = 9, sizes = [[2, 3], [3, 4]], input_op_ids = [...]`` (vectorised)."""
     df = pl.DataFrame({"name": texts}, schema={"name": pl.String()})
     dims = pl.col("name").str.extract(r", sizes = (\[[\[\]0-9, ]*\])")
-    return df.with_columns(
-        pl.col("name").str.extract(r"^([^,]+)").str.strip_chars().alias("op_name"),
-        pl.col("name").str.extract(r", seq = (-?\d+)").cast(_I64).alias("sequence_number"),
-        dims.str.replace_all(" ", "").alias("input_dims"),
-        pl.lit(None, dtype=pl.List(pl.String())).alias("input_types"),
-        pl.lit(None, dtype=pl.List(pl.String())).alias("concrete_inputs"),
-    ).filter(pl.col("input_dims").is_not_null()).select(list(_PARSED_SCHEMA))
+    return (
+        df.with_columns(
+            pl.col("name").str.extract(r"^([^,]+)").str.strip_chars().alias("op_name"),
+            pl.col("name").str.extract(r", seq = (-?\d+)").cast(_I64).alias("sequence_number"),
+            dims.str.replace_all(" ", "").alias("input_dims"),
+            pl.lit(None, dtype=pl.List(pl.String())).alias("input_types"),
+            pl.lit(None, dtype=pl.List(pl.String())).alias("concrete_inputs"),
+        )
+        .filter(pl.col("input_dims").is_not_null())
+        .select(list(_PARSED_SCHEMA))
+    )
 
 
 def _parse_pyprof(texts: list[str], dropped: Counter[str]) -> pl.DataFrame:
@@ -183,6 +240,14 @@ def _parse_pyprof(texts: list[str], dropped: Counter[str]) -> pl.DataFrame:
                 types.append("Scalar" if isinstance(value, (int, float)) and not isinstance(value, bool) else "")
                 concrete.append("" if value is None else str(value))
         op = str(d["op"]).strip("_")
-        rows.append({"name": text, "op_name": op if "::" in op else f"aten::{op}", "sequence_number": d.get("seq") if isinstance(d.get("seq"), int) else None,
-                     "input_dims": json.dumps(dims, separators=(",", ":")), "input_types": types, "concrete_inputs": concrete})
+        rows.append(
+            {
+                "name": text,
+                "op_name": op if "::" in op else f"aten::{op}",
+                "sequence_number": d.get("seq") if isinstance(d.get("seq"), int) else None,
+                "input_dims": json.dumps(dims, separators=(",", ":")),
+                "input_types": types,
+                "concrete_inputs": concrete,
+            }
+        )
     return pl.DataFrame(rows, schema=_PARSED_SCHEMA)

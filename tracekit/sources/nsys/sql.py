@@ -107,10 +107,14 @@ def describe_db_error(path: Path, exc: sqlite3.Error) -> TraceFormatError:
             "retry when it has finished"
         )
     if "interrupted" in low:
-        return TraceFormatError(f"{path}: reading the export took longer than its time budget "
-                                f"({time_budget_s(path):.0f} s); is it a real nsys export?")
+        return TraceFormatError(
+            f"{path}: reading the export took longer than its time budget "
+            f"({time_budget_s(path):.0f} s); is it a real nsys export?"
+        )
     if "not a database" in low or "malformed" in low or "corrupt" in low or "disk i/o" in low:
-        return TraceFormatError(f"{path}: corrupt or truncated SQLite database ({msg}); re-export it with `nsys export --type sqlite`")
+        return TraceFormatError(
+            f"{path}: corrupt or truncated SQLite database ({msg}); re-export it with `nsys export --type sqlite`"
+        )
     return TraceFormatError(f"{path}: cannot read the SQLite export ({msg})")
 
 
@@ -206,5 +210,6 @@ def correlation_of(pid: pl.Expr, corr: pl.Expr) -> pl.Expr:
 def times_ok() -> pl.Expr:
     """Rows with a usable interval: start and end present, end >= start, both within ±TIME_LIMIT_NS."""
     start, end = pl.col("start_ns"), pl.col("end_ns")
-    return (start.is_not_null() & end.is_not_null() & (end >= start) & (start > -TIME_LIMIT_NS)
-            & (end < TIME_LIMIT_NS)).fill_null(False)
+    return (
+        start.is_not_null() & end.is_not_null() & (end >= start) & (start > -TIME_LIMIT_NS) & (end < TIME_LIMIT_NS)
+    ).fill_null(False)

@@ -22,10 +22,32 @@ RUNTIME_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
 # nsys enums (ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND in 3.x exports; same ids in 2.x).
 # Short copy-kind names follow Kineto's ("Memcpy HtoD (Pageable -> Device)").
-COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UvmHtoD", 12: "UvmDtoH", 13: "UvmDtoD"}
-MEM_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-             6: "Managed Static", 7: "Unknown"}
+COPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UvmHtoD",
+    12: "UvmDtoH",
+    13: "UvmDtoD",
+}
+MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 # RUNTIME eventClass: 0 = CUDA runtime, 1 = CUDA driver. Others (67 = CUDA backtrace, ...) repeat
 # the correlationId of a real call and are excluded.
 API_CLASSES = {0: "runtime", 1: "driver"}
@@ -34,8 +56,14 @@ _I64 = pl.Int64()
 
 
 def _timed(cols: set[str]) -> list[str]:
-    return ['"start" AS start_ns', '"end" AS end_ns', col(cols, "deviceId", "device"), col(cols, "streamId", "stream"),
-            col(cols, "correlationId", "corr"), col(cols, "globalPid", "gpid")]
+    return [
+        '"start" AS start_ns',
+        '"end" AS end_ns',
+        col(cols, "deviceId", "device"),
+        col(cols, "streamId", "stream"),
+        col(cols, "correlationId", "corr"),
+        col(cols, "globalPid", "gpid"),
+    ]
 
 
 def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
@@ -43,22 +71,56 @@ def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.Dat
     if bad:
         dropped[f"{what}: missing start/end, end < start, or beyond ±2^62 ns"] += bad
         df = df.filter(times_ok())
-    return df.with_columns(correlation_of(pid_of(pl.col("gpid")), pl.col("corr")).alias("correlation")).drop("corr", "gpid")
+    return df.with_columns(correlation_of(pid_of(pl.col("gpid")), pl.col("corr")).alias("correlation")).drop(
+        "corr", "gpid"
+    )
 
 
-def read_kernels(conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]) -> Iterator[pl.DataFrame]:
+def read_kernels(
+    conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]
+) -> Iterator[pl.DataFrame]:
     """Kernel rows (``kind`` = kernel). ``name`` is the demangled name (shortName, then
     mangledName, when it is missing); shared memory = static + dynamic, as Kineto reports it."""
     if KERNEL_TABLE not in have:
         return
     cols = columns(conn, KERNEL_TABLE)
-    sel = [*_timed(cols), col(cols, "demangledName", "dn"), col(cols, "shortName", "sn"), col(cols, "mangledName", "mn"),
-           col(cols, "gridX", "grid_x"), col(cols, "gridY", "grid_y"), col(cols, "gridZ", "grid_z"),
-           col(cols, "blockX", "block_x"), col(cols, "blockY", "block_y"), col(cols, "blockZ", "block_z"),
-           col(cols, "registersPerThread", "registers_per_thread"), col(cols, "staticSharedMemory", "ssm"),
-           col(cols, "dynamicSharedMemory", "dsm"), col(cols, "graphId", "graph_id")]
-    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "dn", "sn", "mn", "grid_x", "grid_y", "grid_z",
-             "block_x", "block_y", "block_z", "registers_per_thread", "ssm", "dsm", "graph_id"]
+    sel = [
+        *_timed(cols),
+        col(cols, "demangledName", "dn"),
+        col(cols, "shortName", "sn"),
+        col(cols, "mangledName", "mn"),
+        col(cols, "gridX", "grid_x"),
+        col(cols, "gridY", "grid_y"),
+        col(cols, "gridZ", "grid_z"),
+        col(cols, "blockX", "block_x"),
+        col(cols, "blockY", "block_y"),
+        col(cols, "blockZ", "block_z"),
+        col(cols, "registersPerThread", "registers_per_thread"),
+        col(cols, "staticSharedMemory", "ssm"),
+        col(cols, "dynamicSharedMemory", "dsm"),
+        col(cols, "graphId", "graph_id"),
+    ]
+    names = [
+        "start_ns",
+        "end_ns",
+        "device",
+        "stream",
+        "corr",
+        "gpid",
+        "dn",
+        "sn",
+        "mn",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "registers_per_thread",
+        "ssm",
+        "dsm",
+        "graph_id",
+    ]
     for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64)):
         for c in ("dn", "sn", "mn"):
             df = df.join(strings.rename({"id": c, "value": f"{c}_s"}), on=c, how="left", maintain_order="left")
@@ -83,8 +145,14 @@ def read_memcpy(conn: sqlite3.Connection, have: set[str], dropped: Counter[str])
     if MEMCPY_TABLE not in have:
         return
     cols = columns(conn, MEMCPY_TABLE)
-    sel = [*_timed(cols), col(cols, "bytes"), col(cols, "copyKind", "ck"), col(cols, "srcKind", "sk"), col(cols, "dstKind", "dk"),
-           col(cols, "graphId", "graph_id")]
+    sel = [
+        *_timed(cols),
+        col(cols, "bytes"),
+        col(cols, "copyKind", "ck"),
+        col(cols, "srcKind", "sk"),
+        col(cols, "dstKind", "dk"),
+        col(cols, "graphId", "graph_id"),
+    ]
     names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "ck", "sk", "dk", "graph_id"]
     mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     kinds = pl.col("ck").replace_strict(COPY_KINDS, default="Unknown", return_dtype=pl.String())
@@ -110,12 +178,16 @@ def read_memset(conn: sqlite3.Connection, have: set[str], dropped: Counter[str])
     for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{MEMSET_TABLE}"', dict.fromkeys(names, _I64)):
         df = df.with_columns(
             pl.lit(schema.KIND_MEMSET).alias("kind"),
-            pl.format("Memset ({})", pl.col("mk").replace_strict(mem, default="Unknown", return_dtype=pl.String())).alias("name"),
+            pl.format(
+                "Memset ({})", pl.col("mk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
+            ).alias("name"),
         ).drop("mk")
         yield _finish_device(df, dropped, "memset")
 
 
-def read_launches(conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]) -> Iterator[pl.DataFrame]:
+def read_launches(
+    conn: sqlite3.Connection, have: set[str], strings: pl.DataFrame, dropped: Counter[str]
+) -> Iterator[pl.DataFrame]:
     """CUDA runtime (eventClass 0) and driver (1) calls; other classes are counted and excluded.
 
     Runtime names lose their CUDART version tag (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``),
@@ -131,8 +203,14 @@ def read_launches(conn: sqlite3.Connection, have: set[str], strings: pl.DataFram
             f'SELECT eventClass, count(*) FROM "{RUNTIME_TABLE}" WHERE eventClass IS NULL OR eventClass NOT IN (0, 1) GROUP BY 1'
         ).fetchall():
             dropped[f"runtime row of eventClass {cls} (not a runtime/driver call; repeats a correlationId)"] += int(n)
-    sel = ['"start" AS start_ns', '"end" AS end_ns', col(cols, "eventClass", "cls"), col(cols, "globalTid", "gtid"),
-           col(cols, "correlationId", "corr"), col(cols, "nameId", "name_id")]
+    sel = [
+        '"start" AS start_ns',
+        '"end" AS end_ns',
+        col(cols, "eventClass", "cls"),
+        col(cols, "globalTid", "gtid"),
+        col(cols, "correlationId", "corr"),
+        col(cols, "nameId", "name_id"),
+    ]
     names = ["start_ns", "end_ns", "cls", "gtid", "corr", "name_id"]
     lookup = strings.rename({"id": "name_id", "value": "name"})
     api = pl.col("cls").fill_null(0).replace_strict(API_CLASSES, default="runtime", return_dtype=pl.String())
@@ -140,7 +218,10 @@ def read_launches(conn: sqlite3.Connection, have: set[str], strings: pl.DataFram
         df = df.join(lookup, on="name_id", how="left", maintain_order="left")
         df = df.with_columns(
             api.alias("api"),
-            pl.when(api == "runtime").then(pl.col("name").str.replace(r"_v\d+$", "")).otherwise(pl.col("name")).alias("name"),
+            pl.when(api == "runtime")
+            .then(pl.col("name").str.replace(r"_v\d+$", ""))
+            .otherwise(pl.col("name"))
+            .alias("name"),
             pid_of(pl.col("gtid")).alias("pid"),
             tid_of(pl.col("gtid")).alias("tid"),
             correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
