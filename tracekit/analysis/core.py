@@ -2,6 +2,7 @@
 
 The table-level entry point :func:`analyze_tables` takes the frames directly (tests build tiny
 ones by hand); :func:`analyze` computes them from a :class:`~tracekit.tables.trace.Trace`.
+The roll-ups into region rows, phase rows and totals are in tracekit/analysis/rollup.py.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from tracekit.analysis.classify import Thresholds, classify, peaks_frame
 from tracekit.analysis.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.stepcost import kv_shape
-from tracekit.analysis.metrics import derived, dominant_dtype, group_metrics, positions, with_costs
+from tracekit.analysis.metrics import derived, group_metrics, with_costs
+from tracekit.analysis.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
 from tracekit.analysis.tops import SYNTHETIC_ID, tops
 from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
-from tracekit.analysis.windows import host_windows
 from tracekit.analysis.roofline import prepare as prepare_roofline
 from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
@@ -29,10 +30,8 @@ if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
     from tracekit.tables.trace import Trace
 
-PHASES = ("prefill", "decode", "mixed")
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
-INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
 NO_PHASES = (
     "no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
     "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands"
@@ -193,107 +192,6 @@ def _shape_phase(
     return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
 
 
-def _units(regions: pl.DataFrame) -> pl.Series:
-    """Region ids of the phase units: regions with a phase other than ``other`` and no ancestor
-    with one (so nested phase regions never count twice). Ancestors follow
-    ``effective_parent_id`` (the tree across threads, as attribution uses it) when present.
-    Walks parents one level per pass."""
-    parent = (
-        pl.coalesce("effective_parent_id", "parent_id")
-        if "effective_parent_id" in regions.columns
-        else pl.col("parent_id")
-    )
-    r = regions.select(
-        "region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p")
-    )
-    up = r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc"))
-    par = r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp"))
-    for _ in range(regions.height):
-        if up["_cur"].null_count() == up.height:
-            break
-        up = up.join(par, on="_cur", how="left").select(
-            "region_id", pl.col("_next").alias("_cur"), (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc")
-        )
-    ok = r.join(up.select("region_id", "_anc"), on="region_id").filter(pl.col("_p") & ~pl.col("_anc"))
-    return ok["region_id"]
-
-
-def _region_metrics(
-    regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool, units: pl.Series
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Region rows with device metrics in their host-clock window (tracekit/analysis/windows.py),
-    and the region-linked activities they came from."""
-    extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
-    linked = _gather_acts(
-        links.select("region_id", "act_id"),
-        acts,
-        ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype", *extra],
-    )
-    m = group_metrics(linked, "region_id")
-    out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
-    out = out.with_columns(
-        (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
-        pl.col("region_id").is_in(units.implode()).alias("is_unit"),
-        *[pl.col(c).fill_null(0) for c in INT_FILL],
-    )
-    return host_windows(out, linked, cpu_only), linked
-
-
-def _gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    """``rows`` (with an ``act_id`` column) joined to ``columns`` of their activities (inner: rows
-    whose activity is absent are dropped), by position rather than a hash join at activity scale."""
-    pos = positions(rows["act_id"], acts["act_id"])
-    keep = pos.is_not_null()
-    if not bool(keep.all()):
-        rows, pos = rows.filter(keep), pos.filter(keep)
-    return rows.hstack(acts.select(columns)[pos].get_columns())
-
-
-def _phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
-    """Phase rows: sums over the phase units; median kernel time and dtype from their activities."""
-    units = reg.filter(pl.col("is_unit"))
-    if units.height == 0:
-        return pl.DataFrame()
-    agg = (
-        units.group_by("phase")
-        .agg(
-            pl.len().cast(pl.Int64()).alias("region_count"),
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            *[
-                pl.col(c).sum()
-                for c in (
-                    "span_ns",
-                    "busy_ns",
-                    "covered_busy_ns",
-                    "device_time_ns",
-                    "gap_count",
-                    "gap_total_ns",
-                    "kernel_count",
-                )
-            ],
-            pl.col("gap_max_ns").max(),
-            pl.col("flops").sum().alias("flops"),
-            pl.col("bytes").sum().alias("bytes"),
-            pl.col("flops").is_not_null().any().alias("_hasf"),
-            pl.col("bytes").is_not_null().any().alias("_hasb"),
-        )
-        .with_columns(
-            pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
-            pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
-        )
-        .drop("_hasf", "_hasb")
-    )
-    med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
-    dt = dominant_dtype(acts_ph, "phase")
-    order = {p: i for i, p in enumerate((*PHASES, "other"))}
-    return (
-        agg.join(med, on="phase", how="left")
-        .join(dt, on="phase", how="left")
-        .sort(pl.col("phase").replace_strict(order, default=99))
-    )
-
-
 def analyze_tables(
     activities: pl.DataFrame,
     region_links: pl.DataFrame,
@@ -327,8 +225,8 @@ def analyze_tables(
             .alias("unattributed_reason")
         )
     regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
-    units = _units(regions)
-    reg, linked = _region_metrics(regions, acts, region_links, cpu_only, units)
+    units = phase_units(regions)
+    reg, linked = region_metrics(regions, acts, region_links, cpu_only, units)
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(reg, acts, launches, ops)
     reg, reg_cul = region_idle(reg, linked, launches, ops, host)
@@ -347,8 +245,8 @@ def analyze_tables(
     in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique(
         "act_id", keep="first", maintain_order=True
     )
-    acts_ph = _gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
-    ph = _phase_metrics(reg, acts_ph)
+    acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
+    ph = phase_metrics(reg, acts_ph)
     ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
     if ph.height:
         ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
@@ -388,7 +286,7 @@ def analyze_tables(
         )
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
     warn.extend(lat.scalars.get("notes") or [])
-    totals = _totals(acts, whole, reg, excluded, th, lat.scalars)
+    totals = trace_totals(acts, whole, reg, excluded, th, lat.scalars)
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
     return AnalysisResult(
         trace=trace_info or {},
@@ -441,65 +339,3 @@ def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dic
             "(a device of the table) or --hardware FILE (from `tracekit calibrate`)"
         )
     return d
-
-
-def _totals(
-    acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds, lat: dict[str, Any]
-) -> dict[str, Any]:
-    sums = (
-        acts.select(
-            pl.col("dur_ns").sum().alias("total"),
-            pl.col("dur_ns").filter(pl.col("region_id").is_not_null()).sum().alias("attributed"),
-            pl.col("dur_ns").filter(pl.col("region_id").is_null()).sum().alias("unattributed"),
-        ).row(0, named=True)
-        if acts.height
-        else {}
-    )
-    total, attributed, unattributed = (int(sums.get(k) or 0) for k in ("total", "attributed", "unattributed"))
-    w = whole.to_dicts()[0] if whole.height else {}
-    keep = (
-        "span_ns",
-        "busy_ns",
-        "idle_ns",
-        "busy_ratio",
-        "gap_count",
-        "gap_total_ns",
-        "gap_max_ns",
-        "kernel_count",
-        "kernel_median_ns",
-        "flops",
-        "bytes",
-        "intensity",
-        "achieved_flops_per_s",
-        "achieved_bytes_per_s",
-        "coverage",
-        "dtype",
-        "ridge",
-        "frac_peak_flops",
-        "frac_peak_bytes",
-        "bound",
-        "reason",
-    )
-    return {
-        "activity_count": acts.height,
-        "device_time_ns": total,
-        "attributed_ns": attributed,
-        "unattributed_ns": unattributed,
-        "conserved": attributed + unattributed == total,
-        "regions_analyzed": reg.height,
-        "regions_excluded": excluded,
-        "phase_units": int(reg["is_unit"].sum()) if reg.height else 0,
-        "trace": {k: w.get(k) for k in keep},
-        "thresholds": th.as_dict(),
-        **{
-            k: lat.get(k)
-            for k in (
-                "output_tokens",
-                "output_tokens_per_s",
-                "duration_s",
-                "goodput_req_per_s",
-                "goodput_fraction",
-                "slo",
-            )
-        },
-    }
