@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from tracekit.sources import load
-from tracekit.sources.kineto.capture import discover, merge_captures
+from tracekit.sources.kineto.capture import merge_captures
+from tracekit.sources.kineto.capture_files import discover
 
 ROOT = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "kineto" / "tracelens" / "inference"
 TRACES = ("vllm_decode_full/graph_execution.json.gz", "sglang_decode/sglang_Qwen3-8B_decode.json.gz")

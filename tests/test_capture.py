@@ -16,7 +16,8 @@ from tracekit.analysis import analyze
 from tracekit.attribution.core import attribute
 from tracekit.costmodel.ops import trace_costs
 from tracekit.sources import load
-from tracekit.sources.kineto.capture import discover, merge_captures
+from tracekit.sources.kineto.capture import merge_captures
+from tracekit.sources.kineto.capture_files import discover
 
 VLLM = "kineto/tracelens/inference/vllm_decode_full"
 SGLANG = "kineto/tracelens/inference/sglang_decode"

@@ -146,7 +146,7 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
 
         meta, heights = ingest_kineto(f, out)
         streamed = True
-        from tracekit.sources.kineto.capture import discover
+        from tracekit.sources.kineto.capture_files import discover
 
         if captures or discover(f):
             meta = {

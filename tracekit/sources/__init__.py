@@ -149,7 +149,7 @@ def _load(
 
         trace = load_kineto(path, trace_id=trace_id)
         if discover_captures:
-            from tracekit.sources.kineto.capture import discover
+            from tracekit.sources.kineto.capture_files import discover
 
             extra += [c for c in discover(path) if c not in extra]
     if not extra:
