@@ -145,3 +145,30 @@ def test_plain_text_keeps_names_literal() -> None:
     assert plots.to_bytes(fig)[:4] == b"\x89PNG"  # drew (mathtext would raise on the name)
     assert not ax.title.get_parse_math()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["\\$\\frac{a}{\\$ GPU", "ok \\$x\\$"]  # shown as $
+
+
+def test_json_output_is_terminal_safe_and_still_valid_json(hostile: Path, tmp_path: Path) -> None:
+    # ESC_NAME holds ESC and BEL (JSON escapes them as \u001b, \u0007) and U+202E, which JSON would
+    # print raw: report/jsonout.py writes it as the escape \u202e. Parsing gives the name back
+    # exactly, from the computed output and from the stored result of a dataset (printed as stored).
+    proc = _cli("analyze", "--format", "json", str(hostile))
+    assert proc.returncode == 0, proc.stderr
+    assert "\u202e" not in proc.stdout and "\x1b" not in proc.stdout and "\\u202e" in proc.stdout
+    assert any(ESC_NAME in v for v in _strings(json.loads(proc.stdout)))
+    ds = tmp_path / "ds"
+    assert _cli("ingest", str(hostile), "--out", str(ds)).returncode == 0
+    first = _cli("analyze", "--format", "json", str(ds))
+    second = _cli("analyze", "--format", "json", str(ds))  # the stored result, written as stored
+    assert first.returncode == second.returncode == 0
+    assert first.stdout == second.stdout and "\u202e" not in second.stdout
+    assert any(ESC_NAME in v for v in _strings(json.loads(second.stdout)))
+
+
+def _strings(x: Any) -> list[str]:
+    if isinstance(x, str):
+        return [x]
+    if isinstance(x, dict):
+        return [s for v in [*x.keys(), *x.values()] for s in _strings(v)]
+    if isinstance(x, list):
+        return [s for v in x for s in _strings(v)]
+    return []

@@ -81,8 +81,9 @@ def analyze(
         from tracekit.tables.results import lookup
 
         stored = lookup(source, trace_id, options)
+    text: str | bytes
     if stored is not None:
-        text = _text(stored, fmt, limit)
+        text = stored if fmt == "json" else _text(stored, fmt, limit)
     else:
         text = _analyze(
             source,
@@ -101,20 +102,23 @@ def analyze(
             captures,
         )
     if out_path is None:
-        echo(text, nl=False)
+        echo(text, nl=False)  # bytes (a JSON document) are already terminal safe: report/jsonout.py
     else:
         write_atomic(out_path, text)
         echo(f"wrote {out_path}", err=True)
 
 
-def _text(doc_json: bytes, fmt: str, limit: int) -> str:
-    """The output of one trace's analysis from its JSON document (compact bytes). JSON by msgspec
-    (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python: 0.3 s instead
-    of 4.5 s for a 40k-region document; non-ASCII is written as UTF-8 instead of \\u escapes."""
+def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
+    """The output of one trace's analysis from its JSON document (compact or indented bytes).
+    JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python:
+    0.3 s instead of 4.5 s for a 40k-region document; non-ASCII is written as UTF-8 instead of
+    \\u escapes; terminal-unsafe characters as JSON escapes (report/jsonout.py)."""
     import msgspec
 
     if fmt == "json":
-        return msgspec.json.format(doc_json, indent=2).decode() + "\n"
+        from tracekit.report.jsonout import document
+
+        return document(doc_json)
     from tracekit.report.analyze import render
 
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
@@ -135,7 +139,7 @@ def _analyze(
     limit: int,
     store_options: dict[str, Any] | None,
     captures: tuple[str, ...] = (),
-) -> str:
+) -> str | bytes:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
     import msgspec
@@ -154,16 +158,21 @@ def _analyze(
         from tracekit.report.ranks import render_text as render_ranks
 
         doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
-        return (
-            json.dumps(doc, indent=2, allow_nan=False) + "\n"
-            if fmt == "json"
-            else render_ranks(doc, markdown=fmt == "md")
-        )
+        if fmt == "json":
+            from tracekit.report.jsonout import document
+
+            return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
+        return render_ranks(doc, markdown=fmt == "md")
     trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id, captures=list(captures))
     result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
     one = result.to_json()
+    compact = msgspec.json.encode(one)
     if store_options is not None and trace.meta.get("dataset_path"):
+        from tracekit.report.jsonout import document
         from tracekit.tables.results import store
 
-        store(source, trace.trace_id, store_options, dict(one))
-    return _text(msgspec.json.encode(one), fmt, limit)
+        printed = document(compact)
+        store(source, trace.trace_id, store_options, (one.get("trace") or {}).get("source"), printed)
+        if fmt == "json":
+            return printed
+    return _text(compact, fmt, limit)

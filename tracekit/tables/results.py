@@ -3,7 +3,12 @@ unchanged dataset with the same options reads the result instead of recomputing 
 
 Layout (the dataset's hive layout; no other reader looks in it)::
 
-    DIR/analysis_results/trace_id=<id>/<key>.json     # {"check": {...}, "doc": <analysis JSON>}
+    DIR/analysis_results/trace_id=<id>/<key>.json
+
+An entry is two parts: its first line is the compact JSON ``{"key", "source", "sidecar"}`` checked
+by :func:`lookup`; the rest is the analysis document exactly as ``tracekit analyze --format json``
+prints it (indented, terminal-safe). A hit for ``--format json`` therefore writes those bytes
+as they are — no decoding, re-encoding or scanning of a document of several MB.
 
 ``key`` hashes everything the result depends on that can be known *without importing polars*
 (the point: a hit costs an interpreter, click and msgspec, ≈ 0.1 s, where importing polars alone
@@ -40,7 +45,7 @@ from tracekit.conventions import find_sidecar
 RESULTS_TABLE = "analysis_results"
 META_TABLE = "meta"  # as tracekit.tables.trace.META_TABLE (that module imports polars)
 DATA_FILE = "data.parquet"
-RESULTS_FORMAT = 1
+RESULTS_FORMAT = 2
 KEEP = 8  # entries kept per trace (the most recently written)
 
 
@@ -106,10 +111,8 @@ def _sidecar_state(source: str | None) -> list[Any] | None:
 
 
 def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str, Any]) -> bytes | None:
-    """The stored analysis JSON document (compact UTF-8 JSON) of this dataset trace and options,
-    or None (no entry, stale, unreadable)."""
-    import msgspec
-
+    """The stored analysis document of this dataset trace and options, as the bytes ``analyze
+    --format json`` prints, or None (no entry, stale, unreadable)."""
     base = Path(root)
     tid = dataset_trace(base, trace_id)
     if tid is None:
@@ -118,36 +121,37 @@ def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str
     if key is None:
         return None
     try:
-        entry = msgspec.json.decode((base / RESULTS_TABLE / f"trace_id={tid}" / f"{key}.json").read_bytes())
-        check, doc = entry["check"], entry["doc"]
-    except (OSError, msgspec.DecodeError, KeyError, TypeError):
+        raw = (base / RESULTS_TABLE / f"trace_id={tid}" / f"{key}.json").read_bytes()
+        head, sep, doc = raw.partition(b"\n")
+        check = json.loads(head)
+    except (OSError, ValueError):
         return None
     if (
-        not isinstance(check, dict)
+        not sep
+        or not doc
+        or not isinstance(check, dict)
         or check.get("key") != key
         or _sidecar_state(check.get("source")) != check.get("sidecar")
     ):
         return None
-    data: bytes = msgspec.json.encode(doc)
-    return data
+    return doc
 
 
-def store(root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], doc: dict[str, Any]) -> bool:
-    """Store ``doc`` (the analysis JSON document) for this dataset trace and options; False when
-    it could not be written (read-only dataset, ...). Never raises for I/O."""
-    import msgspec
-
+def store(root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], source: str | None, doc: bytes) -> bool:
+    """Store ``doc`` (the analysis document as ``analyze --format json`` prints it) for this
+    dataset trace and options; ``source`` is the trace file the dataset was ingested from (its
+    sidecar is checked on lookup). False when it could not be written (read-only dataset, ...).
+    Never raises for I/O."""
     base = Path(root)
     key = result_key(base, trace_id, options)
     if key is None:
         return False
-    source = (doc.get("trace") or {}).get("source") or None
-    entry = {"check": {"key": key, "source": source, "sidecar": _sidecar_state(source)}, "doc": doc}
+    check = {"key": key, "source": source or None, "sidecar": _sidecar_state(source or None)}
     folder = base / RESULTS_TABLE / f"trace_id={trace_id}"
     tmp = folder / f".tmp-{uuid.uuid4().hex[:8]}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(msgspec.json.encode(entry))
+        tmp.write_bytes(json.dumps(check).encode() + b"\n" + doc)
         os.replace(tmp, folder / f"{key}.json")
         entries = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
         for old in entries[KEEP:]:

@@ -1,0 +1,36 @@
+"""The JSON documents the CLI prints (``analyze --format json``, ``report --format json``): indented
+by msgspec (C), and safe on a terminal while staying valid JSON.
+
+JSON already escapes C0 controls (``\\u001b``), but DEL, the C1 controls and the Unicode
+bidi/direction marks pass through raw; :func:`document` writes them as ``\\uXXXX`` escapes too —
+the same code point once parsed, so nothing is lost, and nothing can retitle a terminal or
+reorder what it shows. (``cli.term.clean``'s ``\\x..`` form would be an invalid JSON escape.)
+Nothing here imports polars: a stored analysis result prints through this module alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+# UTF-8 of U+007F, U+0080–U+009F, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069.
+_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _escape(m: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(m.group(0).decode("utf-8"))
+
+
+def safe(data: bytes) -> bytes:
+    """``data`` (UTF-8 JSON) with terminal-unsafe characters written as JSON ``\\uXXXX`` escapes.
+    Only JSON strings can hold them, where the escape means the same character."""
+    if b"\x7f" in data or b"\xc2" in data or b"\xe2" in data:  # memchr-fast pre-check
+        return _UNSAFE.sub(_escape, data)
+    return data
+
+
+def document(compact: bytes) -> bytes:
+    """The printed form of a JSON document given as compact UTF-8 JSON: indented by 2, terminal
+    safe (:func:`safe`), one trailing newline. Non-ASCII text stays UTF-8."""
+    import msgspec
+
+    return safe(msgspec.json.format(compact, indent=2)) + b"\n"
