@@ -134,9 +134,9 @@ def test_report_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> N
 
 
 def test_plain_text_keeps_names_literal() -> None:
-    from tracekit.report import plots
+    from tracekit.report import canvas, plots
 
-    fig = plots._figure()
+    fig = canvas.figure()
     ax = fig.add_subplot()
     ax.barh([MATH_DEVICE, "ok $x$"], [1, 2])
     ax.set_title(MATH_DEVICE)

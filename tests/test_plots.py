@@ -13,7 +13,7 @@ from test_report_helpers import sample_activities, sample_doc, sample_top_kernel
 
 from tracekit.analysis.classes import OP_CLASSES, op_class  # noqa: E402
 from tracekit.errors import UsageError  # noqa: E402
-from tracekit.report import figures, model, plots  # noqa: E402
+from tracekit.report import figures, model, plots, timeline_plot  # noqa: E402
 
 
 def _readable(fig: object) -> None:
@@ -67,7 +67,7 @@ def test_timeline_merges_intervals_per_stream(data: model.ReportData) -> None:
             "end_ns": [4 * ms, 6 * ms, 12 * ms, ms],
         }
     )
-    m = plots._merge(act).sort("device", "stream", "start_ns")
+    m = timeline_plot._merge(act).sort("device", "stream", "start_ns")
     assert m.select("stream", "start_ns", "end_ns").rows() == [(7, 0, 6 * ms), (7, 10 * ms, 12 * ms), (8, 0, ms)]
     fig = plots.timeline(data.regions, data.activities)
     _readable(fig)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import polars as pl
 
 from tracekit.errors import UsageError
-from tracekit.report.plots import MissingPlotData, _figure, stamp
+from tracekit.report.canvas import MissingPlotData, figure, stamp
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -101,7 +101,7 @@ def latency_throughput(
         )
     d = per_rate(table, slo)
     has_slo = any((slo or {}).get(k) is not None for k in ("ttft_ms", "tpot_ms", "e2el_ms"))
-    fig = _figure(12.0, 4.6)
+    fig = figure(12.0, 4.6)
     axes = fig.subplots(1, 3)
     x = d["output_tokens_per_s"].to_list()
     for ax, metric, title in ((axes[0], "ttft", "TTFT"), (axes[1], "tpot", "TPOT")):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.report import fmt
 from tracekit.report.figures import Plot
-from tracekit.report.plots import MissingPlotData, _figure
+from tracekit.report.canvas import MissingPlotData, figure
 from tracekit.report.sections import Section, Table
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def heatmap(doc: dict[str, Any]) -> "Figure":
     grid = [[float("nan")] * len(steps) for _ in ranks]
     for c in cells:
         grid[ri[c["rank"]]][c["step"]] = c["step_ns"] / 1e6
-    fig = _figure(min(14.0, 4 + 0.25 * len(steps)), min(12.0, 2 + 0.3 * len(ranks)))
+    fig = figure(min(14.0, 4 + 0.25 * len(steps)), min(12.0, 2 + 0.3 * len(ranks)))
     ax = fig.add_subplot()
     im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
     ax.set_xlabel("step (k-th step of each rank)")
