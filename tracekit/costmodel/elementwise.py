@@ -1,0 +1,159 @@
+"""Elementwise and reduction cost formulas: unary ops (one FLOP per element), binary ops and
+comparisons (broadcast, type promotion), fill, SiLU-and-mul, sum/mean/amax/amin. The ATen names
+each formula prices are listed here. Registered in :mod:`tracekit.costmodel.formulas` via
+ELEMENTWISE_FORMULAS.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Final
+
+from tracekit.costmodel.args import RANK_ELEMENTWISE, Arg, Cost, NoModel, _broadcast, _need, _promote, _tensors
+
+
+def _unary(flops_per_elem: float, model: str) -> Callable[[list[Arg]], Cost]:
+    def f(args: list[Arg]) -> Cost:
+        x = _need(args, 1)[0]
+        return Cost(flops_per_elem * x.numel, 2.0 * x.nbytes, model, x.dtype, RANK_ELEMENTWISE)
+
+    return f
+
+
+def _binary(out_bool: bool = False) -> Callable[[list[Arg]], Cost]:
+    def f(args: list[Arg]) -> Cost:
+        t = _tensors(args)
+        if not t:
+            raise NoModel("no tensor input")
+        out = float(math.prod(_broadcast([a.dims for a in t])))
+        res = _promote(t)
+        out_size = 1.0 if out_bool else res.size
+        nbytes = sum(a.nbytes for a in t) + out * out_size
+        return Cost(out, nbytes, "elementwise", res.dtype, RANK_ELEMENTWISE)
+
+    return f
+
+
+def _fill(args: list[Arg]) -> Cost:
+    x = _need(args, 1)[0]
+    return Cost(0.0, x.nbytes, "fill", x.dtype, RANK_ELEMENTWISE)
+
+
+def _silu_and_mul(args: list[Arg]) -> Cost:
+    """sgl_kernel::silu_and_mul(out[T, D], x[T, 2D]): silu + mul per output element."""
+    t = _need(args, 2)
+    out, x = t[0], t[1]
+    return Cost(2.0 * out.numel, out.nbytes + x.nbytes, "silu_and_mul", x.dtype, RANK_ELEMENTWISE)
+
+
+def _reduce(args: list[Arg]) -> Cost:
+    x = args[0]
+    if not x.is_tensor:
+        raise NoModel("reduction input untyped")
+    nd = len(x.dims)
+    dims_s = args[1].concrete if len(args) > 1 else ""
+    red = [int(d) % nd for d in re.findall(r"-?\d+", dims_s)] if nd else []
+    out = 1.0
+    if red:
+        out = float(math.prod(d for i, d in enumerate(x.dims) if i not in red))
+    return Cost(x.numel, x.nbytes + out * x.size, "reduce", x.dtype, RANK_ELEMENTWISE)
+
+
+_UNARY_1: Final = (
+    "relu",
+    "relu_",
+    "silu",
+    "silu_",
+    "gelu",
+    "gelu_",
+    "exp",
+    "exp_",
+    "tanh",
+    "tanh_",
+    "sigmoid",
+    "sigmoid_",
+    "neg",
+    "neg_",
+    "rsqrt",
+    "rsqrt_",
+    "sqrt",
+    "sqrt_",
+    "abs",
+    "abs_",
+    "log",
+    "log_",
+    "sin",
+    "cos",
+    "erf",
+    "reciprocal",
+    "reciprocal_",
+    "pow",
+    "pow_",
+    "clamp",
+    "clamp_",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max",
+    "clamp_max_",
+    "hardtanh",
+    "hardtanh_",
+    "leaky_relu",
+    "leaky_relu_",
+    "elu",
+    "softplus",
+    "mish",
+    "gelu_tanh",
+    "nan_to_num",
+    "nan_to_num_",
+    "threshold",
+    "threshold_",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "logical_not",
+    "bitwise_not",
+)
+_BINARY: Final = (
+    "add",
+    "add_",
+    "sub",
+    "sub_",
+    "mul",
+    "mul_",
+    "div",
+    "div_",
+    "rsub",
+    "maximum",
+    "minimum",
+    "pow.Tensor",
+    "where",
+    "masked_fill",
+    "masked_fill_",
+    "addcmul",
+    "addcmul_",
+    "addcdiv",
+    "addcdiv_",
+    "lerp",
+    "lerp_",
+    "fmod",
+    "remainder",
+    "bitwise_and",
+    "bitwise_or",
+)
+_COMPARE: Final = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
+
+
+ELEMENTWISE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
+    **{f"aten::{n}": _unary(1.0, "elementwise") for n in _UNARY_1},
+    **{f"aten::{n}": _binary() for n in _BINARY},
+    **{f"aten::{n}": _binary(out_bool=True) for n in _COMPARE},
+    "aten::fill_": _fill,
+    "aten::zero_": _fill,
+    "sgl_kernel::silu_and_mul": _silu_and_mul,
+    "aten::sum": _reduce,
+    "aten::mean": _reduce,
+    "aten::amax": _reduce,
+    "aten::amin": _reduce,
+}

@@ -1,0 +1,117 @@
+"""GEMM cost formulas: mm, addmm, bmm, baddbmm, matmul, linear (and engine GEMMs with linear's
+argument order), _scaled_mm. ``2·M·N·K`` FLOPs per product (+ the bias add); bytes read A and B,
+write C (docs/costmodel.md). Registered in :mod:`tracekit.costmodel.formulas` via GEMM_FORMULAS.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Final
+
+from tracekit.costmodel.args import RANK_MATMUL, Arg, Cost, NoModel, _broadcast, _need
+from tracekit.costmodel.engine import Contradiction
+
+
+def _gemm(
+    m: float, n: float, k: float, batch: float, a: Arg, b: Arg, out_size: float, bias: Arg | None, model: str
+) -> Cost:
+    flops = 2.0 * batch * m * n * k
+    nbytes = a.nbytes + b.nbytes + batch * m * n * out_size
+    if bias is not None and bias.is_tensor and bias.numel > 0:
+        flops += batch * m * n  # the bias add (TraceLens convention; FlopCounterMode ignores it)
+        nbytes += bias.nbytes
+    return Cost(flops, nbytes, model, a.dtype, RANK_MATMUL)
+
+
+def _mm(args: list[Arg]) -> Cost:
+    a, b = _need(args, 2)[:2]
+    if len(a.dims) != 2 or len(b.dims) != 2:
+        raise NoModel("mm needs 2-D inputs")
+    (m, k), (k2, n) = a.dims, b.dims
+    if k2 != k:
+        raise Contradiction(f"mm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
+    return _gemm(m, n, k, 1, a, b, a.size, None, "gemm")
+
+
+def _addmm(args: list[Arg]) -> Cost:
+    if len(args) < 3 or not (args[1].is_tensor and args[2].is_tensor):
+        raise NoModel("addmm needs (bias, A, B)")
+    bias, a, b = args[0], args[1], args[2]
+    if len(a.dims) != 2 or len(b.dims) != 2:
+        raise NoModel("addmm needs 2-D A and B")
+    (m, k), (k2, n) = a.dims, b.dims
+    if k2 != k:
+        raise Contradiction(f"addmm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
+    return _gemm(m, n, k, 1, a, b, a.size, bias, "gemm_bias")
+
+
+def _bmm(args: list[Arg]) -> Cost:
+    a, b = _need(args, 2)[:2]
+    if len(a.dims) != 3 or len(b.dims) != 3:
+        raise NoModel("bmm needs 3-D inputs")
+    (bs, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(m, n, k, bs, a, b, a.size, None, "bgemm")
+
+
+def _baddbmm(args: list[Arg]) -> Cost:
+    if len(args) < 3 or not (args[1].is_tensor and args[2].is_tensor):
+        raise NoModel("baddbmm needs (self, batch1, batch2)")
+    bias, a, b = args[0], args[1], args[2]
+    if len(a.dims) != 3 or len(b.dims) != 3:
+        raise NoModel("baddbmm needs 3-D batches")
+    (bs, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(m, n, k, bs, a, b, a.size, bias, "bgemm_bias")
+
+
+def _matmul(args: list[Arg]) -> Cost:
+    a, b = _need(args, 2)[:2]
+    if not a.dims or not b.dims:
+        raise NoModel("matmul of 0-d tensors")
+    ad, bd = list(a.dims), list(b.dims)
+    m = ad[-2] if len(ad) >= 2 else 1
+    k = ad[-1]
+    n = bd[-1] if len(bd) >= 2 else 1
+    batch = math.prod(_broadcast([ad[:-2], bd[:-2] if len(bd) >= 2 else []]))
+    return _gemm(m, n, k, batch, a, b, a.size, None, "matmul")
+
+
+def _linear(args: list[Arg]) -> Cost:
+    """x[..., K] @ W[N, K]^T (+ bias[N]); also engine GEMMs with the same argument order."""
+    if len(args) < 2 or not (args[0].is_tensor and args[1].is_tensor):
+        raise NoModel("linear needs (input, weight)")
+    x, w = args[0], args[1]
+    if not x.dims or len(w.dims) != 2:
+        raise NoModel("linear needs a 2-D weight")
+    k = x.dims[-1]
+    if w.dims[1] != k:
+        raise Contradiction(f"linear: input has K={k} but the weight {list(w.dims)} has K={w.dims[1]}")
+    m = math.prod(x.dims[:-1])
+    n = w.dims[0]
+    bias = args[2] if len(args) > 2 and args[2].is_tensor and args[2].numel > 0 else None
+    return _gemm(m, n, k, 1, x, w, x.size, bias, "linear_bias" if bias else "linear")
+
+
+def _scaled_mm(args: list[Arg]) -> Cost:
+    a, b = args[0], args[1]
+    if not (a.is_tensor and b.is_tensor) or len(a.dims) != 2 or len(b.dims) != 2:
+        raise NoModel("_scaled_mm needs 2-D A and B")
+    (m, k), (_, n) = a.dims, b.dims
+    # The output dtype is an enum code in Concrete Inputs; assume a 2-byte (bf16) result.
+    bias = args[4] if len(args) > 4 and args[4].is_tensor else None
+    c = _gemm(m, n, k, 1, a, b, 2.0, bias, "scaled_gemm")
+    scales = sum(x.nbytes for x in args[2:4] if x.is_tensor)
+    return Cost(c.flops, c.bytes + scales, c.model, c.dtype, c.rank)
+
+
+GEMM_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
+    "aten::mm": _mm,
+    "aten::addmm": _addmm,
+    "aten::bmm": _bmm,
+    "aten::baddbmm": _baddbmm,
+    "aten::matmul": _matmul,
+    "aten::linear": _linear,
+    "aten::_scaled_mm": _scaled_mm,
+    "aiter::gemm_a16w16": _linear,
+    "vllm::rocm_unquantized_gemm": _linear,
+    "vllm::rocm_unquantized_gemm_impl": _linear,
+}

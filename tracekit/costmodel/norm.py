@@ -1,0 +1,97 @@
+"""Normalisation and softmax cost formulas: layer_norm, rms_norm (ATen and the engines' fused
+add + RMSNorm), softmax / log_softmax. Registered in :mod:`tracekit.costmodel.formulas` via
+NORM_FORMULAS.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Final
+
+from tracekit.costmodel.args import RANK_NORM, Arg, Cost, NoModel, _flag, _tensors
+
+
+def _rows(x: Arg, normalized: int) -> float:
+    return x.numel / max(normalized, 1)
+
+
+def _normalized_numel(args: list[Arg], weight: Arg | None) -> int:
+    s = args[1].concrete if len(args) > 1 else ""
+    nums = [int(t) for t in re.findall(r"-?\d+", s)]
+    if nums:
+        return math.prod(nums)
+    if weight is not None and weight.is_tensor and weight.dims:
+        return int(math.prod(weight.dims))
+    raise NoModel("normalized_shape unknown")
+
+
+def _layer_norm(args: list[Arg]) -> Cost:
+    x = args[0]
+    if not x.is_tensor:
+        raise NoModel("layer_norm input untyped")
+    w = args[2] if len(args) > 2 and args[2].is_tensor else None
+    bias = args[3] if len(args) > 3 and args[3].is_tensor else None
+    c = _normalized_numel(args, w)
+    n = x.numel
+    flops = 5.0 * n + 2.0 * _rows(x, c) + (n if w else 0.0) + (n if bias else 0.0)
+    nbytes = 2.0 * x.nbytes + (w.nbytes if w else 0.0) + (bias.nbytes if bias else 0.0)
+    return Cost(flops, nbytes, "layer_norm", x.dtype, RANK_NORM)
+
+
+def _rms_norm(args: list[Arg]) -> Cost:
+    x = args[0]
+    if not x.is_tensor:
+        raise NoModel("rms_norm input untyped")
+    w = args[2] if len(args) > 2 and args[2].is_tensor else None
+    c = _normalized_numel(args, w)
+    n = x.numel
+    flops = 3.0 * n + 2.0 * _rows(x, c) + (n if w else 0.0)
+    nbytes = 2.0 * x.nbytes + (w.nbytes if w else 0.0)
+    return Cost(flops, nbytes, "rms_norm", x.dtype, RANK_NORM)
+
+
+def _engine_rmsnorm(fused_add: bool) -> Callable[[list[Arg]], Cost]:
+    """aiter::rmsnorm(out, x, weight, eps); aiter::add_rmsnorm / rmsnorm2d_fwd_with_add
+    (out, x, residual_in, residual_out, weight, eps): the weight is the 1-D tensor."""
+
+    def f(args: list[Arg]) -> Cost:
+        t = _tensors(args)
+        w = next((a for a in t if len(a.dims) == 1), None)
+        acts = [a for a in t if a is not w]
+        if w is None or not acts:
+            raise NoModel("engine rmsnorm: no 1-D weight")
+        x = acts[0]
+        n, rows = x.numel, _rows(x, w.dims[0])
+        flops = 4.0 * n + 2.0 * rows + (n if fused_add else 0.0)
+        # read x (+ residual), write out (+ updated residual), read the weight; whether the
+        # outputs are passed as arguments differs between engines, the traffic does not.
+        nbytes = (4.0 if fused_add else 2.0) * x.nbytes + w.nbytes
+        return Cost(flops, nbytes, "add_rms_norm" if fused_add else "rms_norm", x.dtype, RANK_NORM)
+
+    return f
+
+
+def _softmax(args: list[Arg]) -> Cost:
+    x = args[0]
+    if not x.is_tensor:
+        raise NoModel("softmax input untyped")
+    out_size = 4.0 if _flag(args, 2) else x.size  # _softmax(self, dim, half_to_float)
+    return Cost(5.0 * x.numel, x.nbytes + x.numel * out_size, "softmax", x.dtype, RANK_NORM)
+
+
+NORM_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
+    "aten::layer_norm": _layer_norm,
+    "aten::native_layer_norm": _layer_norm,
+    "aten::rms_norm": _rms_norm,
+    "aten::_fused_rms_norm": _rms_norm,
+    "aiter::rmsnorm": _engine_rmsnorm(False),
+    "aiter::rms_norm": _engine_rmsnorm(False),
+    "aiter::add_rmsnorm": _engine_rmsnorm(True),
+    "aiter::rmsnorm2d_fwd_with_add_ck": _engine_rmsnorm(True),
+    "aiter::rmsnorm2d_fwd_with_add": _engine_rmsnorm(True),
+    "aten::softmax": _softmax,
+    "aten::_softmax": _softmax,
+    "aten::log_softmax": _softmax,
+    "aten::_log_softmax": _softmax,
+}
