@@ -128,7 +128,7 @@ def report(
     else:
         write_atomic(out_path, text)
         echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
-        from tracekit.report.sections import headline
+        from tracekit.report.headline import headline
 
         for line in headline(data):
             echo(line, err=True)

@@ -72,7 +72,7 @@ def report_data(trace: Any, result: Any, path: str | Path | None = None) -> Repo
 
 def verdicts(data: ReportData) -> list[str]:
     """The answer in a few lines: CPU-diagnostic label, each phase's verdict and reason, peaks used."""
-    from tracekit.report.sections import headline
+    from tracekit.report.headline import headline
 
     return headline(data)
 

@@ -203,7 +203,7 @@ def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
     for w in tot.get("warnings") or []:
         out.append(f"warning: {e(w)}")
     if tr.get("format") == "nsys" and not t.get("flops"):
-        from tracekit.report.sections import NSIGHT_SHAPES
+        from tracekit.report.headline import NSIGHT_SHAPES
 
         out.append(f"note: {e(NSIGHT_SHAPES)}")
     return "\n".join(out) + "\n"

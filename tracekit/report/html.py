@@ -19,7 +19,8 @@ from tracekit.report import plots as plotmod
 from tracekit.report.figures import Plot
 from tracekit.report.fmt import html_escape as esc
 from tracekit.report.model import ReportData
-from tracekit.report.sections import Section, Table, build
+from tracekit.report.blocks import Section, Table
+from tracekit.report.sections import build
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """

@@ -19,7 +19,8 @@ from tracekit.report import plots as plotmod
 from tracekit.report.figures import Plot
 from tracekit.report.fmt import md_escape
 from tracekit.report.model import ReportData
-from tracekit.report.sections import Section, Table, build
+from tracekit.report.blocks import Section, Table
+from tracekit.report.sections import build
 
 MAX_CHARS = 60_000  # under GitHub's 65,536-character limit for an issue or comment body
 FULL_NAME_CHARS = 2_000  # one full name in the details list is cut after this many characters

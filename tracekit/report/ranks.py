@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.report import fmt
 from tracekit.report.figures import Plot
 from tracekit.report.canvas import MissingPlotData, figure
-from tracekit.report.sections import Section, Table
+from tracekit.report.blocks import Section, Table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -1,4 +1,6 @@
-"""The report's content as a small renderer-neutral structure (sections of text and tables).
+"""The report's content as a small renderer-neutral structure (sections of text and tables):
+:func:`build` gives every section in order. The blocks (Section, Table, ``table()``) are in
+tracekit/report/blocks.py; the Summary section and the headline in tracekit/report/headline.py.
 
 Cells are formatted but *not* escaped: the Markdown and HTML renderers escape every cell and
 every paragraph, so a kernel named ``<script>…`` can never become markup.
@@ -7,15 +9,15 @@ every paragraph, so a kernel named ``<script>…`` can never become markup.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
 from tracekit.report import fmt
-from tracekit.report.lowcov import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 from tracekit.report.model import ReportData
-from tracekit.report.names import cut_name, short_name
+from tracekit.report.blocks import LONG_LIST, Section, Table, min_coverage, table
+from tracekit.report.headline import is_phase_note, summary_section
+from tracekit.report.names import cut_name
 
 # verdict and reason come right after the name, so they are visible without scrolling (1,280 px)
 PHASE_TIME_COLUMNS = (
@@ -71,77 +73,6 @@ REGION_COLUMNS = (
     "phase_rule",
 )
 TOP_N = 10
-LONG_LIST = 12  # more rows than this go into a collapsed <details>
-NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
-
-
-def min_coverage(d: ReportData) -> float:
-    th = d.totals.get("thresholds") if isinstance(d.totals, dict) else None
-    v = th.get("min_coverage") if isinstance(th, dict) else None
-    return float(v) if isinstance(v, (int, float)) else DEFAULT_MIN_COVERAGE
-
-
-@dataclass
-class Table:
-    """Formatted cells. ``full``: column index → the full text of each row's cell where the cell
-    shows a shortened name (None where not shortened). ``cappable``: a renderer may show only the
-    first rows (they are ordered by importance) and then says so in ``left_out``."""
-
-    headers: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-    collapsed: bool = False
-    full: dict[int, list[str | None]] = field(default_factory=dict)
-    cappable: bool = False
-    zero_rows: int = 0  # rows at the end without device work (for the left-out line)
-
-
-@dataclass
-class Section:
-    title: str
-    paragraphs: list[str] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    anchor: str = ""
-
-
-def table(
-    df: pl.DataFrame,
-    columns: Sequence[str] | None = None,
-    caption: str = "",
-    collapse: bool | None = None,
-    min_cov: float | None = None,
-) -> Table:
-    """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
-    :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``. With
-    ``min_cov``, a row whose coverage is below it prints its FLOPs, bytes and rates as "–"."""
-    cols = [c for c in (columns or df.columns) if c in df.columns]
-    keep = [
-        *cols,
-        *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else []),
-    ]
-    rows = (
-        [
-            [
-                ("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
-                for c in cols
-            ]
-            for r in df.select(keep).iter_rows(named=True)
-        ]
-        if cols
-        else []
-    )
-    full: dict[int, list[str | None]] = {}
-    for i, c in enumerate(cols):
-        if c in NAME_COLUMNS:
-            originals = [row[i] for row in rows]
-            shorts = [short_name(o) for o in originals]
-            if any(sh != o for sh, o in zip(shorts, originals)):
-                full[i] = [o if sh != o else None for sh, o in zip(shorts, originals)]
-                for row, sh in zip(rows, shorts):
-                    row[i] = sh
-    return Table(
-        [fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full
-    )
 
 
 def latency_columns(df: pl.DataFrame) -> list[str]:
@@ -163,7 +94,7 @@ def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
 def build(data: ReportData) -> list[Section]:
     """All sections of a report, in order."""
     out = [
-        _summary(data),
+        summary_section(data),
         _environment(data),
         _phases(data),
         _why(data),
@@ -174,120 +105,6 @@ def build(data: ReportData) -> list[Section]:
         _coverage(data),
     ]
     return [s for s in out if s.paragraphs or s.tables]
-
-
-def _summary(d: ReportData) -> Section:
-    s = Section("Summary", anchor="summary")
-    tr = d.doc.get("trace") or {}
-    s.paragraphs.append(
-        f"Trace: {tr.get('source') or '(unknown source)'} ({tr.get('format') or '?'} format"
-        + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "")
-        + ")"
-    )
-    if d.diagnostic:
-        s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
-    w = d.whole
-    if w.get("bound"):
-        s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
-    for p in _verdict_lines(d):
-        s.paragraphs.append(p)
-    keys = (
-        "device_time_ns",
-        "attributed_ns",
-        "unattributed_ns",
-        "conserved",
-        "activity_count",
-        "regions_analyzed",
-        "regions_excluded",
-        "output_tokens",
-        "output_tokens_per_s",
-        "goodput_req_per_s",
-        "goodput_fraction",
-    )
-    tot = d.totals
-    rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
-    low = low_coverage(w, min_coverage(d))
-    rows += [
-        [f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
-        for k in (
-            "span_ns",
-            "busy_ns",
-            "busy_ratio",
-            "gap_count",
-            "gap_max_ns",
-            "flops",
-            "bytes",
-            "intensity",
-            "achieved_flops_per_s",
-            "frac_peak_flops",
-            "coverage",
-        )
-        if w is not tot and w.get(k) is not None
-    ]
-    if rows:
-        s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
-    for m in d.missing:
-        if not _is_phase_note(m):
-            s.paragraphs.append(f"Note: {m}")
-    for n in nsight_notes(d):
-        s.paragraphs.append(f"Note: {n}")
-    return s
-
-
-def _is_phase_note(m: str) -> bool:
-    return m.startswith(("no phases found", "no phase annotations found"))
-
-
-NSIGHT_SHAPES = (
-    "this Nsight Systems export carries no operator shapes, so it gives kernels, NVTX ranges, busy "
-    "time and gaps but no FLOPs, bytes or compute/bandwidth verdict. Record shapes in the NVTX "
-    "payloads: run the model inside `torch.autograd.profiler.emit_nvtx(record_shapes=True)` (or "
-    "annotate with PyProf) under `nsys profile --trace=cuda,nvtx`, then `nsys export --type sqlite`"
-)
-
-
-def nsight_notes(d: ReportData) -> list[str]:
-    """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
-    tr = d.doc.get("trace") or {}
-    if tr.get("format") != "nsys":
-        return []
-    cov = d.whole.get("coverage")
-    flops = d.whole.get("flops")
-    if (cov is None or cov == 0) and not flops:
-        return [NSIGHT_SHAPES]
-    return []
-
-
-def headline(d: ReportData) -> list[str]:
-    """The answer in a few lines (what `tracekit report` prints after writing a file): the CPU
-    diagnostic label, each phase's verdict and reason (or the whole trace's when no phases), and
-    any warning about the peaks it was judged against."""
-    out: list[str] = []
-    if d.diagnostic:
-        out.append(f"*** {d.diagnostic} ***")
-    lines = _verdict_lines(d)
-    w = d.whole
-    if not lines and w.get("bound"):
-        lines = [f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else "")]
-    out += lines
-    dev = d.device
-    if dev.get("hardware"):
-        out.append(f"peaks: {dev['hardware']}")
-    out += [f"WARNING: {m}" for m in d.missing if m.startswith(("implausible", "calibration", "quick sizes"))]
-    out += [f"Note: {n}" for n in nsight_notes(d)]
-    return out
-
-
-def _verdict_lines(d: ReportData) -> list[str]:
-    ph = d.phases
-    if ph.height == 0 or "phase" not in ph.columns:
-        return []
-    lines = []
-    for r in ph.iter_rows(named=True):
-        bound = r.get("bound") or "unknown"
-        reason = r.get("reason") or ""
-        lines.append(f"{r['phase']}: {bound}" + (f" — {reason}" if reason else ""))
-    return lines
 
 
 def _environment(d: ReportData) -> Section:
@@ -306,7 +123,7 @@ def _environment(d: ReportData) -> Section:
 def _phases(d: ReportData) -> Section:
     s = Section("Phases", anchor="phases")
     if d.phases.height == 0:
-        said = [m for m in d.missing if _is_phase_note(m) and m != "no phases found"]
+        said = [m for m in d.missing if is_phase_note(m) and m != "no phases found"]
         s.paragraphs.append(
             f"No phases: {said[0]}"
             if said

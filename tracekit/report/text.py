@@ -8,7 +8,7 @@ import polars as pl
 
 from tracekit.report import fmt
 from tracekit.report.diff import Diff
-from tracekit.report.sections import Table
+from tracekit.report.blocks import Table
 
 
 def text_table(t: Table, max_width: int = 60) -> str:
