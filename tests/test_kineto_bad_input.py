@@ -13,7 +13,7 @@ import pytest
 
 from tracekit.cli.main import main
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.sources.kineto import jsonstream
+from tracekit.sources.kineto import window
 from tracekit.sources.kineto.loader import load_kineto
 
 KERNEL: dict[str, Any] = {
@@ -103,7 +103,7 @@ def test_tiny_batches_give_the_same_tables(tmp_path: Path, monkeypatch: pytest.M
     f = tmp_path / "t.json"
     f.write_text(pretty_trace(events))
     whole = load_kineto(f)
-    monkeypatch.setattr(jsonstream, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(window, "CHUNK_BYTES", 64)
     small = load_kineto(f)
     assert small.kernels.equals(whole.kernels)
     assert small.kernels.height == 50

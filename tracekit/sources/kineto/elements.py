@@ -1,6 +1,6 @@
 """Finding where one JSON element ends without decoding it: the reader's bounded fallbacks.
 
-The stream (``jsonstream``) normally cuts the ``traceEvents`` array at candidate boundaries and
+The stream (``batches``) normally cuts the ``traceEvents`` array at candidate boundaries and
 lets msgspec decide. Three inputs defeat that, and are handled here element by element:
 
 - an element larger than :data:`MAX_ELEMENT_BYTES` (one huge string, a run of blanks the window
@@ -33,7 +33,7 @@ _TINY = 64  # segments this short are walked byte by byte
 
 
 class Window(Protocol):
-    """The reader's sliding window (``jsonstream._Buffer``)."""
+    """The reader's sliding window (``window.Buffer``)."""
 
     buf: bytes
     pos: int

@@ -23,7 +23,9 @@ from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.finish import TIME_LIMIT_NS
-from tracekit.sources.kineto.jsonstream import Scanner, StreamStats, stream_document
+from tracekit.sources.kineto.batches import Scanner
+from tracekit.sources.kineto.jsonstream import stream_document
+from tracekit.sources.kineto.window import StreamStats
 from tracekit.sources.kineto import native as kineto_native
 from tracekit.sources.kineto.columns import NULL_RAW
 from tracekit.sources.kineto.tables import (

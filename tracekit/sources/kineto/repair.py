@@ -18,7 +18,7 @@ class Counts(Protocol):
 
 
 class Window(Protocol):
-    """The reader's sliding window (``jsonstream._Buffer``)."""
+    """The reader's sliding window (``window.Buffer``)."""
 
     buf: bytes
     pos: int
