@@ -330,7 +330,7 @@ def test_split_packed_equals_join_path() -> None:
     # split and the as-of-join split cut the same pieces.
     import random
 
-    from tracekit.analysis.idle import _split_join, split
+    from tracekit.analysis.interval_split import _split_join, split
 
     rnd = random.Random(7)
     pieces, layer = [], []

@@ -16,12 +16,14 @@ The pieces partition the idle time, so the causes add up to ``idle_ns`` exactly;
 checks that on every region (``idle_conserved``). The region's thread is its own (pid, tid), or
 for a region without one (the whole-trace region of shape inference) the thread that made most
 of its launches. Everything is interval arithmetic on sorted int64 columns: as-of joins find the
-host intervals that overlap an idle stretch, no loop over events.
+host intervals that overlap an idle stretch, no loop over events (tracekit/analysis/interval_split.py).
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from tracekit.analysis.interval_split import disjoint, split, union
 
 # Runtime/driver calls that block the host until the device (or a copy) is done.
 BLOCKING = (
@@ -58,7 +60,7 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
         )
         rows = innermost_rows(b.select("pid", "tid", pl.col("s").alias("t")), top, group=["pid", "tid"], id_col="op_id")
         op = top["name"].gather(rows).alias("op")
-    return _disjoint(b.with_columns(op).cast(schema))  # type: ignore[arg-type]
+    return disjoint(b.with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
 def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
@@ -120,54 +122,12 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
     return seg.with_columns(name).drop("_lab").cast(schema)  # type: ignore[arg-type]
 
 
-def _disjoint(iv: pl.DataFrame) -> pl.DataFrame:
-    """Sort per thread and clip each start to the previous end, so the intervals never overlap."""
-    iv = iv.drop_nulls(["pid", "tid", "s", "e"]).sort("pid", "tid", "s", "e")
-    prev = pl.col("e").cum_max().shift(1).over("pid", "tid")
-    return iv.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s")).filter(
-        pl.col("e") > pl.col("s")
-    )
-
-
-def _union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
-    """Union of intervals ``key, s, e`` per key, as disjoint intervals sorted by (key, s).
-
-    One int64 sort of group-major packed starts ((key − min) × (extent + 1) + s − t0) and a
-    running maximum of the packed ends (the rule of ``metrics.sweep``); the per-key window
-    version when packing could overflow."""
-    iv = iv.select(key, "s", "e").drop_nulls()
-    if iv.height == 0:
-        return iv
-    k0, k1, t0, t1 = iv.select(
-        pl.col(key).min().alias("a"),
-        pl.col(key).max().alias("b"),
-        pl.col("s").min().alias("c"),
-        pl.col("e").max().alias("d"),
-    ).row(0)
-    extent = int(t1) - int(t0) + 1
-    if (int(k1) - int(k0) + 1) * extent >= 2**62:  # pragma: no cover - needs ~10^9 s × keys
-        iv = iv.sort(key, "s")
-        prev = pl.col("e").cum_max().shift(1).over(key)
-        iv = iv.with_columns((pl.col("s") > prev).fill_null(True).cum_sum().over(key).alias("_g"))
-        return iv.group_by(key, "_g").agg(pl.col("s").min(), pl.col("e").max()).drop("_g").sort(key, "s")
-    off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
-    p = iv.select((pl.col("s") + off).alias("ps"), (pl.col("e") + off).alias("pe")).sort("ps")
-    p = p.with_columns(pl.col("pe").cum_max().alias("run"))
-    p = p.with_columns((pl.col("ps") > pl.col("run").shift(1)).fill_null(True).alias("new"))
-    starts = p.filter(pl.col("new"))["ps"]
-    ends = p.filter(pl.col("new").shift(-1).fill_null(True))["run"]
-    g = starts // extent
-    return pl.DataFrame(
-        {key: (g + int(k0)).cast(iv.schema[key]), "s": starts - g * extent + int(t0), "e": ends - g * extent + int(t0)}
-    )
-
-
 def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     """Idle stretches of each window: ``region_id, pid, tid, s, e`` = window minus the union of
     the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
     all of its region's activities (tracekit/analysis/windows.py), so the gaps between the busy
     stretches, the head and the tail are the idle time."""
-    b = _union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
+    b = union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
     w = win.select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
     b = b.join(w, on="region_id", how="inner", maintain_order="left")
     k = pl.col("region_id")
@@ -181,147 +141,6 @@ def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     )
     out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, tails, empty)])
     return out.filter(pl.col("e") > pl.col("s"))
-
-
-def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
-    """Group-major int64 keys: group number × (time extent + 1) + (t − t0), for pieces' s, e and
-    the layer's s, e; None when that could overflow (then the caller joins with ``by``)."""
-    both = pl.concat([pieces.select(*by, "s", "e"), layer.select(*by, "s", "e")])
-    t0, t1 = both.select(pl.col("s").min(), pl.col("e").max()).row(0)
-    extent = int(t1) - int(t0) + 1
-    g = (
-        both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
-        if len(by) > 1
-        else both[by[0]].rank("dense").cast(pl.Int64())
-    )
-    if (int(g.max() or 0) + 1) * extent >= 2**62:  # type: ignore[arg-type]
-        return None
-    off = g * extent - int(t0)
-    n = pieces.height
-    ks, ke = both["s"] + off, both["e"] + off
-    return ks.head(n), ke.head(n), ks.tail(layer.height), ke.tail(layer.height)
-
-
-def split(
-    pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Cut ``pieces`` (disjoint per region, with ``by`` columns, ``s``, ``e``) by ``layer`` (disjoint
-    intervals per ``by``): (pieces inside the layer, with its ``labels`` and ``_lj`` = the layer
-    row; pieces outside it). Together they cover the input pieces exactly.
-
-    On group-major packed keys the layer's starts and ends are both sorted, so the layer rows
-    overlapping a piece are the contiguous range [first end > piece start, last start < piece
-    end]: two binary searches per piece, no join."""
-    empty_cov = pieces.head(0).with_columns(
-        *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels], pl.lit(None, dtype=pl.Int64()).alias("_lj")
-    )
-    if layer.height == 0 or pieces.height == 0:
-        return empty_cov, pieces
-    packed = _packed(pieces, layer, by)
-    if packed is None:  # pragma: no cover - needs a time extent × groups beyond 2^62
-        return _split_join(pieces, layer, by, labels)
-    ps, pe, ls, le = packed
-    order = ls.arg_sort()
-    ls, le = ls.gather(order), le.gather(order)
-    lay = layer.select("s", "e", *labels)[order]
-    j0 = le.search_sorted(ps, side="right").cast(pl.Int64())
-    j1 = ls.search_sorted(pe, side="left").cast(pl.Int64()) - 1
-    cnt = (j1 - j0 + 1).clip(lower_bound=0)
-    idx = pl.int_range(pieces.height, dtype=pl.Int64(), eager=True)
-    p_of = idx.repeat_by(cnt).explode().drop_nulls()
-    start = (cnt.cum_sum() - cnt).gather(p_of)
-    lj = j0.gather(p_of) + (pl.int_range(p_of.len(), dtype=pl.Int64(), eager=True) - start)
-    got = lay[lj]
-    base = pieces[p_of]
-    cov = base.with_columns(
-        pl.max_horizontal(pl.col("s"), got["s"]).alias("s"),
-        pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
-        *[got[c] for c in labels],
-        lj.alias("_lj"),
-        p_of.alias("_p"),
-    )
-    cov = cov.filter(pl.col("e") > pl.col("s"))
-    # The rest of each piece: the stretches before, between and after its covered parts (in order).
-    p = cov["_p"]
-    same_prev = (p == p.shift(1)).fill_null(False)
-    last = (p != p.shift(-1)).fill_null(True)
-    pstart, pend = pieces["s"].gather(p), pieces["e"].gather(p)
-    prev_end = pl.select(pl.when(same_prev).then(cov["e"].shift(1)).otherwise(pstart)).to_series()
-    gaps = pl.DataFrame({"_p": p, "s": prev_end, "e": cov["s"]})
-    tails = pl.DataFrame({"_p": p, "s": cov["e"], "e": pend}).filter(last)
-    touched = (
-        pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True).scatter(p, True)
-        if p.len()
-        else pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True)
-    )
-    whole = pl.DataFrame({"_p": idx, "s": pieces["s"], "e": pieces["e"]}).filter(~touched)
-    rest = pl.concat([gaps, tails, whole]).filter(pl.col("e") > pl.col("s"))
-    keep = [c for c in pieces.columns if c not in ("s", "e")]
-    rest = pieces.select(keep)[rest["_p"]].with_columns(rest["s"], rest["e"]).select(pieces.columns)
-    return cov.drop("_p"), rest
-
-
-def _split_join(
-    pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """:func:`split` by as-of joins on ``by`` (when packed keys would overflow)."""
-    p = pieces.with_row_index("_p")
-    lay = layer.sort(*by, "s").with_row_index("_j").with_columns(pl.col("_j").cast(pl.Int64()))
-    first = (
-        p.select("_p", *by, "s")
-        .sort("s")
-        .join_asof(
-            lay.select(*by, "e", pl.col("_j").alias("_j0")).sort("e"),
-            left_on="s",
-            right_on="e",
-            by=by,
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .select("_p", "_j0")
-    )
-    last = (
-        p.select("_p", *by, "e")
-        .sort("e")
-        .join_asof(
-            lay.select(*by, "s", pl.col("_j").alias("_j1")).sort("s"),
-            left_on="e",
-            right_on="s",
-            by=by,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .select("_p", "_j1")
-    )
-    rng = (
-        p.join(first, on="_p")
-        .join(last, on="_p")
-        .drop_nulls(["_j0", "_j1"])
-        .filter(pl.col("_j1") >= pl.col("_j0"))
-        .with_columns(pl.int_ranges("_j0", pl.col("_j1") + 1, dtype=pl.Int64()).alias("_lj"))
-        .explode("_lj")
-    )
-    got = lay.select("s", "e", *labels)[rng["_lj"]]
-    cov = (
-        rng.with_columns(
-            pl.max_horizontal(pl.col("s"), got["s"]).alias("s"),
-            pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
-            *[got[c] for c in labels],
-        )
-        .filter(pl.col("e") > pl.col("s"))
-        .drop("_j0", "_j1")
-    )
-    cov = cov.sort("_p", "s")
-    base = p.select("_p", pl.col("s").alias("_ps"), pl.col("e").alias("_pe"))
-    c = cov.select("_p", "s", "e").join(base, on="_p", maintain_order="left")
-    before = c.select("_p", pl.col("e").shift(1).over("_p").fill_null(pl.col("_ps")).alias("s"), pl.col("s").alias("e"))
-    after = c.group_by("_p").agg(pl.col("e").max().alias("s"), pl.col("_pe").first().alias("e"))
-    rest = pl.concat([before, after.select("_p", "s", "e")]).filter(pl.col("e") > pl.col("s"))
-    untouched = p.join(cov.select("_p").unique(), on="_p", how="anti").select("_p", "s", "e")
-    rest = pl.concat([rest, untouched])
-    keep = [c for c in pieces.columns if c not in ("s", "e")]
-    rest = rest.join(p.select("_p", *keep), on="_p").select(*pieces.columns)
-    return cov.drop("_p"), rest
 
 
 def host_layers(
@@ -382,7 +201,7 @@ def idle_causes(
     in_b, p = split(p, blocking, thr, ["call", "op"])
     if "launch_start_ns" in linked.columns:
         lat = linked.select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
-        lat = _union(lat.drop_nulls().filter(pl.col("e") > pl.col("s")), "region_id")
+        lat = union(lat.drop_nulls().filter(pl.col("e") > pl.col("s")), "region_id")
     else:
         lat = pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
     in_l, p = split(p, lat, ["region_id"], [])
