@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from golden.kineto import gpu_region, kernel, launch, load, op, region
-from tracekit.attribution.core import (
+from tracekit.attribution.codes import (
     OP_LINK_EXTERNAL,
     OP_LINK_SELF,
     OP_LINK_TIME,
@@ -21,9 +21,8 @@ from tracekit.attribution.core import (
     REASON_OUTSIDE,
     VIA_FORWARD,
     VIA_THREAD,
-    Attribution,
-    attribute,
 )
+from tracekit.attribution.core import Attribution, attribute
 from tracekit.attribution.invariants import check_conservation, check_links
 from tracekit.errors import AnalysisError
 from tracekit.tables.intervals import union_length

@@ -12,12 +12,8 @@ import pytest
 
 import tracekit
 from conftest import kineto_trace_files, nsys_export_files
-from tracekit.attribution.core import (
-    REASON_NO_LAUNCH,
-    VIA_FORWARD,
-    Attribution,
-    attribute,
-)
+from tracekit.attribution.codes import REASON_NO_LAUNCH, VIA_FORWARD
+from tracekit.attribution.core import Attribution, attribute
 from tracekit.attribution.invariants import check_conservation, check_links
 from tracekit.tables.trace import Trace
 

@@ -17,7 +17,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.attribution.core import REASON_NO_LAUNCH
+from tracekit.attribution.codes import REASON_NO_LAUNCH
 from tracekit.labels import phases as ph
 from tracekit.labels.regions import attention_query_lengths
 from tracekit.tables.enclosing import innermost_rows

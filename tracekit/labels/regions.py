@@ -17,7 +17,8 @@ import polars as pl
 
 from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
-from tracekit.attribution.core import cpu_regions, forward_threads, region_tree
+from tracekit.attribution.activities import cpu_regions
+from tracekit.attribution.links import forward_threads, region_tree
 from tracekit.tables.trace import Trace
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")

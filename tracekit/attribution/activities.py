@@ -1,0 +1,101 @@
+"""What an attribution attributes, and where it starts from: the device activities (or, in a
+CPU-only trace, the self-time stretches of CPU ops), the one launch each activity's correlation
+names, and the CPU-side regions activities are attributed to.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.attribution.codes import CPU_REGION_KINDS
+from tracekit.tables import schema
+from tracekit.tables.intervals import self_time_segments
+
+
+def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
+    """The CPU-side regions used for attribution (``user_annotation`` and ``nvtx``); the device
+    projections (``gpu_user_annotation``) are left out."""
+    return regions.filter(pl.col("kind").is_in(list(CPU_REGION_KINDS))).select(
+        "region_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"
+    )
+
+
+def device_activities(kernels: pl.DataFrame) -> pl.DataFrame:
+    return kernels.with_row_index("act_id").select(
+        pl.col("act_id").cast(pl.Int64),
+        "kind",
+        "name",
+        "device",
+        "stream",
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        "correlation",
+        "graph_id",
+    )
+
+
+def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
+    """The launches some activity uses, one per correlation (a repeated correlation would count
+    its kernels twice: the earliest call is kept), sorted by correlation, as (_row = row in
+    ``launches``, pid, tid, t, _lext); and for each activity its row in that frame (null: no launch
+    has its correlation). Sorts and binary searches on the integer correlation only."""
+    lau = launches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "correlation", "start_ns")
+    lau = lau.filter(pl.col("correlation").is_not_null())
+    lau = lau if lau["correlation"].is_sorted() else lau.sort("correlation")
+    c = lau["correlation"]
+    dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)
+    if dup.any():  # rare: keep the earliest call of each repeated correlation
+        first = (
+            lau.filter(dup).sort(["correlation", "start_ns"], maintain_order=True).unique("correlation", keep="first")
+        )
+        lau = pl.concat([lau.filter(~dup), first]).sort("correlation")
+        c = lau["correlation"]
+    m, n = lau.height, len(corr)
+    at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, max(m - 1, 0))
+    hit = (c.gather(at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
+    dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
+    pos = (
+        pl.select(pl.when(hit).then(dense.gather(at))).to_series()
+        if m
+        else pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    )
+    rows = lau.filter(used)["_row"]
+    lau = pl.DataFrame(
+        {
+            "_row": rows,
+            "pid": launches["pid"].gather(rows),
+            "tid": launches["tid"].gather(rows),
+            "t": launches["start_ns"].gather(rows),
+            "_lext": launches["external_id"].gather(rows),
+        }
+    )
+    return lau, pos
+
+
+def cpu_op_activities(ops: pl.DataFrame) -> pl.DataFrame:
+    """CPU-only traces: each op's self-time stretches (:func:`self_time_segments`) are the
+    activities; the "launch" is the op itself, at the stretch's start. act_id = row number."""
+    segs = self_time_segments(ops).with_row_index("act_id").with_columns(pl.col("act_id").cast(pl.Int64))
+    info = ops.select("op_id", "name", "pid", "tid")
+    acts = segs.join(info, on="op_id", how="left").sort("act_id")
+    return acts.select(
+        "act_id",
+        pl.lit(schema.KIND_CPU_OP).alias("kind"),
+        "name",
+        pl.lit(None, pl.Int64).alias("device"),
+        pl.lit(None, pl.Int64).alias("stream"),
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        pl.lit(None, pl.Int64).alias("correlation"),
+        pl.lit(None, pl.Int64).alias("graph_id"),
+        pl.lit(None, pl.String).alias("launch_name"),
+        pl.col("pid").alias("launch_pid"),
+        pl.col("tid").alias("launch_tid"),
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
+        "op_id",
+        pl.col("name").alias("op_name"),
+    )

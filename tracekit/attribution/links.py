@@ -1,0 +1,197 @@
+"""The links of an attribution (docs/attribution.md): launch → op (External id or time nesting),
+launch → region (on the launch thread, else on its forward thread), thread → forward thread
+(autograd sequence numbers), the region tree with effective parents, and every enclosing region
+of each attributed activity. Each answers per launch or per region, as row positions and codes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.attribution.codes import (
+    OP_LINK_EXTERNAL,
+    OP_LINK_TIME,
+    REASON_NO_REGIONS,
+    REASON_OTHER_THREAD,
+    REASON_OUTSIDE,
+    VIA_FORWARD,
+    VIA_THREAD,
+    code,
+)
+from tracekit.tables.enclosing import innermost_rows
+
+
+def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """For launches (pid, tid, t, _lext; one per row): the launching op's row in ``ops`` (_row) and
+    how it was found (_link code), one row per launch in launch order.
+
+    The External id link is valid only for an op on the launch's thread that encloses the launch,
+    i.e. the innermost enclosing op or one of its ancestors. So: find the innermost enclosing op
+    by time; where its External id equals the launch's, the link is "external id"; where the
+    launch's External id names an ancestor, that ancestor (a small hash join on the few
+    remaining rows); otherwise (a broken or missing External id) the innermost op by time.
+    """
+    row = innermost_rows(lau, ops, group=["pid", "tid"], id_col="op_id")
+    inner = lau.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", "_lext").with_columns(
+        row.alias("_row"), ops["external_id"].gather(row).alias("_ext")
+    )
+    same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
+    # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
+    other = inner.filter(pl.col("_lext").is_not_null() & ~same)
+    o = ops.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_arow"),
+        "pid",
+        "tid",
+        "start_ns",
+        "end_ns",
+        "depth",
+        "external_id",
+    )
+    anc = (
+        other.select("_k", "pid", "tid", "t", "_lext")
+        .join(
+            o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
+            left_on=["_lext", "pid", "tid"],
+            right_on=["external_id", "pid", "tid"],
+        )
+        .filter((pl.col("start_ns") <= pl.col("t")) & (pl.col("end_ns") >= pl.col("t")))
+        .sort(["_k", "depth"], descending=[False, True])
+        .unique("_k", keep="first")
+        .select("_k", "_arow")
+    )
+    arow = pl.repeat(None, inner.height, dtype=pl.Int64, eager=True)
+    inner = inner.with_columns((arow.scatter(anc["_k"], anc["_arow"]) if anc.height else arow).alias("_arow"))
+    return inner.select(
+        pl.coalesce("_arow", "_row").alias("_row"),
+        pl.when(same | pl.col("_arow").is_not_null())
+        .then(pl.lit(code(OP_LINK_EXTERNAL), pl.UInt8))
+        .when(pl.col("_row").is_not_null())
+        .then(pl.lit(code(OP_LINK_TIME), pl.UInt8))
+        .alias("_link"),
+    )
+
+
+def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
+    """Map each thread to its forward thread: (pid, tid) → fwd_tid, matches.
+
+    Two ops on different threads of one process with the same autograd ``sequence_number`` are a
+    forward op and its backward node; the thread whose op started first is the forward thread.
+    A thread maps to the other thread where it is "second" most often, when that beats the
+    reverse direction; only threads with CPU regions are targets, and a target never maps on
+    (so chains and cycles cannot form).
+    """
+    out_schema = {"pid": pl.Int64(), "tid": pl.Int64(), "fwd_tid": pl.Int64(), "matches": pl.UInt32()}
+    seq = (
+        ops.filter(pl.col("sequence_number").is_not_null())
+        .group_by("pid", "tid", "sequence_number")
+        .agg(pl.col("start_ns").min())
+    )
+    if seq.height == 0 or regions.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    pairs = seq.join(seq, on=["pid", "sequence_number"], suffix="_f").filter(
+        (pl.col("tid") != pl.col("tid_f")) & (pl.col("start_ns_f") < pl.col("start_ns"))
+    )
+    counts = pairs.group_by("pid", "tid", "tid_f").agg(pl.len().alias("matches"))
+    rev = counts.select(
+        "pid", pl.col("tid").alias("tid_f"), pl.col("tid_f").alias("tid"), pl.col("matches").alias("_rev")
+    )
+    counts = counts.join(rev, on=["pid", "tid", "tid_f"], how="left").filter(
+        pl.col("matches") > pl.col("_rev").fill_null(0)
+    )
+    targets = regions.select("pid", pl.col("tid").alias("tid_f")).unique()
+    counts = counts.join(targets, on=["pid", "tid_f"], how="semi")
+    best = counts.sort(["matches", "tid_f"], descending=[True, False]).unique(["pid", "tid"], keep="first")
+    best = best.join(best.select("pid", pl.col("tid").alias("tid_f")), on=["pid", "tid_f"], how="anti")
+    return best.select("pid", "tid", pl.col("tid_f").alias("fwd_tid"), "matches").cast(out_schema).sort("pid", "tid")  # type: ignore[arg-type]
+
+
+def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
+    """CPU regions with their effective parent: the same-thread parent, or for a top-level region
+    on a thread with a forward thread, the forward-thread region enclosing its start."""
+    base = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns", "parent_id").with_columns(
+        pl.when(pl.col("parent_id").is_not_null()).then(pl.lit(VIA_THREAD)).otherwise(None).alias("via")
+    )
+    tops = base.filter(pl.col("parent_id").is_null()).join(
+        thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]
+    )
+    if tops.height == 0:
+        return base
+    pts = tops.select("region_id", "pid", pl.col("fwd_tid").alias("tid"), pl.col("start_ns").alias("t"))
+    row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
+    found = pts.select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
+    return (
+        base.join(found, on="region_id", how="left")
+        .with_columns(
+            pl.coalesce("parent_id", "_fp").alias("parent_id"),
+            pl.when(pl.col("_fp").is_not_null()).then(pl.lit(VIA_FORWARD)).otherwise(pl.col("via")).alias("via"),
+        )
+        .drop("_fp")
+    )
+
+
+def launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
+    """For launches (pid, tid, t; one per row), in launch order: the innermost region on the launch
+    thread at the launch start, else, on a thread with a forward thread, the forward thread's
+    region (_row = its row in ``regions``, _via code); else the reason code (_why)."""
+    row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
+    via = pl.select(pl.when(row.is_not_null()).then(pl.lit(code(VIA_THREAD), pl.UInt8))).to_series()
+    miss = pts.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t").filter(row.is_null())
+    links = miss.join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]).select(
+        "_k", "pid", pl.col("fwd_tid").alias("tid"), "t"
+    )
+    if links.height:
+        frow = innermost_rows(links, regions, group=["pid", "tid"], id_col="region_id")
+        fwd = links.select("_k", frow.alias("_row")).drop_nulls("_row")
+        row = row.scatter(fwd["_k"], fwd["_row"])
+        via = via.scatter(fwd["_k"], pl.repeat(code(VIA_FORWARD), fwd.height, dtype=pl.UInt8, eager=True))
+    # Unattributed launches: does their thread have regions at all?
+    threads = regions.select("pid", "tid").unique()
+    inside = miss.join(threads, on=["pid", "tid"], how="semi")["_k"]
+    why = pl.repeat(
+        code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), len(row), dtype=pl.UInt8, eager=True
+    )
+    if inside.len():
+        why = why.scatter(inside, pl.repeat(code(REASON_OUTSIDE), inside.len(), dtype=pl.UInt8, eager=True))
+    why = pl.select(pl.when(row.is_null()).then(why)).to_series()
+    return pl.DataFrame({"_row": row, "_via": via, "_why": why})
+
+
+def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
+    """(act_id, region_id, level) for every enclosing region, via the effective parents, sorted by
+    (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
+    (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
+    closure = ancestors(tree).sort("region_id", "level")
+    per = (
+        closure.group_by("region_id", maintain_order=True)
+        .len()
+        .with_columns((pl.col("len").cum_sum() - pl.col("len")).alias("_off"))
+    )
+    att = acts.filter(pl.col("region_id").is_not_null()).select("act_id", "region_id")
+    if att.height == 0 or per.height == 0:
+        return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
+    at = per["region_id"].search_sorted(att["region_id"]).cast(pl.Int64).clip(0, per.height - 1)
+    n = per["len"].cast(pl.Int64).gather(at)
+    i = pl.int_range(att.height, dtype=pl.Int64, eager=True).repeat_by(n).explode()  # activity of each link
+    level = pl.int_range(i.len(), dtype=pl.Int64, eager=True) - (n.cum_sum() - n).gather(i)
+    return pl.DataFrame(
+        {
+            "act_id": att["act_id"].gather(i),
+            "region_id": closure["ancestor_id"].gather(per["_off"].cast(pl.Int64).gather(at).gather(i) + level),
+            "level": level.cast(pl.Int32),
+        }
+    )
+
+
+def ancestors(tree: pl.DataFrame) -> pl.DataFrame:
+    """(region_id, ancestor_id, level): each region with itself (level 0) and every ancestor."""
+    parent = tree.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls()
+    frontier = tree.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level"))
+    parts = [frontier]
+    for _ in range(tree.height):
+        frontier = frontier.join(parent, left_on="ancestor_id", right_on="region_id", suffix="_p").select(
+            "region_id", pl.col("_next").alias("ancestor_id"), (pl.col("level") + 1).alias("level")
+        )
+        if frontier.height == 0:
+            break
+        parts.append(frontier)
+    return pl.concat(parts)
