@@ -1,6 +1,6 @@
-"""The native Kineto scanner (tracekit/sources/kineto/_native/_kscan.c, tracekit/sources/kineto/_native/_kjson.h). Optional: when it cannot be
-compiled, tracekit installs without it and reads traces with its pure-Python path (same tables,
-slower)."""
+"""The native Kineto scanner (tracekit/sources/kineto/_native/_kscan.c, _kjson.h in the same
+folder). Optional: when it cannot be compiled, tracekit installs without it and reads traces with
+its pure-Python path (same tables, slower)."""
 
 from setuptools import Extension, setup
 

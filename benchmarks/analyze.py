@@ -66,7 +66,8 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
 
 def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) -> None:
     print(
-        "| device events | ops | attribute s | label + shape phase s | cost model s | analysis s | total s | total / (n log2 n) ns | CPU s (both cores) | load |"
+        "| device events | ops | attribute s | label + shape phase s | cost model s | analysis s | total s "
+        "| total / (n log2 n) ns | CPU s (both cores) | load |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
@@ -82,7 +83,8 @@ def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) ->
         norm = best["total"] / (k * math.log2(k)) * 1e9
         print(
             f"| {k:,} | {tr.ops.height:,} | {best['attribute']:.2f} | {best['label']:.2f} | {best['costs']:.2f} | "
-            f"{best['analysis']:.2f} | {best['total']:.2f} | {norm:.1f} | {best['cpu']:.2f} | {os.getloadavg()[0]:.1f} |",
+            f"{best['analysis']:.2f} | {best['total']:.2f} | {norm:.1f} | {best['cpu']:.2f} | "
+            f"{os.getloadavg()[0]:.1f} |",
             flush=True,
         )
         del tr

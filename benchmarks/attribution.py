@@ -133,7 +133,8 @@ def main() -> None:
         check_links(a)
         k = tr.kernels.height
         print(
-            f"| {k} | {copies} | {tr.ops.height} | {ta:.3f} | {ta / k * 1e6:.2f} | {ta / (k * math.log2(k)) * 1e9:.1f} |",
+            f"| {k} | {copies} | {tr.ops.height} | {ta:.3f} | {ta / k * 1e6:.2f} | "
+            f"{ta / (k * math.log2(k)) * 1e9:.1f} |",
             flush=True,
         )
         del tr, a

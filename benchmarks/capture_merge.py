@@ -24,7 +24,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     print(
-        "| trace | capture (gz) | replay load s | merge s (capture load + match + rewrite) | kernels mapped | ops added |"
+        "| trace | capture (gz) | replay load s | merge s (capture load + match + rewrite) "
+        "| kernels mapped | ops added |"
     )
     print("|---|---|---|---|---|---|")
     for rel in TRACES:
@@ -40,7 +41,8 @@ def main() -> None:
             best_load, best_merge = min(best_load, t1 - t0), min(best_merge, t2 - t1)
         size = sum(c.stat().st_size for c in caps) / 2**20
         print(
-            f"| {rel} | {size:.1f} MiB | {best_load:.3f} | {best_merge:.3f} | {merged.meta['capture']['mapped_kernels']} "
+            f"| {rel} | {size:.1f} MiB | {best_load:.3f} | {best_merge:.3f} | "
+            f"{merged.meta['capture']['mapped_kernels']} "
             f"| {merged.ops.height - bare.ops.height} |"
         )
 

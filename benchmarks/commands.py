@@ -40,7 +40,10 @@ SHARED = Path(os.environ.get("TRACEKIT_SHARED_TRACES", REPO.parent / "shared/tra
 DFI = SHARED / "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 SMALL = SHARED / "kineto/hta/nccl_parser_config/nccl_data.json.gz"  # 0.75 MB on disk, 10 MB JSON
 
-JSON_LOAD = "import gzip, json, sys; raw = open(sys.argv[1], 'rb').read(); json.loads(gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw)"
+JSON_LOAD = (
+    "import gzip, json, sys; raw = open(sys.argv[1], 'rb').read(); "
+    "json.loads(gzip.decompress(raw) if raw[:2] == b'\\x1f\\x8b' else raw)"
+)
 HTA = (
     "import logging, os, sys, tempfile; logging.disable(logging.WARNING)\n"
     "from hta.trace_analysis import TraceAnalysis\n"
@@ -359,7 +362,8 @@ def floors(rows: list[Row], a: argparse.Namespace, ds_dfi: Path, ds_small: Path,
 def report(rows: list[Row], counts: dict[str, int | str]) -> None:
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}\n")
     print(
-        "| command (one process each) | wall s, median | each run | CPU s, median | peak RSS MB | vs anchor (wall) | floor s | floor | engine calls |"
+        "| command (one process each) | wall s, median | each run | CPU s, median | peak RSS MB "
+        "| vs anchor (wall) | floor s | floor | engine calls |"
     )
     print("|---|---:|---|---:|---:|---|---:|---|---:|")
     anchors = {r.group: r for r in rows if r.anchor and r.walls}
@@ -384,7 +388,8 @@ def report(rows: list[Row], counts: dict[str, int | str]) -> None:
         floor = f"{r.floor_s:.3f}" if r.floor_s is not None else "–"
         cpu = statistics.median(r.cpus)
         print(
-            f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {cpu:.2f} | {rss:.0f} | {vs} | {floor} | "
+            f"| `{short(r)}` | {wall:.3f} | {', '.join(f'{w:.2f}' for w in r.walls)} | {cpu:.2f} | "
+            f"{rss:.0f} | {vs} | {floor} | "
             f"{r.floor_note or '–'} | {counts.get(r.name, '–')} |"
         )
     print(

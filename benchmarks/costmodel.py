@@ -44,7 +44,8 @@ def main() -> None:
         f"{', interleaved' if args.interleave else ''}); min of {args.repeat} runs\n"
     )
     print(
-        "| device events | ops | ops with cost_model | op_costs s | per 1M ops s | op_costs / (n log2 n) ns | reference s |"
+        "| device events | ops | ops with cost_model | op_costs s | per 1M ops s "
+        "| op_costs / (n log2 n) ns | reference s |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in (int(s) for s in args.sizes.split(",")):

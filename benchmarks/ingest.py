@@ -42,12 +42,14 @@ TOOLS: dict[str, tuple[str, str]] = {
     # name: (imports, work) — the work is timed.
     "tracekit load": ("from tracekit.sources.kineto.loader import load_kineto", "tr = load_kineto(path)"),
     "tracekit ingest (load + Parquet)": (
-        "from tracekit.sources.kineto.loader import load_kineto\nfrom tracekit.tables.trace import write_dataset\nimport tempfile",
+        "from tracekit.sources.kineto.loader import load_kineto\n"
+        "from tracekit.tables.trace import write_dataset\nimport tempfile",
         "tr = load_kineto(path); write_dataset(tr, tempfile.mkdtemp(prefix='tk-bench-'))",
     ),
     "tracekit ingest CLI": (  # what users run: derived tables below 256 MiB of JSON, streamed above
         "from tracekit.cli.main import main\nimport tempfile, contextlib, io",
-        "with contextlib.redirect_stdout(io.StringIO()): main(['ingest', path, '--out', tempfile.mkdtemp(prefix='tk-bench-')])",
+        "with contextlib.redirect_stdout(io.StringIO()): "
+        "main(['ingest', path, '--out', tempfile.mkdtemp(prefix='tk-bench-')])",
     ),
     "tracekit load (pure Python, TRACEKIT_PURE_PYTHON=1)": (
         "import os\nos.environ['TRACEKIT_PURE_PYTHON'] = '1'\nfrom tracekit.sources.kineto.loader import load_kineto",
@@ -59,7 +61,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "HTA TraceAnalysis(trace_dir=…)": (
         "import logging, os, tempfile\nlogging.disable(logging.WARNING)\nfrom hta.trace_analysis import TraceAnalysis\n"
         "d = tempfile.mkdtemp(prefix='hta-bench-')\n"
-        "os.symlink(os.path.abspath(path), os.path.join(d, 'rank-0.json' + ('.gz' if open(path,'rb').read(2) == b'\\x1f\\x8b' else '')))",
+        "os.symlink(os.path.abspath(path), "
+        "os.path.join(d, 'rank-0.json' + ('.gz' if open(path,'rb').read(2) == b'\\x1f\\x8b' else '')))",
         "ta = TraceAnalysis(trace_dir=d)",
     ),
 }
@@ -113,7 +116,8 @@ def main() -> None:
     print(f"input: {a.input} ({a.input.stat().st_size / 1e6:.1f} MB on disk, {mb:.1f} MB JSON)")
     print(f"python: {sys.executable}; load average: {os.getloadavg()[0]:.2f}\n")
     print(
-        "| tool | best wall s | MB/s (wall) | best CPU s | peak RSS MB | base RSS MB | peak RSS / JSON size | wall s of each run |"
+        "| tool | best wall s | MB/s (wall) | best CPU s | peak RSS MB | base RSS MB | peak RSS / JSON size "
+        "| wall s of each run |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     results: dict[str, float] = {}
@@ -139,7 +143,8 @@ def main() -> None:
         peaks[tool] = max(r["peak_mb"] for r in ok)
         times = ", ".join(f"{r['seconds']:.2f}" for r in ok)
         print(
-            f"| {tool} | {best['seconds']:.3f} | {mb / best['seconds']:.0f} | {cpu[tool]:.3f} | {max(r['peak_mb'] for r in ok):.0f} | "
+            f"| {tool} | {best['seconds']:.3f} | {mb / best['seconds']:.0f} | {cpu[tool]:.3f} | "
+            f"{max(r['peak_mb'] for r in ok):.0f} | "
             f"{best['base_mb']:.0f} | {max(r['peak_mb'] for r in ok) / mb:.2f} | {times} |"
         )
     tk = results.get("tracekit load")

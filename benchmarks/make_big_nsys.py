@@ -67,9 +67,8 @@ def main() -> None:
                     sel.append(f"correlationId + {corr}")
                 else:
                     sel.append(f'"{c}"')
-            conn.execute(
-                f'INSERT INTO "{t}" ({", ".join(chr(34) + c + chr(34) for c in cols)}) SELECT {", ".join(sel)} FROM "{t}"'
-            )
+            quoted = ", ".join(chr(34) + c + chr(34) for c in cols)
+            conn.execute(f'INSERT INTO "{t}" ({quoted}) SELECT {", ".join(sel)} FROM "{t}"')
         conn.commit()
         rounds += 1
         counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}

@@ -24,11 +24,17 @@ PANDAS_QUERIES = {
     "k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.registersPerThread, "
     "k.staticSharedMemory, k.dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL k "
     "LEFT JOIN StringIds s ON s.id = k.demangledName",
-    "memcpy": 'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY',
-    "memset": 'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET',
+    "memcpy": (
+        'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes, copyKind '
+        "FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+    ),
+    "memset": (
+        'SELECT start, "end", deviceId, streamId, correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET'
+    ),
     "runtime": 'SELECT r.start, r."end", r.eventClass, r.globalTid, r.correlationId, s.value AS name '
     "FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId WHERE r.eventClass IN (0, 1)",
-    "nvtx": 'SELECT n.start, n."end", n.eventType, coalesce(n.text, s.value) AS name, n.globalTid, n.endGlobalTid, n.domainId '
+    "nvtx": 'SELECT n.start, n."end", n.eventType, coalesce(n.text, s.value) AS name, '
+    "n.globalTid, n.endGlobalTid, n.domainId "
     "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)",
 }
 

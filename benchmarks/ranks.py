@@ -36,7 +36,8 @@ DASK1 = (
     "r = ingest_paths([sys.argv[1]], sys.argv[2], where=Plan('local', 1))\n"
     "p = sorted(r.worker_peak_rss_kb.values())\n"
     "print(f'ingested {len(r.ok)} of {len(r.results)}'); "
-    "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB; {sum(x.cpu_s for x in r.results):.1f} CPU s in the tasks')"
+    "print(f'peak RSS per worker {p[0] / 1024:.0f}–{p[-1] / 1024:.0f} MB; "
+    "{sum(x.cpu_s for x in r.results):.1f} CPU s in the tasks')"
 )
 
 
@@ -140,7 +141,8 @@ def main() -> None:
             )
     if "serial" in modes and "dask2" in modes:
         print(
-            f"tables identical (serial vs dask ×2, every partition): {same_dataset(src_dir / 'ds-serial', src_dir / 'ds-dask2')}"
+            "tables identical (serial vs dask ×2, every partition): "
+            f"{same_dataset(src_dir / 'ds-serial', src_dir / 'ds-dask2')}"
         )
 
     ds = src_dir / f"ds-{modes[-1]}"
@@ -167,7 +169,8 @@ def main() -> None:
             f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | "
             f"{(base / med) if base else float('nan'):.2f}× | {cpu:.1f} | {max(peaks):.0f} |"
             if peaks
-            else f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | {(base / med) if base else float('nan'):.2f}× | "
+            else f"| {m} | {med:.2f} | {', '.join(f'{x:.2f}' for x in walls)} | "
+            f"{(base / med) if base else float('nan'):.2f}× | "
             f"{cpu:.1f} | - (process {max(r for _, r, _ in results[m]) / 1024:.0f}) |"
         )
 

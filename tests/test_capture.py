@@ -232,6 +232,7 @@ def test_batch_size_tells_identical_graphs_apart(shared_traces: Path, tmp_path: 
     w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
     assert (
         w
-        and "2 captured graphs have these 421 nodes and the batch size does not single one out (launch batch 32, graphs 32)"
+        and "2 captured graphs have these 421 nodes and the batch size does not single one out "
+        "(launch batch 32, graphs 32)"
         in w[0]
     )

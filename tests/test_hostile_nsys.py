@@ -73,7 +73,9 @@ META_EDITS = {
     "text stop time": "UPDATE ANALYSIS_DETAILS SET stopTime = 'x'",
     "text thread id": "UPDATE ThreadNames SET globalTid = 'x'",
     "blob string": f"UPDATE StringIds SET value = X'FFFE41' WHERE id = (SELECT shortName FROM {KERNELS} LIMIT 1)",
-    "invalid UTF-8 text": f"UPDATE StringIds SET value = CAST(X'41FF42' AS TEXT) WHERE id = (SELECT demangledName FROM {KERNELS} LIMIT 1)",
+    "invalid UTF-8 text": (
+        f"UPDATE StringIds SET value = CAST(X'41FF42' AS TEXT) WHERE id = (SELECT demangledName FROM {KERNELS} LIMIT 1)"
+    ),
 }
 
 

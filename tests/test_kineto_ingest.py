@@ -16,7 +16,7 @@ from tracekit.sources.kineto import native as kn
 native = pytest.mark.skipif(not kn.available(), reason="tracekit.sources.kineto._kscan is not built")
 
 
-# --- native nesting (tracekit/sources/kineto/_native/_knest.h) against tracekit.tables.intervals.nest -----------------------
+# --- native nesting (tracekit/sources/kineto/_native/_knest.h) against tracekit.tables.intervals.nest ---
 
 
 @native

@@ -180,8 +180,10 @@ def test_nvtx_shape_payloads_become_ops(shared_traces: Path, tmp_path: Path) -> 
     gtid = 302119224788637
     _edit(
         db,
-        f'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (100, 200, 59, "{pyprof}", {gtid}, 0)',
-        f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid, domainId) VALUES (120, 180, 59, '{emit}', {gtid}, 0)",
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+        f'VALUES (100, 200, 59, "{pyprof}", {gtid}, 0)',
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) '
+        f"VALUES (120, 180, 59, '{emit}', {gtid}, 0)",
     )
     tr = load_nsys(db)
     ops = tr.ops.sort("start_ns")

@@ -57,9 +57,9 @@ def test_markdown_report_tables_and_escaping() -> None:
     # every row of the phase table has as many cells as the header: the pipe in the reason was escaped
     rows = lines[lines.index(header) + 2 : lines.index(header) + 4]
     assert [r.split(" | ")[0] for r in rows] == ["| prefill", "| decode"]
-    assert (
-        ncols == 10
-    )  # phase, verdict, reason (first: visible without scrolling), region count, span, busy, busy %, idle, gap count, kernel count
+    # phase, verdict, reason (first: visible without scrolling), region count, span, busy, busy %, idle,
+    # gap count, kernel count
+    assert ncols == 10
     # in every table block, every line has the header's number of unescaped pipes
     block: list[str] = []
     for ln in [*lines, ""]:

@@ -8,8 +8,9 @@ Requests arrive on a schedule (wall clock from the loop start); each step the sc
         ctx=C kv_tokens=K [decode_ctx=C_d] dc=<decode request ids> pf=<id:tokens[!],…> arr=<id:µs,…>
 
 (``ctx`` the longest key span attended, ``kv_tokens`` the sum of key spans, ``decode_ctx`` the
-longest among the decoding sequences; ``dc``/``pf``/``arr``
-say which requests the step serves, see :func:`tracekit.annotate.request_attrs`) inside ``tk:run workload=serve token_budget=B max_seqs=S chunk=C stage=measured``.
+longest among the decoding sequences; ``dc``/``pf``/``arr`` say which requests the step serves,
+see :func:`tracekit.annotate.request_attrs`) inside
+``tk:run workload=serve token_budget=B max_seqs=S chunk=C stage=measured``.
 """
 
 from __future__ import annotations

@@ -214,7 +214,8 @@ def llm(**kw: Any) -> None:
     if steps:
         echo(
             f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
-            f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}"
+            f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; "
+            f"cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}"
         )
     _print_files(res.summary, res.trace, res.sidecar)
 

@@ -21,7 +21,10 @@ _H200_DS: Final = (
 )
 _A100_DS: Final = "NVIDIA A100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/a100), dense figures"
 _V100_DS: Final = "NVIDIA Tesla V100 GPU datasheet (nvidia.com/en-us/data-center/v100); no bf16 hardware"
-_MI300_DS: Final = "AMD Instinct MI300X data sheet / product page (amd.com/en/products/accelerators/instinct/mi300/mi300x.html), dense figures"
+_MI300_DS: Final = (
+    "AMD Instinct MI300X data sheet / product page (amd.com/en/products/accelerators/instinct/mi300/mi300x.html), "
+    "dense figures"
+)
 _MI250_DS: Final = "AMD Instinct MI250 / MI250X data sheets (amd.com/en/products/accelerators/instinct/mi200)"
 
 TABLE: Final[list[dict[str, Any]]] = [
@@ -163,7 +166,10 @@ TABLE: Final[list[dict[str, Any]]] = [
         "cc": "8.9",
         "tflops": {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
         "gbps": 300.0,
-        "source": "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4), dense = half the starred sparse figures",
+        "source": (
+            "NVIDIA L4 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/l4), "
+            "dense = half the starred sparse figures"
+        ),
     },
     {
         "key": "a10g",
@@ -172,7 +178,11 @@ TABLE: Final[list[dict[str, Any]]] = [
         "cc": "8.6",
         "tflops": {"fp32": 31.5, "tf32": 63.0, "bf16": 126.0, "fp16": 126.0, "int8": 252.0},
         "gbps": 600.0,
-        "source": "derived, no public NVIDIA datasheet: 72 SMs x 1.71 GHz boost at the GA102 professional rates of the A10 datasheet (256 FP32 / 1024 FP16 FLOP per SM per clock); 600 GB/s GDDR6 (AWS EC2 G5 documentation)",
+        "source": (
+            "derived, no public NVIDIA datasheet: 72 SMs x 1.71 GHz boost at the GA102 professional rates of "
+            "the A10 datasheet (256 FP32 / 1024 FP16 FLOP per SM per clock); "
+            "600 GB/s GDDR6 (AWS EC2 G5 documentation)"
+        ),
     },
     {
         "key": "a10",
@@ -226,7 +236,10 @@ TABLE: Final[list[dict[str, Any]]] = [
             "int8": 4500.0,
         },
         "gbps": 8000.0,
-        "source": "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx): 8-GPU totals divided by 8, sparse tensor figures halved; 8 TB/s HBM3e per GPU",
+        "source": (
+            "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx): 8-GPU totals divided by 8, "
+            "sparse tensor figures halved; 8 TB/s HBM3e per GPU"
+        ),
     },
     {
         "key": "mi300x",
@@ -254,8 +267,8 @@ TABLE: Final[list[dict[str, Any]]] = [
         "cc": "9.0",
         "tflops": {"fp64": 47.85, "fp32": 47.85, "bf16": 191.5, "fp16": 191.5, "int8": 191.5},
         "gbps": 1638.4,
-        "source": _MI250_DS
-        + ": MI250X totals (FP32 matrix 95.7, FP16/BF16 383 TFLOP/s, 3.2768 TB/s) halved, because each of its two GCDs is a separate device in PyTorch",
+        "source": _MI250_DS + ": MI250X totals (FP32 matrix 95.7, FP16/BF16 383 TFLOP/s, 3.2768 TB/s) halved, "
+        "because each of its two GCDs is a separate device in PyTorch",
     },
     {
         "key": "mi250-gcd",
@@ -265,8 +278,8 @@ TABLE: Final[list[dict[str, Any]]] = [
         "cc": "9.0",
         "tflops": {"fp64": 45.25, "fp32": 45.25, "bf16": 181.05, "fp16": 181.05, "int8": 181.05},
         "gbps": 1638.4,
-        "source": _MI250_DS
-        + ": MI250 totals (FP32 matrix 90.5, FP16/BF16 362.1 TFLOP/s, 3.2768 TB/s) halved, because each of its two GCDs is a separate device in PyTorch",
+        "source": _MI250_DS + ": MI250 totals (FP32 matrix 90.5, FP16/BF16 362.1 TFLOP/s, 3.2768 TB/s) halved, "
+        "because each of its two GCDs is a separate device in PyTorch",
     },
     {
         "key": "rtx4090",
@@ -286,7 +299,9 @@ TABLE: Final[list[dict[str, Any]]] = [
         "cc": "8.6",
         "tflops": {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0, "int8": 284.0},
         "gbps": 936.0,
-        "source": "NVIDIA Ampere GA102 GPU Architecture whitepaper, RTX 3090 column: dense tensor rates with FP32 accumulate",
+        "source": (
+            "NVIDIA Ampere GA102 GPU Architecture whitepaper, RTX 3090 column: dense tensor rates with FP32 accumulate"
+        ),
     },
     {
         "key": "quadro-gp100",

@@ -24,13 +24,15 @@ from tracekit.report.sections import build
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1200px;
+color:#222;padding:0 1em}
 h1{font-size:1.5em;word-break:break-all}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:.85em;display:block;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}tr:nth-child(even) td{background:#fafafa}
 td{white-space:nowrap}td.wrap{white-space:normal;min-width:14em;max-width:40em;overflow-wrap:anywhere}
-td.name{white-space:normal;min-width:16em;max-width:28em;overflow-wrap:anywhere}td.short{text-decoration:underline dotted #999;cursor:help}
+td.name{white-space:normal;min-width:16em;max-width:28em;overflow-wrap:anywhere}
+td.short{text-decoration:underline dotted #999;cursor:help}
 td.reason{white-space:normal;min-width:16em;max-width:32em}td.verdict{font-weight:600}
 td.v-compute{color:#0b5394}td.v-bandwidth{color:#9c4a00}td.v-overhead{color:#666}td.v-unknown{color:#999}
 .leftout{color:#555;font-size:.9em}
@@ -75,7 +77,8 @@ def _table(t: Table, tid: str = "", max_rows: int | None = None) -> str:
             f'<p class="leftout">Showing the {fmt.count(n, "region")} with the most device time; {fmt.count(left)} '
             f"of {fmt.count(len(t.rows))} left out"
             + (f" ({'all' if empty == left else fmt.count(empty)} of them with no device work)" if empty else "")
-            + ". <code>tracekit report TRACE --format html --regions all</code> (or <code>--format json</code>) has every region.</p>"
+            + ". <code>tracekit report TRACE --format html --regions all</code> "
+            "(or <code>--format json</code>) has every region.</p>"
         )
     if t.collapsed and n == len(t.rows):
         cap = f"{t.caption} ({fmt.count(len(t.rows), 'row')})" if t.caption else fmt.count(len(t.rows), "row")

@@ -31,6 +31,11 @@ def _p(x: Any) -> str:
     return "-" if x is None else f"{100 * float(x):.0f} %"
 
 
+def _signed(ns: Any) -> str:
+    """A duration with its sign (``+``, or ``−`` below zero); ``-`` when there is none."""
+    return "-" if ns is None else ("+" if ns >= 0 else "−") + _d(abs(ns))
+
+
 def _r(x: Any) -> str:
     return "-" if x is None else f"{float(x):.2f}×"
 
@@ -123,7 +128,7 @@ def sections(doc: dict[str, Any]) -> list[Section]:
                 _d(s["median_ns"]),
                 _r(s.get("ratio")),
                 f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
-                f"{_d(s.get('idle_ns'))} ({'-' if s.get('idle_excess_ns') is None else ('+' if s['idle_excess_ns'] >= 0 else '−') + _d(abs(s['idle_excess_ns']))})",
+                f"{_d(s.get('idle_ns'))} ({_signed(s.get('idle_excess_ns'))})",
                 f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})",
             ]
             for s in rows

@@ -52,7 +52,8 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     )
     for d in s["devices_busy"]:
         out.append(
-            f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span ({d['count']} activities)"
+            f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span "
+            f"({d['count']} activities)"
         )
     if s["streams"]:
         out.append(

@@ -40,7 +40,10 @@ def render(doc: dict[str, Any]) -> str:
             f"Colocated ({w['colocated']} workers) vs disaggregated ({w['prefill']} prefill + {w['decode']} decode), "
             "the traced arrivals replayed",
         ]
-        hdr = f"{'':16}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}{'E2E p50':>10}{'E2E p99':>10}  (ms)"
+        hdr = (
+            f"{'':16}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
+            f"{'E2E p50':>10}{'E2E p99':>10}  (ms)"
+        )
         out.append(hdr)
         for name in ("colocated", "disaggregated"):
             m = c[name]
@@ -52,11 +55,13 @@ def render(doc: dict[str, Any]) -> str:
             m = c[name]
             if m.get("goodput_fraction") is not None:
                 out.append(
-                    f"goodput {name}: {_g(m['goodput_req_per_s'])} req/s, {m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
+                    f"goodput {name}: {_g(m['goodput_req_per_s'])} req/s, "
+                    f"{m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
                 )
         out.append(
             f"interference per request (colocated replay): {_g(c['colocated']['mean_interference_ms'])} ms; "
-            f"KV transfer per request (disaggregated, incl. waiting for the link): {_g(c['disaggregated']['mean_transfer_ms'])} ms"
+            "KV transfer per request (disaggregated, incl. waiting for the link): "
+            f"{_g(c['disaggregated']['mean_transfer_ms'])} ms"
         )
         out.append(f"verdict: {c['verdict']}")
     for note in doc.get("notes") or []:

@@ -14,8 +14,9 @@ def innermost_rows(
     interval of its group whose [start_ns, end_ns] holds ``t``; null when none.
 
     An as-of join finds the latest-starting interval with start ≤ t (ties: the innermost, sorted
-    last; equal start and depth: the later row); if it ended before t, the answer is its nearest ancestor that still holds t, found by
-    walking ``parent_id`` one nesting level per iteration (a loop over levels, not rows). Only
+    last; equal start and depth: the later row); if it ended before t, the answer is its nearest
+    ancestor that still holds t, found by walking ``parent_id`` one nesting level per iteration (a
+    loop over levels, not rows). Only
     integers are sorted: one int64 key per interval, group·S + (start − min start + 1)·D + depth
     with D = max depth + 1 (so the group needs no hash-partitioned ``by`` join), when it cannot
     overflow; else (start, end descending) with ``by``.

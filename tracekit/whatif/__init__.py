@@ -177,7 +177,8 @@ def compare(
     xfer, removed = d["mean_transfer_ms"], c["mean_interference_ms"]
     verdict = (
         ("disaggregation pays: the KV transfer" if xfer < removed else "disaggregation does not pay: the KV transfer")
-        + f" ({xfer:.3g} ms per request) {'<' if xfer < removed else '≥'} the interference it removes ({removed:.3g} ms per request)"
+        + f" ({xfer:.3g} ms per request) {'<' if xfer < removed else '≥'} "
+        f"the interference it removes ({removed:.3g} ms per request)"
     )
     return {
         "colocated": c,

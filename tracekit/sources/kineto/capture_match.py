@@ -297,7 +297,8 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("_k").is_not_null())
         .then(
             pl.format(
-                "{} captured graphs have these {} nodes and the batch size does not single one out (launch batch {}, graphs {})",
+                "{} captured graphs have these {} nodes and the batch size does not single one out "
+                "(launch batch {}, graphs {})",
                 pl.col("_k"),
                 pl.col("nodes"),
                 pl.col("batch").cast(pl.String).fill_null("unknown"),

@@ -76,7 +76,8 @@ def read_regions(
         return
     cols = columns(conn, NVTX_TABLE)
     for etype, n in conn.execute(
-        f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
+        f"SELECT eventType, count(*) FROM {NVTX_TABLE} "
+        f"WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
     ).fetchall():
         dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
     # A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns

@@ -200,7 +200,8 @@ def read_launches(
     if "eventClass" in cols:
         where = f"WHERE eventClass IN ({', '.join(str(c) for c in API_CLASSES)})"
         for cls, n in conn.execute(
-            f'SELECT eventClass, count(*) FROM "{RUNTIME_TABLE}" WHERE eventClass IS NULL OR eventClass NOT IN (0, 1) GROUP BY 1'
+            f'SELECT eventClass, count(*) FROM "{RUNTIME_TABLE}" '
+            "WHERE eventClass IS NULL OR eventClass NOT IN (0, 1) GROUP BY 1"
         ).fetchall():
             dropped[f"runtime row of eventClass {cls} (not a runtime/driver call; repeats a correlationId)"] += int(n)
     sel = [
