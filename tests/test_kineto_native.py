@@ -18,7 +18,7 @@ from conftest import SHARED_TRACES  # noqa: E402
 from tracekit.errors import EmptyTraceError, TraceFormatError  # noqa: E402
 from tracekit.sources.kineto import native as kn  # noqa: E402
 from tracekit.sources.kineto.loader import load_kineto  # noqa: E402
-from tracekit.sources.kineto.tables import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
+from tracekit.sources.kineto.routes import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
 from tracekit.tables.trace import Trace  # noqa: E402
 
 TABLES = ("kernels", "launches", "ops", "regions")

@@ -1,6 +1,6 @@
 """Kineto (torch.profiler Chrome trace JSON) → canonical tables, streamed.
 
-Raw Kineto field names appear here and in ``kineto_tables`` only. The file is read (gunzipped)
+Raw Kineto field names appear here and in ``routes`` only. The file is read (gunzipped)
 in chunks by ``jsonstream``; each slice of ``traceEvents`` is decoded by msgspec into the typed
 structs below, which skip every field nobody reads. Timestamps are kept as raw JSON text
 (``msgspec.Raw``) and converted to int64 ns exactly, because float64 cannot hold ns fractions
@@ -28,14 +28,8 @@ from tracekit.sources.kineto.jsonstream import stream_document
 from tracekit.sources.kineto.window import StreamStats
 from tracekit.sources.kineto import native as kineto_native
 from tracekit.sources.kineto.columns import NULL_RAW
-from tracekit.sources.kineto.tables import (
-    FLOW_CATS,
-    KERNEL_CATS,
-    NATIVE_COLUMNS,
-    X_ROUTES,
-    Collector,
-    decode_fallback,
-)
+from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
+from tracekit.sources.kineto.tables import Collector, decode_fallback
 from tracekit.tables.trace import Trace
 
 _NULL = NULL_RAW

@@ -1,9 +1,9 @@
 """Decoded Kineto event batches → canonical tables.
 
-Each batch is routed by (ph, cat) in one pass; each table then takes its columns from its own
-events with one list comprehension per field and one polars call per column. Times stay as text
-until ``ns_from_raw`` converts them exactly. ``Collector.finish`` concatenates the batches, adds
-the time base, drops bad events (counted by reason), removes duplicates and nests ops/regions.
+Each batch is routed by (ph, cat) in one pass (the routes: ``routes.py``); each table then takes
+its columns from its own events with one list comprehension per field and one polars call per
+column (``frames.py``). ``Collector.finish`` concatenates the batches, adds the time base, drops
+bad events (counted by reason), removes duplicates and nests ops/regions.
 """
 
 from __future__ import annotations
@@ -21,86 +21,14 @@ from tracekit.tables import schema
 from tracekit.tables.staging import writing
 from tracekit.sources.kineto import columns as kc
 from tracekit.sources.kineto import elements
-from tracekit.sources.kineto.finish import DEDUPE_KEYS, TIME_LIMIT_NS, WHAT, finish_table
+from tracekit.sources.kineto.finish import finish_table
+from tracekit.sources.kineto.frames import attr_list, built_frame, native_frame, prepare
 from tracekit.sources.kineto.native import Window
+from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, META, ROUTE_PH_CAT, TABLE_NAMES
 
-# Category → table. Old (≤ 2021) names map to the same tables.
-KERNEL_CATS = {
-    "kernel": schema.KIND_KERNEL,
-    "Kernel": schema.KIND_KERNEL,
-    "gpu_memcpy": schema.KIND_MEMCPY,
-    "Memcpy": schema.KIND_MEMCPY,
-    "gpu_memset": schema.KIND_MEMSET,
-    "Memset": schema.KIND_MEMSET,
-}
-LAUNCH_CATS = {"cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "driver", "Driver": "driver"}
-OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op"}
-REGION_CATS = {
-    "user_annotation": schema.REGION_USER,
-    "User": schema.REGION_USER,
-    "gpu_user_annotation": schema.REGION_GPU_USER,
-}
-FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "fwdbwd"}
-# Flows that link a CPU launch to its device activity; their id is the launch correlation.
-LAUNCH_FLOW_CATS = {"ac2g", "async_cpu_to_gpu"}
-_ROUTE: dict[str, int] = {
-    **{c: 0 for c in KERNEL_CATS},
-    **{c: 1 for c in LAUNCH_CATS},
-    **{c: 2 for c in OP_CATS},
-    **{c: 3 for c in REGION_CATS},
-}
-TABLE_NAMES = ("kernels", "launches", "ops", "regions")
-_FLOW, _META = 4, 5
-# (ph, cat) → table index or _FLOW; other "M" events are _META, everything else unrouted.
-_ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
-    **{("X", c): i for c, i in _ROUTE.items()},
-    **{(p, c): _FLOW for c in FLOW_CATS for p in "sft"},
-}
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
 PENDING_ROWS = 1 << 17  # native-scanner rows built per polars pass (bounded memory, few calls)
-# Each table's columns after name/pid/tid/ts/dur, for both builders: (column, kind, attribute
-# of the msgspec ``Args`` struct). The native scanner's field is the column without its leading
-# "_" (kineto_native.STR_FIELDS / INT_FIELDS). Kinds: "cat" the event's category, "int" an
-# integer (coercions counted), "raw" JSON text, "strlist" a list of strings.
-TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "kernels": (
-        ("_cat", "cat", ""),
-        ("correlation", "int", "correlation"),
-        ("external_id", "int", "external_id"),
-        ("device", "int", "device"),
-        ("stream", "int", "stream"),
-        ("registers_per_thread", "int", "registers"),
-        ("shared_memory", "int", "shared_memory"),
-        ("bytes", "int", "nbytes"),
-        ("graph_id", "int", "graph_id"),
-        ("_grid", "raw", "grid"),
-        ("_block", "raw", "block"),
-    ),
-    "launches": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id")),
-    "ops": (
-        ("external_id", "int", "external_id"),
-        ("sequence_number", "int", "seq"),
-        ("input_dims", "raw", "input_dims"),
-        ("input_strides", "raw", "input_strides"),
-        ("input_types", "strlist", "input_types"),
-        ("concrete_inputs", "strlist", "concrete"),
-    ),
-    "regions": (
-        ("_cat", "cat", ""),
-        ("external_id", "int", "external_id"),
-        ("_device", "int", "device"),
-        ("_stream", "int", "stream"),
-    ),
-}
-_COMMON_FIELDS = ("name", "pid", "tid", "ts_ns", "dur_ns")
-# Fields the native scanner builds per group (the four tables, flows, metadata).
-NATIVE_COLUMNS = (
-    *((*_COMMON_FIELDS, *(c.lstrip("_") for c, _, _ in TABLE_SPECS[t]), "_ev") for t in TABLE_NAMES),
-    ("cat", "ph", "id"),
-    ("name", "pid", "tid", "arg_name", "_ev"),
-)
-X_ROUTES = _ROUTE
 
 
 class Collector:
@@ -140,12 +68,12 @@ class Collector:
         # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
         buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
         order: list[list[int]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
-        route, unrouted = _ROUTE_PH_CAT.get, len(TABLE_NAMES) + 2
+        route, unrouted = ROUTE_PH_CAT.get, len(TABLE_NAMES) + 2
         for e, r, o in zip(evs, map(route, map(_PH_CAT, evs)), ordinals):
-            i = (_META if e.ph == "M" else unrouted) if r is None else r
+            i = (META if e.ph == "M" else unrouted) if r is None else r
             buckets[i].append(e)
             order[i].append(o)
-        for rows in buckets[_FLOW:]:
+        for rows in buckets[FLOW:]:
             for (p, c), n in Counter(map(_PH_CAT, rows)).items():
                 self.skipped[f"{c if c is not None else '-'} [{p}]"] += n
         for i, rows in enumerate(buckets[:unrouted]):
@@ -153,16 +81,18 @@ class Collector:
                 continue
             if i < len(TABLE_NAMES):
                 name = TABLE_NAMES[i]
-                cats = pl.Series("cat", _get(rows, "cat"), dtype=pl.String())
-                frame = _built(name, rows, cats, self.notes).with_columns(pl.Series("_ev", order[i], dtype=pl.Int64()))
-                self._append(name, _prepare(frame, name, self.dropped))
-            elif i == _FLOW:
+                cats = pl.Series("cat", attr_list(rows, "cat"), dtype=pl.String())
+                frame = built_frame(name, rows, cats, self.notes).with_columns(
+                    pl.Series("_ev", order[i], dtype=pl.Int64())
+                )
+                self._append(name, prepare(frame, name, self.dropped))
+            elif i == FLOW:
                 self._add_flows(
                     pl.DataFrame(
                         {
-                            "cat": pl.Series(_get(rows, "cat"), dtype=pl.String()),
-                            "ph": pl.Series(_get(rows, "ph"), dtype=pl.String()),
-                            "id": kc.ints(_get(rows, "id"), "flow id", self.notes),
+                            "cat": pl.Series(attr_list(rows, "cat"), dtype=pl.String()),
+                            "ph": pl.Series(attr_list(rows, "ph"), dtype=pl.String()),
+                            "id": kc.ints(attr_list(rows, "id"), "flow id", self.notes),
                         }
                     )
                 )
@@ -179,9 +109,9 @@ class Collector:
             if frame.height:
                 self.pending[name].append(frame.with_columns(pl.col("_ev") + base))
                 self.pending_rows += frame.height
-        if w.groups[_FLOW].height:
-            self._add_flows(w.groups[_FLOW])
-        meta = w.groups[_META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
+        if w.groups[FLOW].height:
+            self._add_flows(w.groups[FLOW])
+        meta = w.groups[META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
         for *key, ev in meta.select("name", "pid", "tid", "arg_name", pl.col("_ev") + base).iter_rows():
             if len(self.threads) >= MAX_THREADS:
                 break
@@ -195,7 +125,7 @@ class Collector:
         for i, name in enumerate(TABLE_NAMES):
             if self.pending[name]:
                 df = pl.concat(self.pending[name], rechunk=False)
-                self._append(name, _prepare(_native_built(name, df), name, self.dropped))
+                self._append(name, prepare(native_frame(name, df), name, self.dropped))
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 
@@ -261,122 +191,6 @@ class Collector:
             df = finish_table(df, name, base_ns, self.dropped)
             yield name, schema.conform(df, name, trace_id)
             del df
-
-
-def _get(objs: list[Any], attr: str) -> list[Any]:
-    """``[o.attr for o in objs]`` without a Python-level loop."""
-    return list(map(attrgetter(attr), objs))
-
-
-def _common(evs: list[Any], notes: Counter[str], what: str) -> dict[str, pl.Series]:
-    return {
-        "name": kc.strings(_get(evs, "name"), f"{what} name", notes),
-        "pid": kc.ints(_get(evs, "pid"), f"{what} pid", notes),
-        "tid": kc.ints(_get(evs, "tid"), f"{what} tid", notes),
-        "_ts_ns": kc.ns_from_raw(_get(evs, "ts")),
-        "_dur_ns": kc.ns_from_raw(_get(evs, "dur")),
-    }
-
-
-def _built(table: str, evs: list[Any], cats: pl.Series, notes: Counter[str]) -> pl.DataFrame:
-    """A table's frame from decoded msgspec events (columns of ``TABLE_SPECS``)."""
-    what = WHAT[table]
-    cols = _common(evs, notes, what)
-    args = _get(evs, "args")
-    for col, kind, attr in TABLE_SPECS[table]:
-        if kind == "cat":
-            cols[col] = cats
-        elif kind == "int":
-            cols[col] = kc.ints(_get(args, attr), f"{what} {col.lstrip('_')}", notes)
-        elif kind == "raw":
-            cols[col] = kc.raw_text(_get(args, attr))
-        else:
-            cols[col] = kc.str_lists(_get(args, attr))
-    return pl.DataFrame(cols)
-
-
-def _native_built(table: str, df: pl.DataFrame) -> pl.DataFrame:
-    """The same frame from the native scanner's columns (``NATIVE_COLUMNS``), ``_ev`` last."""
-    cols = {"name": df["name"], "pid": df["pid"], "tid": df["tid"], "_ts_ns": df["ts_ns"], "_dur_ns": df["dur_ns"]}
-    for col, kind, _ in TABLE_SPECS[table]:
-        field = df[col.lstrip("_")]
-        cols[col] = kc.str_lists_text(field) if kind == "strlist" else field
-    cols["_ev"] = df["_ev"]
-    return pl.DataFrame(cols)
-
-
-def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Drop (and count) events without a usable ts/dur, with dur < 0, or with a ts or dur of
-    ±2^62 ns or more (``TIME_LIMIT_NS``: then ``ts + dur`` and every later sum of a few times
-    fit int64, never wrap); times relative to the time base (added in ``finish_table``, as
-    ``baseTimeNanoseconds`` may follow ``traceEvents``)."""
-    ts, dur = pl.col("_ts_ns"), pl.col("_dur_ns")
-    bad_ts = ts.is_null()
-    bad_dur = dur.is_null() & ~bad_ts
-    neg = (dur < 0) & ~bad_ts
-    far = ((ts >= TIME_LIMIT_NS) | (ts <= -TIME_LIMIT_NS) | (dur >= TIME_LIMIT_NS)).fill_null(False)  # no abs(): -2^63
-    counts = df.select(
-        bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg"), far.sum().alias("far")
-    ).row(0)
-    reasons = (
-        "missing or non-numeric ts",
-        "missing or non-numeric dur",
-        "negative duration",
-        "ts or dur beyond ±2^62 ns",
-    )
-    for reason, n in zip(reasons, counts):
-        if n:
-            dropped[f"{what}: {reason}"] += int(n)
-    if any(counts):
-        df = df.filter(~bad_ts & ~bad_dur & (dur >= 0) & ~far)
-    return df.with_columns(ts.alias("start_ns"), (ts + dur).alias("end_ns")).drop("_ts_ns", "_dur_ns")
-
-
-def _prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
-    """Per batch: validity, derived columns, a hash of the duplicate key, and names as
-    Categorical (repeated names are then stored once; see ``_shared_strings``)."""
-    df = _valid(df, dropped, WHAT[table])
-    if table == "kernels":
-        df = (
-            df.with_columns(
-                pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
-                # device/stream args are authoritative; pid/tid are their display copies.
-                pl.coalesce("device", "pid").alias("device"),
-                pl.coalesce("stream", "tid").alias("stream"),
-                *[
-                    kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}")
-                    for d in ("grid", "block")
-                    for i, ax in enumerate("xyz")
-                ],
-            )
-            .with_columns(
-                pl.when(pl.col("kind") == schema.KIND_MEMCPY)
-                .then(pl.col("name").str.extract(r"Memcpy (\w+)"))
-                .alias("copy_kind")
-            )
-            .drop("_cat", "_grid", "_block")
-        )
-    elif table == "launches":
-        df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop(
-            "_cat"
-        )
-    elif table == "ops":
-        df = df.with_columns(
-            kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
-            kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"),
-        )
-    else:
-        kind = pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String())
-        gpu = kind == schema.REGION_GPU_USER
-        # gpu_user_annotation: pid/tid are device/stream (some traces lack the stream arg).
-        df = df.with_columns(
-            kind.alias("kind"),
-            pl.when(gpu).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
-            pl.when(gpu).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
-        ).drop("_cat", "_device", "_stream")
-    # Hash after the Categorical cast: codes are global in the process, cheaper than the text.
-    df = df.with_columns(pl.col("name").cast(pl.Categorical()))
-    return df.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"))
 
 
 def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:

@@ -1,0 +1,84 @@
+"""Which Kineto events go to which canonical table, and the columns each table takes from them:
+the category maps (old ≤ 2021 names included), the (ph, cat) routing, :data:`TABLE_SPECS` (the
+``args`` fields per table, shared by both builders) and the native scanner's routes and columns.
+Used by :mod:`tracekit.sources.kineto.tables` and by the loader, which hands them to the scanner.
+"""
+
+from __future__ import annotations
+
+from tracekit.tables import schema
+
+# Category → table. Old (≤ 2021) names map to the same tables.
+KERNEL_CATS = {
+    "kernel": schema.KIND_KERNEL,
+    "Kernel": schema.KIND_KERNEL,
+    "gpu_memcpy": schema.KIND_MEMCPY,
+    "Memcpy": schema.KIND_MEMCPY,
+    "gpu_memset": schema.KIND_MEMSET,
+    "Memset": schema.KIND_MEMSET,
+}
+LAUNCH_CATS = {"cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "driver", "Driver": "driver"}
+OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op"}
+REGION_CATS = {
+    "user_annotation": schema.REGION_USER,
+    "User": schema.REGION_USER,
+    "gpu_user_annotation": schema.REGION_GPU_USER,
+}
+FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "fwdbwd"}
+# Flows that link a CPU launch to its device activity; their id is the launch correlation.
+LAUNCH_FLOW_CATS = {"ac2g", "async_cpu_to_gpu"}
+_ROUTE: dict[str, int] = {
+    **{c: 0 for c in KERNEL_CATS},
+    **{c: 1 for c in LAUNCH_CATS},
+    **{c: 2 for c in OP_CATS},
+    **{c: 3 for c in REGION_CATS},
+}
+TABLE_NAMES = ("kernels", "launches", "ops", "regions")
+FLOW, META = 4, 5
+# (ph, cat) → table index or FLOW; other "M" events are META, everything else unrouted.
+ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
+    **{("X", c): i for c, i in _ROUTE.items()},
+    **{(p, c): FLOW for c in FLOW_CATS for p in "sft"},
+}
+# Each table's columns after name/pid/tid/ts/dur, for both builders: (column, kind, attribute
+# of the msgspec ``Args`` struct). The native scanner's field is the column without its leading
+# "_" (kineto_native.STR_FIELDS / INT_FIELDS). Kinds: "cat" the event's category, "int" an
+# integer (coercions counted), "raw" JSON text, "strlist" a list of strings.
+TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "kernels": (
+        ("_cat", "cat", ""),
+        ("correlation", "int", "correlation"),
+        ("external_id", "int", "external_id"),
+        ("device", "int", "device"),
+        ("stream", "int", "stream"),
+        ("registers_per_thread", "int", "registers"),
+        ("shared_memory", "int", "shared_memory"),
+        ("bytes", "int", "nbytes"),
+        ("graph_id", "int", "graph_id"),
+        ("_grid", "raw", "grid"),
+        ("_block", "raw", "block"),
+    ),
+    "launches": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id")),
+    "ops": (
+        ("external_id", "int", "external_id"),
+        ("sequence_number", "int", "seq"),
+        ("input_dims", "raw", "input_dims"),
+        ("input_strides", "raw", "input_strides"),
+        ("input_types", "strlist", "input_types"),
+        ("concrete_inputs", "strlist", "concrete"),
+    ),
+    "regions": (
+        ("_cat", "cat", ""),
+        ("external_id", "int", "external_id"),
+        ("_device", "int", "device"),
+        ("_stream", "int", "stream"),
+    ),
+}
+_COMMON_FIELDS = ("name", "pid", "tid", "ts_ns", "dur_ns")
+# Fields the native scanner builds per group (the four tables, flows, metadata).
+NATIVE_COLUMNS = (
+    *((*_COMMON_FIELDS, *(c.lstrip("_") for c, _, _ in TABLE_SPECS[t]), "_ev") for t in TABLE_NAMES),
+    ("cat", "ph", "id"),
+    ("name", "pid", "tid", "arg_name", "_ev"),
+)
+X_ROUTES = _ROUTE
