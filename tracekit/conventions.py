@@ -4,6 +4,7 @@
 - The sidecar rule: a workload run's trace ``<stem>.pt.trace.json.gz`` (or ``.pt.trace.json``,
   ``.json.gz``, ``.json``) has its run-metadata sidecar ``<stem>.tracekit.json`` beside it.
 - ``TABLES``: the canonical table names of a dataset.
+- ``MEASURED_COLUMNS``: the cost-model measurements of a row (FLOPs, bytes and the rates from them).
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ SIDECAR_SUFFIX: Final = ".tracekit.json"
 _TRACE_SUFFIXES: Final = (TRACE_SUFFIX, ".pt.trace.json", ".json.gz", ".json")
 
 TABLES: Final = ("kernels", "launches", "ops", "regions")
+
+# A row's cost-model measurements, in the order of the JSON contract (docs/json.md): FLOPs, bytes
+# and the rates from them (COST_COLUMNS), and their fractions of the peaks (PEAK_FRACTION_COLUMNS).
+# Below the coverage threshold they are not measurements: reports print them as "–".
+COST_COLUMNS: Final = ("flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s")
+PEAK_FRACTION_COLUMNS: Final = ("frac_peak_flops", "frac_peak_bytes")
+MEASURED_COLUMNS: Final = (*COST_COLUMNS, *PEAK_FRACTION_COLUMNS)
 
 
 def sidecar_path(trace: str | os.PathLike[str]) -> Path:

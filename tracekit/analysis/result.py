@@ -9,7 +9,7 @@ import msgspec
 import polars as pl
 
 from tracekit.analysis.contract import AnalysisDoc
-from tracekit.conventions import CPU_DIAGNOSTIC
+from tracekit.conventions import COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
 
@@ -29,11 +29,7 @@ REGION_JSON_COLUMNS = [
     "idle_ns",
     "gap_count",
     "kernel_count",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops_per_s",
-    "achieved_bytes_per_s",
+    *COST_COLUMNS,
     "coverage",
     "bound",
     "reason",
@@ -54,8 +50,7 @@ REGION_JSON_COLUMNS = [
     "peak_flops_per_s",
     "peak_bytes_per_s",
     "ridge",
-    "frac_peak_flops",
-    "frac_peak_bytes",
+    *PEAK_FRACTION_COLUMNS,
     "batch",
     "ctx",
     "tokens",
@@ -83,11 +78,7 @@ PHASE_JSON_COLUMNS = [
     "idle_ns",
     "gap_count",
     "kernel_count",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops_per_s",
-    "achieved_bytes_per_s",
+    *COST_COLUMNS,
     "coverage",
     "bound",
     "reason",
@@ -100,8 +91,7 @@ PHASE_JSON_COLUMNS = [
     "peak_flops_per_s",
     "peak_bytes_per_s",
     "ridge",
-    "frac_peak_flops",
-    "frac_peak_bytes",
+    *PEAK_FRACTION_COLUMNS,
     "idle_blocking_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",

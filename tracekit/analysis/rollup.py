@@ -15,6 +15,7 @@ import polars as pl
 from tracekit.analysis.classify import Thresholds
 from tracekit.analysis.metrics import dominant_dtype, group_metrics, positions
 from tracekit.analysis.windows import host_windows
+from tracekit.conventions import COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
 PHASES = ("prefill", "decode", "mixed")
 INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
@@ -145,16 +146,11 @@ def trace_totals(
         "gap_max_ns",
         "kernel_count",
         "kernel_median_ns",
-        "flops",
-        "bytes",
-        "intensity",
-        "achieved_flops_per_s",
-        "achieved_bytes_per_s",
+        *COST_COLUMNS,
         "coverage",
         "dtype",
         "ridge",
-        "frac_peak_flops",
-        "frac_peak_bytes",
+        *PEAK_FRACTION_COLUMNS,
         "bound",
         "reason",
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.conventions import MEASURED_COLUMNS
 from tracekit.report.model import ReportData
 
 METRICS = (
@@ -26,13 +27,7 @@ METRICS = (
     "gap_total_ns",
     "gap_max_ns",
     "kernel_count",
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops_per_s",
-    "achieved_bytes_per_s",
-    "frac_peak_flops",
-    "frac_peak_bytes",
+    *MEASURED_COLUMNS,
     "coverage",
 )
 LAT_PREFIXES = ("ttft_", "tpot_", "itl_", "step_")

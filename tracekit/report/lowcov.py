@@ -6,15 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-MEASURED = (
-    "flops",
-    "bytes",
-    "intensity",
-    "achieved_flops_per_s",
-    "achieved_bytes_per_s",
-    "frac_peak_flops",
-    "frac_peak_bytes",
-)
+from tracekit.conventions import MEASURED_COLUMNS
+
+MEASURED = MEASURED_COLUMNS
 DEFAULT_MIN_COVERAGE = 0.5
 
 
