@@ -7,6 +7,7 @@ screens are rendered by :mod:`tracekit.report.analyze`; JSON is ``AnalysisResult
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -16,6 +17,29 @@ from tracekit.cli.term import echo
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
+
+
+@dataclass(frozen=True)
+class _Args:
+    """The command's options as click passes them: one typed list for :func:`analyze` and
+    :func:`_analyze` (the field names are the options' parameter names)."""
+
+    source: str
+    hardware: str | None
+    fmt: str
+    phase_map: tuple[str, ...]
+    slo: str | None
+    thresholds: str | None
+    trace_id: str | None
+    rank: str | None
+    compare: tuple[str, ...]
+    workers: int | None
+    scheduler: str | None
+    limit: int
+    out: str | None
+    force: bool
+    reuse: bool
+    captures: tuple[str, ...]
 
 
 @click.command("analyze")
@@ -45,24 +69,7 @@ from tracekit.cli.ranks import ranks_options
     "options of the unchanged trace and code, and store this one (tracekit/tables/results.py).",
 )
 @capture_option
-def analyze(
-    source: str,
-    hardware: str | None,
-    fmt: str,
-    phase_map: tuple[str, ...],
-    slo: str | None,
-    thresholds: str | None,
-    trace_id: str | None,
-    rank: str | None,
-    compare: tuple[str, ...],
-    workers: int | None,
-    scheduler: str | None,
-    limit: int,
-    out: str | None,
-    force: bool,
-    reuse: bool,
-    captures: tuple[str, ...],
-) -> None:
+def analyze(**params: Any) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;
     TTFT / TPOT / ITL when the trace has prefill and decode phases.
@@ -73,34 +80,21 @@ def analyze(
 
     from tracekit.report.output import check_out, write_atomic
 
-    out_path = check_out(out, force) if out else None
-    options = {"hardware": hardware, "phase_map": list(phase_map), "slo": slo, "thresholds": thresholds}
-    reuse = reuse and rank is None and not compare and not captures and os.path.isdir(os.path.join(source, "meta"))
+    a = _Args(**params)
+    out_path = check_out(a.out, a.force) if a.out else None
+    options = {"hardware": a.hardware, "phase_map": list(a.phase_map), "slo": a.slo, "thresholds": a.thresholds}
+    one_stored = a.rank is None and not a.compare and not a.captures
+    reuse = a.reuse and one_stored and os.path.isdir(os.path.join(a.source, "meta"))
     stored = None
     if reuse:  # one trace of a dataset: a stored result prints without importing polars
         from tracekit.tables.results import lookup
 
-        stored = lookup(source, trace_id, options)
+        stored = lookup(a.source, a.trace_id, options)
     text: str | bytes
     if stored is not None:
-        text = stored if fmt == "json" else _text(stored, fmt, limit)
+        text = stored if a.fmt == "json" else _text(stored, a.fmt, a.limit)
     else:
-        text = _analyze(
-            source,
-            hardware,
-            fmt,
-            phase_map,
-            slo,
-            thresholds,
-            trace_id,
-            rank,
-            compare,
-            workers,
-            scheduler,
-            limit,
-            options if reuse else None,
-            captures,
-        )
+        text = _analyze(a, options if reuse else None)
     if out_path is None:
         echo(text, nl=False)  # bytes (a JSON document) are already terminal safe: report/jsonout.py
     else:
@@ -124,22 +118,7 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
 
 
-def _analyze(
-    source: str,
-    hardware: str | None,
-    fmt: str,
-    phase_map: tuple[str, ...],
-    slo: str | None,
-    thresholds: str | None,
-    trace_id: str | None,
-    rank: str | None,
-    compare: tuple[str, ...],
-    workers: int | None,
-    scheduler: str | None,
-    limit: int,
-    store_options: dict[str, Any] | None,
-    captures: tuple[str, ...] = (),
-) -> str | bytes:
+def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
     import msgspec
@@ -150,21 +129,21 @@ def _analyze(
     from tracekit.cli import ranks
     from tracekit.labels.phases import parse_phase_map
 
-    pm = parse_phase_map(phase_map) or None  # checked before any work: one-line UsageError
-    slo_v = Slo.parse(slo)
-    th = Thresholds.parse(thresholds)
-    chosen = ranks.selection(source, trace_id, rank, compare)
+    pm = parse_phase_map(a.phase_map) or None  # checked before any work: one-line UsageError
+    slo_v = Slo.parse(a.slo)
+    th = Thresholds.parse(a.thresholds)
+    chosen = ranks.selection(a.source, a.trace_id, a.rank, a.compare)
     if chosen is not None and len(chosen) > 1:
         from tracekit.report.ranks import render_text as render_ranks
 
-        doc = ranks.compare_traces(source, chosen, hardware, pm, thresholds, workers, scheduler)
-        if fmt == "json":
+        doc = ranks.compare_traces(a.source, chosen, a.hardware, pm, a.thresholds, a.workers, a.scheduler)
+        if a.fmt == "json":
             from tracekit.report.jsonout import document
 
             return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
-        return render_ranks(doc, markdown=fmt == "md")
-    trace = tracekit.load(source, trace_id=chosen[0] if chosen else trace_id, captures=list(captures))
-    result = run_analysis(trace, hardware=hardware, phase_map=pm, slo=slo_v, thresholds=th)
+        return render_ranks(doc, markdown=a.fmt == "md")
+    trace = tracekit.load(a.source, trace_id=chosen[0] if chosen else a.trace_id, captures=list(a.captures))
+    result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
     one = result.to_json()
     compact = msgspec.json.encode(one)
     if store_options is not None and trace.meta.get("dataset_path"):
@@ -172,7 +151,7 @@ def _analyze(
         from tracekit.tables.results import store
 
         printed = document(compact)
-        store(source, trace.trace_id, store_options, (one.get("trace") or {}).get("source"), printed)
-        if fmt == "json":
+        store(a.source, trace.trace_id, store_options, (one.get("trace") or {}).get("source"), printed)
+        if a.fmt == "json":
             return printed
-    return _text(compact, fmt, limit)
+    return _text(compact, a.fmt, a.limit)
