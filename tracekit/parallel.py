@@ -168,6 +168,7 @@ class _client:
         self.client: Any = None
 
     def __enter__(self) -> Any:
+        method = start_method()  # before importing distributed, which starts threads of its own
         try:
             from distributed import Client, LocalCluster
         except ImportError as exc:  # installed (have_dask found it) but broken
@@ -197,9 +198,13 @@ class _client:
             for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
             if k != "MALLOC_TRIM_THRESHOLD_"
         }
-        with dask.config.set(
-            {"distributed.worker.profile.enabled": False, "distributed.nanny.pre-spawn-environ": environ}
-        ):
+        settings: dict[str, Any] = {
+            "distributed.worker.profile.enabled": False,
+            "distributed.nanny.pre-spawn-environ": environ,
+        }
+        if method == "fork":
+            settings["distributed.worker.multiprocessing-method"] = "fork"
+        with dask.config.set(settings):
             self.cluster = LocalCluster(
                 n_workers=self.where.workers,
                 threads_per_worker=1,
@@ -217,6 +222,29 @@ class _client:
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+METHOD_ENV = "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"
+
+
+def start_method() -> str:
+    """How a LocalCluster's worker processes start: ``fork`` when this process has a single thread
+    (Linux), else Dask's configured method (``spawn`` by default).
+
+    A spawned worker is a fresh interpreter that imports dask.distributed again (≈ 1 s each; on 2
+    cores they start one after the other's import); a forked one starts with what this process
+    has imported. Forking is safe only while no other thread exists — a thread holding a lock at
+    the fork leaves the child deadlocked; polars' thread pool, once used, does exactly that — so
+    the rule counts this process's native threads (``/proc/self/task``), not Python's, before
+    dask.distributed is imported (its own idle threads are Dask's to handle: Dask supports
+    ``fork``). A method set in ``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` is kept."""
+    if os.environ.get(METHOD_ENV):
+        return os.environ[METHOD_ENV]
+    try:
+        single = len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # not Linux
+        single = False
+    return "fork" if single else "spawn"
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ it for every line they print.
 from __future__ import annotations
 
 import re
+import sys
 from typing import IO, Any
 
 import click
@@ -31,6 +32,10 @@ def clean(text: str) -> str:
 
 def echo(message: Any = None, err: bool = False, nl: bool = True, file: IO[Any] | None = None) -> None:
     """``click.echo`` of ``message`` made safe for a terminal (:func:`clean`)."""
-    if message is not None and not isinstance(message, (bytes, bytearray)):
+    if isinstance(message, (bytes, bytearray)):  # already terminal safe (report/jsonout.py)
+        stream = file if file is not None else sys.stderr if err else sys.stdout
+        if getattr(stream, "buffer", None) is None:  # a text-only stream (io.StringIO, a redirect)
+            message = bytes(message).decode("utf-8")
+    elif message is not None:
         message = clean(str(message))
     click.echo(message, file=file, nl=nl, err=err)

@@ -6,12 +6,15 @@ import gzip
 import os
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
 from tracekit.tables.ids import make_trace_id
-from tracekit.tables.trace import Trace, is_dataset, read_dataset
+from tracekit.tables.layout import is_dataset
+
+if TYPE_CHECKING:
+    from tracekit.tables.trace import Trace
 
 Format = Literal["kineto", "nsys", "dataset"]
 
@@ -139,6 +142,8 @@ def _load(
     path: str | os.PathLike[str], fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool
 ) -> Trace:
     if fmt == "dataset":
+        from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
+
         trace = read_dataset(path, trace_id=trace_id)
     elif fmt == "nsys":
         from tracekit.sources.nsys.loader import load_nsys

@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.conventions import find_sidecar
+from tracekit.tables.layout import DATA_FILE, META_TABLE
 
 RESULTS_TABLE = "analysis_results"
-META_TABLE = "meta"  # as tracekit.tables.trace.META_TABLE (that module imports polars)
-DATA_FILE = "data.parquet"
 RESULTS_FORMAT = 2
 KEEP = 8  # entries kept per trace (the most recently written)
 

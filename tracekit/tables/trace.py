@@ -27,8 +27,9 @@ from tracekit.tables import schema
 from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
-DATA_FILE = "data.parquet"
-META_TABLE = "meta"
+from tracekit.tables.layout import DATA_FILE, META_TABLE, dataset_trace_ids, is_dataset
+
+__all__ = ["DATA_FILE", "META_TABLE", "Trace", "dataset_trace_ids", "is_dataset", "read_dataset", "write_dataset"]
 
 
 @dataclass
@@ -185,23 +186,6 @@ def remove_partition(out: Path, table: str, tid: str) -> None:
     dest = out / table / f"trace_id={tid}"
     if dest.exists():
         shutil.rmtree(dest)
-
-
-def is_dataset(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a directory written by :func:`write_dataset`."""
-    return (Path(path) / META_TABLE).is_dir()
-
-
-def dataset_trace_ids(path: str | os.PathLike[str]) -> list[str]:
-    """Trace ids fully written in the dataset (those with a ``meta`` partition), sorted."""
-    meta_dir = Path(path) / META_TABLE
-    if not meta_dir.is_dir():
-        return []
-    ids = []
-    for d in meta_dir.iterdir():
-        if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file():
-            ids.append(d.name.split("=", 1)[1])
-    return sorted(ids)
 
 
 def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
