@@ -176,3 +176,25 @@ def test_user_file_never_modified(shared_traces: Path, tmp_path: Path) -> None:
     before = p.read_bytes()
     load(p)
     assert p.read_bytes() == before
+
+
+def test_invalid_utf8_after_the_first_chunks_keeps_every_row(tmp_path: Path) -> None:
+    # iter_frames decodes with sqlite3's strict C decoder; the bad cell (row 5 of 7, in the third
+    # 2-row chunk) makes it re-run the statement, skip the 4 rows already yielded and go on with
+    # the replacing decoder: 7 rows, in order, the bad one as "A\ufffdB".
+    import sqlite3
+
+    import polars as pl
+
+    from tracekit.sources.nsys.sql import connect, iter_frames
+
+    db = tmp_path / "t.sqlite"
+    with sqlite3.connect(db) as w:
+        w.execute("CREATE TABLE s (id INTEGER, value TEXT)")
+        w.executemany("INSERT INTO s VALUES (?, ?)", [(i, f"n{i}") for i in range(7)])
+        w.execute("UPDATE s SET value = CAST(X'41FF42' AS TEXT) WHERE id = 4")
+    conn = connect(db)
+    frames = list(iter_frames(conn, "SELECT id, value FROM s", {"id": pl.Int64(), "value": pl.String()}, chunk_rows=2))
+    out = pl.concat(frames)
+    assert out["id"].to_list() == list(range(7))
+    assert out["value"].to_list() == ["n0", "n1", "n2", "n3", "A\ufffdB", "n5", "n6"]
