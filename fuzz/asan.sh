@@ -36,7 +36,8 @@ if [ "${1:-}" = "--run" ]; then
   exec "$PY" "$@"
 fi
 if [ $# -eq 0 ]; then
-  set -- tests/test_kineto_native.py tests/test_kineto_bad_input.py tests/test_hostile_kineto.py \
+  set -- tests/test_kineto_native.py tests/test_kineto_native_bad_input.py tests/test_kineto_native_scan.py \
+         tests/test_kineto_bad_input.py tests/test_hostile_kineto.py \
          tests/test_hostile_fuzz.py -m "not slow"
 fi
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -1,78 +1,24 @@
 """Native Kineto scanner (tracekit.sources.kineto._kscan): the same tables and meta as the pure-Python path
-(TRACEKIT_PURE_PYTHON=1) on every shared trace and on hand-made edge cases; the scanner's own
-status / end / element / (ph, cat) answers checked directly. Expected values derived by hand."""
+(TRACEKIT_PURE_PYTHON=1) on every shared trace and on hand-made edge cases, and the parity breaks
+those found (regressions). Damaged input: test_kineto_native_bad_input.py; the scanner's own
+answers: test_kineto_native_scan.py; shared helpers: kineto_both.py. Expected values derived by hand."""
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
-from polars.testing import assert_frame_equal
 
 _kscan = pytest.importorskip("tracekit.sources.kineto._kscan")
 
 from conftest import SHARED_TRACES  # noqa: E402
+from kineto_both import K, OP, assert_same, doc, gz_param, load_both, synthetic, write  # noqa: E402
 from tracekit.errors import EmptyTraceError, TraceFormatError  # noqa: E402
 from tracekit.sources.kineto import native as kn  # noqa: E402
-from tracekit.sources.kineto.loader import load_kineto  # noqa: E402
 from tracekit.sources.kineto.routes import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
-from tracekit.tables.trace import Trace  # noqa: E402
 
-TABLES = ("kernels", "launches", "ops", "regions")
 LARGE = ("df_index_resolver", "mtia_trace_single_rank")
-
-
-def load_both(path: Path, mp: pytest.MonkeyPatch) -> tuple[Trace, Trace, list[list[kn.Window]]]:
-    """(pure, native, the native path's scan_split results); the native path must really scan."""
-    real, calls = kn.scan_split, []
-
-    def spy(*a: Any) -> list[kn.Window]:
-        calls.append(real(*a))
-        return calls[-1]
-
-    mp.setattr(kn, "scan_split", spy)
-    mp.setenv("TRACEKIT_PURE_PYTHON", "1")
-    pure = load_kineto(path, trace_id="t")
-    assert not calls
-    mp.delenv("TRACEKIT_PURE_PYTHON")
-    native = load_kineto(path, trace_id="t")
-    assert calls, "the native scanner was not used"
-    return pure, native, calls
-
-
-def assert_same(pure: Trace, native: Trace) -> None:
-    for t in TABLES:
-        assert_frame_equal(pure.table(t), native.table(t))
-    assert pure.meta == native.meta
-
-
-def write(tmp_path: Path, data: bytes, gz: bool = False, name: str = "t") -> Path:
-    p = tmp_path / (name + (".json.gz" if gz else ".json"))
-    p.write_bytes(gzip.compress(data) if gz else data)
-    return p
-
-
-def doc(events: list[str]) -> bytes:
-    return ('{"schemaVersion": 1, "traceEvents": [\n' + ",\n".join(events) + "\n]}").encode()
-
-
-def K(i: int, name: str = "", ts: Any = None, dur: Any = 5) -> str:
-    """Kernel i: ts 100 + 10 i µs, correlation i."""
-    ts = 100 + 10 * i if ts is None else ts
-    return (
-        '{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%s,"dur":%s,'
-        '"args":{"device":0,"stream":7,"correlation":%d}}' % (name or f"k{i}", ts, dur, i)
-    )
-
-
-def OP(name: str, ts: Any, dur: Any = 1, extra: str = "") -> str:
-    return '{"ph":"X","cat":"cpu_op","name":"%s","pid":1,"tid":1,"ts":%s,"dur":%s%s}' % (name, ts, dur, extra)
-
-
-gz_param = pytest.mark.parametrize("gz", [False, True], ids=["json", "gz"])
 
 # --- 1. every shared Kineto trace ------------------------------------------------------------
 
@@ -197,86 +143,6 @@ def test_invalid_utf8_replaced_alike(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert pure.meta["parse_stats"]["utf8_replaced"] == 2
 
 
-def test_cut_off_json_and_gzip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = doc([K(i) for i in range(6)])
-    cut = text.index(K(4).encode()) + 30  # 30 bytes into the 5th event
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)  # a gzip stream whose compressed bytes stop at `cut`
-    gz_cut = tmp_path / "cut2.json.gz"
-    gz_cut.write_bytes(c.compress(text[:cut]) + c.flush(zlib.Z_SYNC_FLUSH))
-    for path, gz_trunc in (
-        (write(tmp_path, text[:cut]), False),
-        (write(tmp_path, text[:cut], True), False),
-        (gz_cut, True),
-    ):
-        pure, native, _ = load_both(path, monkeypatch)
-        assert_same(pure, native)
-        ps = pure.meta["parse_stats"]
-        # Events 0..3 complete; the 30 bytes of the 5th are lost.
-        assert pure.kernels["correlation"].to_list() == [0, 1, 2, 3]
-        assert (ps["truncated"], ps["bytes_lost"]) == (True, 30)
-        assert any("gzip stream is truncated" in w for w in pure.meta["warnings"]) == gz_trunc
-
-
-@gz_param
-def test_malformed_json_in_the_middle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
-    bad = K(2).replace('"stream":7,', '"stream":7 ')  # a missing comma inside args
-    text = doc([K(0), K(1), bad, K(3)])
-    pure, native, _ = load_both(write(tmp_path, text, gz), monkeypatch)
-    assert_same(pure, native)
-    at = text.index(b'"stream":7 "correlation"') + len(b'"stream":7 ')  # where the comma should be
-    assert pure.kernels["correlation"].to_list() == [0, 1]
-    assert pure.meta["warnings"] == [f"malformed JSON at byte {at}; the rest of the file was not read"]
-
-
-@gz_param
-def test_non_object_elements(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
-    cases = (([K(0), "5", K(1), '"x"', K(2)], {"int": 1, "str": 1}), ([K(0), K(1), "[1, 2]"], {"array": 1}))
-    for events, dropped in cases:
-        pure, native, _ = load_both(write(tmp_path, doc(events), gz), monkeypatch)
-        assert_same(pure, native)
-        ps = pure.meta["parse_stats"]
-        assert ps["events_read"] == len(events) and ps["events_kept"] == len(events) - sum(dropped.values())
-        assert ps["dropped"] == {f"invalid event: Expected `object`, got `{t}`": n for t, n in dropped.items()}
-
-
-@gz_param
-def test_bare_array_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
-    text = ("[" + ",\n".join([K(0), K(1), '{"ph":"i","cat":"x","name":"m","ts":1,"s":"t"}']) + "]").encode()
-    pure, native, _ = load_both(write(tmp_path, text, gz), monkeypatch)
-    assert_same(pure, native)
-    assert pure.kernels.height == 2 and pure.meta["parse_stats"]["skipped"] == {"x [i]": 1}
-
-
-def test_repeated_args_object_replaces_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ev = '{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"args":{"correlation":9},"args":{"device":3}}'
-    pure, native, _ = load_both(write(tmp_path, doc([ev])), monkeypatch)
-    assert_same(pure, native)
-    # msgspec keeps only the last "args": correlation absent, device 3 (fixed in e3a0666).
-    assert pure.kernels.select("correlation", "device").row(0) == (None, 3)
-
-
-def synthetic(n: int) -> list[str]:
-    """n × (cpu_op, runtime, flow s, flow f, kernel); op ts decrease so file order ≠ time order."""
-    out = []
-    for i in range(n):
-        ts = 10 * n - 10 * i
-        out += [
-            OP(
-                f"aten::op{i % 7}",
-                f"{ts}.{i % 1000:03d}",
-                4,
-                ',"args":{"External id":%d,"Sequence number":%d,'
-                '"Input Dims":[[%d,3]],"Input type":["float","int"],"Concrete Inputs":["",""]}' % (i, i, i),
-            ),
-            '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":2,"ts":%d.5,"dur":2,'
-            '"args":{"External id":%d,"correlation":%d}}' % (ts + 1, i, i),
-            '{"ph":"s","cat":"ac2g","id":%d,"pid":1,"tid":2,"ts":%d,"name":"ac2g"}' % (i, ts + 1),
-            '{"ph":"f","cat":"ac2g","id":%d,"pid":0,"tid":7,"ts":%d,"name":"ac2g","bp":"e"}' % (i, ts + 5),
-            K(i, f"kern{i % 5}", ts + 5, 3).replace('"correlation"', '"grid":[%d,1,1],"correlation"' % (i % 9 + 1)),
-        ]
-    return out
-
-
 @gz_param
 def test_many_windows_and_split_halves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool) -> None:
     n = 14_000
@@ -312,101 +178,6 @@ def test_more_pairs_than_the_scanner_counts(tmp_path: Path, monkeypatch: pytest.
     assert_same(pure, native)
     skipped = pure.meta["parse_stats"]["skipped"]
     assert len(skipped) == 300 and set(skipped.values()) == {2}
-
-
-# --- 3. the scanner itself ----------------------------------------------------------------------
-
-A = K(1).encode()  # a kernel: routed to group 0
-FLOW = b'{"ph":"s","cat":"ac2g","id":3,"pid":0,"tid":7,"ts":1}'
-INSTANT = b'{"ph":"i","cat":"x","name":"m","s":"t"}'
-
-
-def scan(buf: bytes, pos: int = 0) -> kn.Window:
-    return kn.scan(buf, pos, X_ROUTES, sorted(FLOW_CATS), NATIVE_COLUMNS)
-
-
-def test_scan_need_more_at_the_last_complete_event() -> None:
-    done = A + b", " + FLOW + b"," + INSTANT
-    w = scan(done + b" ," + A[:10])  # the buffer ends inside the 4th element
-    assert (w.status, w.end, w.elements) == (kn.NEED_MORE, len(done), 3)
-    assert w.pairs == [("s", "ac2g", 1), ("i", "x", 1)]  # flow and instant counted by (ph, cat)
-    assert [g.height for g in w.groups] == [1, 0, 0, 0, 1, 0]  # kernel: group 0; flow: group 4 (and counted)
-    assert w.groups[4].row(0) == ("ac2g", "s", 3)
-    assert w.groups[0].select("ts_ns", "dur_ns", "correlation", "_ev").row(0) == (110_000, 5000, 1, 0)
-    assert (scan(A + b',{"ts":12').end, scan(b"  ").end, scan(b"  ").elements) == (len(A), 0, 0)
-    assert scan(b"  " + A + b",", 2).end == len(A) + 2  # `pos` honoured
-    # An event counts only once a separator follows it (as on the Python path): at the end of
-    # the buffer it is read again with what follows; followed by garbage it is damage.
-    assert (scan(A).status, scan(A).end, scan(A).elements) == (kn.NEED_MORE, 0, 0)
-    assert (scan(A + b' "x"').status, scan(A + b' "x"').end) == (kn.STOPPED, 0)
-
-
-def test_scan_closed_just_after_the_bracket() -> None:
-    head = A + b",\n" + FLOW + b"\n]"
-    routes = tuple((c.encode(), g) for c, g in X_ROUTES.items())
-    status, end, groups, pairs, slow = _kscan.scan(head + b'  , "x": 1}', 0, routes, (b"ac2g",))
-    assert (status, end, len(groups), pairs, slow) == (kn.CLOSED, len(head), 6, [("s", "ac2g", 1)], b"")
-    assert groups[0][0] == 1 and groups[4][0] == 1  # (rows, strings, ints) per group
-    assert scan(head).elements == 2
-
-
-@pytest.mark.parametrize(
-    "ts, ns",
-    [
-        ("1.2345", 1234),
-        ("1.2346", 1235),
-        ("0.0025", 2),
-        ("-0.0035", -4),
-        ("1.00051", 1001),  # sticky digit → up
-        ("7", 7000),
-        ("-0", 0),
-        ("1712195495519689.047", 1712195495519689047),
-        ("9223372036854775.807", 2**63 - 1),
-        ("-9223372036854775.808", -(2**63)),
-        ("9223372036854775.8075", None),
-        ("1e3", None),
-        ('"1"', None),
-    ],
-)
-def test_scan_ts_to_ns(ts: str, ns: int | None) -> None:
-    w = scan(K(0, ts=ts).encode() + b"]")  # None: left to Python (beyond int64, exponent, a string)
-    assert w.groups[0]["ts_ns"].to_list() == ([] if ns is None else [ns]) and len(w.slow) == (ns is None)
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [b'{"ph":"X" "cat":1}', b"5", b'"x"', b'{"name":"\xff"}', b'{"a":01}', b'{"name":"a\tb"}'],
-    ids=["missing-comma", "number", "string", "bad-utf8", "leading-zero", "raw-tab"],
-)
-def test_scan_stops_before_what_python_must_handle(bad: bytes) -> None:
-    w = scan(A + b", " + bad + b", " + A)
-    # `end` is just after the last complete element (the header comment says "the start of that
-    # element"; the ", " between them is left to the caller, which skips separators).
-    assert (w.status, w.end, w.elements) == (kn.STOPPED, len(A), 1)
-    assert scan(A + b", " + bad, len(A) + 2).end == len(A) + 2  # stopped right at the element: no progress
-
-
-def test_scan_slow_spans_and_their_indices() -> None:
-    odd = b'{"ph":"X","cat":"kernel","pid":"Spans","ts":1,"dur":1}'
-    buf = A + b", " + odd + b", " + A + b"]"
-    w = scan(buf)
-    s = len(A) + 2
-    assert w.slow == [(s, s + len(odd), 1)] and w.elements == 3 and w.status == kn.CLOSED
-    assert w.groups[0]["_ev"].to_list() == [0, 2]
-
-
-def test_scan_split_keeps_only_a_proven_cut() -> None:
-    small = [K(i).encode() for i in range(12_000)]
-    buf = b",\n".join(small) + b"\n]"
-    assert len(buf) >= 1 << 20
-    first, second = kn.scan_split(buf, 0, X_ROUTES, sorted(FLOW_CATS), NATIVE_COLUMNS)
-    assert first.status == kn.NEED_MORE and second.status == kn.CLOSED and second.end == len(buf)
-    assert first.elements + second.elements == 12_000
-    # A "}, {" inside a 1.2 MB name is the first candidate after the middle: the first half ends
-    # before that event, not at the cut, so the second half is dropped.
-    big = K(5, name="a" * 700_000 + "}, {" + "b" * 500_000).encode()
-    ws = kn.scan_split(A + b",\n" + big + b",\n" + A + b"]", 0, X_ROUTES, sorted(FLOW_CATS), NATIVE_COLUMNS)
-    assert [(w.status, w.end, w.elements) for w in ws] == [(kn.NEED_MORE, len(A), 1)]
 
 
 # --- regressions: parity breaks these tests found, fixed (minimal inputs) -------------------
@@ -468,73 +239,3 @@ def test_regression_bool_note_depends_on_batch(tmp_path: Path, monkeypatch: pyte
 def test_regression_all_ops_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pure, native, _ = load_both(write(tmp_path, doc([K(0), OP("o", 1, "null")])), monkeypatch)
     assert pure.ops.height == native.ops.height == 0
-
-
-def test_damage_far_before_the_window_end_keeps_the_events_ahead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 2000 kernels (~200 KB, one window), a missing comma inside event 100's args: the 100
-    # events ahead of it are kept on both paths. (The Python path used to look for event
-    # boundaries only in the window's last 64 KB, found the error before all of them and kept
-    # nothing: "trace has no events".)
-    events = [K(i) for i in range(2000)]
-    events[100] = events[100].replace('"correlation":', '"correlation" ')
-    pure, native, _ = load_both(write(tmp_path, doc(events)), monkeypatch)
-    assert pure.kernels.height == native.kernels.height == 100
-    assert pure.meta["warnings"][0].startswith("malformed JSON at byte")
-    assert_same(pure, native)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_mutated_traces_same_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    import random
-
-    from tracekit.errors import TracekitError
-    from tracekit.sources.kineto.loader import load_kineto
-
-    # Differential fuzzing: random byte edits, inserted odd fields and cuts of a real trace;
-    # both loaders must give the same tables and meta, or the same one-line error.
-    src = gzip.open(
-        SHARED_TRACES / "kineto/hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
-    ).read()
-    rnd = random.Random(seed)
-    alphabet = b'{}[]",:\\ \n0123456789.-eEtrufalsnXM\x80\xc3\xa9\xff\x00u'
-    inserts = [
-        b'"pid": "x"',
-        b'"ts": 1e3',
-        b'"dur": -5',
-        b'"args": null',
-        b'"name": "a\\"b"',
-        b'"id": 1.5',
-        b"\\ud800",
-        b'"External id": 99999999999999999999',
-        b'"ph": "M"',
-        b", 5",
-        b"{}",
-        b'"tid": true',
-    ]
-    for it in range(12):
-        b = bytearray(src)
-        for _ in range(rnd.randrange(1, 8)):
-            k, op = rnd.randrange(len(b)), rnd.random()
-            if op < 0.3:
-                b[k] = rnd.choice(alphabet)
-            elif op < 0.5:
-                del b[k : k + rnd.randrange(1, 30)]
-            elif op < 0.8:
-                b[k:k] = rnd.choice(inserts)
-            else:
-                del b[k:]
-        f = tmp_path / f"m{it}.json"
-        f.write_bytes(bytes(b))
-        got: list[Any] = []
-        for mode in ("1", "0"):
-            monkeypatch.setenv("TRACEKIT_PURE_PYTHON", mode)
-            try:
-                got.append(load_kineto(f))
-            except TracekitError as exc:
-                got.append(str(exc))
-        if isinstance(got[0], str) or isinstance(got[1], str):
-            assert got[0] == got[1], f"seed {seed} edit {it}"
-        else:
-            assert_same(got[0], got[1])
