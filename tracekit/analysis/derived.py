@@ -130,13 +130,34 @@ def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest). Each
     partition is written to a temporary name and renamed; ``derived_key`` goes last, so an
     interrupted call leaves tables without a key, which :func:`read_derived` ignores."""
+    from tracekit.tables.trace import read_dataset
+
+    root = Path(dataset)
+    _store(root, trace_id, read_dataset(root, trace_id=trace_id))
+
+
+def ensure_derived(trace: Trace) -> bool:
+    """For a trace read from a dataset that holds no current derived tables (a streamed Kineto or
+    a chunked Nsight ingest writes none; a code change makes them stale): compute and store them,
+    so later analyses of it skip attribution, costs and labels (:func:`read_derived`). True when
+    stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
+    never raises for I/O. ``tracekit analyze`` calls it before analysing a dataset trace."""
+    root = trace.meta.get("dataset_path")
+    if not root or not trace.trace_id or read_derived(trace) is not None:
+        return False
+    try:
+        _store(Path(root), trace.trace_id, trace)
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+    return True
+
+
+def _store(root: Path, trace_id: str, trace: Trace) -> None:
     import shutil
     import uuid
 
-    from tracekit.tables.trace import DATA_FILE, read_dataset
+    from tracekit.tables.layout import DATA_FILE
 
-    root = Path(dataset)
-    trace = read_dataset(root, trace_id=trace_id)
     _remove(root, KEY, trace_id)
     tables = compute_derived(trace)
     for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
@@ -149,6 +170,7 @@ def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
             os.replace(tmp, dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    del tables
 
 
 def _remove(root: Path, table: str, trace_id: str) -> None:
@@ -176,10 +198,24 @@ def read_derived(trace: Trace) -> Derived | None:
     if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != trace.table(n).height for n in CANONICAL):
         return None
     names = (ACTIVITIES, LINKS, LABELS, COSTS)
+    # A device activity's name is its kernel's (attribution/activities.py: act_id = the kernels
+    # row). Read without it and gathered from trace.kernels, the names share that table's string
+    # buffers instead of being a second copy (92 MB on the 860 MB replica).
+    kernel_names = not key.get("cpu_only") and trace.kernels.height > 0
+    scans = [pl.scan_parquet(files[n]) for n in names]
+    if kernel_names:
+        scans[0] = scans[0].select(pl.exclude("name"))
     try:  # one engine call for the four files
-        frames = dict(zip(names, pl.collect_all([pl.scan_parquet(files[n]) for n in names])))
+        frames = dict(zip(names, pl.collect_all(scans)))
     except (OSError, pl.exceptions.PolarsError):
         return None
+    if kernel_names:
+        acts = frames[ACTIVITIES]
+        if acts.height and int(acts["act_id"].max()) >= trace.kernels.height:  # type: ignore[arg-type]
+            return None  # not this trace's activities after all: recompute
+        cols = acts.columns
+        at = cols.index("kind") + 1 if "kind" in cols else 1
+        frames[ACTIVITIES] = acts.insert_column(at, trace.kernels["name"].gather(acts["act_id"]).alias("name"))
     stored = frames[COSTS]
     ops = trace.ops
     if stored["op_id"].equals(ops["op_id"]):

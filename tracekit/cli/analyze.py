@@ -143,6 +143,10 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
             return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
         return render_ranks(doc, markdown=a.fmt == "md")
     trace = tracekit.load(a.source, trace_id=chosen[0] if chosen else a.trace_id, captures=list(a.captures))
+    if store_options is not None:  # a dataset trace, reuse on: store derived tables it lacks
+        from tracekit.analysis.derived import ensure_derived
+
+        ensure_derived(trace)
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
     one = result.to_json()
     compact = msgspec.json.encode(one)
