@@ -85,6 +85,12 @@ def test_trace_commands_import_polars_only(command: list[str], dataset: Path) ->
     assert imported(*command[:1], str(dataset), *command[1:]) == ["polars"]
 
 
+def test_one_file_ingest_imports_polars_only(tmp_path: Path) -> None:
+    # With dask installed, a one-file ingest is serial: it must not import dask.distributed
+    # (≈ 0.9 s) to find that out (parallel.have_dask finds the package without importing it).
+    assert imported("ingest", str(SMALL), "--out", str(tmp_path / "ds")) == ["polars"]
+
+
 def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None:
     """The first analysis of a dataset computes (polars) and stores its result; the second, same
     options, unchanged trace, reads it (nothing heavy imported) and prints the same bytes; other
