@@ -202,7 +202,8 @@ class _client:
             "distributed.worker.profile.enabled": False,
             "distributed.nanny.pre-spawn-environ": environ,
         }
-        if method == "fork":
+        configured = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+        if method == "fork" and configured == "spawn":  # Dask's default; a user's choice is kept
             settings["distributed.worker.multiprocessing-method"] = "fork"
         with dask.config.set(settings):
             self.cluster = LocalCluster(
@@ -237,7 +238,8 @@ def start_method() -> str:
     the fork leaves the child deadlocked; polars' thread pool, once used, does exactly that — so
     the rule counts this process's native threads (``/proc/self/task``), not Python's, before
     dask.distributed is imported (its own idle threads are Dask's to handle: Dask supports
-    ``fork``). A method set in ``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` is kept."""
+    ``fork``). A method the user set (``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` or
+    Dask's configuration files) is kept."""
     if os.environ.get(METHOD_ENV):
         return os.environ[METHOD_ENV]
     try:
