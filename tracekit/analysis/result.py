@@ -180,6 +180,17 @@ class AnalysisResult:
     def to_json(self) -> AnalysisDoc:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`); its type is the
         contract renderers read (tracekit/analysis/contract.py)."""
+        doc: AnalysisDoc = _clean(self._document())
+        return doc
+
+    def to_json_bytes(self) -> bytes:
+        """:meth:`to_json` encoded as compact UTF-8 JSON, in one msgspec pass: the same bytes as
+        encoding the cleaned document (msgspec writes NaN / inf as null, as the cleaning does),
+        without building and decoding it (≈ 1.4 s of 2.9 s on a 40k-region document)."""
+        return msgspec.json.encode(self._document(), enc_hook=_plain)
+
+    def _document(self) -> dict[str, Any]:
+        """The document before NaN / inf become null (see :meth:`to_json`)."""
         regions = _records(self.regions, REGION_JSON_COLUMNS)
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
@@ -230,23 +241,20 @@ class AnalysisResult:
         if self.serving:
             totals["serving"] = self.serving
         totals["communication"] = _records(self.communication, list(self.communication.columns))
-        doc: AnalysisDoc = _clean(
-            {
-                "version": JSON_VERSION,
-                "trace": self.trace,
-                "device": self.device,
-                "diagnostic": self.diagnostic,
-                "regions": regions,
-                "phases": phases,
-                "unattributed": {
-                    "time_ns": int(un["time_ns"].sum()) if un.height else 0,
-                    "count": int(un["count"].sum()) if un.height else 0,
-                    "by_reason": _records(un, list(un.columns)),
-                },
-                "totals": totals,
-            }
-        )
-        return doc
+        return {
+            "version": JSON_VERSION,
+            "trace": self.trace,
+            "device": self.device,
+            "diagnostic": self.diagnostic,
+            "regions": regions,
+            "phases": phases,
+            "unattributed": {
+                "time_ns": int(un["time_ns"].sum()) if un.height else 0,
+                "count": int(un["count"].sum()) if un.height else 0,
+                "by_reason": _records(un, list(un.columns)),
+            },
+            "totals": totals,
+        }
 
 
 def _lat_key(row: dict[str, Any]) -> str:

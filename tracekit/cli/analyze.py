@@ -121,7 +121,6 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
-    import msgspec
 
     import tracekit
     from tracekit.analysis import Slo, Thresholds
@@ -148,14 +147,13 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
 
         ensure_derived(trace)
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
-    one = result.to_json()
-    compact = msgspec.json.encode(one)
+    compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     if store_options is not None and trace.meta.get("dataset_path"):
         from tracekit.report.jsonout import document
         from tracekit.tables.results import store
 
         printed = document(compact)
-        store(a.source, trace.trace_id, store_options, (one.get("trace") or {}).get("source"), printed)
+        store(a.source, trace.trace_id, store_options, result.trace.get("source") or None, printed)
         if a.fmt == "json":
             return printed
     return _text(compact, a.fmt, a.limit)
