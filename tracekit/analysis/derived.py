@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -143,7 +143,7 @@ def ensure_derived(trace: Trace) -> bool:
     stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
     never raises for I/O. ``tracekit analyze`` calls it before analysing a dataset trace."""
     root = trace.meta.get("dataset_path")
-    if not root or not trace.trace_id or read_derived(trace) is not None:
+    if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
     try:
         _store(Path(root), trace.trace_id, trace)
@@ -181,9 +181,10 @@ def _remove(root: Path, table: str, trace_id: str) -> None:
         shutil.rmtree(dest)
 
 
-def read_derived(trace: Trace) -> Derived | None:
-    """The stored derived tables of a trace read from a dataset, or None when the trace did not
-    come from a dataset, a table is missing, or the key / row counts say they are stale."""
+def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
+    """The derived tables' files and key row of a trace read from a dataset, when every table is
+    there and the key and row counts say they are current; None otherwise (the only reads: the
+    one-row ``derived_key`` file)."""
     root = trace.meta.get("dataset_path")
     tid = trace.trace_id
     if not root or not tid:
@@ -197,6 +198,17 @@ def read_derived(trace: Trace) -> Derived | None:
         return None
     if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != trace.table(n).height for n in CANONICAL):
         return None
+    return files, key
+
+
+def read_derived(trace: Trace) -> Derived | None:
+    """The stored derived tables of a trace read from a dataset, or None when the trace did not
+    come from a dataset, a table is missing, or the key / row counts say they are stale."""
+    found = _current_key(trace)
+    if found is None:
+        return None
+    files, key = found
+    tid = trace.trace_id
     names = (ACTIVITIES, LINKS, LABELS, COSTS)
     # A device activity's name is its kernel's (attribution/activities.py: act_id = the kernels
     # row). Read without it and gathered from trace.kernels, the names share that table's string
