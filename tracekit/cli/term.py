@@ -17,7 +17,9 @@ from typing import IO, Any
 
 import click
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from tracekit.conventions import TERMINAL_UNSAFE
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in TERMINAL_UNSAFE) + "]")
 
 
 def _escape(m: re.Match[str]) -> str:

@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import re
 
-# UTF-8 of U+007F, U+0080–U+009F, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069.
-_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+from tracekit.conventions import TERMINAL_UNSAFE
+
+# Searched in the UTF-8 bytes (no decoding of a document of many MB): one alternative per
+# character of conventions.TERMINAL_UNSAFE (44 of them); their lead bytes for the pre-check.
+_CHARS = [chr(c).encode() for lo, hi in TERMINAL_UNSAFE for c in range(lo, hi + 1)]
+_UNSAFE = re.compile(b"|".join(re.escape(b) for b in _CHARS))
+_LEADS = sorted({b[:1] for b in _CHARS})
 
 
 def _escape(m: re.Match[bytes]) -> bytes:
@@ -23,7 +28,7 @@ def _escape(m: re.Match[bytes]) -> bytes:
 def safe(data: bytes) -> bytes:
     """``data`` (UTF-8 JSON) with terminal-unsafe characters written as JSON ``\\uXXXX`` escapes.
     Only JSON strings can hold them, where the escape means the same character."""
-    if b"\x7f" in data or b"\xc2" in data or b"\xe2" in data:  # memchr-fast pre-check
+    if any(lead in data for lead in _LEADS):  # memchr-fast pre-check
         return _UNSAFE.sub(_escape, data)
     return data
 
