@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tracekit.errors import DatasetError
+
 DATA_FILE = "data.parquet"
 META_TABLE = "meta"
 
@@ -33,3 +35,29 @@ def dataset_trace_ids(path: str | os.PathLike[str]) -> list[str]:
         if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file():
             ids.append(d.name.split("=", 1)[1])
     return sorted(ids)
+
+
+def choose_trace(root: Path, ids: list[str], trace_id: str | None) -> str:
+    """The trace of ``ids`` (the dataset's complete traces) that ``trace_id`` names: the id
+    itself, or the one id it is a prefix of; with ``trace_id`` None, the only trace. DatasetError
+    (one line naming the candidates) for none, an ambiguous prefix, or several traces unnamed."""
+    if not ids:
+        raise DatasetError(f"{root}: no complete trace in this dataset (no meta partition)")
+    if trace_id is None:
+        if len(ids) > 1:
+            raise DatasetError(
+                f"{root}: dataset holds {len(ids)} traces; choose one with trace_id= (first ones: {', '.join(ids[:5])})"
+            )
+        return ids[0]
+    if trace_id in ids:
+        return trace_id
+    found = [i for i in ids if trace_id and i.startswith(trace_id)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise DatasetError(f"{root}: no trace {trace_id!r} in this dataset (ids: {_first(ids)})")
+    raise DatasetError(f"{root}: trace id prefix {trace_id!r} is ambiguous: {_first(found)}")
+
+
+def _first(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.conventions import find_sidecar
-from tracekit.tables.layout import DATA_FILE, META_TABLE
+from tracekit.errors import DatasetError
+from tracekit.tables.layout import choose_trace, dataset_trace_ids
 
 RESULTS_TABLE = "analysis_results"
 RESULTS_FORMAT = 2
@@ -52,19 +53,10 @@ def dataset_trace(root: Path, trace_id: str | None) -> str | None:
     """The trace an analysis of ``root`` would read: ``trace_id`` (or the one id it is a prefix
     of) when complete there, the only trace when there is one; None otherwise (the normal path
     then reports the error)."""
-    meta = root / META_TABLE
     try:
-        ids = sorted(
-            d.name.split("=", 1)[1]
-            for d in meta.iterdir()
-            if d.name.startswith("trace_id=") and (d / DATA_FILE).is_file()
-        )
-    except OSError:
+        return choose_trace(root, dataset_trace_ids(root), trace_id)
+    except (OSError, DatasetError):
         return None
-    if trace_id is not None:
-        found = [i for i in ids if trace_id and i.startswith(trace_id)]
-        return trace_id if trace_id in ids else found[0] if len(found) == 1 else None
-    return ids[0] if len(ids) == 1 else None
 
 
 def _code_hash() -> str:

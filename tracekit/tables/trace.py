@@ -27,7 +27,7 @@ from tracekit.tables import schema
 from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
-from tracekit.tables.layout import DATA_FILE, META_TABLE, dataset_trace_ids, is_dataset
+from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_trace_ids, is_dataset
 
 __all__ = ["DATA_FILE", "META_TABLE", "Trace", "dataset_trace_ids", "is_dataset", "read_dataset", "write_dataset"]
 
@@ -192,17 +192,7 @@ def read_dataset(path: str | os.PathLike[str], trace_id: str | None = None) -> T
     """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one: its
     full id or a prefix that only one id of the dataset starts with."""
     root = Path(path)
-    ids = dataset_trace_ids(root)
-    if not ids:
-        raise DatasetError(f"{root}: no complete trace in this dataset (no meta partition)")
-    if trace_id is None:
-        if len(ids) > 1:
-            raise DatasetError(
-                f"{root}: dataset holds {len(ids)} traces; choose one with trace_id= (first ones: {', '.join(ids[:5])})"
-            )
-        trace_id = ids[0]
-    elif trace_id not in ids:
-        trace_id = _by_prefix(root, ids, trace_id)
+    trace_id = choose_trace(root, dataset_trace_ids(root), trace_id)
     scans: list[pl.LazyFrame] = []
     for name in schema.TABLES:
         f = root / name / f"trace_id={trace_id}" / DATA_FILE
@@ -235,20 +225,6 @@ def _conformed_scan(f: Path, table: str, trace_id: str) -> pl.LazyFrame:
         for c, t in schema.TABLES[table].items()
     ]
     return lf.select(cols)
-
-
-def _by_prefix(root: Path, ids: list[str], prefix: str) -> str:
-    """The one id of ``ids`` that starts with ``prefix``; DatasetError naming the candidates otherwise."""
-    found = [i for i in ids if prefix and i.startswith(prefix)]
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise DatasetError(
-            f"{root}: no trace {prefix!r} in this dataset (ids: {', '.join(ids[:5])}{', …' if len(ids) > 5 else ''})"
-        )
-    raise DatasetError(
-        f"{root}: trace id prefix {prefix!r} is ambiguous: {', '.join(found[:5])}{', …' if len(found) > 5 else ''}"
-    )
 
 
 def scan_table(path: str | os.PathLike[str], table: str) -> pl.LazyFrame:
