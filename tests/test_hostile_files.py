@@ -19,16 +19,7 @@ from tracekit.report.env import environment
 from tracekit.report.output import write_atomic
 from tracekit.tables import staging
 
-KERNEL = {
-    "ph": "X",
-    "cat": "kernel",
-    "name": "k",
-    "pid": 0,
-    "tid": 7,
-    "ts": 100,
-    "dur": 5,
-    "args": {"device": 0, "stream": 7, "correlation": 1},
-}
+from kineto_events import KERNEL  # noqa: E402
 
 
 def _trace(tmp_path: Path, name: str = "run.pt.trace.json") -> Path:

@@ -15,6 +15,8 @@ import pytest
 
 from tracekit.cli.term import clean
 
+from kineto_events import kernel  # noqa: E402
+
 ESC_NAME = "a\nb|c\x1b]0;pwned\x07\x1b[31m\u202eevil"
 MARKUP = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<base href=//evil>"]
 MATH_DEVICE = "$\\frac{a}{$ GPU"
@@ -30,22 +32,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _k(name: str, i: int) -> dict[str, Any]:
-    return {
-        "ph": "X",
-        "cat": "kernel",
-        "name": name,
-        "pid": 0,
-        "tid": 7,
-        "ts": 100 + 10 * i,
-        "dur": 5,
-        "args": {"device": 0, "stream": 7, "correlation": i},
-    }
-
-
 @pytest.fixture
 def hostile(tmp_path: Path) -> Path:
-    events = [_k(n, i) for i, n in enumerate([*MARKUP, ESC_NAME])]
+    events = [kernel(i, name=n) for i, n in enumerate([*MARKUP, ESC_NAME])]
     events.append(
         {
             "ph": "X",

@@ -16,24 +16,7 @@ from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormat
 from tracekit.sources.kineto import window
 from tracekit.sources.kineto.loader import load_kineto
 
-KERNEL: dict[str, Any] = {
-    "ph": "X",
-    "cat": "kernel",
-    "name": "k",
-    "pid": 0,
-    "tid": 7,
-    "ts": 100,
-    "dur": 5,
-    "args": {"device": 0, "stream": 7, "correlation": 1},
-}
-
-
-def kernel(i: int, **kw: Any) -> dict[str, Any]:
-    d = json.loads(json.dumps(KERNEL))
-    d["ts"] = 100 + 10 * i
-    d["args"]["correlation"] = i
-    d.update(kw)
-    return d
+from kineto_events import kernel  # noqa: E402
 
 
 def pretty_trace(events: list[dict[str, Any]], **top: Any) -> str:
