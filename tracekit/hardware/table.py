@@ -26,6 +26,8 @@ _MI300_DS: Final = (
     "dense figures"
 )
 _MI250_DS: Final = "AMD Instinct MI250 / MI250X data sheets (amd.com/en/products/accelerators/instinct/mi200)"
+# Dense tensor-core peaks (TFLOP/s) of every A100 form factor: the datasheet gives one column.
+_A100_TFLOPS: Final = {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
 
 TABLE: Final[list[dict[str, Any]]] = [
     {
@@ -123,7 +125,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "name": "NVIDIA A100 PCIe 80GB",
         "names": [r"\ba100\b.*\bpcie\b"],
         "mem_gib": [48, 100],
-        "tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        "tflops": dict(_A100_TFLOPS),
         "gbps": 1935.0,
         "source": _A100_DS + " (A100 80GB PCIe)",
     },
@@ -132,7 +134,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "name": "NVIDIA A100 PCIe 40GB",
         "names": [r"\ba100\b.*\bpcie\b"],
         "mem_gib": [0, 48],
-        "tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        "tflops": dict(_A100_TFLOPS),
         "gbps": 1555.0,
         "source": _A100_DS + " (A100 40GB PCIe)",
     },
@@ -143,7 +145,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "units": 108,
         "cc": "8.0",
         "mem_gib": [48, 100],
-        "tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        "tflops": dict(_A100_TFLOPS),
         "gbps": 2039.0,
         "source": _A100_DS + " (A100 80GB SXM)",
     },
@@ -154,7 +156,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "units": 108,
         "cc": "8.0",
         "mem_gib": [0, 48],
-        "tflops": {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0},
+        "tflops": dict(_A100_TFLOPS),
         "gbps": 1555.0,
         "source": _A100_DS + " (A100 40GB SXM); also 'A100-PG509-200', an SXM4 40GB board SKU",
     },
