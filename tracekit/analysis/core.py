@@ -71,14 +71,20 @@ def analyze(
     (tracekit/analysis/derived.py; the region labels only without ``phase_map``).
     Raises UsageError for a bad --hardware / --slo / --thresholds.
     """
-    from tracekit.analysis.derived import read_derived
+    from tracekit.analysis.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.regions import label_regions
 
     devices = list(trace.meta.get("devices") or [])
     hw = resolve_hardware(hardware, devices)
     slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
-    stored = read_derived(trace)
+    stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
+    if trace.meta.get("dataset_columns") is not None and (stored is None or phase_map is not None):
+        # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
+        from tracekit.tables.trace import read_dataset
+
+        trace = read_dataset(trace.meta["dataset_path"], trace.trace_id)
+        stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if stored is None:
         from tracekit.attribution.core import attribute
         from tracekit.costmodel.ops import trace_costs

@@ -49,6 +49,33 @@ COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 SOURCE_PACKAGES = ("tables", "attribution", "labels", "costmodel")
 SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/derived.py")
 CANONICAL = ("kernels", "launches", "ops", "regions")
+# What the analysis reads of a dataset trace whose derived tables are current (and no --phase-map):
+# attribution, costs and labels come stored, so the canonical tables serve only the copy bytes,
+# communication (kernels), blocking calls (launches), host op stretches, shapes and the KV-cache
+# estimate (ops). Other columns stay null constants (no memory per row); regions are read whole.
+ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
+    "kernels": ("kind", "name", "device", "stream", "start_ns", "end_ns", "bytes"),
+    "launches": ("name", "pid", "tid", "start_ns", "end_ns"),
+    "ops": ("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims", "input_types"),
+}
+# The stored activities' columns the analysis uses (tracekit/analysis/core.py and below).
+ANALYSIS_ACTIVITY_COLUMNS = (
+    "act_id",
+    "kind",
+    "name",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "correlation",
+    "launch_name",
+    "launch_pid",
+    "launch_tid",
+    "launch_start_ns",
+    "op_id",
+    "op_name",
+    "region_id",
+    "unattributed_reason",
+)
 
 
 @dataclass(frozen=True)
@@ -143,6 +170,8 @@ def ensure_derived(trace: Trace) -> bool:
     stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
     never raises for I/O. ``tracekit analyze`` calls it before analysing a dataset trace."""
     root = trace.meta.get("dataset_path")
+    if trace.meta.get("dataset_columns") is not None:  # read in part: never a source of tables
+        return False
     if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
     try:
@@ -189,21 +218,73 @@ def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
     tid = trace.trace_id
     if not root or not tid:
         return None
-    files = {n: Path(root) / n / f"trace_id={tid}" / "data.parquet" for n in DERIVED_TABLES}
+    return _key_files(Path(root), tid, {n: trace.table(n).height for n in CANONICAL})
+
+
+def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Path], dict[str, Any]] | None:
+    """:func:`_current_key` for the trace ``tid`` of the dataset ``root`` whose canonical tables
+    have ``rows`` rows."""
+    files = {n: root / n / f"trace_id={tid}" / "data.parquet" for n in DERIVED_TABLES}
     if not all(f.is_file() for f in files.values()):
         return None
     try:
         key = pl.read_parquet(files[KEY]).row(0, named=True)
     except (OSError, pl.exceptions.PolarsError):
         return None
-    if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != trace.table(n).height for n in CANONICAL):
+    if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != rows[n] for n in CANONICAL):
         return None
     return files, key
 
 
-def read_derived(trace: Trace) -> Derived | None:
+def stored_current(dataset: str | os.PathLike[str], trace_id: str) -> bool:
+    """True when the trace ``trace_id`` of ``dataset`` has current derived tables, judged without
+    reading its tables (row counts from the Parquet footers)."""
+    from tracekit.tables.layout import DATA_FILE
+
+    root = Path(dataset)
+    try:
+        counts = pl.collect_all(
+            [pl.scan_parquet(root / n / f"trace_id={trace_id}" / DATA_FILE).select(pl.len()) for n in CANONICAL]
+        )
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+    return _key_files(root, trace_id, {n: int(c.item()) for n, c in zip(CANONICAL, counts)}) is not None
+
+
+def load_for_analysis(
+    source: str | os.PathLike[str],
+    trace_id: str | None = None,
+    captures: list[str] | None = None,
+    lean: bool = True,
+    ensure: bool = False,
+) -> Trace:
+    """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
+    current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
+    labels come stored); otherwise the whole trace (``tracekit.load``), and with ``ensure`` its
+    missing or stale derived tables are computed and stored (:func:`ensure_derived`)."""
+    import tracekit
+    from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
+
+    if captures or not is_dataset(source):
+        return tracekit.load(str(source), trace_id=trace_id, captures=captures)
+    root = Path(source)
+    tid = choose_trace(root, dataset_trace_ids(root), trace_id)
+    if lean and stored_current(root, tid):
+        from tracekit.sources.guard import reading
+        from tracekit.tables.trace import read_dataset
+
+        with reading(root):
+            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS)
+    trace = tracekit.load(str(root), trace_id=tid)
+    if ensure:
+        ensure_derived(trace)
+    return trace
+
+
+def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) -> Derived | None:
     """The stored derived tables of a trace read from a dataset, or None when the trace did not
-    come from a dataset, a table is missing, or the key / row counts say they are stale."""
+    come from a dataset, a table is missing, or the key / row counts say they are stale.
+    ``activity_columns``: only these columns of the activities (e.g. :data:`ANALYSIS_ACTIVITY_COLUMNS`)."""
     found = _current_key(trace)
     if found is None:
         return None
@@ -213,11 +294,18 @@ def read_derived(trace: Trace) -> Derived | None:
     # A device activity's name is its kernel's (attribution/activities.py: act_id = the kernels
     # row). Read without it and gathered from trace.kernels, the names share that table's string
     # buffers instead of being a second copy (92 MB on the 860 MB replica).
-    kernel_names = not key.get("cpu_only") and trace.kernels.height > 0
+    kernel_names = (
+        not key.get("cpu_only")
+        and trace.kernels.height > 0
+        and (activity_columns is None or "name" in activity_columns)
+    )
     scans = [pl.scan_parquet(files[n]) for n in names]
-    if kernel_names:
-        scans[0] = scans[0].select(pl.exclude("name"))
     try:  # one engine call for the four files
+        if activity_columns is not None:
+            have = scans[0].collect_schema().names()
+            scans[0] = scans[0].select([c for c in have if c in activity_columns])
+        if kernel_names:
+            scans[0] = scans[0].select(pl.exclude("name"))
         frames = dict(zip(names, pl.collect_all(scans)))
     except (OSError, pl.exceptions.PolarsError):
         return None

@@ -122,7 +122,6 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
 
-    import tracekit
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
     from tracekit.cli import ranks
@@ -141,11 +140,17 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
 
             return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
         return render_ranks(doc, markdown=a.fmt == "md")
-    trace = tracekit.load(a.source, trace_id=chosen[0] if chosen else a.trace_id, captures=list(a.captures))
-    if store_options is not None:  # a dataset trace, reuse on: store derived tables it lacks
-        from tracekit.analysis.derived import ensure_derived
+    from tracekit.analysis.derived import load_for_analysis
 
-        ensure_derived(trace)
+    # a dataset trace with current derived tables: only the columns the analysis reads; with
+    # reuse on, derived tables it lacks are computed and stored first
+    trace = load_for_analysis(
+        a.source,
+        chosen[0] if chosen else a.trace_id,
+        list(a.captures),
+        lean=pm is None,
+        ensure=store_options is not None,
+    )
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     if store_options is not None and trace.meta.get("dataset_path"):

@@ -1,0 +1,73 @@
+"""The analysis of a dataset trace reads only the columns it needs (tracekit/analysis/derived.py:
+``load_for_analysis``, ``ANALYSIS_COLUMNS``, ``ANALYSIS_ACTIVITY_COLUMNS``) and prints the same
+document as the analysis of the trace file: the five snapshot traces of tests/test_snapshots.py,
+each ingested with its derived tables and analysed from the dataset, match the stored snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analysis import analyze
+from tracekit.analysis.derived import (
+    ANALYSIS_COLUMNS,
+    KEY,
+    ensure_derived,
+    load_for_analysis,
+    read_derived,
+    write_with_derived,
+)
+from tracekit.cli.main import main
+
+from test_snapshots import SNAPSHOTS, TRACES, snapshot_text
+
+
+@pytest.mark.parametrize("name", sorted(TRACES))
+def test_dataset_analysis_reads_its_columns_and_matches_snapshot(
+    name: str, shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rel = TRACES[name]
+    full = tracekit.load(str(shared_traces / rel))
+    write_with_derived(full, tmp_path)
+    lean = load_for_analysis(tmp_path)
+    assert lean.meta["dataset_columns"] == {t: sorted(c) for t, c in ANALYSIS_COLUMNS.items()}
+    # What the analysis does not read is null (a constant, no memory per row); the rest is there.
+    for table, cols in ANALYSIS_COLUMNS.items():
+        df, whole = lean.table(table), full.table(table)
+        assert df.schema == whole.schema and df.height == whole.height
+        for c in df.columns:
+            if c in cols:
+                assert df[c].equals(whole[c]), (table, c)
+            elif c != "trace_id":
+                assert df[c].null_count() == df.height, (table, c)
+    assert lean.regions.equals(full.regions)
+    if full.kernels.height:  # e.g. the kernels' correlation ids are in the file, not read
+        assert full.kernels["correlation"].null_count() < full.kernels.height
+        assert lean.kernels["correlation"].null_count() == lean.kernels.height
+    main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
+    got = snapshot_text(json.loads(capsys.readouterr().out), rel)
+    assert got == (SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8")
+
+
+def test_partial_trace_is_read_whole_when_tables_must_be_computed(shared_traces: Path, tmp_path: Path) -> None:
+    rel = TRACES["qwen_h100"]
+    full = tracekit.load(str(shared_traces / rel))
+    expected = json.dumps(analyze(full).to_json(), sort_keys=True, default=str)
+    write_with_derived(full, tmp_path)
+    lean = load_for_analysis(tmp_path)
+    assert read_derived(lean) is not None
+    assert not ensure_derived(lean)  # a partial trace never becomes the source of stored tables
+    # The derived tables go stale after the partial read: analyze reads the trace whole and computes.
+    key = tmp_path / KEY / f"trace_id={lean.trace_id}" / "data.parquet"
+    key.unlink()
+    assert read_derived(lean) is None
+    assert json.dumps(analyze(lean).to_json(), sort_keys=True, default=str) == expected
+    # Not current: load_for_analysis reads the whole trace (and stores the tables with ensure).
+    again = load_for_analysis(tmp_path, ensure=True)
+    assert "dataset_columns" not in again.meta and key.is_file()
+    # A --phase-map needs the whole trace: lean=False reads it all.
+    assert "dataset_columns" not in load_for_analysis(tmp_path, lean=False).meta
+    assert "dataset_columns" in load_for_analysis(tmp_path).meta
