@@ -125,3 +125,10 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr[-2000:]
     assert not list((ds / "analysis_results").rglob("*.json"))
     assert imported("analyze", str(ds), "--format", "json", "-o", str(second), "--force") == ["polars"]
+
+
+def test_nsys_ingest_does_not_import_pandas(tmp_path: Path) -> None:
+    # The chunked Nsight writer writes the (here empty) ops table as an empty Arrow table; pyarrow's
+    # Table.from_pylist and Schema.empty_table import pandas to build one (≈ 0.7 s of a command).
+    nsys = SHARED_TRACES / "nsys/fuser/report1_64ee035d.sqlite"
+    assert "pandas" not in imported("ingest", str(nsys), "--out", str(tmp_path / "ds"))

@@ -93,7 +93,7 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
             rows += chunk.height
         with writing(out):
             if rows == 0:
-                writer.write_table(pa.Table.from_pylist([], schema=target))
+                writer.write_table(pa.Table.from_batches([], schema=target))  # from_pylist, empty_table import pandas
             writer.close()
     except BaseException:
         try:

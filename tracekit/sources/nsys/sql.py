@@ -6,10 +6,12 @@ Only this module and its siblings ``nsys*.py`` know raw nsys table and column na
 
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +162,8 @@ def iter_frames(
     done, fast = 0, True
     while True:
         try:
-            rows = _fetch(conn, cur, chunk_rows, fast)
+            with _gc_paused():
+                rows = _fetch(conn, cur, chunk_rows, fast)
         except sqlite3.OperationalError as exc:
             if not fast or "decode" not in str(exc).lower():
                 raise
@@ -171,10 +174,25 @@ def iter_frames(
         if not rows:
             break
         done += len(rows)
-        cols: Iterable[Any] = zip(*rows, strict=True)
-        frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=False)
-        del rows
+        with _gc_paused():
+            cols: Iterable[Any] = zip(*rows, strict=True)
+            frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=False)
+            del rows, cols
         yield frame
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block. Fetching a chunk makes ~200,000 row tuples
+    (none of them in a cycle), and each 700 new objects would otherwise start a collection that
+    walks the young objects, tuples included: about a third of the fetch and transpose time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _fetch(conn: sqlite3.Connection, cur: sqlite3.Cursor, n: int, fast: bool) -> list[Any]:
