@@ -50,7 +50,10 @@ class Collector:
         self.threads: dict[tuple[Any, ...], int] = {}  # (kind, pid, tid, name) → ordinal of first sight
         self.events_read = 0
         self.ordinal = 0  # events seen, in file order: each table row keeps its ordinal as _ev
-        self.pending: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLE_NAMES}  # native, not built yet
+        # Native windows not built yet: (frame, the window's first ordinal) per table; flows; metadata.
+        self.pending: dict[str, list[tuple[pl.DataFrame, int]]] = {t: [] for t in TABLE_NAMES}
+        self.pending_flows: list[pl.DataFrame] = []
+        self.pending_meta: list[tuple[pl.DataFrame, int]] = []
         self.pending_rows = 0
 
     def add(self, evs: list[Any], ordinals: list[int] | None = None) -> None:
@@ -64,6 +67,7 @@ class Collector:
             evs, ordinals = [e for e, _ in kept], [o for _, o in kept]
         if not evs:
             return
+        self._flush_meta()
         self.events_read += len(evs)
         # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
         buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
@@ -101,36 +105,58 @@ class Collector:
 
     def add_native(self, w: Window, base: int) -> None:
         """Take one window from the native scanner (``_ev`` counts from ``base``) — the same
-        tables, columns and counts as :meth:`add` gives for the same events."""
+        tables, columns and counts as :meth:`add` gives for the same events. Its frames wait
+        (table rows, flows, metadata alike) until :data:`PENDING_ROWS` rows of many windows are
+        built together: polars' cost per call dominates small frames."""
         self.events_read += w.elements - len(w.slow)
         for ph, cat, n in w.pairs:
             self.skipped[f"{cat if cat is not None else '-'} [{ph}]"] += n
         for name, frame in zip(TABLE_NAMES, w.groups):
             if frame.height:
-                self.pending[name].append(frame.with_columns(pl.col("_ev") + base))
+                self.pending[name].append((frame, base))
                 self.pending_rows += frame.height
         if w.groups[FLOW].height:
-            self._add_flows(w.groups[FLOW])
-        meta = w.groups[META].filter(pl.col("name").is_in(["process_name", "thread_name"]))
-        for *key, ev in meta.select("name", "pid", "tid", "arg_name", pl.col("_ev") + base).iter_rows():
-            if len(self.threads) >= MAX_THREADS:
-                break
-            self.threads.setdefault(tuple(key), ev)
+            self.pending_flows.append(w.groups[FLOW])
+            self.pending_rows += w.groups[FLOW].height
+        if w.groups[META].height:
+            self.pending_meta.append((w.groups[META], base))
+            self.pending_rows += w.groups[META].height
         if self.pending_rows >= PENDING_ROWS:
             self._build_pending()
 
     def _build_pending(self) -> None:
-        """Build the pending native frames, many windows at once (polars' cost per call
-        dominates small frames)."""
-        for i, name in enumerate(TABLE_NAMES):
+        """Build the pending native frames, many windows at once: per table one query that
+        offsets each window's ``_ev`` and concatenates them; the flows and the metadata events
+        of all those windows in one pass each."""
+        self._flush_meta()
+        self._flush_flows()
+        for name in TABLE_NAMES:
             if self.pending[name]:
-                df = pl.concat(self.pending[name], rechunk=False)
+                df = _offset_concat(self.pending[name])
                 self._append(name, prepare(native_frame(name, df), name, self.dropped))
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 
+    def _flush_flows(self) -> None:
+        if self.pending_flows:
+            self._add_flows(pl.concat(self.pending_flows, rechunk=False))
+            self.pending_flows = []
+
+    def _flush_meta(self) -> None:
+        """Thread and process names of the pending native metadata events, in file order (done
+        before the Python path adds any, so the first sight of each name keeps its place)."""
+        if not self.pending_meta:
+            return
+        meta = _offset_concat(self.pending_meta, pl.col("name").is_in(["process_name", "thread_name"]))
+        self.pending_meta = []
+        for *key, ev in meta.select("name", "pid", "tid", "arg_name", "_ev").iter_rows():
+            if len(self.threads) >= MAX_THREADS:
+                break
+            self.threads.setdefault(tuple(key), ev)
+
     def thread_names(self) -> list[tuple[Any, ...]]:
         """(kind, pid, tid, name) of the process/thread name events, in file order."""
+        self._flush_meta()
         return sorted(self.threads, key=self.threads.__getitem__)
 
     def _metadata(self, rows: list[Any], ordinals: list[int]) -> None:
@@ -163,6 +189,7 @@ class Collector:
 
     def launch_flow_ids(self) -> pl.Series:
         """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
+        self._flush_flows()
         return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
 
     def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
@@ -223,3 +250,11 @@ def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: C
             raise msgspec.DecodeError("JSON is malformed") from None
     dropped.update(bad)
     return out
+
+
+def _offset_concat(parts: list[tuple[pl.DataFrame, int]], keep: pl.Expr | None = None) -> pl.DataFrame:
+    """The frames of ``parts`` one after another, each ``_ev`` offset by its window's first
+    ordinal (rows where ``keep`` holds, when given): one query however many windows."""
+    lazy = [f.lazy().with_columns(pl.col("_ev") + base) for f, base in parts]
+    out = pl.concat(lazy, how="vertical", rechunk=False)
+    return (out if keep is None else out.filter(keep)).collect()
