@@ -92,7 +92,7 @@ def analyze(
         att = attribute(trace)
         acts, links, cpu_only = att.activities, att.region_links, bool(att.cpu_only)
         costs = trace_costs(trace, acts)
-        labels = label_regions(trace, phase_map=phase_map)
+        labels = label_regions(trace, phase_map=phase_map, tree=att.region_tree)
     else:
         acts, links, cpu_only, costs = stored.activities, stored.region_links, stored.cpu_only, stored.costs
         labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)

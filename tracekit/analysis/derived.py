@@ -132,7 +132,7 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     return {
         ACTIVITIES: att.activities,
         LINKS: att.region_links,
-        LABELS: label_regions(trace).drop("trace_id", strict=False),
+        LABELS: label_regions(trace, tree=att.region_tree).drop("trace_id", strict=False),
         COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
         KEY: key,
     }

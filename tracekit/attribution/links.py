@@ -81,13 +81,15 @@ def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
     (so chains and cycles cannot form).
     """
     out_schema = {"pid": pl.Int64(), "tid": pl.Int64(), "fwd_tid": pl.Int64(), "matches": pl.UInt32()}
+    if regions.height == 0:
+        return pl.DataFrame(schema=out_schema)
+    # One lazy query (collected once): without sequence numbers every step is empty.
     seq = (
-        ops.filter(pl.col("sequence_number").is_not_null())
+        ops.lazy()
+        .filter(pl.col("sequence_number").is_not_null())
         .group_by("pid", "tid", "sequence_number")
         .agg(pl.col("start_ns").min())
     )
-    if seq.height == 0 or regions.height == 0:
-        return pl.DataFrame(schema=out_schema)
     pairs = seq.join(seq, on=["pid", "sequence_number"], suffix="_f").filter(
         (pl.col("tid") != pl.col("tid_f")) & (pl.col("start_ns_f") < pl.col("start_ns"))
     )
@@ -98,11 +100,12 @@ def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
     counts = counts.join(rev, on=["pid", "tid", "tid_f"], how="left").filter(
         pl.col("matches") > pl.col("_rev").fill_null(0)
     )
-    targets = regions.select("pid", pl.col("tid").alias("tid_f")).unique()
+    targets = regions.lazy().select("pid", pl.col("tid").alias("tid_f")).unique()
     counts = counts.join(targets, on=["pid", "tid_f"], how="semi")
     best = counts.sort(["matches", "tid_f"], descending=[True, False]).unique(["pid", "tid"], keep="first")
     best = best.join(best.select("pid", pl.col("tid").alias("tid_f")), on=["pid", "tid_f"], how="anti")
-    return best.select("pid", "tid", pl.col("tid_f").alias("fwd_tid"), "matches").cast(out_schema).sort("pid", "tid")  # type: ignore[arg-type]
+    out = best.select("pid", "tid", pl.col("tid_f").alias("fwd_tid"), "matches").cast(out_schema)  # type: ignore[arg-type]
+    return out.sort("pid", "tid").collect()
 
 
 def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:

@@ -26,15 +26,19 @@ _TK_KEYS: Final = ("step", *ATTR_COLUMNS)
 
 
 def label_regions(
-    trace: Trace, phase_map: Iterable[str] | Mapping[str, str] | ph.PhaseRules | None = None
+    trace: Trace,
+    phase_map: Iterable[str] | Mapping[str, str] | ph.PhaseRules | None = None,
+    tree: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The regions table plus ``phase``, ``phase_rule``, ``step`` (Int64), the parsed attributes
     :data:`ATTR_COLUMNS` (Int64, null where the name does not say), ``attrs`` (JSON text of every
     ``tk:`` attribute) and ``effective_parent_id`` (the region tree across threads, as attribution
-    uses it). Raises :class:`~tracekit.errors.UsageError` for a bad ``phase_map``."""
+    uses it). ``tree``: that region tree when the caller has it already (``Attribution.region_tree``
+    of this trace), else computed here. Raises :class:`~tracekit.errors.UsageError` for a bad ``phase_map``."""
     rules = ph.parse_phase_map(phase_map)
     regions = trace.regions
-    tree = region_tree(cpu_regions(regions), forward_threads(trace.ops, cpu_regions(regions)))
+    if tree is None:
+        tree = region_tree(cpu_regions(regions), forward_threads(trace.ops, cpu_regions(regions)))
     df = regions.join(
         tree.select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left"
     )
