@@ -63,13 +63,17 @@ def innermost_rows(
         pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name)
     )
     for _ in range(d + 1 if d else iv.height + 1):
-        idx = pl.select(
-            pl.int_range(n, dtype=pl.Int64).filter(found.is_not_null() & (ends.gather(found) < ts))
-        ).to_series()
+        # Few points walk up: their rows and their intervals' parents (one query per level).
+        f = pl.lit(found)
+        walk = f.is_not_null() & (pl.lit(ends).gather(f) < pl.lit(ts))
+        step = pl.select(
+            pl.int_range(n, dtype=pl.Int64).filter(walk).alias("idx"),
+            pl.lit(parents).gather(f).filter(walk).alias("want"),
+        )
+        idx, want = step["idx"], step["want"]
         if idx.len() == 0:
             return found
-        # Few points walk up: their parents' rows (positional when ids are row numbers).
-        want = parents.gather(found.gather(idx))
+        # Their parents' rows: positional when ids are row numbers.
         if by_row:
             up = want
         else:
