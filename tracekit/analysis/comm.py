@@ -80,9 +80,10 @@ def covered_until(df: pl.DataFrame, col: str, blocks: pl.DataFrame, alias: str) 
 
 def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(communication kernels, compute kernels) of a kernels table (``kind == 'kernel'``)."""
-    k = kernels.filter(pl.col("kind") == "kernel").select(
-        "device", "stream", "name", "start_ns", "end_ns", op_class(pl.col("name")).alias("op_class")
-    )
+    k = kernels.filter(pl.col("kind") == "kernel").select("device", "stream", "name", "start_ns", "end_ns")
+    # the name rules run once per distinct name, not per kernel (names average ~200 bytes)
+    names = k.select("name").unique().with_columns(op_class(pl.col("name")).alias("op_class"))
+    k = k.join(names, on="name", how="left", nulls_equal=True, maintain_order="left")
     return k.filter(pl.col("op_class") == COMM_CLASS), k.filter(pl.col("op_class") != COMM_CLASS)
 
 

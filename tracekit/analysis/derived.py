@@ -306,7 +306,7 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
             scans[0] = scans[0].select([c for c in have if c in activity_columns])
         if kernel_names:
             scans[0] = scans[0].select(pl.exclude("name"))
-        frames = dict(zip(names, pl.collect_all(scans)))
+        frames = {n: schema.null_constants(f) for n, f in zip(names, pl.collect_all(scans))}
     except (OSError, pl.exceptions.PolarsError):
         return None
     if kernel_names:

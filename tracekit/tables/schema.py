@@ -128,3 +128,16 @@ def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.Dat
         else:
             cols.append(pl.lit(None, dtype=dtype).alias(name))
     return df.select(cols)
+
+
+def null_constants(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each column that holds only nulls replaced by a null constant of its dtype,
+    which holds no memory per row (a null string column otherwise keeps 16 bytes a row). Same
+    values; for readers that keep frames for a whole analysis."""
+    if df.height == 0 or df.width == 0:
+        return df
+    counts = df.select(pl.all().null_count()).row(0, named=True)
+    empty = [c for c, n in counts.items() if n == df.height]
+    if not empty:
+        return df
+    return df.with_columns(pl.lit(None, dtype=df.schema[c]).alias(c) for c in empty)
