@@ -90,9 +90,10 @@ def split(
     if packed is None:  # pragma: no cover - needs a time extent × groups beyond 2^62
         return _split_join(pieces, layer, by, labels)
     ps, pe, ls, le = packed
-    order = ls.arg_sort()
-    ls, le = ls.gather(order), le.gather(order)
-    lay = layer.select("s", "e", *labels)[order]
+    lay = layer.select("s", "e", *labels)
+    if not ls.is_sorted():  # layers built in (thread, time) order (op stretches) need no copy
+        order = ls.arg_sort()
+        ls, le, lay = ls.gather(order), le.gather(order), lay[order]
     j0 = le.search_sorted(ps, side="right").cast(pl.Int64())
     j1 = ls.search_sorted(pe, side="left").cast(pl.Int64()) - 1
     cnt = (j1 - j0 + 1).clip(lower_bound=0)
