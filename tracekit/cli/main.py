@@ -47,11 +47,6 @@ class LazyGroup(click.Group):
         if spec is None:
             return None
         module_name, attr, short_help = spec
-        if cmd_name == "ingest" and "polars" not in sys.modules:
-            # polars' jemalloc keeps freed pages for 10 s by default; ingest finishes one table
-            # after another, so return them at once: peak RSS of a 1.08 GB trace 616 → 535 MB
-            # (docs/kineto.md, "Bounded-memory ingest"). A user's own setting wins.
-            os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
