@@ -15,6 +15,7 @@ from tracekit.analysis import analyze
 from tracekit.analysis.derived import (
     ANALYSIS_COLUMNS,
     KEY,
+    analysis_rows,
     ensure_derived,
     load_for_analysis,
     read_derived,
@@ -35,8 +36,14 @@ def test_dataset_analysis_reads_its_columns_and_matches_snapshot(
     lean = load_for_analysis(tmp_path)
     assert lean.meta["dataset_columns"] == {t: sorted(c) for t, c in ANALYSIS_COLUMNS.items()}
     # What the analysis does not read is null (a constant, no memory per row); the rest is there.
+    # Of the launches only the blocking calls are read; the row counts of the dataset are noted.
+    rows = analysis_rows()
+    assert lean.meta["dataset_rows"] == {"launches": full.launches.height} and lean.read_in_part
     for table, cols in ANALYSIS_COLUMNS.items():
         df, whole = lean.table(table), full.table(table)
+        if table in rows:
+            whole = whole.filter(rows[table])
+            assert whole.height < full.table(table).height or full.table(table).height == 0
         assert df.schema == whole.schema and df.height == whole.height
         for c in df.columns:
             if c in cols:
@@ -47,6 +54,7 @@ def test_dataset_analysis_reads_its_columns_and_matches_snapshot(
     if full.kernels.height:  # e.g. the kernels' correlation ids are in the file, not read
         assert full.kernels["correlation"].null_count() < full.kernels.height
         assert lean.kernels["correlation"].null_count() == lean.kernels.height
+    assert read_derived(lean) is not None  # the stored tables serve the partial trace: nothing recomputed
     main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
     got = snapshot_text(json.loads(capsys.readouterr().out), rel)
     assert got == (SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8")

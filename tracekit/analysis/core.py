@@ -79,7 +79,7 @@ def analyze(
     slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
     stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
-    if trace.meta.get("dataset_columns") is not None and (stored is None or phase_map is not None):
+    if trace.read_in_part and (stored is None or phase_map is not None):
         # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
         from tracekit.tables.trace import read_dataset
 

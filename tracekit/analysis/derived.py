@@ -58,6 +58,17 @@ ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
     "launches": ("name", "pid", "tid", "start_ns", "end_ns"),
     "ops": ("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims", "input_types"),
 }
+
+
+def analysis_rows() -> dict[str, pl.Expr]:
+    """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
+    only the blocking calls (the only use of the launches then: the idle causes'
+    ``blocking_calls``, tracekit/analysis/idle.py)."""
+    from tracekit.analysis.idle import BLOCKING
+
+    return {"launches": pl.col("name").str.contains(BLOCKING)}
+
+
 # The stored activities' columns the analysis uses (tracekit/analysis/core.py and below).
 ANALYSIS_ACTIVITY_COLUMNS = (
     "act_id",
@@ -170,7 +181,7 @@ def ensure_derived(trace: Trace) -> bool:
     stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
     never raises for I/O. ``tracekit analyze`` calls it before analysing a dataset trace."""
     root = trace.meta.get("dataset_path")
-    if trace.meta.get("dataset_columns") is not None:  # read in part: never a source of tables
+    if trace.read_in_part:  # never a source of tables
         return False
     if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
@@ -218,7 +229,8 @@ def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
     tid = trace.trace_id
     if not root or not tid:
         return None
-    return _key_files(Path(root), tid, {n: trace.table(n).height for n in CANONICAL})
+    full = trace.meta.get("dataset_rows") or {}  # tables read in part: their rows in the dataset
+    return _key_files(Path(root), tid, {n: int(full.get(n, trace.table(n).height)) for n in CANONICAL})
 
 
 def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Path], dict[str, Any]] | None:
@@ -274,7 +286,7 @@ def load_for_analysis(
         from tracekit.tables.trace import read_dataset
 
         with reading(root):
-            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS)
+            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows())
     trace = tracekit.load(str(root), trace_id=tid)
     if ensure:
         ensure_derived(trace)

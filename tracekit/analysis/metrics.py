@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.tables.schema import null_constants
+
 # Columns every metric frame carries (beside the group key). Documented in docs/analysis.md.
 METRIC_COLUMNS: dict[str, pl.DataType] = {
     "kernel_count": pl.Int64(),
@@ -140,7 +142,8 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
         dtype.alias("dtype"),
         cov.gather(pos).fill_null(False).alias("covered"),
     ]
-    return acts.drop(COST_COLUMNS, strict=False).hstack(added)
+    # cost columns that are all null (no op of the trace has a cost model) hold no memory per row
+    return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(pl.DataFrame(added))], how="horizontal")
 
 
 def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:

@@ -50,14 +50,14 @@ def region_metrics(
     regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool, units: pl.Series
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Region rows with device metrics in their host-clock window (tracekit/analysis/windows.py),
-    and the region-linked activities they came from."""
+    and the region-linked activities they came from (``region_id, act_id, start_ns, end_ns`` and
+    the launch columns the windows, idle causes and launch delays use; the cost columns only
+    while the metrics are computed)."""
     extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
-    linked = gather_acts(
-        links.select("region_id", "act_id"),
-        acts,
-        ["start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype", *extra],
-    )
-    m = group_metrics(linked, "region_id")
+    pairs = links.select("region_id", "act_id")
+    cost = ["dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
+    m = group_metrics(gather_acts(pairs, acts, ["start_ns", "end_ns", *cost]), "region_id")
+    linked = gather_acts(pairs, acts, ["start_ns", "end_ns", *extra])
     out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
     out = out.with_columns(
         (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),

@@ -33,7 +33,7 @@ from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_
 __all__ = ["DATA_FILE", "META_TABLE", "Trace", "dataset_trace_ids", "is_dataset", "read_dataset", "write_dataset"]
 
 # Meta keys a reader adds (where the trace was read from, which columns): never written back.
-READER_NOTES = ("dataset_path", "dataset_columns")
+READER_NOTES = ("dataset_path", "dataset_columns", "dataset_rows")
 
 
 @dataclass
@@ -63,6 +63,12 @@ class Trace:
     def is_cpu_only(self) -> bool:
         """True when the trace holds no device activity: analyses then use leaf CPU ops."""
         return self.kernels.height == 0
+
+    @property
+    def read_in_part(self) -> bool:
+        """True for a trace read from a dataset with only some columns or rows (``read_dataset``'s
+        ``columns`` / ``rows``): enough for the reader that asked, never a source of other tables."""
+        return self.meta.get("dataset_columns") is not None or self.meta.get("dataset_rows") is not None
 
     def table(self, name: str) -> pl.DataFrame:
         frame: pl.DataFrame = getattr(self, name)
@@ -193,27 +199,37 @@ def remove_partition(out: Path, table: str, tid: str) -> None:
 
 
 def read_dataset(
-    path: str | os.PathLike[str], trace_id: str | None = None, columns: Mapping[str, Collection[str]] | None = None
+    path: str | os.PathLike[str],
+    trace_id: str | None = None,
+    columns: Mapping[str, Collection[str]] | None = None,
+    rows: Mapping[str, pl.Expr] | None = None,
 ) -> Trace:
     """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one: its
     full id or a prefix that only one id of the dataset starts with.
 
-    ``columns``: for each canonical table named, the only columns read from its file; the others
-    are null constants that hold no memory per row (the tables keep their canonical schema), and
-    ``meta["dataset_columns"]`` records the choice. For a reader that knows what it needs, e.g.
-    the analysis of a trace whose derived tables are stored (tracekit/analysis/derived.py)."""
+    For a reader that knows what it needs, e.g. the analysis of a trace whose derived tables are
+    stored (tracekit/analysis/derived.py): ``columns``, for each canonical table named, the only
+    columns read from its file; the others are null constants that hold no memory per row (the
+    tables keep their canonical schema), and ``meta["dataset_columns"]`` records the choice.
+    ``rows``: for each table named, a predicate; only its rows are read, and
+    ``meta["dataset_rows"]`` holds the table's full row count."""
     root = Path(path)
     trace_id = choose_trace(root, dataset_trace_ids(root), trace_id)
     scans: list[pl.LazyFrame] = []
+    files: dict[str, Path] = {}
     for name in schema.TABLES:
-        f = root / name / f"trace_id={trace_id}" / DATA_FILE
+        f = files[name] = root / name / f"trace_id={trace_id}" / DATA_FILE
         if not f.is_file():
             raise DatasetError(f"{root}: table {name!r} is missing for trace {trace_id!r}")
-        scans.append(_conformed_scan(f, name, trace_id, None if columns is None else columns.get(name)))
+        scan = _conformed_scan(f, name, trace_id, None if columns is None else columns.get(name))
+        scans.append(scan.filter(rows[name]) if rows and name in rows else scan)
+    filtered = [n for n in schema.TABLES if rows and n in rows]
+    scans += [pl.scan_parquet(files[n]).select(pl.len()) for n in filtered]
     scans.append(pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE).select("meta_json"))
     # One engine call reads and conforms the five files together (was 5 reads + 8 eager steps).
     *frames, mf = pl.collect_all(scans)
-    if columns is not None:  # a reader that keeps the tables: their empty columns hold no memory
+    counts, frames = frames[len(schema.TABLES) :], frames[: len(schema.TABLES)]
+    if columns is not None or rows is not None:  # a reader that keeps the tables: empty columns hold no memory
         frames = [schema.null_constants(f) for f in frames]
     tables = dict(zip(schema.TABLES, frames))
     meta = json.loads(mf["meta_json"][0])
@@ -221,6 +237,8 @@ def read_dataset(
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     if columns is not None:
         meta["dataset_columns"] = {t: sorted(c) for t, c in columns.items()}
+    if filtered:
+        meta["dataset_rows"] = {n: int(c.item()) for n, c in zip(filtered, counts)}
     return Trace(meta=meta, **tables)
 
 
