@@ -6,13 +6,15 @@ exports near or above the size of RAM, :func:`ingest_nsys` writes the same table
 whatever the export's size. The dataset layout and commit protocol are those of
 :func:`tracekit.tables.trace.write_dataset`: tables in a staging directory, ``meta`` renamed in last.
 
-Rows are written in export order (``load_nsys`` sorts kernels and launches by time; readers must
-not rely on either order).
+Rows are written in export order (``load_nsys`` sorts kernels and launches by time and regions by
+region_id; readers must not rely on either order): regions, read in start order, come in blocks of
+start time, region_id order within a block.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit.tables import schema
-from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, region_chunks
+from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, regions_once
 from tracekit.sources.nsys.nvtx import number_ops, op_rows
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
@@ -54,8 +56,8 @@ def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
     heights = {"kernel": 0}
     ops: list[pl.DataFrame] = []
 
-    def regions_and_ops() -> Iterator[pl.DataFrame]:
-        for chunk in region_chunks(ex):
+    def with_ops(chunks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+        for chunk in chunks:
             rows = op_rows(chunk, ex.dropped)
             if rows.height:
                 ops.append(rows)
@@ -68,7 +70,12 @@ def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
 
     heights["kernels"] = _write(staging, "kernels", kernels(), tid)
     heights["launches"] = _write(staging, "launches", launch_chunks(ex), tid)
-    heights["regions"] = _write(staging, "regions", regions_and_ops(), tid)
+
+    def restart() -> None:  # the ranges are not stored in start order: they are read again, sorted
+        ops.clear()
+        shutil.rmtree(staging / "regions")
+
+    heights["regions"] = regions_once(ex, lambda chunks: _write(staging, "regions", with_ops(chunks), tid), restart)
     all_ops = number_ops(pl.concat(ops) if ops else pl.DataFrame())
     heights["ops"] = _write(staging, "ops", iter([all_ops]), tid)
     return heights

@@ -16,18 +16,19 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
 from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.nsys import sql as sq
-from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, op_rows, read_regions
+from tracekit.sources.nsys.nvtx import NVTX_TABLE, count_skipped, number_ops, op_rows, read_regions
+from tracekit.sources.nsys.nvtx_time import NotInTimeOrder
 from tracekit.sources.nsys.tables import (
     KERNEL_TABLE,
     MEMCPY_TABLE,
@@ -50,6 +51,7 @@ EXPORT_MARKERS = {
     "ANALYSIS_DETAILS",
 }
 VERSION_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")  # 3.x, 2.x
+T = TypeVar("T")
 
 
 @dataclass
@@ -103,10 +105,28 @@ def launch_chunks(ex: Export) -> Iterator[pl.DataFrame]:
         yield df
 
 
-def region_chunks(ex: Export) -> Iterator[pl.DataFrame]:
-    for df in read_regions(ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.dropped, ex.warnings):
+def region_chunks(ex: Export, in_time_order: bool = True) -> Iterator[pl.DataFrame]:
+    """``regions`` rows, chunk by chunk (:func:`~tracekit.sources.nsys.nvtx.read_regions`), after
+    counting the NVTX events that are no usable range in ``ex.dropped``. With ``in_time_order`` a
+    chunk out of start order raises NotInTimeOrder (see :func:`regions_once`)."""
+    count_skipped(ex.conn, ex.have, ex.dropped)
+    for df in read_regions(ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, in_time_order):
         ex.pids.update(df["pid"].unique().drop_nulls().to_list())
         yield df
+
+
+def regions_once(ex: Export, consume: Callable[[Iterator[pl.DataFrame]], T], restart: Callable[[], None]) -> T:
+    """``consume(region_chunks(ex))``; when the export turns out not to store its ranges in start
+    order, ``restart()`` (drop what was consumed), the drop counts as they were, and
+    ``consume`` again with the ranges sorted by SQLite."""
+    saved = ex.dropped.copy()
+    try:
+        return consume(region_chunks(ex))
+    except NotInTimeOrder:
+        ex.dropped.clear()
+        ex.dropped.update(saved)
+        restart()
+        return consume(region_chunks(ex, in_time_order=False))
 
 
 def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
@@ -124,7 +144,8 @@ def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trac
     with open_export(p) as ex:
         kernels = sq.concat(device_chunks(ex), schema.empty("kernels"))
         launches = sq.concat(launch_chunks(ex), schema.empty("launches"))
-        regions = sq.concat(region_chunks(ex), schema.empty("regions"))
+        regions = regions_once(ex, lambda chunks: sq.concat(chunks, schema.empty("regions")), lambda: None)
+        regions = regions.sort("region_id")  # read in start order: chunk by chunk in region_id order
         ops = number_ops(op_rows(regions, ex.dropped))
         tables = {
             "kernels": schema.conform(kernels.sort("device", "stream", "start_ns"), "kernels", tid),

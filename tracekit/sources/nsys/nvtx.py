@@ -23,6 +23,7 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.tables.intervals import nest
+from tracekit.sources.nsys.nvtx_time import Nesting, NotInTimeOrder, in_start_blocks, number, thread_offsets
 from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, iter_frames, pid_of, read_frame, tid_of
 
 NVTX_TABLE = "NVTX_EVENTS"
@@ -58,49 +59,65 @@ PYPROF_DTYPES = {
 _I64 = pl.Int64()
 
 
-def read_regions(
-    conn: sqlite3.Connection,
-    have: set[str],
-    strings: pl.DataFrame,
-    capture_end_ns: int,
-    dropped: Counter[str],
-    warnings: list[str],
-) -> Iterator[pl.DataFrame]:
-    """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
-
-    SQLite sorts the ranges by (globalTid, start, end desc); each chunk is nested together with
-    the ranges still open from the previous chunk, so memory stays bounded and depth/parent are
-    the same as nesting everything at once.
-    """
+def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> None:
+    """Count the NVTX events that are not ranges, and the ranges without a usable time, in
+    ``dropped`` (once per export, before :func:`read_regions`)."""
     if NVTX_TABLE not in have:
         return
-    cols = columns(conn, NVTX_TABLE)
     for etype, n in conn.execute(
         f"SELECT eventType, count(*) FROM {NVTX_TABLE} "
         f"WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
     ).fetchall():
         dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
-    # A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns
-    # (text sorts above every number in SQLite, so a text time fails `< limit`).
-    lim = TIME_LIMIT_NS
-    good = (
-        f'"start" IS NOT NULL AND "start" > {-lim} AND "start" < {lim} '
-        f'AND ("end" IS NULL OR ("end" >= "start" AND "end" < {lim}))'
-    )
     bad = conn.execute(
-        f"SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) AND NOT ({good})"
+        f"SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) AND NOT ({_usable()})"
     ).fetchone()[0]
     if bad:
         dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
+
+
+def _usable() -> str:
+    """A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns
+    (text sorts above every number in SQLite, so a text time fails `< limit`)."""
+    lim = TIME_LIMIT_NS
+    return (
+        f'"start" IS NOT NULL AND "start" > {-lim} AND "start" < {lim} '
+        f'AND ("end" IS NULL OR ("end" >= "start" AND "end" < {lim}))'
+    )
+
+
+def read_regions(
+    conn: sqlite3.Connection,
+    have: set[str],
+    strings: pl.DataFrame,
+    capture_end_ns: int,
+    warnings: list[str],
+    in_time_order: bool = True,
+) -> Iterator[pl.DataFrame]:
+    """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
+
+    With ``in_time_order`` the ranges are read as stored (start order) and numbered and nested
+    block by block (:mod:`tracekit.sources.nsys.nvtx_time`); a chunk out of start order raises
+    :class:`~tracekit.sources.nsys.nvtx_time.NotInTimeOrder` (the caller reads again without
+    ``in_time_order``). Otherwise, or when the ranges cannot be numbered that way, SQLite sorts
+    them by (globalTid, start, end desc); each chunk is nested together with the ranges still
+    open from the previous chunk. Either way memory stays bounded and region_id, depth and
+    parent are the same as nesting everything at once.
+    """
+    if NVTX_TABLE not in have:
+        return
+    cols = columns(conn, NVTX_TABLE)
+    where = f"eventType IN ({PUSH_POP}, {START_END}) AND {_usable()}"
+    offsets = thread_offsets(conn, NVTX_TABLE, where) if in_time_order else None
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
     domain = '"domainId"' if "domainId" in cols else "NULL"
-    sql = (
-        f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} '
-        f"WHERE eventType IN ({PUSH_POP}, {START_END}) AND {good} "
-        f'ORDER BY globalTid, "start", coalesce("end", ?) DESC'
-    )
+    sql = f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} WHERE {where}'
+    params: list[int] = []
+    if offsets is None:
+        sql += ' ORDER BY globalTid, "start", coalesce("end", ?) DESC'
+        params = [capture_end_ns]
     sch: dict[str, pl.DataType] = {
         "start_ns": _I64,
         "end_ns": _I64,
@@ -112,31 +129,81 @@ def read_regions(
     }
     lookup = strings.rename({"id": "text_id", "value": "_registered"})
     domains = _domains(conn, cols)
-    carry = pl.DataFrame()
-    next_id = n_open = n_cross = 0
-    for df in iter_frames(conn, sql, sch, [capture_end_ns]):
-        df = (
-            df.join(lookup, on="text_id", how="left", maintain_order="left")
-            .with_columns(
-                pl.coalesce("text", "_registered").alias("name"),
-                pid_of(pl.col("gtid")).alias("pid"),
-                tid_of(pl.col("gtid")).alias("tid"),
-                pl.col("end_ns").is_null().alias("unterminated"),
-                pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
-                pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
-                .then(tid_of(pl.col("end_gtid")))
-                .alias("end_tid"),
-                pl.lit(schema.REGION_NVTX).alias("kind"),
+
+    def ranges() -> Iterator[pl.DataFrame]:
+        for df in _frames(conn, sql, sch, params, strict=offsets is not None):
+            df = (
+                df.join(lookup, on="text_id", how="left", maintain_order="left")
+                .with_columns(
+                    pl.coalesce("text", "_registered").alias("name"),
+                    pid_of(pl.col("gtid")).alias("pid"),
+                    tid_of(pl.col("gtid")).alias("tid"),
+                    pl.col("end_ns").is_null().alias("unterminated"),
+                    pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias(
+                        "end_ns"
+                    ),
+                    pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
+                    .then(tid_of(pl.col("end_gtid")))
+                    .alias("end_tid"),
+                    pl.lit(schema.REGION_NVTX).alias("kind"),
+                )
+                .drop("text", "_registered", "text_id")
             )
-            .drop("text", "_registered", "text_id")
-        )
-        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop(
-            "gtid", "end_gtid", "domain_id"
-        )
-        df = df.with_row_index("region_id", offset=next_id).with_columns(pl.col("region_id").cast(pl.Int64))
-        next_id += df.height
+            yield df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop(
+                "end_gtid", "domain_id"
+            )
+
+    if offsets is None:
+        chunks = _sorted_chunks(ranges())
+    else:
+        # The sorted read's tie order: a never-ended range sorts as if it ended at the capture end.
+        end_key = pl.when(pl.col("unterminated")).then(pl.lit(capture_end_ns)).otherwise(pl.col("end_ns"))
+        chunks = _time_order_chunks(ranges(), offsets, end_key)
+    n_open = n_cross = 0
+    for df in chunks:
         n_open += int(df["unterminated"].sum())
         n_cross += int(df["end_tid"].is_not_null().sum())
+        yield df
+    if n_open:
+        warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
+    if n_cross:
+        warnings.append(
+            f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread"
+        )
+
+
+def _frames(
+    conn: sqlite3.Connection, sql: str, sch: dict[str, pl.DataType], params: list[int], strict: bool
+) -> Iterator[pl.DataFrame]:
+    """:func:`iter_frames`; with ``strict`` a cell of another type (a float time, a text
+    globalTid: SQLite orders those otherwise than their null or truncated value) raises
+    NotInTimeOrder, and the sorted read, which keeps them as before, takes over."""
+    try:
+        yield from iter_frames(conn, sql, sch, params, strict=strict)
+    except TypeError as exc:
+        raise NotInTimeOrder(str(exc)) from None
+
+
+def _time_order_chunks(
+    frames: Iterator[pl.DataFrame], offsets: dict[int, int], end_key: pl.Expr
+) -> Iterator[pl.DataFrame]:
+    """Ranges read in storage (start) order → numbered and nested chunks, in region_id order."""
+    nesting = Nesting()
+    for block in in_start_blocks(frames):
+        block = number(block, offsets, end_key)
+        yield nesting.add(block).drop("gtid").sort("region_id")
+
+
+def _sorted_chunks(frames: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """Ranges sorted by (globalTid, start, end desc) → numbered and nested chunks: each chunk is
+    nested with the ranges of its first thread still open at the end of the previous chunk."""
+    carry = pl.DataFrame()
+    next_id = 0
+    for df in frames:
+        df = (
+            df.drop("gtid").with_row_index("region_id", offset=next_id).with_columns(pl.col("region_id").cast(pl.Int64))
+        )
+        next_id += df.height
         work = (
             pl.concat([carry, df.with_columns(pl.lit(False).alias("_carried"))], how="diagonal_relaxed")
             if carry.height
@@ -149,12 +216,6 @@ def read_regions(
         )
         carry = carry.with_columns(pl.lit(True).alias("_carried"))
         yield nested.filter(~pl.col("_carried")).drop("_carried").sort("region_id")
-    if n_open:
-        warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
-    if n_cross:
-        warnings.append(
-            f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread"
-        )
 
 
 def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
@@ -170,20 +231,25 @@ def _domains(conn: sqlite3.Connection, cols: set[str]) -> pl.DataFrame:
 
 
 def op_rows(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
-    """Un-numbered ops rows for the NVTX ranges of ``regions`` whose text carries shapes (usually none)."""
+    """Un-numbered ops rows (with the region_id of their range) for the NVTX ranges of ``regions``
+    whose text carries shapes (usually none)."""
     names = regions.select(pl.col("name").unique()).drop_nulls()["name"]
     emit = names.filter(names.str.contains(r", sizes = \["))
     pyprof = names.filter(names.str.starts_with("{") & names.str.contains("'args'"))
     parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), dropped)])
-    ops = regions.select("name", "pid", "tid", "start_ns", "end_ns").join(parsed, on="name", how="inner")
+    ops = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns").join(
+        parsed, on="name", how="inner", maintain_order="left"
+    )
     return ops.with_columns(pl.col("op_name").alias("name")).drop("op_name")
 
 
 def number_ops(rows: pl.DataFrame) -> pl.DataFrame:
-    """Give ops rows their ``op_id`` and nest them per (pid, tid)."""
+    """Give ops rows their ``op_id`` (in pid, tid, start order; ties in the order of their NVTX
+    ranges' region_id, whatever order the chunks came in) and nest them per (pid, tid)."""
     if rows.height == 0:
         return schema.empty("ops").drop("trace_id")
-    ops = rows.sort("pid", "tid", "start_ns").with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
+    ops = rows.sort("pid", "tid", "start_ns", "region_id").drop("region_id")
+    ops = ops.with_row_index("op_id").with_columns(pl.col("op_id").cast(pl.Int64))
     return nest(ops, ["pid", "tid"], "op_id")
 
 

@@ -147,9 +147,11 @@ def iter_frames(
     schema: dict[str, pl.DataType],
     params: Sequence[Any] = (),
     chunk_rows: int | None = None,
+    strict: bool = False,
 ) -> Iterator[pl.DataFrame]:
     """Run ``sql`` and yield its rows as frames of at most ``chunk_rows`` rows (default
-    :data:`CHUNK_ROWS`, read at call time); nothing when there are no rows.
+    :data:`CHUNK_ROWS`, read at call time); nothing when there are no rows. A cell of another
+    type than its column's becomes null (a float is truncated), or with ``strict`` raises TypeError.
 
     Text cells are decoded by sqlite3's own (C) UTF-8 decoder — the connection's replacing
     decoder (:func:`_text`) is a Python call per cell (fetching 1.7 M NVTX rows: 2.6 s with it,
@@ -176,7 +178,7 @@ def iter_frames(
         done += len(rows)
         with _gc_paused():
             cols: Iterable[Any] = zip(*rows, strict=True)
-            frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=False)
+            frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=strict)
             del rows, cols
         yield frame
 

@@ -1,0 +1,165 @@
+"""NVTX ranges read in storage (start) order and nested block by block
+(tracekit/sources/nsys/nvtx_time.py) give exactly the regions of the sorted read (SQLite ORDER BY
+globalTid, start, end desc, nested all at once): same region_id, depth and parent_id, on a real
+export with tiny chunks and on made-up exports with ties, zero-length, never-ended and partially
+overlapping ranges; exports not stored in start order are read sorted instead."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit.sources.nsys.nvtx as nvtx
+import tracekit.sources.nsys.sql as sq
+from tracekit.sources.nsys.ingest import ingest_nsys
+from tracekit.sources.nsys.loader import load_nsys
+from tracekit.tables.intervals import nest
+from tracekit.tables.trace import read_dataset
+
+XENT = "nsys/fuser/report1_a0498920_crossentropy.sqlite"  # 13513 ranges on 9 threads, depth > 3
+STOP = 10_000  # ANALYSIS_DETAILS.stopTime of the made-up exports: where never-ended ranges end
+
+
+def _sorted_read(path: Path, monkeypatch: pytest.MonkeyPatch) -> pl.DataFrame:
+    """The regions of the sorted read, in one chunk (nested all at once)."""
+    with monkeypatch.context() as m:
+        m.setattr(nvtx, "thread_offsets", lambda *a: None)
+        m.setattr(sq, "CHUNK_ROWS", 1_000_000)
+        return load_nsys(path).regions
+
+
+def _sql_seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = sq.iter_frames
+
+    def spy(conn, sql, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append(sql)
+        return real(conn, sql, *a, **k)
+
+    monkeypatch.setattr(nvtx, "iter_frames", spy)
+    return seen
+
+
+def test_real_export_read_in_start_order_equals_the_sorted_read(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = shared_traces / XENT
+    want = _sorted_read(path, monkeypatch)
+    seen = _sql_seen(monkeypatch)
+    for rows in (97, 1000, 200_000):
+        monkeypatch.setattr(sq, "CHUNK_ROWS", rows)
+        got = load_nsys(path).regions
+        assert got.equals(want), rows
+    nvtx_reads = [s for s in seen if "NVTX_EVENTS" in s and "eventType IN" in s]
+    assert nvtx_reads and not any("ORDER BY" in s for s in nvtx_reads)  # no SQLite sort
+    assert int(want["depth"].max()) > 3  # type: ignore[arg-type]
+    # region_id is the position in (globalTid, start, end desc) order (docs/nsys.md).
+    order = want.sort("pid", "tid", "start_ns", pl.col("end_ns"), descending=[False, False, False, True])
+    assert order["region_id"].to_list() == list(range(want.height))
+
+
+def _made_up(path: Path, seed: int, n: int = 600) -> Path:
+    """An export holding only NVTX ranges: 3 threads, starts on a coarse grid (many ties),
+    zero-length ranges, ranges never ended (some starting after the capture end), ranges that
+    overlap without nesting; rows stored in start order, ties in random order."""
+    rnd = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        start = rnd.randrange(0, 12_000, 25)
+        kind = rnd.random()
+        if kind < 0.1:
+            end: int | None = start
+        elif kind < 0.15:
+            end = None
+        else:
+            end = start + rnd.choice([25, 50, 100, 400, 2000, rnd.randrange(1, 3000)])
+        gtid = (4242 << 24) | rnd.choice([7, 8, 9])
+        rows.append((start, end, 59 if rnd.random() < 0.7 else 60, f"r{rnd.randrange(20)}", gtid))
+    rows.sort(key=lambda r: r[0])  # stable: ties keep their random order
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE ANALYSIS_DETAILS (stopTime INTEGER);"
+        'CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL, '
+        "text TEXT, textId INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER);"
+    )
+    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?)", (STOP,))
+    conn.executemany(
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 0)', rows
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("chunk", [5, 64])
+def test_made_up_ranges_equal_the_sorted_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int
+) -> None:
+    path = _made_up(tmp_path / "x.sqlite", seed)
+    want = _sorted_read(path, monkeypatch)
+    # The sorted read nested at once is nest() over all the ranges of each thread.
+    again = nest(want.drop("depth", "parent_id"), ["pid", "tid"], "region_id").sort("region_id")
+    assert again.select("depth", "parent_id").equals(want.select("depth", "parent_id"))
+    assert want.filter(pl.col("unterminated") & (pl.col("start_ns") > STOP)).height > 0
+    assert want.filter(pl.col("start_ns") == pl.col("end_ns")).height > 0
+    monkeypatch.setattr(sq, "CHUNK_ROWS", chunk)
+    seen = _sql_seen(monkeypatch)
+    got = load_nsys(path).regions
+    assert got.equals(want)
+    assert not any("ORDER BY" in s for s in seen if "eventType IN" in s)
+
+
+def _appended(shared_traces: Path, tmp_path: Path, *stmts: str) -> Path:
+    db = tmp_path / "x.sqlite"
+    shutil.copyfile(shared_traces / XENT, db)
+    db.chmod(0o644)
+    conn = sqlite3.connect(db)
+    for s in stmts:
+        conn.execute(s)
+    conn.commit()
+    conn.close()
+    return db
+
+
+GTID = "(SELECT globalTid FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1)"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # An early range stored last: not in start order.
+        f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) VALUES (100, 200, 59, 'early', {GTID})",
+        # A real start, still in order for SQLite, which orders it otherwise than its truncated value.
+        "UPDATE NVTX_EVENTS SET start = start + 0.5 WHERE rowid = 5000",
+    ],
+    ids=["out of order", "real start"],
+)
+def test_export_not_in_start_order_is_read_sorted(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: str
+) -> None:
+    db = _appended(
+        shared_traces,
+        tmp_path,
+        edit,
+        # An unusable range: counted once in parse_stats.dropped, whichever read is used.
+        f"INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) VALUES (300, 200, 59, 'bad', {GTID})",
+    )
+    monkeypatch.setattr(sq, "CHUNK_ROWS", 1000)  # the disorder shows after the first chunks
+    want = _sorted_read(db, monkeypatch)
+    seen = _sql_seen(monkeypatch)
+    tr = load_nsys(db)
+    assert tr.regions.equals(want)
+    assert [("ORDER BY" in s) for s in seen if "eventType IN" in s] == [False, True]  # read again, sorted
+    drops = tr.meta["parse_stats"]["dropped"]
+    assert drops["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] == 1
+    tid = ingest_nsys(db, tmp_path / "ds")
+    back = read_dataset(tmp_path / "ds", trace_id=tid)
+    assert back.regions.sort("region_id").equals(want)
+    assert back.meta["parse_stats"] == tr.meta["parse_stats"]
