@@ -54,21 +54,53 @@ def union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
 
 def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
     """Group-major int64 keys: group number × (time extent + 1) + (t − t0), for pieces' s, e and
-    the layer's s, e; None when that could overflow (then the caller joins with ``by``)."""
-    both = pl.concat([pieces.select(*by, "s", "e"), layer.select(*by, "s", "e")])
-    t0, t1 = both.select(pl.col("s").min(), pl.col("e").max()).row(0)
-    extent = int(t1) - int(t0) + 1
-    g = (
-        both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
-        if len(by) > 1
-        else both[by[0]].rank("dense").cast(pl.Int64())
+    the layer's s, e; None when that could overflow (then the caller joins with ``by``). The
+    group number is the dense rank of ``by`` over pieces and layer together; the pieces' and the
+    layer's columns are not concatenated, only their group keys."""
+    t0, t1 = (
+        pl.concat([x.select(pl.col("s").min(), pl.col("e").max()) for x in (pieces, layer)])
+        .select(pl.col("s").min(), pl.col("e").max())
+        .row(0)
     )
+    extent = int(t1) - int(t0) + 1
+    g = _group_rank(pieces, layer, by)
     if (int(g.max() or 0) + 1) * extent >= 2**62:  # type: ignore[arg-type]
         return None
-    off = g * extent - int(t0)
     n = pieces.height
-    ks, ke = both["s"] + off, both["e"] + off
-    return ks.head(n), ke.head(n), ks.tail(layer.height), ke.tail(layer.height)
+    gp, gl = g.head(n) * extent - int(t0), g.tail(layer.height) * extent - int(t0)
+    return pieces["s"] + gp, pieces["e"] + gp, layer["s"] + gl, layer["e"] + gl
+
+
+def _group_rank(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> pl.Series:
+    """Dense rank (Int64, from 1) of the ``by`` values of the pieces then the layer rows. Two
+    integer columns without nulls whose ranges pack into one int64 are ranked as that number
+    (the same order as the struct of the two: first column major), else as a struct."""
+    if len(by) == 1:
+        return pl.concat([pieces[by[0]], layer[by[0]]]).rank("dense").cast(pl.Int64())
+    parts = [pieces.select(by), layer.select(by)]
+    a, b = by if len(by) == 2 else (None, None)
+    if a is not None and b is not None and all(p.schema[c].is_integer() for p in parts for c in (a, b)):
+        lo_hi = pl.concat(
+            [
+                p.select(
+                    pl.col(a).min().alias("a0"),
+                    pl.col(a).max().alias("a1"),
+                    pl.col(b).min().alias("b0"),
+                    pl.col(b).max().alias("b1"),
+                    pl.col(a).null_count().alias("an"),
+                    pl.col(b).null_count().alias("bn"),
+                ).cast(pl.Int64())
+                for p in parts
+            ]
+        ).select(
+            pl.col("a0").min(), pl.col("a1").max(), pl.col("b0").min(), pl.col("b1").max(), pl.col("an", "bn").sum()
+        )
+        a0, a1, b0, b1, an, bn = lo_hi.row(0)
+        if a0 is not None and b0 is not None and an == 0 and bn == 0 and (a1 - a0 + 1) * (b1 - b0 + 1) < 2**62:
+            key = (pl.col(a).cast(pl.Int64()) - a0) * (b1 - b0 + 1) + (pl.col(b).cast(pl.Int64()) - b0)
+            return pl.concat([p.select(key.alias("_k"))["_k"] for p in parts]).rank("dense").cast(pl.Int64())
+    both = pl.concat(parts)
+    return both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
 
 
 def split(
