@@ -161,3 +161,22 @@ def _strings(x: Any) -> list[str]:
     if isinstance(x, list):
         return [s for v in x for s in _strings(v)]
     return []
+
+
+def test_json_safe_precheck_finds_every_unsafe_character() -> None:
+    # report/jsonout.py checks per lead byte before escaping: each of the 44 terminal-unsafe
+    # characters is found among many harmless characters of the same lead byte (µ = C2 B5,
+    # – = E2 80 93), and a document holding only harmless ones comes back as the same bytes.
+    import json
+
+    from tracekit.conventions import TERMINAL_UNSAFE
+    from tracekit.report.jsonout import safe
+
+    harmless = json.dumps({"t": "12.5 µs – 3 µs " * 50}, ensure_ascii=False).encode()
+    assert safe(harmless) is harmless
+    for lo, hi in TERMINAL_UNSAFE:
+        for c in range(lo, hi + 1):
+            doc = json.dumps({"t": "12.5 µs – " * 50 + chr(c) + " µs"}, ensure_ascii=False).encode()
+            out = safe(doc)
+            assert chr(c).encode() not in out and b"\\u%04x" % c in out
+            assert json.loads(out) == json.loads(doc)

@@ -174,10 +174,15 @@ _DIMS4: Final = r"^\s*\[\s*\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]"
 def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     """(op_id, name, batch, query_len) for the attention ops whose query shape is known; one layout
     family per trace (SDPA ops, else flash/efficient entry points) so a call is never counted twice."""
-    fwd = ops.filter(~pl.col("name").str.contains("(?i)backward"))
-    sdpa = fwd.filter(pl.col("name").str.contains(_SDPA_RE)).filter(pl.col("depth") == pl.col("depth").min())
+    # the name rules run once per distinct name (a million ops hold a few hundred), not per op
+    names = ops.select(pl.col("name").unique()).filter(~pl.col("name").str.contains("(?i)backward"))
+
+    def named(pattern: str) -> pl.DataFrame:
+        return ops.filter(pl.col("name").is_in(names.filter(pl.col("name").str.contains(pattern))["name"].implode()))
+
+    sdpa = named(_SDPA_RE).filter(pl.col("depth") == pl.col("depth").min())
     use_sdpa = sdpa.height > 0
-    att = sdpa if use_sdpa else fwd.filter(pl.col("name").str.contains(_FLASH_RE))
+    att = sdpa if use_sdpa else named(_FLASH_RE)
     q_idx = 3 if use_sdpa else 2
     dims = pl.col("input_dims")
     return att.select(

@@ -203,9 +203,15 @@ def replay_note(activities: pl.DataFrame) -> str | None:
     matched): kernels, device time and graph launches; None when there are none."""
     if "launch_name" not in activities.columns:
         return None
-    g = activities.filter(
-        pl.col("launch_name").str.contains(GRAPH_LAUNCH_RE) & ~pl.col("launch_name").str.ends_with(NODE_SUFFIX)
+    # the name rule runs once per distinct launch name, not per activity
+    graph = (
+        activities.select(pl.col("launch_name").unique())
+        .filter(pl.col("launch_name").str.contains(GRAPH_LAUNCH_RE) & ~pl.col("launch_name").str.ends_with(NODE_SUFFIX))
+        .get_column("launch_name")
     )
+    if graph.len() == 0:
+        return None
+    g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
     if g.height == 0:
         return None
     ns = int(g["dur_ns"].sum() or 0)
