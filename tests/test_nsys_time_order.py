@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -154,7 +155,9 @@ def test_export_not_in_start_order_is_read_sorted(
     monkeypatch.setattr(sq, "CHUNK_ROWS", 1000)  # the disorder shows after the first chunks
     want = _sorted_read(db, monkeypatch)
     seen = _sql_seen(monkeypatch)
+    threads = threading.active_count()
     tr = load_nsys(db)
+    assert threading.active_count() == threads  # the abandoned read's fetching thread has ended
     assert tr.regions.equals(want)
     assert [("ORDER BY" in s) for s in seen if "eventType IN" in s] == [False, True]  # read again, sorted
     drops = tr.meta["parse_stats"]["dropped"]

@@ -27,7 +27,8 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.nsys import sql as sq
-from tracekit.sources.nsys.nvtx import NVTX_TABLE, count_skipped, number_ops, op_rows, read_regions
+from tracekit.sources.nsys.background import Background
+from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, op_rows, prepass, read_regions
 from tracekit.sources.nsys.nvtx_time import NotInTimeOrder
 from tracekit.sources.nsys.tables import (
     KERNEL_TABLE,
@@ -66,6 +67,7 @@ class Export:
     warnings: list[str] = field(default_factory=list)
     pids: set[int] = field(default_factory=set)
     capture_end_ns: int = 0
+    nvtx: Background[tuple[Counter[str], dict[int, int] | None]] | None = None  # nvtx.prepass
 
 
 @contextmanager
@@ -77,6 +79,7 @@ def open_export(path: str | os.PathLike[str]) -> Iterator[Export]:
         conn = _open(p)
     except sqlite3.Error as exc:
         raise sq.describe_db_error(p, exc) from None
+    ex: Export | None = None
     try:
         have = sq.tables(conn)
         if not have & EXPORT_MARKERS:
@@ -84,11 +87,15 @@ def open_export(path: str | os.PathLike[str]) -> Iterator[Export]:
                 f"{p}: an SQLite database but not an Nsight Systems export (no StringIds or nsys metadata tables)"
             )
         ex = Export(p, conn, have, sq.all_strings(conn, have))
+        if NVTX_TABLE in have:
+            ex.nvtx = Background(lambda: _open(p), lambda c: prepass(c, have))
         ex.capture_end_ns = _capture_end(conn, have)
         yield ex
     except sqlite3.Error as exc:
         raise sq.describe_db_error(p, exc) from None
     finally:
+        if ex is not None and ex.nvtx is not None:
+            ex.nvtx.cancel()
         conn.close()
 
 
@@ -109,8 +116,13 @@ def region_chunks(ex: Export, in_time_order: bool = True) -> Iterator[pl.DataFra
     """``regions`` rows, chunk by chunk (:func:`~tracekit.sources.nsys.nvtx.read_regions`), after
     counting the NVTX events that are no usable range in ``ex.dropped``. With ``in_time_order`` a
     chunk out of start order raises NotInTimeOrder (see :func:`regions_once`)."""
-    count_skipped(ex.conn, ex.have, ex.dropped)
-    for df in read_regions(ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, in_time_order):
+    if ex.nvtx is None:
+        return
+    skipped, offsets = ex.nvtx.result()
+    ex.dropped.update(skipped)
+    for df in read_regions(
+        ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, offsets if in_time_order else None
+    ):
         ex.pids.update(df["pid"].unique().drop_nulls().to_list())
         yield df
 
@@ -123,10 +135,13 @@ def regions_once(ex: Export, consume: Callable[[Iterator[pl.DataFrame]], T], res
     try:
         return consume(region_chunks(ex))
     except NotInTimeOrder:
-        ex.dropped.clear()
-        ex.dropped.update(saved)
-        restart()
-        return consume(region_chunks(ex, in_time_order=False))
+        pass
+    # Outside the except block: its traceback, which kept the abandoned read (and the thread
+    # fetching it, sql.ahead) alive, is gone, so that read has stopped before this one starts.
+    ex.dropped.clear()
+    ex.dropped.update(saved)
+    restart()
+    return consume(region_chunks(ex, in_time_order=False))
 
 
 def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:

@@ -76,6 +76,23 @@ def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str
         dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
 
 
+def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None]:
+    """What :func:`read_regions` needs before its first chunk, counted by SQLite (run in a thread
+    on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the
+    skipped NVTX events (:func:`count_skipped`) and the region_id offsets of a read in start order
+    (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`; None: read sorted)."""
+    skipped: Counter[str] = Counter()
+    if NVTX_TABLE not in have:
+        return skipped, None
+    count_skipped(conn, have, skipped)
+    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges())
+
+
+def _ranges() -> str:
+    """The NVTX events read as ranges: push/pop and start/end ranges with usable times."""
+    return f"eventType IN ({PUSH_POP}, {START_END}) AND {_usable()}"
+
+
 def _usable() -> str:
     """A usable range: an integer start and (when closed) end >= start, both within ±2^62 ns
     (text sorts above every number in SQLite, so a text time fails `< limit`)."""
@@ -92,14 +109,15 @@ def read_regions(
     strings: pl.DataFrame,
     capture_end_ns: int,
     warnings: list[str],
-    in_time_order: bool = True,
+    offsets: dict[int, int] | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
 
-    With ``in_time_order`` the ranges are read as stored (start order) and numbered and nested
-    block by block (:mod:`tracekit.sources.nsys.nvtx_time`); a chunk out of start order raises
+    With ``offsets`` (globalTid → region_id of its first range: :func:`prepass`) the ranges are
+    read as stored (start order) and numbered and nested block by block
+    (:mod:`tracekit.sources.nsys.nvtx_time`); a chunk out of start order raises
     :class:`~tracekit.sources.nsys.nvtx_time.NotInTimeOrder` (the caller reads again without
-    ``in_time_order``). Otherwise, or when the ranges cannot be numbered that way, SQLite sorts
+    ``offsets``). Without them SQLite sorts
     them by (globalTid, start, end desc); each chunk is nested together with the ranges still
     open from the previous chunk. Either way memory stays bounded and region_id, depth and
     parent are the same as nesting everything at once.
@@ -107,8 +125,7 @@ def read_regions(
     if NVTX_TABLE not in have:
         return
     cols = columns(conn, NVTX_TABLE)
-    where = f"eventType IN ({PUSH_POP}, {START_END}) AND {_usable()}"
-    offsets = thread_offsets(conn, NVTX_TABLE, where) if in_time_order else None
+    where = _ranges()
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
@@ -132,33 +149,33 @@ def read_regions(
 
     def ranges() -> Iterator[pl.DataFrame]:
         for df in _frames(conn, sql, sch, params, strict=offsets is not None):
-            df = (
-                df.join(lookup, on="text_id", how="left", maintain_order="left")
-                .with_columns(
-                    pl.coalesce("text", "_registered").alias("name"),
-                    pid_of(pl.col("gtid")).alias("pid"),
-                    tid_of(pl.col("gtid")).alias("tid"),
-                    pl.col("end_ns").is_null().alias("unterminated"),
-                    pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias(
-                        "end_ns"
-                    ),
-                    pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
-                    .then(tid_of(pl.col("end_gtid")))
-                    .alias("end_tid"),
-                    pl.lit(schema.REGION_NVTX).alias("kind"),
-                )
-                .drop("text", "_registered", "text_id")
-            )
-            yield df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left").drop(
-                "end_gtid", "domain_id"
-            )
+            if df["text_id"].null_count() == df.height:  # no registered strings: nothing to join
+                df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("_registered"))
+            else:
+                df = df.join(lookup, on="text_id", how="left", maintain_order="left")
+            df = df.with_columns(
+                pl.coalesce("text", "_registered").alias("name"),
+                pid_of(pl.col("gtid")).alias("pid"),
+                tid_of(pl.col("gtid")).alias("tid"),
+                pl.col("end_ns").is_null().alias("unterminated"),
+                pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
+                pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
+                .then(tid_of(pl.col("end_gtid")))
+                .alias("end_tid"),
+                pl.lit(schema.REGION_NVTX).alias("kind"),
+            ).drop("text", "_registered", "text_id")
+            if domains.height:
+                df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
+            else:
+                df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("domain"))
+            yield df.drop("end_gtid", "domain_id")
 
     if offsets is None:
         chunks = _sorted_chunks(ranges())
     else:
         # The sorted read's tie order: a never-ended range sorts as if it ended at the capture end.
         end_key = pl.when(pl.col("unterminated")).then(pl.lit(capture_end_ns)).otherwise(pl.col("end_ns"))
-        chunks = _time_order_chunks(ranges(), offsets, end_key)
+        chunks = _time_order_chunks(ranges(), dict(offsets), end_key)
     n_open = n_cross = 0
     for df in chunks:
         n_open += int(df["unterminated"].sum())
@@ -237,9 +254,10 @@ def op_rows(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     emit = names.filter(names.str.contains(r", sizes = \["))
     pyprof = names.filter(names.str.starts_with("{") & names.str.contains("'args'"))
     parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), dropped)])
-    ops = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns").join(
-        parsed, on="name", how="inner", maintain_order="left"
-    )
+    source = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns")
+    if parsed.height == 0:  # the usual case: no join of every range against nothing
+        source = source.clear()
+    ops = source.join(parsed, on="name", how="inner", maintain_order="left")
     return ops.with_columns(pl.col("op_name").alias("name")).drop("op_name")
 
 

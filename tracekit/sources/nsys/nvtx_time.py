@@ -137,7 +137,9 @@ class Nesting:
         # depth = earlier ranges of the thread (carried open ones + those ahead in the block) minus
         # those closed by the range's start: every range (carried or in the block) with end <=
         # start, less the zero-length ones of the same start at or after it (they sort last).
-        ends = pl.concat([self.open, work.select("gtid", "end_ns")]).sort("gtid", "end_ns")
+        # Sorted by end only (one key: much cheaper than gtid, end); the as-of join below needs
+        # the ends sorted within each thread, and counts them in that order.
+        ends = pl.concat([self.open, work.select("gtid", "end_ns")]).sort("end_ns")
         ends = ends.with_columns(pl.int_range(1, pl.len() + 1, dtype=_I64).over("gtid").alias("_closed"))
         held = self.open.group_by("gtid").len().select("gtid", pl.col("len").cast(_I64).alias("_held"))
         zero = (pl.col("end_ns") == pl.col("start_ns")).cast(_I64)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import gc
 import os
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -157,8 +159,22 @@ def iter_frames(
     decoder (:func:`_text`) is a Python call per cell (fetching 1.7 M NVTX rows: 2.6 s with it,
     2.1 s without). A cell that is not UTF-8 stops that decoder; the statement is then run again and
     continued with the replacing decoder from the row where it stopped (a read-only file gives
-    the same rows in the same order)."""
-    chunk_rows = chunk_rows or CHUNK_ROWS
+    the same rows in the same order).
+
+    The rows are fetched one chunk ahead in a second thread (:func:`ahead`): SQLite and the row
+    tuples keep one core busy while the caller's polars work and Parquet writes, which release
+    the GIL, run on another."""
+    return ahead(_frames(conn, sql, schema, params, chunk_rows or CHUNK_ROWS, strict))
+
+
+def _frames(
+    conn: sqlite3.Connection,
+    sql: str,
+    schema: dict[str, pl.DataType],
+    params: Sequence[Any],
+    chunk_rows: int,
+    strict: bool,
+) -> Iterator[pl.DataFrame]:
     cur = conn.execute(sql, tuple(params))
     names = list(schema)
     done, fast = 0, True
@@ -181,6 +197,57 @@ def iter_frames(
             frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=strict)
             del rows, cols
         yield frame
+
+
+T = TypeVar("T")
+
+
+def ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, produced in a second thread at most one item ahead of the consumer (so at most
+    three are alive: the one consumed, the one waiting, the one being made). An exception raised
+    by ``items`` is raised here; when the consumer stops early, the producer stops after the item
+    it is making and is joined before this generator ends (the connection is then free)."""
+    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def put(kind: int, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(_ITEM, item):
+                    return
+            put(_END, None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put(_ERROR, exc)
+
+    worker = threading.Thread(target=produce, name="tracekit-sqlite-fetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == _ITEM:
+                yield value
+            elif kind == _END:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        worker.join()
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+_ITEM, _END, _ERROR = 0, 1, 2
 
 
 @contextmanager
