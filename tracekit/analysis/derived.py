@@ -318,7 +318,8 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
             scans[0] = scans[0].select([c for c in have if c in activity_columns])
         if kernel_names:
             scans[0] = scans[0].select(pl.exclude("name"))
-        frames = {n: schema.null_constants(f) for n, f in zip(names, pl.collect_all(scans))}
+        # one chunk per column: columns added later do not copy the frame (tables/trace.py read_dataset)
+        frames = {n: schema.null_constants(f.rechunk()) for n, f in zip(names, pl.collect_all(scans))}
     except (OSError, pl.exceptions.PolarsError):
         return None
     if kernel_names:

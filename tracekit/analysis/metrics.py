@@ -76,7 +76,7 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     base = costs.select("pid", "tid", "start_ns", "end_ns").with_columns(own.alias("_own"), cov.alias("_cov"))
     launching = base[launch].with_columns(launch.alias("_pos"))
     direct = launching.filter(pl.col("_own"))["_pos"]
-    out = pl.Series("owner", [None] * costs.height, dtype=pl.Int64())
+    out = pl.repeat(None, costs.height, dtype=pl.Int64(), eager=True).alias("owner")
     if direct.len():
         out = out.scatter(direct, direct)
     todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
@@ -127,23 +127,20 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     _, cov = _cost_flags(costs)
     opos = owner_positions(costs, pos).gather(pos)
 
-    def col(name: str, dtype: pl.DataType, at: pl.Series) -> pl.Series:
-        if name not in costs.columns:
-            return pl.Series([None] * acts.height, dtype=dtype)
-        return costs[name].gather(at).cast(dtype)
+    def col(name: str, dtype: pl.DataType, at: pl.Series) -> pl.Expr:
+        # a gather in the engine: a column held as a null constant stays one (no per-row copy)
+        return pl.col(name).gather(at).cast(dtype) if name in costs.columns else pl.lit(None, dtype=dtype)
 
-    dtype = pl.select(pl.coalesce(col("dtype", pl.String(), opos), col("dtype", pl.String(), pos))).to_series()
-    added = [
+    added = costs.select(
         col("op_id", pl.Int64(), opos).alias("cost_op_id"),
         col("name", pl.String(), opos).alias("cost_op_name"),
         col("flops", pl.Float64(), opos).alias("op_flops"),
         col("bytes", pl.Float64(), opos).alias("op_bytes"),
         col("cost_model", pl.String(), opos).alias("cost_model"),
-        dtype.alias("dtype"),
-        cov.gather(pos).fill_null(False).alias("covered"),
-    ]
+        pl.coalesce(col("dtype", pl.String(), opos), col("dtype", pl.String(), pos)).alias("dtype"),
+    ).with_columns(cov.gather(pos).fill_null(False).alias("covered"))
     # cost columns that are all null (no op of the trace has a cost model) hold no memory per row
-    return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(pl.DataFrame(added))], how="horizontal")
+    return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(added)], how="horizontal")
 
 
 def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:

@@ -229,6 +229,9 @@ def read_dataset(
     # One engine call reads and conforms the five files together (was 5 reads + 8 eager steps).
     *frames, mf = pl.collect_all(scans)
     counts, frames = frames[len(schema.TABLES) :], frames[: len(schema.TABLES)]
+    # One chunk per column (a file's row groups arrive as chunks): adding a column to a frame of
+    # several chunks copies every column, and the analysis adds columns to these tables.
+    frames = [f.rechunk() for f in frames]
     if columns is not None or rows is not None:  # a reader that keeps the tables: empty columns hold no memory
         frames = [schema.null_constants(f) for f in frames]
     tables = dict(zip(schema.TABLES, frames))
