@@ -358,3 +358,33 @@ def test_split_packed_equals_join_path() -> None:
     # and together they cover the pieces exactly
     total = int((p["e"] - p["s"]).sum())
     assert int((a_cov["e"] - a_cov["s"]).sum()) + int((a_rest["e"] - a_rest["s"]).sum()) == total
+
+
+def test_split_group_rank_equals_struct_rank() -> None:
+    # interval_split._group_rank: two integer thread keys packed into one int64 and ranked by a
+    # binary search in their distinct values give the dense rank of the (pid, tid) struct; one key
+    # gives its own dense rank (negative values and 2^40-wide ranges included; nulls: the struct).
+    import random
+
+    from tracekit.analysis.interval_split import _group_rank
+
+    rnd = random.Random(5)
+    schema = {"pid": pl.Int64(), "tid": pl.Int64(), "region_id": pl.Int64()}
+    for _ in range(200):
+        big = rnd.choice([3, 1000, 2**40])
+
+        def frame(n: int) -> pl.DataFrame:
+            return pl.DataFrame(
+                {c: [rnd.randrange(-big, big) for _ in range(n)] for c in schema},
+                schema=schema,  # type: ignore[arg-type]
+            )
+
+        a, b = frame(rnd.randrange(1, 40)), frame(rnd.randrange(0, 40))
+        both = pl.concat([a, b])
+        want = both.select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()))
+        assert _group_rank(a, b, ["pid", "tid"]).to_list() == want.to_series().to_list()
+        want1 = both["region_id"].rank("dense").cast(pl.Int64())
+        assert _group_rank(a, b, ["region_id"]).to_list() == want1.to_list()
+    with_null = pl.DataFrame({"pid": [1, None, 1], "tid": [2, 2, None]}, schema={"pid": pl.Int64(), "tid": pl.Int64()})
+    want = pl.concat([with_null, with_null]).select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()))
+    assert _group_rank(with_null, with_null, ["pid", "tid"]).to_list() == want.to_series().to_list()

@@ -319,7 +319,11 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
         if kernel_names:
             scans[0] = scans[0].select(pl.exclude("name"))
         # one chunk per column: columns added later do not copy the frame (tables/trace.py read_dataset)
-        frames = {n: schema.null_constants(f.rechunk()) for n, f in zip(names, pl.collect_all(scans))}
+        got = pl.collect_all(scans)
+        for i in range(len(got)):  # in place: two copies of one table at most
+            got[i] = schema.null_constants(got[i]).rechunk()
+        frames = dict(zip(names, got))
+        del got
     except (OSError, pl.exceptions.PolarsError):
         return None
     if kernel_names:

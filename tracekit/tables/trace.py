@@ -231,9 +231,10 @@ def read_dataset(
     counts, frames = frames[len(schema.TABLES) :], frames[: len(schema.TABLES)]
     # One chunk per column (a file's row groups arrive as chunks): adding a column to a frame of
     # several chunks copies every column, and the analysis adds columns to these tables.
-    frames = [f.rechunk() for f in frames]
-    if columns is not None or rows is not None:  # a reader that keeps the tables: empty columns hold no memory
-        frames = [schema.null_constants(f) for f in frames]
+    # In place, one table at a time: two copies of one table at most, not of all of them.
+    keep = columns is not None or rows is not None  # a reader that keeps the tables: empty columns hold no memory
+    for i in range(len(frames)):
+        frames[i] = (schema.null_constants(frames[i]) if keep else frames[i]).rechunk()
     tables = dict(zip(schema.TABLES, frames))
     meta = json.loads(mf["meta_json"][0])
     meta["trace_id"] = trace_id
