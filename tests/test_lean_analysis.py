@@ -73,9 +73,13 @@ def test_partial_trace_is_read_whole_when_tables_must_be_computed(shared_traces:
     key.unlink()
     assert read_derived(lean) is None
     assert json.dumps(analyze(lean).to_json(), sort_keys=True, default=str) == expected
-    # Not current: load_for_analysis reads the whole trace (and stores the tables with ensure).
+    # Not current: load_for_analysis reads the whole trace; with ensure it stores the tables and
+    # then reads the trace again in part (the whole one is released before the analysis).
+    assert "dataset_columns" not in load_for_analysis(tmp_path).meta and not key.is_file()
     again = load_for_analysis(tmp_path, ensure=True)
-    assert "dataset_columns" not in again.meta and key.is_file()
+    assert key.is_file() and again.read_in_part and read_derived(again) is not None
+    key.unlink()
+    assert not load_for_analysis(tmp_path, lean=False, ensure=True).read_in_part and key.is_file()
     # A --phase-map needs the whole trace: lean=False reads it all.
     assert "dataset_columns" not in load_for_analysis(tmp_path, lean=False).meta
     assert "dataset_columns" in load_for_analysis(tmp_path).meta

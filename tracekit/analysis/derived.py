@@ -273,7 +273,8 @@ def load_for_analysis(
     """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
     current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
     labels come stored); otherwise the whole trace (``tracekit.load``), and with ``ensure`` its
-    missing or stale derived tables are computed and stored (:func:`ensure_derived`)."""
+    missing or stale derived tables are computed and stored (:func:`ensure_derived`) — then, with
+    ``lean``, the whole trace is released and the trace read again with only those columns."""
     import tracekit
     from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
 
@@ -288,8 +289,9 @@ def load_for_analysis(
         with reading(root):
             return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows())
     trace = tracekit.load(str(root), trace_id=tid)
-    if ensure:
-        ensure_derived(trace)
+    if ensure and ensure_derived(trace) and lean:  # stored now: the analysis reads what it needs
+        del trace
+        return load_for_analysis(root, tid)
     return trace
 
 
