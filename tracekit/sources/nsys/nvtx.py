@@ -59,33 +59,40 @@ PYPROF_DTYPES = {
 _I64 = pl.Int64()
 
 
-def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> None:
+def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> int:
     """Count the NVTX events that are not ranges, and the ranges without a usable time, in
-    ``dropped`` (once per export, before :func:`read_regions`)."""
+    ``dropped`` (once per export, before :func:`read_regions`). Returns the number of
+    domain-creation events (none: no domain names to read). One scan; the events that are not
+    ranges are grouped by type only when there are some."""
     if NVTX_TABLE not in have:
-        return
-    for etype, n in conn.execute(
-        f"SELECT eventType, count(*) FROM {NVTX_TABLE} "
-        f"WHERE eventType IS NULL OR eventType NOT IN ({PUSH_POP}, {START_END}) GROUP BY 1"
-    ).fetchall():
-        dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
-    bad = conn.execute(
-        f"SELECT count(*) FROM {NVTX_TABLE} WHERE eventType IN ({PUSH_POP}, {START_END}) AND NOT ({_usable()})"
-    ).fetchone()[0]
+        return 0
+    ranges = f"eventType IN ({PUSH_POP}, {START_END})"
+    bad, other, created = conn.execute(
+        f"SELECT coalesce(sum(CASE WHEN {ranges} AND NOT ({_usable()}) THEN 1 ELSE 0 END), 0), "
+        f"coalesce(sum(CASE WHEN eventType IS NULL OR NOT ({ranges}) THEN 1 ELSE 0 END), 0), "
+        f"coalesce(sum(CASE WHEN eventType = {DOMAIN_CREATE} THEN 1 ELSE 0 END), 0) FROM {NVTX_TABLE}"
+    ).fetchone()
+    if other:
+        for etype, n in conn.execute(
+            f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR NOT ({ranges}) GROUP BY 1"
+        ).fetchall():
+            dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
     if bad:
         dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
+    return int(created)
 
 
-def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None]:
+def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None, int]:
     """What :func:`read_regions` needs before its first chunk, counted by SQLite (run in a thread
     on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the
-    skipped NVTX events (:func:`count_skipped`) and the region_id offsets of a read in start order
-    (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`; None: read sorted)."""
+    skipped NVTX events and the number of domain-creation events (:func:`count_skipped`), and the
+    region_id offsets of a read in start order (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`;
+    None: read sorted)."""
     skipped: Counter[str] = Counter()
     if NVTX_TABLE not in have:
-        return skipped, None
-    count_skipped(conn, have, skipped)
-    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges())
+        return skipped, None, 0
+    created = count_skipped(conn, have, skipped)
+    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges()), created
 
 
 def _ranges() -> str:
@@ -110,6 +117,7 @@ def read_regions(
     capture_end_ns: int,
     warnings: list[str],
     offsets: dict[int, int] | None = None,
+    domain_events: int = 1,
 ) -> Iterator[pl.DataFrame]:
     """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
 
@@ -120,7 +128,8 @@ def read_regions(
     ``offsets``). Without them SQLite sorts
     them by (globalTid, start, end desc); each chunk is nested together with the ranges still
     open from the previous chunk. Either way memory stays bounded and region_id, depth and
-    parent are the same as nesting everything at once.
+    parent are the same as nesting everything at once. Without ``domain_events`` (domain-creation
+    events: :func:`count_skipped`) every domain is null and ``domainId`` is not read.
     """
     if NVTX_TABLE not in have:
         return
@@ -129,8 +138,11 @@ def read_regions(
     text = '"text"' if "text" in cols else "NULL"
     text_id = '"textId"' if "textId" in cols else "NULL"
     end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
-    domain = '"domainId"' if "domainId" in cols else "NULL"
-    sql = f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}, {domain} FROM {NVTX_TABLE} WHERE {where}'
+    domains = _domains(conn, cols) if domain_events else pl.DataFrame()
+    domain = ""
+    if domains.height:
+        domain = ', "domainId"' if "domainId" in cols else ", NULL"
+    sql = f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}{domain} FROM {NVTX_TABLE} WHERE {where}'
     params: list[int] = []
     if offsets is None:
         sql += ' ORDER BY globalTid, "start", coalesce("end", ?) DESC'
@@ -142,10 +154,10 @@ def read_regions(
         "end_gtid": _I64,
         "text": pl.String(),
         "text_id": _I64,
-        "domain_id": _I64,
     }
+    if domain:
+        sch["domain_id"] = _I64
     lookup = strings.rename({"id": "text_id", "value": "_registered"})
-    domains = _domains(conn, cols)
 
     def ranges() -> Iterator[pl.DataFrame]:
         for df in _frames(conn, sql, sch, params, strict=offsets is not None):
@@ -168,7 +180,7 @@ def read_regions(
                 df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
             else:
                 df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("domain"))
-            yield df.drop("end_gtid", "domain_id")
+            yield df.drop("end_gtid", "domain_id", strict=False)
 
     if offsets is None:
         chunks = _sorted_chunks(ranges())
