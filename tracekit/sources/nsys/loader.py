@@ -67,7 +67,7 @@ class Export:
     warnings: list[str] = field(default_factory=list)
     pids: set[int] = field(default_factory=set)
     capture_end_ns: int = 0
-    nvtx: Background[tuple[Counter[str], dict[int, int] | None, int]] | None = None  # nvtx.prepass
+    nvtx: Background[tuple[Counter[str], dict[int, int] | None, set[str]]] | None = None  # nvtx.prepass
 
 
 @contextmanager
@@ -118,10 +118,10 @@ def region_chunks(ex: Export, in_time_order: bool = True) -> Iterator[pl.DataFra
     chunk out of start order raises NotInTimeOrder (see :func:`regions_once`)."""
     if ex.nvtx is None:
         return
-    skipped, offsets, domain_events = ex.nvtx.result()
+    skipped, offsets, used = ex.nvtx.result()
     ex.dropped.update(skipped)
     for df in read_regions(
-        ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, offsets if in_time_order else None, domain_events
+        ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, offsets if in_time_order else None, used
     ):
         ex.pids.update(df["pid"].unique().drop_nulls().to_list())
         yield df

@@ -16,7 +16,7 @@ import ast
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import polars as pl
@@ -59,40 +59,49 @@ PYPROF_DTYPES = {
 _I64 = pl.Int64()
 
 
-def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> int:
+OPTIONAL = ("textId", "endGlobalTid", "domains")  # what count_skipped finds in use; read_regions skips the rest
+
+
+def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> set[str]:
     """Count the NVTX events that are not ranges, and the ranges without a usable time, in
-    ``dropped`` (once per export, before :func:`read_regions`). Returns the number of
-    domain-creation events (none: no domain names to read). One scan; the events that are not
-    ranges are grouped by type only when there are some."""
+    ``dropped`` (once per export, before :func:`read_regions`). Returns which of
+    :data:`OPTIONAL` are in use: ``textId`` / ``endGlobalTid`` set on some range, ``domains``
+    (some domain-creation event); :func:`read_regions` does not read the others (all null). One
+    scan; the events that are not ranges are grouped by type only when there are some."""
     if NVTX_TABLE not in have:
-        return 0
+        return set()
+    cols = columns(conn, NVTX_TABLE)
     ranges = f"eventType IN ({PUSH_POP}, {START_END})"
-    bad, other, created = conn.execute(
-        f"SELECT coalesce(sum(CASE WHEN {ranges} AND NOT ({_usable()}) THEN 1 ELSE 0 END), 0), "
-        f"coalesce(sum(CASE WHEN eventType IS NULL OR NOT ({ranges}) THEN 1 ELSE 0 END), 0), "
-        f"coalesce(sum(CASE WHEN eventType = {DOMAIN_CREATE} THEN 1 ELSE 0 END), 0) FROM {NVTX_TABLE}"
+
+    def n(cond: str) -> str:
+        return f"coalesce(sum(CASE WHEN {cond} THEN 1 ELSE 0 END), 0)"
+
+    used = [n(f'{ranges} AND "{c}" IS NOT NULL') if c in cols else "0" for c in OPTIONAL[:2]]
+    bad, other, *found = conn.execute(
+        f"SELECT {n(f'{ranges} AND NOT ({_usable()})')}, {n(f'eventType IS NULL OR NOT ({ranges})')}, "
+        f"{', '.join(used)}, {n(f'eventType = {DOMAIN_CREATE}')} FROM {NVTX_TABLE}"
     ).fetchone()
     if other:
-        for etype, n in conn.execute(
+        for etype, k in conn.execute(
             f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR NOT ({ranges}) GROUP BY 1"
         ).fetchall():
-            dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(n)
+            dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(k)
     if bad:
         dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
-    return int(created)
+    return {name for name, k in zip(OPTIONAL, found, strict=True) if k}
 
 
-def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None, int]:
+def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None, set[str]]:
     """What :func:`read_regions` needs before its first chunk, counted by SQLite (run in a thread
     on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the
-    skipped NVTX events and the number of domain-creation events (:func:`count_skipped`), and the
+    skipped NVTX events and the optional columns in use (:func:`count_skipped`), and the
     region_id offsets of a read in start order (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`;
     None: read sorted)."""
     skipped: Counter[str] = Counter()
     if NVTX_TABLE not in have:
-        return skipped, None, 0
-    created = count_skipped(conn, have, skipped)
-    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges()), created
+        return skipped, None, set()
+    used = count_skipped(conn, have, skipped)
+    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges()), used
 
 
 def _ranges() -> str:
@@ -117,7 +126,7 @@ def read_regions(
     capture_end_ns: int,
     warnings: list[str],
     offsets: dict[int, int] | None = None,
-    domain_events: int = 1,
+    used: Collection[str] = OPTIONAL,
 ) -> Iterator[pl.DataFrame]:
     """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
 
@@ -128,40 +137,37 @@ def read_regions(
     ``offsets``). Without them SQLite sorts
     them by (globalTid, start, end desc); each chunk is nested together with the ranges still
     open from the previous chunk. Either way memory stays bounded and region_id, depth and
-    parent are the same as nesting everything at once. Without ``domain_events`` (domain-creation
-    events: :func:`count_skipped`) every domain is null and ``domainId`` is not read.
+    parent are the same as nesting everything at once. Of :data:`OPTIONAL`, only what ``used``
+    names is read (:func:`count_skipped`): without ``domains`` every domain is null and
+    ``domainId`` is not read; without ``textId`` / ``endGlobalTid`` those columns are all null
+    on ranges and are not read either.
     """
     if NVTX_TABLE not in have:
         return
     cols = columns(conn, NVTX_TABLE)
     where = _ranges()
     text = '"text"' if "text" in cols else "NULL"
-    text_id = '"textId"' if "textId" in cols else "NULL"
-    end_gtid = '"endGlobalTid"' if "endGlobalTid" in cols else "NULL"
-    domains = _domains(conn, cols) if domain_events else pl.DataFrame()
-    domain = ""
-    if domains.height:
-        domain = ', "domainId"' if "domainId" in cols else ", NULL"
-    sql = f'SELECT "start", "end", globalTid, {end_gtid}, {text}, {text_id}{domain} FROM {NVTX_TABLE} WHERE {where}'
+    domains = _domains(conn, cols) if "domains" in used else pl.DataFrame()
+    sel = ['"start"', '"end"', "globalTid", text]
+    sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "text": pl.String()}
+    for column, name, wanted in (
+        ("endGlobalTid", "end_gtid", "endGlobalTid" in used),
+        ("textId", "text_id", "textId" in used),
+        ("domainId", "domain_id", domains.height > 0),
+    ):
+        if wanted:
+            sel.append(f'"{column}"' if column in cols else "NULL")
+            sch[name] = _I64
+    sql = f"SELECT {', '.join(sel)} FROM {NVTX_TABLE} WHERE {where}"
     params: list[int] = []
     if offsets is None:
         sql += ' ORDER BY globalTid, "start", coalesce("end", ?) DESC'
         params = [capture_end_ns]
-    sch: dict[str, pl.DataType] = {
-        "start_ns": _I64,
-        "end_ns": _I64,
-        "gtid": _I64,
-        "end_gtid": _I64,
-        "text": pl.String(),
-        "text_id": _I64,
-    }
-    if domain:
-        sch["domain_id"] = _I64
     lookup = strings.rename({"id": "text_id", "value": "_registered"})
 
     def ranges() -> Iterator[pl.DataFrame]:
         for df in _frames(conn, sql, sch, params, strict=offsets is not None):
-            if df["text_id"].null_count() == df.height:  # no registered strings: nothing to join
+            if "text_id" not in df.columns or df["text_id"].null_count() == df.height:  # nothing to join
                 df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("_registered"))
             else:
                 df = df.join(lookup, on="text_id", how="left", maintain_order="left")
@@ -171,11 +177,15 @@ def read_regions(
                 tid_of(pl.col("gtid")).alias("tid"),
                 pl.col("end_ns").is_null().alias("unterminated"),
                 pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
-                pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid")))
-                .then(tid_of(pl.col("end_gtid")))
-                .alias("end_tid"),
+                (
+                    pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid"))).then(
+                        tid_of(pl.col("end_gtid"))
+                    )
+                    if "end_gtid" in df.columns
+                    else pl.lit(None, dtype=_I64)
+                ).alias("end_tid"),
                 pl.lit(schema.REGION_NVTX).alias("kind"),
-            ).drop("text", "_registered", "text_id")
+            ).drop("text", "_registered", "text_id", strict=False)
             if domains.height:
                 df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
             else:
