@@ -226,6 +226,7 @@ def idle_causes(
     )
     p = pl.concat([before, after, inner]).filter(pl.col("e") > pl.col("s")).drop("_lo", "_hi")
     p = p.with_columns(pl.col("_edge").cast(pl.Int8()))
+    del pieces, before, after, inner  # not needed again: released before the splits (~40 MB at the peak)
 
     thr = ["pid", "tid"]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
@@ -236,6 +237,7 @@ def idle_causes(
     else:
         lat = pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
     in_l, p = split(p, lat, ["region_id"], [])
+    del lat
     in_o, p = split(p, segs, thr, ["op"])
 
     def tag(df: pl.DataFrame, cause: str, off: int) -> pl.DataFrame:
