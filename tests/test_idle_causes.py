@@ -323,6 +323,11 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     )
     got = op_segments(ops, ops.select("pid", "tid").unique())
     assert got.height > 1000 and got.sort("pid", "tid", "s").equals(ref.sort("pid", "tid", "s"))
+    # The analysis keeps op ids in the stretches (8 bytes a row) and names only the ones it uses.
+    from tracekit.analysis.idle import op_labels
+
+    ids = op_segments(ops, ops.select("pid", "tid").unique(), names=False)
+    assert ids.schema["op"] == pl.Int64() and op_labels(ids, ops).equals(got)
 
 
 def test_split_packed_equals_join_path() -> None:

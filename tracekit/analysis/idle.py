@@ -63,7 +63,7 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
+def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = True) -> pl.DataFrame:
     """Innermost-op stretches of the ops on ``threads`` (pid, tid): ``pid, tid, s, e, op`` (the
     ops' self time, as ``tracekit.tables.intervals.self_time_segments`` defines it).
 
@@ -75,6 +75,8 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
     the key, names gathered only for the stretches (on the 860 MB replica's 1.1 M ops the
     events took ~100 MB more with their thread, time and order columns)."""
     schema = {"pid": pl.Int64(), "tid": pl.Int64(), "s": pl.Int64(), "e": pl.Int64(), "op": pl.String()}
+    if not names:  # ``op`` = the op's op_id (8 bytes a stretch, not a 16-byte name view); see op_labels
+        schema["op"] = pl.Int64()
     if ops is None or ops.height == 0 or threads.height == 0:
         return pl.DataFrame(schema=schema)
     o = ops.select("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
@@ -94,7 +96,7 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
     span, dm = int(t1) - int(t0) + 1, int(dmax or 0)
     dd = 2 * dm + 1
     if (int(o["_g"].max() or 0) + 1) * span * 2 * dd >= 2**62:  # type: ignore[arg-type]  # pragma: no cover
-        return _op_segments_sorted(o, ops, schema)
+        return _op_segments_sorted(o, ops, schema, names)
     x = (pl.col("_g") * span - int(t0)) * 2
     d = pl.col("depth").cast(pl.Int64())
     ev = pl.concat(
@@ -112,7 +114,13 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame
     thr = o.select("pid", "tid", "_g").unique("_g").sort("_g")  # rank r is row r − 1
     at = seg["_g"] - 1
     return pl.DataFrame(
-        [thr["pid"].gather(at), thr["tid"].gather(at), seg["s"], seg["e"], _op_names(ops, seg["_lab"])]
+        [
+            thr["pid"].gather(at),
+            thr["tid"].gather(at),
+            seg["s"],
+            seg["e"],
+            _op_names(ops, seg["_lab"]) if names else seg["_lab"].alias("op"),
+        ]
     ).cast(schema)  # type: ignore[arg-type]
 
 
@@ -122,8 +130,17 @@ def _op_names(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
     return ops["name"].gather(positions(op_ids, ops["op_id"])).alias("op")
 
 
+def op_labels(df: pl.DataFrame, ops: pl.DataFrame | None) -> pl.DataFrame:
+    """``df`` with its ``op`` column of op ids (``op_segments(..., names=False)``) as op names."""
+    if df.schema["op"] == pl.String():
+        return df
+    if ops is None or df.height == 0:
+        return df.with_columns(pl.lit(None, dtype=pl.String()).alias("op"))
+    return df.with_columns(_op_names(ops, df["op"]))
+
+
 def _op_segments_sorted(
-    o: pl.DataFrame, ops: pl.DataFrame, schema: dict[str, pl.DataType]
+    o: pl.DataFrame, ops: pl.DataFrame, schema: dict[str, pl.DataType], names: bool
 ) -> pl.DataFrame:  # pragma: no cover - needs ~10^8 s of trace
     """:func:`op_segments` by a multi-column sort, when the packed key could overflow."""
     d = pl.col("depth").cast(pl.Int64())
@@ -150,7 +167,8 @@ def _op_segments_sorted(
     same = (pl.col("pid") == pl.col("pid").shift(-1)) & (pl.col("tid") == pl.col("tid").shift(-1))
     seg = ev.select("pid", "tid", pl.col("t").alias("s"), pl.when(same).then(pl.col("t").shift(-1)).alias("e"), "_lab")
     seg = seg.filter(pl.col("_lab").is_not_null() & (pl.col("e") > pl.col("s")))
-    return seg.with_columns(_op_names(ops, seg["_lab"])).drop("_lab").cast(schema)  # type: ignore[arg-type]
+    op = _op_names(ops, seg["_lab"]) if names else seg["_lab"].alias("op")
+    return seg.with_columns(op).drop("_lab").cast(schema)  # type: ignore[arg-type]
 
 
 def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
@@ -179,7 +197,10 @@ def host_layers(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
     thr = threads.drop_nulls().unique()
-    return (blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), op_segments(ops, thr))
+    return (
+        blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"),
+        op_segments(ops, thr, names=False),  # op ids: the names of the stretches that matter come later
+    )
 
 
 def idle_causes(
@@ -239,6 +260,7 @@ def idle_causes(
     in_l, p = split(p, lat, ["region_id"], [])
     del lat
     in_o, p = split(p, segs, thr, ["op"])
+    in_o = op_labels(in_o, ops)
 
     def tag(df: pl.DataFrame, cause: str, off: int) -> pl.DataFrame:
         c = (
