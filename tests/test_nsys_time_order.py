@@ -166,3 +166,34 @@ def test_export_not_in_start_order_is_read_sorted(
     back = read_dataset(tmp_path / "ds", trace_id=tid)
     assert back.regions.sort("region_id").equals(want)
     assert back.meta["parse_stats"] == tr.meta["parse_stats"]
+
+
+def test_a_failed_parquet_write_is_a_dataset_error(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks are written in a thread while the next is read (nsys/ingest.py _OneWrite): a write
+    that fails there (here the 3rd one: disk full) still stops the ingest with one DatasetError,
+    leaves no trace in the dataset and no thread behind."""
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from tracekit.errors import DatasetError
+
+    calls = []
+    real = pq.ParquetWriter.write_table
+
+    def full(self, table, *a, **k):  # type: ignore[no-untyped-def]
+        calls.append(table.num_rows)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, table, *a, **k)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    monkeypatch.setattr(sq, "CHUNK_ROWS", 1000)
+    threads = threading.active_count()
+    with pytest.raises(DatasetError, match="No space left"):
+        ingest_nsys(shared_traces / XENT, tmp_path / "ds")
+    assert threading.active_count() == threads
+    assert len(calls) == 3  # nothing written after the failed write
+    assert not (tmp_path / "ds" / "meta").exists()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,7 +83,11 @@ def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
 
 
 def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) -> int:
-    """Stream ``chunks`` into ``staging/<table>/data.parquet``; an empty table still gets a file."""
+    """Stream ``chunks`` into ``staging/<table>/data.parquet``; an empty table still gets a file.
+
+    Each chunk is written in a thread of its own while the next one is read (pyarrow releases the
+    GIL while it encodes and compresses): one write in flight at most, its error raised before
+    the next write starts, the writer closed only once no write is running."""
     part = staging / table
     out = staging.parent
     target = schema.empty(table).drop("trace_id").to_arrow().schema
@@ -90,22 +95,54 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
     with writing(out):  # only the writes: errors reading the chunks belong to the input
         part.mkdir()
         writer = pq.ParquetWriter(part / DATA_FILE, target)
+    flight = _OneWrite(writer, out)
     try:
         for chunk in chunks:
             if chunk.height == 0:
                 continue
             arrow = schema.conform(chunk, table, tid).drop("trace_id").to_arrow()
-            with writing(out):
-                writer.write_table(arrow.cast(target) if arrow.schema != target else arrow)
+            flight.start(arrow.cast(target) if arrow.schema != target else arrow)
             rows += chunk.height
+        flight.wait()
         with writing(out):
             if rows == 0:
                 writer.write_table(pa.Table.from_batches([], schema=target))  # from_pylist, empty_table import pandas
             writer.close()
     except BaseException:
+        flight.wait(check=False)
         try:
             writer.close()
         except Exception:  # noqa: BLE001 - the error on its way out matters, not this one
             pass
         raise
     return rows
+
+
+class _OneWrite:
+    """At most one ``writer.write_table`` running, in a thread; its error (a DatasetError, from
+    :func:`~tracekit.tables.staging.writing`) is raised by the next :meth:`start` or :meth:`wait`."""
+
+    def __init__(self, writer: pq.ParquetWriter, out: Path) -> None:
+        self.writer, self.out = writer, out
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _run(self, arrow: pa.Table) -> None:
+        try:
+            with writing(self.out):
+                self.writer.write_table(arrow)
+        except BaseException as exc:  # noqa: BLE001 - raised in the reading thread by wait()
+            self.error = exc
+
+    def start(self, arrow: pa.Table) -> None:
+        self.wait()
+        self.thread = threading.Thread(target=self._run, args=(arrow,), name="tracekit-parquet-write", daemon=True)
+        self.thread.start()
+
+    def wait(self, check: bool = True) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        error, self.error = self.error, None
+        if check and error is not None:
+            raise error
