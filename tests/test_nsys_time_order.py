@@ -197,3 +197,37 @@ def test_a_failed_parquet_write_is_a_dataset_error(
     assert threading.active_count() == threads
     assert len(calls) == 3  # nothing written after the failed write
     assert not (tmp_path / "ds" / "meta").exists()
+
+
+@pytest.mark.parametrize("chunk", [2, 5, 1000])
+def test_unparseable_pyprof_texts_counted_per_range_whatever_the_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """Seven ranges carry one PyProf-looking text that does not parse (an unclosed list), spread
+    over the capture so that chunks of 2 or 5 rows hold one or two of them: the drop is counted
+    once per range, 7. (Counted per distinct text per chunk, as before, it was 6 with chunks of 2,
+    4 with chunks of 5 and 2 with one chunk: it followed the chunking.) The one parseable PyProf
+    range gives an op."""
+    bad = "{'mod': 'torch', 'op': 'mm', 'args': [{'type': 'tensor', 'shape': [2, 3]"
+    good = "{'mod': 'torch', 'op': 'mm', 'args': [{'type': 'tensor', 'shape': [2, 3], 'dtype': 'float32'}]}"
+    texts = [bad, "a", "b", bad, bad, "c", bad, good, bad, "d", bad, bad]
+    rows = [(100 * i, 100 * i + 50, 59, t, (4242 << 24) | 7) for i, t in enumerate(texts)]
+    path = tmp_path / "p.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE ANALYSIS_DETAILS (stopTime INTEGER);"
+        'CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL, '
+        "text TEXT, textId INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER);"
+    )
+    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?)", (STOP,))
+    conn.executemany(
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 0)', rows
+    )
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(sq, "CHUNK_ROWS", chunk)
+    tid = ingest_nsys(path, tmp_path / "ds")
+    back = read_dataset(tmp_path / "ds", trace_id=tid)
+    assert back.meta["parse_stats"]["dropped"]["NVTX text looks like a PyProf dict but does not parse"] == 7
+    assert back.ops["name"].to_list() == ["aten::mm"]  # the one good PyProf range (op "mm" as aten::mm)

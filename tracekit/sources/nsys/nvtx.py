@@ -275,7 +275,11 @@ def op_rows(regions: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     names = regions.select(pl.col("name").unique()).drop_nulls()["name"]
     emit = names.filter(names.str.contains(r", sizes = \["))
     pyprof = names.filter(names.str.starts_with("{") & names.str.contains("'args'"))
-    parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), dropped)])
+    bad: list[str] = []
+    parsed = pl.concat([_parse_emit_nvtx(emit), _parse_pyprof(pyprof.to_list(), bad)])
+    if bad:  # counted per range, so the count does not depend on how the ranges were chunked
+        n = regions.select(pl.col("name").is_in(pl.Series(bad, dtype=pl.String()).implode()).sum()).item()
+        dropped["NVTX text looks like a PyProf dict but does not parse"] += int(n)
     source = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns")
     if parsed.height == 0:  # the usual case: no join of every range against nothing
         source = source.clear()
@@ -320,14 +324,15 @@ def _parse_emit_nvtx(texts: pl.Series) -> pl.DataFrame:
     )
 
 
-def _parse_pyprof(texts: list[str], dropped: Counter[str]) -> pl.DataFrame:
-    """PyProf dictionaries; one Python call per *distinct* text, not per range."""
+def _parse_pyprof(texts: list[str], bad: list[str]) -> pl.DataFrame:
+    """PyProf dictionaries; one Python call per *distinct* text, not per range. Texts that do
+    not parse are added to ``bad``."""
     rows: list[dict[str, Any]] = []
     for text in texts:
         try:
             d = ast.literal_eval(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
-            dropped["NVTX text looks like a PyProf dict but does not parse"] += 1
+            bad.append(text)
             continue
         if not isinstance(d, dict) or not isinstance(d.get("args"), list) or "op" not in d:
             continue
