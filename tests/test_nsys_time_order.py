@@ -64,6 +64,25 @@ def test_real_export_read_in_start_order_equals_the_sorted_read(
     assert order["region_id"].to_list() == list(range(want.height))
 
 
+def _nvtx_export(path: Path, rows: list[tuple[int, int | None, int, str, int]]) -> Path:
+    """An export holding only NVTX events ``(start, end, eventType, text, globalTid)``, stored in
+    the given order, with the capture ending at :data:`STOP`."""
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE ANALYSIS_DETAILS (stopTime INTEGER);"
+        'CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL, '
+        "text TEXT, textId INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER);"
+    )
+    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?)", (STOP,))
+    conn.executemany(
+        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 0)', rows
+    )
+    conn.commit()
+    conn.close()
+    return path
+
+
 def _made_up(path: Path, seed: int, n: int = 600) -> Path:
     """An export holding only NVTX ranges: 3 threads, starts on a coarse grid (many ties),
     zero-length ranges, ranges never ended (some starting after the capture end), ranges that
@@ -82,20 +101,7 @@ def _made_up(path: Path, seed: int, n: int = 600) -> Path:
         gtid = (4242 << 24) | rnd.choice([7, 8, 9])
         rows.append((start, end, 59 if rnd.random() < 0.7 else 60, f"r{rnd.randrange(20)}", gtid))
     rows.sort(key=lambda r: r[0])  # stable: ties keep their random order
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
-        "CREATE TABLE ANALYSIS_DETAILS (stopTime INTEGER);"
-        'CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL, '
-        "text TEXT, textId INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER);"
-    )
-    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?)", (STOP,))
-    conn.executemany(
-        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 0)', rows
-    )
-    conn.commit()
-    conn.close()
-    return path
+    return _nvtx_export(path, rows)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -212,20 +218,7 @@ def test_unparseable_pyprof_texts_counted_per_range_whatever_the_chunks(
     good = "{'mod': 'torch', 'op': 'mm', 'args': [{'type': 'tensor', 'shape': [2, 3], 'dtype': 'float32'}]}"
     texts = [bad, "a", "b", bad, bad, "c", bad, good, bad, "d", bad, bad]
     rows = [(100 * i, 100 * i + 50, 59, t, (4242 << 24) | 7) for i, t in enumerate(texts)]
-    path = tmp_path / "p.sqlite"
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
-        "CREATE TABLE ANALYSIS_DETAILS (stopTime INTEGER);"
-        'CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, "end" INTEGER, eventType INTEGER NOT NULL, '
-        "text TEXT, textId INTEGER, globalTid INTEGER, endGlobalTid INTEGER, domainId INTEGER);"
-    )
-    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?)", (STOP,))
-    conn.executemany(
-        'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, 0)', rows
-    )
-    conn.commit()
-    conn.close()
+    path = _nvtx_export(tmp_path / "p.sqlite", rows)
     monkeypatch.setattr(sq, "CHUNK_ROWS", chunk)
     tid = ingest_nsys(path, tmp_path / "ds")
     back = read_dataset(tmp_path / "ds", trace_id=tid)
