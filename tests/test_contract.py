@@ -71,3 +71,23 @@ def test_json_bytes_equal_the_encoded_document(shared_traces: Path) -> None:
     assert msgspec.json.encode({"a": float("nan"), "b": float("-inf")}) == b'{"a":null,"b":null}'
     r = analyze(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
     assert r.to_json_bytes() == msgspec.json.encode(r.to_json())
+
+
+def test_struct_rows_encode_as_the_dicts() -> None:
+    # result._rows builds Struct records instead of dicts for speed: the encoded bytes must be
+    # those of the dicts — column names that are not identifiers, nulls, NaN, nested lists, the
+    # extra columns appended in order, and frames without columns or rows.
+    import msgspec
+    import polars as pl
+
+    from tracekit.analysis.result import _dicts, _rows
+
+    df = pl.DataFrame({"1x": [1, None], "class": [float("nan"), 2.5], "a b": ["µ", None]})
+    extra = {"top_kernels": [[{"name": "k"}], []]}
+    want = [{**d, "top_kernels": t} for d, t in zip(_dicts(df), extra["top_kernels"])]
+    assert msgspec.json.encode(_rows(df, extra)) == msgspec.json.encode(want)
+    assert msgspec.json.encode(_rows(df, extra)) == (
+        b'[{"1x":1,"class":null,"a b":"\xc2\xb5","top_kernels":[{"name":"k"}]},'
+        b'{"1x":null,"class":2.5,"a b":null,"top_kernels":[]}]'
+    )
+    assert msgspec.json.encode(_rows(df.head(0))) == b"[]"

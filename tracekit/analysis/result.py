@@ -186,12 +186,21 @@ class AnalysisResult:
     def to_json_bytes(self) -> bytes:
         """:meth:`to_json` encoded as compact UTF-8 JSON, in one msgspec pass: the same bytes as
         encoding the cleaned document (msgspec writes NaN / inf as null, as the cleaning does),
-        without building and decoding it (≈ 1.4 s of 2.9 s on a 40k-region document)."""
-        return msgspec.json.encode(self._document(), enc_hook=_plain)
+        without building and decoding it (≈ 1.4 s of 2.9 s on a 40k-region document). The
+        cyclic garbage collector is paused meanwhile: the document is millions of new containers
+        in trees without cycles, and its passes over them were 0.3–1 s of a 40k-region document."""
+        import gc
+
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            return msgspec.json.encode(self._document(), enc_hook=_plain)
+        finally:
+            if paused:
+                gc.enable()
 
     def _document(self) -> dict[str, Any]:
         """The document before NaN / inf become null (see :meth:`to_json`)."""
-        regions = _records(self.regions, REGION_JSON_COLUMNS)
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
         # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
@@ -200,11 +209,17 @@ class AnalysisResult:
             if self.idle_culprits.height
             else {}
         )
-        for r in regions:
-            rid = str(r.get("region_id"))
-            r["top_kernels"] = tops_k.get(rid, [])
-            r["top_ops"] = tops_o.get(rid, [])
-            r["idle_culprits"] = cul_r.get(rid, [])
+        reg = self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns])
+        ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
+        keys = [str(i) for i in ids]
+        regions = _rows(
+            reg,
+            {
+                "top_kernels": [tops_k.get(k, []) for k in keys],
+                "top_ops": [tops_o.get(k, []) for k in keys],
+                "idle_culprits": [cul_r.get(k, []) for k in keys],
+            },
+        )
         phases = _records(self.phases, PHASE_JSON_COLUMNS)
         lat = _records(self.latency, list(self.latency.columns))
         byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
@@ -278,18 +293,31 @@ def _dicts(df: pl.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(names, row)) for row in zip(*(s.to_list() for s in df.iter_columns()))]
 
 
-def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
+def _rows(df: pl.DataFrame, extra: dict[str, list[Any]] | None = None) -> list[Any]:
+    """The rows of ``df`` (then the ``extra`` columns, given as lists) as records that msgspec
+    encodes exactly as the dicts of :func:`_dicts` (same keys, same order, same values): instances
+    of a Struct made for these columns (fields ``f0, f1, ...`` renamed to the column names, so any
+    name works), built positionally and not tracked by the garbage collector — 3× faster to build
+    and free than 2.8 M dict entries of a 40k-region document. Read-only: nothing adds keys."""
+    cols = {**{c: s.to_list() for c, s in zip(df.columns, df.iter_columns())}, **(extra or {})}
+    names = list(cols)
+    fields = [f"f{i}" for i in range(len(names))]
+    row = msgspec.defstruct("Row", fields, rename=dict(zip(fields, names)), gc=False)
+    return list(map(row, *cols.values())) if names else [row() for _ in range(df.height)]
+
+
+def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[Any]]:
     return _by_scope(df.filter(pl.col("rank") <= TOP_JSON), kind)
 
 
-def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[dict[str, Any]]]:
+def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[Any]]:
     if df.height == 0 or "scope_kind" not in df.columns:
         return {}
     d = df.filter(pl.col("scope_kind") == kind)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[Any]] = {}
     # One conversion for the whole frame: a frame per scope costs ~0.5 ms each, and a trace
     # can have thousands of regions.
-    records = _dicts(d.drop("scope_kind", "scope"))
+    records = _rows(d.drop("scope_kind", "scope"))
     for scope, record in zip(d["scope"].to_list(), records):
         out.setdefault(str(scope), []).append(record)
     return out
