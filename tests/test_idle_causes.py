@@ -393,3 +393,31 @@ def test_split_group_rank_equals_struct_rank() -> None:
     with_null = pl.DataFrame({"pid": [1, None, 1], "tid": [2, 2, None]}, schema={"pid": pl.Int64(), "tid": pl.Int64()})
     want = pl.concat([with_null, with_null]).select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()))
     assert _group_rank(with_null, with_null, ["pid", "tid"]).to_list() == want.to_series().to_list()
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ],
+)
+def test_idle_causes_by_block_equal_all_at_once(shared_traces: Path, rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # explain._causes_by_block computes the idle causes for blocks of regions (window-start
+    # order, each block's op stretches cut to its time range); with blocks of 64 linked
+    # activities these traces need 2 and 23 blocks, and the whole document must not change.
+    from tracekit.analysis import explain
+
+    trace = tracekit.load(str(shared_traces / rel))
+    whole = analyze(trace).to_json_bytes()
+    calls: list[int] = []
+    real = explain.idle_causes
+
+    def counted(*a: object, **k: object) -> pl.DataFrame:
+        calls.append(1)
+        return real(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(explain, "IDLE_BLOCK", 64)
+    monkeypatch.setattr(explain, "idle_causes", counted)
+    assert analyze(trace).to_json_bytes() == whole
+    assert len(calls) >= 2, calls

@@ -302,8 +302,16 @@ def culprits(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
         .cast(pl.Int64())
         .alias("count"),
     )
-    g = g.sort([key, "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True)
+    g = ranked_order(g, key)
     return g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
+
+
+def ranked_order(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """Culprit rows in their order: by ``key``, largest ``idle_ns`` first, then cause, op, call
+    (a total order: those are the group keys)."""
+    return g.sort(
+        [key, "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
+    )
 
 
 def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
