@@ -158,9 +158,10 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
                 ],
             }
     else:
+        # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/early.py)
+        trace = load(f, captures=list(captures), warm=("tracekit.analysis.derived",))
         from tracekit.analysis.derived import write_with_derived
 
-        trace = load(f, captures=list(captures))
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
         meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}
     keep = {k: meta.get(k) for k in ("trace_id", "source", "format", "distributed", "parse_stats", "warnings")}

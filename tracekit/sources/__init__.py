@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import sys
 from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
@@ -14,6 +15,7 @@ from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
 
 if TYPE_CHECKING:
+    from tracekit.sources.kineto.early import EarlyRead
     from tracekit.tables.trace import Trace
 
 Format = Literal["kineto", "nsys", "dataset"]
@@ -127,19 +129,27 @@ def load(
     trace_id: str | None = None,
     captures: Sequence[str | os.PathLike[str]] | None = None,
     discover_captures: bool = True,
+    warm: Sequence[str] = (),
 ) -> Trace:
     """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
 
     ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
-    unless ``discover_captures`` is False (tracekit/sources/kineto/capture.py)."""
+    unless ``discover_captures`` is False (tracekit/sources/kineto/capture.py). ``warm``: modules
+    the caller imports next; when a Kineto file is read before polars is loaded, they are
+    imported in a thread during the read (tracekit/sources/kineto/early.py)."""
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
-        return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures)
+        return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
 
 
 def _load(
-    path: str | os.PathLike[str], fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool
+    path: str | os.PathLike[str],
+    fmt: Format,
+    trace_id: str | None,
+    extra: list[Path],
+    discover_captures: bool,
+    warm: Sequence[str] = (),
 ) -> Trace:
     if fmt == "dataset":
         from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
@@ -150,9 +160,10 @@ def _load(
 
         return load_nsys(path, trace_id=trace_id)
     else:
+        early = _read_early(Path(path), warm)
         from tracekit.sources.kineto.loader import load_kineto
 
-        trace = load_kineto(path, trace_id=trace_id)
+        trace = load_kineto(path, trace_id=trace_id, early=early)
         if discover_captures:
             from tracekit.sources.kineto.capture_files import discover
 
@@ -162,6 +173,18 @@ def _load(
     from tracekit.sources.kineto.capture import merge_captures
 
     return merge_captures(trace, extra)
+
+
+def _read_early(path: Path, warm: Sequence[str]) -> EarlyRead | None:
+    """The file read while polars (with the loader and ``warm``) is imported in a thread, when
+    polars is not loaded yet and the early read pays (tracekit/sources/kineto/early.py)."""
+    if "polars" in sys.modules or os.environ.get("TRACEKIT_NO_EARLY_READ", "") in ("1", "true", "yes"):
+        return None
+    from tracekit.sources.kineto import early
+
+    if not early.worth_it(path):
+        return None
+    return early.read_while_importing(path, ("tracekit.sources.kineto.loader", *warm))
 
 
 __all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

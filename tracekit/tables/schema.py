@@ -12,19 +12,16 @@ from typing import Final
 
 import polars as pl
 
+# The kind values of ``kernels.kind`` and ``regions.kind`` live in kinds.py (no polars there).
+from tracekit.tables.kinds import KIND_CPU_OP as KIND_CPU_OP
+from tracekit.tables.kinds import KIND_KERNEL as KIND_KERNEL
+from tracekit.tables.kinds import KIND_MEMCPY as KIND_MEMCPY
+from tracekit.tables.kinds import KIND_MEMSET as KIND_MEMSET
+from tracekit.tables.kinds import REGION_GPU_USER as REGION_GPU_USER
+from tracekit.tables.kinds import REGION_NVTX as REGION_NVTX
+from tracekit.tables.kinds import REGION_USER as REGION_USER
+
 SCHEMA_VERSION: Final = 1
-
-# Kinds of device activity in ``kernels.kind``.
-KIND_KERNEL: Final = "kernel"
-KIND_MEMCPY: Final = "memcpy"
-KIND_MEMSET: Final = "memset"
-# CPU-only traces: leaf operators stand in for kernels in analyses (never stored in ``kernels``).
-KIND_CPU_OP: Final = "cpu_op"
-
-# Kinds of region in ``regions.kind``.
-REGION_USER: Final = "user_annotation"  # record_function on a CPU thread
-REGION_GPU_USER: Final = "gpu_user_annotation"  # the same range projected onto a device stream
-REGION_NVTX: Final = "nvtx"  # Nsight Systems NVTX range
 
 KERNELS: Final[dict[str, pl.DataType]] = {
     "trace_id": pl.String(),

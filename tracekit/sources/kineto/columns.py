@@ -12,8 +12,9 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from tracekit.sources.kineto.events import NULL_RAW
+
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-NULL_RAW = msgspec.Raw(b"null")  # the default of every Raw field (absent = JSON null)
 _RS = b"\x1e"  # never appears unescaped in JSON text, so it cannot collide with a raw value
 
 

@@ -20,59 +20,21 @@ import msgspec
 import polars as pl
 
 from tracekit.tables import schema
-from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
+from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.finish import TIME_LIMIT_NS
 from tracekit.sources.kineto.batches import Scanner
 from tracekit.sources.kineto.jsonstream import stream_document
 from tracekit.sources.kineto.window import StreamStats
 from tracekit.sources.kineto import native as kineto_native
-from tracekit.sources.kineto.columns import NULL_RAW
 from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
-from tracekit.sources.kineto.tables import Collector, decode_fallback
+from tracekit.sources.kineto.early import EarlyRead, refuse_other_formats
+from tracekit.sources.kineto.events import decode_events
+from tracekit.sources.kineto.scanraw import RawWindow
+from tracekit.sources.kineto.tables import Collector
 from tracekit.tables.trace import Trace
 
-_NULL = NULL_RAW
 
-
-class Args(msgspec.Struct, frozen=True, gc=False):
-    """The ``args`` fields tracekit reads; every other key is skipped by the decoder."""
-
-    external_id: Any = msgspec.field(default=None, name="External id")
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
-    grid: msgspec.Raw = _NULL  # [x, y, z] kept as text, split in polars
-    block: msgspec.Raw = _NULL
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    nbytes: Any = msgspec.field(default=None, name="bytes")
-    graph_id: Any = msgspec.field(default=None, name="graph id")
-    seq: Any = msgspec.field(default=None, name="Sequence number")
-    input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
-    input_types: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
-    input_strides: msgspec.Raw = msgspec.field(default=_NULL, name="Input Strides")
-    concrete: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
-    name: Any = None  # M events: process_name / thread_name
-
-
-_NO_ARGS = Args()
-
-
-class Event(msgspec.Struct, gc=False):
-    ph: str | None = None
-    cat: str | None = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: msgspec.Raw = _NULL
-    dur: msgspec.Raw = _NULL
-    id: Any = None
-    args: Args = _NO_ARGS
-
-
-_BATCH = msgspec.json.Decoder(list[Event])
-_ONE = msgspec.json.Decoder(Event)
 _EXTRA_KEYS = (
     "trace_id",
     "record_shapes",
@@ -91,7 +53,7 @@ _EXTRA_KEYS = (
 )
 
 
-def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
+def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None, early: EarlyRead | None = None) -> Trace:
     """Load a Kineto JSON trace (``.json`` or gzip, told by magic bytes) into canonical tables.
 
     Streams the file: memory stays near the size of the tables, not of the JSON. A file cut off
@@ -99,7 +61,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Tr
     Raises TraceFormatError (not JSON / not a trace), EmptyTraceError (no events),
     UnsupportedFormatError (SQLite or ``.nsys-rep``).
     """
-    reading = read_kineto(path, trace_id)
+    reading = read_kineto(path, trace_id, early=early)
     tables = dict(reading.tables())
     return Trace(meta=reading.meta(), **tables)
 
@@ -188,10 +150,15 @@ _KERNEL_KINDS = set(KERNEL_CATS.values())
 
 
 def read_kineto(
-    path: str | os.PathLike[str], trace_id: str | None = None, spill_dir: Path | None = None
+    path: str | os.PathLike[str],
+    trace_id: str | None = None,
+    spill_dir: Path | None = None,
+    early: EarlyRead | None = None,
 ) -> KinetoReading:
     """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
-    ``spill_dir``: built batches go there instead of memory (bounded-memory ingest)."""
+    ``spill_dir``: built batches go there instead of memory (bounded-memory ingest). ``early``:
+    the same file already read while polars loaded (tracekit/sources/kineto/early.py): its
+    record is replayed into the tables instead of reading the file again."""
     from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
@@ -199,22 +166,22 @@ def read_kineto(
         raise TraceFormatError(f"{p}: a directory, not a Kineto trace file")
     if not p.is_file():
         raise TraceFormatError(f"{p}: no such file")
-    _refuse_other_formats(p)
+    refuse_other_formats(p)
     col = Collector(spill_dir)
 
     def decode(piece: bytes) -> list[Any]:
-        try:
-            evs: list[Any] = _BATCH.decode(piece)
-            return evs
-        except (msgspec.ValidationError, RecursionError):
-            return decode_fallback(piece, _ONE, col.dropped)
+        return decode_events(piece, col.dropped)
 
-    scan = _native_scanner(col, decode) if kineto_native.available() else None
-    stats = StreamStats()
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived acyclic objects: the cycle collector only costs time
     try:
-        top = stream_document(p, decode, col.add, stats, scan=scan)
+        if early is not None:
+            top, stats = early.top, early.stats
+            _replay(early, col, decode)
+        else:
+            scan = _native_scanner(col, decode) if kineto_native.available() else None
+            stats = StreamStats()
+            top = stream_document(p, decode, col.add, stats, scan=scan)
     finally:
         if gc_was_on:
             gc.enable()
@@ -236,35 +203,47 @@ def _native_scanner(col: Collector, decode: Callable[[bytes], list[Any]]) -> Sca
 
     def scan(buf: bytes, pos: int) -> tuple[int, int]:
         for w in kineto_native.scan_split(buf, pos, X_ROUTES, flow_cats, NATIVE_COLUMNS):
-            base = col.ordinal
-            col.add_native(w, base)
-            if w.slow:
-                evs, ords = [], []
-                for s, e, k in w.slow:
-                    try:
-                        got = decode(b"[" + buf[s:e] + b"]")
-                    except msgspec.DecodeError as exc:  # the scanner accepted what msgspec does not
-                        col.dropped[f"invalid event: {exc}"] += 1
-                        continue
-                    if got:
-                        evs.append(got[0])
-                        ords.append(base + k)
-                col.add(evs, ords)
-            col.ordinal = base + w.elements
+            _take_window(col, w, [(buf[s:e], k) for s, e, k in w.slow], decode)
         return w.status, w.end
 
     return scan
 
 
-def _refuse_other_formats(p: Path) -> None:
-    with open(p, "rb") as fh:
-        head = fh.read(16)
-    if head.startswith(b"SQLite format 3\x00"):
-        raise UnsupportedFormatError(f"{p}: an SQLite file (an Nsight Systems export?), not a Kineto JSON trace")
-    if p.suffix in (".nsys-rep", ".qdrep"):
-        raise UnsupportedFormatError(
-            f"{p}: an Nsight Systems report, not a Kineto JSON trace; run `nsys export --type sqlite` on it first"
-        )
+def _take_window(
+    col: Collector, w: kineto_native.Window, slow: list[tuple[bytes, int]], decode: Callable[[bytes], list[Any]]
+) -> None:
+    """One scanned window into the collector: its frames, then the events it left to Python
+    (``slow``: each one's JSON text and its index in the window), decoded by msgspec one by one
+    so each coercion is counted, at their place in file order."""
+    base = col.ordinal
+    col.add_native(w, base)
+    if slow:
+        evs, ords = [], []
+        for piece, k in slow:
+            try:
+                got = decode(b"[" + piece + b"]")
+            except msgspec.DecodeError as exc:  # the scanner accepted what msgspec does not
+                col.dropped[f"invalid event: {exc}"] += 1
+                continue
+            if got:
+                evs.append(got[0])
+                ords.append(base + k)
+        col.add(evs, ords)
+    col.ordinal = base + w.elements
+
+
+def _replay(early: EarlyRead, col: Collector, decode: Callable[[bytes], list[Any]]) -> None:
+    """What the early read recorded, into the collector in file order, as the reader would have
+    handed it over (each record is dropped once taken, so its raw buffers are freed as the frames grow)."""
+    col.dropped.update(early.dropped)
+    log, early.log = early.log, []
+    log.reverse()
+    while log:
+        item, slow = log.pop()
+        if isinstance(item, RawWindow):
+            _take_window(col, kineto_native.window(item, NATIVE_COLUMNS), slow or [], decode)
+        else:
+            col.add(item)
 
 
 def _base_ns(v: Any, notes: Counter[str]) -> int:

@@ -10,24 +10,22 @@ loader uses msgspec only (same tables, slower). See docs/kineto.md.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from types import ModuleType
 
 import polars as pl
 
-_kscan: ModuleType | None
-try:
-    from tracekit.sources.kineto import _kscan  # type: ignore[attr-defined,no-redef,unused-ignore]
-except ImportError:  # not compiled on this machine
-    _kscan = None
-if _kscan is not None and not hasattr(_kscan, "frame"):
-    # A build from before _karrow.h (an editable install keeps its old .so until rebuilt:
-    # `python setup.py build_ext --inplace`): read with the pure-Python path rather than fail.
-    _kscan = None
+from tracekit.sources.kineto.scanraw import (  # noqa: F401 - re-exported: tests and the loader use them from here
+    CLOSED,
+    N_GROUPS,
+    NEED_MORE,
+    STOPPED,
+    RawWindow,
+    _kscan,
+    available,
+    scan_raw,
+    scan_split_raw,
+)
 
 # Order fixed by tracekit/sources/kineto/_native/_kscan.c (S_* and I_* enums). Raw JSON text for the list-valued args;
 # ``_ev`` is the element's index within one scan call (file order).
@@ -60,8 +58,6 @@ INT_FIELDS = (
     "sequence_number",
     "_ev",
 )
-NEED_MORE, CLOSED, STOPPED = 0, 1, 2
-N_GROUPS = 6  # the four tables (by index), then flows, then metadata ("M") events
 
 
 @dataclass
@@ -76,10 +72,6 @@ class Window:
     slow: list[tuple[int, int, int]]  # (start, end, element index) left to the Python path
 
 
-def available() -> bool:
-    return _kscan is not None and os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("1", "true", "yes")
-
-
 def scan(
     buf: bytes | memoryview,
     pos: int,
@@ -87,47 +79,22 @@ def scan(
     flow_cats: Sequence[str],
     columns: Sequence[Sequence[str]],
 ) -> Window:
-    """Scan ``buf[pos:]``: ``ph == "X"`` events go to group ``x_routes[cat]``, flow phases
-    (s/f/t) of ``flow_cats`` to group 4, ``M`` events to group 5; ``columns[g]`` names the fields
-    built for group ``g``."""
-    assert _kscan is not None
-    routes = tuple((c.encode(), g) for c, g in x_routes.items())
-    status, end, groups, pairs, slow = _kscan.scan(buf, pos, routes, tuple(c.encode() for c in flow_cats))
-    frames = [_frame(groups[g][0], groups[g][1], groups[g][2], columns[g]) for g in range(N_GROUPS)]
-    spans = memoryview(slow).cast("q").tolist() if slow else []
-    slow_spans = list(zip(spans[::3], spans[1::3], spans[2::3]))
-    # Flow and metadata events are counted in `pairs` too.
-    elements = sum(frames[g].height for g in range(4)) + sum(n for _, _, n in pairs) + len(slow_spans)
-    return Window(status, end, elements, frames, pairs, slow_spans)
-
-
-_SPLIT_MIN = 1 << 20  # windows smaller than this are scanned in one piece
-_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
-_pool: ThreadPoolExecutor | None = None
+    """Scan ``buf[pos:]`` (:func:`scan_raw`); ``columns[g]`` names the fields built for group ``g``."""
+    return window(scan_raw(buf, pos, x_routes, flow_cats), columns)
 
 
 def scan_split(
     buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str], columns: Sequence[Sequence[str]]
 ) -> list[Window]:
-    """:func:`scan` on two halves of the window at once (the scanner releases the GIL). The cut
-    is a guess (a ``}`` ``,`` ``{`` near the middle, possibly inside a string); it is kept only
-    when the first half's scan ends exactly there, which proves it an event boundary — else the
-    second half is discarded and the caller scans on from where the first half ended."""
-    global _pool
-    n = len(buf)
-    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= _SPLIT_MIN else None
-    if m is None:
-        return [scan(buf, pos, x_routes, flow_cats, columns)]
-    cut = m.start() + 1  # just after the `}`. The first half also sees the `,` (an event counts
-    # only when a separator follows it) and must end exactly at the cut.
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-scan")
-    second = _pool.submit(scan, buf, cut, x_routes, flow_cats, columns)
-    first = scan(memoryview(buf)[: m.end() - 1], pos, x_routes, flow_cats, columns)
-    rest = second.result()
-    if first.status == NEED_MORE and first.end == cut:
-        return [first, rest]
-    return [first]
+    """:func:`scan` on two halves of the window at once (:func:`scan_split_raw`)."""
+    return [window(r, columns) for r in scan_split_raw(buf, pos, x_routes, flow_cats)]
+
+
+def window(raw: RawWindow, columns: Sequence[Sequence[str]]) -> Window:
+    """The frames of a raw scan: ``columns[g]`` names the fields built for group ``g``."""
+    g = raw.groups
+    frames = [_frame(g[i][0], g[i][1], g[i][2], columns[i]) for i in range(N_GROUPS)]
+    return Window(raw.status, raw.end, raw.elements, frames, raw.pairs, raw.slow)
 
 
 _STR_INDEX = {f: i for i, f in enumerate(STR_FIELDS)}

@@ -6,23 +6,23 @@ Used by :mod:`tracekit.sources.kineto.tables` and by the loader, which hands the
 
 from __future__ import annotations
 
-from tracekit.tables import schema
+from tracekit.tables import kinds  # the kind values only: routes are read before polars loads (early.py)
 
 # Category → table. Old (≤ 2021) names map to the same tables.
 KERNEL_CATS = {
-    "kernel": schema.KIND_KERNEL,
-    "Kernel": schema.KIND_KERNEL,
-    "gpu_memcpy": schema.KIND_MEMCPY,
-    "Memcpy": schema.KIND_MEMCPY,
-    "gpu_memset": schema.KIND_MEMSET,
-    "Memset": schema.KIND_MEMSET,
+    "kernel": kinds.KIND_KERNEL,
+    "Kernel": kinds.KIND_KERNEL,
+    "gpu_memcpy": kinds.KIND_MEMCPY,
+    "Memcpy": kinds.KIND_MEMCPY,
+    "gpu_memset": kinds.KIND_MEMSET,
+    "Memset": kinds.KIND_MEMSET,
 }
 LAUNCH_CATS = {"cuda_runtime": "runtime", "Runtime": "runtime", "cuda_driver": "driver", "Driver": "driver"}
 OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op"}
 REGION_CATS = {
-    "user_annotation": schema.REGION_USER,
-    "User": schema.REGION_USER,
-    "gpu_user_annotation": schema.REGION_GPU_USER,
+    "user_annotation": kinds.REGION_USER,
+    "User": kinds.REGION_USER,
+    "gpu_user_annotation": kinds.REGION_GPU_USER,
 }
 FLOW_CATS = {"ac2g", "async_cpu_to_gpu", "fwdbwd"}
 # Flows that link a CPU launch to its device activity; their id is the launch correlation.

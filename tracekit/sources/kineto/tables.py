@@ -14,13 +14,11 @@ from pathlib import Path
 from operator import attrgetter
 from typing import Any
 
-import msgspec
 import polars as pl
 
 from tracekit.tables import schema
 from tracekit.tables.staging import writing
 from tracekit.sources.kineto import columns as kc
-from tracekit.sources.kineto import elements
 from tracekit.sources.kineto.finish import finish_table
 from tracekit.sources.kineto.frames import attr_list, built_frame, native_frame, prepare
 from tracekit.sources.kineto.native import Window
@@ -218,38 +216,6 @@ class Collector:
             df = finish_table(df, name, base_ns, self.dropped)
             yield name, schema.conform(df, name, trace_id)
             del df
-
-
-def decode_fallback(piece: bytes, decoder: msgspec.json.Decoder[Any], dropped: Counter[str]) -> list[Any]:
-    """Per-event decode of a batch that failed typed validation or was nested too deeply for
-    msgspec; bad events are counted (only once the whole batch went through: a DecodeError,
-    e.g. invalid UTF-8, is retried upstream) and stay in the list as None, so that every event
-    keeps its index in the file."""
-    out: list[Any] = []
-    bad: Counter[str] = Counter()
-    split = False
-    try:
-        raws: list[Any] = msgspec.json.decode(piece, type=list[msgspec.Raw])
-    except RecursionError:  # split without recursion; only the too-deep elements are lost
-        raws, split = elements.split(piece), True
-    for raw in raws:
-        try:
-            out.append(decoder.decode(raw))
-        except msgspec.ValidationError as exc:
-            msg, _, where = str(exc).partition(" - at ")
-            bad[f"invalid event: {msg}" + (f" at {where}" if where else "")] += 1
-            out.append(None)
-        except RecursionError:
-            bad["invalid event: nested too deeply to decode"] += 1
-            out.append(None)
-        except msgspec.DecodeError:
-            if not split:
-                raise
-            # Bad JSON in a split batch: no byte offset (it would be the element's, not the
-            # batch's), so the reader just backs off to an earlier boundary.
-            raise msgspec.DecodeError("JSON is malformed") from None
-    dropped.update(bad)
-    return out
 
 
 def _offset_concat(parts: list[tuple[pl.DataFrame, int]], keep: pl.Expr | None = None) -> pl.DataFrame:
