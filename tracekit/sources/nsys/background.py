@@ -2,7 +2,7 @@
 
 SQLite releases the GIL while it steps a statement, so an aggregate query (a full scan that
 returns a few rows) costs the reading thread nothing when it runs on another connection: the
-NVTX counts of :func:`tracekit.sources.nsys.nvtx.prepass` (≈ 1.5 s on 1.7 M ranges) run while the
+NVTX counts of :func:`tracekit.sources.nsys.nvtx.prepass` (≈ 1.3 s on 1.7 M ranges) run while the
 kernels, launches and the first ranges are fetched.
 """
 

@@ -24,7 +24,7 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.tables.intervals import nest
 from tracekit.sources.nsys.nvtx_time import Nesting, NotInTimeOrder, in_start_blocks, number, thread_offsets
-from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, iter_frames, pid_of, read_frame, tid_of
+from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, count, iter_frames, pid_of, read_frame, tid_of
 
 NVTX_TABLE = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE ids (identical in 2.x and 3.x exports).
@@ -59,49 +59,46 @@ PYPROF_DTYPES = {
 _I64 = pl.Int64()
 
 
-OPTIONAL = ("textId", "endGlobalTid", "domains")  # what count_skipped finds in use; read_regions skips the rest
-
-
-def count_skipped(conn: sqlite3.Connection, have: set[str], dropped: Counter[str]) -> set[str]:
-    """Count the NVTX events that are not ranges, and the ranges without a usable time, in
-    ``dropped`` (once per export, before :func:`read_regions`). Returns which of
-    :data:`OPTIONAL` are in use: ``textId`` / ``endGlobalTid`` set on some range, ``domains``
-    (some domain-creation event); :func:`read_regions` does not read the others (all null). One
-    scan; the events that are not ranges are grouped by type only when there are some."""
-    if NVTX_TABLE not in have:
-        return set()
-    cols = columns(conn, NVTX_TABLE)
-    ranges = f"eventType IN ({PUSH_POP}, {START_END})"
-
-    def n(cond: str) -> str:
-        return f"coalesce(sum(CASE WHEN {cond} THEN 1 ELSE 0 END), 0)"
-
-    used = [n(f'{ranges} AND "{c}" IS NOT NULL') if c in cols else "0" for c in OPTIONAL[:2]]
-    bad, other, *found = conn.execute(
-        f"SELECT {n(f'{ranges} AND NOT ({_usable()})')}, {n(f'eventType IS NULL OR NOT ({ranges})')}, "
-        f"{', '.join(used)}, {n(f'eventType = {DOMAIN_CREATE}')} FROM {NVTX_TABLE}"
-    ).fetchone()
-    if other:
-        for etype, k in conn.execute(
-            f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR NOT ({ranges}) GROUP BY 1"
-        ).fetchall():
-            dropped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(k)
-    if bad:
-        dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += int(bad)
-    return {name for name, k in zip(OPTIONAL, found, strict=True) if k}
+OPTIONAL = ("textId", "endGlobalTid", "domains")  # what prepass finds in use; read_regions skips the rest
 
 
 def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None, set[str]]:
     """What :func:`read_regions` needs before its first chunk, counted by SQLite (run in a thread
-    on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the
-    skipped NVTX events and the optional columns in use (:func:`count_skipped`), and the
-    region_id offsets of a read in start order (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`;
-    None: read sorted)."""
+    on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the NVTX
+    events that are not ranges and the ranges without a usable time (as drop counts), which of
+    :data:`OPTIONAL` are in use (``textId`` / ``endGlobalTid`` set on some range, ``domains``:
+    some domain-creation event; :func:`read_regions` does not read the others, all null), and
+    the region_id offsets of a read in start order
+    (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`; None: read sorted).
+
+    Three queries: the ranges and their optional columns counted in one scan; the events that
+    are not ranges (all rows less the ranges; the row count is kept by SQLite's b-tree) grouped
+    by type only when there are some; the usable ranges per globalTid, whose sum gives the
+    unusable ones (a range is usable or not, never NULL: :func:`_usable`)."""
     skipped: Counter[str] = Counter()
     if NVTX_TABLE not in have:
         return skipped, None, set()
-    used = count_skipped(conn, have, skipped)
-    return skipped, thread_offsets(conn, NVTX_TABLE, _ranges()), used
+    cols = columns(conn, NVTX_TABLE)
+    ranges = f"eventType IN ({PUSH_POP}, {START_END})"
+    optional = [f'count("{c}")' if c in cols else "0" for c in OPTIONAL[:2]]
+    n_ranges, *found = conn.execute(
+        f"SELECT count(*), {', '.join(optional)} FROM {NVTX_TABLE} WHERE {ranges}"
+    ).fetchone()
+    used = {name for name, k in zip(OPTIONAL[:2], found, strict=True) if k}
+    if count(conn, NVTX_TABLE) > n_ranges:
+        for etype, k in conn.execute(
+            f"SELECT eventType, count(*) FROM {NVTX_TABLE} WHERE eventType IS NULL OR NOT ({ranges}) GROUP BY 1"
+        ).fetchall():
+            skipped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(k)
+            if etype == DOMAIN_CREATE:
+                used.add("domains")
+    per_thread = conn.execute(
+        f"SELECT globalTid, count(*) FROM {NVTX_TABLE} WHERE {_ranges()} GROUP BY globalTid"
+    ).fetchall()
+    bad = n_ranges - sum(int(n) for _, n in per_thread)
+    if bad:
+        skipped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += bad
+    return skipped, thread_offsets(per_thread), used
 
 
 def _ranges() -> str:
@@ -138,7 +135,7 @@ def read_regions(
     them by (globalTid, start, end desc); each chunk is nested together with the ranges still
     open from the previous chunk. Either way memory stays bounded and region_id, depth and
     parent are the same as nesting everything at once. Of :data:`OPTIONAL`, only what ``used``
-    names is read (:func:`count_skipped`): without ``domains`` every domain is null and
+    names is read (:func:`prepass`): without ``domains`` every domain is null and
     ``domainId`` is not read; without ``textId`` / ``endGlobalTid`` those columns are all null
     on ranges and are not read either.
     """

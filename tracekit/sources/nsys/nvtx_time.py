@@ -6,8 +6,8 @@ nsys writes ``NVTX_EVENTS`` in start order (every shared export and the syntheti
 module reads the rows as they are stored and gives each range the same id and nesting as the
 sorted read would:
 
-* :func:`thread_offsets` counts the ranges of each globalTid first (one aggregate query), so a
-  range's id is the count of ranges of lower globalTids plus its rank within its own thread;
+* the ranges of each globalTid are counted first (one aggregate query; :func:`thread_offsets`),
+  so a range's id is the count of ranges of lower globalTids plus its rank within its own thread;
 * the rows arrive in blocks of consecutive start times (rows sharing the last start of a chunk
   wait for the next one, so ties are never split); within a block the ranges of a thread are
   ranked by (start, end desc), ties in storage order, which is how SQLite's stable sort orders
@@ -23,8 +23,8 @@ reader then starts again with the sorted read (``tracekit.sources.nsys.nvtx``).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 import polars as pl
 
@@ -40,17 +40,18 @@ class NotInTimeOrder(Exception):
     """The ranges are not stored in start order (or cannot be numbered that way): read them sorted."""
 
 
-def thread_offsets(conn: sqlite3.Connection, table: str, where: str) -> dict[int, int] | None:
-    """globalTid → region_id of its first range (the number of ranges of lower globalTids), or
-    None when reading in storage order could not give the ids and nesting of the sorted read: a
-    globalTid that is not an integer, or two globalTids with the same (pid, tid) (nesting is per
-    pid and tid). A start, end or globalTid that is not an integer in a row stops the read itself
-    (:func:`tracekit.sources.nsys.sql.iter_frames` with ``strict``: NotInTimeOrder)."""
-    rows = conn.execute(f"SELECT globalTid, count(*) FROM {table} WHERE {where} GROUP BY globalTid").fetchall()
+def thread_offsets(per_thread: list[tuple[Any, Any]]) -> dict[int, int] | None:
+    """globalTid → region_id of its first range (the number of ranges of lower globalTids), from
+    the rows of ``SELECT globalTid, count(*) ... GROUP BY globalTid`` (in globalTid order, as
+    ORDER BY globalTid sorts them), or None when reading in storage order could not give the ids
+    and nesting of the sorted read: a globalTid that is not an integer, or two globalTids with the
+    same (pid, tid) (nesting is per pid and tid). A start, end or globalTid that is not an integer
+    in a row stops the read itself (:func:`tracekit.sources.nsys.sql.iter_frames` with
+    ``strict``: NotInTimeOrder)."""
     offsets: dict[int, int] = {}
     threads: set[tuple[int, int]] = set()
     at = 0
-    for gtid, n in rows:  # one row per thread, in globalTid order (as ORDER BY globalTid sorts them)
+    for gtid, n in per_thread:
         if not isinstance(gtid, int) or gtid < 0:
             return None
         offsets[gtid] = at

@@ -21,8 +21,13 @@ import polars as pl
 
 from tracekit.errors import TraceFormatError
 
-# Rows fetched per round trip: bounds the Python objects alive at once (~100 B per row).
+# Rows per chunk (frame) yielded by iter_frames.
 CHUNK_ROWS = 200_000
+# Rows per fetchmany, i.e. Python row tuples alive at once: a chunk is built from frames of this
+# many rows, each transposed while its tuples are still in the CPU caches and their memory reused
+# by the next batch (≈ 100 B a row; with 200,000-row fetches the tuples of a chunk were faulted in
+# anew each time: 1.7 M NVTX rows fetched and framed in 3.4 s of CPU instead of 2.8 s).
+FETCH_ROWS = 20_000
 # How long to wait on a lock held by a writer before giving up (seconds).
 LOCK_TIMEOUT_S = 2.0
 
@@ -152,7 +157,8 @@ def iter_frames(
     strict: bool = False,
 ) -> Iterator[pl.DataFrame]:
     """Run ``sql`` and yield its rows as frames of at most ``chunk_rows`` rows (default
-    :data:`CHUNK_ROWS`, read at call time); nothing when there are no rows. A cell of another
+    :data:`CHUNK_ROWS`, read at call time; fetched :data:`FETCH_ROWS` at a time); nothing when
+    there are no rows. A cell of another
     type than its column's becomes null (a float is truncated), or with ``strict`` raises TypeError.
 
     Text cells are decoded by sqlite3's own (C) UTF-8 decoder — the connection's replacing
@@ -180,8 +186,7 @@ def _frames(
     done, fast = 0, True
     while True:
         try:
-            with _gc_paused():
-                rows = _fetch(conn, cur, chunk_rows, fast)
+            parts = _chunk(conn, cur, names, schema, chunk_rows, strict, fast)
         except sqlite3.OperationalError as exc:
             if not fast or "decode" not in str(exc).lower():
                 raise
@@ -189,14 +194,37 @@ def _frames(
             cur = conn.execute(sql, tuple(params))
             _skip(cur, done)
             continue
-        if not rows:
+        if not parts:
             break
-        done += len(rows)
-        with _gc_paused():
-            cols: Iterable[Any] = zip(*rows, strict=True)
-            frame = pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=strict)
-            del rows, cols
+        frame = parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
+        del parts
+        done += frame.height
         yield frame
+
+
+def _chunk(
+    conn: sqlite3.Connection,
+    cur: sqlite3.Cursor,
+    names: list[str],
+    schema: dict[str, pl.DataType],
+    n: int,
+    strict: bool,
+    fast: bool,
+) -> list[pl.DataFrame]:
+    """The next ``n`` rows of ``cur`` (fewer at its end; none when it is exhausted) as frames of
+    at most :data:`FETCH_ROWS` rows each, each built while its row tuples are still in the CPU
+    caches."""
+    parts: list[pl.DataFrame] = []
+    with _gc_paused():
+        while n > 0:
+            rows = _fetch(conn, cur, min(n, FETCH_ROWS), fast)
+            if not rows:
+                break
+            n -= len(rows)
+            cols: Iterable[Any] = zip(*rows, strict=True)
+            parts.append(pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=strict))
+            del rows, cols
+    return parts
 
 
 T = TypeVar("T")
@@ -252,9 +280,11 @@ _ITEM, _END, _ERROR = 0, 1, 2
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block. Fetching a chunk makes ~200,000 row tuples
+    """No cyclic garbage collection inside the block. Building a chunk makes ~200,000 row tuples
     (none of them in a cycle), and each 700 new objects would otherwise start a collection that
-    walks the young objects, tuples included: about a third of the fetch and transpose time."""
+    walks the young objects, tuples included: about a third of the fetch and transpose time. One
+    block holds the fetches and the transposes of a whole chunk (a collection between a fetch and
+    its transpose would walk every tuple just fetched)."""
     was = gc.isenabled()
     gc.disable()
     try:
