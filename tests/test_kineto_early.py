@@ -148,3 +148,47 @@ def test_bad_input_fails_the_same_way_on_the_early_read(tmp_path: Path) -> None:
         # The early path is taken for the files that start like JSON (sniffed as Kineto); the
         # empty file, the text, the SQLite header and the report are refused by the sniffer first.
         assert len(calls) == (1 if p.name in ("no_events.json", "cut.json", "gz_cut.json.gz") else 0), p.name
+
+
+_CLI_SPY = """
+import sys
+import tracekit.sources.kineto.early as e
+calls = []
+real = e.read_while_importing
+def spy(path, modules):
+    calls.append(list(modules))
+    return real(path, modules)
+e.read_while_importing = spy
+from tracekit.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+sys.stderr.write("EARLY " + repr(calls) + "\\n")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "warm"),
+    [
+        (["analyze", "{p}", "--format", "json"], ["tracekit.analysis"]),
+        (["summary", "{p}", "--format", "json"], ["tracekit.analysis.summary", "tracekit.report.summary"]),
+    ],
+    ids=["analyze", "summary"],
+)
+def test_analyze_and_summary_of_a_file_read_early_and_print_the_same(
+    args: list[str], warm: list[str], shared_traces: Path
+) -> None:
+    path = str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    argv = [a.format(p=path) for a in args]
+    outs = {}
+    for off in ("0", "1"):
+        env = {**os.environ, "TRACEKIT_NO_EARLY_READ": off}
+        r = subprocess.run(
+            [sys.executable, "-c", _CLI_SPY, *argv], capture_output=True, text=True, timeout=300, env=env, check=True
+        )
+        outs[off] = r.stdout
+        want = [] if off == "1" else [["tracekit.sources.kineto.loader", *warm]]
+        assert f"EARLY {want!r}" in r.stderr
+    assert outs["0"] == outs["1"]
+    assert json.loads(outs["0"])  # a whole JSON document

@@ -7,8 +7,9 @@ screens are rendered by :mod:`tracekit.report.analyze`; JSON is ``AnalysisResult
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +18,9 @@ from tracekit.cli.term import echo
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
+
+if TYPE_CHECKING:
+    from tracekit.tables.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,6 @@ def analyze(**params: Any) -> None:
 
     A dataset of several traces (or those chosen by --compare prefixes / --rank) is compared
     across ranks, one analysis task per trace: per rank × phase, straggler steps, communication."""
-    import os
 
     from tracekit.report.output import check_out, write_atomic
 
@@ -118,10 +121,21 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
 
 
+def _early_file(a: _Args) -> Trace | None:
+    """A trace file analysed with no option that must be checked before any work (--phase-map,
+    --slo, --thresholds, --rank, --compare): the trace, read while the analysis loads
+    (tracekit/sources/kineto/early.py); None otherwise."""
+    if a.phase_map or a.slo or a.thresholds or a.rank is not None or a.compare or os.path.isdir(a.source):
+        return None
+    from tracekit.sources import load
+
+    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=("tracekit.analysis",))
+
+
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run."""
-
+    early = _early_file(a)
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
     from tracekit.cli import ranks
@@ -144,7 +158,7 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
 
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
-    trace = load_for_analysis(
+    trace = early or load_for_analysis(
         a.source,
         chosen[0] if chosen else a.trace_id,
         list(a.captures),

@@ -22,11 +22,15 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
     annotations and parse warnings of one trace (a file or one trace of a dataset).
     A dataset holding several traces lists them (pick one with --trace-id)."""
     from tracekit.sources import load
+
+    trace = None
+    if not path.is_dir():  # a trace file: read while the modules below load (sources/kineto/early.py)
+        trace = load(str(path), trace_id=trace_id, warm=("tracekit.analysis.summary", "tracekit.report.summary"))
     from tracekit.analysis.summary import dataset_overview, summarize
     from tracekit.report.summary import render_text
     from tracekit.tables.trace import dataset_trace_ids, is_dataset
 
-    if trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
+    if trace is None and trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
         rows = dataset_overview(path)
         if fmt == "json":
             echo(json.dumps({"dataset": str(path), "traces": rows}, indent=2, default=str))
@@ -38,7 +42,8 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
                     f"rank {r['rank'] if r['rank'] is not None else '-'}  {r['kernels']} device activities"
                 )
         return
-    trace = load(str(path), trace_id=trace_id)
+    if trace is None:
+        trace = load(str(path), trace_id=trace_id)
     s = summarize(trace, top=top)
     if fmt == "json":
         echo(json.dumps(s, indent=2, default=str))
