@@ -5,6 +5,7 @@ ordinary way; the early path is called directly here, and taken for real in fres
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -46,6 +47,14 @@ def test_worth_it_only_for_files_within_the_limit(tmp_path: Path, shared_traces:
     with open(big, "wb") as fh:  # sparse: LIMIT_BYTES + 1 bytes on disk, none written
         fh.truncate(LIMIT_BYTES + 1)
     assert not worth_it(big)
+    # A gzip file is judged by its JSON size (the ISIZE trailer), not by its size on disk: 3 MB
+    # of gzip whose trailer says 300 MiB (allowed: under 100× the compressed size).
+    gz = tmp_path / "big.json.gz"
+    body = gzip.compress(os.urandom(3 << 20), compresslevel=1)
+    gz.write_bytes(body[:-4] + (300 << 20).to_bytes(4, "little"))
+    assert gz.stat().st_size < LIMIT_BYTES and not worth_it(gz)
+    gz.write_bytes(body)  # the true trailer: 3 MiB of content
+    assert worth_it(gz)
 
 
 def _fresh(code: str, env: dict[str, str] | None = None) -> str:
@@ -117,8 +126,6 @@ def test_ingest_in_a_fresh_process_writes_what_the_ordinary_read_writes(tmp_path
 
 
 def _bad_inputs(tmp_path: Path) -> list[Path]:
-    import gzip
-
     out = []
     for name, data in [
         ("empty.json", b""),

@@ -24,6 +24,7 @@ from typing import Any
 
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
+from tracekit.sources.kineto.window import json_size as json_size  # re-exported: cli/ingest.py, tests
 
 TABLES = ("kernels", "launches", "ops", "regions")
 STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
@@ -77,22 +78,6 @@ class IngestRun:
             if r.pid:
                 out[r.pid] = max(out.get(r.pid, 0), r.peak_rss_kb)
         return out
-
-
-def json_size(f: Path) -> int:
-    """Uncompressed size of a (possibly gzipped) file, estimated: gzip's ISIZE trailer (size mod
-    2^32; at least 20× the compressed size once that could wrap — Kineto JSON compresses
-    10–30×), never above 100× the compressed size (the trailer of a cut-off file is noise)."""
-    try:
-        size = f.stat().st_size
-        with open(f, "rb") as fh:
-            if fh.read(2) != b"\x1f\x8b" or size < 20:
-                return size
-            fh.seek(-4, os.SEEK_END)
-            isize = int.from_bytes(fh.read(4), "little")
-    except OSError:
-        return 0  # unreadable: the loader reports it, in one line
-    return min(max(isize, 20 * size if size >= (1 << 32) // 20 else 0), 100 * size)
 
 
 def expand_inputs(

@@ -10,7 +10,7 @@ msgspec — instead of building tables, which needs polars. The loader then repl
 in file order (``read_kineto(..., early=...)``), so the tables are the same as a plain read's.
 
 Used only where it pays and is safe: the native scanner is built, polars is not imported yet
-(else there is nothing to overlap), and the file is at most :data:`LIMIT_BYTES` on disk (the
+(else there is nothing to overlap), and the file holds at most :data:`LIMIT_BYTES` of JSON (the
 record holds the whole file's scanned buffers until the replay, which frees each as its frames
 are built; for the big files the streamed ingest bounds memory instead). No polars here.
 """
@@ -31,9 +31,9 @@ from tracekit.sources.kineto import scanraw
 from tracekit.sources.kineto.events import decode_events
 from tracekit.sources.kineto.jsonstream import stream_document
 from tracekit.sources.kineto.routes import FLOW_CATS, X_ROUTES
-from tracekit.sources.kineto.window import StreamStats
+from tracekit.sources.kineto.window import StreamStats, json_size
 
-LIMIT_BYTES = 256 << 20  # on disk; a larger file is read the ordinary way
+LIMIT_BYTES = 256 << 20  # of JSON (gzip: its ISIZE trailer); a larger file is read the ordinary way
 
 
 @dataclass
@@ -52,9 +52,10 @@ class EarlyRead:
 
 def worth_it(path: Path) -> bool:
     """True when an early read can help: the native scanner is built and ``path`` is a file of
-    at most :data:`LIMIT_BYTES`."""
+    at most :data:`LIMIT_BYTES` of JSON (the record holds the scanner's buffers of the whole file
+    until the replay: several times the size of the finished tables, whose names are shared)."""
     try:
-        return scanraw.available() and path.is_file() and path.stat().st_size <= LIMIT_BYTES
+        return scanraw.available() and path.is_file() and 0 < json_size(path) <= LIMIT_BYTES
     except OSError:
         return False
 

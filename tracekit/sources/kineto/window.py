@@ -6,6 +6,7 @@ reader saw beyond the events themselves. Used by :mod:`tracekit.sources.kineto.j
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import threading
@@ -119,6 +120,22 @@ def in_thread(gen: Iterator[bytes]) -> Iterator[bytes]:
             yield item
     finally:
         stop.set()
+
+
+def json_size(f: Path) -> int:
+    """Uncompressed size of a (possibly gzipped) file, estimated: gzip's ISIZE trailer (size mod
+    2^32; at least 20× the compressed size once that could wrap — Kineto JSON compresses
+    10–30×), never above 100× the compressed size (the trailer of a cut-off file is noise)."""
+    try:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b" or size < 20:
+                return size
+            fh.seek(-4, os.SEEK_END)
+            isize = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return 0  # unreadable: the loader reports it, in one line
+    return min(max(isize, 20 * size if size >= (1 << 32) // 20 else 0), 100 * size)
 
 
 class Buffer:
