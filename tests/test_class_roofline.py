@@ -177,3 +177,29 @@ def test_roofline_plot_uses_the_dtype_roof_of_the_analysis(shared_traces: Path) 
     assert all(t.split()[1].rstrip(":") in used for t in roofs)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert any(t.endswith("no peak for int32") for t in texts) == ("int32" in used)
+
+
+def test_prepare_classes_equal_op_class_per_row() -> None:
+    # roofline.prepare maps the name rules of the distinct names onto the rows (replace_strict)
+    # instead of joining on (name, kind): the same class for every row, including null names
+    # (no rule matches: other), null kinds (the name rules) and memcpy/memset kinds (whatever the name).
+    from tracekit.analysis.roofline import _classes
+
+    a = pl.DataFrame(
+        {
+            "name": [
+                "ampere_sgemm_128x64_nn",
+                None,
+                "Memcpy DtoH",
+                "flash_fwd_kernel",
+                None,
+                "x",
+                "ncclKernel_AllReduce",
+            ],
+            "kind": ["kernel", "kernel", "memcpy", None, "memset", None, "kernel"],
+        }
+    )
+    got = a.select(_classes(a).alias("c"))["c"].to_list()
+    want = a.select(op_class(pl.col("name"), pl.col("kind")).alias("c"))["c"].to_list()
+    assert got == want
+    assert got[1] == "other" and got[2] == got[4] == "memcpy/memset"
