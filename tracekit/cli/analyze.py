@@ -167,12 +167,16 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     )
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
-    if store_options is not None and trace.meta.get("dataset_path"):
+    in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
+    # The tables and result frames are not needed for printing: released before the document is
+    # indented (the 860 MB replica: ~270 MB of frames beside the 75 MB document and its copies)
+    del trace, result
+    if store_options is not None and in_dataset:
         from tracekit.report.jsonout import document
         from tracekit.tables.results import store
 
         printed = document(compact)
-        store(a.source, trace.trace_id, store_options, result.trace.get("source") or None, printed)
+        store(a.source, trace_id, store_options, source or None, printed)
         if a.fmt == "json":
             return printed
     return _text(compact, a.fmt, a.limit)
