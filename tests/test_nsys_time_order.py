@@ -224,3 +224,21 @@ def test_unparseable_pyprof_texts_counted_per_range_whatever_the_chunks(
     back = read_dataset(tmp_path / "ds", trace_id=tid)
     assert back.meta["parse_stats"]["dropped"]["NVTX text looks like a PyProf dict but does not parse"] == 7
     assert back.ops["name"].to_list() == ["aten::mm"]  # the one good PyProf range (op "mm" as aten::mm)
+
+
+def test_parquet_dictionary_only_where_values_repeat(shared_traces: Path, tmp_path: Path) -> None:
+    """ingest_nsys gives a Parquet dictionary only to the columns whose first chunk repeats its
+    values (at most half as many distinct values as rows): in the 13513 regions of XENT, names
+    (a few hundred distinct texts), pids, tids and depths; not the times or region ids, all
+    distinct, which pyarrow would otherwise try to fit in a dictionary first. Same table read back."""
+    import pyarrow.parquet as pq
+
+    ingest_nsys(shared_traces / XENT, tmp_path / "ds", trace_id="t")
+    [path] = (tmp_path / "ds" / "regions").glob("*/data.parquet")
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    encoded = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    with_dictionary = {name for name, encodings in encoded.items() if "RLE_DICTIONARY" in encodings}
+    assert {"name", "pid", "tid", "depth"} <= with_dictionary
+    assert not {"region_id", "start_ns", "end_ns"} & with_dictionary
+    written = read_dataset(tmp_path / "ds", "t").regions.sort("region_id")
+    assert written.equals(load_nsys(shared_traces / XENT, trace_id="t").regions.sort("region_id"))

@@ -87,56 +87,73 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
 
     Each chunk is written in a thread of its own while the next one is read (pyarrow releases the
     GIL while it encodes and compresses): one write in flight at most, its error raised before
-    the next write starts, the writer closed only once no write is running."""
+    the next write starts, the writer closed only once no write is running. The writer is opened
+    at the first chunk, which decides the columns given a dictionary (:func:`dictionary_columns`)."""
     part = staging / table
     out = staging.parent
     target = schema.empty(table).drop("trace_id").to_arrow().schema
     rows = 0
     with writing(out):  # only the writes: errors reading the chunks belong to the input
         part.mkdir()
-        writer = pq.ParquetWriter(part / DATA_FILE, target)
-    flight = _OneWrite(writer, out)
+    flight = _OneWrite(part / DATA_FILE, target, out)
     try:
         for chunk in chunks:
             if chunk.height == 0:
                 continue
-            arrow = schema.conform(chunk, table, tid).drop("trace_id").to_arrow()
-            flight.start(arrow.cast(target) if arrow.schema != target else arrow)
+            frame = schema.conform(chunk, table, tid).drop("trace_id")
+            arrow = frame.to_arrow()
+            flight.start(arrow.cast(target) if arrow.schema != target else arrow, frame)
             rows += chunk.height
-        flight.wait()
-        with writing(out):
-            if rows == 0:
-                writer.write_table(pa.Table.from_batches([], schema=target))  # from_pylist, empty_table import pandas
-            writer.close()
+        flight.close()
     except BaseException:
-        flight.wait(check=False)
-        try:
-            writer.close()
-        except Exception:  # noqa: BLE001 - the error on its way out matters, not this one
-            pass
+        flight.abandon()
         raise
     return rows
 
 
+def dictionary_columns(first: pl.DataFrame) -> list[str]:
+    """The Parquet columns written with a dictionary: those of which the first chunk holds at
+    most half as many distinct values as rows (names, kinds, pids, tids, depths), and the leaves
+    of list columns. Times and ids, nearly all distinct, are written plain: given a dictionary,
+    pyarrow fills it to its 1 MiB limit in every row group before falling back to plain (the
+    regions of a 133 MB export: 1.05 s of CPU and 35.6 MB, against 0.45 s and 27.6 MB)."""
+    distinct = first.select(pl.all().n_unique()).row(0, named=True)
+    out: list[str] = []
+    for name, dtype in first.schema.items():
+        if isinstance(dtype, pl.List):
+            out.append(f"{name}.list.element")
+        elif 2 * distinct[name] <= first.height:
+            out.append(name)
+    return out
+
+
 class _OneWrite:
-    """At most one ``writer.write_table`` running, in a thread; its error (a DatasetError, from
+    """The Parquet writer of one table, opened at the first chunk, and at most one
+    ``writer.write_table`` running, in a thread; its error (a DatasetError, from
     :func:`~tracekit.tables.staging.writing`) is raised by the next :meth:`start` or :meth:`wait`."""
 
-    def __init__(self, writer: pq.ParquetWriter, out: Path) -> None:
-        self.writer, self.out = writer, out
+    def __init__(self, path: Path, target: pa.Schema, out: Path) -> None:
+        self.path, self.target, self.out = path, target, out
+        self.writer: pq.ParquetWriter | None = None
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
-    def _run(self, arrow: pa.Table) -> None:
+    def _run(self, writer: pq.ParquetWriter, arrow: pa.Table) -> None:
         try:
             with writing(self.out):
-                self.writer.write_table(arrow)
+                writer.write_table(arrow)
         except BaseException as exc:  # noqa: BLE001 - raised in the reading thread by wait()
             self.error = exc
 
-    def start(self, arrow: pa.Table) -> None:
+    def start(self, arrow: pa.Table, frame: pl.DataFrame) -> None:
+        """Write ``arrow`` (``frame`` as Arrow) once the previous write has ended."""
         self.wait()
-        self.thread = threading.Thread(target=self._run, args=(arrow,), name="tracekit-parquet-write", daemon=True)
+        if self.writer is None:
+            with writing(self.out):
+                self.writer = pq.ParquetWriter(self.path, self.target, use_dictionary=dictionary_columns(frame))
+        self.thread = threading.Thread(
+            target=self._run, args=(self.writer, arrow), name="tracekit-parquet-write", daemon=True
+        )
         self.thread.start()
 
     def wait(self, check: bool = True) -> None:
@@ -146,3 +163,23 @@ class _OneWrite:
         error, self.error = self.error, None
         if check and error is not None:
             raise error
+
+    def close(self) -> None:
+        """Wait for the last write and close the file (an empty table when no chunk came)."""
+        self.wait()
+        with writing(self.out):
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.path, self.target)
+                self.writer.write_table(
+                    pa.Table.from_batches([], schema=self.target)
+                )  # from_pylist, empty_table import pandas
+            self.writer.close()
+
+    def abandon(self) -> None:
+        """On an error: wait for the write running, close the file if open, raise nothing."""
+        self.wait(check=False)
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except Exception:  # noqa: BLE001 - the error on its way out matters, not this one
+                pass
