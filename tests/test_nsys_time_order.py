@@ -242,3 +242,38 @@ def test_parquet_dictionary_only_where_values_repeat(shared_traces: Path, tmp_pa
     assert not {"region_id", "start_ns", "end_ns"} & with_dictionary
     written = read_dataset(tmp_path / "ds", "t").regions.sort("region_id")
     assert written.equals(load_nsys(shared_traces / XENT, trace_id="t").regions.sort("region_id"))
+
+
+def test_ranges_fetched_while_the_thread_counts_are_made(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-thread counts that number the ranges (a GROUP BY: SQLite sorts every range) run
+    beside the fetch of the first ranges, not before it: here the counts are held back until 5
+    chunks of 1000 ranges have been fetched — the one being numbered, the 3 waiting
+    (nvtx.AHEAD_CHUNKS) and the one the fetch thread holds — and the regions are still those of
+    the sorted read."""
+    import tracekit.sources.nsys.loader as loader
+
+    want = _sorted_read(shared_traces / XENT, monkeypatch)
+    monkeypatch.setattr(sq, "CHUNK_ROWS", 1000)  # 14 chunks of the 13513 ranges
+    fetched: list[int] = []
+    five = threading.Event()
+    real_frames, real_counts = sq._frames, loader.thread_counts
+
+    def frames(conn, sql, *a, **k):  # type: ignore[no-untyped-def]
+        for frame in real_frames(conn, sql, *a, **k):
+            if "NVTX_EVENTS" in sql:
+                fetched.append(frame.height)
+                if len(fetched) == 5:
+                    five.set()
+            yield frame
+
+    waited: list[bool] = []
+
+    def counts(conn, have):  # type: ignore[no-untyped-def]
+        waited.append(five.wait(timeout=10))  # False: the fetch stopped before 5 chunks
+        return real_counts(conn, have)
+
+    monkeypatch.setattr(sq, "_frames", frames)
+    monkeypatch.setattr(loader, "thread_counts", counts)
+    got = load_nsys(shared_traces / XENT).regions
+    assert waited == [True] and len(fetched) == 14
+    assert got.equals(want)

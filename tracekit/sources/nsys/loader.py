@@ -28,7 +28,7 @@ from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.nsys import sql as sq
 from tracekit.sources.nsys.background import Background
-from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, op_rows, prepass, read_regions
+from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, numbering, op_rows, prepass, read_regions, thread_counts
 from tracekit.sources.nsys.nvtx_time import NotInTimeOrder
 from tracekit.sources.nsys.tables import (
     KERNEL_TABLE,
@@ -67,7 +67,8 @@ class Export:
     warnings: list[str] = field(default_factory=list)
     pids: set[int] = field(default_factory=set)
     capture_end_ns: int = 0
-    nvtx: Background[tuple[Counter[str], dict[int, int] | None, set[str]]] | None = None  # nvtx.prepass
+    nvtx: Background[tuple[Counter[str], set[str], int]] | None = None  # nvtx.prepass
+    threads: Background[list[tuple[Any, Any]]] | None = None  # nvtx.thread_counts
 
 
 @contextmanager
@@ -89,13 +90,15 @@ def open_export(path: str | os.PathLike[str]) -> Iterator[Export]:
         ex = Export(p, conn, have, sq.all_strings(conn, have))
         if NVTX_TABLE in have:
             ex.nvtx = Background(lambda: _open(p), lambda c: prepass(c, have))
+            ex.threads = Background(lambda: _open(p), lambda c: thread_counts(c, have))
         ex.capture_end_ns = _capture_end(conn, have)
         yield ex
     except sqlite3.Error as exc:
         raise sq.describe_db_error(p, exc) from None
     finally:
-        if ex is not None and ex.nvtx is not None:
-            ex.nvtx.cancel()
+        for work in (ex.nvtx, ex.threads) if ex is not None else ():
+            if work is not None:
+                work.cancel()
         conn.close()
 
 
@@ -115,16 +118,27 @@ def launch_chunks(ex: Export) -> Iterator[pl.DataFrame]:
 def region_chunks(ex: Export, in_time_order: bool = True) -> Iterator[pl.DataFrame]:
     """``regions`` rows, chunk by chunk (:func:`~tracekit.sources.nsys.nvtx.read_regions`), after
     counting the NVTX events that are no usable range in ``ex.dropped``. With ``in_time_order`` a
-    chunk out of start order raises NotInTimeOrder (see :func:`regions_once`)."""
-    if ex.nvtx is None:
+    chunk out of start order raises NotInTimeOrder (see :func:`regions_once`), and the ranges are
+    fetched while the per-thread counts that number them are still being made (waited for at the
+    first block)."""
+    if ex.nvtx is None or ex.threads is None:
         return
-    skipped, offsets, used = ex.nvtx.result()
+    skipped, used, n_ranges = ex.nvtx.result()
     ex.dropped.update(skipped)
+    threads = ex.threads
+    numbered: list[dict[int, int] | None] = []
+
+    def offsets() -> dict[int, int] | None:
+        if not numbered:
+            numbered.append(numbering(threads.result(), n_ranges, ex.dropped))
+        return numbered[0]
+
     for df in read_regions(
         ex.conn, ex.have, ex.strings, ex.capture_end_ns, ex.warnings, offsets if in_time_order else None, used
     ):
         ex.pids.update(df["pid"].unique().drop_nulls().to_list())
         yield df
+    offsets()  # the unusable ranges are counted also when none was read in start order
 
 
 def regions_once(ex: Export, consume: Callable[[Iterator[pl.DataFrame]], T], restart: Callable[[], None]) -> T:

@@ -16,7 +16,7 @@ import ast
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import polars as pl
@@ -36,6 +36,9 @@ NON_RANGE_TYPES = {
     75: "NVTX domain creation (its text names the domain)",
 }
 DOMAIN_CREATE = 75
+# Chunks of ranges fetched ahead of the reader in start order: while the per-thread counts that
+# number them are still being made (:func:`thread_counts`), the fetch goes on into these.
+AHEAD_CHUNKS = 3
 
 # PyProf dtype names → the type strings Kineto writes in ``Input type``.
 PYPROF_DTYPES = {
@@ -62,22 +65,20 @@ _I64 = pl.Int64()
 OPTIONAL = ("textId", "endGlobalTid", "domains")  # what prepass finds in use; read_regions skips the rest
 
 
-def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dict[int, int] | None, set[str]]:
-    """What :func:`read_regions` needs before its first chunk, counted by SQLite (run in a thread
-    on a connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the NVTX
-    events that are not ranges and the ranges without a usable time (as drop counts), which of
-    :data:`OPTIONAL` are in use (``textId`` / ``endGlobalTid`` set on some range, ``domains``:
-    some domain-creation event; :func:`read_regions` does not read the others, all null), and
-    the region_id offsets of a read in start order
-    (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`; None: read sorted).
+def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], set[str], int]:
+    """What :func:`read_regions` needs before it starts, counted by SQLite (run in a thread on a
+    connection of its own: :class:`~tracekit.sources.nsys.background.Background`): the NVTX
+    events that are not ranges (as drop counts), which of :data:`OPTIONAL` are in use
+    (``textId`` / ``endGlobalTid`` set on some range, ``domains``: some domain-creation event;
+    :func:`read_regions` does not read the others, all null), and the number of ranges.
 
-    Three queries: the ranges and their optional columns counted in one scan; the events that
-    are not ranges (all rows less the ranges; the row count is kept by SQLite's b-tree) grouped
-    by type only when there are some; the usable ranges per globalTid, whose sum gives the
-    unusable ones (a range is usable or not, never NULL: :func:`_usable`)."""
+    Two queries: the ranges and their optional columns counted in one scan; the events that are
+    not ranges (all rows less the ranges; the row count is kept by SQLite's b-tree) grouped by
+    type only when there are some. The usable ranges of each thread are counted apart
+    (:func:`thread_counts`, which takes longer: SQLite sorts the rows to group them)."""
     skipped: Counter[str] = Counter()
     if NVTX_TABLE not in have:
-        return skipped, None, set()
+        return skipped, set(), 0
     cols = columns(conn, NVTX_TABLE)
     ranges = f"eventType IN ({PUSH_POP}, {START_END})"
     optional = [f'count("{c}")' if c in cols else "0" for c in OPTIONAL[:2]]
@@ -92,13 +93,26 @@ def prepass(conn: sqlite3.Connection, have: set[str]) -> tuple[Counter[str], dic
             skipped[NON_RANGE_TYPES.get(etype, f"NVTX event of type {etype}")] += int(k)
             if etype == DOMAIN_CREATE:
                 used.add("domains")
-    per_thread = conn.execute(
-        f"SELECT globalTid, count(*) FROM {NVTX_TABLE} WHERE {_ranges()} GROUP BY globalTid"
-    ).fetchall()
+    return skipped, used, int(n_ranges)
+
+
+def thread_counts(conn: sqlite3.Connection, have: set[str]) -> list[tuple[Any, Any]]:
+    """(globalTid, usable ranges) per globalTid, in globalTid order (one aggregate query; run in
+    a thread of its own while the first ranges are fetched)."""
+    if NVTX_TABLE not in have:
+        return []
+    return conn.execute(f"SELECT globalTid, count(*) FROM {NVTX_TABLE} WHERE {_ranges()} GROUP BY globalTid").fetchall()
+
+
+def numbering(per_thread: list[tuple[Any, Any]], n_ranges: int, dropped: Counter[str]) -> dict[int, int] | None:
+    """Count the ranges without a usable time in ``dropped`` (the ranges less the usable ones of
+    every thread: a range is usable or not, never NULL, :func:`_usable`) and return the region_id
+    offsets of a read in start order (:func:`~tracekit.sources.nsys.nvtx_time.thread_offsets`;
+    None: read sorted)."""
     bad = n_ranges - sum(int(n) for _, n in per_thread)
     if bad:
-        skipped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += bad
-    return skipped, thread_offsets(per_thread), used
+        dropped["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] += bad
+    return thread_offsets(per_thread)
 
 
 def _ranges() -> str:
@@ -122,16 +136,17 @@ def read_regions(
     strings: pl.DataFrame,
     capture_end_ns: int,
     warnings: list[str],
-    offsets: dict[int, int] | None = None,
+    offsets: Callable[[], dict[int, int] | None] | None = None,
     used: Collection[str] = OPTIONAL,
 ) -> Iterator[pl.DataFrame]:
     """Push/pop and start/end NVTX ranges on their CPU thread, nested per (pid, tid), in chunks.
 
-    With ``offsets`` (globalTid → region_id of its first range: :func:`prepass`) the ranges are
-    read as stored (start order) and numbered and nested block by block
-    (:mod:`tracekit.sources.nsys.nvtx_time`); a chunk out of start order raises
-    :class:`~tracekit.sources.nsys.nvtx_time.NotInTimeOrder` (the caller reads again without
-    ``offsets``). Without them SQLite sorts
+    With ``offsets`` (called once, at the first block: globalTid → region_id of its first range,
+    :func:`numbering`; the ranges fetched meanwhile wait, up to :data:`AHEAD_CHUNKS` chunks) the
+    ranges are read as stored (start order) and numbered and nested block by block
+    (:mod:`tracekit.sources.nsys.nvtx_time`); a chunk out of start order, or offsets that are
+    None, raise :class:`~tracekit.sources.nsys.nvtx_time.NotInTimeOrder` (the caller reads again
+    without ``offsets``). Without them SQLite sorts
     them by (globalTid, start, end desc); each chunk is nested together with the ranges still
     open from the previous chunk. Either way memory stays bounded and region_id, depth and
     parent are the same as nesting everything at once. Of :data:`OPTIONAL`, only what ``used``
@@ -194,7 +209,7 @@ def read_regions(
     else:
         # The sorted read's tie order: a never-ended range sorts as if it ended at the capture end.
         end_key = pl.when(pl.col("unterminated")).then(pl.lit(capture_end_ns)).otherwise(pl.col("end_ns"))
-        chunks = _time_order_chunks(ranges(), dict(offsets), end_key)
+        chunks = _time_order_chunks(ranges(), offsets, end_key)
     n_open = n_cross = 0
     for df in chunks:
         n_open += int(df["unterminated"].sum())
@@ -215,18 +230,24 @@ def _frames(
     globalTid: SQLite orders those otherwise than their null or truncated value) raises
     NotInTimeOrder, and the sorted read, which keeps them as before, takes over."""
     try:
-        yield from iter_frames(conn, sql, sch, params, strict=strict)
+        yield from iter_frames(conn, sql, sch, params, strict=strict, ahead_chunks=AHEAD_CHUNKS if strict else 1)
     except TypeError as exc:
         raise NotInTimeOrder(str(exc)) from None
 
 
 def _time_order_chunks(
-    frames: Iterator[pl.DataFrame], offsets: dict[int, int], end_key: pl.Expr
+    frames: Iterator[pl.DataFrame], offsets: Callable[[], dict[int, int] | None], end_key: pl.Expr
 ) -> Iterator[pl.DataFrame]:
     """Ranges read in storage (start) order → numbered and nested chunks, in region_id order."""
     nesting = Nesting()
+    next_id: dict[int, int] | None = None
     for block in in_start_blocks(frames):
-        block = number(block, offsets, end_key)
+        if next_id is None:
+            first = offsets()
+            if first is None:
+                raise NotInTimeOrder("the ranges' threads cannot be numbered in storage order")
+            next_id = dict(first)
+        block = number(block, next_id, end_key)
         yield nesting.add(block).drop("gtid").sort("region_id")
 
 

@@ -155,6 +155,7 @@ def iter_frames(
     params: Sequence[Any] = (),
     chunk_rows: int | None = None,
     strict: bool = False,
+    ahead_chunks: int = 1,
 ) -> Iterator[pl.DataFrame]:
     """Run ``sql`` and yield its rows as frames of at most ``chunk_rows`` rows (default
     :data:`CHUNK_ROWS`, read at call time; fetched :data:`FETCH_ROWS` at a time); nothing when
@@ -167,10 +168,10 @@ def iter_frames(
     continued with the replacing decoder from the row where it stopped (a read-only file gives
     the same rows in the same order).
 
-    The rows are fetched one chunk ahead in a second thread (:func:`ahead`): SQLite and the row
-    tuples keep one core busy while the caller's polars work and Parquet writes, which release
-    the GIL, run on another."""
-    return ahead(_frames(conn, sql, schema, params, chunk_rows or CHUNK_ROWS, strict))
+    The rows are fetched ``ahead_chunks`` chunks ahead in a second thread (:func:`ahead`): SQLite
+    and the row tuples keep one core busy while the caller's polars work and Parquet writes,
+    which release the GIL, run on another."""
+    return ahead(_frames(conn, sql, schema, params, chunk_rows or CHUNK_ROWS, strict), ahead_chunks)
 
 
 def _frames(
@@ -230,12 +231,12 @@ def _chunk(
 T = TypeVar("T")
 
 
-def ahead(items: Iterator[T]) -> Iterator[T]:
-    """``items``, produced in a second thread at most one item ahead of the consumer (so at most
-    three are alive: the one consumed, the one waiting, the one being made). An exception raised
+def ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items``, produced in a second thread at most ``depth`` items ahead of the consumer (so at
+    most ``depth`` + 2 are alive: the one consumed, those waiting, the one being made). An exception raised
     by ``items`` is raised here; when the consumer stops early, the producer stops after the item
     it is making and is joined before this generator ends (the connection is then free)."""
-    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=1)
+    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
     def put(kind: int, value: Any) -> bool:
