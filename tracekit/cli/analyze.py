@@ -166,11 +166,13 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
         ensure=store_options is not None,
     )
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
-    compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
-    # The tables and result frames are not needed for printing: released before the document is
-    # indented (the 860 MB replica: ~270 MB of frames beside the 75 MB document and its copies)
-    del trace, result
+    # The trace's tables are released before the document is built (the 860 MB replica: ~180 MB
+    # beside the result's frames and the document's Python objects), the result's frames before
+    # it is indented (~90 MB beside the 75 MB document and its copies).
+    del trace
+    compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
+    del result
     if store_options is not None and in_dataset:
         from tracekit.report.jsonout import document
         from tracekit.tables.results import store
