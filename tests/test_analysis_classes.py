@@ -59,3 +59,24 @@ def test_json_carries_op_classes() -> None:
     gemm = next(c for c in pre["op_classes"] if c["op_class"] == "gemm")
     assert (gemm["count"], gemm["device_time_ns"]) == want
     assert sum(c["device_time_ns"] for c in doc["totals"]["op_classes"]) == doc["totals"]["device_time_ns"]
+
+
+def test_comm_kernels_split_by_name_rules() -> None:
+    # comm.comm_kernels picks rows by the distinct names of class communication (no join): a null
+    # name is compute (op class other), memcpy rows (kind) are neither, the order of rows is kept.
+    from tracekit.analysis.comm import comm_kernels
+
+    k = pl.DataFrame(
+        {
+            "kind": ["kernel", "kernel", "memcpy", "kernel", "kernel"],
+            "device": [0, 0, 0, 1, 1],
+            "stream": [7, 8, 7, 7, 8],
+            "name": ["ncclKernel_AllReduce_RING", "ampere_sgemm", "Memcpy DtoD", None, "ncclDevKernel_SendRecv"],
+            "start_ns": [0, 5, 9, 20, 30],
+            "end_ns": [10, 8, 12, 25, 40],
+        }
+    )
+    comm, compute = comm_kernels(k)
+    assert comm.columns == ["device", "stream", "name", "start_ns", "end_ns", "op_class"]
+    assert comm["start_ns"].to_list() == [0, 30] and set(comm["op_class"]) == {"communication"}
+    assert compute.columns == ["device", "start_ns", "end_ns"] and compute["start_ns"].to_list() == [5, 20]
