@@ -236,7 +236,7 @@ def analyze_tables(
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(reg, acts, launches, ops)
     reg, reg_cul = region_idle(reg, linked, launches, ops, host)
-    del host  # the op stretches (one row per self-time stretch of every op) are not needed again
+    del host  # the blocking calls and threads of the idle causes are not needed again
     prep = prepare_roofline(acts)
     cr = class_roofline(acts, regions, reg.filter(pl.col("is_unit")).select("region_id", "phase"), hardware, th, prep)
     top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")

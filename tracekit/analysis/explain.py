@@ -10,15 +10,17 @@ from tracekit.analysis.idle import (
     cause_totals,
     culprits,
     describe,
-    host_layers,
+    host_threads,
     idle_causes,
+    op_segments,
+    ops_overlapping,
     ranked_order,
 )
 from tracekit.analysis.classify import fmt_dur
 
 TOP_CULPRITS = 5
 # linked activities per block of regions whose idle causes are computed together (_causes_by_block)
-IDLE_BLOCK = 1 << 16
+IDLE_BLOCK = 1 << 17
 CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_ns", "count", "share", "text"]
 
 
@@ -30,7 +32,8 @@ def region_idle(
     host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
-    to the region rows; return them with the per-region culprits (unranked, every one)."""
+    to the region rows; return them with the per-region culprits (unranked, every one).
+    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads)."""
     thr = (
         linked.filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
         if "launch_pid" in linked.columns
@@ -72,14 +75,14 @@ def _causes_by_block(
     ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
     pieces and their splits are held for one block at a time (the 860 MB replica: 567 k linked
     activities, 613 k idle pieces, ~260 MB of transients at once). Each block's op stretches are
-    those that overlap its windows' time range. Everything is per region, so the blocks' totals
+    built from the ops that overlap its windows' time range (:func:`ops_overlapping`), so the
+    2.1 M stretches of the replica (~85 MB) are never held at once. Everything is per region, so the blocks' totals
     and culprits concatenated (culprits sorted again in their own order) are the whole answer."""
     block = block or IDLE_BLOCK
+    blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
     if linked.height <= block:
-        pieces = idle_causes(win, linked, launches, ops, host)
+        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)))
         return cause_totals(pieces), culprits(pieces)
-    if host is None:
-        host = host_layers(launches, ops, win.select("pid", "tid"))
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
     )
@@ -90,8 +93,7 @@ def _causes_by_block(
     for (b,), rows in weight.group_by("_b", maintain_order=True):
         ids = rows["region_id"].implode()
         lo, hi = rows.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-        blocking, segs = host
-        segs = segs.filter((pl.col("e") > lo) & (pl.col("s") < hi))
+        segs = op_segments(ops_overlapping(ops, lo, hi), threads, names=False)
         pieces = idle_causes(
             win.filter(pl.col("region_id").is_in(ids)),
             linked.filter(pl.col("region_id").is_in(ids)),
@@ -109,12 +111,13 @@ def _causes_by_block(
 def analysis_host(
     reg: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None, ops: pl.DataFrame | None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The host layers of every thread a window can use: the regions' own threads and every
-    launching thread (:func:`tracekit.analysis.idle.host_layers`), computed once."""
+    """(blocking calls, threads) of every thread a window can use: the regions' own threads and
+    every launching thread (:func:`tracekit.analysis.idle.host_threads`), computed once; the op
+    stretches of those threads are built per block of regions (:func:`region_idle`)."""
     parts = [reg.select("pid", "tid")]
     if "launch_pid" in acts.columns:
         parts.append(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid")).unique())
-    return host_layers(launches, ops, pl.concat(parts, how="vertical_relaxed"))
+    return host_threads(launches, ops, pl.concat(parts, how="vertical_relaxed"))
 
 
 def _text(df: pl.DataFrame) -> pl.Expr:

@@ -196,11 +196,28 @@ def host_layers(
     launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
+    blocking, thr = host_threads(launches, ops, threads)
+    return blocking, op_segments(ops, thr, names=False)  # op ids: the names of the stretches that matter come later
+
+
+def host_threads(
+    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(blocking calls on ``threads``, the distinct threads ``pid, tid``): :func:`host_layers`
+    before the op stretches, for a caller that builds those per time range."""
     thr = threads.drop_nulls().unique()
-    return (
-        blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"),
-        op_segments(ops, thr, names=False),  # op ids: the names of the stretches that matter come later
-    )
+    return blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), thr
+
+
+def ops_overlapping(ops: pl.DataFrame | None, lo: int | None, hi: int | None) -> pl.DataFrame | None:
+    """The ops (the columns :func:`op_segments` reads) that overlap (``lo``, ``hi``): their stretches
+    inside that range are those of all the ops (an op left out lies wholly before ``lo`` or after
+    ``hi``, and the parent of an op kept is kept, since it holds it), so idle pieces inside the
+    range split by them alike."""
+    if ops is None:
+        return None
+    near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
+    return ops.lazy().filter(near).select("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id").collect()
 
 
 def idle_causes(
