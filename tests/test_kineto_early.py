@@ -206,3 +206,28 @@ def test_analyze_and_summary_of_a_file_read_early_and_print_the_same(
         assert f"EARLY {want!r}" in r.stderr
     assert outs["0"] == outs["1"]
     assert json.loads(outs["0"])  # a whole JSON document
+
+
+def test_analyze_of_a_file_releases_the_trace_before_encoding(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trace read early (cli/analyze.py `_early_file`) is released before the document is
+    built, as a trace loaded the other way is: no Trace is alive when the result is encoded."""
+    import gc
+
+    from tracekit.analysis.result import AnalysisResult
+    from tracekit.cli.main import main
+    from tracekit.tables.trace import Trace
+
+    real = AnalysisResult.to_json_bytes
+    alive: list[int] = []
+
+    def spy(self: AnalysisResult) -> bytes:
+        gc.collect()
+        alive.append(sum(1 for o in gc.get_objects() if isinstance(o, Trace)))
+        return real(self)
+
+    monkeypatch.setattr(AnalysisResult, "to_json_bytes", spy)
+    main(["analyze", str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["trace"]["id"]
+    assert alive == [0]

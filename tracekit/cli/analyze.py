@@ -158,19 +158,23 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
 
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
-    trace = early or load_for_analysis(
-        a.source,
-        chosen[0] if chosen else a.trace_id,
-        list(a.captures),
-        lean=pm is None,
-        ensure=store_options is not None,
+    trace = (
+        early
+        if early is not None
+        else load_for_analysis(
+            a.source,
+            chosen[0] if chosen else a.trace_id,
+            list(a.captures),
+            lean=pm is None,
+            ensure=store_options is not None,
+        )
     )
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
     # The trace's tables are released before the document is built (the 860 MB replica: ~180 MB
     # beside the result's frames and the document's Python objects), the result's frames before
     # it is indented (~90 MB beside the 75 MB document and its copies).
-    del trace
+    del trace, early
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     del result
     if store_options is not None and in_dataset:
