@@ -78,3 +78,27 @@ def test_dataset_gives_same_result(tmp_path: Path) -> None:
     b = analyze(tracekit.load(str(tmp_path / "ds"))).to_json()
     key = lambda d: [(r["name"], r["busy_ns"], r["span_ns"], r["flops"], r["bound"]) for r in d["regions"]]  # noqa: E731
     assert key(a) == key(b) and a["totals"]["device_time_ns"] == b["totals"]["device_time_ns"]
+
+
+def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
+    # cli/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
+    # analysed with one jemalloc arena per CPU and pages returned after 1 s; a smaller dataset,
+    # derived tables and stored results not counted, or a trace file: polars' default (None).
+    from tracekit.cli.analyze import BIG_DATASET_BYTES, analysis_allocator
+
+    ds = tmp_path / "ds"
+    (ds / "meta" / "trace_id=a").mkdir(parents=True)
+    for table, size in [("kernels", 1 << 20), ("ops", 2 << 20), ("attribution_activities", 8 << 20)]:
+        d = ds / table / "trace_id=a"
+        d.mkdir(parents=True)
+        with open(d / "data.parquet", "wb") as f:
+            f.truncate(size)  # sparse: sizes without the disk use
+    assert BIG_DATASET_BYTES == 4 << 20
+    assert analysis_allocator(str(ds), cpus=3) is None  # 3 MiB of canonical tables
+    (ds / "regions" / "trace_id=b").mkdir(parents=True)
+    with open(ds / "regions" / "trace_id=b" / "data.parquet", "wb") as f:
+        f.truncate(1 << 20)  # now 4 MiB
+    assert analysis_allocator(str(ds), cpus=3) == "narenas:3,dirty_decay_ms:1000,muzzy_decay_ms:0"
+    trace = tmp_path / "t.json"
+    trace.write_bytes(b" " * (5 << 20))
+    assert analysis_allocator(str(trace), cpus=3) is None
