@@ -91,3 +91,19 @@ def test_struct_rows_encode_as_the_dicts() -> None:
         b'{"1x":null,"class":2.5,"a b":null,"top_kernels":[]}]'
     )
     assert msgspec.json.encode(_rows(df.head(0))) == b"[]"
+
+
+def test_rows_encoded_in_chunks_equal_the_whole_list() -> None:
+    # result._encoded_rows encodes the region rows a chunk at a time into one buffer (msgspec.Raw
+    # in the document): the bytes of encoding the whole list, for any chunk size, and "[]" empty.
+    import msgspec
+    import polars as pl
+
+    from tracekit.analysis.result import _encoded_rows, _rows
+
+    df = pl.DataFrame({"region_id": [1, 2, 3, 4, 5], "x": [0.5, float("nan"), None, 2.0, 1e-05]})
+    extra = {"top_kernels": [[{"name": "k"}], [], [], [{"name": "µ"}], []]}
+    whole = msgspec.json.encode(_rows(df, extra))
+    for chunk in (1, 2, 3, 5, 4096):
+        assert msgspec.json.encode({"r": _encoded_rows(df, extra, chunk)}) == b'{"r":' + whole + b"}"
+    assert msgspec.json.encode(_encoded_rows(df.head(0), {"top_kernels": []})) == b"[]"

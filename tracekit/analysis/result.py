@@ -212,7 +212,7 @@ class AnalysisResult:
         reg = self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns])
         ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
         keys = [str(i) for i in ids]
-        regions = _rows(
+        regions = _encoded_rows(
             reg,
             {
                 "top_kernels": [tops_k.get(k, []) for k in keys],
@@ -304,6 +304,29 @@ def _rows(df: pl.DataFrame, extra: dict[str, list[Any]] | None = None) -> list[A
     fields = [f"f{i}" for i in range(len(names))]
     row = msgspec.defstruct("Row", fields, rename=dict(zip(fields, names)), gc=False)
     return list(map(row, *cols.values())) if names else [row() for _ in range(df.height)]
+
+
+# region rows turned into Python objects and encoded at a time (_encoded_rows)
+ROW_CHUNK = 4096
+
+
+def _encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = ROW_CHUNK) -> msgspec.Raw:
+    """The JSON array of :func:`_rows` ``(df, extra)``, encoded ``chunk`` rows at a time into one
+    buffer: the same bytes as encoding the whole list (compact JSON: ``[`` rows joined by ``,``
+    ``]``), without holding a Python object per value of every row at once (the 860 MB replica's
+    40.7 k regions × 72 fields: ~100 MB of Python objects beside the encoded document)."""
+    enc = msgspec.json.Encoder(enc_hook=_plain)
+    buf = bytearray()
+    for i in range(0, df.height, chunk):
+        part = _rows(df.slice(i, chunk), {k: v[i : i + chunk] for k, v in extra.items()})
+        if buf:
+            del buf[-1]  # the "]" of the rows so far: this part's "[" becomes ","
+        at = len(buf)
+        enc.encode_into(part, buf, at)
+        if at:
+            buf[at] = ord(",")
+        del part
+    return msgspec.Raw(memoryview(buf) if buf else b"[]")
 
 
 def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[Any]]:
