@@ -222,9 +222,14 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
     real = AnalysisResult.to_json_bytes
     alive: list[int] = []
 
-    def spy(self: AnalysisResult) -> bytes:
+    def traces() -> set[int]:  # Trace objects alive now (type(), not isinstance: no proxy lookups)
         gc.collect()
-        alive.append(sum(1 for o in gc.get_objects() if isinstance(o, Trace)))
+        return {id(o) for o in gc.get_objects() if type(o) is Trace}
+
+    before = traces()  # other tests' traces (session fixtures, caches) are not this command's
+
+    def spy(self: AnalysisResult) -> bytes:
+        alive.append(len(traces() - before))
         return real(self)
 
     monkeypatch.setattr(AnalysisResult, "to_json_bytes", spy)
