@@ -47,7 +47,6 @@ class EarlyRead:
     stats: StreamStats
     log: list[tuple[Any, list[tuple[bytes, int]] | None]] = field(default_factory=list)
     dropped: Counter[str] = field(default_factory=Counter)
-    overlapped: bool = False  # the import was still running when the read ended
 
 
 def worth_it(path: Path) -> bool:
@@ -69,9 +68,7 @@ def read_while_importing(path: Path, modules: Sequence[str]) -> EarlyRead:
     importer = threading.Thread(target=_import_all, args=(tuple(modules),), name="tracekit-import", daemon=True)
     importer.start()
     try:
-        got = _record(path, importer)
-        got.overlapped = importer.is_alive()
-        return got
+        return _record(path, importer)
     finally:
         importer.join()
 

@@ -180,7 +180,8 @@ def read_kineto(
         raise TraceFormatError(f"{p}: a directory, not a Kineto trace file")
     if not p.is_file():
         raise TraceFormatError(f"{p}: no such file")
-    refuse_other_formats(p)
+    if early is None:  # (the early read refused them before reading)
+        refuse_other_formats(p)
     col = Collector(spill_dir)
 
     def decode(piece: bytes) -> list[Any]:
