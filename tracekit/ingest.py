@@ -22,11 +22,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tracekit.conventions import TABLES
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
 from tracekit.sources.kineto.window import json_size as json_size  # re-exported: cli/ingest.py, tests
 
-TABLES = ("kernels", "launches", "ops", "regions")
 STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
 GLOB_CHARS = ("*", "?", "[")
 

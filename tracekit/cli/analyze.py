@@ -18,6 +18,7 @@ from tracekit.cli.term import echo
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
+from tracekit.conventions import TABLES
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
@@ -123,9 +124,7 @@ def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
     root = Path(source)
     if not (root / "meta").is_dir():
         return None
-    size = sum(
-        f.stat().st_size for t in ("kernels", "launches", "ops", "regions") for f in root.glob(f"{t}/*/*.parquet")
-    )
+    size = sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet"))
     if size < BIG_DATASET_BYTES:
         return None
     return f"narenas:{cpus or os.cpu_count() or 1},dirty_decay_ms:1000,muzzy_decay_ms:0"
@@ -134,14 +133,9 @@ def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
 def bounded_allocator(source: str) -> bool:
     """Before polars is loaded, and unless the user set it: :func:`analysis_allocator`'s setting
     for ``source``. True when set."""
-    import sys
+    from tracekit.cli.allocator import set_before_polars
 
-    if "polars" in sys.modules or "_RJEM_MALLOC_CONF" in os.environ:
-        return False
-    conf = analysis_allocator(source)
-    if conf is not None:
-        os.environ["_RJEM_MALLOC_CONF"] = conf
-    return conf is not None
+    return set_before_polars(lambda: analysis_allocator(source))
 
 
 def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:

@@ -5,13 +5,12 @@ dask.distributed) → one line per trace as it lands, the failures again at the 
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
+from tracekit.cli.allocator import set_before_polars
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
@@ -141,12 +140,7 @@ def bounded_allocator(files: Sequence[Path], stream: bool | None, where: Plan) -
     """Before polars is loaded, and unless the user set it: when :func:`needs_bounded_memory`, ask
     polars' jemalloc to return freed pages at once (polars' default keeps them 0.5–1 s), so finished
     tables leave the peak (a 1.08 GB trace: 616 → 535 MB; docs/kineto.md). True when set."""
-    if "polars" in sys.modules or "_RJEM_MALLOC_CONF" in os.environ:
-        return False
-    if needs_bounded_memory(files, stream, where):
-        os.environ["_RJEM_MALLOC_CONF"] = RETURN_PAGES
-        return True
-    return False
+    return set_before_polars(lambda: RETURN_PAGES if needs_bounded_memory(files, stream, where) else None)
 
 
 def needs_bounded_memory(files: Sequence[Path], stream: bool | None, where: Plan) -> bool:
