@@ -26,18 +26,26 @@ export PYTHONPATH="$PWD/$OUT${PYTHONPATH:+:$PYTHONPATH}"
 export LD_PRELOAD="$ASAN_LIB $UBSAN_LIB"
 # Python's own allocations are not instrumented: leaks are not ours to report; any memory error
 # or undefined behaviour aborts the run (exit != 0).
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# Reports go to files, not stderr: pytest captures a test's stderr, and a sanitizer that stops the
+# process mid-test would take the report with it. They are printed below when the run fails.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1:log_path=$PWD/$OUT/report-asan"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$PWD/$OUT/report-ubsan"
 export MPLBACKEND=Agg
 export PYTHONSAFEPATH=1  # the working directory must not shadow the sanitized copy (Python >= 3.11)
 "$PY" -c 'import tracekit.sources.kineto._kscan as k, sys; assert "build/asan" in k.__file__, k.__file__; print("sanitized scanner:", k.__file__)'
+status=0
 if [ "${1:-}" = "--run" ]; then
   shift
-  exec "$PY" "$@"
-fi
+  "$PY" "$@" || status=$?
+else
 if [ $# -eq 0 ]; then
   set -- tests/test_kineto_native.py tests/test_kineto_native_bad_input.py tests/test_kineto_native_scan.py \
          tests/test_kineto_bad_input.py tests/test_hostile_kineto.py \
          tests/test_hostile_fuzz.py -m "not slow"
 fi
-exec "$PY" -m pytest -q -p no:cacheprovider "$@"
+"$PY" -m pytest -q -p no:cacheprovider "$@" || status=$?
+fi
+if [ "$status" -ne 0 ]; then
+  for f in "$OUT"/report-*; do [ -e "$f" ] && { echo "== $f"; cat "$f"; }; done
+fi
+exit "$status"
