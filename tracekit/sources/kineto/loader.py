@@ -62,7 +62,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None, early
     UnsupportedFormatError (SQLite or ``.nsys-rep``).
     """
     reading = read_kineto(path, trace_id, early=early)
-    tables = reading.all_tables()
+    tables = dict(reading.tables())
     return Trace(meta=reading.meta(), **tables)
 
 
@@ -85,16 +85,6 @@ class KinetoReading:
             yield name, df
             del df  # the caller may have stored and dropped it: do not keep it alive here
         self._done = True
-
-    def all_tables(self) -> dict[str, pl.DataFrame]:
-        """Every table at once (:meth:`Collector.finish_all`: two finished at a time), for a
-        read held in memory; the same tables and meta as :meth:`tables`."""
-        link = self.col.launch_flow_ids()
-        out = self.col.finish_all(self.base, self.trace_id)
-        for name, df in out.items():
-            self._note(name, df, link)
-        self._done = True
-        return out
 
     def _note(self, name: str, df: pl.DataFrame, link: pl.Series) -> None:
         """What meta says of a finished table: its height, kinds, launch-linked activities."""

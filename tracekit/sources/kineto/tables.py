@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from operator import attrgetter
 from typing import Any
@@ -201,23 +200,6 @@ class Collector:
         self._build_pending()
         for name in TABLE_NAMES:
             yield name, self._finish(name, base_ns, trace_id, self.dropped)
-
-    def finish_all(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
-        """:meth:`finish_each`'s tables, two finished at a time in threads (polars runs a query
-        without the GIL), each counting its drops apart (merged in table order). For a read
-        held in memory; with spilled batches (bounded memory), one at a time."""
-        self._build_pending()
-        if any(self.spilled.values()):
-            return dict(self.finish_each(base_ns, trace_id))
-        counts = {name: Counter[str]() for name in TABLE_NAMES}
-        with ThreadPoolExecutor(2, thread_name_prefix="tracekit-finish") as pool:
-            # the largest tables first, so the two threads end together
-            order = sorted(TABLE_NAMES, key=lambda n: -sum(f.height for f in self.frames[n]))
-            done = {n: pool.submit(self._finish, n, base_ns, trace_id, counts[n]) for n in order}
-            out = {n: done[n].result() for n in TABLE_NAMES}
-        for name in TABLE_NAMES:
-            self.dropped.update(counts[name])
-        return out
 
     def _finish(self, name: str, base_ns: int, trace_id: str, dropped: Counter[str]) -> pl.DataFrame:
         parts = self.frames[name] or [pl.read_ipc(f) for f in self.spilled[name]]
