@@ -265,3 +265,26 @@ def test_allocator_setting_in_a_fresh_process(tmp_path: Path) -> None:
     assert conf(small, "--out", str(tmp_path / "b"), "--stream").endswith(",dirty_decay_ms:0,muzzy_decay_ms:0")
     mine = conf(small, "--out", str(tmp_path / "c"), "--stream", env={"_RJEM_MALLOC_CONF": "dirty_decay_ms:250"})
     assert mine.endswith(",dirty_decay_ms:250")
+
+
+def test_every_partition_is_zstd_with_statistics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every Parquet file `tracekit ingest` writes, canonical, meta and derived alike, goes through
+    tracekit.tables.trace.write_part: zstd (level 1, which Parquet does not record) with
+    statistics. The alexnet trace: 4 canonical + meta + 5 derived tables = 10 files, each with
+    one row group whose columns all say ZSTD; the kernels' start_ns has min/max statistics."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "ds"
+    code, _, err = run(["ingest", str(SHARED_TRACES / SMALL[0]), "--out", str(out)], capsys)
+    assert code == 0, err
+    files = sorted(out.glob("*/trace_id=*/data.parquet"))
+    assert len(files) == 10, files
+    for f in files:
+        md = pq.ParquetFile(f).metadata
+        cols = [md.row_group(g).column(c) for g in range(md.num_row_groups) for c in range(md.num_columns)]
+        codecs = {c.compression for c in cols}
+        assert codecs <= {"ZSTD"}, (f, codecs)
+    kern = pq.ParquetFile(next(f for f in files if f.parts[-3] == "kernels")).metadata
+    names = [kern.schema.column(c).name for c in range(kern.num_columns)]
+    st = kern.row_group(0).column(names.index("start_ns")).statistics
+    assert st is not None and st.has_min_max and st.min <= st.max

@@ -197,6 +197,7 @@ def _store(root: Path, trace_id: str, trace: Trace) -> None:
     import uuid
 
     from tracekit.tables.layout import DATA_FILE
+    from tracekit.tables.trace import write_part
 
     _remove(root, KEY, trace_id)
     tables = compute_derived(trace)
@@ -205,7 +206,7 @@ def _store(root: Path, trace_id: str, trace: Trace) -> None:
         tmp = root / name / f".tmp-{trace_id}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
         try:
-            tables[name].write_parquet(tmp / DATA_FILE, statistics=True)
+            write_part(tables[name], tmp / DATA_FILE)
             _remove(root, name, trace_id)
             os.replace(tmp, dest)
         finally:

@@ -30,7 +30,28 @@ from tracekit.tables.staging import discard_staging, open_staging, writing
 
 from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_trace_ids, is_dataset
 
-__all__ = ["DATA_FILE", "META_TABLE", "Trace", "dataset_trace_ids", "is_dataset", "read_dataset", "write_dataset"]
+__all__ = [
+    "DATA_FILE",
+    "META_TABLE",
+    "Trace",
+    "dataset_trace_ids",
+    "is_dataset",
+    "read_dataset",
+    "write_dataset",
+    "write_part",
+]
+
+# zstd at level 1: on df_index_resolver's ten partitions (27.8 MB in memory) it writes in 0.085 s
+# vs 0.126 s at polars' default level, and the files are no larger (1.61 vs 1.66 MB); zstd
+# decompresses at the same speed whatever the level. docs/schema.md.
+PARQUET_ZSTD_LEVEL = 1
+
+
+def write_part(frame: pl.DataFrame, path: Path) -> None:
+    """Write one partition file of a dataset: Parquet, zstd level :data:`PARQUET_ZSTD_LEVEL`,
+    with column statistics (readers skip row groups by them)."""
+    frame.write_parquet(path, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL, statistics=True)
+
 
 # Meta keys a reader adds (where the trace was read from, which columns): never written back.
 READER_NOTES = ("dataset_path", "dataset_columns", "dataset_rows")
@@ -151,14 +172,14 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str], extra: dict[str
             for name in schema.TABLES:
                 part = staging / name
                 part.mkdir()
-                trace.table(name).drop("trace_id").write_parquet(part / DATA_FILE, statistics=True)
+                write_part(trace.table(name).drop("trace_id"), part / DATA_FILE)
             part = staging / META_TABLE
             part.mkdir()
-            meta_frame(trace.meta).write_parquet(part / DATA_FILE)
+            write_part(meta_frame(trace.meta), part / DATA_FILE)
             extras = dict(extra or {})
             for name, frame in extras.items():
                 (staging / name).mkdir()
-                frame.drop("trace_id", strict=False).write_parquet(staging / name / DATA_FILE, statistics=True)
+                write_part(frame.drop("trace_id", strict=False), staging / name / DATA_FILE)
             commit_staged(out, staging, tid, [*schema.TABLES, *extras])
     finally:
         discard_staging(staging)
@@ -171,7 +192,7 @@ def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -
     with writing(out):
         remove_partition(out, META_TABLE, tid)
         (staging / META_TABLE).mkdir()
-        meta_frame(meta).write_parquet(staging / META_TABLE / DATA_FILE)
+        write_part(meta_frame(meta), staging / META_TABLE / DATA_FILE)
         commit_staged(out, staging, tid, list(schema.TABLES))
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
-from tracekit.tables.trace import DATA_FILE, commit_with_meta
+from tracekit.tables.trace import DATA_FILE, commit_with_meta, write_part
 
 
 def ingest_kineto(
@@ -46,7 +46,7 @@ def ingest_kineto(
             for name, df in reading.tables():
                 with writing(out):
                     (staging / name).mkdir()
-                    df.drop("trace_id").write_parquet(staging / name / DATA_FILE, statistics=True)
+                    write_part(df.drop("trace_id"), staging / name / DATA_FILE)
                 del df
                 _trim()
             meta = reading.meta()
