@@ -3,7 +3,7 @@ every scope — all kernels, not only the top ones. See docs/analysis.md ("Op cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -26,6 +26,7 @@ CLASS_ORDER = ("communication", "attention", "gemm", "norm", MEMCPY, "elementwis
 # Without the kind (per-name frames of older results): the loaders name every memcpy / memset
 # activity "Memcpy <kind> (...)" / "Memset (...)", and no kernel is named so.
 _COPY_NAME = r"^Mem(cpy|set)( |$)"
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 
 def op_class(names: pl.Expr, kinds: pl.Expr | None = None) -> pl.Expr:
@@ -39,12 +40,14 @@ def op_class(names: pl.Expr, kinds: pl.Expr | None = None) -> pl.Expr:
     return pl.when(copy).then(pl.lit(MEMCPY)).otherwise(expr)
 
 
-def class_totals(per_name: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def class_totals(per_name: FrameT, keys: list[str]) -> FrameT:
     """Per scope (``keys``) and op class: ``count`` and ``device_time_ns``, from per-name sums
-    (columns ``name``, ``count``, ``device_time_ns``); classes in :data:`CLASS_ORDER`."""
-    on = ["name", "kind"] if "kind" in per_name.columns else ["name"]
+    (columns ``name``, ``count``, ``device_time_ns``); classes in :data:`CLASS_ORDER`. A
+    LazyFrame gives a LazyFrame."""
+    has_kind = "kind" in per_name.collect_schema().names()
+    on = ["name", "kind"] if has_kind else ["name"]
     names = per_name.select(on).unique()
-    kinds = pl.col("kind").cast(pl.String()) if "kind" in per_name.columns else None
+    kinds = pl.col("kind").cast(pl.String()) if has_kind else None
     cls = names.with_columns(op_class(pl.col("name").cast(pl.String()), kinds).alias("op_class"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     return (

@@ -20,7 +20,7 @@ from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.stepcost import kv_shape
 from tracekit.analysis.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
-from tracekit.analysis.tops import SYNTHETIC_ID, tops
+from tracekit.analysis.tops import SYNTHETIC_ID, region_closure, tops
 from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.roofline import prepare as prepare_roofline
 from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
@@ -245,7 +245,10 @@ def analyze_tables(
     keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
     linked = linked.filter(pl.col("region_id").is_in(units.implode())).select(keep)
     prep = prepare_roofline(acts)
-    cr = class_roofline(acts, regions, reg.filter(pl.col("is_unit")).select("region_id", "phase"), hardware, th, prep)
+    closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
+    cr = class_roofline(
+        acts, regions, reg.filter(pl.col("is_unit")).select("region_id", "phase"), hardware, th, prep, closure
+    )
     top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
     reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), hardware, th, device_name)
     excluded = int(reg["bound"].null_count())
@@ -273,7 +276,7 @@ def analyze_tables(
     whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
-    tk, to, classes = tops(acts, regions, unit_ph)
+    tk, to, classes = tops(acts, regions, unit_ph, closure)
 
     unattr = (
         acts.select("region_id", "unattributed_reason", "dur_ns")
@@ -321,7 +324,7 @@ def analyze_tables(
         serving=serving_summary(lat.steps, lat.requests, reg, kv),
         idle_culprits=culprit_frame(reg_cul, ph_cul, reg, ph),
         class_roofline=cr,
-        shape_roofline=shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep),
+        shape_roofline=shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure),
     )
 
 

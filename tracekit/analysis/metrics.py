@@ -8,9 +8,13 @@ key column (a region id, a phase name, or a constant for the whole trace) and at
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import polars as pl
 
 from tracekit.tables.schema import null_constants
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 # Columns every metric frame carries (beside the group key). Documented in docs/analysis.md.
 METRIC_COLUMNS: dict[str, pl.DataType] = {
@@ -309,9 +313,10 @@ def derived(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def rank_top(df: pl.DataFrame, keys: list[str], n: int = 10) -> pl.DataFrame:
+def rank_top(df: FrameT, keys: list[str], n: int = 10) -> FrameT:
     """Keep the ``n`` rows with most ``device_time_ns`` per ``keys`` group; add ``share`` (of the
-    group's total device time) and ``rank`` from 1. Ties break by name."""
+    group's total device time) and ``rank`` from 1. Ties break by name. A LazyFrame gives a
+    LazyFrame (the steps join the caller's plan)."""
     g = df.with_columns((pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(keys)).alias("share")).sort(
         [*keys, "device_time_ns", "name"], descending=[*([False] * len(keys)), True, False]
     )

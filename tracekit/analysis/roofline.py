@@ -29,8 +29,8 @@ _ORDER = [*PHASES, "other"]
 
 
 def _scope_rows(
-    pre: pl.DataFrame, closure: pl.DataFrame, leaf_phase: pl.DataFrame, keys: list[str], sums: list[str]
-) -> pl.DataFrame:
+    pre: pl.LazyFrame, closure: pl.LazyFrame, leaf_phase: pl.LazyFrame, keys: list[str], sums: list[str]
+) -> pl.LazyFrame:
     """Partial sums per (leaf region, ``keys``) → per (scope_kind, scope, ``keys``)."""
     leaf = pre.rename({"region_id": "_leaf"})
     parts = [
@@ -48,8 +48,9 @@ def _scope_rows(
     )
 
 
-def _verdicts(df: pl.DataFrame, hardware: Hardware | None, th: Thresholds) -> pl.DataFrame:
-    """Rates, attainable roof, % of roof, verdict and ``underused`` (+ its cause in words)."""
+def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl.LazyFrame:
+    """Rates, attainable roof, % of roof, verdict and ``underused`` (+ its cause in words); a step
+    of the caller's lazy plan."""
     t = pl.col("covered_time_ns").cast(pl.Float64())
     df = (
         df.with_columns(
@@ -62,7 +63,7 @@ def _verdicts(df: pl.DataFrame, hardware: Hardware | None, th: Thresholds) -> pl
             pl.when(t > 0).then(pl.col("bytes") / (t * 1e-9)).alias("achieved_bytes_per_s"),
             pl.when(pl.col("device_time_ns") > 0).then(t / pl.col("device_time_ns")).otherwise(0.0).alias("coverage"),
         )
-        .join(peaks_frame(hardware), on="dtype", how="left")
+        .join(peaks_frame(hardware).lazy(), on="dtype", how="left")
     )
     bw = (
         float(hardware.mem_bandwidth_bytes_per_s)
@@ -125,7 +126,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     # the name rules run once per distinct name, not per activity (names average ~400 bytes); the
     # classes are mapped onto the rows as one column (a join on (name, kind) gathered a copy of all
     # the other columns too: ~60 MB more at this step's peak on the 860 MB replica)
-    a = a.with_columns(_classes(a).alias("op_class")).drop("name", "kind")
+    cls = _classes(a)
     copy = pl.col("op_class") == MEMCPY
     d = pl.when(copy).then(0).otherwise(pl.col("dur_ns"))
     tot = d.sum().over("cost_op_id")
@@ -136,27 +137,38 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
         .then(pl.col("_cb").is_not_null())
         .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null())
     )
-    return a.with_columns(
-        pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
-        pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
-        pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
-        pl.when(copy)
-        .then(pl.col("_cb").is_not_null())
-        .otherwise(pl.col("op_flops").is_not_null())
-        .alias("flops_known"),
-        pl.when(copy)
-        .then(pl.col("_cb").is_not_null())
-        .otherwise(pl.col("op_bytes").is_not_null())
-        .alias("bytes_known"),
-        pl.when(copy).then(pl.lit(None, dtype=pl.String())).otherwise(pl.col("dtype")).alias("dtype"),
-    ).drop("_cb")
+    return (
+        a.lazy()
+        .with_columns(cls.alias("op_class"))
+        .drop("name", "kind")
+        .with_columns(
+            pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
+            pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
+            pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
+            pl.when(copy)
+            .then(pl.col("_cb").is_not_null())
+            .otherwise(pl.col("op_flops").is_not_null())
+            .alias("flops_known"),
+            pl.when(copy)
+            .then(pl.col("_cb").is_not_null())
+            .otherwise(pl.col("op_bytes").is_not_null())
+            .alias("bytes_known"),
+            pl.when(copy).then(pl.lit(None, dtype=pl.String())).otherwise(pl.col("dtype")).alias("dtype"),
+        )
+        .drop("_cb")
+        .collect(engine="in-memory")
+    )
 
 
 def _classes(a: pl.DataFrame) -> pl.Expr:
     """``op_class(name, kind)`` of each row of ``a``: memcpy/memset by kind, else the name rules,
     evaluated for the distinct names only (a null name matches no rule: ``other``)."""
-    rules = a.select(pl.col("name").drop_nulls().unique())
-    rules = rules.with_columns(op_class(pl.col("name"), pl.lit(None, dtype=pl.String())).alias("c"))
+    rules = (
+        a.lazy()
+        .select(pl.col("name").drop_nulls().unique())
+        .with_columns(op_class(pl.col("name"), pl.lit(None, dtype=pl.String())).alias("c"))
+        .collect(engine="in-memory")
+    )
     by_name = pl.col("name").replace_strict(
         rules["name"], rules["c"], default=pl.lit("other"), return_dtype=pl.String()
     )
@@ -171,16 +183,22 @@ def class_roofline(
     hardware: Hardware | None,
     th: Thresholds,
     prep: pl.DataFrame | None = None,
+    closure: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per (scope_kind, scope, op_class): ``count, device_time_ns, share`` (of the scope's
     device time), ``covered_time_ns, flops, bytes, intensity, dtype, achieved_flops_per_s,
     achieved_bytes_per_s, coverage, peak_flops_per_s, peak_bytes_per_s, ridge,
     attainable_flops_per_s, frac_roof, bound, underused, underused_cause, kernel_median_ns`` (phase
-    and trace scopes) / ``kernel_mean_ns`` (every scope)."""
-    a = prepare(acts) if prep is None else prep
-    closure = region_closure(regions, acts)
+    and trace scopes) / ``kernel_mean_ns`` (every scope). ``prep``: :func:`prepare` of ``acts``,
+    ``closure``: :func:`~tracekit.analysis.tops.region_closure` of ``regions`` and ``acts``, when
+    the caller has them. One lazy plan, collected once."""
+    a = (prepare(acts) if prep is None else prep).lazy()
+    closure = region_closure(regions, acts) if closure is None else closure
+    cl = closure.lazy()
+    # eager join: its row order decides the "first" phase (see tracekit/analysis/tops.py)
     leaf_phase = (
         closure.join(unit_ph, on="region_id")
+        .lazy()
         .unique("_leaf", keep="first")
         .select("_leaf", pl.col("phase").alias("scope"))
     )
@@ -194,7 +212,7 @@ def class_roofline(
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
     )
-    rows = _scope_rows(pre, closure, leaf_phase, ["op_class"], sums)
+    rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums)
     rows = rows.with_columns(pl.col("flops_known") > 0, pl.col("bytes_known") > 0)
     # dominant dtype per row: the covered dtype with most time, floating point first
     dt = (
@@ -202,7 +220,7 @@ def class_roofline(
         .group_by("region_id", "op_class", "dtype")
         .agg(pl.col("covered_time_ns").sum())
     )
-    dt = _scope_rows(dt, closure, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"])
+    dt = _scope_rows(dt, cl, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"])
     dt = (
         dt.drop_nulls("dtype")
         .with_columns(pl.col("dtype").str.contains(r"^(fp|bf|tf)").alias("_f"))
@@ -241,7 +259,7 @@ def class_roofline(
     out = _verdicts(rows, hardware, th)
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
-    return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known")
+    return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
 
 
 def shape_roofline(
@@ -252,19 +270,24 @@ def shape_roofline(
     hardware: Hardware | None,
     th: Thresholds,
     prep: pl.DataFrame | None = None,
+    closure: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The top ops by (name, input shapes) of the trace and of each phase, with the same roofline
-    columns as :func:`class_roofline` (``op_class`` = the class of most of the op's device time)."""
+    columns as :func:`class_roofline` (``op_class`` = the class of most of the op's device time).
+    ``prep`` and ``closure`` as there. One lazy plan after the op positions, collected once."""
     if "input_dims" not in costs.columns:
         return pl.DataFrame()
     from tracekit.analysis.metrics import positions
 
-    a = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
-    pos = positions(a["cost_op_id"], costs["op_id"])
-    a = a.with_columns(costs["input_dims"].gather(pos).fill_null("").str.replace_all(r"\s+", "").alias("shape"))
-    closure = region_closure(regions, acts)
+    costed = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
+    pos = positions(costed["cost_op_id"], costs["op_id"])
+    a = costed.lazy().with_columns(
+        pl.lit(costs["input_dims"].gather(pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
+    )
+    closure = region_closure(regions, acts) if closure is None else closure
     leaf_phase = (
         closure.join(unit_ph, on="region_id")
+        .lazy()
         .unique("_leaf", keep="first")
         .select(pl.col("_leaf").alias("region_id"), pl.col("phase").alias("scope"))
     )
@@ -296,7 +319,7 @@ def shape_roofline(
     rows = rows.filter(pl.col("rank") <= TOP_SHAPES).with_columns(
         (pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns")
     )
-    return _verdicts(rows, hardware, th).drop("flops_known", "bytes_known")
+    return _verdicts(rows, hardware, th).drop("flops_known", "bytes_known").collect(engine="in-memory")
 
 
 def dominant_class(cr: pl.DataFrame, kind: str) -> pl.DataFrame:

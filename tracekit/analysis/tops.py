@@ -22,20 +22,30 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         if "effective_parent_id" in regions.columns
         else pl.col("parent_id")
     )
-    real = regions.filter(pl.col("region_id") != SYNTHETIC_ID)
-    up = real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls()
-    frontier = real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur"))
+    real = regions.lazy().filter(pl.col("region_id") != SYNTHETIC_ID)
+    up, frontier = pl.collect_all(
+        [
+            real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls(),
+            real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur")),
+        ],
+        engine="in-memory",
+    )
     parts = [frontier]
-    for _ in range(real.height):
-        frontier = frontier.join(up, on="_cur").select("_leaf", pl.col("_next").alias("_cur"))
+    for _ in range(frontier.height):  # one query per nesting level
+        frontier = (
+            frontier.lazy()
+            .join(up.lazy(), on="_cur")
+            .select("_leaf", pl.col("_next").alias("_cur"))
+            .collect(engine="in-memory")
+        )
         if frontier.height == 0:
             break
         parts.append(frontier)
-    out = pl.concat(parts).rename({"_cur": "region_id"}).unique()
+    out = pl.concat(parts).lazy().rename({"_cur": "region_id"}).unique()
     if (regions["region_id"] == SYNTHETIC_ID).any():
-        leaves = acts.select(pl.col("region_id").alias("_leaf")).unique()
+        leaves = acts.lazy().select(pl.col("region_id").alias("_leaf")).unique()
         out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
-    return out
+    return out.collect(engine="in-memory")
 
 
 def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
@@ -55,23 +65,31 @@ def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
 
 
 def tops(
-    acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame
+    acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame, closure: pl.DataFrame | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Top kernels and top ops per scope: the whole trace, each phase, each region; and the
     device time per op class of every kernel of each scope (:func:`class_totals`).
 
     Activities are first summed per (innermost region, name) — a few thousand rows — and only
     those partial sums are spread to enclosing regions and phases through the region closure,
-    so the cost does not grow with nesting depth × activities.
+    so the cost does not grow with nesting depth × activities. ``closure``: the
+    :func:`region_closure` of ``regions`` and ``acts`` when the caller has it.
     """
     # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
     # aten::pow it launched through), else by the launching op. Kernel names average ~400 bytes
     # in real traces: names are grouped as categoricals and scopes as integers
     # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
     order = [*PHASES, "other"]
-    closure = region_closure(regions, acts)
+    closure = region_closure(regions, acts) if closure is None else closure
+    # One lazy plan from here on, collected once for the three outputs (a small trace pays per
+    # polars query, not per row), by the in-memory engine as the eager steps were (the streaming
+    # one divides by a window sum through its reciprocal: one ulp apart in the printed shares).
+    # The join is eager: its row order decides which phase is "first" (a lazy join's order is
+    # not observed, and the optimizer then keeps any row).
+    cl = closure.lazy()
     leaf_phase = (
         closure.join(unit_ph, on="region_id")
+        .lazy()
         .unique("_leaf", keep="first")
         .select(
             "_leaf",
@@ -80,7 +98,7 @@ def tops(
             .alias("_sc"),
         )
     )
-    a = acts.select(
+    a0 = acts.select(
         "region_id",
         "dur_ns",
         "op_flops",
@@ -90,20 +108,21 @@ def tops(
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
         pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
     )
-    kpre = a.group_by("region_id", pl.col("_kname").alias("name"), "kind").agg(
-        pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns")
+    kpre = (
+        a0.lazy()
+        .group_by("region_id", pl.col("_kname").alias("name"), "kind")
+        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
     )
     # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
     # activities all lie in one innermost region (nearly all) is summed per (region, op name)
-    # before spreading: ``_new`` marks its first activity there. Ops in several regions, and
-    # activities without an op ("(no op)", one instance per scope), stay per op so that an
-    # enclosing scope counts them once.
-    a = a.with_columns(_first_of(a, "region_id", "top_op_id").alias("_new"))
-    multi = a.filter(pl.col("_new")).select("top_op_id").filter(pl.col("top_op_id").is_duplicated())["top_op_id"]
-    is_multi = pl.col("top_op_id").is_null()
-    if multi.len():
-        is_multi = is_multi | pl.col("top_op_id").is_in(multi.implode())
-    a = a.with_columns(is_multi.alias("_multi"))
+    # before spreading: ``_new`` marks its first activity there. Ops in several regions (first
+    # activities in more than one region), and activities without an op ("(no op)", one
+    # instance per scope), stay per op so that an enclosing scope counts them once.
+    a = (
+        a0.lazy()
+        .with_columns(_first_of(a0, "region_id", "top_op_id").alias("_new"))
+        .with_columns((pl.col("top_op_id").is_null() | (pl.col("_new").sum().over("top_op_id") > 1)).alias("_multi"))
+    )
     once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]
     single = (
         a.filter(~pl.col("_multi"))
@@ -128,7 +147,7 @@ def tops(
         )
     )
 
-    def spread(pre: pl.DataFrame) -> pl.DataFrame:
+    def spread(pre: pl.LazyFrame) -> pl.LazyFrame:
         leaf = pre.rename({"region_id": "_leaf"})
         return pl.concat(
             [
@@ -136,7 +155,7 @@ def tops(
                 leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(
                     pl.lit(1, dtype=pl.Int64()).alias("_sk")
                 ),
-                leaf.join(closure, on="_leaf", nulls_equal=True)
+                leaf.join(cl, on="_leaf", nulls_equal=True)
                 .with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
                 .rename({"region_id": "_sc"}),
             ],
@@ -172,7 +191,7 @@ def tops(
         )
     )
 
-    def scoped(df: pl.DataFrame, rank: bool = True) -> pl.DataFrame:
+    def scoped(df: pl.LazyFrame, rank: bool = True) -> pl.LazyFrame:
         kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
         scope = (
             pl.when(pl.col("_sk") == 0)
@@ -183,7 +202,8 @@ def tops(
             )
             .otherwise(pl.col("_sc").cast(pl.String()))
         )
-        df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in df.columns])
+        cols = df.collect_schema().names()
+        df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in cols])
         top = rank_top(df, keys) if rank else df
         return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
             "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys)
@@ -191,4 +211,7 @@ def tops(
 
     # the kind decides the memcpy/memset class; the top-kernel rows stay per name
     names = tk.group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-    return scoped(names), scoped(to), scoped(class_totals(tk, keys), rank=False)
+    k_out, o_out, c_out = pl.collect_all(
+        [scoped(names), scoped(to), scoped(class_totals(tk, keys), rank=False)], engine="in-memory"
+    )
+    return k_out, o_out, c_out
