@@ -325,3 +325,18 @@ def test_json_array_without_trace_events_is_refused(tmp_path: Path, shared_trace
     assert r.returncode == 0, r.stderr
     assert f"{cfg}: skipped: a JSON array with no trace events" in r.stdout
     assert "ingested 1 of 1 traces" in r.stdout and "skipped 1 file that is not a trace" in r.stdout
+
+
+def test_grid_and_block_text_to_integers() -> None:
+    """kernels' grid_x..block_z come from the args' list text through columns.dims, then item i
+    (null past the end). By hand: "[128, 1, 1]" → 128, 1, 1; "[ 7 ,2]" (blanks, two items) → 7, 2,
+    null; "[4, x, 9]" → 4, null, 9 (x is not an integer); "[]" → null ×3; null text → null ×3."""
+    import polars as pl
+
+    from tracekit.sources.kineto.columns import dims
+
+    s = pl.DataFrame({"g": ["[128, 1, 1]", "[ 7 ,2]", "[4, x, 9]", "[]", None]})
+    got = s.select(dims(pl.col("g")).alias("l")).select(
+        *[pl.col("l").list.get(i, null_on_oob=True).alias(str(i)) for i in range(3)]
+    )
+    assert got.rows() == [(128, 1, 1), (7, 2, None), (4, None, 9), (None, None, None), (None, None, None)]

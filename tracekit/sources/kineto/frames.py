@@ -60,7 +60,7 @@ def native_frame(table: str, df: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
+def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.LazyFrame:
     """Drop (and count) events without a usable ts/dur, with dur < 0, or with a ts or dur of
     ±2^62 ns or more (``TIME_LIMIT_NS``: then ``ts + dur`` and every later sum of a few times
     fit int64, never wrap); times relative to the time base (added in ``finish_table``, as
@@ -82,41 +82,45 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
     for reason, n in zip(reasons, counts):
         if n:
             dropped[f"{what}: {reason}"] += int(n)
+    lf = df.lazy()
     if any(counts):
-        df = df.filter(~bad_ts & ~bad_dur & (dur >= 0) & ~far)
-    return df.with_columns(ts.alias("start_ns"), (ts + dur).alias("end_ns")).drop("_ts_ns", "_dur_ns")
+        lf = lf.filter(~bad_ts & ~bad_dur & (dur >= 0) & ~far)
+    return lf.with_columns(ts.alias("start_ns"), (ts + dur).alias("end_ns")).drop("_ts_ns", "_dur_ns")
 
 
 def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
     """Per batch: validity, derived columns, a hash of the duplicate key, and names as
-    Categorical (repeated names are then stored once; see ``_shared_strings``)."""
-    df = _valid(df, dropped, WHAT[table])
+    Categorical (repeated names are then stored once; see ``_shared_strings``). One query after
+    the validity counts."""
+    lf = _valid(df, dropped, WHAT[table])
     if table == "kernels":
-        df = (
-            df.with_columns(
+        lf = (
+            lf.with_columns(
                 pl.col("_cat").replace_strict(KERNEL_CATS, return_dtype=pl.String()).alias("kind"),
                 # device/stream args are authoritative; pid/tid are their display copies.
                 pl.coalesce("device", "pid").alias("device"),
                 pl.coalesce("stream", "tid").alias("stream"),
+                kc.dims(pl.col("_grid")).alias("_grid"),
+                kc.dims(pl.col("_block")).alias("_block"),
+            )
+            .with_columns(
                 *[
-                    kc.dim(pl.col(f"_{d}"), i).alias(f"{d}_{ax}")
+                    pl.col(f"_{d}").list.get(i, null_on_oob=True).alias(f"{d}_{ax}")
                     for d in ("grid", "block")
                     for i, ax in enumerate("xyz")
                 ],
-            )
-            .with_columns(
                 pl.when(pl.col("kind") == schema.KIND_MEMCPY)
                 .then(pl.col("name").str.extract(r"Memcpy (\w+)"))
-                .alias("copy_kind")
+                .alias("copy_kind"),
             )
             .drop("_cat", "_grid", "_block")
         )
     elif table == "launches":
-        df = df.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop(
+        lf = lf.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop(
             "_cat"
         )
     elif table == "ops":
-        df = df.with_columns(
+        lf = lf.with_columns(
             kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
             kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"),
         )
@@ -124,11 +128,11 @@ def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame
         kind = pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String())
         gpu = kind == schema.REGION_GPU_USER
         # gpu_user_annotation: pid/tid are device/stream (some traces lack the stream arg).
-        df = df.with_columns(
+        lf = lf.with_columns(
             kind.alias("kind"),
             pl.when(gpu).then(pl.coalesce("_device", "pid")).otherwise(pl.col("pid")).alias("pid"),
             pl.when(gpu).then(pl.coalesce("_stream", "tid")).otherwise(pl.col("tid")).alias("tid"),
         ).drop("_cat", "_device", "_stream")
     # Hash after the Categorical cast: codes are global in the process, cheaper than the text.
-    df = df.with_columns(pl.col("name").cast(pl.Categorical()))
-    return df.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key"))
+    lf = lf.with_columns(pl.col("name").cast(pl.Categorical()))
+    return lf.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key")).collect()
