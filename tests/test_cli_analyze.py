@@ -102,3 +102,37 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
     trace.write_bytes(b" " * (5 << 20))
     assert analysis_allocator(str(trace), cpus=3) is None
+
+
+def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # `analyze --format json` (nothing stored) prints the document a chunk of region rows at a
+    # time (report/jsonout.document_parts): the same text as the whole document, never held at
+    # once (the 860 MB replica's compact, indented and newline-terminated copies: ~300 MB).
+    import tracekit.cli.analyze as cli
+    from tracekit.analysis import result
+    from tracekit.report.jsonout import document
+
+    pieces: list[bytes] = []
+    wholes: list[bytes] = []
+    real_echo, real_parts = cli.echo, result.AnalysisResult.to_json_parts
+
+    def echo(message: object = None, **kw: object) -> None:
+        if isinstance(message, bytes):
+            pieces.append(message)
+        real_echo(message, **kw)  # type: ignore[arg-type]
+
+    def parts(self: result.AnalysisResult) -> object:
+        wholes.append(document(self.to_json_bytes()))  # the whole document of the same result
+        return real_parts(self)
+
+    monkeypatch.setattr(cli, "echo", echo)
+    monkeypatch.setattr(result.AnalysisResult, "to_json_parts", parts)
+    monkeypatch.setattr(result, "ROW_CHUNK", 2)
+    code, out, _ = _run([str(LLM), "--format", "json"], capsys)
+    assert code == 0 and len(wholes) == 1
+    whole = wholes[0]
+    assert out.encode() == b"".join(pieces) == whole
+    n = len(json.loads(out)["regions"])
+    assert n > 2 and len(pieces) == 2 + -(-n // 2) and pieces[0].endswith(b'"regions": ')
+    rows = [p.count(b'\n      "region_id": ') for p in pieces]  # the region objects' own key
+    assert rows[0] == rows[-1] == 0 and sum(rows) == n and max(rows) == 2

@@ -5,6 +5,7 @@ A key added to ``AnalysisResult.to_json`` fails here until the contract (and doc
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,28 @@ def test_json_bytes_equal_the_encoded_document(shared_traces: Path) -> None:
     assert msgspec.json.encode({"a": float("nan"), "b": float("-inf")}) == b'{"a":null,"b":null}'
     r = analyze(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
     assert r.to_json_bytes() == msgspec.json.encode(r.to_json())
+
+
+def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # to_json_parts() + report/jsonout.document_parts print the region rows a chunk at a time:
+    # the pieces joined are the printed document of to_json_bytes(), for any chunk size, and with
+    # no region at all; no piece holds more than one chunk of rows.
+    import polars as pl
+
+    import tracekit
+    from tracekit.analysis import analyze, result
+    from tracekit.report.jsonout import document, document_parts
+
+    r = analyze(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
+    assert r.regions.height > 20
+    whole = document(r.to_json_bytes())
+    for chunk in (1, 7, 4096):
+        monkeypatch.setattr(result, "ROW_CHUNK", chunk)
+        pieces = list(document_parts(*r.to_json_parts()))
+        assert b"".join(pieces) == whole
+        assert len(pieces) == 2 + -(-r.regions.height // chunk)
+    none = replace(r, regions=r.regions.head(0), idle_culprits=pl.DataFrame())
+    assert b"".join(document_parts(*none.to_json_parts())) == document(none.to_json_bytes())
 
 
 def test_struct_rows_encode_as_the_dicts() -> None:

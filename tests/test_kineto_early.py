@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 from pathlib import Path
 
 import polars as pl
@@ -212,7 +213,7 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
     from tracekit.cli.main import main
     from tracekit.tables.trace import Trace
 
-    real = AnalysisResult.to_json_bytes
+    real = AnalysisResult.to_json_parts  # the printed JSON (cli/analyze.py: nothing stored)
     alive: list[int] = []
 
     def traces() -> set[int]:  # Trace objects alive now (type(), not isinstance: no proxy lookups)
@@ -221,11 +222,11 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
 
     before = traces()  # other tests' traces (session fixtures, caches) are not this command's
 
-    def spy(self: AnalysisResult) -> bytes:
+    def spy(self: AnalysisResult) -> Any:
         alive.append(len(traces() - before))
         return real(self)
 
-    monkeypatch.setattr(AnalysisResult, "to_json_bytes", spy)
+    monkeypatch.setattr(AnalysisResult, "to_json_parts", spy)
     main(["analyze", str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"), "--format", "json"])
     assert json.loads(capsys.readouterr().out)["trace"]["id"]
     assert alive == [0]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,18 +192,28 @@ class AnalysisResult:
         without building and decoding it (≈ 1.4 s of 2.9 s on a 40k-region document). The
         cyclic garbage collector is paused meanwhile: the document is millions of new containers
         in trees without cycles, and its passes over them were 0.3–1 s of a 40k-region document."""
-        import gc
-
-        paused = gc.isenabled()
-        gc.disable()
-        try:
+        with _gc_paused():
             return msgspec.json.encode(self._document(), enc_hook=_plain)
-        finally:
-            if paused:
-                gc.enable()
 
-    def _document(self) -> dict[str, Any]:
-        """The document before NaN / inf become null (see :meth:`to_json`)."""
+    def to_json_parts(self) -> tuple[bytes, bytes, Iterator[bytes]]:
+        """:meth:`to_json_bytes` in parts, for a writer that never holds the whole document:
+        ``(skeleton, placeholder, chunks)``, the compact document whose ``regions`` array is the
+        JSON string ``placeholder`` (given as its compact JSON, quotes included; a random token
+        no trace text holds), and the region rows as compact JSON arrays of :data:`ROW_CHUNK`
+        rows each, made as they are read. The rows of the arrays, in order, are the elements of
+        ``regions`` (tracekit/report/jsonout.py ``document_parts`` prints them). The frames are
+        read, not copied: the result must not change until the chunks are read."""
+        import uuid
+
+        token = f"tracekit:regions:{uuid.uuid4().hex}"
+        reg, extra = self._region_rows()
+        with _gc_paused():
+            skeleton = msgspec.json.encode(self._document(token), enc_hook=_plain)
+        return skeleton, msgspec.json.encode(token), _row_chunks(reg, extra)
+
+    def _region_rows(self) -> tuple[pl.DataFrame, dict[str, list[Any]]]:
+        """The region columns written to JSON and, per row, its top kernels, top ops and idle
+        culprits (the extra fields of each region object)."""
         tops_k = _tops_by_scope(self.top_kernels, "region")
         tops_o = _tops_by_scope(self.top_ops, "region")
         # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
@@ -212,14 +225,18 @@ class AnalysisResult:
         reg = self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns])
         ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
         keys = [str(i) for i in ids]
-        regions = _encoded_rows(
-            reg,
-            {
-                "top_kernels": [tops_k.get(k, []) for k in keys],
-                "top_ops": [tops_o.get(k, []) for k in keys],
-                "idle_culprits": [cul_r.get(k, []) for k in keys],
-            },
-        )
+        return reg, {
+            "top_kernels": [tops_k.get(k, []) for k in keys],
+            "top_ops": [tops_o.get(k, []) for k in keys],
+            "idle_culprits": [cul_r.get(k, []) for k in keys],
+        }
+
+    def _document(self, regions_token: str | None = None) -> dict[str, Any]:
+        """The document before NaN / inf become null (see :meth:`to_json`); with
+        ``regions_token``, that string in place of the regions (:meth:`to_json_parts`)."""
+        regions: Any = regions_token
+        if regions_token is None:
+            regions = _encoded_rows(*self._region_rows())
         phases = _records(self.phases, PHASE_JSON_COLUMNS)
         lat = _records(self.latency, list(self.latency.columns))
         byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
@@ -308,6 +325,31 @@ def _rows(df: pl.DataFrame, extra: dict[str, list[Any]] | None = None) -> list[A
 
 # region rows turned into Python objects and encoded at a time (_encoded_rows)
 ROW_CHUNK = 4096
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused (documents are trees of new containers, no cycles)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _row_chunks(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int | None = None) -> Iterator[bytes]:
+    """The rows of :func:`_rows` ``(df, extra)`` as compact JSON arrays of ``chunk`` (default
+    :data:`ROW_CHUNK`) rows, each made when it is read (none for no rows)."""
+    chunk = chunk or ROW_CHUNK
+    enc = msgspec.json.Encoder(enc_hook=_plain)
+    for i in range(0, df.height, chunk):
+        with _gc_paused():
+            part = _rows(df.slice(i, chunk), {k: v[i : i + chunk] for k, v in extra.items()})
+            out = enc.encode(part)
+            del part
+        yield out
 
 
 def _encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = ROW_CHUNK) -> msgspec.Raw:

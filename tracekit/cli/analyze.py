@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,15 +96,17 @@ def analyze(**params: Any) -> None:
         from tracekit.tables.results import lookup
 
         stored = lookup(a.source, a.trace_id, options)
-    text: str | bytes
+    text: str | bytes | Iterator[bytes]
     if stored is not None:
         text = stored if a.fmt == "json" else _text(stored, a.fmt, a.limit)
     else:
         text = _analyze(a, options if reuse else None)
     if out_path is None:
-        echo(text, nl=False)  # bytes (a JSON document) are already terminal safe: report/jsonout.py
+        # bytes (a JSON document, whole or in pieces) are already terminal safe: report/jsonout.py
+        for piece in [text] if isinstance(text, (str, bytes)) else text:
+            echo(piece, nl=False)
     else:
-        write_atomic(out_path, text)
+        write_atomic(out_path, text if isinstance(text, (str, bytes)) else b"".join(text))
         echo(f"wrote {out_path}", err=True)
 
 
@@ -165,9 +168,10 @@ def _early_file(a: _Args) -> Trace | None:
     return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=("tracekit.analysis",))
 
 
-def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
+def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | Iterator[bytes]:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
-    its dataset for the next run."""
+    its dataset for the next run. One trace's JSON document not stored comes in pieces, each
+    made as it is printed (report/jsonout.py ``document_parts``)."""
     early = _early_file(a)
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
@@ -208,6 +212,14 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes:
     # beside the result's frames and the document's Python objects), the result's frames before
     # it is indented (~90 MB beside the 75 MB document and its copies).
     del trace, early
+    if a.fmt == "json" and (store_options is None or not in_dataset):
+        # never the whole document at once: its compact form, the indented one and the copy
+        # with the newline were ~75 + 2 × 110 MB on the 860 MB replica
+        from tracekit.report.jsonout import document_parts
+
+        skeleton, placeholder, chunks = result.to_json_parts()
+        del result  # the chunks keep the region rows only
+        return document_parts(skeleton, placeholder, chunks)
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     del result
     if store_options is not None and in_dataset:

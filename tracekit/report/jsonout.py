@@ -11,6 +11,7 @@ Nothing here imports polars: a stored analysis result prints through this module
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 from tracekit.conventions import TERMINAL_UNSAFE
 
@@ -48,3 +49,30 @@ def document(compact: bytes) -> bytes:
     import msgspec
 
     return safe(msgspec.json.format(compact, indent=2)) + b"\n"
+
+
+def document_parts(skeleton: bytes, placeholder: bytes, arrays: Iterable[bytes]) -> Iterator[bytes]:
+    """:func:`document` of a compact document given in parts, printed piece by piece: the
+    ``skeleton`` holds, in place of one array, the JSON string ``placeholder`` (its compact JSON,
+    quotes included, found once and only there); ``arrays`` are compact JSON arrays whose
+    elements, in order, are that array's. The pieces joined are the bytes of :func:`document` of
+    the whole document (tracekit/analysis/result.py ``to_json_parts``), and no piece holds more
+    than one of ``arrays`` (the 860 MB replica's regions: ~110 MB printed, in 10 pieces). JSON
+    strings hold no raw newline, so every newline of an indented array is between two of its
+    tokens: an array printed alone is re-indented by inserting the depth's spaces after each."""
+    import msgspec
+
+    text = msgspec.json.format(skeleton, indent=2)
+    at = text.index(placeholder)
+    line = text.rfind(b"\n", 0, at) + 1
+    ind = b" " * (len(text[line:at]) - len(text[line:at].lstrip(b" ")))
+    yield safe(text[:at])
+    first = True
+    for arr in arrays:
+        f = msgspec.json.format(arr, indent=2)
+        if f == b"[]":
+            continue
+        # f is "[\n" + the elements, each line indented by 2 + "\n]"
+        yield safe((b"[\n" if first else b",\n") + ind + f[2:-2].replace(b"\n", b"\n" + ind))
+        first = False
+    yield safe((b"[]" if first else b"\n" + ind + b"]") + text[at + len(placeholder) :]) + b"\n"
