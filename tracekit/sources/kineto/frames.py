@@ -135,4 +135,5 @@ def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame
         ).drop("_cat", "_device", "_stream")
     # Hash after the Categorical cast: codes are global in the process, cheaper than the text.
     lf = lf.with_columns(pl.col("name").cast(pl.Categorical()))
-    return lf.with_columns(pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key")).collect()
+    key = pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key")
+    return lf.with_columns(key).collect(engine="in-memory")  # the engine the eager steps ran on
