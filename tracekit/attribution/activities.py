@@ -15,8 +15,11 @@ from tracekit.tables.intervals import self_time_segments
 def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
     """The CPU-side regions used for attribution (``user_annotation`` and ``nvtx``); the device
     projections (``gpu_user_annotation``) are left out."""
-    return regions.filter(pl.col("kind").is_in(list(CPU_REGION_KINDS))).select(
-        "region_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"
+    return (
+        regions.lazy()
+        .filter(pl.col("kind").is_in(list(CPU_REGION_KINDS)))
+        .select("region_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
+        .collect(engine="in-memory")
     )
 
 
@@ -40,8 +43,12 @@ def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame,
     its kernels twice: the earliest call is kept), sorted by correlation, as (_row = row in
     ``launches``, pid, tid, t, _lext); and for each activity its row in that frame (null: no launch
     has its correlation). Sorts and binary searches on the integer correlation only."""
-    lau = launches.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "correlation", "start_ns")
-    lau = lau.filter(pl.col("correlation").is_not_null())
+    lau = (
+        launches.lazy()
+        .select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"), "correlation", "start_ns")
+        .filter(pl.col("correlation").is_not_null())
+        .collect(engine="in-memory")
+    )
     lau = lau if lau["correlation"].is_sorted() else lau.sort("correlation")
     c = lau["correlation"]
     dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)

@@ -100,6 +100,7 @@ def attribute(trace: Trace) -> Attribution:
     regions = cpu_regions(trace.regions)
     thread_links = forward_threads(trace.ops, regions)
     tree = region_tree(regions, thread_links)
+    launch_cols: list[pl.Series] = []  # the launch and op of each activity (not in a CPU-only trace)
     if cpu_only:
         acts = cpu_op_activities(trace.ops)
         acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
@@ -126,7 +127,7 @@ def attribute(trace: Trace) -> Attribution:
             pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(reg["_why"].gather(pos))
         ).to_series()
         launches, ops = trace.launches, trace.ops
-        acts = acts.with_columns(
+        launch_cols = [
             launches["name"].gather(lrow).alias("launch_name"),
             launches["pid"].gather(lrow).alias("launch_pid"),
             launches["tid"].gather(lrow).alias("launch_tid"),
@@ -134,16 +135,22 @@ def attribute(trace: Trace) -> Attribution:
             launches["end_ns"].gather(lrow).alias("launch_end_ns"),
             ops["op_id"].gather(orow).alias("op_id"),
             ops["name"].gather(orow).alias("op_name"),
-        )
+        ]
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
-    acts = acts.with_columns(
-        text(link).alias("op_link"),
-        regions["region_id"].gather(rrow).alias("region_id"),
-        regions["name"].gather(rrow).alias("region_name"),
-        text(via).alias("region_via"),
-        text(why).alias("unattributed_reason"),
-    ).select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()])
+    acts = (
+        acts.lazy()
+        .with_columns(*launch_cols)
+        .with_columns(
+            text(link).alias("op_link"),
+            regions["region_id"].gather(rrow).alias("region_id"),
+            regions["name"].gather(rrow).alias("region_name"),
+            text(via).alias("region_via"),
+            text(why).alias("unattributed_reason"),
+        )
+        .select([pl.col(c).cast(t) for c, t in ACTIVITY_COLUMNS.items()])
+        .collect(engine="in-memory")
+    )
     links = region_links(acts, tree)
     stats = {
         "activities": acts.height,

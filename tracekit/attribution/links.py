@@ -32,13 +32,20 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     remaining rows); otherwise (a broken or missing External id) the innermost op by time.
     """
     row = innermost_rows(lau, ops, group=["pid", "tid"], id_col="op_id")
-    inner = lau.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", "_lext").with_columns(
-        row.alias("_row"), ops["external_id"].gather(row).alias("_ext")
+    # one query from here (small traces pay per polars query)
+    inner = lau.lazy().select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"),
+        "pid",
+        "tid",
+        "t",
+        "_lext",
+        row.alias("_row"),
+        ops["external_id"].gather(row).alias("_ext"),
     )
     same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
-    other = inner.filter(pl.col("_lext").is_not_null() & ~same)
-    o = ops.select(
+    other = inner.filter(pl.col("_lext").is_not_null() & ~same).select("_k", "pid", "tid", "t", "_lext")
+    o = ops.lazy().select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_arow"),
         "pid",
         "tid",
@@ -48,9 +55,8 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         "external_id",
     )
     anc = (
-        other.select("_k", "pid", "tid", "t", "_lext")
-        .join(
-            o.filter(pl.col("external_id").is_in(other["_lext"].implode())),
+        other.join(
+            o.join(other.select("_lext"), left_on="external_id", right_on="_lext", how="semi"),
             left_on=["_lext", "pid", "tid"],
             right_on=["external_id", "pid", "tid"],
         )
@@ -59,8 +65,7 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .unique("_k", keep="first")
         .select("_k", "_arow")
     )
-    arow = pl.repeat(None, inner.height, dtype=pl.Int64, eager=True)
-    inner = inner.with_columns((arow.scatter(anc["_k"], anc["_arow"]) if anc.height else arow).alias("_arow"))
+    inner = inner.join(anc, on="_k", how="left", maintain_order="left")
     return inner.select(
         pl.coalesce("_arow", "_row").alias("_row"),
         pl.when(same | pl.col("_arow").is_not_null())
@@ -68,7 +73,7 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("_row").is_not_null())
         .then(pl.lit(code(OP_LINK_TIME), pl.UInt8))
         .alias("_link"),
-    )
+    ).collect(engine="in-memory")
 
 
 def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
@@ -111,24 +116,30 @@ def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
 def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
     """CPU regions with their effective parent: the same-thread parent, or for a top-level region
     on a thread with a forward thread, the forward-thread region enclosing its start."""
-    base = regions.select("region_id", "name", "pid", "tid", "start_ns", "end_ns", "parent_id").with_columns(
-        pl.when(pl.col("parent_id").is_not_null()).then(pl.lit(VIA_THREAD)).otherwise(None).alias("via")
+    base_q = (
+        regions.lazy()
+        .select("region_id", "name", "pid", "tid", "start_ns", "end_ns", "parent_id")
+        .with_columns(pl.when(pl.col("parent_id").is_not_null()).then(pl.lit(VIA_THREAD)).otherwise(None).alias("via"))
     )
-    tops = base.filter(pl.col("parent_id").is_null()).join(
-        thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]
+    tops_q = (
+        base_q.filter(pl.col("parent_id").is_null())
+        .join(thread_links.lazy().select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
+        .select("region_id", "pid", pl.col("fwd_tid").alias("tid"), pl.col("start_ns").alias("t"))
     )
-    if tops.height == 0:
+    base, pts = pl.collect_all([base_q, tops_q], engine="in-memory")
+    if pts.height == 0:
         return base
-    pts = tops.select("region_id", "pid", pl.col("fwd_tid").alias("tid"), pl.col("start_ns").alias("t"))
     row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
-    found = pts.select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
+    found = pts.lazy().select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
     return (
-        base.join(found, on="region_id", how="left")
+        base.lazy()
+        .join(found, on="region_id", how="left")
         .with_columns(
             pl.coalesce("parent_id", "_fp").alias("parent_id"),
             pl.when(pl.col("_fp").is_not_null()).then(pl.lit(VIA_FORWARD)).otherwise(pl.col("via")).alias("via"),
         )
         .drop("_fp")
+        .collect(engine="in-memory")
     )
 
 
@@ -137,39 +148,50 @@ def launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.Da
     thread at the launch start, else, on a thread with a forward thread, the forward thread's
     region (_row = its row in ``regions``, _via code); else the reason code (_why)."""
     row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
-    via = pl.select(pl.when(row.is_not_null()).then(pl.lit(code(VIA_THREAD), pl.UInt8))).to_series()
-    miss = pts.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t").filter(row.is_null())
-    links = miss.join(thread_links.select("pid", "tid", "fwd_tid"), on=["pid", "tid"]).select(
-        "_k", "pid", pl.col("fwd_tid").alias("tid"), "t"
+    # One query: the launches outside any region of their thread, moved to the forward thread;
+    # and for every launch whether its thread has regions at all (its reason when unattributed).
+    found = pts.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", row.alias("_r"))
+    threads = regions.lazy().select("pid", "tid").unique().with_columns(pl.lit(True).alias("_has"))
+    links_q = (
+        found.filter(pl.col("_r").is_null())
+        .join(thread_links.lazy().select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
+        .select("_k", "pid", pl.col("fwd_tid").alias("tid"), "t")
     )
+    outside = pl.lit(code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), pl.UInt8)
+    base_q = found.join(threads, on=["pid", "tid"], how="left", maintain_order="left").select(
+        pl.when(pl.col("_r").is_not_null()).then(pl.lit(code(VIA_THREAD), pl.UInt8)).alias("_via"),
+        pl.when(pl.col("_has").fill_null(False))
+        .then(pl.lit(code(REASON_OUTSIDE), pl.UInt8))
+        .otherwise(outside)
+        .alias("_why"),
+    )
+    links, base = pl.collect_all([links_q, base_q], engine="in-memory")
+    via, why = base["_via"], base["_why"]
     if links.height:
         frow = innermost_rows(links, regions, group=["pid", "tid"], id_col="region_id")
         fwd = links.select("_k", frow.alias("_row")).drop_nulls("_row")
         row = row.scatter(fwd["_k"], fwd["_row"])
-        via = via.scatter(fwd["_k"], pl.repeat(code(VIA_FORWARD), fwd.height, dtype=pl.UInt8, eager=True))
-    # Unattributed launches: does their thread have regions at all?
-    threads = regions.select("pid", "tid").unique()
-    inside = miss.join(threads, on=["pid", "tid"], how="semi")["_k"]
-    why = pl.repeat(
-        code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), len(row), dtype=pl.UInt8, eager=True
+        via = via.scatter(fwd["_k"], code(VIA_FORWARD))
+    return pl.DataFrame({"_row": row, "_via": via, "_why": why}).with_columns(
+        pl.when(pl.col("_row").is_null()).then(pl.col("_why")).alias("_why")
     )
-    if inside.len():
-        why = why.scatter(inside, pl.repeat(code(REASON_OUTSIDE), inside.len(), dtype=pl.UInt8, eager=True))
-    why = pl.select(pl.when(row.is_null()).then(why)).to_series()
-    return pl.DataFrame({"_row": row, "_via": via, "_why": why})
 
 
 def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     """(act_id, region_id, level) for every enclosing region, via the effective parents, sorted by
     (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
     (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
-    closure = ancestors(tree).sort("region_id", "level")
-    per = (
-        closure.group_by("region_id", maintain_order=True)
-        .len()
-        .with_columns((pl.col("len").cum_sum() - pl.col("len")).alias("_off"))
+    sorted_q = ancestors(tree).lazy().sort("region_id", "level")
+    closure, per, att = pl.collect_all(
+        [
+            sorted_q,
+            sorted_q.group_by("region_id", maintain_order=True)
+            .len()
+            .with_columns((pl.col("len").cum_sum() - pl.col("len")).alias("_off")),
+            acts.lazy().filter(pl.col("region_id").is_not_null()).select("act_id", "region_id"),
+        ],
+        engine="in-memory",
     )
-    att = acts.filter(pl.col("region_id").is_not_null()).select("act_id", "region_id")
     if att.height == 0 or per.height == 0:
         return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
     at = per["region_id"].search_sorted(att["region_id"]).cast(pl.Int64).clip(0, per.height - 1)
@@ -187,12 +209,21 @@ def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
 
 def ancestors(tree: pl.DataFrame) -> pl.DataFrame:
     """(region_id, ancestor_id, level): each region with itself (level 0) and every ancestor."""
-    parent = tree.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls()
-    frontier = tree.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level"))
+    t = tree.lazy()
+    parent, frontier = pl.collect_all(
+        [
+            t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
+            t.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
+        ],
+        engine="in-memory",
+    )
     parts = [frontier]
-    for _ in range(tree.height):
-        frontier = frontier.join(parent, left_on="ancestor_id", right_on="region_id", suffix="_p").select(
-            "region_id", pl.col("_next").alias("ancestor_id"), (pl.col("level") + 1).alias("level")
+    for _ in range(tree.height):  # one query per nesting level
+        frontier = (
+            frontier.lazy()
+            .join(parent.lazy(), left_on="ancestor_id", right_on="region_id", suffix="_p")
+            .select("region_id", pl.col("_next").alias("ancestor_id"), (pl.col("level") + 1).alias("level"))
+            .collect(engine="in-memory")
         )
         if frontier.height == 0:
             break

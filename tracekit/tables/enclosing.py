@@ -22,15 +22,23 @@ def innermost_rows(
     overflow; else (start, end descending) with ``by``.
     """
     n = points.height
-    iv = intervals.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-        *group,
-        "start_ns",
-        "end_ns",
-        *(["depth"] if "depth" in intervals.columns else []),
+    # Small traces pay per polars query, not per row: chained steps run as one lazy query
+    # (in-memory engine, as the eager steps).
+    iv, pts = pl.collect_all(
+        [
+            intervals.lazy()
+            .select(
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+                *group,
+                "start_ns",
+                "end_ns",
+                *(["depth"] if "depth" in intervals.columns else []),
+            )
+            .drop_nulls([*group, "start_ns", "end_ns"]),
+            points.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *group, t).drop_nulls(),
+        ],
+        engine="in-memory",
     )
-    iv = iv.drop_nulls([*group, "start_ns", "end_ns"])
-    pts = points.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"), *group, t).drop_nulls()
     found = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     if iv.height == 0 or pts.height == 0:
         return found
@@ -41,22 +49,27 @@ def innermost_rows(
     if d and code is not None and (code[2] + 1) * (hi - lo + 3) * d < 2**62:
         g_iv, g_pt, _ = code
         span = (hi - lo + 3) * d
-        right = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
+        keyed = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
         left = pl.DataFrame({"_lk": g_pt * span + (pts[t].clip(lo - 1, hi) - lo + 1) * d + (d - 1), "_i": pts["_i"]})
-        m = (
-            left.drop_nulls()
+        q = (
+            left.lazy()
+            .drop_nulls()
             .sort("_lk")
-            .join_asof(right, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+            .join_asof(keyed.lazy(), left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+            .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
         )
-        m = m.filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
     else:
-        right = iv.sort(["start_ns", "end_ns"], descending=[False, True]).select(
-            *group, "_row", pl.col("start_ns").alias("_rk")
+        right = (
+            iv.lazy()
+            .sort(["start_ns", "end_ns"], descending=[False, True])
+            .select(*group, "_row", pl.col("start_ns").alias("_rk"))
         )
-        m = pts.sort(t).join_asof(
-            right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False
+        q = (
+            pts.lazy()
+            .sort(t)
+            .join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
         )
-    m = m.drop_nulls("_row")
+    m = q.drop_nulls("_row").select("_i", "_row").collect(engine="in-memory")
     found = found.scatter(m["_i"], m["_row"])
     ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
     by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(
