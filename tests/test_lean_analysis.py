@@ -83,3 +83,36 @@ def test_partial_trace_is_read_whole_when_tables_must_be_computed(shared_traces:
     # A --phase-map needs the whole trace: lean=False reads it all.
     assert "dataset_columns" not in load_for_analysis(tmp_path, lean=False).meta
     assert "dataset_columns" in load_for_analysis(tmp_path).meta
+
+
+def test_tables_read_settled_a_column_at_a_time(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tables/trace.py settled: the tables of a dataset trace read for the analysis (canonical and
+    # derived), files of many row groups, come back one chunk per column without the frame's
+    # rechunk() (a second copy of every column at once: +100 MB on the 860 MB replica's
+    # activities), with the same values; columns not read stay constants.
+    import polars as pl
+
+    full = tracekit.load(str(shared_traces / TRACES[sorted(TRACES)[0]]))
+    write_with_derived(full, tmp_path)
+    for f in tmp_path.glob("*/trace_id=*/data.parquet"):  # many row groups: many chunks when read
+        pl.read_parquet(f).write_parquet(f, row_group_size=7)
+    assert pl.scan_parquet(next(tmp_path.glob("ops/*/data.parquet"))).collect().n_chunks() > 1
+
+    def no_rechunk(self: pl.DataFrame) -> pl.DataFrame:
+        raise AssertionError("a frame rechunked at once")
+
+    monkeypatch.setattr(pl.DataFrame, "rechunk", no_rechunk)
+    lean = load_for_analysis(tmp_path)
+    stored = read_derived(lean)
+    assert stored is not None
+    frames = [lean.table(t) for t in ("kernels", "launches", "ops", "regions")]
+    frames += [stored.activities, stored.region_links, stored.labels]
+    assert all(n == 1 for df in frames for n in df.n_chunks("all"))
+    for table, cols in ANALYSIS_COLUMNS.items():
+        whole = full.table(table)
+        if table in analysis_rows():
+            whole = whole.filter(analysis_rows()[table])
+        for c in cols:
+            assert lean.table(table)[c].equals(whole[c]), (table, c)

@@ -315,18 +315,19 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
         and (activity_columns is None or "name" in activity_columns)
     )
     scans = [pl.scan_parquet(files[n]) for n in names]
-    try:  # one engine call for the four files
+    try:
         if activity_columns is not None:
             have = scans[0].collect_schema().names()
             scans[0] = scans[0].select([c for c in have if c in activity_columns])
         if kernel_names:
             scans[0] = scans[0].select(pl.exclude("name"))
-        # one chunk per column: columns added later do not copy the frame (tables/trace.py read_dataset)
-        got = pl.collect_all(scans)
-        for i in range(len(got)):  # in place: two copies of one table at most
-            got[i] = schema.null_constants(got[i]).rechunk()
-        frames = dict(zip(names, got))
-        del got
+        # one file at a time, each settled (one chunk per column, a column at a time: columns
+        # added later do not copy the frame) before the next is read (tables/trace.py settled)
+        from tracekit.tables.trace import settled
+
+        frames = {}
+        for n, scan in zip(names, scans):
+            frames[n] = settled(scan.collect(), scan.collect_schema().names(), constants=True)
     except (OSError, pl.exceptions.PolarsError):
         return None
     if kernel_names:
