@@ -92,6 +92,22 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
         pieces = list(document_parts(*r.to_json_parts()))
         assert b"".join(pieces) == whole
         assert len(pieces) == 2 + -(-r.regions.height // chunk)
+    # the regions' top kernels, ops and culprits become Python objects a chunk of regions at a time
+    seen: list[int] = []
+    real = result._by_scope
+
+    def spy(df: pl.DataFrame, kind: str) -> dict[str, list[object]]:
+        got = real(df, kind)
+        if kind == "region":
+            seen.append(len(got))
+        return got
+
+    monkeypatch.setattr(result, "_by_scope", spy)
+    monkeypatch.setattr(result, "ROW_CHUNK", 3)
+    skeleton, placeholder, chunks = r.to_json_parts()
+    assert not seen  # nothing per region before the chunks are read
+    assert b"".join(document_parts(skeleton, placeholder, chunks)) == whole
+    assert len(seen) == 3 * -(-r.regions.height // 3) and 0 < max(seen) <= 3
     none = replace(r, regions=r.regions.head(0), idle_culprits=pl.DataFrame())
     assert b"".join(document_parts(*none.to_json_parts())) == document(none.to_json_bytes())
 

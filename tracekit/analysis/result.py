@@ -206,30 +206,36 @@ class AnalysisResult:
         import uuid
 
         token = f"tracekit:regions:{uuid.uuid4().hex}"
-        reg, extra = self._region_rows()
+        reg, extra = self._region_frames()
         with _gc_paused():
             skeleton = msgspec.json.encode(self._document(token), enc_hook=_plain)
         return skeleton, msgspec.json.encode(token), _row_chunks(reg, extra)
 
+    def _region_frames(self) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+        """The region columns written to JSON, and the rows of each region's extra fields (its
+        top kernels, top ops and idle culprits, keyed by ``scope``), in the order written."""
+        culprits = self.idle_culprits
+        extra = {
+            "top_kernels": self.top_kernels.filter(pl.col("rank") <= TOP_JSON) if self.top_kernels.height else None,
+            "top_ops": self.top_ops.filter(pl.col("rank") <= TOP_JSON) if self.top_ops.height else None,
+            # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
+            "idle_culprits": culprits.filter(pl.col("rank") <= 3).drop("text", strict=False)
+            if culprits.height
+            else None,
+        }
+        frames = {
+            k: df.filter(pl.col("scope_kind") == "region")
+            if df is not None and "scope_kind" in df.columns
+            else pl.DataFrame(schema={"scope_kind": pl.String(), "scope": pl.String()})
+            for k, df in extra.items()
+        }
+        return self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns]), frames
+
     def _region_rows(self) -> tuple[pl.DataFrame, dict[str, list[Any]]]:
         """The region columns written to JSON and, per row, its top kernels, top ops and idle
         culprits (the extra fields of each region object)."""
-        tops_k = _tops_by_scope(self.top_kernels, "region")
-        tops_o = _tops_by_scope(self.top_ops, "region")
-        # per region the top 3 culprits without their sentence (idle_top has the first); phases keep 5
-        cul_r = (
-            _by_scope(self.idle_culprits.filter(pl.col("rank") <= 3).drop("text", strict=False), "region")
-            if self.idle_culprits.height
-            else {}
-        )
-        reg = self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns])
-        ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
-        keys = [str(i) for i in ids]
-        return reg, {
-            "top_kernels": [tops_k.get(k, []) for k in keys],
-            "top_ops": [tops_o.get(k, []) for k in keys],
-            "idle_culprits": [cul_r.get(k, []) for k in keys],
-        }
+        reg, frames = self._region_frames()
+        return reg, _extra_lists(reg, frames)
 
     def _document(self, regions_token: str | None = None) -> dict[str, Any]:
         """The document before NaN / inf become null (see :meth:`to_json`); with
@@ -339,14 +345,36 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _row_chunks(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int | None = None) -> Iterator[bytes]:
-    """The rows of :func:`_rows` ``(df, extra)`` as compact JSON arrays of ``chunk`` (default
-    :data:`ROW_CHUNK`) rows, each made when it is read (none for no rows)."""
+def _extra_lists(reg: pl.DataFrame, frames: dict[str, pl.DataFrame]) -> dict[str, list[Any]]:
+    """Per row of ``reg``, the records of each frame of ``frames`` whose ``scope`` is its region id
+    (in the frame's order; ``[]`` for none)."""
+    ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
+    keys = [str(i) for i in ids]
+    out = {}
+    for name, df in frames.items():
+        by = _by_scope(df, "region")
+        out[name] = [by.get(k, []) for k in keys]
+    return out
+
+
+def _row_chunks(df: pl.DataFrame, extra: dict[str, pl.DataFrame], chunk: int | None = None) -> Iterator[bytes]:
+    """The region rows of ``df`` with their ``extra`` records (:meth:`AnalysisResult._region_frames`)
+    as compact JSON arrays of ``chunk`` (default :data:`ROW_CHUNK`) rows, each made when it is
+    read (none for no rows): the extra records are turned into Python objects for one chunk of
+    regions at a time too (the 860 MB replica's top kernels, ops and culprits of 40.7 k regions:
+    ~75 MB of Python objects at once)."""
     chunk = chunk or ROW_CHUNK
     enc = msgspec.json.Encoder(enc_hook=_plain)
+    ids = df["region_id"].cast(pl.String()) if "region_id" in df.columns else None
     for i in range(0, df.height, chunk):
+        rows = df.slice(i, chunk)
+        if ids is None:
+            mine = {k: f.head(0) for k, f in extra.items()}
+        else:
+            keys = ids.slice(i, chunk).implode()
+            mine = {k: f.filter(pl.col("scope").is_in(keys)) for k, f in extra.items()}
         with _gc_paused():
-            part = _rows(df.slice(i, chunk), {k: v[i : i + chunk] for k, v in extra.items()})
+            part = _rows(rows, _extra_lists(rows, mine))
             out = enc.encode(part)
             del part
         yield out
