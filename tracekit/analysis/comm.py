@@ -39,7 +39,8 @@ def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(
             schema={"device": pl.Int64(), "b_start": pl.Int64(), "b_end": pl.Int64(), "b_before": pl.Int64()}
         )
-    w = iv.select("device", "start_ns", "end_ns").sort("device", "start_ns")
+    # one query (a small trace pays per polars query); in-memory engine, as the eager steps
+    w = iv.lazy().select("device", "start_ns", "end_ns").sort("device", "start_ns")
     w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over("device").alias("_prev"))
     w = w.with_columns(
         (pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev")))
@@ -53,15 +54,20 @@ def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("start_ns").min().alias("b_start"), pl.col("end_ns").max().alias("b_end"))
         .sort("device", "b_start")
     )
-    return b.with_columns(
-        ((pl.col("b_end") - pl.col("b_start")).cum_sum().over("device") - (pl.col("b_end") - pl.col("b_start"))).alias(
-            "b_before"
+    return (
+        b.with_columns(
+            (
+                (pl.col("b_end") - pl.col("b_start")).cum_sum().over("device") - (pl.col("b_end") - pl.col("b_start"))
+            ).alias("b_before")
         )
-    ).drop("_block")
+        .drop("_block")
+        .collect(engine="in-memory")
+    )
 
 
-def covered_until(df: pl.DataFrame, col: str, blocks: pl.DataFrame, alias: str) -> pl.DataFrame:
-    """Add ``alias``: covered length of the device's blocks before instant ``df[col]``."""
+def covered_until(df: pl.LazyFrame, col: str, blocks: pl.LazyFrame, alias: str) -> pl.LazyFrame:
+    """Add ``alias``: covered length of the device's blocks before instant ``df[col]`` (a step of
+    the caller's lazy query)."""
     j = (
         df.with_row_index("_r")
         .sort(col)
@@ -104,14 +110,15 @@ def exposed(kernels: pl.DataFrame) -> pl.DataFrame:
         return comm.with_columns(
             *(pl.lit(0, dtype=pl.Int64()).alias(c) for c in ("dur_ns", "covered_ns", "exposed_ns"))
         )
-    blocks = merged_blocks(compute)
-    comm = covered_until(comm, "end_ns", blocks, "_c_end")
-    comm = covered_until(comm, "start_ns", blocks, "_c_start")
+    blocks = merged_blocks(compute).lazy()
+    q = covered_until(comm.lazy(), "end_ns", blocks, "_c_end")
+    q = covered_until(q, "start_ns", blocks, "_c_start")
     dur = pl.col("end_ns") - pl.col("start_ns")
     return (
-        comm.with_columns(dur.alias("dur_ns"), (pl.col("_c_end") - pl.col("_c_start")).alias("covered_ns"))
+        q.with_columns(dur.alias("dur_ns"), (pl.col("_c_end") - pl.col("_c_start")).alias("covered_ns"))
         .with_columns((pl.col("dur_ns") - pl.col("covered_ns")).alias("exposed_ns"))
         .drop("_c_end", "_c_start")
+        .collect(engine="in-memory")
     )
 
 
@@ -121,25 +128,30 @@ def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
     e = exposed(kernels)
     if e.height == 0:
         return pl.DataFrame(schema=COMM_SCHEMA)
-    u = units.select("phase", pl.col("w_start").cast(pl.Int64()), pl.col("w_end").cast(pl.Int64())).sort("w_start")
+    u = units.select("phase", pl.col("w_start").cast(pl.Int64()), pl.col("w_end").cast(pl.Int64()))
+    q = e.lazy()
     if u.height:
-        e = e.sort("start_ns").join_asof(u, left_on="start_ns", right_on="w_start", strategy="backward")
-        e = e.with_columns(
+        q = q.sort("start_ns").join_asof(
+            u.lazy().sort("w_start"), left_on="start_ns", right_on="w_start", strategy="backward"
+        )
+        q = q.with_columns(
             pl.when(pl.col("start_ns") < pl.col("w_end"))
             .then(pl.col("phase"))
             .otherwise(pl.lit(UNPHASED))
             .alias("phase")
         )
     else:
-        e = e.with_columns(pl.lit(UNPHASED).alias("phase"))
+        q = q.with_columns(pl.lit(UNPHASED).alias("phase"))
     aggs = [
         pl.len().cast(pl.Int64()).alias("comm_count"),
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("comm_ns"),
         pl.col("exposed_ns").sum().cast(pl.Int64()).alias("exposed_ns"),
     ]
-    per = e.group_by("phase").agg(aggs).sort("phase")
-    whole = e.select(pl.lit("trace").alias("phase"), *aggs)
+    per = q.group_by("phase").agg(aggs).sort("phase")
+    whole = q.select(pl.lit("trace").alias("phase"), *aggs)
     out = pl.concat([whole, per])
-    return out.with_columns((pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction")).select(
-        list(COMM_SCHEMA)
+    return (
+        out.with_columns((pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction"))
+        .select(list(COMM_SCHEMA))
+        .collect(engine="in-memory")
     )

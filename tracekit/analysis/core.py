@@ -25,6 +25,7 @@ from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay
 from tracekit.analysis.roofline import prepare as prepare_roofline
 from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
+from tracekit.tables.take import take
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -99,7 +100,7 @@ def analyze(
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
-        acts = acts.with_columns(kern["bytes"].gather(acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
+        acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
     from tracekit.sources.kineto.capture import replay_note
 
     if (note := replay_note(acts)) is not None:
@@ -153,11 +154,14 @@ def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> Analysi
 
     reg = result.regions
     units = (
-        reg.filter(pl.col("is_unit")).select(
+        reg.lazy()
+        .filter(pl.col("is_unit"))
+        .select(
             "phase",
             pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
             pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end"),
         )
+        .collect(engine="in-memory")
         if reg.height
         else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
@@ -243,25 +247,25 @@ def analyze_tables(
     # only the phase units' launch delays read the linked activities again: kept for the units
     # and the columns launch_delay reads (the 860 MB replica: 445 k of 567 k rows, 4 of 8 columns)
     keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
-    linked = linked.filter(pl.col("region_id").is_in(units.implode())).select(keep)
+    linked = linked.lazy().filter(pl.col("region_id").is_in(units.implode())).select(keep).collect(engine="in-memory")
     prep = prepare_roofline(acts)
     closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
-    cr = class_roofline(
-        acts, regions, reg.filter(pl.col("is_unit")).select("region_id", "phase"), hardware, th, prep, closure
-    )
+    units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
+    cr = class_roofline(acts, regions, units_q, hardware, th, prep, closure)
     top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
     reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), hardware, th, device_name)
     excluded = int(reg["bound"].null_count())
-    reg = reg.filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
+    reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
 
     # Each activity's phase: the phase of its (single) enclosing phase unit.
-    unit_ph = reg.filter(pl.col("is_unit")).select("region_id", "phase")
-    in_unit = region_links.select("act_id", "region_id").filter(
-        pl.col("region_id").is_in(unit_ph["region_id"].implode())
+    unit_q = reg_q.filter(pl.col("is_unit")).select("region_id", "phase")
+    in_unit_q = (
+        region_links.lazy()
+        .select("act_id", "region_id")
+        .join(unit_q, on="region_id", maintain_order="left")
+        .unique("act_id", keep="first", maintain_order=True)
     )
-    in_unit = in_unit.join(unit_ph, on="region_id", maintain_order="left").unique(
-        "act_id", keep="first", maintain_order=True
-    )
+    reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
     acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     ph = phase_metrics(reg, acts_ph)
     ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
@@ -278,29 +282,33 @@ def analyze_tables(
     whole = classify(derived(whole), hardware, th, device_name)
     tk, to, classes = tops(acts, regions, unit_ph, closure)
 
-    unattr = (
-        acts.select("region_id", "unattributed_reason", "dur_ns")
+    unattr_q = (
+        acts.lazy()
+        .select("region_id", "unattributed_reason", "dur_ns")
         .filter(pl.col("region_id").is_null())
         .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
         .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
         .sort("time_ns", descending=True)
     )
-    lat_units = reg.filter(pl.col("is_unit")).select(
-        "region_id",
-        "name",
-        "phase",
-        "step",
-        "cpu_start_ns",
-        "cpu_end_ns",
-        "last_ns",
-        *[c for c in ATTR_COLUMNS if c in reg.columns],
+    lat_q = (
+        reg.lazy()
+        .filter(pl.col("is_unit"))
+        .select(
+            "region_id",
+            "name",
+            "phase",
+            "step",
+            "cpu_start_ns",
+            "cpu_end_ns",
+            "last_ns",
+            *[c for c in ATTR_COLUMNS if c in reg.columns],
+        )
     )
     if tail is not None:
         # A step's work cannot start before the previous iteration's tail has left the device:
         # latency is measured from then, not from a CPU start that queued behind it.
-        lat_units = lat_units.with_columns(
-            pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns")
-        )
+        lat_q = lat_q.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
+    unattr, lat_units = pl.collect_all([unattr_q, lat_q], engine="in-memory")
     lat = latency(lat_units, sidecar=sidecar, slo=slo)
     warn.extend(lat.scalars.get("notes") or [])
     totals = trace_totals(acts, whole, reg, excluded, th, lat.scalars)

@@ -13,6 +13,7 @@ from typing import TypeVar
 import polars as pl
 
 from tracekit.tables.schema import null_constants
+from tracekit.tables.take import take
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -111,9 +112,9 @@ def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
     """``op_id, cost_op_id`` for each launching op in ``op_ids`` that has a cost owner
     (see :func:`owner_positions`)."""
     pos = positions(op_ids.drop_nulls().unique(), costs["op_id"]).drop_nulls()
-    owner = owner_positions(costs, pos).gather(pos)
+    owner = take(owner_positions(costs, pos), pos)
     ids = costs["op_id"].cast(pl.Int64())
-    return pl.DataFrame({"op_id": ids.gather(pos), "cost_op_id": ids.gather(owner)}).drop_nulls("cost_op_id")
+    return pl.DataFrame({"op_id": take(ids, pos), "cost_op_id": take(ids, owner)}).drop_nulls("cost_op_id")
 
 
 COST_COLUMNS = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "covered")
@@ -129,7 +130,7 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     """
     pos = positions(acts["op_id"], costs["op_id"])
     _, cov = _cost_flags(costs)
-    opos = owner_positions(costs, pos).gather(pos)
+    opos = take(owner_positions(costs, pos), pos)
 
     def col(name: str, dtype: pl.DataType, at: pl.Series) -> pl.Expr:
         # a gather in the engine: a column held as a null constant stays one (no per-row copy)
@@ -142,7 +143,7 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
         col("bytes", pl.Float64(), opos).alias("op_bytes"),
         col("cost_model", pl.String(), opos).alias("cost_model"),
         pl.coalesce(col("dtype", pl.String(), opos), col("dtype", pl.String(), pos)).alias("dtype"),
-    ).with_columns(cov.gather(pos).fill_null(False).alias("covered"))
+    ).with_columns(take(cov, pos).fill_null(False).alias("covered"))
     # cost columns that are all null (no op of the trace has a cost model) hold no memory per row
     return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(added)], how="horizontal")
 

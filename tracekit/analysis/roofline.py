@@ -19,6 +19,7 @@ import polars as pl
 from tracekit.analysis.classes import CLASS_ORDER, MEMCPY, op_class
 from tracekit.analysis.classify import Thresholds, fmt_dur, fmt_pct, peaks_frame
 from tracekit.analysis.tops import PHASES, region_closure
+from tracekit.tables.take import take
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -282,7 +283,7 @@ def shape_roofline(
     costed = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
     pos = positions(costed["cost_op_id"], costs["op_id"])
     a = costed.lazy().with_columns(
-        pl.lit(costs["input_dims"].gather(pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
+        pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
     )
     closure = region_closure(regions, acts) if closure is None else closure
     leaf_phase = (

@@ -10,6 +10,7 @@ import polars as pl
 from tracekit.attribution.codes import CPU_REGION_KINDS
 from tracekit.tables import schema
 from tracekit.tables.intervals import self_time_segments
+from tracekit.tables.take import take
 
 
 def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
@@ -60,11 +61,11 @@ def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame,
         c = lau["correlation"]
     m, n = lau.height, len(corr)
     at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, max(m - 1, 0))
-    hit = (c.gather(at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    hit = (take(c, at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
     used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
     dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
     pos = (
-        pl.select(pl.when(hit).then(dense.gather(at))).to_series()
+        pl.select(pl.when(hit).then(take(dense, at))).to_series()
         if m
         else pl.repeat(None, n, dtype=pl.Int64, eager=True)
     )
@@ -72,10 +73,10 @@ def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame,
     lau = pl.DataFrame(
         {
             "_row": rows,
-            "pid": launches["pid"].gather(rows),
-            "tid": launches["tid"].gather(rows),
-            "t": launches["start_ns"].gather(rows),
-            "_lext": launches["external_id"].gather(rows),
+            "pid": take(launches["pid"], rows),
+            "tid": take(launches["tid"], rows),
+            "t": take(launches["start_ns"], rows),
+            "_lext": take(launches["external_id"], rows),
         }
     )
     return lau, pos

@@ -10,6 +10,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.tables import schema
+from tracekit.tables.take import take
 
 REASON_NO_LAUNCH: Final = "no launch with this correlation"
 REASON_OUTSIDE: Final = "launch outside any region"
@@ -36,7 +37,7 @@ def code(label: str) -> int:
 
 def text(codes: pl.Series) -> pl.Series:
     """A column of codes as its words (null stays null)."""
-    return pl.Series(_LABELS, dtype=pl.String).gather(codes)
+    return take(pl.Series(_LABELS, dtype=pl.String), codes)
 
 
 def counts(codes: pl.Series) -> dict[str | None, int]:

@@ -29,6 +29,7 @@ from tracekit.attribution.activities import cpu_op_activities, cpu_regions, devi
 from tracekit.attribution.codes import OP_LINK_SELF, REASON_NO_LAUNCH, code, counts, text
 from tracekit.attribution.links import forward_threads, launch_ops, launch_regions, region_links, region_tree
 from tracekit.tables.trace import Trace
+from tracekit.tables.take import take
 
 _I, _S = pl.Int64(), pl.String()
 ACTIVITY_COLUMNS: Final[dict[str, pl.DataType]] = {
@@ -121,20 +122,20 @@ def attribute(trace: Trace) -> Attribution:
         lops = launch_ops(lau, trace.ops)
         reg = launch_regions(lau, regions, thread_links)
         # Per-launch answers → per activity, by position (a graph launch's kernels share one).
-        lrow, orow, link = lau["_row"].gather(pos), lops["_row"].gather(pos), lops["_link"].gather(pos)
-        rrow, via = reg["_row"].gather(pos), reg["_via"].gather(pos)
+        lrow, orow, link = take(lau["_row"], pos), take(lops["_row"], pos), take(lops["_link"], pos)
+        rrow, via = take(reg["_row"], pos), take(reg["_via"], pos)
         why = pl.select(
-            pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(reg["_why"].gather(pos))
+            pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(take(reg["_why"], pos))
         ).to_series()
         launches, ops = trace.launches, trace.ops
         launch_cols = [
-            launches["name"].gather(lrow).alias("launch_name"),
-            launches["pid"].gather(lrow).alias("launch_pid"),
-            launches["tid"].gather(lrow).alias("launch_tid"),
-            launches["start_ns"].gather(lrow).alias("launch_start_ns"),
-            launches["end_ns"].gather(lrow).alias("launch_end_ns"),
-            ops["op_id"].gather(orow).alias("op_id"),
-            ops["name"].gather(orow).alias("op_name"),
+            take(launches["name"], lrow).alias("launch_name"),
+            take(launches["pid"], lrow).alias("launch_pid"),
+            take(launches["tid"], lrow).alias("launch_tid"),
+            take(launches["start_ns"], lrow).alias("launch_start_ns"),
+            take(launches["end_ns"], lrow).alias("launch_end_ns"),
+            take(ops["op_id"], orow).alias("op_id"),
+            take(ops["name"], orow).alias("op_name"),
         ]
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
@@ -143,8 +144,8 @@ def attribute(trace: Trace) -> Attribution:
         .with_columns(*launch_cols)
         .with_columns(
             text(link).alias("op_link"),
-            regions["region_id"].gather(rrow).alias("region_id"),
-            regions["name"].gather(rrow).alias("region_name"),
+            take(regions["region_id"], rrow).alias("region_id"),
+            take(regions["name"], rrow).alias("region_name"),
             text(via).alias("region_via"),
             text(why).alias("unattributed_reason"),
         )

@@ -19,6 +19,7 @@ from tracekit.attribution.codes import (
     code,
 )
 from tracekit.tables.enclosing import innermost_rows
+from tracekit.tables.take import take
 
 
 def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
@@ -40,7 +41,7 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         "t",
         "_lext",
         row.alias("_row"),
-        ops["external_id"].gather(row).alias("_ext"),
+        take(ops["external_id"], row).alias("_ext"),
     )
     same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
@@ -130,7 +131,7 @@ def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFra
     if pts.height == 0:
         return base
     row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
-    found = pts.lazy().select("region_id", regions["region_id"].gather(row).alias("_fp")).drop_nulls()
+    found = pts.lazy().select("region_id", take(regions["region_id"], row).alias("_fp")).drop_nulls()
     return (
         base.lazy()
         .join(found, on="region_id", how="left")
@@ -195,13 +196,13 @@ def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     if att.height == 0 or per.height == 0:
         return pl.DataFrame(schema={"act_id": pl.Int64(), "region_id": pl.Int64(), "level": pl.Int32()})
     at = per["region_id"].search_sorted(att["region_id"]).cast(pl.Int64).clip(0, per.height - 1)
-    n = per["len"].cast(pl.Int64).gather(at)
+    n = take(per["len"].cast(pl.Int64), at)
     i = pl.int_range(att.height, dtype=pl.Int64, eager=True).repeat_by(n).explode()  # activity of each link
-    level = pl.int_range(i.len(), dtype=pl.Int64, eager=True) - (n.cum_sum() - n).gather(i)
+    level = pl.int_range(i.len(), dtype=pl.Int64, eager=True) - take(n.cum_sum() - n, i)
     return pl.DataFrame(
         {
-            "act_id": att["act_id"].gather(i),
-            "region_id": closure["ancestor_id"].gather(per["_off"].cast(pl.Int64).gather(at).gather(i) + level),
+            "act_id": take(att["act_id"], i),
+            "region_id": take(closure["ancestor_id"], take(take(per["_off"].cast(pl.Int64), at), i) + level),
             "level": level.cast(pl.Int32),
         }
     )

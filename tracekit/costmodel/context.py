@@ -20,6 +20,7 @@ import polars as pl
 
 from tracekit.costmodel.engine import HINT_PREFIX, MOE_OPS, STEP_PRICED
 from tracekit.tables.enclosing import innermost_rows
+from tracekit.tables.take import take
 
 _SUMS_RE: Final = r"_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
 _TOPK_CONCRETE: Final = ("TopK",)  # (logits, k, …): k is Concrete Inputs[1]
@@ -57,7 +58,7 @@ def hint_column(
             txt = sums.select(pl.format("sq={};sk={};sqsq={};sqsk={}", "sq", "sk", "sqsq", "sqsk")).to_series()
             got = hit.is_not_null()
             if got.any():
-                out = out.scatter(rows.filter(got), txt.gather(hit.filter(got)))
+                out = out.scatter(rows.filter(got), take(txt, hit.filter(got)))
     moe = canon.is_in(list(MOE_OPS))
     if bool(moe.any()):
         topk = _moe_topk(ops, canon, parent, moe)
@@ -78,17 +79,17 @@ def hint_column(
 def _nearest_ancestor(parent: pl.Series, rows: pl.Series, target: pl.Series) -> pl.Series:
     """For each row in ``rows``: its nearest ancestor (row) where ``target`` holds, else null."""
     found = pl.repeat(None, rows.len(), dtype=pl.UInt32, eager=True)
-    anc = parent.gather(rows)
+    anc = take(parent, rows)
     idx = pl.int_range(rows.len(), dtype=pl.UInt32, eager=True)
     for _ in range(parent.len()):
         alive = anc.is_not_null()
         if not alive.any():
             break
         idx, anc = idx.filter(alive), anc.filter(alive)
-        hit = target.gather(anc).fill_null(False)
+        hit = take(target, anc).fill_null(False)
         if hit.any():
             found = found.scatter(idx.filter(hit), anc.filter(hit))
-        idx, anc = idx.filter(~hit), parent.gather(anc.filter(~hit))
+        idx, anc = idx.filter(~hit), take(parent, anc.filter(~hit))
     return found
 
 
@@ -108,7 +109,7 @@ def _moe_topk(ops: pl.DataFrame, canon: pl.Series, parent: pl.Series, moe: pl.Se
         anc = _nearest_ancestor(parent, rows, moe)
         ok = anc.is_not_null()
         if ok.any():
-            out = out.scatter(anc.filter(ok), k.gather(rows.filter(ok)))
+            out = out.scatter(anc.filter(ok), take(k, rows.filter(ok)))
     return out
 
 
@@ -124,7 +125,7 @@ def _moe_wsize(ops: pl.DataFrame, moe: pl.Series, launched: pl.DataFrame | None,
     if pos.height == 0:
         return out
     rows = pos["_r"].cast(pl.UInt32)
-    self_moe = moe.gather(rows)
+    self_moe = take(moe, rows)
     anc = _nearest_ancestor(parent, rows, moe)
     owner = pl.select(pl.when(self_moe).then(rows).otherwise(anc)).to_series()
     got = pl.DataFrame({"o": owner, "s": pos["_s"]}).drop_nulls().group_by("o").agg(pl.col("s").min())

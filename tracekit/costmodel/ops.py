@@ -35,6 +35,7 @@ import polars as pl
 from tracekit.costmodel.context import hint_column
 from tracekit.tables.trace import Trace
 from tracekit.costmodel.formulas import CONTRADICTION, DTYPES, canonical_name, priced_expr, signature_cost
+from tracekit.tables.take import take
 
 COUNTED_IN_CHILD: Final = "counted_in_child"
 COUNTED_IN_PARENT: Final = "counted_in_parent"
@@ -75,10 +76,10 @@ def _group_ids(keys: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
     exactly the equal keys."""
     h = _signature_hash(keys)
     first = h.arg_unique()
-    ids = pl.DataFrame({"_h": h.gather(first), "_gid": pl.int_range(first.len(), dtype=pl.UInt32(), eager=True)})
+    ids = pl.DataFrame({"_h": take(h, first), "_gid": pl.int_range(first.len(), dtype=pl.UInt32(), eager=True)})
     gid = pl.DataFrame({"_h": h}).join(ids, on="_h", how="left", maintain_order="left").get_column("_gid")
-    rep = first.gather(gid)
-    if all(keys[k].equals(keys[k].gather(rep)) for k in _KEYS):
+    rep = take(first, gid)
+    if all(keys[k].equals(take(keys[k], rep)) for k in _KEYS):
         return gid, first
     uniq = keys.unique(subset=_KEYS, keep="first", maintain_order=True).with_row_index("_gid")
     gid = keys.join(uniq, on=_KEYS, how="left", maintain_order="left").get_column("_gid")
@@ -163,7 +164,7 @@ def _parent_rows(ops: pl.DataFrame) -> pl.Series:
             if size - lut.null_count() == int(has.sum()):  # no duplicated (trace, op_id)
                 ok = parent.is_not_null() & (parent >= lo) & (parent <= hi)
                 key = pl.select(pl.when(ok).then(code * span + parent - lo)).to_series()
-                return lut.gather(key)
+                return take(lut, key)
     left = pl.DataFrame({"_tid": code, "_id": parent})
     right = (
         pl.DataFrame({"_tid": code, "_id": op_id, "_pos": rows})
@@ -178,17 +179,17 @@ def _descendant_totals(parent: pl.Series, rank: pl.Series, nbytes: pl.Series) ->
     op's own (nulls where none). One gather per nesting level."""
     n = parent.len()
     rows = rank.is_not_null().arg_true()
-    r, b, anc = rank.gather(rows), nbytes.gather(rows), parent.gather(rows)
+    r, b, anc = take(rank, rows), take(nbytes, rows), take(parent, rows)
     parts: list[pl.DataFrame] = []
     for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
         alive = anc.is_not_null()
         if not alive.any():
             break
         r, b, anc = r.filter(alive), b.filter(alive), anc.filter(alive)
-        ar = rank.gather(anc)
+        ar = take(rank, anc)
         keep = (ar.is_not_null() & (r >= ar)).fill_null(False)
         parts.append(pl.DataFrame({"_anc": anc.filter(keep), "_r": r.filter(keep), "_b": b.filter(keep)}))
-        anc = parent.gather(anc)
+        anc = take(parent, anc)
     desc_rank = pl.repeat(None, n, dtype=pl.Int8(), eager=True)
     desc_bytes = pl.repeat(None, n, dtype=pl.Float64(), eager=True)
     if parts:
@@ -203,15 +204,15 @@ def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
     """Per op: whether some ancestor is ``costed``. One gather per nesting level."""
     n = parent.len()
     rows = parent.is_not_null().arg_true()
-    anc = parent.gather(rows)
+    anc = take(parent, rows)
     hits: list[pl.Series] = []
     for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
         if not rows.len():
             break
-        hit = costed.gather(anc).fill_null(False)
+        hit = take(costed, anc).fill_null(False)
         hits.append(rows.filter(hit))
         rest = ~hit
-        rows, anc = rows.filter(rest), parent.gather(anc.filter(rest))
+        rows, anc = rows.filter(rest), take(parent, anc.filter(rest))
         alive = anc.is_not_null()
         rows, anc = rows.filter(alive), anc.filter(alive)
     under = pl.repeat(False, n, dtype=pl.Boolean(), eager=True)
@@ -270,7 +271,7 @@ def op_costs(
     sig_row, sig = _signature_table(priced)
     sig = _price_unknown(sig)
     per = pl.DataFrame(
-        {c: sig.get_column(c).gather(sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")}
+        {c: take(sig.get_column(c), sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")}
     )
     note = per.get_column("_note")
     per = per.with_columns(

@@ -22,6 +22,7 @@ from tracekit.labels import phases as ph
 from tracekit.labels.regions import attention_query_lengths
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
+from tracekit.tables.take import take
 
 TAIL_REASON: Final = "previous-iteration tail (no launch in the trace; ended before the first attributed kernel)"
 
@@ -63,7 +64,7 @@ def infer_region_phases(trace: Trace, labels: pl.DataFrame) -> tuple[pl.DataFram
         return labels, 0
     at = q.join(trace.ops.select("op_id", "pid", "tid", pl.col("start_ns").alias("t")), on="op_id")
     row = innermost_rows(at.select("pid", "tid", "t"), top, ["pid", "tid"], "region_id")
-    at = at.with_columns(top["region_id"].gather(row).alias("_rid")).filter(pl.col("_rid").is_not_null())
+    at = at.with_columns(take(top["region_id"], row).alias("_rid")).filter(pl.col("_rid").is_not_null())
     if at.height == 0:
         return labels, 0
     per = at.group_by("_rid").agg(

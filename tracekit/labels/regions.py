@@ -39,11 +39,12 @@ def label_regions(
     regions = trace.regions
     if tree is None:
         tree = region_tree(cpu_regions(regions), forward_threads(trace.ops, cpu_regions(regions)))
-    df = regions.join(
-        tree.select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left"
+    # the joins and columns before the inheritance run as one query (in-memory engine, as eager)
+    q = regions.lazy().join(
+        tree.lazy().select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left"
     )
-    df = df.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
-    df = df.join(_tk_frame(regions["name"]), on="name", how="left")
+    q = q.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
+    q = q.join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
     name = pl.col("name")
     sg, vl = ph.sglang_columns(name), ph.vllm_columns(name)
     up, urule = ph.user_phase(name, rules)
@@ -67,7 +68,7 @@ def label_regions(
             pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw))
         )
     )
-    df = df.with_columns(
+    q = q.with_columns(
         own.alias("_own"),
         rule.alias("_rule"),
         pl.coalesce("_tk_batch", sg["batch"], vl["batch"]).alias("batch"),
@@ -91,11 +92,17 @@ def label_regions(
         .alias("_family"),
         pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
     )
-    df = _inherit(df)
+    df = _inherit(q.collect(engine="in-memory"))
     occurrence = (pl.col("start_ns").rank("ordinal").over(["kind", "_family"]) - 1).cast(pl.Int64)
-    df = df.with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
     keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
-    return df.with_columns(pl.col("_tk_attrs").alias("attrs")).select(keep).sort("region_id")
+    return (
+        df.lazy()
+        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
+        .with_columns(pl.col("_tk_attrs").alias("attrs"))
+        .select(keep)
+        .sort("region_id")
+        .collect(engine="in-memory")
+    )
 
 
 def _int(expr: pl.Expr) -> pl.Expr:
@@ -139,14 +146,16 @@ def _inherit(df: pl.DataFrame) -> pl.DataFrame:
         pl.col("_rule").alias("phase_rule"),
         pl.when(pl.col("_own").is_not_null()).then(pl.col("name")).alias("_src"),
     )
-    for _ in range(df.height):
-        par = df.select(
+    for _ in range(df.height):  # one query per nesting level
+        cur = df.lazy()
+        par = cur.select(
             pl.col("region_id").alias("effective_parent_id"), pl.col("phase").alias("_pp"), pl.col("_src").alias("_ps")
         )
         nxt = (
-            df.join(par, on="effective_parent_id", how="left")
+            cur.join(par, on="effective_parent_id", how="left")
             .with_columns(pl.coalesce("phase", "_pp").alias("phase"), pl.coalesce("_src", "_ps").alias("_src"))
             .drop("_pp", "_ps")
+            .collect(engine="in-memory")
         )
         if nxt["phase"].null_count() == df["phase"].null_count():
             break
@@ -175,22 +184,34 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     """(op_id, name, batch, query_len) for the attention ops whose query shape is known; one layout
     family per trace (SDPA ops, else flash/efficient entry points) so a call is never counted twice."""
     # the name rules run once per distinct name (a million ops hold a few hundred), not per op
-    names = ops.select(pl.col("name").unique()).filter(~pl.col("name").str.contains("(?i)backward"))
+    names = (
+        ops.lazy()
+        .select(pl.col("name").unique())
+        .filter(~pl.col("name").str.contains("(?i)backward"))
+        .with_columns(
+            pl.col("name").str.contains(_SDPA_RE).alias("_sdpa"), pl.col("name").str.contains(_FLASH_RE).alias("_flash")
+        )
+        .collect(engine="in-memory")
+    )
 
-    def named(pattern: str) -> pl.DataFrame:
-        return ops.filter(pl.col("name").is_in(names.filter(pl.col("name").str.contains(pattern))["name"].implode()))
+    def named(flag: str) -> pl.LazyFrame:
+        return ops.lazy().filter(pl.col("name").is_in(names["name"].filter(names[flag]).implode()))
 
-    sdpa = named(_SDPA_RE).filter(pl.col("depth") == pl.col("depth").min())
-    use_sdpa = sdpa.height > 0
-    att = sdpa if use_sdpa else named(_FLASH_RE)
-    q_idx = 3 if use_sdpa else 2
-    dims = pl.col("input_dims")
-    return att.select(
-        "op_id",
-        "name",
-        _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
-        _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
-    ).drop_nulls("query_len")
+    def shapes(att: pl.LazyFrame, q_idx: int) -> pl.LazyFrame:
+        dims = pl.col("input_dims")
+        return att.select(
+            "op_id",
+            "name",
+            _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
+            _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
+        ).drop_nulls("query_len")
+
+    # both layout families in one query (a small trace pays per query); the SDPA one when it has ops
+    sdpa = named("_sdpa").filter(pl.col("depth") == pl.col("depth").min())
+    n_sdpa, by_sdpa, by_flash = pl.collect_all(
+        [sdpa.select(pl.len()), shapes(sdpa, 3), shapes(named("_flash"), 2)], engine="in-memory"
+    )
+    return by_sdpa if n_sdpa.item() > 0 else by_flash
 
 
 def infer_phase_from_shapes(trace: Trace) -> pl.DataFrame:

@@ -5,6 +5,7 @@ launch → region at 10⁶ points against 10⁶ intervals."""
 from __future__ import annotations
 
 import polars as pl
+from tracekit.tables.take import take
 
 
 def innermost_rows(
@@ -96,7 +97,7 @@ def innermost_rows(
             up = pl.DataFrame({"_c": want}).join(sub, on="_c", how="left", maintain_order="left")["_r"]
         found = found.scatter(idx, up)
     # malformed nesting deeper than its own depth column: those points get no interval
-    bad = found.is_not_null() & (ends.gather(found) < ts)
+    bad = found.is_not_null() & (take(ends, found) < ts)
     return pl.select(pl.when(~bad).then(found)).to_series()
 
 
