@@ -44,8 +44,10 @@ def positions(keys: pl.Series, ids: pl.Series) -> pl.Series:
     n = ids.len()
     k = keys.cast(pl.Int64())
     if n and ids.dtype.is_integer() and ids.null_count() == 0:
-        lo, hi = ids.to_frame("i").select(pl.col("i").first().alias("a"), pl.col("i").last().alias("b")).row(0)
-        if hi - lo == n - 1 and (n == 1 or bool((ids.diff().drop_nulls() == 1).all())):
+        lo, hi = ids[0], ids[-1]
+        if hi - lo == n - 1 and (
+            n == 1 or bool(ids.to_frame("i").select((pl.col("i").diff().drop_nulls() == 1).all()).item())
+        ):
             p = k - lo
             return pl.select(pl.when((p >= 0) & (p < n)).then(p).alias("pos")).to_series()
     index = pl.DataFrame({"_k": ids.cast(pl.Int64()), "pos": pl.int_range(n, eager=True, dtype=pl.Int64())})
@@ -77,32 +79,37 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     last at or before it on its thread and ends at or after its end: one as-of join, no walk.
     """
     own, cov = _cost_flags(costs)
-    launch = op_pos.drop_nulls().unique()
-    base = costs.select("pid", "tid", "start_ns", "end_ns").with_columns(own.alias("_own"), cov.alias("_cov"))
-    launching = base[launch].with_columns(launch.alias("_pos"))
-    direct = launching.filter(pl.col("_own"))["_pos"]
+    # one query (a small trace pays per polars query): the launching ops that own their cost,
+    # and the covered ones matched to the owning op around them
+    base = (
+        costs.lazy()
+        .select("pid", "tid", "start_ns", "end_ns")
+        .with_columns(own.alias("_own"), cov.alias("_cov"))
+        .with_row_index("_opos")
+        .with_columns(pl.col("_opos").cast(pl.Int64()))
+    )
+    launching = (
+        op_pos.cast(pl.Int64())
+        .to_frame("_pos")
+        .lazy()
+        .drop_nulls()
+        .unique()
+        .join(base, left_on="_pos", right_on="_opos")
+    )
+    todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
+    owners = (
+        base.filter(pl.col("_own"))
+        .select("pid", "tid", "_opos", pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"))
+        .sort("_os")
+    )
+    found_q = todo.join_asof(
+        owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward", check_sortedness=False
+    ).filter(pl.col("_oe") >= pl.col("end_ns"))
+    direct_f, found = pl.collect_all([launching.filter(pl.col("_own")).select("_pos"), found_q], engine="in-memory")
+    direct = direct_f["_pos"]
     out = pl.repeat(None, costs.height, dtype=pl.Int64(), eager=True).alias("owner")
     if direct.len():
         out = out.scatter(direct, direct)
-    todo = launching.filter(~pl.col("_own") & pl.col("_cov")).drop("_own", "_cov").sort("start_ns")
-    owners = (
-        base.with_row_index("_opos")
-        .filter(pl.col("_own"))
-        .select(
-            "pid",
-            "tid",
-            pl.col("_opos").cast(pl.Int64()),
-            pl.col("start_ns").alias("_os"),
-            pl.col("end_ns").alias("_oe"),
-        )
-        .sort("_os")
-    )
-    if todo.height == 0 or owners.height == 0:
-        return out
-    found = todo.join_asof(
-        owners, left_on="start_ns", right_on="_os", by=["pid", "tid"], strategy="backward", check_sortedness=False
-    )
-    found = found.filter(pl.col("_oe") >= pl.col("end_ns"))
     if found.height:
         out = out.scatter(found["_pos"], found["_opos"])
     return out
@@ -143,7 +150,8 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
         col("bytes", pl.Float64(), opos).alias("op_bytes"),
         col("cost_model", pl.String(), opos).alias("cost_model"),
         pl.coalesce(col("dtype", pl.String(), opos), col("dtype", pl.String(), pos)).alias("dtype"),
-    ).with_columns(take(cov, pos).fill_null(False).alias("covered"))
+        pl.lit(take(cov, pos)).fill_null(False).alias("covered"),
+    )
     # cost columns that are all null (no op of the trace has a cost model) hold no memory per row
     return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(added)], how="horizontal")
 
@@ -152,9 +160,12 @@ def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """The dtype of the covered ops that took the most device time in each group, preferring
     floating-point dtypes (fp*, bf16, tf32): an index or embedding op's int64 input should not
     pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present."""
-    d = acts.filter(pl.col("covered") & pl.col("dtype").is_not_null())
-    if d.height == 0:
-        return pl.DataFrame(schema={key: acts.schema[key], "dtype": pl.String()})
+    return _dominant_dtype(acts, key).collect(engine="in-memory")
+
+
+def _dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
+    """:func:`dominant_dtype` as a lazy query (``key, dtype``; no rows when nothing is covered)."""
+    d = acts.lazy().filter(pl.col("covered") & pl.col("dtype").is_not_null())
     is_float = pl.col("dtype").str.contains(r"^(fp|bf|tf)")
     return (
         d.group_by(key, "dtype")
@@ -163,24 +174,30 @@ def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
         .sort([key, "_f", "_t", "dtype"], descending=[False, True, True, False])
         .group_by(key, maintain_order=True)
         .agg(pl.col("dtype").first())
+        .cast({key: acts.schema[key], "dtype": pl.String()})
     )
 
 
-def _op_totals(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+def _op_totals(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched
     (its first activity in frame order, so the sums run in the same order as before)."""
-    ops = acts.select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
+    ops = acts.lazy().select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
     pair: pl.Expr = pl.struct(key, "cost_op_id")
-    if ops.height and ops.schema[key].is_integer() and ops[key].null_count() == 0:
-        k0, k1, c0, c1 = ops.select(
-            pl.col(key).min().alias("a"),
-            pl.col(key).max().alias("b"),
-            pl.col("cost_op_id").min().alias("c"),
-            pl.col("cost_op_id").max().alias("d"),
+    if acts.schema[key].is_integer():
+        # the bounds of the rows with a cost owner (one query); packed when they fit
+        has = pl.col("cost_op_id").is_not_null()
+        n, nk, k0, k1, c0, c1 = acts.select(
+            has.sum().alias("n"),
+            pl.col(key).filter(has).null_count().alias("nk"),
+            pl.col(key).filter(has).min().alias("a"),
+            pl.col(key).filter(has).max().alias("b"),
+            pl.col("cost_op_id").filter(has).min().alias("c"),
+            pl.col("cost_op_id").filter(has).max().alias("d"),
         ).row(0)
-        m = int(c1) + 1
-        if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
-            pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
+        if n and nk == 0:
+            m = int(c1) + 1
+            if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
+                pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
     return (
         ops.filter(pair.is_first_distinct())
         .group_by(key)
@@ -206,24 +223,38 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     per-group window is used instead. Busy, covered busy and gap totals do not depend on the
     order of activities with equal starts.
     """
-    w = acts.select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
-    t0, t1 = w.select(pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b")).row(0)
+    return _sweep(acts, key).collect(engine="in-memory")
+
+
+def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
+    """:func:`sweep` as a lazy query: with an integer key, one query for the bounds and the rest
+    in the caller's plan (a small trace pays per polars query)."""
+    q = acts.lazy().select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
+    kd = acts.schema[key]
+    int_key = kd.is_integer() and acts[key].null_count() == 0
+    bounds = [pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b")]
+    if int_key:
+        bounds += [pl.col(key).min().alias("c"), pl.col(key).max().alias("d")]
+    got = acts.select(bounds).row(0)
+    t0, t1 = got[0], got[1]
     extent = int(t1) - int(t0) + 1
-    kd = w.schema[key]
     packed = False
-    if kd.is_integer() and w[key].null_count() == 0:
-        k0, k1 = w.select(pl.col(key).min().alias("a"), pl.col(key).max().alias("b")).row(0)
+    first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
+    if int_key:
+        k0, k1 = got[2], got[3]
         if (int(k1) - int(k0) + 1) * extent < 2**62:  # the key itself numbers the groups
             packed = True
             off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
-            w = w.with_columns((pl.col("start_ns") + off).alias("_s"))
-            if not w["_s"].is_sorted():
-                w = w.sort("_s")
-            w = w.with_columns(
-                (pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"), pl.col(key).set_sorted()
+            # a stable sort: an order already sorted stays as it is
+            q = (
+                q.with_columns((pl.col("start_ns") + off).alias("_s"))
+                .sort("_s", maintain_order=True)
+                .with_columns(
+                    (pl.col("end_ns") + off).alias("_e"), (off - 1 + int(t0)).alias("_floor"), pl.col(key).set_sorted()
+                )
             )
-    first = (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
     if not packed:  # group numbers after a (key, start) sort
+        w = q.collect(engine="in-memory")
         w = w.sort([key, "start_ns"]).with_columns(first.alias("_first"))
         w = w.with_columns(pl.col("_first").cast(pl.Int64()).cum_sum().alias("_g"))
         n_groups = int(w.select(pl.col("_g").max().fill_null(0)).item())
@@ -235,25 +266,26 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
                 (pl.col("end_ns") + off).alias("_e"),
                 (off - 1 + int(t0)).alias("_floor"),
             )
+        q = w.lazy()
     else:
-        w = w.with_columns(first.alias("_first"))
+        q = q.with_columns(first.alias("_first"))
     if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
     else:  # per-group windows (slower, never overflows)
-        w = w.with_columns(
+        q = q.with_columns(
             pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"), pl.lit(int(t0) - 1).alias("_floor")
         )
         prev = pl.col("_e").cum_max().shift(1).over("_g")
         prev_cov = (
             pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
         )
-    w = w.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"))
+    q = q.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"))
     # Values carried over from the previous group are below this group's shifted start.
     lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))
     lo_cov = pl.max_horizontal(pl.col("_s"), pl.col("_prevc").fill_null(pl.col("_s")))
     gap = pl.when(pl.col("_first")).then(0).otherwise((pl.col("_s") - pl.col("_prev")).clip(lower_bound=0))
-    w = w.select(
+    q = q.select(
         key,
         "start_ns",
         "end_ns",
@@ -262,7 +294,7 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
         pl.when(pl.col("covered")).then((pl.col("_e") - lo_cov).clip(lower_bound=0)).otherwise(0).alias("_cbusy"),
         gap.alias("_gap"),
     )
-    return w.group_by(key).agg(
+    return q.group_by(key).agg(
         pl.len().cast(pl.Int64()).alias("kernel_count"),
         pl.col("start_ns").min().alias("first_ns"),
         pl.col("end_ns").max().alias("last_ns"),
@@ -284,11 +316,11 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
         return pl.DataFrame(schema={key: acts.schema[key], **METRIC_COLUMNS})
     acts = acts.select(key, "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype")
     out = (
-        sweep(acts, key)
+        _sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
-        .join(dominant_dtype(acts, key), on=key, how="left")
+        .join(_dominant_dtype(acts, key), on=key, how="left")
     )
-    return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()])
+    return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()]).collect(engine="in-memory")
 
 
 def derived(df: pl.DataFrame) -> pl.DataFrame:

@@ -31,18 +31,35 @@ def phase_units(regions: pl.DataFrame) -> pl.Series:
         if "effective_parent_id" in regions.columns
         else pl.col("parent_id")
     )
-    r = regions.select(
+    # one query to start, one per nesting level, one to finish (a small trace pays per query)
+    r = regions.lazy().select(
         "region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p")
     )
-    up = r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc"))
-    par = r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp"))
+    up, par = pl.collect_all(
+        [
+            r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc")),
+            r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp")),
+        ],
+        engine="in-memory",
+    )
     for _ in range(regions.height):
         if up["_cur"].null_count() == up.height:
             break
-        up = up.join(par, on="_cur", how="left").select(
-            "region_id", pl.col("_next").alias("_cur"), (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc")
+        up = (
+            up.lazy()
+            .join(par.lazy(), on="_cur", how="left")
+            .select(
+                "region_id",
+                pl.col("_next").alias("_cur"),
+                (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc"),
+            )
+            .collect(engine="in-memory")
         )
-    ok = r.join(up.select("region_id", "_anc"), on="region_id").filter(pl.col("_p") & ~pl.col("_anc"))
+    ok = (
+        r.join(up.lazy().select("region_id", "_anc"), on="region_id")
+        .filter(pl.col("_p") & ~pl.col("_anc"))
+        .collect(engine="in-memory")
+    )
     return ok["region_id"]
 
 
@@ -58,11 +75,16 @@ def region_metrics(
     cost = ["dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
     m = group_metrics(gather_acts(pairs, acts, ["start_ns", "end_ns", *cost]), "region_id")
     linked = gather_acts(pairs, acts, ["start_ns", "end_ns", *extra])
-    out = regions.rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"}).join(m, on="region_id", how="left")
-    out = out.with_columns(
-        (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
-        pl.col("region_id").is_in(units.implode()).alias("is_unit"),
-        *[pl.col(c).fill_null(0) for c in INT_FILL],
+    out = (
+        regions.lazy()
+        .rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"})
+        .join(m.lazy(), on="region_id", how="left")
+        .with_columns(
+            (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
+            pl.col("region_id").is_in(units.implode()).alias("is_unit"),
+            *[pl.col(c).fill_null(0) for c in INT_FILL],
+        )
+        .collect(engine="in-memory")
     )
     return host_windows(out, linked, cpu_only), linked
 
@@ -71,8 +93,8 @@ def gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> p
     """``rows`` (with an ``act_id`` column) joined to ``columns`` of their activities (inner: rows
     whose activity is absent are dropped), by position rather than a hash join at activity scale."""
     pos = positions(rows["act_id"], acts["act_id"])
-    keep = pos.is_not_null()
-    if not bool(keep.all()):
+    if pos.null_count():  # (the null test is a polars query: only when needed)
+        keep = pos.is_not_null()
         rows, pos = rows.filter(keep), pos.filter(keep)
     return rows.hstack(acts.select(columns)[pos].get_columns())
 

@@ -181,13 +181,17 @@ def _descendant_totals(parent: pl.Series, rank: pl.Series, nbytes: pl.Series) ->
     rows = rank.is_not_null().arg_true()
     r, b, anc = take(rank, rows), take(nbytes, rows), take(parent, rows)
     parts: list[pl.DataFrame] = []
+    # (null tests only where a Series has nulls: each is a polars query)
     for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
-        alive = anc.is_not_null()
-        if not alive.any():
+        dead = anc.null_count()
+        if dead == anc.len():
             break
-        r, b, anc = r.filter(alive), b.filter(alive), anc.filter(alive)
+        if dead:
+            alive = anc.is_not_null()
+            r, b, anc = r.filter(alive), b.filter(alive), anc.filter(alive)
         ar = take(rank, anc)
-        keep = (ar.is_not_null() & (r >= ar)).fill_null(False)
+        keep = r >= ar  # r has no nulls: null where the ancestor has no class
+        keep = keep.fill_null(False) if keep.null_count() else keep
         parts.append(pl.DataFrame({"_anc": anc.filter(keep), "_r": r.filter(keep), "_b": b.filter(keep)}))
         anc = take(parent, anc)
     desc_rank = pl.repeat(None, n, dtype=pl.Int8(), eager=True)
@@ -209,12 +213,14 @@ def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
     for _ in range(min(n, _MAX_DEPTH)):  # no acyclic path is longer than n
         if not rows.len():
             break
-        hit = take(costed, anc).fill_null(False)
+        hit = take(costed, anc)
+        hit = hit.fill_null(False) if hit.null_count() else hit  # (each null test is a polars query)
         hits.append(rows.filter(hit))
         rest = ~hit
         rows, anc = rows.filter(rest), take(parent, anc.filter(rest))
-        alive = anc.is_not_null()
-        rows, anc = rows.filter(alive), anc.filter(alive)
+        if anc.null_count():
+            alive = anc.is_not_null()
+            rows, anc = rows.filter(alive), anc.filter(alive)
     under = pl.repeat(False, n, dtype=pl.Boolean(), eager=True)
     if hits:
         idx = pl.concat(hits)

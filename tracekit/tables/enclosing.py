@@ -51,9 +51,9 @@ def innermost_rows(
         g_iv, g_pt, _ = code
         span = (hi - lo + 3) * d
         keyed = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
-        left = pl.DataFrame({"_lk": g_pt * span + (pts[t].clip(lo - 1, hi) - lo + 1) * d + (d - 1), "_i": pts["_i"]})
         q = (
-            left.lazy()
+            pts.lazy()
+            .select((pl.lit(g_pt) * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i")
             .drop_nulls()
             .sort("_lk")
             .join_asof(keyed.lazy(), left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
@@ -108,8 +108,8 @@ def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.DataFrame:
         return pl.DataFrame({"_rk": key, "_row": row})
     b = max(int(row.max() or 0), 1).bit_length()  # type: ignore[arg-type]
     if int(key.max()) < 2 ** (62 - b):  # type: ignore[arg-type]
-        packed = (key * 2**b + row).sort()
-        return pl.DataFrame({"_rk": packed // 2**b, "_row": packed % 2**b})
+        packed = pl.lit((key * 2**b + row).sort())
+        return pl.select((packed // 2**b).alias("_rk"), (packed % 2**b).alias("_row"))
     return pl.DataFrame({"_rk": key, "_row": row}).sort("_rk", maintain_order=True)  # ties: row order, as packed
 
 
@@ -122,6 +122,17 @@ def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple
     if not ok:
         return None
     c_iv, c_pt = (f[group[0]] * 2**31 + f[group[1]] for f in (iv, pts))
-    uniq = c_iv.unique().sort()
-    dense = pl.int_range(uniq.len(), dtype=pl.Int64, eager=True)
-    return c_iv.replace_strict(uniq, dense), c_pt.replace_strict(uniq, dense, default=None), uniq.len()
+    # one query: the distinct threads numbered in order, looked up for intervals and points
+    uniq = c_iv.to_frame("_c").lazy().unique().sort("_c").with_row_index("_g")
+    g_iv, g_pt, n = pl.collect_all(
+        [
+            c.to_frame("_c")
+            .lazy()
+            .join(uniq, on="_c", how="left", maintain_order="left")
+            .select(pl.col("_g").cast(pl.Int64))
+            for c in (c_iv, c_pt)
+        ]
+        + [uniq.select(pl.len())],
+        engine="in-memory",
+    )
+    return g_iv.to_series(), g_pt.to_series(), int(n.item())
