@@ -133,6 +133,6 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
     whole = wholes[0]
     assert out.encode() == b"".join(pieces) == whole
     n = len(json.loads(out)["regions"])
-    assert n > 2 and len(pieces) == 2 + -(-n // 2) and pieces[0].endswith(b'"regions": ')
+    assert n > 2 and len(pieces) == 2 + 2 * -(-n // 2) and pieces[0].endswith(b'"regions": ')
     rows = [p.count(b'\n      "region_id": ') for p in pieces]  # the region objects' own key
     assert rows[0] == rows[-1] == 0 and sum(rows) == n and max(rows) == 2

@@ -91,7 +91,7 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
         monkeypatch.setattr(result, "ROW_CHUNK", chunk)
         pieces = list(document_parts(*r.to_json_parts()))
         assert b"".join(pieces) == whole
-        assert len(pieces) == 2 + -(-r.regions.height // chunk)
+        assert len(pieces) == 2 + 2 * -(-r.regions.height // chunk)  # head, (separator, rows) per chunk, tail
     # the regions' top kernels, ops and culprits become Python objects a chunk of regions at a time
     seen: list[int] = []
     real = result._by_scope

@@ -180,3 +180,25 @@ def test_json_safe_precheck_finds_every_unsafe_character() -> None:
             out = safe(doc)
             assert chr(c).encode() not in out and b"\\u%04x" % c in out
             assert json.loads(out) == json.loads(doc)
+
+
+def test_json_pieces_escape_what_the_whole_document_escapes() -> None:
+    # report/jsonout.document_parts checks each chunk of rows for terminal-unsafe characters in
+    # its compact JSON (formatting copies strings as they are) and escapes its printed rows when
+    # one is there: the pieces are the whole document's bytes, with and without such names.
+    import msgspec
+
+    from tracekit.report.jsonout import document, document_parts
+
+    rows = [{"name": n, "x": [1, {"y": n}]} for n in ("plain", ESC_NAME, "µ", "\u2066x", "\x7fz", "ok")]
+    for depth in (1, 2, 3):
+        doc: dict[str, object] = {"regions": rows, "z": [1.5, None]}
+        skel: dict[str, object] = {"regions": "tok", "z": [1.5, None]}
+        for _ in range(depth - 1):
+            doc, skel = {"a": 1, "in": doc}, {"a": 1, "in": skel}
+        whole = document(msgspec.json.encode(doc))
+        assert "\u202e" not in whole.decode() and b"\\u202e" in whole and b"\\u007f" in whole
+        for size in (1, 2, 4, 6):
+            arrays = [msgspec.json.encode(rows[i : i + size]) for i in range(0, len(rows), size)]
+            parts = list(document_parts(msgspec.json.encode(skel), msgspec.json.encode("tok"), [b"[]", *arrays]))
+            assert b"".join(parts) == whole, (depth, size)
