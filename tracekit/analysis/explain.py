@@ -8,13 +8,14 @@ import polars as pl
 from tracekit.analysis.idle import (
     CAUSE_COLUMNS,
     cause_totals,
+    culprit_sums,
     culprits,
     describe,
     host_threads,
     idle_causes,
     op_segments,
     ops_overlapping,
-    ranked_order,
+    ranked,
 )
 from tracekit.analysis.classify import fmt_dur
 
@@ -103,9 +104,9 @@ def _causes_by_block(
         )
         del segs
         tots.append(cause_totals(pieces))
-        culs.append(culprits(pieces))
+        culs.append(culprit_sums(pieces))  # ordered and ranked once, all blocks together
         del pieces
-    return pl.concat(tots), ranked_order(pl.concat(culs))
+    return pl.concat(tots), ranked(pl.concat(culs))
 
 
 def analysis_host(

@@ -311,7 +311,13 @@ def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
 def culprits(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
     """Per ``key`` value and (cause, op, call): ``idle_ns`` and ``count`` (distinct call / op
     instances; stretches for causes without one), largest first, ``rank`` from 1."""
-    g = pieces.group_by(key, "cause", "op", "call").agg(
+    return ranked(culprit_sums(pieces, key), key)
+
+
+def culprit_sums(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """:func:`culprits` before its order and ranks (unordered rows): for pieces taken a block of
+    ``key`` values at a time, the blocks' sums concatenated are the sums of all the pieces."""
+    return pieces.group_by(key, "cause", "op", "call").agg(
         (pl.col("e") - pl.col("s")).sum().alias("idle_ns"),
         pl.when(pl.col("inst").is_null().all())
         .then(pl.len())
@@ -319,6 +325,10 @@ def culprits(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
         .cast(pl.Int64())
         .alias("count"),
     )
+
+
+def ranked(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key`` from 1."""
     g = ranked_order(g, key)
     return g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
 
