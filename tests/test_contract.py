@@ -96,8 +96,8 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
     seen: list[int] = []
     real = result._by_scope
 
-    def spy(df: pl.DataFrame, kind: str) -> dict[str, list[object]]:
-        got = real(df, kind)
+    def spy(df: pl.DataFrame, kind: str, *rest: pl.Expr | None) -> dict[str, list[object]]:
+        got = real(df, kind, *rest)
         if kind == "region":
             seen.append(len(got))
         return got
