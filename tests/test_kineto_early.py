@@ -18,6 +18,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import kineto_trace_files
+from tracekit.cli.analyze import ANALYSIS_MODULES
 from tracekit.errors import TracekitError
 from tracekit.ingest import ingest_file
 from tracekit.sources import load
@@ -179,7 +180,7 @@ sys.stderr.write("EARLY " + repr(calls) + "\\n")
 @pytest.mark.parametrize(
     ("args", "warm"),
     [
-        (["analyze", "{p}", "--format", "json"], ["tracekit.analysis"]),
+        (["analyze", "{p}", "--format", "json"], [*ANALYSIS_MODULES, "tracekit.report.jsonout"]),
         (["summary", "{p}", "--format", "json"], ["tracekit.analysis.summary", "tracekit.report.summary"]),
     ],
     ids=["analyze", "summary"],
@@ -230,3 +231,34 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
     main(["analyze", str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"), "--format", "json"])
     assert json.loads(capsys.readouterr().out)["trace"]["id"]
     assert alive == [0]
+
+
+_AFTER_LOAD = """
+import contextlib, io, json, shutil, sys, tempfile
+from tracekit.cli.analyze import ANALYSIS_MODULES
+from tracekit.ingest import DERIVED_MODULES
+from tracekit.sources import load
+for m in (*ANALYSIS_MODULES, *DERIVED_MODULES, "tracekit.report.jsonout"):
+    __import__(m)
+t = load({path!r}, warm=())
+before = set(sys.modules)
+from tracekit.analysis import analyze
+from tracekit.analysis.derived import write_with_derived
+from tracekit.report.jsonout import document
+with contextlib.redirect_stdout(io.StringIO()):
+    for piece in document(analyze(t).to_json_bytes()):
+        pass
+out = tempfile.mkdtemp()
+write_with_derived(t, out)
+shutil.rmtree(out)
+print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith("tracekit"))))
+"""
+
+
+def test_the_warm_modules_are_all_that_analysis_and_ingest_import_after_the_load(shared_traces: Path) -> None:
+    """`analyze FILE` and `ingest` name the modules their work imports after the load
+    (cli/analyze.py ANALYSIS_MODULES, ingest.py DERIVED_MODULES), so that the early read imports
+    them in its thread while the file is read. With those imported first, analysing
+    nccl_data (JSON document) and writing its derived tables import no other tracekit module."""
+    path = str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")
+    assert json.loads(_fresh(_AFTER_LOAD.format(path=path))) == []

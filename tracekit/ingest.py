@@ -29,6 +29,14 @@ from tracekit.sources.kineto.window import json_size as json_size  # re-exported
 
 STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
 GLOB_CHARS = ("*", "?", "[")
+# What computing the derived tables imports (tracekit/analysis/derived.py compute_derived): imported
+# in the early read's thread while the file is read (tracekit/sources/kineto/early.py), not after.
+DERIVED_MODULES = (
+    "tracekit.analysis.derived",
+    "tracekit.attribution.core",
+    "tracekit.costmodel.ops",
+    "tracekit.labels.regions",
+)
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
             }
     else:
         # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/early.py)
-        trace = load(f, captures=list(captures), warm=("tracekit.analysis.derived",))
+        trace = load(f, captures=list(captures), warm=DERIVED_MODULES)
         from tracekit.analysis.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit

@@ -157,6 +157,22 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
 
 
+# What the analysis of a trace file imports after loading it: imported in the early read's thread
+# instead (tracekit/sources/kineto/early.py), while the file is read. tests/test_kineto_early.py
+# checks that the analysis then imports no tracekit module of its own.
+ANALYSIS_MODULES = (
+    "tracekit.analysis",
+    "tracekit.analysis.comm",
+    "tracekit.analysis.derived",
+    "tracekit.analysis.interference",
+    "tracekit.attribution.core",
+    "tracekit.costmodel.ops",
+    "tracekit.labels.infer",
+    "tracekit.labels.regions",
+    "tracekit.sources.kineto.capture",
+)
+
+
 def _early_file(a: _Args) -> Trace | None:
     """A trace file analysed with no option that must be checked before any work (--phase-map,
     --slo, --thresholds, --rank, --compare): the trace, read while the analysis loads
@@ -165,7 +181,8 @@ def _early_file(a: _Args) -> Trace | None:
         return None
     from tracekit.sources import load
 
-    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=("tracekit.analysis",))
+    warm = (*ANALYSIS_MODULES, "tracekit.report.jsonout" if a.fmt == "json" else "tracekit.report.analyze")
+    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=warm)
 
 
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | Iterator[bytes]:
