@@ -298,3 +298,31 @@ def test_invariant_checks_fail_on_broken_attributions(tmp_path: Path) -> None:
     both = a.activities.with_columns(pl.lit("x").alias("unattributed_reason"))
     with pytest.raises(AnalysisError, match="both"):
         check_conservation(Attribution(both, a.region_links, False, a.total_count, a.total_dur_ns))
+
+
+def test_launch_index_by_hand() -> None:
+    """Each activity's launch by correlation: a repeated correlation keeps its earliest call, a
+    launch no activity names is left out, a missing or null correlation has no launch."""
+    from tracekit.attribution.activities import launch_index
+
+    launches = pl.DataFrame(
+        {
+            "correlation": [5, 3, None, 5, 9],
+            "start_ns": [100, 90, 80, 70, 60],
+            "pid": [1, 1, 1, 2, 1],
+            "tid": [1, 2, 3, 4, 5],
+            "external_id": [50, 30, None, 51, 90],
+        }
+    )
+    lau, pos = launch_index(launches, pl.Series([5, 3, None, 7, 3, 5]))
+    # used launches sorted by correlation: 3 (row 1), 5 (row 3: start 70 before row 0's 100)
+    assert lau.to_dict(as_series=False) == {
+        "_row": [1, 3],
+        "pid": [1, 2],
+        "tid": [2, 4],
+        "t": [90, 70],
+        "_lext": [30, 51],
+    }
+    assert pos.to_list() == [1, 0, None, None, 0, 1]
+    empty, none = launch_index(launches.clear(), pl.Series([5, None]))
+    assert empty.height == 0 and none.to_list() == [None, None]

@@ -91,7 +91,7 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # the name rules run once per distinct name, not per kernel (names average ~200 bytes); the
     # rows are then picked by name, without a join that copies every kernel row (~60 MB at this
     # step's peak on the 860 MB replica)
-    names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect()
+    names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine="in-memory")
     comm_names = names.filter(op_class(pl.col("name")) == COMM_CLASS)["name"]
     is_comm = pl.col("name").is_in(comm_names.implode()).fill_null(False)
     k = kernels.lazy()  # lazy: the filters gather only the selected columns
@@ -99,7 +99,7 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "device", "stream", "name", "start_ns", "end_ns", pl.lit(COMM_CLASS).alias("op_class")
     )
     compute = k.filter(kernel & ~is_comm).select("device", "start_ns", "end_ns")
-    comm_df, compute_df = pl.collect_all([comm, compute])
+    comm_df, compute_df = pl.collect_all([comm, compute], engine="in-memory")
     return comm_df, compute_df
 
 

@@ -45,10 +45,13 @@ def positions(keys: pl.Series, ids: pl.Series) -> pl.Series:
     k = keys.cast(pl.Int64())
     if n and ids.dtype.is_integer() and ids.null_count() == 0:
         lo, hi = ids[0], ids[-1]
+        # consecutive ids: compared with their range by Series arithmetic (no polars query)
         if hi - lo == n - 1 and (
-            n == 1 or bool(ids.to_frame("i").select((pl.col("i").diff().drop_nulls() == 1).all()).item())
+            n == 1 or bool((ids.cast(pl.Int64()) == pl.int_range(lo, hi + 1, dtype=pl.Int64(), eager=True)).all())
         ):
             p = k - lo
+            if bool(((p >= 0) & (p < n)).all()):  # all inside (the usual case): no masking query
+                return p.alias("pos")
             return pl.select(pl.when((p >= 0) & (p < n)).then(p).alias("pos")).to_series()
     index = pl.DataFrame({"_k": ids.cast(pl.Int64()), "pos": pl.int_range(n, eager=True, dtype=pl.Int64())})
     index = index.unique("_k", keep="first")

@@ -52,7 +52,13 @@ def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame,
     )
     lau = lau if lau["correlation"].is_sorted() else lau.sort("correlation")
     c = lau["correlation"]
-    dup = ((c == c.shift(1)) | (c == c.shift(-1))).fill_null(False)
+    # equal neighbours, by slices (no polars query; c has no nulls)
+    m = lau.height
+    if m < 2:
+        dup = c != c
+    else:
+        eq, edge = c.slice(1) == c.slice(0, m - 1), pl.Series([False])
+        dup = pl.concat([edge, eq]) | pl.concat([eq, edge])
     if dup.any():  # rare: keep the earliest call of each repeated correlation
         first = (
             lau.filter(dup).sort(["correlation", "start_ns"], maintain_order=True).unique("correlation", keep="first")
@@ -60,16 +66,27 @@ def launch_index(launches: pl.DataFrame, corr: pl.Series) -> tuple[pl.DataFrame,
         lau = pl.concat([lau.filter(~dup), first]).sort("correlation")
         c = lau["correlation"]
     m, n = lau.height, len(corr)
-    at = c.search_sorted(corr.fill_null(0)).cast(pl.Int64).clip(0, max(m - 1, 0))
-    hit = (take(c, at) == corr).fill_null(False) if m else pl.repeat(False, n, dtype=pl.Boolean, eager=True)
-    used = pl.repeat(False, m, dtype=pl.Boolean, eager=True).scatter(at.filter(hit), True)
-    dense = used.cast(pl.Int64).cum_sum() - 1  # row in the used-only frame
-    pos = (
-        pl.select(pl.when(hit).then(take(dense, at))).to_series()
-        if m
-        else pl.repeat(None, n, dtype=pl.Int64, eager=True)
-    )
-    rows = lau.filter(used)["_row"]
+    if m:
+        # One query: each activity's launch position ``at`` (binary search), whether it is a hit,
+        # and its row among the used launches (the dense rank of ``at`` among the hits); and the
+        # used positions in order.
+        q = (
+            pl.LazyFrame({"corr": corr})
+            .select(
+                pl.lit(c).search_sorted(pl.col("corr").fill_null(0)).cast(pl.Int64).clip(0, m - 1).alias("at"), "corr"
+            )
+            .with_columns((pl.lit(c).gather(pl.col("at")) == pl.col("corr")).fill_null(False).alias("hit"))
+        )
+        got, used = pl.collect_all(
+            [
+                q.select((pl.when(pl.col("hit")).then(pl.col("at")).rank("dense").cast(pl.Int64) - 1).alias("pos")),
+                q.filter(pl.col("hit")).select(pl.col("at").unique().sort()),
+            ],
+            engine="in-memory",
+        )
+        pos, rows = got["pos"], take(lau["_row"], used["at"])
+    else:
+        pos, rows = pl.repeat(None, n, dtype=pl.Int64, eager=True), lau["_row"]
     lau = pl.DataFrame(
         {
             "_row": rows,

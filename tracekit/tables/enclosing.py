@@ -40,9 +40,8 @@ def innermost_rows(
         ],
         engine="in-memory",
     )
-    found = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     if iv.height == 0 or pts.height == 0:
-        return found
+        return pl.repeat(None, n, dtype=pl.Int64, eager=True)
     lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
     dmax = iv["depth"].max() if "depth" in iv.columns and iv["depth"].null_count() == 0 else None
     d = int(dmax) + 1 if isinstance(dmax, int) and dmax >= 0 else 0
@@ -56,7 +55,7 @@ def innermost_rows(
             .select((pl.lit(g_pt) * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i")
             .drop_nulls()
             .sort("_lk")
-            .join_asof(keyed.lazy(), left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+            .join_asof(keyed, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
             .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
         )
     else:
@@ -70,8 +69,14 @@ def innermost_rows(
             .sort(t)
             .join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
         )
-    m = q.drop_nulls("_row").select("_i", "_row").collect(engine="in-memory")
-    found = found.scatter(m["_i"], m["_row"])
+    # each point's match placed at its row (null: none), in the same query
+    found = (
+        pl.LazyFrame({"_i": pl.int_range(n, dtype=pl.Int64, eager=True)})
+        .join(q.drop_nulls("_row").select("_i", "_row"), on="_i", how="left", maintain_order="left")
+        .select(pl.col("_row").cast(pl.Int64).alias("literal"))
+        .collect(engine="in-memory")
+        .to_series()
+    )
     ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
     by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(
         pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name)
@@ -101,16 +106,19 @@ def innermost_rows(
     return pl.select(pl.when(~bad).then(found)).to_series()
 
 
-def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.DataFrame:
-    """(_rk, _row) sorted by the non-negative key: skipped when already sorted, else one sort of
-    a single packed int64 (key·2^b + row) when it fits, which is cheaper than a frame sort."""
+def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.LazyFrame:
+    """(_rk, _row) sorted by the non-negative key, as a step of the caller's query: skipped when
+    already sorted, else one sort of a single packed int64 (key·2^b + row) when it fits, which is
+    cheaper than a frame sort."""
     if key.is_sorted():
-        return pl.DataFrame({"_rk": key, "_row": row})
+        return pl.LazyFrame({"_rk": key, "_row": row})
     b = max(int(row.max() or 0), 1).bit_length()  # type: ignore[arg-type]
     if int(key.max()) < 2 ** (62 - b):  # type: ignore[arg-type]
-        packed = pl.lit((key * 2**b + row).sort())
-        return pl.select((packed // 2**b).alias("_rk"), (packed % 2**b).alias("_row"))
-    return pl.DataFrame({"_rk": key, "_row": row}).sort("_rk", maintain_order=True)  # ties: row order, as packed
+        packed = pl.col("_p")
+        return pl.LazyFrame({"_p": (key * 2**b + row).sort()}).select(
+            (packed // 2**b).alias("_rk"), (packed % 2**b).alias("_row")
+        )
+    return pl.LazyFrame({"_rk": key, "_row": row}).sort("_rk", maintain_order=True)  # ties: row order, as packed
 
 
 def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
