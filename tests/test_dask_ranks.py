@@ -195,3 +195,38 @@ def test_ranks_report_sections_heatmap_and_json(ranks_ds: tuple[Path, dict[str, 
     assert "![Step time by rank × step](r_plots/ranks_heatmap.png)" in (tmp_path / "r.md").read_text()
     code, out, _ = tk("report", str(ds), "--workers", "1", "--format", "json")
     assert code == 0 and json.loads(out)["worst_step"]["slowest_rank"] == 1
+
+
+def test_exposed_communication_equals_plain_loops_on_random_kernels() -> None:
+    # comm.exposed merges only the compute kernels that overlap a communication kernel of their
+    # device (comm._touching): each kernel's covered time equals plain loops over all of them, with
+    # kernels touching, nested, zero-long, before, between and after the communication kernels.
+    import random
+
+    rng = random.Random(7)
+    for _ in range(30):
+        rows = []
+        for dev in (0, 1):
+            for i in range(rng.randint(0, 6)):
+                s = rng.randint(0, 200)
+                rows.append((f"ncclKernel_AllReduce_{i}", dev, 2, s, s + rng.randint(0, 40)))
+            for i in range(rng.randint(0, 12)):
+                s = rng.randint(0, 200)
+                rows.append((f"sgemm_{i}", dev, 1, s, s + rng.randint(0, 60)))
+        k = kern(rows)
+        e = exposed(k)
+        for r in e.iter_rows(named=True):
+            comp = sorted(
+                (max(a, r["start_ns"]), min(b, r["end_ns"]))
+                for n, d, _, a, b in rows
+                if "nccl" not in n and d == r["device"] and a < r["end_ns"] and b > r["start_ns"]
+            )
+            cov, cur = 0, None
+            for a, b in comp:
+                if cur is None or a > cur[1]:
+                    cov += (cur[1] - cur[0]) if cur else 0
+                    cur = [a, b]
+                else:
+                    cur[1] = max(cur[1], b)
+            cov += (cur[1] - cur[0]) if cur else 0
+            assert r["covered_ns"] == cov and r["exposed_ns"] == r["end_ns"] - r["start_ns"] - cov, (rows, r)

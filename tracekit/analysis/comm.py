@@ -40,7 +40,12 @@ def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
             schema={"device": pl.Int64(), "b_start": pl.Int64(), "b_end": pl.Int64(), "b_before": pl.Int64()}
         )
     # one query (a small trace pays per polars query); in-memory engine, as the eager steps
-    w = iv.lazy().select("device", "start_ns", "end_ns").sort("device", "start_ns")
+    return _merged(iv.lazy()).collect(engine="in-memory")
+
+
+def _merged(iv: pl.LazyFrame) -> pl.LazyFrame:
+    """:func:`merged_blocks` as a lazy query."""
+    w = iv.select("device", "start_ns", "end_ns").sort("device", "start_ns")
     w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over("device").alias("_prev"))
     w = w.with_columns(
         (pl.col("_prev").is_null() | (pl.col("start_ns") > pl.col("_prev")))
@@ -54,14 +59,36 @@ def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("start_ns").min().alias("b_start"), pl.col("end_ns").max().alias("b_end"))
         .sort("device", "b_start")
     )
-    return (
-        b.with_columns(
-            (
-                (pl.col("b_end") - pl.col("b_start")).cum_sum().over("device") - (pl.col("b_end") - pl.col("b_start"))
-            ).alias("b_before")
+    return b.with_columns(
+        ((pl.col("b_end") - pl.col("b_start")).cum_sum().over("device") - (pl.col("b_end") - pl.col("b_start"))).alias(
+            "b_before"
         )
-        .drop("_block")
-        .collect(engine="in-memory")
+    ).drop("_block")
+
+
+def _touching(compute: pl.DataFrame, comm: pl.DataFrame) -> pl.LazyFrame:
+    """The compute kernels that overlap a communication kernel of their device. The covered time
+    of a communication kernel is the length of its interval's intersection with the union of its
+    device's compute kernels, and a kernel wholly outside every communication kernel adds nothing
+    to any of those intersections: the blocks of these alone give every kernel the same covered
+    time (on the 860 MB replica none of the 405 k compute kernels overlaps one of the 40 k
+    communication kernels: 0.5 s less). As-of join: the last block of the communication kernels'
+    union starting at or before a compute kernel's end is the only one that can overlap it (the
+    blocks are disjoint and ordered); it does when it ends after the kernel starts."""
+    spans = _merged(comm.lazy()).select("device", pl.col("b_start").alias("_us"), pl.col("b_end").alias("_ue"))
+    return (
+        compute.lazy()
+        .sort("end_ns")
+        .join_asof(
+            spans.sort("_us"),
+            left_on="end_ns",
+            right_on="_us",
+            by="device",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter((pl.col("_ue") > pl.col("start_ns")) | pl.col("device").is_null())  # no device: kept, as before
+        .select("device", "start_ns", "end_ns")
     )
 
 
@@ -110,7 +137,7 @@ def exposed(kernels: pl.DataFrame) -> pl.DataFrame:
         return comm.with_columns(
             *(pl.lit(0, dtype=pl.Int64()).alias(c) for c in ("dur_ns", "covered_ns", "exposed_ns"))
         )
-    blocks = merged_blocks(compute).lazy()
+    blocks = _merged(_touching(compute, comm)).collect(engine="in-memory").lazy()
     q = covered_until(comm.lazy(), "end_ns", blocks, "_c_end")
     q = covered_until(q, "start_ns", blocks, "_c_start")
     dur = pl.col("end_ns") - pl.col("start_ns")
