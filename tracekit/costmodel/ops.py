@@ -90,9 +90,18 @@ def _group_ids(keys: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
 def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """(signature row per op, null where no formula applies; one row per unique signature with
     its cost and ``_calls``). The only Python loop: once per signature."""
-    sub = ops.select(
-        pl.int_range(pl.len(), dtype=pl.UInt32()).alias("_row"), "name", "input_dims", "input_types", "concrete_inputs"
-    ).filter(priced_expr(pl.col("name")))
+    sub = (
+        ops.lazy()
+        .select(
+            pl.int_range(pl.len(), dtype=pl.UInt32()).alias("_row"),
+            "name",
+            "input_dims",
+            "input_types",
+            "concrete_inputs",
+        )
+        .filter(priced_expr(pl.col("name")))
+        .collect(engine="in-memory")
+    )
     keys = sub.select(
         "name",
         pl.col("input_dims").fill_null("").alias("_dims_k"),
@@ -108,7 +117,9 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
             _SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else [None] * 7
         ):
             rows[k].append(v)
-    calls = pl.DataFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").get_column("len").cast(pl.Float64())
+    calls = (
+        pl.LazyFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").collect(engine="in-memory").get_column("len")
+    ).cast(pl.Float64())
     sig = pl.DataFrame(rows, schema=_SIG_SCHEMA).with_columns(calls.alias("_calls"))
     per_row = pl.repeat(None, ops.height, dtype=pl.UInt32(), eager=True).scatter(sub.get_column("_row"), gid)
     return per_row, sig
@@ -118,10 +129,12 @@ def _price_unknown(sig: pl.DataFrame) -> pl.DataFrame:
     """TensorList inputs hide their element type: price them at the table's dominant float dtype
     (the dtype with the most bytes over all modelled calls)."""
     dominant = (
-        sig.filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
+        sig.lazy()
+        .filter(pl.col("_model").is_not_null() & pl.col("_mdtype").is_not_null())
         .group_by("_mdtype")
         .agg((pl.col("_bytes") * pl.col("_calls")).sum())
         .sort("_bytes", descending=True)
+        .collect(engine="in-memory")
         .get_column("_mdtype")
         .head(1)
         .to_list()
@@ -267,12 +280,17 @@ def op_costs(
     parent = _parent_rows(ops)
     canon = ops.select(canonical_name(pl.col("name"))).to_series()
     hint = hint_column(ops, canon, regions, launched, parent)
-    priced = ops.select("name", "input_dims", "input_types", "concrete_inputs").with_columns(
-        canon.alias("name"),
-        pl.when(hint.is_not_null())
-        .then(pl.concat_list(pl.col("concrete_inputs").fill_null([]), hint))
-        .otherwise(pl.col("concrete_inputs"))
-        .alias("concrete_inputs"),
+    priced = (
+        ops.lazy()
+        .select("name", "input_dims", "input_types", "concrete_inputs")
+        .with_columns(
+            canon.alias("name"),
+            pl.when(pl.lit(hint).is_not_null())
+            .then(pl.concat_list(pl.col("concrete_inputs").fill_null([]), hint))
+            .otherwise(pl.col("concrete_inputs"))
+            .alias("concrete_inputs"),
+        )
+        .collect(engine="in-memory")
     )
     sig_row, sig = _signature_table(priced)
     sig = _price_unknown(sig)
@@ -285,7 +303,8 @@ def op_costs(
         for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")
     )
     model = per.get_column("_model")
-    rank = pl.select(pl.when(model.is_not_null()).then(per.get_column("_rank"))).to_series()
+    modelled = model.is_not_null()  # (each null test is a polars query: once)
+    rank = pl.select(pl.when(modelled).then(per.get_column("_rank"))).to_series()
 
     # Count once per stack: resolve composite parents and folded children.
     desc_rank, desc_bytes = _descendant_totals(parent, rank, per.get_column("_bytes"))
@@ -293,29 +312,34 @@ def op_costs(
     # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
     # when they are a sliver of it (sum -> fill_ of the output, div_ -> copy_ of a scalar).
     in_child = pl.select(
-        (model.is_not_null() & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes")))).fill_null(
-            False
-        )
+        (modelled & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes")))).fill_null(False)
     ).to_series()
-    under = _under(parent, model.is_not_null() & ~in_child)
+    under = _under(parent, modelled & ~in_child)
     has_model = pl.col("_model").is_not_null()
     own = has_model & ~pl.col("_in_child") & ~pl.col("_under")
     in_parent = has_model & ~pl.col("_in_child") & pl.col("_under")
     # Computed on the derived single-chunk columns, then appended: no expression touches ``ops``.
-    out = per.with_columns(
-        in_child.alias("_in_child"), under.alias("_under"), _first_dtype(ops.get_column("input_types")).alias("_first")
-    ).select(
-        pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
-        pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
-        pl.when(pl.col("_in_child"))
-        .then(pl.lit(COUNTED_IN_CHILD))
-        .when(in_parent)
-        .then(pl.lit(COUNTED_IN_PARENT))
-        .otherwise(pl.col("_model"))
-        .alias("cost_model"),
-        pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
-        (has_model | pl.col("_under")).alias("covered"),
-        note.alias("cost_note"),
+    out = (
+        per.lazy()
+        .with_columns(
+            in_child.alias("_in_child"),
+            under.alias("_under"),
+            _first_dtype(ops.get_column("input_types")).alias("_first"),
+        )
+        .select(
+            pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
+            pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
+            pl.when(pl.col("_in_child"))
+            .then(pl.lit(COUNTED_IN_CHILD))
+            .when(in_parent)
+            .then(pl.lit(COUNTED_IN_PARENT))
+            .otherwise(pl.col("_model"))
+            .alias("cost_model"),
+            pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
+            (has_model | pl.col("_under")).alias("covered"),
+            note.alias("cost_note"),
+        )
+        .collect(engine="in-memory")
     )
     return ops.select(cols).hstack(out)
 
@@ -326,7 +350,7 @@ def trace_costs(trace: Trace, activities: pl.DataFrame | None = None) -> pl.Data
     kernels each op launched (MoE weight format)."""
     launched = None
     if activities is not None and {"op_id", "name"} <= set(activities.columns):
-        launched = activities.select("op_id", "name").drop_nulls("op_id").unique()
+        launched = activities.lazy().select("op_id", "name").drop_nulls("op_id").unique().collect(engine="in-memory")
     return op_costs(trace.ops, trace.regions, launched)
 
 
