@@ -56,10 +56,11 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     """Group-major int64 keys: group number × (time extent + 1) + (t − t0), for pieces' s, e and
     the layer's s, e; None when that could overflow (then the caller joins with ``by``). The
     group number is the dense rank of ``by`` over pieces and layer together; the pieces' and the
-    layer's columns are not concatenated, only their group keys."""
+    layer's columns are not concatenated, only their group keys. Four polars queries."""
     t0, t1 = (
-        pl.concat([x.select(pl.col("s").min(), pl.col("e").max()) for x in (pieces, layer)])
+        pl.concat([x.lazy().select(pl.col("s").min(), pl.col("e").max()) for x in (pieces, layer)])
         .select(pl.col("s").min(), pl.col("e").max())
+        .collect(engine="in-memory")
         .row(0)
     )
     extent = int(t1) - int(t0) + 1
@@ -67,8 +68,10 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     if (int(g.max() or 0) + 1) * extent >= 2**62:  # type: ignore[arg-type]
         return None
     n = pieces.height
-    gp, gl = g.head(n) * extent - int(t0), g.tail(layer.height) * extent - int(t0)
-    return pieces["s"] + gp, pieces["e"] + gp, layer["s"] + gl, layer["e"] + gl
+    off = pl.lit(g) * extent - int(t0)
+    both = pl.DataFrame({"s": pl.concat([pieces["s"], layer["s"]]), "e": pl.concat([pieces["e"], layer["e"]])})
+    k = both.select((pl.col("s") + off).alias("s"), (pl.col("e") + off).alias("e"))
+    return k["s"].head(n), k["e"].head(n), k["s"].tail(layer.height), k["e"].tail(layer.height)
 
 
 def _group_rank(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> pl.Series:
@@ -80,35 +83,39 @@ def _group_rank(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> pl.
     parts = [pieces.select(by), layer.select(by)]
     a, b = by if len(by) == 2 else (None, None)
     if a is not None and b is not None and all(p.schema[c].is_integer() for p in parts for c in (a, b)):
-        lo_hi = pl.concat(
-            [
-                p.select(
-                    pl.col(a).min().alias("a0"),
-                    pl.col(a).max().alias("a1"),
-                    pl.col(b).min().alias("b0"),
-                    pl.col(b).max().alias("b1"),
-                    pl.col(a).null_count().alias("an"),
-                    pl.col(b).null_count().alias("bn"),
-                ).cast(pl.Int64())
-                for p in parts
-            ]
-        ).select(
-            pl.col("a0").min(), pl.col("a1").max(), pl.col("b0").min(), pl.col("b1").max(), pl.col("an", "bn").sum()
+        both = pl.concat([p.lazy().select(pl.col(a).cast(pl.Int64()), pl.col(b).cast(pl.Int64())) for p in parts])
+        a0, a1, b0, b1, an, bn = (
+            both.select(
+                pl.col(a).min().alias("a0"),
+                pl.col(a).max().alias("a1"),
+                pl.col(b).min().alias("b0"),
+                pl.col(b).max().alias("b1"),
+                pl.col(a).null_count().cast(pl.Int64()).alias("an"),
+                pl.col(b).null_count().cast(pl.Int64()).alias("bn"),
+            )
+            .collect(engine="in-memory")
+            .row(0)
         )
-        a0, a1, b0, b1, an, bn = lo_hi.row(0)
         if a0 is not None and b0 is not None and an == 0 and bn == 0 and (a1 - a0 + 1) * (b1 - b0 + 1) < 2**62:
-            key = (pl.col(a).cast(pl.Int64()) - a0) * (b1 - b0 + 1) + (pl.col(b).cast(pl.Int64()) - b0)
-            return _dense_rank(pl.concat([p.select(key.alias("_k"))["_k"] for p in parts]))
-    both = pl.concat(parts)
-    return both.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
+            key = (pl.col(a) - a0) * (b1 - b0 + 1) + (pl.col(b) - b0)
+            return _dense_rank_query(both.select(key.alias("_k")))
+    both_df = pl.concat(parts)
+    return both_df.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
 
 
 def _dense_rank(keys: pl.Series) -> pl.Series:
     """``keys.rank("dense")`` as Int64. Integer keys without nulls: the position in their sorted
     distinct values + 1 (a binary search in the few distinct groups instead of sorting every row)."""
     if keys.dtype.is_integer() and keys.null_count() == 0:
-        return keys.unique().sort().search_sorted(keys, side="left").cast(pl.Int64()) + 1
+        return _dense_rank_query(keys.to_frame("_k").lazy())
     return keys.rank("dense").cast(pl.Int64())
+
+
+def _dense_rank_query(keys: pl.LazyFrame) -> pl.Series:
+    """:func:`_dense_rank` of the integer column ``_k`` (no nulls) of ``keys``, in one query."""
+    k = pl.col("_k")
+    rank = k.unique().sort().search_sorted(k, side="left").cast(pl.Int64()) + 1
+    return keys.select(rank.alias("_k")).collect(engine="in-memory")["_k"]
 
 
 def split(
@@ -120,7 +127,8 @@ def split(
 
     On group-major packed keys the layer's starts and ends are both sorted, so the layer rows
     overlapping a piece are the contiguous range [first end > piece start, last start < piece
-    end]: two binary searches per piece, no join."""
+    end]: two binary searches per piece, no join. Each step is one polars query over columns
+    (a small trace pays per query): the ranges, the covered parts, the rest."""
     empty_cov = pieces.head(0).with_columns(
         *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels], pl.lit(None, dtype=pl.Int64()).alias("_lj")
     )
@@ -134,40 +142,55 @@ def split(
     if not ls.is_sorted():  # layers built in (thread, time) order (op stretches) need no copy
         order = ls.arg_sort()
         ls, le, lay = ls.gather(order), le.gather(order), lay[order]
-    j0 = le.search_sorted(ps, side="right").cast(pl.Int64())
-    j1 = ls.search_sorted(pe, side="left").cast(pl.Int64()) - 1
-    cnt = (j1 - j0 + 1).clip(lower_bound=0)
-    idx = pl.int_range(pieces.height, dtype=pl.Int64(), eager=True)
-    p_of = idx.repeat_by(cnt).explode().drop_nulls()
-    start = (cnt.cum_sum() - cnt).gather(p_of)
-    lj = j0.gather(p_of) + (pl.int_range(p_of.len(), dtype=pl.Int64(), eager=True) - start)
-    got = lay[lj]
-    base = pieces[p_of]
-    cov = base.with_columns(
-        pl.max_horizontal(pl.col("s"), got["s"]).alias("s"),
-        pl.min_horizontal(pl.col("e"), got["e"]).alias("e"),
-        *[got[c] for c in labels],
-        lj.alias("_lj"),
-        p_of.alias("_p"),
+    # (piece, layer row) pairs: each piece's range [j0, j1] of overlapping layer rows, in order
+    pairs = (
+        pl.DataFrame({"ps": ps, "pe": pe})
+        .lazy()
+        .select(
+            pl.int_range(pl.len(), dtype=pl.Int64()).alias("_p"),
+            pl.lit(le).search_sorted(pl.col("ps"), side="right").cast(pl.Int64()).alias("_j0"),
+            (pl.lit(ls).search_sorted(pl.col("pe"), side="left").cast(pl.Int64()) - 1).alias("_j1"),
+        )
+        .filter(pl.col("_j1") >= pl.col("_j0"))
+        .select("_p", pl.int_ranges("_j0", pl.col("_j1") + 1, dtype=pl.Int64()).alias("_lj"))
+        .explode("_lj")
     )
-    cov = cov.filter(pl.col("e") > pl.col("s"))
+    p_at, l_at = pl.col("_p"), pl.col("_lj")
+    cols = [
+        pl.max_horizontal(pl.lit(pieces["s"]).gather(p_at), pl.lit(lay["s"]).gather(l_at)).alias("s")
+        if c == "s"
+        else pl.min_horizontal(pl.lit(pieces["e"]).gather(p_at), pl.lit(lay["e"]).gather(l_at)).alias("e")
+        if c == "e"
+        else pl.lit(pieces[c]).gather(p_at).alias(c)
+        for c in pieces.columns
+    ]
+    cov = (
+        pairs.select(*cols, *[pl.lit(lay[c]).gather(l_at).alias(c) for c in labels], "_lj", "_p")
+        .filter(pl.col("e") > pl.col("s"))
+        .collect(engine="in-memory")
+    )
     # The rest of each piece: the stretches before, between and after its covered parts (in order).
-    p = cov["_p"]
+    c = cov.lazy().select("_p", "s", "e")
+    p = pl.col("_p")
     same_prev = (p == p.shift(1)).fill_null(False)
     last = (p != p.shift(-1)).fill_null(True)
-    pstart, pend = pieces["s"].gather(p), pieces["e"].gather(p)
-    prev_end = pl.select(pl.when(same_prev).then(cov["e"].shift(1)).otherwise(pstart)).to_series()
-    gaps = pl.DataFrame({"_p": p, "s": prev_end, "e": cov["s"]})
-    tails = pl.DataFrame({"_p": p, "s": cov["e"], "e": pend}).filter(last)
-    touched = (
-        pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True).scatter(p, True)
-        if p.len()
-        else pl.repeat(False, pieces.height, dtype=pl.Boolean(), eager=True)
+    gaps = c.select(
+        "_p",
+        pl.when(same_prev).then(pl.col("e").shift(1)).otherwise(pl.lit(pieces["s"]).gather(p)).alias("s"),
+        pl.col("s").alias("e"),
     )
-    whole = pl.DataFrame({"_p": idx, "s": pieces["s"], "e": pieces["e"]}).filter(~touched)
-    rest = pl.concat([gaps, tails, whole]).filter(pl.col("e") > pl.col("s"))
-    keep = [c for c in pieces.columns if c not in ("s", "e")]
-    rest = pieces.select(keep)[rest["_p"]].with_columns(rest["s"], rest["e"]).select(pieces.columns)
+    tails = c.filter(last).select("_p", pl.col("e").alias("s"), pl.lit(pieces["e"]).gather(p).alias("e"))
+    whole = (
+        pieces.lazy()
+        .select(pl.int_range(pl.len(), dtype=pl.Int64()).alias("_p"), "s", "e")
+        .filter(~pl.col("_p").is_in(pl.lit(cov["_p"]).implode()))
+    )
+    rest = (
+        pl.concat([gaps, tails, whole])
+        .filter(pl.col("e") > pl.col("s"))
+        .select(*[pl.col(x) if x in ("s", "e") else pl.lit(pieces[x]).gather(p).alias(x) for x in pieces.columns])
+        .collect(engine="in-memory")
+    )
     return cov.drop("_p"), rest
 
 
