@@ -25,30 +25,43 @@ def union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
     One int64 sort of group-major packed starts ((key − min) × (extent + 1) + s − t0) and a
     running maximum of the packed ends (the rule of ``metrics.sweep``); the per-key window
     version when packing could overflow."""
-    iv = iv.select(key, "s", "e").drop_nulls()
-    if iv.height == 0:
-        return iv
-    k0, k1, t0, t1 = iv.select(
-        pl.col(key).min().alias("a"),
-        pl.col(key).max().alias("b"),
-        pl.col("s").min().alias("c"),
-        pl.col("e").max().alias("d"),
-    ).row(0)
+    q = iv.lazy().select(key, "s", "e").drop_nulls()
+    n, k0, k1, t0, t1 = (
+        q.select(
+            pl.len().alias("n"),
+            pl.col(key).min().alias("a"),
+            pl.col(key).max().alias("b"),
+            pl.col("s").min().alias("c"),
+            pl.col("e").max().alias("d"),
+        )
+        .collect(engine="in-memory")
+        .row(0)
+    )
+    if n == 0:
+        return iv.select(key, "s", "e").head(0)
     extent = int(t1) - int(t0) + 1
     if (int(k1) - int(k0) + 1) * extent >= 2**62:  # pragma: no cover - needs ~10^9 s × keys
-        iv = iv.sort(key, "s")
+        iv = iv.select(key, "s", "e").drop_nulls().sort(key, "s")
         prev = pl.col("e").cum_max().shift(1).over(key)
         iv = iv.with_columns((pl.col("s") > prev).fill_null(True).cum_sum().over(key).alias("_g"))
         return iv.group_by(key, "_g").agg(pl.col("s").min(), pl.col("e").max()).drop("_g").sort(key, "s")
+    # one query: packed starts sorted, a block starts where a start passes every earlier end
     off = (pl.col(key).cast(pl.Int64()) - int(k0)) * extent - int(t0)
-    p = iv.select((pl.col("s") + off).alias("ps"), (pl.col("e") + off).alias("pe")).sort("ps")
-    p = p.with_columns(pl.col("pe").cum_max().alias("run"))
-    p = p.with_columns((pl.col("ps") > pl.col("run").shift(1)).fill_null(True).alias("new"))
-    starts = p.filter(pl.col("new"))["ps"]
-    ends = p.filter(pl.col("new").shift(-1).fill_null(True))["run"]
-    g = starts // extent
-    return pl.DataFrame(
-        {key: (g + int(k0)).cast(iv.schema[key]), "s": starts - g * extent + int(t0), "e": ends - g * extent + int(t0)}
+    new = (pl.col("ps") > pl.col("run").shift(1)).fill_null(True)
+    g = pl.col("starts") // extent
+    return (
+        q.select((pl.col("s") + off).alias("ps"), (pl.col("e") + off).alias("pe"))
+        .sort("ps")
+        .with_columns(pl.col("pe").cum_max().alias("run"))
+        .select(
+            pl.col("ps").filter(new).alias("starts"), pl.col("run").filter(new.shift(-1).fill_null(True)).alias("ends")
+        )
+        .select(
+            (g + int(k0)).cast(iv.schema[key]).alias(key),
+            (pl.col("starts") - g * extent + int(t0)).alias("s"),
+            (pl.col("ends") - g * extent + int(t0)).alias("e"),
+        )
+        .collect(engine="in-memory")
     )
 
 
