@@ -143,7 +143,8 @@ def classify(
     """
     th = thresholds or Thresholds()
     device = hardware.name if hardware is not None else None
-    out = df.join(peaks_frame(hardware), on="dtype", how="left")
+    # one lazy query (in-memory engine, as the eager steps were): a small trace pays per query
+    out = df.lazy().join(peaks_frame(hardware).lazy(), on="dtype", how="left")
     out = out.with_columns(
         (pl.col("achieved_flops_per_s") / pl.col("peak_flops_per_s")).alias("frac_peak_flops"),
         (pl.col("achieved_bytes_per_s") / pl.col("peak_bytes_per_s")).alias("frac_peak_bytes"),
@@ -219,4 +220,4 @@ def classify(
     if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline.py)
         bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
         reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
-    return out.with_columns(bound.alias("bound"), reason.alias("reason"))
+    return out.with_columns(bound.alias("bound"), reason.alias("reason")).collect(engine="in-memory")
