@@ -120,7 +120,7 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     # step's peak on the 860 MB replica)
     names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine="in-memory")
     comm_names = names.filter(op_class(pl.col("name")) == COMM_CLASS)["name"]
-    is_comm = pl.col("name").is_in(comm_names.implode()).fill_null(False)
+    is_comm = pl.col("name").is_in(pl.lit(comm_names).implode()).fill_null(False)
     k = kernels.lazy()  # lazy: the filters gather only the selected columns
     comm = k.filter(kernel & is_comm).select(
         "device", "stream", "name", "start_ns", "end_ns", pl.lit(COMM_CLASS).alias("op_class")

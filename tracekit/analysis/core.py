@@ -247,7 +247,12 @@ def analyze_tables(
     # only the phase units' launch delays read the linked activities again: kept for the units
     # and the columns launch_delay reads (the 860 MB replica: 445 k of 567 k rows, 4 of 8 columns)
     keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
-    linked = linked.lazy().filter(pl.col("region_id").is_in(units.implode())).select(keep).collect(engine="in-memory")
+    linked = (
+        linked.lazy()
+        .filter(pl.col("region_id").is_in(pl.lit(units).implode()))
+        .select(keep)
+        .collect(engine="in-memory")
+    )
     prep = prepare_roofline(acts)
     closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
     units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")

@@ -81,7 +81,7 @@ def region_metrics(
         .join(m.lazy(), on="region_id", how="left")
         .with_columns(
             (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
-            pl.col("region_id").is_in(units.implode()).alias("is_unit"),
+            pl.col("region_id").is_in(pl.lit(units).implode()).alias("is_unit"),
             *[pl.col(c).fill_null(0) for c in INT_FILL],
         )
         .collect(engine="in-memory")

@@ -30,10 +30,10 @@ TAIL_REASON: Final = "previous-iteration tail (no launch in the trace; ended bef
 def previous_iteration_tail(acts: pl.DataFrame) -> pl.Series:
     """Boolean per activity row: unattributed for want of a launch and ending at or before the
     start of the first attributed activity (all False when nothing is attributed)."""
-    attributed = acts.filter(pl.col("region_id").is_not_null())
-    if attributed.height == 0 or "unattributed_reason" not in acts.columns:
+    if "unattributed_reason" not in acts.columns:
         return pl.repeat(False, acts.height, dtype=pl.Boolean, eager=True)
-    first = attributed["start_ns"].min()
+    # one query; with nothing attributed the first start is null and every row False
+    first = pl.col("start_ns").filter(pl.col("region_id").is_not_null()).min()
     return acts.select(
         ((pl.col("unattributed_reason") == REASON_NO_LAUNCH) & (pl.col("end_ns") <= first)).fill_null(False)
     ).to_series()

@@ -160,11 +160,13 @@ def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
         | pl.col("phase_rule").str.starts_with("tk: ")
     )
     bad = (
-        labels.filter(pl.col("kind") != "gpu_user_annotation")
+        labels.lazy()
+        .filter(pl.col("kind") != "gpu_user_annotation")
         .filter(pl.col("name").str.contains(STEP_LIKE_RE) & ~read)
         .group_by("name")
         .agg(pl.len().alias("n"), pl.col("start_ns").min())
         .sort("start_ns")
+        .collect(engine="in-memory")  # one query (in-memory engine, as the eager steps)
     )
     out = []
     for name, n, _ in bad.head(limit).iter_rows():

@@ -195,7 +195,7 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     )
 
     def named(flag: str) -> pl.LazyFrame:
-        return ops.lazy().filter(pl.col("name").is_in(names["name"].filter(names[flag]).implode()))
+        return ops.lazy().filter(pl.col("name").is_in(pl.lit(names["name"].filter(names[flag])).implode()))
 
     def shapes(att: pl.LazyFrame, q_idx: int) -> pl.LazyFrame:
         dims = pl.col("input_dims")

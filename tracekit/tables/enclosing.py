@@ -97,7 +97,7 @@ def innermost_rows(
             up = want
         else:
             sub = pl.DataFrame({"_c": ids, "_r": pl.int_range(intervals.height, dtype=pl.Int64, eager=True)}).filter(
-                pl.col("_c").is_in(want.drop_nulls().implode())
+                pl.col("_c").is_in(pl.lit(want).drop_nulls().implode())
             )
             up = pl.DataFrame({"_c": want}).join(sub, on="_c", how="left", maintain_order="left")["_r"]
         found = found.scatter(idx, up)
