@@ -223,4 +223,4 @@ def _offset_concat(parts: list[tuple[pl.DataFrame, int]], keep: pl.Expr | None =
     ordinal (rows where ``keep`` holds, when given): one query however many windows."""
     lazy = [f.lazy().with_columns(pl.col("_ev") + base) for f, base in parts]
     out = pl.concat(lazy, how="vertical", rechunk=False)
-    return (out if keep is None else out.filter(keep)).collect()
+    return (out if keep is None else out.filter(keep)).collect(engine="in-memory")  # not the streaming default
