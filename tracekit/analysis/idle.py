@@ -217,7 +217,8 @@ def ops_overlapping(ops: pl.DataFrame | None, lo: int | None, hi: int | None) ->
     if ops is None:
         return None
     near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
-    return ops.lazy().filter(near).select("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id").collect()
+    cols = ("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
+    return ops.lazy().filter(near).select(cols).collect(engine="in-memory")  # not the streaming default
 
 
 def idle_causes(
