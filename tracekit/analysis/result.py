@@ -329,8 +329,8 @@ def _rows(df: pl.DataFrame, extra: dict[str, list[Any]] | None = None, skip: tup
     return list(map(row, *cols.values())) if names else [row() for _ in range(df.height)]
 
 
-# region rows turned into Python objects and encoded at a time (_encoded_rows)
-ROW_CHUNK = 4096
+# region rows turned into Python objects and encoded at a time (_encoded_rows, _row_chunks)
+ROW_CHUNK = 1024
 
 
 @contextmanager
@@ -366,9 +366,22 @@ def _row_chunks(df: pl.DataFrame, extra: dict[str, pl.DataFrame], chunk: int | N
     chunk = chunk or ROW_CHUNK
     enc = msgspec.json.Encoder(enc_hook=_plain)
     ids = df["region_id"].cast(pl.String()) if "region_id" in df.columns else None
-    for i in range(0, df.height, chunk):
+    ends = list(range(chunk, df.height + chunk, chunk))
+    placed = None
+    if ids is not None and ids.null_count() == 0 and ids.n_unique() == ids.len():
+        # each frame's rows put once in the order of their region's row (stable: a region's rows
+        # keep theirs), so a chunk's rows are one slice, found by a binary search per chunk end
+        where = pl.DataFrame({"scope": ids, "_pos": pl.int_range(ids.len(), dtype=pl.Int64(), eager=True)})
+        placed = {}
+        for k, f in extra.items():
+            g = f.join(where, on="scope", how="inner", maintain_order="left").sort("_pos", maintain_order=True)
+            cut = g["_pos"].search_sorted(pl.Series(ends, dtype=pl.Int64()), side="left").to_list()
+            placed[k] = (g.drop("_pos"), [0, *cut])
+    for n, i in enumerate(range(0, df.height, chunk)):
         rows = df.slice(i, chunk)
-        if ids is None:
+        if placed is not None:
+            mine = {k: g.slice(at[n], at[n + 1] - at[n]) for k, (g, at) in placed.items()}
+        elif ids is None:
             mine = {k: f.head(0) for k, f in extra.items()}
         else:
             keys = ids.slice(i, chunk).implode()
