@@ -82,7 +82,7 @@ def test_dataset_gives_same_result(tmp_path: Path) -> None:
 
 def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     # cli/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
-    # analysed with one jemalloc arena per CPU and pages returned after 1 s; a smaller dataset,
+    # analysed with one jemalloc arena per CPU and pages returned after 0.5 s; a smaller dataset,
     # derived tables and stored results not counted, or a trace file: polars' default (None).
     from tracekit.cli.analyze import BIG_DATASET_BYTES, analysis_allocator
 
@@ -98,7 +98,7 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     (ds / "regions" / "trace_id=b").mkdir(parents=True)
     with open(ds / "regions" / "trace_id=b" / "data.parquet", "wb") as f:
         f.truncate(1 << 20)  # now 4 MiB
-    assert analysis_allocator(str(ds), cpus=3) == "narenas:3,dirty_decay_ms:1000,muzzy_decay_ms:0"
+    assert analysis_allocator(str(ds), cpus=3) == "narenas:3,dirty_decay_ms:500,muzzy_decay_ms:0"
     trace = tmp_path / "t.json"
     trace.write_bytes(b" " * (5 << 20))
     assert analysis_allocator(str(trace), cpus=3) is None
