@@ -109,7 +109,7 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
     # time (report/jsonout.document_parts): the same text as the whole document, never held at
     # once (the 860 MB replica's compact, indented and newline-terminated copies: ~300 MB).
     import tracekit.cli.analyze as cli
-    from tracekit.analysis import result
+    from tracekit.analysis import result, result_rows
     from tracekit.report.jsonout import document
 
     pieces: list[bytes] = []
@@ -127,7 +127,7 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
 
     monkeypatch.setattr(cli, "echo", echo)
     monkeypatch.setattr(result.AnalysisResult, "to_json_parts", parts)
-    monkeypatch.setattr(result, "ROW_CHUNK", 2)
+    monkeypatch.setattr(result_rows, "ROW_CHUNK", 2)
     code, out, _ = _run([str(LLM), "--format", "json"], capsys)
     assert code == 0 and len(wholes) == 1
     whole = wholes[0]

@@ -81,20 +81,20 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
     import polars as pl
 
     import tracekit
-    from tracekit.analysis import analyze, result
+    from tracekit.analysis import analyze, result_rows
     from tracekit.report.jsonout import document, document_parts
 
     r = analyze(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
     assert r.regions.height > 20
     whole = document(r.to_json_bytes())
     for chunk in (1, 7, 4096):
-        monkeypatch.setattr(result, "ROW_CHUNK", chunk)
+        monkeypatch.setattr(result_rows, "ROW_CHUNK", chunk)
         pieces = list(document_parts(*r.to_json_parts()))
         assert b"".join(pieces) == whole
         assert len(pieces) == 2 + 2 * -(-r.regions.height // chunk)  # head, (separator, rows) per chunk, tail
     # the regions' top kernels, ops and culprits become Python objects a chunk of regions at a time
     seen: list[int] = []
-    real = result._by_scope
+    real = result_rows._by_scope
 
     def spy(df: pl.DataFrame, kind: str, *rest: pl.Expr | None) -> dict[str, list[object]]:
         got = real(df, kind, *rest)
@@ -102,8 +102,8 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
             seen.append(len(got))
         return got
 
-    monkeypatch.setattr(result, "_by_scope", spy)
-    monkeypatch.setattr(result, "ROW_CHUNK", 3)
+    monkeypatch.setattr(result_rows, "_by_scope", spy)
+    monkeypatch.setattr(result_rows, "ROW_CHUNK", 3)
     skeleton, placeholder, chunks = r.to_json_parts()
     assert not seen  # nothing per region before the chunks are read
     assert b"".join(document_parts(skeleton, placeholder, chunks)) == whole
@@ -113,13 +113,13 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
 
 
 def test_struct_rows_encode_as_the_dicts() -> None:
-    # result._rows builds Struct records instead of dicts for speed: the encoded bytes must be
+    # result_rows._rows builds Struct records instead of dicts for speed: the encoded bytes must be
     # those of the dicts — column names that are not identifiers, nulls, NaN, nested lists, the
     # extra columns appended in order, and frames without columns or rows.
     import msgspec
     import polars as pl
 
-    from tracekit.analysis.result import _dicts, _rows
+    from tracekit.analysis.result_rows import _dicts, _rows
 
     df = pl.DataFrame({"1x": [1, None], "class": [float("nan"), 2.5], "a b": ["µ", None]})
     extra = {"top_kernels": [[{"name": "k"}], []]}
@@ -133,12 +133,12 @@ def test_struct_rows_encode_as_the_dicts() -> None:
 
 
 def test_rows_encoded_in_chunks_equal_the_whole_list() -> None:
-    # result._encoded_rows encodes the region rows a chunk at a time into one buffer (msgspec.Raw
+    # result_rows._encoded_rows encodes the region rows a chunk at a time into one buffer (msgspec.Raw
     # in the document): the bytes of encoding the whole list, for any chunk size, and "[]" empty.
     import msgspec
     import polars as pl
 
-    from tracekit.analysis.result import _encoded_rows, _rows
+    from tracekit.analysis.result_rows import _encoded_rows, _rows
 
     df = pl.DataFrame({"region_id": [1, 2, 3, 4, 5], "x": [0.5, float("nan"), None, 2.0, 1e-05]})
     extra = {"top_kernels": [[{"name": "k"}], [], [], [{"name": "µ"}], []]}

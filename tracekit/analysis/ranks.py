@@ -58,7 +58,7 @@ class RanksResult:
     ranks_from: str = "meta"
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.analysis.result import _clean
+        from tracekit.analysis.result_rows import _clean
 
         worst = self.stragglers.sort("ratio", descending=True, nulls_last=True).head(1).to_dicts()
         return _clean(
