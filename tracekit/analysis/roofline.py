@@ -27,6 +27,27 @@ if TYPE_CHECKING:
 SMALL_KERNEL_NS = 10_000  # a median kernel shorter than this cannot fill the device ("kernels too small")
 TOP_SHAPES = 10
 _ORDER = [*PHASES, "other"]
+# The float sums (FLOPs and bytes shares) are added exactly: polars adds a group's floats in parallel
+# partial sums whose order varied run to run, and with it the last digits. Each value is scaled by
+# 2**_FRAC_BITS, rounded to an Int128 (exact for values >= 2**(52 - _FRAC_BITS); below, within
+# 2**-_FRAC_BITS absolute), the integers summed (exact in any order, the per-region partial sums too)
+# and the total converted back once: the correctly rounded sum. Room: totals below 2**(127 -
+# _FRAC_BITS) ~ 2.4e21 FLOPs or bytes.
+_FLOAT_SUMS = ("flops", "bytes")
+_FRAC_BITS = 56
+
+
+def _agg_sum(c: str) -> pl.Expr:
+    """The sum of column ``c`` per group; a float sum (:data:`_FLOAT_SUMS`) as the exact scaled
+    Int128 sum (:func:`_to_float` converts it after the last aggregation), else the plain sum."""
+    if c not in _FLOAT_SUMS:
+        return pl.col(c).sum()
+    return (pl.col(c) * float(2**_FRAC_BITS)).round().cast(pl.Int128()).sum()
+
+
+def _to_float(cols: list[str]) -> list[pl.Expr]:
+    """The float sums among ``cols`` back from the scaled Int128 sums of :func:`_agg_sum`."""
+    return [pl.col(c).cast(pl.Float64()) / float(2**_FRAC_BITS) for c in cols if c in _FLOAT_SUMS]
 
 
 def _scope_rows(
@@ -46,6 +67,7 @@ def _scope_rows(
         .drop("_leaf")
         .group_by("scope_kind", "scope", *keys)
         .agg([pl.col(c).sum() for c in sums])
+        .with_columns(_to_float(sums))
     )
 
 
@@ -208,8 +230,8 @@ def class_roofline(
         pl.len().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        pl.col("flops").sum(),
-        pl.col("bytes").sum(),
+        _agg_sum("flops"),
+        _agg_sum("bytes"),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
     )
@@ -298,8 +320,8 @@ def shape_roofline(
         pl.col("cost_op_id").n_unique().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        pl.col("flops").sum(),
-        pl.col("bytes").sum(),
+        _agg_sum("flops"),
+        _agg_sum("bytes"),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
         pl.col("dur_ns").median().alias("kernel_median_ns"),
@@ -313,6 +335,7 @@ def shape_roofline(
         ],
         how="diagonal_relaxed",
     ).rename({"cost_op_name": "name"})
+    rows = rows.with_columns(_to_float(list(_FLOAT_SUMS)))
     rows = rows.sort(
         ["scope_kind", "scope", "device_time_ns", "name", "shape"], descending=[False, False, True, False, False]
     )
