@@ -77,3 +77,35 @@ def test_shape_roofline_sums_do_not_depend_on_the_row_order(shared_traces: Path)
     assert want["flops"].drop_nulls().len() > 0
     for seed in (3, 4, 5, 6):
         assert rows(_shuffled(acts, seed)).equals(want)
+
+
+def test_absurd_flops_are_summed_without_overflow(tmp_path: Path) -> None:
+    # The exact sums scale each value by 2**56 into an Int128, which holds totals up to ~1.2e21.
+    # A hostile trace's aten::mm of [1e8, 1e8] × [1e8, 1e8] costs 2·m·n·k = 2e24 FLOPs and 1.2e17
+    # bytes ((1e16 + 1e16 + 1e16) elements × 4 bytes): fewer scale bits are used for that column
+    # (126 − 81 = 45, since 2e24 < 2**81), so the analysis succeeds with the same totals as the
+    # plain float sum (before the fix: InvalidOperationError, a traceback).
+    from tracekit.analysis.roofline import _FRAC_BITS, _frac_bits
+    from tracekit.cli.main import main
+
+    ev = [
+        '{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":100,"args":{"External id":5,'
+        '"Input Dims":[[100000000,100000000],[100000000,100000000]],"Input type":["float","float"]}}',
+        '{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":10,"dur":5,'
+        '"args":{"correlation":7,"External id":5}}',
+        '{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":20,"dur":50,'
+        '"args":{"correlation":7,"External id":5,"device":0,"stream":7}}',
+        '{"ph":"X","cat":"user_annotation","name":"tk:prefill","pid":1,"tid":1,"ts":0,"dur":200,"args":{}}',
+    ]
+    trace = tmp_path / "huge.json"
+    trace.write_text('{"traceEvents":[' + ",".join(ev) + "]}")
+    out = tmp_path / "out.json"
+    assert main(["analyze", str(trace), "--format", "json", "-o", str(out)]) in (0, None)
+    import json
+
+    row = json.loads(out.read_text())["totals"]["class_roofline"][0]
+    assert (row["op_class"], row["flops"], row["bytes"]) == ("gemm", 2e24, 1.2e17)
+    # the scale exponent per column: ordinary totals keep 56 bits; 2e24 gets 45; inf: plain sums
+    bits = _frac_bits(pl.DataFrame({"flops": [1.5, 2.0], "bytes": [2e24, 0.0]}))
+    assert bits == {"flops": _FRAC_BITS, "bytes": 45}
+    assert _frac_bits(pl.DataFrame({"flops": [float("inf")], "bytes": [1.0]}))["flops"] is None

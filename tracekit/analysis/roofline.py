@@ -12,6 +12,8 @@ on the compute side achieved FLOP/s ÷ peak — the same number, defined also fo
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -29,29 +31,58 @@ TOP_SHAPES = 10
 _ORDER = [*PHASES, "other"]
 # The float sums (FLOPs and bytes shares) are added exactly: polars adds a group's floats in parallel
 # partial sums whose order varied run to run, and with it the last digits. Each value is scaled by
-# 2**_FRAC_BITS, rounded to an Int128 (exact for values >= 2**(52 - _FRAC_BITS); below, within
-# 2**-_FRAC_BITS absolute), the integers summed (exact in any order, the per-region partial sums too)
-# and the total converted back once: the correctly rounded sum. Room: totals below 2**(127 -
-# _FRAC_BITS) ~ 2.4e21 FLOPs or bytes.
+# 2**bits, rounded to an Int128 (exact for values >= 2**(52 - bits); below, within 2**-bits
+# absolute), the integers summed (exact in any order, the per-region partial sums too) and the total
+# converted back once: the correctly rounded sum. bits is _FRAC_BITS (56) while the column's sum of
+# absolute values stays below 2**(126 - 56) ~ 1.2e21 FLOPs or bytes; above (only absurd shapes get
+# there: a hostile trace's 1e8-wide matmul is 2e24 FLOPs), fewer bits, so no total can leave an
+# Int128; a column with a non-finite value is summed as plain floats (_frac_bits).
 _FLOAT_SUMS = ("flops", "bytes")
 _FRAC_BITS = 56
+_INT128_BITS = 126  # the sum's magnitude bound, below the Int128 limit of 2**127
 
 
-def _agg_sum(c: str) -> pl.Expr:
+def _frac_bits(prep: pl.DataFrame) -> dict[str, int | None]:
+    """Per float-sum column of ``prep``: the scale exponent of its exact sum, or None (plain float
+    sum) when it holds a non-finite value. One polars query."""
+    cols = [c for c in _FLOAT_SUMS if c in prep.columns]
+    if not cols or prep.height == 0:
+        return {c: _FRAC_BITS for c in _FLOAT_SUMS}
+    row = prep.select(pl.col(c).abs().sum().alias(c) for c in cols).row(0, named=True)
+    out: dict[str, int | None] = {c: _FRAC_BITS for c in _FLOAT_SUMS}
+    for c in cols:
+        total = float(row[c] or 0.0)
+        if not math.isfinite(total):
+            out[c] = None
+        elif total >= 1.0:
+            out[c] = min(_FRAC_BITS, _INT128_BITS - math.frexp(total)[1])
+    return out
+
+
+def _agg_sum(c: str, bits: dict[str, int | None]) -> pl.Expr:
     """The sum of column ``c`` per group; a float sum (:data:`_FLOAT_SUMS`) as the exact scaled
     Int128 sum (:func:`_to_float` converts it after the last aggregation), else the plain sum."""
-    if c not in _FLOAT_SUMS:
+    if c not in _FLOAT_SUMS or bits.get(c) is None:
         return pl.col(c).sum()
-    return (pl.col(c) * float(2**_FRAC_BITS)).round().cast(pl.Int128()).sum()
+    return (pl.col(c) * 2.0 ** bits[c]).round().cast(pl.Int128()).sum()  # type: ignore[operator]
 
 
-def _to_float(cols: list[str]) -> list[pl.Expr]:
+def _to_float(cols: list[str], bits: dict[str, int | None]) -> list[pl.Expr]:
     """The float sums among ``cols`` back from the scaled Int128 sums of :func:`_agg_sum`."""
-    return [pl.col(c).cast(pl.Float64()) / float(2**_FRAC_BITS) for c in cols if c in _FLOAT_SUMS]
+    return [
+        pl.col(c).cast(pl.Float64()) / 2.0 ** bits[c]  # type: ignore[operator]
+        for c in cols
+        if c in _FLOAT_SUMS and bits.get(c) is not None
+    ]
 
 
 def _scope_rows(
-    pre: pl.LazyFrame, closure: pl.LazyFrame, leaf_phase: pl.LazyFrame, keys: list[str], sums: list[str]
+    pre: pl.LazyFrame,
+    closure: pl.LazyFrame,
+    leaf_phase: pl.LazyFrame,
+    keys: list[str],
+    sums: list[str],
+    bits: dict[str, int | None],
 ) -> pl.LazyFrame:
     """Partial sums per (leaf region, ``keys``) → per (scope_kind, scope, ``keys``)."""
     leaf = pre.rename({"region_id": "_leaf"})
@@ -67,7 +98,7 @@ def _scope_rows(
         .drop("_leaf")
         .group_by("scope_kind", "scope", *keys)
         .agg([pl.col(c).sum() for c in sums])
-        .with_columns(_to_float(sums))
+        .with_columns(_to_float(sums, bits))
     )
 
 
@@ -215,7 +246,9 @@ def class_roofline(
     and trace scopes) / ``kernel_mean_ns`` (every scope). ``prep``: :func:`prepare` of ``acts``,
     ``closure``: :func:`~tracekit.analysis.tops.region_closure` of ``regions`` and ``acts``, when
     the caller has them. One lazy plan, collected once."""
-    a = (prepare(acts) if prep is None else prep).lazy()
+    prep = prepare(acts) if prep is None else prep
+    bits = _frac_bits(prep)
+    a = prep.lazy()
     closure = region_closure(regions, acts) if closure is None else closure
     cl = closure.lazy()
     # eager join: its row order decides the "first" phase (see tracekit/analysis/tops.py)
@@ -230,12 +263,12 @@ def class_roofline(
         pl.len().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        _agg_sum("flops"),
-        _agg_sum("bytes"),
+        _agg_sum("flops", bits),
+        _agg_sum("bytes", bits),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
     )
-    rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums)
+    rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums, bits)
     rows = rows.with_columns(pl.col("flops_known") > 0, pl.col("bytes_known") > 0)
     # dominant dtype per row: the covered dtype with most time, floating point first
     dt = (
@@ -243,7 +276,7 @@ def class_roofline(
         .group_by("region_id", "op_class", "dtype")
         .agg(pl.col("covered_time_ns").sum())
     )
-    dt = _scope_rows(dt, cl, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"])
+    dt = _scope_rows(dt, cl, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"], bits)
     dt = (
         dt.drop_nulls("dtype")
         .with_columns(pl.col("dtype").str.contains(r"^(fp|bf|tf)").alias("_f"))
@@ -303,6 +336,7 @@ def shape_roofline(
     from tracekit.analysis.metrics import positions
 
     costed = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
+    bits = _frac_bits(costed)
     pos = positions(costed["cost_op_id"], costs["op_id"])
     a = costed.lazy().with_columns(
         pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
@@ -320,8 +354,8 @@ def shape_roofline(
         pl.col("cost_op_id").n_unique().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        _agg_sum("flops"),
-        _agg_sum("bytes"),
+        _agg_sum("flops", bits),
+        _agg_sum("bytes", bits),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
         pl.col("dur_ns").median().alias("kernel_median_ns"),
@@ -335,7 +369,7 @@ def shape_roofline(
         ],
         how="diagonal_relaxed",
     ).rename({"cost_op_name": "name"})
-    rows = rows.with_columns(_to_float(list(_FLOAT_SUMS)))
+    rows = rows.with_columns(_to_float(list(_FLOAT_SUMS), bits))
     rows = rows.sort(
         ["scope_kind", "scope", "device_time_ns", "name", "shape"], descending=[False, False, True, False, False]
     )
