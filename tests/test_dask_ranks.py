@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,18 @@ def test_exposed_communication_by_hand() -> None:
     assert (by["decode"]["comm_ns"], by["decode"]["exposed_ns"], by["decode"]["exposed_fraction"]) == (10, 10, 1.0)
 
 
+def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
+    """Plain loop: the length of the union of ``(start, end)`` intervals."""
+    cov, cur = 0, None
+    for a, b in sorted(intervals):
+        if cur is None or a > cur[1]:
+            cov += (cur[1] - cur[0]) if cur else 0
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return cov + ((cur[1] - cur[0]) if cur else 0)
+
+
 def brute_force_exposed(kernels: pl.DataFrame) -> tuple[int, int]:
     """Plain loops: each NCCL kernel's time not covered by the union of the other kernels."""
     rows = kernels.filter(pl.col("kind") == "kernel").select("name", "start_ns", "end_ns").rows()
@@ -80,14 +93,7 @@ def brute_force_exposed(kernels: pl.DataFrame) -> tuple[int, int]:
     for n, s, e in rows:
         if "nccl" not in n.lower():
             continue
-        cov, cur = 0, None
-        for a, b in sorted((max(s, a), min(e, b)) for a, b in compute if a < e and b > s):
-            if cur is None or a > cur[1]:
-                cov += (cur[1] - cur[0]) if cur else 0
-                cur = [a, b]
-            else:
-                cur[1] = max(cur[1], b)
-        cov += (cur[1] - cur[0]) if cur else 0
+        cov = union_ns((max(s, a), min(e, b)) for a, b in compute if a < e and b > s)
         total += e - s
         exp += e - s - cov
     return total, exp
@@ -216,17 +222,9 @@ def test_exposed_communication_equals_plain_loops_on_random_kernels() -> None:
         k = kern(rows)
         e = exposed(k)
         for r in e.iter_rows(named=True):
-            comp = sorted(
+            cov = union_ns(
                 (max(a, r["start_ns"]), min(b, r["end_ns"]))
                 for n, d, _, a, b in rows
                 if "nccl" not in n and d == r["device"] and a < r["end_ns"] and b > r["start_ns"]
             )
-            cov, cur = 0, None
-            for a, b in comp:
-                if cur is None or a > cur[1]:
-                    cov += (cur[1] - cur[0]) if cur else 0
-                    cur = [a, b]
-                else:
-                    cur[1] = max(cur[1], b)
-            cov += (cur[1] - cur[0]) if cur else 0
             assert r["covered_ns"] == cov and r["exposed_ns"] == r["end_ns"] - r["start_ns"] - cov, (rows, r)
