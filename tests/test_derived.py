@@ -138,3 +138,27 @@ def test_first_analysis_stores_missing_derived_tables(shared_traces: Path, tmp_p
     again = run("analyze", str(ds), "--format", "json", "--no-reuse")
     assert json.loads(plain) == json.loads(first) == json.loads(again)
     assert not [p for p in ds.rglob(".tmp-*")]
+
+
+def test_derived_computed_while_the_canonical_tables_are_written(shared_traces: Path, tmp_path: Path) -> None:
+    # write_with_derived hands write_dataset a callable: the canonical tables are written in a
+    # thread while it runs. Same dataset as with the tables given as a dict; and a computation
+    # that fails commits nothing (no meta, no partition, no staging directory), after the
+    # thread's writes have finished.
+    from tracekit.analysis.derived import compute_derived
+
+    tr = tracekit.load(str(shared_traces / QWEN))
+    write_dataset(tr, tmp_path / "a", extra=compute_derived(tr))
+    write_with_derived(tr, tmp_path / "b")
+    files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.parquet"))
+    files_b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*.parquet"))
+    assert files_a == files_b and len(files_a) == 10  # 4 canonical + meta + 5 derived (KEY included)
+    for f in files_a:
+        assert pl.read_parquet(tmp_path / "a" / f).equals(pl.read_parquet(tmp_path / "b" / f)), f
+
+    def failing() -> dict[str, pl.DataFrame]:
+        raise RuntimeError("derived tables failed")
+
+    with pytest.raises(RuntimeError, match="derived tables failed"):
+        write_dataset(tr, tmp_path / "c", extra=failing)
+    assert [p.name for p in (tmp_path / "c").iterdir()] == []  # staging removed, nothing committed

@@ -154,7 +154,7 @@ def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     (what ``tracekit ingest`` calls)."""
     from tracekit.tables.trace import write_dataset
 
-    return write_dataset(trace, out_dir, extra=compute_derived(trace))
+    return write_dataset(trace, out_dir, extra=lambda: compute_derived(trace))
 
 
 def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,21 +152,28 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
     )
 
 
-def write_dataset(trace: Trace, out_dir: str | os.PathLike[str], extra: dict[str, pl.DataFrame] | None = None) -> Path:
+def write_dataset(
+    trace: Trace,
+    out_dir: str | os.PathLike[str],
+    extra: dict[str, pl.DataFrame] | Callable[[], dict[str, pl.DataFrame]] | None = None,
+) -> Path:
     """Write ``trace`` into the dataset at ``out_dir`` atomically; replaces an earlier ingest.
 
     Each partition is written into a staging directory and renamed into place; ``meta`` goes
     last, so a reader never sees a trace without all of its tables. ``extra``: more tables of
     this trace (name → frame, e.g. the derived tables of tracekit/analysis/derived.py), written the same
     way before ``meta``; partitions of this trace in other tables than those written are removed.
-    Returns ``out_dir``.
+    ``extra`` may be a function that computes them: it then runs while a thread writes the
+    canonical tables (polars writes without the GIL), and what it raises is raised as it is, with
+    nothing committed. Returns ``out_dir``.
     """
     out = Path(out_dir)
     tid = trace.trace_id
     if not tid:
         raise DatasetError("trace has no trace_id; cannot write it to a dataset")
     out, staging = open_staging(out, tid)
-    try:
+
+    def canonical() -> None:
         with writing(out):
             # Invalidate any previous copy first: without its meta it is ignored by readers.
             remove_partition(out, META_TABLE, tid)
@@ -176,7 +184,17 @@ def write_dataset(trace: Trace, out_dir: str | os.PathLike[str], extra: dict[str
             part = staging / META_TABLE
             part.mkdir()
             write_part(meta_frame(trace.meta), part / DATA_FILE)
+
+    try:
+        if callable(extra):
+            with ThreadPoolExecutor(1, thread_name_prefix="tracekit-write") as pool:
+                written = pool.submit(canonical)
+                extras = dict(extra())  # on the way out (also when this raises) the writes finish
+            written.result()
+        else:
+            canonical()
             extras = dict(extra or {})
+        with writing(out):
             for name, frame in extras.items():
                 (staging / name).mkdir()
                 write_part(frame.drop("trace_id", strict=False), staging / name / DATA_FILE)
