@@ -258,6 +258,18 @@ def report(rows: list[Row], counts: dict[str, int | str]) -> None:
             f"{r.floor_note or '–'} | {counts.get(r.name, '–')} |"
         )
     print(
+        "\nPaired ratios (each round: the other command's wall / this one's, run at most minutes apart;"
+        " median over rounds, min–max):\n"
+    )
+    by_name = {r.name: r for r in rows}
+    for r in rows:
+        others = [*([anchors[r.group].name] if r.group in anchors and not r.anchor else []), *r.versus]
+        for o in others:
+            if o in by_name and r.walls and by_name[o].walls and r.group != "start-up":
+                med, lo, hi = paired(by_name[o].walls, r.walls)
+                n = min(len(r.walls), len(by_name[o].walls))
+                print(f"- `{r.name}` vs `{o}`: speed-up {med:.2f}× ({lo:.2f}–{hi:.2f}, {n} rounds)")
+    print(
         "\nJSON: "
         + json.dumps(
             {
@@ -266,6 +278,14 @@ def report(rows: list[Row], counts: dict[str, int | str]) -> None:
             }
         )
     )
+
+
+def paired(other: list[float], mine: list[float]) -> tuple[float, float, float]:
+    """Median, min and max over rounds of ``other[i] / mine[i]``: each round's two runs met the same
+    machine state (its speed swings 2× from minute to minute), so the ratio is steadier than a
+    ratio of medians."""
+    ratios = [o / m for o, m in zip(other, mine) if m > 0]
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def short(r: Row) -> str:

@@ -28,6 +28,7 @@ HTA = (
     "os.symlink(p, os.path.join(d, 'rank-0.json' + ('.gz' if p.endswith('.gz') else '')))\n"
     "TraceAnalysis(trace_dir=d)"
 )
+HTA_ROW = "HTA TraceAnalysis(df_index_resolver)"
 PANDAS_SQL = (
     "import sqlite3, sys; import pandas as pd\n"
     "sys.path.insert(0, {bench!r}); from nsys_ingest import PANDAS_QUERIES\n"
@@ -60,6 +61,7 @@ class Row:
     argv: list[str]
     group: str  # rows of a group are compared with the group's anchor
     anchor: bool = False
+    versus: tuple[str, ...] = ()  # names of other rows this one is also compared with (paired)
     floor_s: float | None = None
     floor_note: str = ""
     walls: list[float] = field(default_factory=list)
@@ -103,6 +105,7 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
             "tracekit ingest df_index_resolver",
             [tk, "ingest", str(DFI), "--out", str(tmp / "ds_dfi_again"), "--force"],
             "dfi",
+            versus=(HTA_ROW,),
         ),
         Row(
             "tracekit analyze df_index_resolver.json.gz --format json",
@@ -118,11 +121,12 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
             "tracekit analyze DS(df_index_resolver) --format json (stored result)",
             [tk, "analyze", str(ds_dfi), "--format", "json"],
             "dfi",
+            versus=("tracekit analyze df_index_resolver.json.gz --format json",),  # re-analysis
         ),
     ]
     if has_hta:
         at = next(i for i, r in enumerate(rows) if r.group == "dfi")  # just before the dfi anchor
-        rows.insert(at, Row("HTA TraceAnalysis(df_index_resolver)", [a.hta_python, "-c", HTA, str(DFI)], "dfi"))
+        rows.insert(at, Row(HTA_ROW, [a.hta_python, "-c", HTA, str(DFI)], "dfi"))
     if a.big:
         ds_big = tmp / "ds_big"
         subprocess.run([tk, "ingest", str(a.big), "--out", str(ds_big)], check=True, capture_output=True)
