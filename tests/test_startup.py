@@ -132,3 +132,36 @@ def test_nsys_ingest_does_not_import_pandas(tmp_path: Path) -> None:
     # Table.from_pylist and Schema.empty_table import pandas to build one (≈ 0.7 s of a command).
     nsys = SHARED_TRACES / "nsys/fuser/report1_64ee035d.sqlite"
     assert "pandas" not in imported("ingest", str(nsys), "--out", str(tmp_path / "ds"))
+
+
+def test_stored_results_key_follows_every_code_file(tmp_path: Path) -> None:
+    # A stored result is keyed by the code's identity: path, size and mtime (ns) of every .py file
+    # of the package (tables/results.py _code_hash; stats only, no file read). A copy of the
+    # package: each edit below must change the identity; bytecode caches must not.
+    import os
+    import shutil
+
+    import tracekit.tables.results as results
+
+    pkg = tmp_path / "tracekit"
+    shutil.copytree(Path(results.__file__).resolve().parents[1], pkg, ignore=shutil.ignore_patterns("*.so"))
+    base = results._code_hash(pkg)
+    assert results._code_hash(pkg) == base  # the same files: the same key
+    (pkg / "__pycache__").mkdir(exist_ok=True)
+    (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (pkg / "README.txt").write_text("not code")
+    assert results._code_hash(pkg) == base  # bytecode and non-.py files are not code
+    f = pkg / "analysis" / "classify.py"
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # touched: 1 ns later
+    touched = results._code_hash(pkg)
+    assert touched != base
+    f.write_bytes(f.read_bytes() + b"\n")  # one byte more
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # at the old time: the size tells
+    assert results._code_hash(pkg) not in (base, touched)
+    f.write_bytes(f.read_bytes()[:-1])
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert results._code_hash(pkg) == base  # back as it was
+    (pkg / "labels" / "new_rule.py").write_text("X = 1\n")  # a new module
+    assert results._code_hash(pkg) != base
+    assert results._code_hash() != base  # another place: another install

@@ -83,10 +83,12 @@ def analyze(**params: Any) -> None:
     A dataset of several traces (or those chosen by --compare prefixes / --rank) is compared
     across ranks, one analysis task per trace: per rank × phase, straggler steps, communication."""
 
-    from tracekit.report.output import check_out, write_atomic
-
     a = _Args(**params)
-    out_path = check_out(a.out, a.force) if a.out else None
+    out_path = None
+    if a.out:
+        from tracekit.report.output import check_out
+
+        out_path = check_out(a.out, a.force)
     bounded_allocator(a.source)
     options = {"hardware": a.hardware, "phase_map": list(a.phase_map), "slo": a.slo, "thresholds": a.thresholds}
     one_stored = a.rank is None and not a.compare and not a.captures
@@ -106,6 +108,8 @@ def analyze(**params: Any) -> None:
         for piece in [text] if isinstance(text, (str, bytes)) else text:
             echo(piece, nl=False)
     else:
+        from tracekit.report.output import write_atomic
+
         write_atomic(out_path, text if isinstance(text, (str, bytes)) else b"".join(text))
         echo(f"wrote {out_path}", err=True)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from tracekit.errors import UsageError
@@ -35,6 +34,8 @@ def write_atomic(path: Path, data: str | bytes) -> Path:
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     parent = path.parent if str(path.parent) else Path(".")
+    import tempfile  # here, not at the top: a stored result printed to stdout never imports it
+
     try:
         fd, name = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
