@@ -152,7 +152,12 @@ def exposed(kernels: pl.DataFrame) -> pl.DataFrame:
 def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
     """Per phase (and a ``trace`` row for all of them): ``comm_count``, ``comm_ns``, ``exposed_ns``,
     ``exposed_fraction``. ``units``: the phase units (``phase``, ``w_start``, ``w_end``)."""
-    e = exposed(kernels)
+    return exposed_by_phase(exposed(kernels), units)
+
+
+def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
+    """:func:`comm_by_phase` from the :func:`exposed` communication kernels ``e`` (a caller that
+    no longer holds the kernels table when the phase units are known takes them first)."""
     if e.height == 0:
         return pl.DataFrame(schema=COMM_SCHEMA)
     u = units.select("phase", pl.col("w_start").cast(pl.Int64()), pl.col("w_end").cast(pl.Int64()))

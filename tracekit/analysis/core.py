@@ -62,6 +62,7 @@ def analyze(
     phase_map: Any = None,
     slo: Slo | str | None = None,
     thresholds: Thresholds | str | None = None,
+    release: bool = False,
 ) -> AnalysisResult:
     """Attribute, label, cost and classify ``trace``; see docs/analysis.md for every output.
 
@@ -70,8 +71,13 @@ def analyze(
     ``"ttft=200,tpot=50"`` (ms). ``thresholds``: Thresholds or text ``"busy=0.5,coverage=0.5"``.
     A trace read from a dataset reuses the derived tables stored at ingest when they are current
     (tracekit/analysis/derived.py; the region labels only without ``phase_map``).
-    Raises UsageError for a bad --hardware / --slo / --thresholds.
+    Raises UsageError for a bad --hardware / --slo / --thresholds. ``release``: for a caller that
+    reads the trace's tables no more (``tracekit analyze``): each is emptied in ``trace`` once the
+    analysis has taken what it needs of it, so its memory goes back while the analysis runs (the
+    kernels before the region metrics, ~30 MB on the 860 MB replica, and the op columns after the
+    idle causes, ~60 MB).
     """
+    from tracekit.analysis.comm import exposed
     from tracekit.analysis.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.regions import label_regions
 
@@ -79,6 +85,9 @@ def analyze(
     hw = resolve_hardware(hardware, devices)
     slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
     th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
+    # the communication kernels' exposed time needs only the kernels: taken first, while little
+    # else is held (the phases they fall in are read from the analysis's regions at the end)
+    comm = exposed(trace.kernels)
     stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if trace.read_in_part and (stored is None or phase_map is not None):
         # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
@@ -123,34 +132,42 @@ def analyze(
         "rank": dist.get("rank"),
         "world_size": dist.get("world_size"),
     }
-    result = analyze_tables(
-        acts,
-        links,
-        labels,
-        costs,
-        hardware=hw,
-        cpu_only=cpu_only,
-        device_name=device_name if not cpu_only else "CPU",
-        thresholds=th,
-        slo=slo_v,
-        sidecar=read_sidecar(trace_info["source"]),
-        trace_info=trace_info,
-        warnings=warnings,
-        kv=kv_shape(trace.ops, labels),
-        launches=trace.launches,
+    kv = kv_shape(trace.ops, labels)
+    launches = trace.launches
+    # the analysis holds the only references to its frames (released as it goes) ...
+    frames = [acts, links, labels, costs]
+    del acts, links, labels, costs, stored, kern
+    if release:  # ... and to the trace's kernels and ops, which the caller reads no more
+        trace.kernels, trace.ops = trace.kernels.clear(), trace.ops.clear()
+    result = _analyze_owned(
+        frames,
+        hw,
+        cpu_only,
+        device_name if not cpu_only else "CPU",
+        th,
+        slo_v,
+        read_sidecar(trace_info["source"]),
+        trace_info,
+        warnings,
+        kv,
+        launches,
     )
-    # the activities, links, labels and costs are not read again: released before the
-    # communication step's transients (the 860 MB replica: ~100 MB)
-    del acts, links, labels, costs, stored
-    return with_communication(result, trace.kernels)
+    return _with_exposed(result, comm)
 
 
 def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> AnalysisResult:
     """The result with its communication kernels' time and exposed part per phase
     (tracekit/analysis/comm.py; phase units' windows from the result's regions)."""
+    from tracekit.analysis.comm import exposed
+
+    return _with_exposed(result, exposed(kernels))
+
+
+def _with_exposed(result: AnalysisResult, comm: pl.DataFrame) -> AnalysisResult:
+    """:func:`with_communication` from the kernels' :func:`~tracekit.analysis.comm.exposed` frame."""
     from dataclasses import replace
 
-    from tracekit.analysis.comm import comm_by_phase
+    from tracekit.analysis.comm import exposed_by_phase
 
     reg = result.regions
     units = (
@@ -165,7 +182,7 @@ def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> Analysi
         if reg.height
         else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
-    return replace(result, communication=comm_by_phase(kernels, units))
+    return replace(result, communication=exposed_by_phase(comm, units))
 
 
 def _shape_phase(
@@ -224,11 +241,36 @@ def analyze_tables(
     """The analysis over already-built frames (activities and links from attribution, labelled
     regions, op costs; the trace's ``launches`` for blocking calls in the idle causes — the ops
     come from ``costs``, which carries the op columns). Pure: returns an :class:`AnalysisResult`."""
+    frames = [activities, region_links, labels, costs]
+    return _analyze_owned(
+        frames, hardware, cpu_only, device_name, thresholds, slo, sidecar, trace_info, warnings, kv, launches
+    )
+
+
+def _analyze_owned(
+    frames: list[pl.DataFrame],
+    hardware: Hardware | None,
+    cpu_only: bool,
+    device_name: str | None,
+    thresholds: Thresholds | None,
+    slo: Slo | None,
+    sidecar: dict[str, Any] | None,
+    trace_info: dict[str, Any] | None,
+    warnings: list[str] | None,
+    kv: dict[str, Any] | None,
+    launches: pl.DataFrame | None,
+) -> AnalysisResult:
+    """:func:`analyze_tables` of ``frames`` (activities, region links, labels, costs), a list it
+    empties: a caller that passed its only references lets each frame go after its last reader
+    (the op columns of ``costs`` after the idle causes: ~60 MB on the 860 MB replica)."""
     from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
 
+    activities, region_links, labels, costs = frames
+    frames.clear()
     th = thresholds or Thresholds()
     warn = list(warnings or [])
     acts = with_costs(activities, costs)
+    del activities
     tail = tail_summary(acts)
     if tail is not None:  # the end of an iteration launched before the trace: said, and kept out of latency
         acts = acts.with_columns(
@@ -238,12 +280,16 @@ def analyze_tables(
             .alias("unattributed_reason")
         )
     regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
+    del labels
     units = phase_units(regions)
     reg, linked = region_metrics(regions, acts, region_links, cpu_only, units)
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(reg, acts, launches, ops)
     reg, reg_cul = region_idle(reg, linked, launches, ops, host)
-    del host  # the blocking calls and threads of the idle causes are not needed again
+    # the blocking calls and threads of the idle causes and the op columns are not needed
+    # again: only the shape roofline reads the ops, their ids and shapes
+    del host, ops
+    costs = costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
     # only the phase units' launch delays read the linked activities again: kept for the units
     # and the columns launch_delay reads (the 860 MB replica: 445 k of 567 k rows, 4 of 8 columns)
     keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
@@ -271,14 +317,24 @@ def analyze_tables(
         .unique("act_id", keep="first", maintain_order=True)
     )
     reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
+    # Each intermediate is released after its last reader, before the steps that follow make
+    # their own (the 860 MB replica: the roofline preparation, the linked activities, the
+    # activities' phases and the region culprits ~70 MB, no longer beside the tops' transients).
+    shape_rf = shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure)
+    del prep
     acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
+    del in_unit
     ph = phase_metrics(reg, acts_ph)
+    del acts_ph
     ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
     if ph.height:
         ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
         ph = classify(ph, hardware, th, device_name).join(
             launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left"
         )
+    del linked
+    culprits = culprit_frame(reg_cul, ph_cul, reg, ph)
+    del reg_cul, ph_cul
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
 
@@ -335,9 +391,9 @@ def analyze_tables(
         warnings=warn,
         op_classes=classes,
         serving=serving_summary(lat.steps, lat.requests, reg, kv),
-        idle_culprits=culprit_frame(reg_cul, ph_cul, reg, ph),
+        idle_culprits=culprits,
         class_roofline=cr,
-        shape_roofline=shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure),
+        shape_roofline=shape_rf,
     )
 
 

@@ -229,7 +229,8 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
             ensure=store_options is not None,
         )
     )
-    result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th)
+    # the trace's tables are read no more here: released by the analysis as it finishes with them
+    result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th, release=True)
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
     # The trace's tables are released before the document is built (the 860 MB replica: ~180 MB
     # beside the result's frames and the document's Python objects), the result's frames before

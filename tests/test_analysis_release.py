@@ -1,0 +1,107 @@
+"""``analyze(trace, release=True)`` (what ``tracekit analyze`` calls): the trace's kernels and ops
+are emptied once read, the analysis frames are let go after their last reader, and the result is
+the same as without release (tracekit/analysis/core.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import tracekit
+import tracekit.analysis
+from tracekit.analysis import core
+from tracekit.analysis.comm import comm_by_phase, exposed, exposed_by_phase
+from tracekit.analysis.derived import load_for_analysis, write_with_derived
+from tracekit.cli.main import main
+
+NCCL = "kineto/hta/nccl_parser_config/nccl_data.json.gz"  # communication kernels and phases
+QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+@pytest.mark.parametrize("rel", [NCCL, QWEN])
+def test_release_empties_kernels_and_ops_with_the_same_result(rel: str, shared_traces: Path, tmp_path: Path) -> None:
+    write_with_derived(tracekit.load(str(shared_traces / rel)), tmp_path)
+    kept, released = load_for_analysis(tmp_path), load_for_analysis(tmp_path)
+    n_kernels, n_ops = kept.kernels.height, kept.ops.height
+    assert n_kernels > 0 and n_ops > 0
+    want = core.analyze(kept).to_json_bytes()
+    assert (kept.kernels.height, kept.ops.height) == (n_kernels, n_ops)  # without release: untouched
+    got = core.analyze(released, release=True)
+    assert got.to_json_bytes() == want
+    assert released.kernels.height == 0 and released.ops.height == 0
+    assert released.kernels.schema == kept.kernels.schema and released.ops.schema == kept.ops.schema
+    assert released.regions.height == kept.regions.height and released.meta == kept.meta
+    if rel == NCCL:  # the communication rows come from the kernels taken before they were released
+        assert got.communication.height > 0
+
+
+def test_op_columns_let_go_after_the_idle_causes(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The idle causes read the op columns (pid, tid, name, times of every op); the shape
+    roofline, the only later reader of the ops, is handed their ids and shapes alone, so the
+    analysis holds no op column past the idle causes."""
+    write_with_derived(tracekit.load(str(shared_traces / QWEN)), tmp_path)
+    seen: dict[str, list[str]] = {}
+    idle, shape = core.region_idle, core.shape_roofline
+
+    def spy_idle(reg: Any, linked: Any, launches: Any, ops: Any, host: Any = None) -> Any:
+        seen["idle"] = list(ops.columns)
+        return idle(reg, linked, launches, ops, host)
+
+    def spy_shape(acts: Any, costs: pl.DataFrame, *a: Any) -> Any:
+        seen["shape"] = list(costs.columns)
+        return shape(acts, costs, *a)
+
+    monkeypatch.setattr(core, "region_idle", spy_idle)
+    monkeypatch.setattr(core, "shape_roofline", spy_shape)
+    res = core.analyze(load_for_analysis(tmp_path), release=True)
+    assert set(core.OP_COLUMNS) <= set(seen["idle"])
+    assert seen["shape"] == ["op_id", "input_dims"]
+    assert res.shape_roofline.height > 0  # the shapes were there to read
+
+
+def test_owned_frames_list_is_emptied(shared_traces: Path) -> None:
+    """``_analyze_owned`` takes the frames out of the list it is given: the caller's list holds
+    no reference to them while the analysis runs."""
+    from tracekit.attribution.core import attribute
+    from tracekit.costmodel.ops import trace_costs
+    from tracekit.labels.regions import label_regions
+
+    trace = tracekit.load(str(shared_traces / QWEN))
+    att = attribute(trace)
+    costs = trace_costs(trace, att.activities)
+    labels = label_regions(trace, tree=att.region_tree)
+    want = core.analyze_tables(att.activities, att.region_links, labels, costs, launches=trace.launches)
+    frames = [att.activities, att.region_links, labels, costs]
+    got = core._analyze_owned(frames, None, False, None, None, None, None, None, None, None, trace.launches)
+    assert frames == []
+    assert got.to_json_bytes() == want.to_json_bytes()
+
+
+def test_exposed_by_phase_is_comm_by_phase(shared_traces: Path) -> None:
+    k = tracekit.load(str(shared_traces / NCCL)).kernels
+    units = pl.DataFrame(
+        {"phase": ["decode"], "w_start": [int(k["start_ns"].min())], "w_end": [int(k["end_ns"].median())]}
+    )  # type: ignore[arg-type]
+    assert exposed_by_phase(exposed(k), units).equals(comm_by_phase(k, units))
+
+
+def test_cli_analysis_releases_the_trace(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_with_derived(tracekit.load(str(shared_traces / QWEN)), tmp_path)
+    calls: list[dict[str, Any]] = []
+    run = tracekit.analysis.analyze
+
+    def spy(trace: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return run(trace, **kw)
+
+    monkeypatch.setattr(tracekit.analysis, "analyze", spy)
+    main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
+    assert capsys.readouterr().out.startswith("{")
+    assert [c.get("release") for c in calls] == [True]
