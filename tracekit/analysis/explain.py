@@ -7,15 +7,15 @@ import polars as pl
 
 from tracekit.analysis.idle import (
     CAUSE_COLUMNS,
-    cause_totals,
     culprit_sums,
-    culprits,
     describe,
     host_threads,
     idle_causes,
     op_segments,
     ops_overlapping,
     ranked,
+    sum_totals,
+    totals_and_culprits,
 )
 from tracekit.analysis.classify import fmt_dur
 
@@ -35,33 +35,44 @@ def region_idle(
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
     to the region rows; return them with the per-region culprits (unranked, every one).
     ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads)."""
+    # each region's main launching thread: most launches, then the smallest (pid, tid)
     thr = (
-        linked.filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
+        linked.lazy().filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
         if "launch_pid" in linked.columns
-        else pl.DataFrame(
+        else pl.LazyFrame(
             schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(), "launch_tid": pl.Int64(), "len": pl.UInt32()}
         )
     )
-    main = (
-        thr.sort("region_id", "len", "launch_pid", "launch_tid", descending=[False, True, False, False])
-        .unique("region_id", keep="first")
-        .select("region_id", pl.col("launch_pid").alias("_lp"), pl.col("launch_tid").alias("_lt"))
+    most = {"by": ["len", "launch_pid", "launch_tid"], "descending": [True, False, False]}
+    main = thr.group_by("region_id").agg(
+        pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
+        pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
     )
-    win = reg.join(main, on="region_id", how="left").select(
-        "region_id",
-        pl.coalesce("pid", "_lp").alias("pid"),
-        pl.coalesce("tid", "_lt").alias("tid"),
-        "start_ns",
-        "end_ns",
-        "first_launch_ns",
-        "first_ns",
-        "last_ns",
+    win = (
+        reg.lazy()
+        .join(main, on="region_id", how="left")
+        .select(
+            "region_id",
+            pl.coalesce("pid", "_lp").alias("pid"),
+            pl.coalesce("tid", "_lt").alias("tid"),
+            "start_ns",
+            "end_ns",
+            "first_launch_ns",
+            "first_ns",
+            "last_ns",
+        )
+        .collect(engine="in-memory")
     )
     tot, cul = _causes_by_block(win, linked, launches, ops, host)
-    top = cul.filter(pl.col("rank") == 1).select("region_id", _text(cul).alias("idle_top"))
-    reg = reg.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
-    reg = reg.join(tot, on="region_id", how="left").join(top, on="region_id", how="left")
-    return reg.with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")]), cul
+    top = cul.lazy().filter(pl.col("rank") == 1).select("region_id", _text().alias("idle_top"))
+    out = (
+        reg.lazy()
+        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .join(tot.lazy(), on="region_id", how="left")
+        .join(top, on="region_id", how="left")
+        .with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    )
+    return out.collect(engine="in-memory"), cul
 
 
 def _causes_by_block(
@@ -83,7 +94,7 @@ def _causes_by_block(
     blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
     if linked.height <= block:
         pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)))
-        return cause_totals(pieces), culprits(pieces)
+        return totals_and_culprits(pieces)
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
     )
@@ -103,8 +114,9 @@ def _causes_by_block(
             (blocking, segs),
         )
         del segs
-        tots.append(cause_totals(pieces))
-        culs.append(culprit_sums(pieces))  # ordered and ranked once, all blocks together
+        sums = culprit_sums(pieces)
+        tots.append(sum_totals(sums))
+        culs.append(sums)  # ordered and ranked once, all blocks together
         del pieces
     return pl.concat(tots), ranked(pl.concat(culs))
 
@@ -121,41 +133,45 @@ def analysis_host(
     return host_threads(launches, ops, pl.concat(parts, how="vertical_relaxed"))
 
 
-def _text(df: pl.DataFrame) -> pl.Expr:
+def _text() -> pl.Expr:
     return pl.format("{} {}", fmt_dur(pl.col("idle_ns")), describe(pl.col("cause"), pl.col("op"), pl.col("call")))
 
 
 def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
-    culprits (the units' culprits summed by (cause, op, call))."""
-    units = reg.filter(pl.col("is_unit")).select("region_id", "phase")
+    culprits (the units' culprits summed by (cause, op, call)). One polars query."""
+    units = reg.lazy().filter(pl.col("is_unit"))
     pc = (
-        cul.join(units, on="region_id")
+        cul.lazy()
+        .join(units.select("region_id", "phase"), on="region_id")
         .group_by("phase", "cause", "op", "call")
         .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
+        .sort(
+            ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
+        )
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
     )
-    pc = pc.sort(
-        ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
-    )
-    pc = pc.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
     if ph.height == 0:
-        return ph, pc
-    sums = (
-        reg.filter(pl.col("is_unit"))
-        .group_by("phase")
-        .agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+        return ph, pc.collect(engine="in-memory")
+    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    top = pc.filter(pl.col("rank") == 1).select("phase", _text().alias("idle_top"))
+    out = (
+        ph.lazy()
+        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .join(sums, on="phase", how="left")
+        .join(top, on="phase", how="left")
     )
-    top = pc.filter(pl.col("rank") == 1).select("phase", _text(pc).alias("idle_top"))
-    ph = ph.drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
-    return ph.join(sums, on="phase", how="left").join(top, on="phase", how="left"), pc
+    ph, pcs = pl.collect_all([out, pc], engine="in-memory")
+    return ph, pcs
 
 
 def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
     """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
-    = of the scope's idle time."""
+    = of the scope's idle time. One polars query."""
     r = (
-        reg_cul.filter(pl.col("rank") <= TOP_CULPRITS)
-        .join(reg.select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
+        reg_cul.lazy()
+        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .join(reg.lazy().select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
         .select(
             pl.lit("region").alias("scope_kind"),
             pl.col("region_id").cast(pl.String()).alias("scope"),
@@ -163,20 +179,25 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
         )
     )
     pidle = (
-        ph.select("phase", pl.col("idle_ns").alias("_scope_idle"))
+        ph.lazy().select("phase", pl.col("idle_ns").alias("_scope_idle"))
         if ph.height and "idle_ns" in ph.columns
-        else pl.DataFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()})
+        else pl.LazyFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()})
     )
     p = (
-        ph_cul.filter(pl.col("rank") <= TOP_CULPRITS)
+        ph_cul.lazy()
+        .filter(pl.col("rank") <= TOP_CULPRITS)
         .join(pidle, on="phase", how="left")
         .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase"))
     )
     out = pl.concat([p, r], how="diagonal_relaxed")
-    return out.with_columns(
-        pl.when(pl.col("_scope_idle") > 0).then(pl.col("idle_ns") / pl.col("_scope_idle")).alias("share"),
-        _text(out).alias("text"),
-    ).select(CULPRIT_COLUMNS)
+    return (
+        out.with_columns(
+            pl.when(pl.col("_scope_idle") > 0).then(pl.col("idle_ns") / pl.col("_scope_idle")).alias("share"),
+            _text().alias("text"),
+        )
+        .select(CULPRIT_COLUMNS)
+        .collect(engine="in-memory")
+    )
 
 
 def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:

@@ -21,6 +21,8 @@ host intervals that overlap an idle stretch, no loop over events (tracekit/analy
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import polars as pl
 
 from tracekit.analysis.interval_split import disjoint, split, union
@@ -34,6 +36,7 @@ BLOCKING = (
 CAUSES = ("blocking", "launch_latency", "cpu_op", "outside_ops", "before_first_launch", "after_last_kernel")
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
 _SEG = ["region_id", "pid", "tid", "s", "e"]
+_Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
 
 
 def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> pl.DataFrame:
@@ -176,16 +179,21 @@ def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
     all of its region's activities (tracekit/analysis/windows.py), so the gaps between the busy
     stretches, the head and the tail are the idle time."""
+    return _idle_pieces_q(win, linked).collect(engine="in-memory")
+
+
+def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`idle_pieces` as a lazy plan after the union (a step of the caller's query)."""
     b = union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
-    w = win.select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
-    b = b.join(w, on="region_id", how="inner", maintain_order="left")
+    w = win.lazy().select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
+    bq = b.lazy().join(w, on="region_id", how="inner", maintain_order="left")
     k = pl.col("region_id")
     first = (k != k.shift(1)).fill_null(True)
     last = (k != k.shift(-1)).fill_null(True)
     prev_e = pl.when(first).then(pl.col("ws")).otherwise(pl.col("e").shift(1))
-    gaps = b.select("region_id", "pid", "tid", prev_e.alias("s"), pl.col("s").alias("e"))  # heads included
-    tails = b.filter(last).select("region_id", "pid", "tid", pl.col("e").alias("s"), pl.col("we").alias("e"))
-    empty = w.join(b.select("region_id").unique(), on="region_id", how="anti").select(
+    gaps = bq.select("region_id", "pid", "tid", prev_e.alias("s"), pl.col("s").alias("e"))  # heads included
+    tails = bq.filter(last).select("region_id", "pid", "tid", pl.col("e").alias("s"), pl.col("we").alias("e"))
+    empty = w.join(b.lazy().select("region_id").unique(), on="region_id", how="anti").select(
         "region_id", "pid", "tid", pl.col("ws").alias("s"), pl.col("we").alias("e")
     )
     out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, tails, empty)])
@@ -234,7 +242,6 @@ def idle_causes(
     first_launch_ns, last_ns. ``linked``: region_id, start_ns, end_ns, launch_start_ns (optional).
     ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
     """
-    pieces = idle_pieces(win, linked)
     out_schema = {
         "region_id": pl.Int64(),
         "s": pl.Int64(),
@@ -244,28 +251,34 @@ def idle_causes(
         "call": pl.String(),
         "inst": pl.Int64(),
     }
-    if pieces.height == 0:
-        return pl.DataFrame(schema=out_schema)
-    edges = win.select(
+    edges = win.lazy().select(
         "region_id",
         pl.coalesce("first_launch_ns", "first_ns", "start_ns").alias("_lo"),
         pl.coalesce("last_ns", "end_ns").alias("_hi"),
     )
-    p = pieces.join(edges, on="region_id")
-    before = p.filter(pl.col("s") < pl.col("_lo")).with_columns(
+    # one query: the idle pieces cut at the first launch and the last activity (edge 1 / 2)
+    q = _idle_pieces_q(win, linked).join(edges, on="region_id")
+    before = q.filter(pl.col("s") < pl.col("_lo")).with_columns(
         pl.col("e").clip(upper_bound=pl.col("_lo")), pl.lit(1).alias("_edge")
     )
-    after = p.filter(pl.col("e") > pl.col("_hi")).with_columns(
+    after = q.filter(pl.col("e") > pl.col("_hi")).with_columns(
         pl.col("s").clip(lower_bound=pl.col("_hi")), pl.lit(2).alias("_edge")
     )
-    inner = p.with_columns(
+    inner = q.with_columns(
         pl.col("s").clip(lower_bound=pl.col("_lo")),
         pl.col("e").clip(upper_bound=pl.col("_hi")),
         pl.lit(0).alias("_edge"),
     )
-    p = pl.concat([before, after, inner]).filter(pl.col("e") > pl.col("s")).drop("_lo", "_hi")
-    p = p.with_columns(pl.col("_edge").cast(pl.Int8()))
-    del pieces, before, after, inner  # not needed again: released before the splits (~40 MB at the peak)
+    p = (
+        pl.concat([before, after, inner])
+        .filter(pl.col("e") > pl.col("s"))
+        .drop("_lo", "_hi")
+        .with_columns(pl.col("_edge").cast(pl.Int8()))
+        .collect(engine="in-memory")
+    )
+    if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
+        return pl.DataFrame(schema=out_schema)
+    del before, after, inner, q
 
     thr = ["pid", "tid"]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
@@ -280,7 +293,7 @@ def idle_causes(
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
 
-    def tag(df: pl.DataFrame, cause: str, off: int) -> pl.DataFrame:
+    def tag(df: pl.DataFrame, cause: str, off: int) -> pl.LazyFrame:
         c = (
             pl.when(pl.col("_edge") == 1)
             .then(pl.lit("before_first_launch"))
@@ -290,7 +303,7 @@ def idle_causes(
         )
         cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
         inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
-        return df.select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
+        return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
     parts = [
         tag(in_b, "blocking", 0),
@@ -298,13 +311,34 @@ def idle_causes(
         tag(in_o, "cpu_op", 2 << 40),
         tag(p, "outside_ops", 3 << 40),
     ]
-    return pl.concat(parts).cast(out_schema)  # type: ignore[arg-type]
+    return pl.concat(parts).cast(out_schema).collect(engine="in-memory")  # type: ignore[arg-type]
 
 
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per region: ``idle_<cause>_ns`` for every cause (0 when absent) and their sum ``idle_causes_ns``."""
     wide = pieces.group_by("region_id").agg(
         *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    )
+    return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
+
+
+def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(:func:`cause_totals`, :func:`culprits`) of the pieces in two polars queries: the totals
+    are summed from the culprit sums (integers: the same values as from the pieces, from a few
+    hundred rows instead of every piece)."""
+    sums = culprit_sums(pieces)
+    tot, cul = pl.collect_all([_sum_totals(sums.lazy()), _ranked(sums.lazy())], engine="in-memory")
+    return tot, cul
+
+
+def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
+    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``)."""
+    return _sum_totals(sums.lazy()).collect(engine="in-memory")
+
+
+def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
+    wide = sums.group_by("region_id").agg(
+        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
     )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 
@@ -330,11 +364,15 @@ def culprit_sums(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
 
 def ranked(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
     """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key`` from 1."""
-    g = ranked_order(g, key)
-    return g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
+    return _ranked(g.lazy(), key).collect(engine="in-memory")
 
 
-def ranked_order(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+def _ranked(g: pl.LazyFrame, key: str = "region_id") -> pl.LazyFrame:
+    """:func:`ranked` as a lazy plan."""
+    return ranked_order(g, key).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
+
+
+def ranked_order(g: _Frame, key: str = "region_id") -> _Frame:
     """Culprit rows in their order: by ``key``, largest ``idle_ns`` first, then cause, op, call
     (a total order: those are the group keys)."""
     return g.sort(

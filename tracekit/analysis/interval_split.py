@@ -69,7 +69,46 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     """Group-major int64 keys: group number × (time extent + 1) + (t − t0), for pieces' s, e and
     the layer's s, e; None when that could overflow (then the caller joins with ``by``). The
     group number is the dense rank of ``by`` over pieces and layer together; the pieces' and the
-    layer's columns are not concatenated, only their group keys. Four polars queries."""
+    layer's columns are not concatenated, only their group keys. One or two integer ``by``
+    columns without nulls: two polars queries (their ranges and the time range; the keys), the
+    rank bounded by the row count; else :func:`_group_rank` and up to four."""
+    ints = all(f.schema[c].is_integer() for f in (pieces, layer) for c in by) and len(by) in (1, 2)
+    if ints:
+        both = pl.concat(
+            [f.lazy().select(*[pl.col(c).cast(pl.Int64()) for c in by], "s", "e") for f in (pieces, layer)]
+        )
+        stats = both.select(
+            pl.col("s").min().alias("_t0"),
+            pl.col("e").max().alias("_t1"),
+            *[
+                x
+                for i, c in enumerate(by)
+                for x in (pl.col(c).min().alias(f"_{i}lo"), pl.col(c).max().alias(f"_{i}hi"))
+            ],
+            pl.sum_horizontal(*[pl.col(c).null_count() for c in by]).alias("_nulls"),
+        )
+        st = stats.collect(engine="in-memory").row(0, named=True)
+        t0, t1, lo, hi = st["_t0"], st["_t1"], st["_0lo"], st["_0hi"]
+        n = pieces.height + layer.height  # the dense rank is at most the row count
+        if st["_nulls"] == 0 and t0 is not None and t1 is not None and lo is not None and hi is not None:
+            extent = int(t1) - int(t0) + 1
+            key, width = pl.col(by[0]) - lo, hi - lo + 1
+            if len(by) == 2:
+                lo2, hi2 = st["_1lo"], st["_1hi"]
+                key, width = key * (hi2 - lo2 + 1) + (pl.col(by[1]) - lo2), width * (hi2 - lo2 + 1)
+            if width < 2**62 and (n + 1) * extent < 2**62:
+                g = key.unique().sort().search_sorted(key, side="left").cast(pl.Int64()) + 1
+                off = g * extent - int(t0)
+                k = both.select((off + pl.col("s")).alias("s"), (off + pl.col("e")).alias("e")).collect(
+                    engine="in-memory"
+                )
+                m = pieces.height
+                return k["s"].head(m), k["e"].head(m), k["s"].tail(layer.height), k["e"].tail(layer.height)
+    return _packed_ranked(pieces, layer, by)
+
+
+def _packed_ranked(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
+    """:func:`_packed` with the group numbers of :func:`_group_rank` (any ``by``; four queries)."""
     t0, t1 = (
         pl.concat([x.lazy().select(pl.col("s").min(), pl.col("e").max()) for x in (pieces, layer)])
         .select(pl.col("s").min(), pl.col("e").max())
@@ -141,11 +180,12 @@ def split(
     On group-major packed keys the layer's starts and ends are both sorted, so the layer rows
     overlapping a piece are the contiguous range [first end > piece start, last start < piece
     end]: two binary searches per piece, no join. Each step is one polars query over columns
-    (a small trace pays per query): the ranges, the covered parts, the rest."""
-    empty_cov = pieces.head(0).with_columns(
-        *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels], pl.lit(None, dtype=pl.Int64()).alias("_lj")
-    )
+    (a small trace pays per query): the packed keys (two, :func:`_packed`), the covered parts, the rest."""
     if layer.height == 0 or pieces.height == 0:
+        empty_cov = pieces.head(0).with_columns(
+            *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels],
+            pl.lit(None, dtype=pl.Int64()).alias("_lj"),
+        )
         return empty_cov, pieces
     packed = _packed(pieces, layer, by)
     if packed is None:  # pragma: no cover - needs a time extent × groups beyond 2^62
