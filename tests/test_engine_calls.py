@@ -38,8 +38,8 @@ ENGINE = (
 # (one query each) as pl.lit(...).implode() in the query, the tail test in one query: 346.
 # Idle causes: the pieces and their edge cuts in one query, the causes tagged in one, the cause
 # totals summed from the culprit sums, the splits' packed keys in two queries, region_idle's
-# window threads / phase_idle / culprit_frame one query each: 280.
-BUDGET = 280
+# window threads / phase_idle / culprit_frame one query each: 280 (281 with 29ea870's release step).
+BUDGET = 281
 
 
 def engine_calls() -> int:

@@ -421,3 +421,55 @@ def test_idle_causes_by_block_equal_all_at_once(shared_traces: Path, rel: str, m
     monkeypatch.setattr(explain, "idle_causes", counted)
     assert analyze(trace).to_json_bytes() == whole
     assert len(calls) >= 2, calls
+
+
+def test_packed_keys_equal_ranked_path() -> None:
+    # interval_split._packed's two-query path for integer keys (rank bounded by the row count)
+    # gives the same packed keys as the struct-rank path it replaces (one and two keys, negative
+    # and wide ids, times near the epoch-ns range).
+    import random
+
+    from tracekit.analysis.interval_split import _packed, _packed_ranked
+
+    rnd = random.Random(11)
+    for _ in range(50):
+        big = rnd.choice([3, 1000, 2**31])
+        t0 = rnd.choice([0, 1_711_964_646_000_000_000])
+
+        def frame(n: int) -> pl.DataFrame:
+            rows = []
+            for _ in range(n):
+                s = t0 + rnd.randrange(10**6)
+                rows.append((rnd.randrange(-big, big), rnd.randrange(-big, big), s, s + rnd.randrange(1, 1000)))
+            return pl.DataFrame(rows, schema=["pid", "tid", "s", "e"], orient="row")
+
+        a, b = frame(rnd.randrange(1, 30)), frame(rnd.randrange(1, 30))
+        for by in (["pid", "tid"], ["pid"]):
+            got, want = _packed(a, b, by), _packed_ranked(a, b, by)
+            assert got is not None and want is not None
+            assert [x.to_list() for x in got] == [x.to_list() for x in want]
+
+
+def test_totals_and_culprits_equal_from_pieces() -> None:
+    # idle.totals_and_culprits sums the cause totals from the culprit sums: the same frames as
+    # cause_totals and culprits of the pieces (mixed null / repeated instances included).
+    from tracekit.analysis.idle import cause_totals, culprits, totals_and_culprits
+
+    pieces = pl.DataFrame(
+        {
+            "region_id": [1, 1, 1, 2, 2, 2, 1],
+            "s": [0, 10, 20, 0, 5, 9, 40],
+            "e": [5, 12, 30, 4, 9, 10, 41],
+            "cause": ["cpu_op", "cpu_op", "blocking", "outside_ops", "outside_ops", "before_first_launch", "cpu_op"],
+            "op": ["mm", "mm", "to", None, None, None, "mm"],
+            "call": [None, None, "cudaMemcpy", None, None, None, None],
+            "inst": [7, 7, 3, None, None, 4, 8],
+        }
+    )
+    tot, cul = totals_and_culprits(pieces)
+    assert tot.sort("region_id").equals(cause_totals(pieces).select(tot.columns).sort("region_id"))
+    assert cul.equals(culprits(pieces))
+    # region 1: cpu_op mm 5 + 2 + 1 = 8 ns in 2 instances (7, 8); blocking 10 ns
+    row = tot.filter(pl.col("region_id") == 1).row(0, named=True)
+    assert (row["idle_cpu_op_ns"], row["idle_blocking_ns"], row["idle_causes_ns"]) == (8, 10, 18)
+    assert cul.filter(pl.col("region_id") == 1)["count"].to_list() == [1, 2]
