@@ -165,3 +165,65 @@ def test_stored_results_key_follows_every_code_file(tmp_path: Path) -> None:
     (pkg / "labels" / "new_rule.py").write_text("X = 1\n")  # a new module
     assert results._code_hash(pkg) != base
     assert results._code_hash() != base  # another place: another install
+
+
+FAST_CHILD = """
+import json, sys
+from tracekit.cli.fast import stored_document
+doc = stored_document(sys.argv[1:])
+loaded = sorted(m for m in ("click", "polars", "msgspec") if m in sys.modules)
+print(json.dumps({"len": None if doc is None else len(doc), "loaded": loaded}))
+"""
+
+
+def test_console_script_prints_a_stored_result_before_click(tmp_path: Path) -> None:
+    """The console script (tracekit.cli.fast:main) prints a stored result of `analyze DS --format
+    json` without importing click or polars: the same bytes as the click command. Any other
+    spelling, other options, or no stored result: it defers to the click command."""
+    ds = tmp_path / "ds"
+    r = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds)],
+        capture_output=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    def fast(*args: str) -> dict[str, object]:
+        p = subprocess.run([sys.executable, "-c", FAST_CHILD, *args], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out: dict[str, object] = json.loads(p.stdout)
+        return out
+
+    assert fast("analyze", str(ds), "--format", "json")["len"] is None  # nothing stored yet
+    first = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "analyze", str(ds), "--format", "json"], capture_output=True
+    )
+    assert first.returncode == 0 and first.stdout.startswith(b"{")
+    for argv in (("analyze", str(ds), "--format", "json"), ("analyze", "--format=json", str(ds))):
+        got = fast(*argv)
+        assert got == {"len": len(first.stdout), "loaded": []}, argv  # neither click nor polars nor msgspec
+    script = "import sys; sys.argv[0] = 'tracekit'; from tracekit.cli.fast import main; main()"
+    hit = subprocess.run([sys.executable, "-c", script, "analyze", str(ds), "--format", "json"], capture_output=True)
+    assert hit.returncode == 0 and hit.stdout == first.stdout and hit.stderr == b""
+    # not the plain spelling: the click command decides (the same stored bytes for --limit, which
+    # JSON ignores; computed again for other thresholds)
+    for argv in (
+        ("analyze", str(ds)),  # table format
+        ("analyze", str(ds), "--format", "json", "--limit", "3"),
+        ("analyze", str(ds), "--format", "json", "--thresholds", "busy=0.9"),
+        ("analyze", str(ds), "--format", "md"),
+        ("analyze", str(tmp_path / "missing"), "--format", "json"),
+        ("analyze", str(SMALL), "--format", "json"),  # a trace file, not a dataset
+        ("summary", str(ds), "--format", "json"),
+    ):
+        assert fast(*argv)["len"] is None, argv
+    limit = subprocess.run(
+        [sys.executable, "-c", script, "analyze", str(ds), "--format", "json", "--limit", "3"], capture_output=True
+    )
+    assert limit.returncode == 0 and limit.stdout == first.stdout
+    missing = subprocess.run(
+        [sys.executable, "-c", script, "analyze", str(tmp_path / "nope"), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr  # click's own one-line error

@@ -17,6 +17,7 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
+from tracekit.cli.fast import analysis_options
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
 from tracekit.conventions import TABLES
@@ -90,7 +91,7 @@ def analyze(**params: Any) -> None:
 
         out_path = check_out(a.out, a.force)
     bounded_allocator(a.source)
-    options = {"hardware": a.hardware, "phase_map": list(a.phase_map), "slo": a.slo, "thresholds": a.thresholds}
+    options = analysis_options(a.hardware, a.phase_map, a.slo, a.thresholds)  # the stored results' key
     one_stored = a.rank is None and not a.compare and not a.captures
     reuse = a.reuse and one_stored and os.path.isdir(os.path.join(a.source, "meta"))
     stored = None
