@@ -80,3 +80,30 @@ def test_main_called_with_argv_returns_normally() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["nosuch"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("entry", ["tracekit.cli.main", "tracekit.cli.fast"])
+def test_closed_stdout_is_one_line_and_exit_1(entry: str, tmp_path: Path) -> None:
+    # Started with standard output closed (`tracekit ... >&-`: Python then has sys.stdout None):
+    # one line and exit 1, from both entry points (the console script's shortcut included), not
+    # an AttributeError traceback; with stderr closed as well, exit 1 and no output at all.
+    import os
+
+    code = f"import sys; sys.argv = ['tracekit', *sys.argv[1:]]; from {entry} import main; main()"
+    for args in (["--version"], ["analyze", str(SMALL), "--format", "json"]):
+        p = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            preexec_fn=lambda: os.close(1),  # noqa: PLW1509 - only closes the child's stdout
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+        assert p.returncode == 1, p.stderr
+        assert p.stderr.splitlines() == ["tracekit: error: cannot write the output: standard output is closed"]
+
+    def both_closed() -> None:
+        os.close(1)
+        os.close(2)
+
+    p = subprocess.run([sys.executable, "-c", code, "--version"], preexec_fn=both_closed, timeout=300)
+    assert p.returncode == 1

@@ -52,8 +52,8 @@ def stored_document(argv: list[str]) -> bytes | None:
 
 def main() -> Any:
     """The console script: a stored document printed at once, or the click command."""
-    doc = stored_document(sys.argv[1:])
-    if doc is None:
+    doc = stored_document(sys.argv[1:]) if sys.stdout is not None else None
+    if doc is None:  # (standard output closed: the command says so)
         from tracekit.cli.main import main as command
 
         return command()
@@ -64,9 +64,11 @@ def main() -> Any:
     except BrokenPipeError:  # a reader that stopped early (`| head`): not a failure
         pass
     except OSError as exc:  # e.g. stdout on a full disk: one line, as the command says it
-        sys.stderr.write(f"tracekit: error: cannot write the output: {exc.strerror or exc}\n")
+        if sys.stderr is not None:
+            sys.stderr.write(f"tracekit: error: cannot write the output: {exc.strerror or exc}\n")
         status = 1
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     finally:
         os._exit(status)  # nothing else to tear down (as tracekit.cli.main._leave)

@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> Any:
     From the command line (``argv`` None) the process then ends at once (:func:`_leave`)."""
     if argv is not None:  # called from Python (tests, scripts): an ordinary return or SystemExit
         return _run(argv)
+    if sys.stdout is None:  # started with standard output closed (`>&-`): nowhere to print
+        _say("tracekit: error: cannot write the output: standard output is closed")
+        os._exit(1)
     try:
         rv = _run(None)
     except SystemExit as exc:
@@ -125,6 +128,8 @@ def _leave(code: object) -> None:
         return
     status = code or 0
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # stderr closed (`2>&-`): nothing to flush
+            continue
         try:
             stream.flush()
         except BrokenPipeError:  # a reader that stopped early (`| head`): not a failure
@@ -137,6 +142,8 @@ def _leave(code: object) -> None:
 
 
 def _say(line: str) -> None:
+    if sys.stderr is None:
+        return
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
