@@ -37,21 +37,21 @@ PANDAS_SQL = (
 )
 
 
-# Prints the modules one in-process `tracekit analyze FILE --format json` leaves loaded: tracekit's,
-# and the top-level packages of the others (importing those loads their submodules).
-MODULES_OF_ANALYZE = (
+# Prints the modules one in-process `tracekit ARGS` leaves loaded: tracekit's, and the top-level
+# packages of the others (importing those loads their submodules).
+MODULES_OF_COMMAND = (
     "import contextlib, io, sys\n"
     "from tracekit.cli.main import main\n"
     "with contextlib.redirect_stdout(io.StringIO()):\n"
-    "    main(['analyze', sys.argv[1], '--format', 'json'])\n"
+    "    main(sys.argv[1:])\n"
     "print(' '.join(sorted(m for m in sys.modules if m.startswith('tracekit.') or '.' not in m)))"
 )
 IMPORT_ALL = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)"
 
 
-def imports_of_analyze(py: str, trace: Path) -> list[str]:
-    """The modules `tracekit analyze TRACE --format json` loads (run once in-process, in a child)."""
-    out = subprocess.run([py, "-c", MODULES_OF_ANALYZE, str(trace)], check=True, capture_output=True, text=True)
+def imports_of(py: str, *args: str) -> list[str]:
+    """The modules `tracekit ARGS` loads (run once in-process, in a child)."""
+    out = subprocess.run([py, "-c", MODULES_OF_COMMAND, *args], check=True, capture_output=True, text=True)
     return [m for m in out.stdout.split() if not m.startswith("_") and m != "__main__"]
 
 
@@ -83,7 +83,7 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
         Row("json.load of nccl_data (0.75 MB gz)", [py, "-c", JSON_LOAD, str(SMALL)], "small", anchor=True),
         Row(
             "imports of `tracekit analyze nccl_data --format json`, no work",
-            [py, "-c", IMPORT_ALL, *imports_of_analyze(py, SMALL)],
+            [py, "-c", IMPORT_ALL, *imports_of(py, "analyze", str(SMALL), "--format", "json")],
             "small",
         ),
         Row("tracekit summary nccl_data.json.gz", [tk, "summary", str(SMALL)], "small"),
@@ -101,6 +101,12 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
             "small",
         ),
         Row("json.load of df_index_resolver (53.7 MB JSON)", [py, "-c", JSON_LOAD, str(DFI)], "dfi", anchor=True),
+        Row(
+            "imports of `tracekit ingest df_index_resolver`, no work",
+            [py, "-c", IMPORT_ALL, *imports_of(py, "ingest", str(DFI), "--out", str(tmp / "ds_dfi_imports"))],
+            "dfi",
+            versus=(HTA_ROW,),
+        ),
         Row(
             "tracekit ingest df_index_resolver",
             [tk, "ingest", str(DFI), "--out", str(tmp / "ds_dfi_again"), "--force"],
