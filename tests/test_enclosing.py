@@ -70,3 +70,25 @@ def test_innermost_rows_empty() -> None:
     iv = _intervals(10, 11)
     assert innermost_rows(_points(10, 11).head(0), iv, group=["pid", "tid"], id_col="id").len() == 0
     assert innermost_rows(_points(10, 11), iv.head(0), group=["pid", "tid"], id_col="id").to_list() == [None] * 8
+
+
+def test_innermost_rows_thread_count_path() -> None:
+    # The packed path bounds the thread count by the interval count; when that bound could
+    # overflow (here 21 intervals × a 2^58 ns extent × 3 depth levels > 2^62) but the real count
+    # of threads (2) cannot, the distinct threads are numbered first (_thread_code): same answers.
+    far = 2**58
+    filler = pl.DataFrame(
+        {
+            "id": list(range(200, 216)),
+            "pid": [1] * 16,
+            "tid": [10] * 16,
+            "start_ns": [far + 10 * i for i in range(16)],
+            "end_ns": [far + 10 * i + 5 for i in range(16)],
+            "depth": pl.Series([0] * 16, dtype=pl.Int32),
+            "parent_id": pl.Series([None] * 16, dtype=pl.Int64),
+        }
+    )
+    iv = pl.concat([_intervals(10, 11), filler])
+    pts = pl.concat([_points(10, 11), pl.DataFrame({"pid": [1], "tid": [10], "t": [far + 32]})])
+    # the extra point at far + 32 lies in filler row 3 (id 203 [far + 30, far + 35]), row 5 + 3 = 8
+    assert innermost_rows(pts, iv, group=["pid", "tid"], id_col="id").to_list() == [*EXPECTED, 8]

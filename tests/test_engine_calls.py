@@ -25,6 +25,7 @@ ENGINE = (
     "<method 'collect' of 'builtins.PyLazyFrame' objects>",
     "<built-in method builtins.collect_all>",
     "<method 'collect_all' of 'builtins' objects>",
+    "<collect_all>",  # polars 2.1's name (the two above never matched it: collect_all went uncounted)
 )
 # main at f42f508: 1,043 queries. The tops, class roofline and shape roofline as one lazy plan
 # each (one region closure for the three): 858. Attribution and the enclosing-interval search with
@@ -39,7 +40,9 @@ ENGINE = (
 # Idle causes: the pieces and their edge cuts in one query, the causes tagged in one, the cause
 # totals summed from the culprit sums, the splits' packed keys in two queries, region_idle's
 # window threads / phase_idle / culprit_frame one query each: 280 (281 with 29ea870's release step).
-BUDGET = 281
+# From here collect_all calls count too (polars 2.1 names them ``<collect_all>``; uncounted
+# before): 306, ed7bb09 371. innermost_rows' thread numbers inside its query: 301.
+BUDGET = 301
 
 
 def engine_calls() -> int:

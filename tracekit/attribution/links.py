@@ -33,6 +33,7 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     remaining rows); otherwise (a broken or missing External id) the innermost op by time.
     """
     row = innermost_rows(lau, ops, group=["pid", "tid"], id_col="op_id")
+    ext = take(ops["external_id"], row)
     # one query from here (small traces pay per polars query)
     inner = lau.lazy().select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"),
@@ -41,9 +42,19 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         "t",
         "_lext",
         row.alias("_row"),
-        take(ops["external_id"], row).alias("_ext"),
+        ext.alias("_ext"),
     )
     same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
+    lext = lau["_lext"]
+    if lext.len() - lext.null_count() == int((ext == lext).sum() or 0):  # every External id names the innermost op
+        return inner.select(
+            "_row",
+            pl.when(same)
+            .then(pl.lit(code(OP_LINK_EXTERNAL), pl.UInt8))
+            .when(pl.col("_row").is_not_null())
+            .then(pl.lit(code(OP_LINK_TIME), pl.UInt8))
+            .alias("_link"),
+        ).collect(engine="in-memory")
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
     other = inner.filter(pl.col("_lext").is_not_null() & ~same).select("_k", "pid", "tid", "t", "_lext")
     o = ops.lazy().select(

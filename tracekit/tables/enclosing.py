@@ -45,9 +45,31 @@ def innermost_rows(
     lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
     dmax = iv["depth"].max() if "depth" in iv.columns and iv["depth"].null_count() == 0 else None
     d = int(dmax) + 1 if isinstance(dmax, int) and dmax >= 0 else 0
-    code = _thread_code(group, iv, pts)
-    if d and code is not None and (code[2] + 1) * (hi - lo + 3) * d < 2**62:
-        g_iv, g_pt, _ = code
+    if d and _small_ids(group, iv, pts) and (iv.height + 1) * (hi - lo + 3) * d < 2**62:
+        # thread numbers (dense, by a join with the sorted distinct threads) inside the query
+        span = (hi - lo + 3) * d
+        code = (pl.col(group[0]) * 2**31 + pl.col(group[1])).alias("_c")
+        uniq = iv.lazy().select(code).unique().sort("_c").with_row_index("_g")
+        g = pl.col("_g").cast(pl.Int64)
+        keyed = (
+            iv.lazy()
+            .select(code, "start_ns", "depth", "_row")
+            .join(uniq, on="_c", how="left", maintain_order="left")
+            .select((g * span + (pl.col("start_ns") - lo + 1) * d + pl.col("depth")).alias("_rk"), "_row")
+            .sort("_rk", "_row")  # ties: row order
+        )
+        q = (
+            pts.lazy()
+            .select(code, t, "_i")
+            .join(uniq, on="_c", how="left", maintain_order="left")  # a thread without intervals: null
+            .select((g * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i")
+            .drop_nulls()
+            .sort("_lk")
+            .join_asof(keyed, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+            .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
+        )
+    elif d and (code_ := _thread_code(group, iv, pts)) is not None and (code_[2] + 1) * (hi - lo + 3) * d < 2**62:
+        g_iv, g_pt, _ = code_
         span = (hi - lo + 3) * d
         keyed = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
         q = (
@@ -121,13 +143,17 @@ def _sort_pairs(key: pl.Series, row: pl.Series) -> pl.LazyFrame:
     return pl.LazyFrame({"_rk": key, "_row": row}).sort("_rk", maintain_order=True)  # ties: row order, as packed
 
 
+def _small_ids(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> bool:
+    """A (pid, tid) group of non-negative ids below 2³¹ (packed as one int64: pid·2³¹ + tid)."""
+    return len(group) == 2 and all(
+        isinstance(v, int) and 0 <= v < 2**31 for f in (iv, pts) for c in group for v in (f[c].min(), f[c].max())
+    )
+
+
 def _thread_code(group: list[str], iv: pl.DataFrame, pts: pl.DataFrame) -> tuple[pl.Series, pl.Series, int] | None:
     """Dense thread numbers (intervals', points' (null: a thread with no interval), count) for a
     (pid, tid) group of non-negative ids below 2³¹; None otherwise."""
-    ok = len(group) == 2 and all(
-        isinstance(v, int) and 0 <= v < 2**31 for f in (iv, pts) for c in group for v in (f[c].min(), f[c].max())
-    )
-    if not ok:
+    if not _small_ids(group, iv, pts):
         return None
     c_iv, c_pt = (f[group[0]] * 2**31 + f[group[1]] for f in (iv, pts))
     # one query: the distinct threads numbered in order, looked up for intervals and points
