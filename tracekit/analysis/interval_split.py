@@ -10,13 +10,13 @@ from __future__ import annotations
 import polars as pl
 
 
-def disjoint(iv: pl.DataFrame) -> pl.DataFrame:
-    """Sort per thread and clip each start to the previous end, so the intervals never overlap."""
-    iv = iv.drop_nulls(["pid", "tid", "s", "e"]).sort("pid", "tid", "s", "e")
+def disjoint(iv: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """Sort per thread and clip each start to the previous end, so the intervals never overlap
+    (one polars query; ``iv`` may be a lazy plan, then its last step)."""
+    q = iv.lazy().drop_nulls(["pid", "tid", "s", "e"]).sort("pid", "tid", "s", "e")
     prev = pl.col("e").cum_max().shift(1).over("pid", "tid")
-    return iv.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s")).filter(
-        pl.col("e") > pl.col("s")
-    )
+    q = q.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s"))
+    return q.filter(pl.col("e") > pl.col("s")).collect(engine="in-memory")
 
 
 def union(iv: pl.DataFrame, key: str) -> pl.DataFrame:

@@ -100,9 +100,7 @@ def innermost_rows(
         .to_series()
     )
     ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
-    by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(
-        pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name)
-    )
+    by_row: bool | None = None  # whether ids are row numbers: asked once, when a point walks to a parent
     for _ in range(d + 1 if d else iv.height + 1):
         # Few points walk up: their rows and their intervals' parents (one query per level).
         f = pl.lit(found)
@@ -114,7 +112,13 @@ def innermost_rows(
         idx, want = step["idx"], step["want"]
         if idx.len() == 0:
             return found
+        if want.null_count() == want.len():  # all at top level: no interval, and none walks on
+            return found.scatter(idx, None)
         # Their parents' rows: positional when ids are row numbers.
+        if by_row is None:
+            by_row = ids.dtype.is_integer() and ids.cast(pl.Int64).equals(
+                pl.int_range(intervals.height, dtype=pl.Int64, eager=True).alias(ids.name)
+            )
         if by_row:
             up = want
         else:
