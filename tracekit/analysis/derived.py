@@ -59,6 +59,10 @@ ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
     "ops": ("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims", "input_types"),
 }
 
+# Of those, the columns that a trace without recorded shapes holds all null (e.g. Kineto without
+# record_shapes): made null constants without being decoded (the 860 MB replica: ~27 MB).
+ANALYSIS_SPARSE: dict[str, tuple[str, ...]] = {"ops": ("input_dims", "input_types")}
+
 
 def analysis_rows() -> dict[str, pl.Expr]:
     """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
@@ -288,7 +292,7 @@ def load_for_analysis(
         from tracekit.tables.trace import read_dataset
 
         with reading(root):
-            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows())
+            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
     trace = tracekit.load(str(root), trace_id=tid)
     if ensure and ensure_derived(trace) and lean:  # stored now: the analysis reads what it needs
         del trace
@@ -323,11 +327,17 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
             scans[0] = scans[0].select(pl.exclude("name"))
         # one file at a time, each settled (one chunk per column, a column at a time: columns
         # added later do not copy the frame) before the next is read (tables/trace.py settled)
-        from tracekit.tables.trace import settled
+        from tracekit.tables.trace import null_columns, settled
 
         frames = {}
         for n, scan in zip(names, scans):
-            frames[n] = settled(scan.collect(), scan.collect_schema().names(), constants=True)
+            sch = scan.collect_schema()
+            # a trace whose ops have no cost model stores all-null cost columns: made null
+            # constants without being decoded (the 860 MB replica: 5 columns of 1.1 M rows)
+            nulls = null_columns(files[n], [c for c in COST_COLUMNS if c in sch]) if n == COSTS else set()
+            if nulls:
+                scan = scan.select(pl.lit(None, dtype=t).alias(c) if c in nulls else pl.col(c) for c, t in sch.items())
+            frames[n] = settled(scan.collect(), [c for c in sch if c not in nulls], constants=True)
     except (OSError, pl.exceptions.PolarsError):
         return None
     if kernel_names:

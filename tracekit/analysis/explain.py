@@ -21,7 +21,7 @@ from tracekit.analysis.classify import fmt_dur
 
 TOP_CULPRITS = 5
 # linked activities per block of regions whose idle causes are computed together (_causes_by_block)
-IDLE_BLOCK = 1 << 17
+IDLE_BLOCK = 1 << 16
 CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_ns", "count", "share", "text"]
 
 

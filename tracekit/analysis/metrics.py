@@ -82,6 +82,9 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     last at or before it on its thread and ends at or after its end: one as-of join, no walk.
     """
     own, cov = _cost_flags(costs)
+    out = pl.repeat(None, costs.height, dtype=pl.Int64(), eager=True).alias("owner")
+    if not own.any():  # no op owns a cost (e.g. a trace without shapes): no owner, no query over the ops
+        return out
     # one query (a small trace pays per polars query): the launching ops that own their cost,
     # and the covered ones matched to the owning op around them
     base = (
@@ -110,7 +113,6 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     ).filter(pl.col("_oe") >= pl.col("end_ns"))
     direct_f, found = pl.collect_all([launching.filter(pl.col("_own")).select("_pos"), found_q], engine="in-memory")
     direct = direct_f["_pos"]
-    out = pl.repeat(None, costs.height, dtype=pl.Int64(), eager=True).alias("owner")
     if direct.len():
         out = out.scatter(direct, direct)
     if found.height:
@@ -141,10 +143,15 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     pos = positions(acts["op_id"], costs["op_id"])
     _, cov = _cost_flags(costs)
     opos = take(owner_positions(costs, pos), pos)
+    # no activity has a cost owner (e.g. a trace without shapes): the owner's columns are null
+    # constants, not gathered as nulls per activity (the 860 MB replica: ~40 MB of transients)
+    no_owner = opos.null_count() == opos.len()
 
     def col(name: str, dtype: pl.DataType, at: pl.Series) -> pl.Expr:
+        if name not in costs.columns or (no_owner and at is opos):
+            return pl.lit(None, dtype=dtype)
         # a gather in the engine: a column held as a null constant stays one (no per-row copy)
-        return pl.col(name).gather(at).cast(dtype) if name in costs.columns else pl.lit(None, dtype=dtype)
+        return pl.col(name).gather(at).cast(dtype)
 
     added = costs.select(
         col("op_id", pl.Int64(), opos).alias("cost_op_id"),

@@ -242,6 +242,7 @@ def read_dataset(
     trace_id: str | None = None,
     columns: Mapping[str, Collection[str]] | None = None,
     rows: Mapping[str, pl.Expr] | None = None,
+    sparse: Mapping[str, Collection[str]] | None = None,
 ) -> Trace:
     """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one: its
     full id or a prefix that only one id of the dataset starts with.
@@ -251,7 +252,9 @@ def read_dataset(
     columns read from its file; the others are null constants that hold no memory per row (the
     tables keep their canonical schema), and ``meta["dataset_columns"]`` records the choice.
     ``rows``: for each table named, a predicate; only its rows are read, and
-    ``meta["dataset_rows"]`` holds the table's full row count."""
+    ``meta["dataset_rows"]`` holds the table's full row count. ``sparse``: for each table named,
+    those of its ``columns`` that are often all null (e.g. the ops' shapes): each that is, in this
+    trace, becomes a null constant without being decoded (:func:`null_columns`)."""
     root = Path(path)
     trace_id = choose_trace(root, dataset_trace_ids(root), trace_id)
     scans: list[pl.LazyFrame] = []
@@ -260,7 +263,10 @@ def read_dataset(
         f = files[name] = root / name / f"trace_id={trace_id}" / DATA_FILE
         if not f.is_file():
             raise DatasetError(f"{root}: table {name!r} is missing for trace {trace_id!r}")
-        scan = _conformed_scan(f, name, trace_id, None if columns is None else columns.get(name))
+        chosen = None if columns is None else columns.get(name)
+        if chosen is not None and sparse and name in sparse:
+            chosen = set(chosen) - null_columns(f, [c for c in sparse[name] if c in chosen])
+        scan = _conformed_scan(f, name, trace_id, chosen)
         scans.append(scan.filter(rows[name]) if rows and name in rows else scan)
     filtered = [n for n in schema.TABLES if rows and n in rows]
     scans += [pl.scan_parquet(files[n]).select(pl.len()) for n in filtered]
@@ -296,6 +302,23 @@ def _read_columns(table: str, columns: Mapping[str, Collection[str]] | None) -> 
     constants: ``trace_id``, and with ``columns`` those not chosen)."""
     chosen = None if columns is None else columns.get(table)
     return [c for c in schema.TABLES[table] if c != "trace_id" and (chosen is None or c in chosen)]
+
+
+def null_columns(f: str | Path, candidates: Collection[str]) -> set[str]:
+    """Those of ``candidates`` that the Parquet file ``f`` holds with only nulls, found
+    without decoding them: one query asks each for its first non-null value, and the filter skips
+    the row groups whose statistics count only nulls (a column with values is decoded until its
+    first row group that holds one). For a reader that would read them only to make them null
+    constants (:func:`settled`)."""
+    scan = pl.scan_parquet(f)
+    have = scan.collect_schema()
+    cols = [c for c in candidates if c in have]
+    if not cols:
+        return set()
+    found = pl.collect_all(
+        [scan.select(c).filter(pl.col(c).is_not_null()).head(1).select(pl.len()) for c in cols], engine="in-memory"
+    )
+    return {c for c, n in zip(cols, found) if n.item() == 0}
 
 
 def settled(df: pl.DataFrame, read: Collection[str], constants: bool) -> pl.DataFrame:
