@@ -263,6 +263,14 @@ def test_parent_rows_positional_and_joined() -> None:
     assert costmodel._parent_rows(df3).to_list() == [None, 0, 1]
     df4 = _table([(1, "a", None, None, None), (1, "b", None, None, None), (2, "c", 1, None, None)])
     assert costmodel._parent_rows(df4).to_list() == [None, None, 0]
+    # one trace whose ids count up from 100 in row order: parent row = parent id − 100 by arithmetic
+    # (id 104 is no op -> null), the same UInt32 rows as the direct table gives for these ops reversed
+    rows5 = [(100, "a", None, None, None), (101, "b", 100, None, None), (102, "c", 101, None, None)]
+    df5 = _table([*rows5, (103, "d", 104, None, None)])
+    got = costmodel._parent_rows(df5)
+    assert got.dtype == pl.UInt32() and got.to_list() == [None, 0, 1, None]
+    rev = costmodel._parent_rows(df5.reverse())  # ids 103..100: not ascending, the direct table
+    assert rev.dtype == pl.UInt32() and rev.to_list() == [None, 2, 3, None]
 
 
 def test_parent_cycle_terminates() -> None:

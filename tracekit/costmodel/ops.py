@@ -90,7 +90,7 @@ def _group_ids(keys: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
 def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
     """(signature row per op, null where no formula applies; one row per unique signature with
     its cost and ``_calls``). The only Python loop: once per signature."""
-    sub = (
+    both = (
         ops.lazy()
         .select(
             pl.int_range(pl.len(), dtype=pl.UInt32()).alias("_row"),
@@ -100,14 +100,15 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
             "concrete_inputs",
         )
         .filter(priced_expr(pl.col("name")))
+        .with_columns(
+            pl.col("input_dims").fill_null("").alias("_dims_k"),
+            pl.col("input_types").list.join(_SEP).fill_null("").alias("_types_k"),
+            pl.col("concrete_inputs").list.join(_SEP).fill_null("").alias("_conc_k"),
+        )
         .collect(engine="in-memory")
-    )
-    keys = sub.select(
-        "name",
-        pl.col("input_dims").fill_null("").alias("_dims_k"),
-        pl.col("input_types").list.join(_SEP).fill_null("").alias("_types_k"),
-        pl.col("concrete_inputs").list.join(_SEP).fill_null("").alias("_conc_k"),
-    ).rechunk()  # gathers on many-chunk columns are several times slower
+    )  # one query: the priced ops and their key strings
+    sub = both[["_row", "name", "input_dims", "input_types", "concrete_inputs"]]
+    keys = both[_KEYS].rechunk()  # gathers on many-chunk columns are several times slower
     gid, first = _group_ids(keys)
     rows: dict[str, list[object]] = {k: [] for k in _SIG_SCHEMA}
     reps = sub.select("name", "input_dims", "input_types", "concrete_inputs")[first]
@@ -156,8 +157,20 @@ def _parent_rows(ops: pl.DataFrame) -> pl.Series:
     direct table (position by id); sparse or duplicated ids fall back to an integer join (on a
     duplicated id the first row wins)."""
     n = ops.height
-    tid = ops.get_column("trace_id").fill_null("")
     op_id, parent = ops.get_column("op_id").cast(pl.Int64()), ops.get_column("parent_id").cast(pl.Int64())
+    raw = ops.get_column("trace_id")
+    if (
+        n
+        and op_id.null_count() == 0
+        and op_id.is_sorted()
+        and op_id[-1] - op_id[0] == n - 1
+        and op_id.n_unique() == n
+        and (raw.null_count() == n or (raw.null_count() == 0 and bool((raw == raw[0]).all())))
+    ):  # one trace, ids = row + first id (the loaders' layout): the direct table is the identity
+        lo = op_id[0]
+        row = pl.when(parent.is_between(lo, lo + n - 1)).then(parent - lo).cast(pl.UInt32())
+        return pl.select(row.alias("literal")).to_series()
+    tid = raw.fill_null("")
     one_trace = n == 0 or bool((tid == tid[0]).all())
     code = (
         pl.repeat(0, n, dtype=pl.Int64(), eager=True)
@@ -245,14 +258,19 @@ def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
 def _first_dtype(types: pl.Series) -> pl.Series:
     """Canonical dtype of the first typed tensor input, one list position at a time over the rows
     still without one (almost all rows resolve at position 0 or 1)."""
-    out = types.list.get(0, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
-    lens = types.list.len().fill_null(0)
-    todo = out.is_null() & (lens > 1)
-    rows, sub, sub_len = todo.arg_true(), types.filter(todo), lens.filter(todo)
+    t = pl.lit(types)
+    first = t.list.get(0, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
+    lens = t.list.len().fill_null(0)
+    f = pl.select(first.alias("out"), lens.alias("lens"), (first.is_null() & (lens > 1)).alias("todo"))
+    out, lens_s, todo = f["out"].alias(types.name), f["lens"], f["todo"]
+    rows, sub, sub_len = todo.arg_true(), types.filter(todo), lens_s.filter(todo)
     i = 1
     while rows.len():
-        d = sub.list.get(i, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
-        got = d.is_not_null()
+        d_expr = (
+            pl.lit(sub).list.get(i, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
+        )
+        step = pl.select(d_expr.alias("d"), d_expr.is_not_null().alias("got"))
+        d, got = step["d"], step["got"]
         if got.any():
             out = out.scatter(rows.filter(got), d.filter(got))
         i += 1
@@ -298,12 +316,12 @@ def op_costs(
         {c: take(sig.get_column(c), sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")}
     )
     note = per.get_column("_note")
-    per = per.with_columns(
-        pl.when(pl.col("_model") != CONTRADICTION).then(pl.col(c)).alias(c)
-        for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")
+    ok = pl.col("_model") != CONTRADICTION
+    per = per.select(
+        *[pl.when(ok).then(pl.col(c)).alias(c) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")],
+        pl.when(ok).then(pl.col("_model")).is_not_null().alias("_modelled"),  # (one query for the three)
     )
-    model = per.get_column("_model")
-    modelled = model.is_not_null()  # (each null test is a polars query: once)
+    modelled = per.get_column("_modelled").alias("_model")
     rank = pl.select(pl.when(modelled).then(per.get_column("_rank"))).to_series()
 
     # Count once per stack: resolve composite parents and folded children.
