@@ -12,7 +12,6 @@ import polars as pl
 from tracekit.analysis.contract import AnalysisDoc
 from tracekit.analysis.result_rows import (
     TOP_JSON,
-    _by_scope,
     _clean,
     _encoded_rows,
     _extra_lists,
@@ -21,8 +20,8 @@ from tracekit.analysis.result_rows import (
     _plain,
     _records,
     _row_chunks,
+    _scopes_by_kind,
     _strip,
-    _tops_by_scope,
 )
 from tracekit.conventions import COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 
@@ -257,12 +256,22 @@ class AnalysisResult:
         phases = _records(self.phases, PHASE_JSON_COLUMNS)
         lat = _records(self.latency, list(self.latency.columns))
         byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
-        pk = _tops_by_scope(self.top_kernels, "phase")
-        po = _tops_by_scope(self.top_ops, "phase")
-        pc = _by_scope(self.op_classes, "phase")
-        cul_p = _by_scope(self.idle_culprits, "phase")
-        roof_p = _by_scope(self.class_roofline, "phase")
-        shape_p = _by_scope(self.shape_roofline, "phase")
+        top = pl.col("rank") <= TOP_JSON
+        pk, po, pc, cul_p, roof_p, shape_p, tk, to, tc, troof, tshape = _scopes_by_kind(
+            [
+                (self.top_kernels, "phase", top),
+                (self.top_ops, "phase", top),
+                (self.op_classes, "phase", None),
+                (self.idle_culprits, "phase", None),
+                (self.class_roofline, "phase", None),
+                (self.shape_roofline, "phase", None),
+                (self.top_kernels, "trace", top),
+                (self.top_ops, "trace", top),
+                (self.op_classes, "trace", None),
+                (self.class_roofline, "trace", None),
+                (self.shape_roofline, "trace", None),
+            ]
+        )
         for p in phases:
             name = str(p["phase"])
             p["latency"] = {_lat_key(x): _strip(x, "metric") for x in lat if x.get("phase") == name}
@@ -276,11 +285,11 @@ class AnalysisResult:
             p["top_shapes"] = shape_p.get(name, [])
         un = self.unattributed
         totals = dict(self.totals)
-        totals["top_kernels"] = _tops_by_scope(self.top_kernels, "trace").get("trace", [])
-        totals["top_ops"] = _tops_by_scope(self.top_ops, "trace").get("trace", [])
-        totals["op_classes"] = _by_scope(self.op_classes, "trace").get("trace", [])
-        totals["class_roofline"] = _by_scope(self.class_roofline, "trace").get("trace", [])
-        totals["top_shapes"] = _by_scope(self.shape_roofline, "trace").get("trace", [])
+        totals["top_kernels"] = tk.get("trace", [])
+        totals["top_ops"] = to.get("trace", [])
+        totals["op_classes"] = tc.get("trace", [])
+        totals["class_roofline"] = troof.get("trace", [])
+        totals["top_shapes"] = tshape.get("trace", [])
         totals["latency"] = {
             str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
             for ph in dict.fromkeys(x.get("phase") for x in lat)

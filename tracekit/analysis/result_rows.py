@@ -132,16 +132,32 @@ def _encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = RO
     return msgspec.Raw(memoryview(buf) if buf else b"[]")
 
 
-def _tops_by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[Any]]:
-    return _by_scope(df, kind, pl.col("rank") <= TOP_JSON)
-
-
 def _by_scope(df: pl.DataFrame, kind: str, keep: pl.Expr | None = None) -> dict[str, list[Any]]:
     """The rows of the scopes of ``kind`` (and ``keep``) as records, by scope (one polars query)."""
     if df.height == 0 or "scope_kind" not in df.columns:
         return {}
+    return _scope_records(df.filter(_scope_filter(kind, keep)))
+
+
+def _scope_filter(kind: str, keep: pl.Expr | None = None) -> pl.Expr:
     cond = pl.col("scope_kind") == kind
-    d = df.filter(cond if keep is None else keep & cond)
+    return cond if keep is None else keep & cond
+
+
+def _scopes_by_kind(wanted: list[tuple[pl.DataFrame, str, pl.Expr | None]]) -> list[dict[str, list[Any]]]:
+    """:func:`_by_scope` of several (frame, kind, keep) at once: the filters in one polars query."""
+    idx = [i for i, (df, _, _) in enumerate(wanted) if df.height and "scope_kind" in df.columns]
+    got = pl.collect_all(
+        [wanted[i][0].lazy().filter(_scope_filter(wanted[i][1], wanted[i][2])) for i in idx], engine="in-memory"
+    )
+    out: list[dict[str, list[Any]]] = [{} for _ in wanted]
+    for i, d in zip(idx, got):
+        out[i] = _scope_records(d)
+    return out
+
+
+def _scope_records(d: pl.DataFrame) -> dict[str, list[Any]]:
+    """The rows of ``d`` (one kind of scope) as records, by scope."""
     out: dict[str, list[Any]] = {}
     # One conversion for the whole frame: a frame per scope costs ~0.5 ms each, and a trace
     # can have thousands of regions.
