@@ -326,3 +326,31 @@ def test_launch_index_by_hand() -> None:
     assert pos.to_list() == [1, 0, None, None, 0, 1]
     empty, none = launch_index(launches.clear(), pl.Series([5, None]))
     assert empty.height == 0 and none.to_list() == [None, None]
+
+
+def test_launch_regions_own_thread_first_then_forward() -> None:
+    # links.launch_regions searches the launches on their own thread and, for threads with a
+    # forward thread, on that one in the same search; the own thread's region wins.
+    from tracekit.attribution.codes import REASON_OTHER_THREAD, REASON_OUTSIDE, VIA_FORWARD, VIA_THREAD, code
+    from tracekit.attribution.links import launch_regions
+
+    # region rows: 0 = thread 1 [0, 100], 1 = thread 2 [0, 50]; thread 2's forward thread is 1
+    regions = pl.DataFrame(
+        {
+            "region_id": [10, 11],
+            "pid": [1, 1],
+            "tid": [1, 2],
+            "start_ns": [0, 0],
+            "end_ns": [100, 50],
+            "depth": pl.Series([0, 0], dtype=pl.Int32),
+            "parent_id": pl.Series([None, None], dtype=pl.Int64),
+        }
+    )
+    links = pl.DataFrame({"pid": [1], "tid": [2], "fwd_tid": [1], "matches": pl.Series([3], dtype=pl.UInt32)})
+    pts = pl.DataFrame({"pid": [1, 1, 1, 1], "tid": [2, 2, 3, 1], "t": [10, 70, 10, 150]})
+    got = launch_regions(pts, regions, links)
+    # t=10 on thread 2: its own region (row 1); t=70: none on thread 2, thread 1's region (row 0);
+    # thread 3 has no regions and no forward thread; t=150 on thread 1: outside its region
+    assert got["_row"].to_list() == [1, 0, None, None]
+    assert got["_via"].to_list() == [code(VIA_THREAD), code(VIA_FORWARD), None, None]
+    assert got["_why"].to_list()[2:] == [code(REASON_OTHER_THREAD), code(REASON_OUTSIDE)]

@@ -194,9 +194,10 @@ def _shape_phase(
     previous-iteration tail, so the phase tables say what the shapes imply; the note says so
     either way."""
     from tracekit.labels.infer import infer_region_phases, previous_iteration_tail
-    from tracekit.labels.regions import infer_phase_from_shapes
+    from tracekit.labels.regions import attention_query_lengths, infer_phase_from_shapes
 
-    labelled, n = infer_region_phases(trace, labels)
+    q = attention_query_lengths(trace.ops)  # read by both inferences
+    labelled, n = infer_region_phases(trace, labels, q)
     if n:
         rules = labelled.filter(pl.col("phase_rule").str.starts_with("inferred from shapes"))
         return (
@@ -207,7 +208,7 @@ def _shape_phase(
                 f"shapes ({rules['name'][0]}: {rules['phase_rule'][0]})"
             ),
         )
-    inf = infer_phase_from_shapes(trace)
+    inf = infer_phase_from_shapes(trace, q)
     row = inf.row(0, named=True)
     if row["phase"] == "other" or acts.height == 0:
         return labels, links, f"{NO_PHASES} ({row['phase_rule']})"

@@ -158,32 +158,44 @@ def region_tree(regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFra
 def launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> pl.DataFrame:
     """For launches (pid, tid, t; one per row), in launch order: the innermost region on the launch
     thread at the launch start, else, on a thread with a forward thread, the forward thread's
-    region (_row = its row in ``regions``, _via code); else the reason code (_why)."""
-    row = innermost_rows(pts, regions, group=["pid", "tid"], id_col="region_id")
-    # One query: the launches outside any region of their thread, moved to the forward thread;
-    # and for every launch whether its thread has regions at all (its reason when unattributed).
-    found = pts.lazy().select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t", row.alias("_r"))
-    threads = regions.lazy().select("pid", "tid").unique().with_columns(pl.lit(True).alias("_has"))
-    links_q = (
-        found.filter(pl.col("_r").is_null())
+    region (_row = its row in ``regions``, _via code); else the reason code (_why). One
+    enclosing-region search for the launches on their own threads and, for those whose thread
+    has a forward thread, on that one too (each point's answer is its own)."""
+    n = pts.height
+    fwd = (
+        pts.lazy()
+        .select(pl.int_range(pl.len(), dtype=pl.Int64).alias("_k"), "pid", "tid", "t")
         .join(thread_links.lazy().select("pid", "tid", "fwd_tid"), on=["pid", "tid"])
-        .select("_k", "pid", pl.col("fwd_tid").alias("tid"), "t")
+        .select("_k", "pid", pl.col("fwd_tid").cast(pts.schema["tid"]).alias("tid"), "t")
+        .collect(engine="in-memory")
     )
+    both = pl.concat([pts.select("pid", "tid", "t"), fwd.select("pid", "tid", "t")]) if fwd.height else pts
+    rows = innermost_rows(both, regions, group=["pid", "tid"], id_col="region_id")
+    row = rows.head(n)
+    # For every launch whether its thread has regions at all (its reason when unattributed).
+    found = pts.lazy().select("pid", "tid", row.alias("_r"))
+    threads = regions.lazy().select("pid", "tid").unique().with_columns(pl.lit(True).alias("_has"))
     outside = pl.lit(code(REASON_NO_REGIONS if regions.height == 0 else REASON_OTHER_THREAD), pl.UInt8)
-    base_q = found.join(threads, on=["pid", "tid"], how="left", maintain_order="left").select(
-        pl.when(pl.col("_r").is_not_null()).then(pl.lit(code(VIA_THREAD), pl.UInt8)).alias("_via"),
-        pl.when(pl.col("_has").fill_null(False))
-        .then(pl.lit(code(REASON_OUTSIDE), pl.UInt8))
-        .otherwise(outside)
-        .alias("_why"),
+    base = (
+        found.join(threads, on=["pid", "tid"], how="left", maintain_order="left")
+        .select(
+            pl.when(pl.col("_r").is_not_null()).then(pl.lit(code(VIA_THREAD), pl.UInt8)).alias("_via"),
+            pl.when(pl.col("_has").fill_null(False))
+            .then(pl.lit(code(REASON_OUTSIDE), pl.UInt8))
+            .otherwise(outside)
+            .alias("_why"),
+        )
+        .collect(engine="in-memory")
     )
-    links, base = pl.collect_all([links_q, base_q], engine="in-memory")
     via, why = base["_via"], base["_why"]
-    if links.height:
-        frow = innermost_rows(links, regions, group=["pid", "tid"], id_col="region_id")
-        fwd = links.select("_k", frow.alias("_row")).drop_nulls("_row")
-        row = row.scatter(fwd["_k"], fwd["_row"])
-        via = via.scatter(fwd["_k"], code(VIA_FORWARD))
+    if fwd.height:
+        # the launches outside any region of their thread, moved to the forward thread
+        k, frow = fwd["_k"], rows.tail(fwd.height)
+        use = pl.select((pl.lit(take(row, k)).is_null() & pl.lit(frow).is_not_null()).alias("u")).to_series()
+        if use.any():
+            k, frow = k.filter(use), frow.filter(use)
+            row = row.clone().scatter(k, frow)
+            via = via.scatter(k, code(VIA_FORWARD))
     return pl.DataFrame({"_row": row, "_via": via, "_why": why}).with_columns(
         pl.when(pl.col("_row").is_null()).then(pl.col("_why")).alias("_why")
     )

@@ -52,11 +52,12 @@ def tail_summary(acts: pl.DataFrame) -> dict[str, int] | None:
     }
 
 
-def infer_region_phases(trace: Trace, labels: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def infer_region_phases(trace: Trace, labels: pl.DataFrame, q: pl.DataFrame | None = None) -> tuple[pl.DataFrame, int]:
     """``labels`` with a phase for each top-level CPU region holding attention ops with known
     query length (rule ``inferred from shapes: …``, ``batch`` from the attention shapes where the
-    name gave none), and how many regions got one."""
-    q = attention_query_lengths(trace.ops)
+    name gave none), and how many regions got one. ``q``: ``attention_query_lengths(trace.ops)``
+    when the caller has it."""
+    q = attention_query_lengths(trace.ops) if q is None else q
     top = labels.filter(
         (pl.col("kind") != "gpu_user_annotation") & (pl.col("kind") != "inferred") & (pl.col("depth") == 0)
     ).select("region_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")

@@ -214,20 +214,21 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     return by_sdpa if n_sdpa.item() > 0 else by_flash
 
 
-def infer_phase_from_shapes(trace: Trace) -> pl.DataFrame:
+def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.DataFrame:
     """One synthetic whole-trace region (region_id −1, kind ``inferred``) with the phase the
     attention shapes imply: query length 1 per sequence in every attention call → decode; longer
     in every call → prefill; both → mixed; no attention op with shapes → other (and the rule says
     so). Columns: name, kind, start_ns, end_ns, phase, phase_rule, step, attention_ops,
-    query_len_min, query_len_max."""
-    q = attention_query_lengths(trace.ops)
+    query_len_min, query_len_max. ``q``: :func:`attention_query_lengths` of the trace's ops when
+    the caller has it."""
+    q = attention_query_lengths(trace.ops) if q is None else q
     spans = [
-        t.select(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+        t.lazy().select(pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
         for t in (trace.ops, trace.kernels)
         if t.height
     ]
     span = (
-        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max())
+        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()).collect(engine="in-memory")
         if spans
         else pl.DataFrame({"s": [None], "e": [None]})
     )
