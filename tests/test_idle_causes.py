@@ -490,3 +490,17 @@ def test_totals_and_culprits_equal_from_pieces() -> None:
     row = tot.filter(pl.col("region_id") == 1).row(0, named=True)
     assert (row["idle_cpu_op_ns"], row["idle_blocking_ns"], row["idle_causes_ns"]) == (8, 10, 18)
     assert cul.filter(pl.col("region_id") == 1)["count"].to_list() == [1, 2]
+
+
+def test_union_named_columns_and_nulls() -> None:
+    # interval_split.union reads the interval columns by name (no renaming query) and takes its
+    # ranges from Series minima without nulls, from a query with them: the same unions.
+    from tracekit.analysis.interval_split import union
+
+    iv = pl.DataFrame({"rid": [2, 1, 1, 1, 2, None], "start_ns": [5, 0, 3, 20, 9, 1], "end_ns": [8, 4, 10, 25, 12, 2]})
+    # region 1: [0, 4] ∪ [3, 10] = [0, 10], then [20, 25]; region 2: [5, 8], [9, 12]; the null key is dropped
+    want = pl.DataFrame({"rid": [1, 1, 2, 2], "s": [0, 20, 5, 9], "e": [10, 25, 8, 12]})
+    assert union(iv, "rid", "start_ns", "end_ns").equals(want)
+    assert union(iv.drop_nulls(), "rid", "start_ns", "end_ns").equals(want)
+    renamed = iv.rename({"start_ns": "s", "end_ns": "e"})
+    assert union(renamed, "rid").equals(want) and union(renamed.drop_nulls(), "rid").equals(want)

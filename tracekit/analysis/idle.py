@@ -255,7 +255,7 @@ def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
 
 def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
     """:func:`idle_pieces` as a lazy plan after the union (a step of the caller's query)."""
-    b = union(linked.select("region_id", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "region_id")
+    b = union(linked, "region_id", "start_ns", "end_ns")
     w = win.lazy().select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
     bq = b.lazy().join(w, on="region_id", how="inner", maintain_order="left")
     k = pl.col("region_id")
@@ -355,8 +355,8 @@ def idle_causes(
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
     in_b, p = split(p, blocking, thr, ["call", "op"])
     if "launch_start_ns" in linked.columns:
-        lat = linked.select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
-        lat = union(lat.drop_nulls().filter(pl.col("e") > pl.col("s")), "region_id")
+        lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
+        lat = union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
     else:
         lat = pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
     in_l, p = split(p, lat, ["region_id"], [])

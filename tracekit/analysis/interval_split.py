@@ -7,6 +7,8 @@ and binary searches, with as-of joins when packed keys could overflow.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 # The rest of a split reads the covered parts twice (gaps, tails): a small in-memory frame, cheaper
@@ -24,24 +26,35 @@ def disjoint(iv: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return q.filter(pl.col("e") > pl.col("s")).collect(engine="in-memory")
 
 
-def union(iv: pl.DataFrame, key: str) -> pl.DataFrame:
-    """Union of intervals ``key, s, e`` per key, as disjoint intervals sorted by (key, s).
+def union(iv: pl.DataFrame, key: str, s: str = "s", e: str = "e") -> pl.DataFrame:
+    """Union of intervals ``key, s, e`` per key (``s`` and ``e``: the columns holding them), as
+    disjoint intervals ``key, s, e`` sorted by (key, s).
 
     One int64 sort of group-major packed starts ((key − min) × (extent + 1) + s − t0) and a
     running maximum of the packed ends (the rule of ``metrics.sweep``); the per-key window
     version when packing could overflow."""
+    if (s, e) != ("s", "e"):
+        if iv[key].null_count() or iv[s].null_count() or iv[e].null_count():
+            iv = iv.select(key, pl.col(s).alias("s"), pl.col(e).alias("e"))
+        else:  # the columns renamed without a query
+            iv = pl.DataFrame([iv[key], iv[s].alias("s"), iv[e].alias("e")])
     q = iv.lazy().select(key, "s", "e").drop_nulls()
-    n, k0, k1, t0, t1 = (
-        q.select(
-            pl.len().alias("n"),
-            pl.col(key).min().alias("a"),
-            pl.col(key).max().alias("b"),
-            pl.col("s").min().alias("c"),
-            pl.col("e").max().alias("d"),
+    stats: tuple[Any, ...]
+    if not any(iv[c].null_count() for c in (key, "s", "e")):  # the ranges without a query
+        stats = (iv.height, iv[key].min(), iv[key].max(), iv["s"].min(), iv["e"].max())
+    else:
+        stats = (
+            q.select(
+                pl.len().alias("n"),
+                pl.col(key).min().alias("a"),
+                pl.col(key).max().alias("b"),
+                pl.col("s").min().alias("c"),
+                pl.col("e").max().alias("d"),
+            )
+            .collect(engine="in-memory")
+            .row(0)
         )
-        .collect(engine="in-memory")
-        .row(0)
-    )
+    n, k0, k1, t0, t1 = stats
     if n == 0:
         return iv.select(key, "s", "e").head(0)
     extent = int(t1) - int(t0) + 1
@@ -75,41 +88,39 @@ def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[p
     the layer's s, e; None when that could overflow (then the caller joins with ``by``). The
     group number is the dense rank of ``by`` over pieces and layer together; the pieces' and the
     layer's columns are not concatenated, only their group keys. One or two integer ``by``
-    columns without nulls: two polars queries (their ranges and the time range; the keys), the
-    rank bounded by the row count; else :func:`_group_rank` and up to four."""
+    columns without nulls: one polars query (the keys; the ranges are Series minima and maxima),
+    the rank bounded by the row count; else :func:`_group_rank` and up to four."""
     ints = all(f.schema[c].is_integer() for f in (pieces, layer) for c in by) and len(by) in (1, 2)
     if ints:
         both = pl.concat(
             [f.lazy().select(*[pl.col(c).cast(pl.Int64()) for c in by], "s", "e") for f in (pieces, layer)]
         )
-        stats = both.select(
-            pl.col("s").min().alias("_t0"),
-            pl.col("e").max().alias("_t1"),
-            *[
-                x
-                for i, c in enumerate(by)
-                for x in (pl.col(c).min().alias(f"_{i}lo"), pl.col(c).max().alias(f"_{i}hi"))
-            ],
-            pl.sum_horizontal(*[pl.col(c).null_count() for c in by]).alias("_nulls"),
-        )
-        st = stats.collect(engine="in-memory").row(0, named=True)
-        t0, t1, lo, hi = st["_t0"], st["_t1"], st["_0lo"], st["_0hi"]
+        # the ranges by Series minima and maxima (no polars query)
+        frames = (pieces, layer)
+        t0, t1 = _lim([f["s"].min() for f in frames], min), _lim([f["e"].max() for f in frames], max)
+        lims = [(_lim([f[c].min() for f in frames], min), _lim([f[c].max() for f in frames], max)) for c in by]
+        nulls = sum(f[c].null_count() for f in frames for c in by)
         n = pieces.height + layer.height  # the dense rank is at most the row count
-        if st["_nulls"] == 0 and t0 is not None and t1 is not None and lo is not None and hi is not None:
-            extent = int(t1) - int(t0) + 1
-            key, width = pl.col(by[0]) - lo, hi - lo + 1
-            if len(by) == 2:
-                lo2, hi2 = st["_1lo"], st["_1hi"]
-                key, width = key * (hi2 - lo2 + 1) + (pl.col(by[1]) - lo2), width * (hi2 - lo2 + 1)
+        if nulls == 0 and t0 is not None and t1 is not None and all(a is not None and b is not None for a, b in lims):
+            extent = t1 - t0 + 1
+            key, width = pl.lit(0, dtype=pl.Int64()), 1
+            for c, (a, b) in zip(by, lims):
+                key, width = key * (b - a + 1) + (pl.col(c) - a), width * (b - a + 1)  # type: ignore[operator]
             if width < 2**62 and (n + 1) * extent < 2**62:
                 g = key.unique().sort().search_sorted(key, side="left").cast(pl.Int64()) + 1
-                off = g * extent - int(t0)
+                off = g * extent - t0
                 k = both.select((off + pl.col("s")).alias("s"), (off + pl.col("e")).alias("e")).collect(
                     engine="in-memory"
                 )
                 m = pieces.height
                 return k["s"].head(m), k["e"].head(m), k["s"].tail(layer.height), k["e"].tail(layer.height)
     return _packed_ranked(pieces, layer, by)
+
+
+def _lim(values: list[object], pick: object) -> int | None:
+    """``pick`` (min or max) of the integers among ``values`` (a frame's None: empty or all null)."""
+    got = [int(v) for v in values if isinstance(v, int)]
+    return pick(got) if got else None  # type: ignore[operator]
 
 
 def _packed_ranked(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
