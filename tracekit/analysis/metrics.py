@@ -8,7 +8,7 @@ key column (a region id, a phase name, or a constant for the whole trace) and at
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -242,10 +242,10 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     q = acts.lazy().select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
     kd = acts.schema[key]
     int_key = kd.is_integer() and acts[key].null_count() == 0
-    bounds = [pl.col("start_ns").min().alias("a"), pl.col("end_ns").max().alias("b")]
+    # the bounds as Series minima and maxima (no polars query)
+    got: list[Any] = [acts["start_ns"].min(), acts["end_ns"].max()]
     if int_key:
-        bounds += [pl.col(key).min().alias("c"), pl.col(key).max().alias("d")]
-    got = acts.select(bounds).row(0)
+        got += [acts[key].min(), acts[key].max()]
     t0, t1 = got[0], got[1]
     extent = int(t1) - int(t0) + 1
     packed = False

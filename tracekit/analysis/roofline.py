@@ -164,7 +164,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     Copies and sets (memcpy/memset activities) take no share of their op's cost: their work is
     the bytes they moved (``copy_bytes``, from the kernels table, when the analysis has it)."""
     cb = pl.col("copy_bytes").cast(pl.Float64()) if "copy_bytes" in acts.columns else pl.lit(None, dtype=pl.Float64())
-    a = acts.select(
+    a = acts.lazy().select(
         "region_id",
         "dur_ns",
         "covered",
@@ -192,8 +192,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null())
     )
     return (
-        a.lazy()
-        .with_columns(cls.alias("op_class"))
+        a.with_columns(cls.alias("op_class"))
         .drop("name", "kind")
         .with_columns(
             pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
@@ -214,7 +213,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _classes(a: pl.DataFrame) -> pl.Expr:
+def _classes(a: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
     """``op_class(name, kind)`` of each row of ``a``: memcpy/memset by kind, else the name rules,
     evaluated for the distinct names only (a null name matches no rule: ``other``)."""
     rules = (

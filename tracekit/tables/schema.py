@@ -133,8 +133,7 @@ def null_constants(df: pl.DataFrame) -> pl.DataFrame:
     values; for readers that keep frames for a whole analysis."""
     if df.height == 0 or df.width == 0:
         return df
-    counts = df.select(pl.all().null_count()).row(0, named=True)
-    empty = [c for c, n in counts.items() if n == df.height]
+    empty = [s.name for s in df.iter_columns() if s.null_count() == df.height]  # (no polars query)
     if not empty:
         return df
     return df.with_columns(pl.lit(None, dtype=df.schema[c]).alias(c) for c in empty)
