@@ -82,7 +82,11 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
         Row("tracekit --help", [tk, "--help"], "start-up"),
         # the host's speed in this round (it swings 2× from minute to minute here): fixed
         # interpreter work, no I/O, so absolute figures of the round can be read against it
-        Row("reference: python loop of 5·10^6 additions", [py, "-c", "s = 0\nfor i in range(5 * 10**6): s += i"], "start-up"),
+        Row(
+            "reference: python loop of 5·10^6 additions",
+            [py, "-c", "s = 0\nfor i in range(5 * 10**6): s += i"],
+            "start-up",
+        ),
         Row("json.load of nccl_data (0.75 MB gz)", [py, "-c", JSON_LOAD, str(SMALL)], "small", anchor=True),
         Row(
             "imports of `tracekit analyze nccl_data --format json`, no work",
