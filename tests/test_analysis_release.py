@@ -105,3 +105,63 @@ def test_cli_analysis_releases_the_trace(
     main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
     assert capsys.readouterr().out.startswith("{")
     assert [c.get("release") for c in calls] == [True]
+
+
+def test_launch_columns_let_go_after_the_idle_causes(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The windows and idle causes are the only readers of the activities' launch columns and
+    correlation ids: the steps after them (roofline, whole-trace metrics, tops) get activities
+    without them."""
+    write_with_derived(tracekit.load(str(shared_traces / QWEN)), tmp_path)
+    seen: dict[str, list[str]] = {}
+    prep, tops = core.prepare_roofline, core.tops
+
+    def spy_prep(acts: pl.DataFrame) -> Any:
+        seen["prepare"] = list(acts.columns)
+        return prep(acts)
+
+    def spy_tops(acts: pl.DataFrame, *a: Any) -> Any:
+        seen["tops"] = list(acts.columns)
+        return tops(acts, *a)
+
+    monkeypatch.setattr(core, "prepare_roofline", spy_prep)
+    monkeypatch.setattr(core, "tops", spy_tops)
+    trace = load_for_analysis(tmp_path)
+    want = core.analyze(load_for_analysis(tmp_path))
+    got = core.analyze(trace, release=True)
+    launch = {"correlation", "launch_name", "launch_pid", "launch_tid", "launch_start_ns"}
+    assert not launch & set(seen["prepare"]) and not launch & set(seen["tops"])
+    assert {"act_id", "name", "kind", "op_id", "dur_ns", "region_id"} <= set(seen["tops"])
+    assert got.to_json_bytes() == want.to_json_bytes()
+
+
+def test_tops_kernel_sums_by_the_streaming_engine(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernels' partial sums of the tops (counts, integer nanoseconds: the same in any order)
+    are collected alone by the streaming engine, which holds only the groups."""
+    from tracekit.analysis import tops as tops_mod
+
+    trace = tracekit.load(str(shared_traces / QWEN))
+    want = core.analyze(trace)
+    engines: list[tuple[str, list[str]]] = []
+    real = pl.LazyFrame.collect
+
+    def spy(self: pl.LazyFrame, *a: Any, **k: Any) -> pl.DataFrame:
+        out = real(self, *a, **k)
+        engines.append((str(k.get("engine")), out.columns))
+        return out
+
+    seen_tops: list[int] = []
+    tops = tops_mod.tops
+
+    def counted(*a: Any, **k: Any) -> Any:
+        seen_tops.append(1)
+        with monkeypatch.context() as m:
+            m.setattr(pl.LazyFrame, "collect", spy)
+            return tops(*a, **k)
+
+    monkeypatch.setattr(core, "tops", counted)
+    got = core.analyze(trace)
+    assert seen_tops == [1]
+    assert ("streaming", ["region_id", "name", "kind", "count", "device_time_ns"]) in engines
+    assert got.to_json_bytes() == want.to_json_bytes()

@@ -98,7 +98,11 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     (ds / "regions" / "trace_id=b").mkdir(parents=True)
     with open(ds / "regions" / "trace_id=b" / "data.parquet", "wb") as f:
         f.truncate(1 << 20)  # now 4 MiB
-    assert analysis_allocator(str(ds), cpus=3) == "narenas:3,dirty_decay_ms:500,muzzy_decay_ms:0"
+    assert analysis_allocator(str(ds), cpus=3) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
+    # one arena per two CPUs: on 2 CPUs one (the 860 MB replica: median peak -11 MB, same CPU)
+    assert analysis_allocator(str(ds), cpus=2) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
+    assert analysis_allocator(str(ds), cpus=1) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
+    assert analysis_allocator(str(ds), cpus=8) == "narenas:4,dirty_decay_ms:500,muzzy_decay_ms:0"
     trace = tmp_path / "t.json"
     trace.write_bytes(b" " * (5 << 20))
     assert analysis_allocator(str(trace), cpus=3) is None

@@ -114,6 +114,8 @@ def analyze(
 
     if (note := replay_note(acts)) is not None:
         warnings.append(note)
+    if "launch_name" in acts.columns:  # read by the replay note only: let go (this function's frame, no query)
+        acts.drop_in_place("launch_name")
     from tracekit.labels.phases import unread_step_names
 
     warnings.extend(unread_step_names(labels))
@@ -284,6 +286,8 @@ def _analyze_owned(
     del labels
     units = phase_units(regions)
     reg, linked = region_metrics(regions, acts, region_links, cpu_only, units)
+    if "act_id" in linked.columns:  # the windows read it no more, nor do the idle causes (region_metrics' own frame)
+        linked.drop_in_place("act_id")
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(reg, acts, launches, ops)
     reg, reg_cul = region_idle(reg, linked, launches, ops, host)
@@ -291,6 +295,11 @@ def _analyze_owned(
     # again: only the shape roofline reads the ops, their ids and shapes
     del host, ops
     costs = costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+    # nor the activities' launch columns, read by the windows and idle causes only (~20 MB); in
+    # place, on this function's own frame (with_costs made it): no polars query
+    for c in ("correlation", "launch_pid", "launch_tid", "launch_start_ns"):
+        if c in acts.columns:
+            acts.drop_in_place(c)
     # only the phase units' launch delays read the linked activities again: kept for the units
     # and the columns launch_delay reads (the 860 MB replica: 445 k of 567 k rows, 4 of 8 columns)
     keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
@@ -318,6 +327,7 @@ def _analyze_owned(
         .unique("act_id", keep="first", maintain_order=True)
     )
     reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
+    del region_links
     # Each intermediate is released after its last reader, before the steps that follow make
     # their own (the 860 MB replica: the roofline preparation, the linked activities, the
     # activities' phases and the region culprits ~70 MB, no longer beside the tops' transients).
