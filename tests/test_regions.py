@@ -232,3 +232,15 @@ def test_decoder_is_a_model_part_not_the_decode_phase() -> None:
     names = pl.DataFrame({"n": ["## decoder fp8 None ##", "MyDecodeLoop", "decode", "prefill_decode", "Encoder"]})
     got = names.select(keyword_phase(pl.col("n")).alias("p"))["p"].to_list()
     assert got == [None, "decode", "decode", "mixed", None]
+
+
+def test_attention_query_lengths_without_attention_ops(shared_traces: Path) -> None:
+    # nccl_data has no SDPA or flash-attention op: the empty answer comes without the shapes
+    # query, with the columns and dtypes the shapes query gives.
+    import tracekit
+    from tracekit.labels.regions import attention_query_lengths
+
+    ops = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")).ops
+    got = attention_query_lengths(ops)
+    want = {"op_id": pl.Int64(), "name": pl.String(), "batch": pl.Int64(), "query_len": pl.Int64()}
+    assert got.height == 0 and dict(got.schema) == want

@@ -114,7 +114,8 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
     :func:`tracekit.annotate.parse_phase_name`; applying it per distinct name (not per region)
     keeps one source of truth for it."""
     rows = []
-    for n in names.filter(names.str.starts_with("tk:")).unique().to_list():
+    tk = pl.select(pl.lit(names).filter(pl.lit(names).str.starts_with("tk:")).unique().alias("n")).to_series()
+    for n in tk.to_list():  # (the distinct tk: names in one polars query)
         parsed = parse_phase_name(n)
         if parsed is None:
             continue
@@ -136,7 +137,7 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
         "_tk_attrs": pl.String(),
     }
     schema.update({f"_tk_{k}": pl.Int64() for k in _TK_KEYS})
-    return pl.DataFrame(rows, schema=schema).with_columns(pl.col("_tk_any").fill_null(False))
+    return pl.DataFrame(rows, schema=schema)  # (_tk_any: True on every row)
 
 
 def _inherit(df: pl.DataFrame) -> pl.DataFrame:
@@ -206,6 +207,8 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
             _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
         ).drop_nulls("query_len")
 
+    if not (names["_sdpa"].any() or names["_flash"].any()):  # no attention op: no query
+        return pl.DataFrame(schema=shapes(named("_flash"), 2).collect_schema())
     # both layout families in one query (a small trace pays per query); the SDPA one when it has ops
     sdpa = named("_sdpa").filter(pl.col("depth") == pl.col("depth").min())
     n_sdpa, by_sdpa, by_flash = pl.collect_all(
