@@ -184,6 +184,9 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
         for r in rows:
             if r.failed:
                 continue
+            if r.fresh:  # untimed: the state the command starts from
+                shutil.rmtree(r.fresh[1], ignore_errors=True)
+                shutil.copytree(*r.fresh)
             res = time_v(r.argv, a.timeout)
             if isinstance(res, str):
                 r.failed = res
@@ -196,6 +199,9 @@ def run(a: argparse.Namespace, tk: str, py: str, tmp: Path) -> None:
     if a.count_engine_calls:
         for r in rows:
             if r.argv[0] == tk:
+                if r.fresh:
+                    shutil.rmtree(r.fresh[1], ignore_errors=True)
+                    shutil.copytree(*r.fresh)
                 counts[r.name] = engine_calls(py, r.argv[1:])
     report(rows, counts)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,9 @@ class Row:
     versus: tuple[str, ...] = ()  # names of other rows this one is also compared with (paired)
     floor_s: float | None = None
     floor_note: str = ""
+    # (pristine, target): target is replaced by a copy of pristine before every run, untimed (a
+    # first analysis of a dataset that holds no derived tables yet, as right after a streamed ingest)
+    fresh: tuple[Path, Path] | None = None
     walls: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
@@ -143,12 +147,21 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
     if a.big:
         ds_big = tmp / "ds_big"
         subprocess.run([tk, "ingest", str(a.big), "--out", str(ds_big)], check=True, capture_output=True)
+        shutil.copytree(ds_big, tmp / "ds_big_pristine")  # streamed: no derived tables in it
+        # the later rows analyse a dataset whose derived tables are stored (what the first analysis leaves)
+        subprocess.run([tk, "analyze", str(ds_big), "--format", "json"], check=True, capture_output=True)
         rows += [
             Row(f"json.load of {a.big.name}", [py, "-c", JSON_LOAD, str(a.big)], "big", anchor=True),
             Row(
                 f"tracekit ingest {a.big.name}",
                 [tk, "ingest", str(a.big), "--out", str(tmp / "ds_big_again"), "--force"],
                 "big",
+            ),
+            Row(
+                f"tracekit analyze DS({a.big.name}) --format json, first after ingest",
+                [tk, "analyze", str(tmp / "ds_big_first"), "--format", "json", "-o", str(tmp / "big.json"), "--force"],
+                "big",
+                fresh=(tmp / "ds_big_pristine", tmp / "ds_big_first"),
             ),
             Row(
                 f"tracekit analyze DS({a.big.name}) --no-reuse (table)",
@@ -166,6 +179,12 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
         for src, ds in ((DFI, ds_dfi), (SMALL, ds_small), *(((a.big, tmp / "ds_big"),) if a.big else ())):
             swap[str(ds)] = str(ds) + "_b"
             subprocess.run([a.before, "ingest", str(src), "--out", swap[str(ds)]], check=True, capture_output=True)
+        if a.big:  # the first-analysis twin starts from the older version's own streamed dataset
+            shutil.copytree(swap[str(tmp / "ds_big")], tmp / "ds_big_pristine_b")
+            swap[str(tmp / "ds_big_first")] = str(tmp / "ds_big_first_b")
+            subprocess.run(
+                [a.before, "analyze", swap[str(tmp / "ds_big")], "--format", "json"], check=True, capture_output=True
+            )
         rows = interleave_before(rows, a.before, tk, swap)
     if a.nsys:
         rows += [
@@ -193,5 +212,6 @@ def interleave_before(rows: list[Row], before: str, tk: str, swap: dict[str, str
         if r.argv[0] == tk and "(stored result)" not in r.name:
             argv = [before if x == tk else swap.get(x, x) for x in r.argv if x not in ("--no-reuse", "--force")]
             argv = [x.replace("_again", "_before") for x in argv]
-            out.append(Row(r.name.replace(" --no-reuse", "") + " [before]", argv, r.group))
+            fresh = (Path(str(r.fresh[0]) + "_b"), Path(swap[str(r.fresh[1])])) if r.fresh else None
+            out.append(Row(r.name.replace(" --no-reuse", "") + " [before]", argv, r.group, fresh=fresh))
     return out
