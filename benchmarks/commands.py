@@ -159,7 +159,13 @@ def main() -> None:
         "--before",
         default=None,
         help="an older tracekit command: each tracekit row gets a twin run "
-        "with it right after (options it lacks, --no-reuse and --force, dropped)",
+        "with it right after, same options (--before-lacks drops some)",
+    )
+    ap.add_argument(
+        "--before-lacks",
+        action="append",
+        default=[],
+        help="an option the --before command does not know (e.g. --no-reuse): left out of its twins (repeatable)",
     )
     ap.add_argument("--timeout", type=int, default=1800)
     a = ap.parse_args()

@@ -185,7 +185,7 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
             subprocess.run(
                 [a.before, "analyze", swap[str(tmp / "ds_big")], "--format", "json"], check=True, capture_output=True
             )
-        rows = interleave_before(rows, a.before, tk, swap)
+        rows = interleave_before(rows, a.before, tk, swap, tuple(a.before_lacks))
     if a.nsys:
         rows += [
             Row(
@@ -205,13 +205,13 @@ def make_rows(a: argparse.Namespace, tk: str, py: str, tmp: Path, ds_dfi: Path, 
     return rows
 
 
-def interleave_before(rows: list[Row], before: str, tk: str, swap: dict[str, str]) -> list[Row]:
+def interleave_before(rows: list[Row], before: str, tk: str, swap: dict[str, str], lacks: tuple[str, ...]) -> list[Row]:
     out: list[Row] = []
     for r in rows:
         out.append(r)
         if r.argv[0] == tk and "(stored result)" not in r.name:
-            argv = [before if x == tk else swap.get(x, x) for x in r.argv if x not in ("--no-reuse", "--force")]
+            argv = [before if x == tk else swap.get(x, x) for x in r.argv if x not in lacks]
             argv = [x.replace("_again", "_before") for x in argv]
             fresh = (Path(str(r.fresh[0]) + "_b"), Path(swap[str(r.fresh[1])])) if r.fresh else None
-            out.append(Row(r.name.replace(" --no-reuse", "") + " [before]", argv, r.group, fresh=fresh))
+            out.append(Row(r.name + " [before]", argv, r.group, fresh=fresh))
     return out
