@@ -35,7 +35,7 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     labels plus the phase-from-shapes fallback (a synthetic whole-trace region when nothing is
     annotated, as for the default base trace); cost model; the rest of the analysis; and total."""
     from tracekit.analysis import analyze_tables, resolve_hardware
-    from tracekit.analysis.core import _shape_phase
+    from tracekit.analysis.shape_phase import _shape_phase
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import op_costs
     from tracekit.labels.regions import label_regions

@@ -85,7 +85,7 @@ def test_absurd_flops_are_summed_without_overflow(tmp_path: Path) -> None:
     # bytes ((1e16 + 1e16 + 1e16) elements × 4 bytes): fewer scale bits are used for that column
     # (126 − 81 = 45, since 2e24 < 2**81), so the analysis succeeds with the same totals as the
     # plain float sum (before the fix: InvalidOperationError, a traceback).
-    from tracekit.analysis.roofline import _FRAC_BITS, _frac_bits
+    from tracekit.analysis.float_sums import _FRAC_BITS, _frac_bits
     from tracekit.cli.main import main
 
     ev = [

@@ -311,7 +311,7 @@ def test_idle_causes_sum_to_idle_nsys(shared_traces: Path, path: Path) -> None:
 
 def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     # The one-sort innermost-op stretches equal tracekit.tables.intervals.self_time_segments (joins).
-    from tracekit.analysis.idle import op_segments
+    from tracekit.analysis.op_segments import op_segments
     from tracekit.tables.intervals import self_time_segments
 
     tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
@@ -324,7 +324,7 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     got = op_segments(ops, ops.select("pid", "tid").unique())
     assert got.height > 1000 and got.sort("pid", "tid", "s").equals(ref.sort("pid", "tid", "s"))
     # The analysis keeps op ids in the stretches (8 bytes a row) and names only the ones it uses.
-    from tracekit.analysis.idle import op_labels
+    from tracekit.analysis.op_segments import op_labels
 
     ids = op_segments(ops, ops.select("pid", "tid").unique(), names=False)
     assert ids.schema["op"] == pl.Int64() and op_labels(ids, ops).equals(got)
@@ -333,16 +333,16 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
 def test_op_segments_packed_threads_equal_general_path(shared_traces: Path) -> None:
     # op_segments in two queries (thread ids packed: pid·2^31 + tid) gives the stretches of the
     # general path, which thread ids of 2^40 and more force; threads not asked for are left out.
-    from tracekit.analysis import idle
+    from tracekit.analysis import op_segments as segs
 
     tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
     ops = tr.ops
     threads = ops.select("pid", "tid").unique().sort("pid", "tid").head(2)
-    assert idle._packable_threads(ops, threads)
-    got = idle.op_segments(ops, threads)
+    assert segs._packable_threads(ops, threads)
+    got = segs.op_segments(ops, threads)
     big = 2**40
-    shifted = idle.op_segments(ops.with_columns(pl.col("tid") + big), threads.with_columns(pl.col("tid") + big))
-    assert not idle._packable_threads(ops.with_columns(pl.col("tid") + big), threads)
+    shifted = segs.op_segments(ops.with_columns(pl.col("tid") + big), threads.with_columns(pl.col("tid") + big))
+    assert not segs._packable_threads(ops.with_columns(pl.col("tid") + big), threads)
     assert got.height > 100 and set(got["tid"].unique()) <= set(threads["tid"])
     assert got.equals(shifted.with_columns(pl.col("tid") - big))
 

@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from tracekit.analysis.classify import Thresholds, classify
-from tracekit.analysis.core import analyze, analyze_tables, resolve_hardware
+from tracekit.analysis.core import analyze, analyze_tables
+from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.latency import Slo
 from tracekit.analysis.result import CPU_DIAGNOSTIC, JSON_VERSION, AnalysisResult
 

@@ -8,19 +8,20 @@ The roll-ups into region rows, phase rows and totals are in tracekit/analysis/ro
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tracekit.tables import schema
-from tracekit.analysis.classify import Thresholds, classify, peaks_frame
+from tracekit.analysis.classify import Thresholds, classify
+from tracekit.analysis.device import _device, resolve_hardware
+from tracekit.analysis.shape_phase import NO_PHASES, _shape_phase
 from tracekit.analysis.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving import serving_summary
 from tracekit.analysis.stepcost import kv_shape
 from tracekit.analysis.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
-from tracekit.analysis.tops import SYNTHETIC_ID, region_closure, tops
+from tracekit.analysis.tops import region_closure, tops
 from tracekit.analysis.explain import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.roofline import prepare as prepare_roofline
 from tracekit.analysis.roofline import class_roofline, dominant_class, shape_roofline
@@ -33,27 +34,6 @@ if TYPE_CHECKING:
 
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
-NO_PHASES = (
-    "no phase annotations found (tk:, SGLang step[...], vLLM execute_..., --phase-map) and shapes "
-    "did not tell prefill from decode: per-phase results are empty; the whole-trace verdict stands"
-)
-
-
-def resolve_hardware(
-    hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]
-) -> Hardware | None:
-    """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
-    from tracekit.hardware.peaks import Hardware as Hw
-    from tracekit.hardware.peaks import get, load_hardware_file, lookup
-
-    if isinstance(hardware, Hw):
-        return hardware
-    if hardware is None:
-        return lookup(devices)
-    text = str(hardware)
-    if Path(text).is_file() or text.endswith(".json"):
-        return load_hardware_file(text)
-    return get(text)
 
 
 def analyze(
@@ -185,44 +165,6 @@ def _with_exposed(result: AnalysisResult, comm: pl.DataFrame) -> AnalysisResult:
         else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
     return replace(result, communication=exposed_by_phase(comm, units))
-
-
-def _shape_phase(
-    trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame, links: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, str]:
-    """No region has a phase: ask the shapes. Top-level regions holding attention ops get the
-    phase their query lengths imply (``infer_region_phases``: e.g. ``ProfilerStep#6``); with none,
-    one synthetic whole-trace region (id −1, kind ``inferred``) holds every activity except the
-    previous-iteration tail, so the phase tables say what the shapes imply; the note says so
-    either way."""
-    from tracekit.labels.infer import infer_region_phases, previous_iteration_tail
-    from tracekit.labels.regions import attention_query_lengths, infer_phase_from_shapes
-
-    q = attention_query_lengths(trace.ops)  # read by both inferences
-    labelled, n = infer_region_phases(trace, labels, q)
-    if n:
-        rules = labelled.filter(pl.col("phase_rule").str.starts_with("inferred from shapes"))
-        return (
-            labelled,
-            links,
-            (
-                f"no phase annotations: {n} top-level region{'s' if n != 1 else ''} labelled from attention "
-                f"shapes ({rules['name'][0]}: {rules['phase_rule'][0]})"
-            ),
-        )
-    inf = infer_phase_from_shapes(trace, q)
-    row = inf.row(0, named=True)
-    if row["phase"] == "other" or acts.height == 0:
-        return labels, links, f"{NO_PHASES} ({row['phase_rule']})"
-    synth = inf.select("region_id", "name", "kind", "start_ns", "end_ns", "phase", "phase_rule", "step").with_columns(
-        pl.lit(0, dtype=pl.Int32()).alias("depth"), pl.lit(None, dtype=pl.Int64()).alias("parent_id")
-    )
-    labels = pl.concat([labels, synth], how="diagonal_relaxed")
-    extra = acts.filter(~previous_iteration_tail(acts)).select(
-        "act_id", pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id")
-    )
-    links = pl.concat([links.select("act_id", "region_id"), extra])
-    return labels, links, f"no phase annotations: whole trace {row['phase_rule']}"
 
 
 def analyze_tables(
@@ -406,33 +348,3 @@ def _analyze_owned(
         class_roofline=cr,
         shape_roofline=shape_rf,
     )
-
-
-def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dict[str, Any]:
-    d: dict[str, Any] = {
-        "name": device_name,
-        "hardware": None,
-        "peaks_source": None,
-        "peak_flops_per_s": None,
-        "peak_bytes_per_s": None,
-        "ridge": None,
-    }
-    if hw is not None:
-        pk = peaks_frame(hw)
-        d.update(
-            hardware=hw.name,
-            peaks_source=hw.source,
-            peak_flops_per_s={r["dtype"]: r["peak_flops_per_s"] for r in pk.to_dicts()},
-            peak_bytes_per_s=float(hw.mem_bandwidth_bytes_per_s),
-            ridge={r["dtype"]: r["ridge"] for r in pk.to_dicts()},
-        )
-        if getattr(hw, "measured", None) and hw.measured.get(
-            "warnings"
-        ):  # implausible calibration figures (tracekit calibrate), shown with every verdict
-            d["calibration_warnings"] = [str(w) for w in hw.measured["warnings"]]
-    else:
-        d["hint"] = (
-            f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
-            "(a device of the table) or --hardware FILE (from `tracekit calibrate`)"
-        )
-    return d

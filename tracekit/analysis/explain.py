@@ -11,12 +11,12 @@ from tracekit.analysis.idle import (
     describe,
     host_threads,
     idle_causes,
-    op_segments,
     ops_overlapping,
     ranked,
     sum_totals,
     totals_and_culprits,
 )
+from tracekit.analysis.op_segments import op_segments
 from tracekit.analysis.classify import fmt_dur
 
 TOP_CULPRITS = 5
