@@ -37,7 +37,6 @@ BLOCKING = (
 )
 CAUSES = ("blocking", "launch_latency", "cpu_op", "outside_ops", "before_first_launch", "after_last_kernel")
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
-_SEG = ["region_id", "pid", "tid", "s", "e"]
 _Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
 
 

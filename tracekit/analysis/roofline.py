@@ -19,7 +19,7 @@ import polars as pl
 from tracekit.analysis.classes import CLASS_ORDER, MEMCPY, op_class
 from tracekit.analysis.classify import Thresholds, fmt_dur, fmt_pct, peaks_frame
 from tracekit.analysis.float_sums import _FLOAT_SUMS, _agg_sum, _frac_bits, _to_float
-from tracekit.analysis.tops import PHASES, region_closure
+from tracekit.analysis.tops import region_closure
 from tracekit.tables.take import take
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 SMALL_KERNEL_NS = 10_000  # a median kernel shorter than this cannot fill the device ("kernels too small")
 TOP_SHAPES = 10
-_ORDER = [*PHASES, "other"]
 
 
 def _scope_rows(
