@@ -13,7 +13,9 @@ from tracekit.analysis.interference import fit, t_quantile
 from tracekit.analysis.serving import encoded_requests, request_tokens, step_period_itl
 from tracekit.annotate import format_id_list, format_phase_name, parse_id_list, parse_phase_name, request_attrs
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto" / "tracelens" / "inference"
+from conftest import SHARED_TRACES
+
+SHARED = SHARED_TRACES / "kineto" / "tracelens" / "inference"  # (TRACEKIT_SHARED_TRACES, as every test)
 SMALL = dict(layers=2, d_model=256, heads=4, kv_heads=2, vocab=2048, max_context=256)
 
 
