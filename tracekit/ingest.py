@@ -33,6 +33,7 @@ GLOB_CHARS = ("*", "?", "[")
 # in the early read's thread while the file is read (tracekit/sources/kineto/early.py), not after.
 DERIVED_MODULES = (
     "tracekit.analysis.derived",
+    "tracekit.analysis.derived_store",
     "tracekit.attribution.core",
     "tracekit.costmodel.ops",
     "tracekit.labels.regions",

@@ -47,7 +47,7 @@ COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 # source hashed into the key, so a new, moved or edited module there invalidates stored tables.
 # The list names folders, not modules: nothing to keep in step by hand when files move.
 SOURCE_PACKAGES = ("tables", "attribution", "labels", "costmodel")
-SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/derived.py")
+SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/derived.py", "analysis/derived_store.py")
 CANONICAL = ("kernels", "launches", "ops", "regions")
 # What the analysis reads of a dataset trace whose derived tables are current (and no --phase-map):
 # attribution, costs and labels come stored, so the canonical tables serve only the copy bytes,
@@ -130,26 +130,22 @@ def derived_key() -> str:
 
 
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
-    """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables."""
+    """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables
+    (of a trace already in a dataset, :func:`derived_store.store_derived` makes the same tables
+    reading only what they need)."""
+    from tracekit.analysis.derived_store import key_frame
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
 
     att = attribute(trace)
     costs = trace_costs(trace, att.activities)
-    key = pl.DataFrame(
-        {
-            "key": [derived_key()],
-            "cpu_only": [bool(att.cpu_only)],
-            **{f"{n}_rows": [trace.table(n).height] for n in CANONICAL},
-        }
-    )
     return {
         ACTIVITIES: att.activities,
         LINKS: att.region_links,
         LABELS: label_regions(trace, tree=att.region_tree).drop("trace_id", strict=False),
         COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
-        KEY: key,
+        KEY: key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}),
     }
 
 
@@ -169,13 +165,13 @@ def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
 
 def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     """Compute and store the derived tables of a trace already committed in ``dataset`` (for
-    writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest). Each
-    partition is written to a temporary name and renamed; ``derived_key`` goes last, so an
-    interrupted call leaves tables without a key, which :func:`read_derived` ignores."""
-    from tracekit.tables.trace import read_dataset
+    writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest), reading
+    only the columns they need (:func:`derived_store.store_derived`). Each partition is written to
+    a temporary name and renamed; ``derived_key`` goes last, so an interrupted call leaves tables
+    without a key, which :func:`read_derived` ignores."""
+    from tracekit.analysis.derived_store import store_derived
 
-    root = Path(dataset)
-    _store(root, trace_id, read_dataset(root, trace_id=trace_id))
+    store_derived(Path(dataset), trace_id)
 
 
 def ensure_derived(trace: Trace) -> bool:
@@ -183,7 +179,8 @@ def ensure_derived(trace: Trace) -> bool:
     a chunked Nsight ingest writes none; a code change makes them stale): compute and store them,
     so later analyses of it skip attribution, costs and labels (:func:`read_derived`). True when
     stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
-    never raises for I/O. ``tracekit analyze`` calls it before analysing a dataset trace."""
+    never raises for I/O. (``tracekit analyze`` without ``--phase-map`` stores them before reading
+    the trace instead: :func:`load_for_analysis`.)"""
     root = trace.meta.get("dataset_path")
     if trace.read_in_part:  # never a source of tables
         return False
@@ -197,33 +194,26 @@ def ensure_derived(trace: Trace) -> bool:
 
 
 def _store(root: Path, trace_id: str, trace: Trace) -> None:
-    import shutil
-    import uuid
+    from tracekit.analysis.derived_store import put, remove
 
-    from tracekit.tables.layout import DATA_FILE
-    from tracekit.tables.trace import write_part
-
-    _remove(root, KEY, trace_id)
+    remove(root, KEY, trace_id)
     tables = compute_derived(trace)
     for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
-        dest = root / name / f"trace_id={trace_id}"
-        tmp = root / name / f".tmp-{trace_id}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
-        try:
-            write_part(tables[name], tmp / DATA_FILE)
-            _remove(root, name, trace_id)
-            os.replace(tmp, dest)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        put(root, name, trace_id, tables[name])
     del tables
 
 
-def _remove(root: Path, table: str, trace_id: str) -> None:
-    import shutil
+def _stored_lean(root: Path, trace_id: str) -> bool:
+    """:func:`derived_store.store_derived`, best effort: False when the dataset could not be read
+    or written (e.g. read-only)."""
+    from tracekit.analysis.derived_store import store_derived
+    from tracekit.errors import DatasetError
 
-    dest = root / table / f"trace_id={trace_id}"
-    if dest.exists():
-        shutil.rmtree(dest)
+    try:
+        store_derived(root, trace_id)
+    except (OSError, pl.exceptions.PolarsError, DatasetError):
+        return False
+    return True
 
 
 def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
@@ -277,9 +267,10 @@ def load_for_analysis(
 ) -> Trace:
     """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
     current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
-    labels come stored); otherwise the whole trace (``tracekit.load``), and with ``ensure`` its
-    missing or stale derived tables are computed and stored (:func:`ensure_derived`) — then, with
-    ``lean``, the whole trace is released and the trace read again with only those columns."""
+    labels come stored); otherwise the whole trace (``tracekit.load``). With ``ensure`` its missing
+    or stale derived tables are computed and stored (best effort): with ``lean`` first, from only
+    the columns they need (:func:`derived_store.store_derived`), and the trace then read with only
+    the analysis's columns; without, from the whole trace (:func:`ensure_derived`)."""
     import tracekit
     from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
 
@@ -293,10 +284,14 @@ def load_for_analysis(
 
         with reading(root):
             return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
-    trace = tracekit.load(str(root), trace_id=tid)
-    if ensure and ensure_derived(trace) and lean:  # stored now: the analysis reads what it needs
-        del trace
+    if ensure and lean and _stored_lean(root, tid):
+        # computed and stored reading only what they need, before the trace is read (the whole
+        # trace held with them peaked at 740 MB on the 860 MB replica); then the analysis reads
+        # only what it needs too
         return load_for_analysis(root, tid)
+    trace = tracekit.load(str(root), trace_id=tid)
+    if ensure and not lean:  # (--phase-map) the whole trace is read anyway: they are computed from it
+        ensure_derived(trace)
     return trace
 
 

@@ -94,9 +94,13 @@ class Attribution:
         return self.activities.filter(pl.col("region_id").is_null())
 
 
-def attribute(trace: Trace) -> Attribution:
+def attribute(trace: Trace, release: bool = False) -> Attribution:
     """Attribute every device activity (or CPU-op self-time stretch in a CPU-only trace) of ``trace`` to the
-    innermost CPU-side region that launched it. Pure; times in ns. See the module docstring."""
+    innermost CPU-side region that launched it. Pure; times in ns. See the module docstring.
+    ``release``: for a caller that reads the trace's kernels, launches and ops no more (the
+    derived tables' store, tracekit/analysis/derived_store.py): they are emptied in ``trace`` once
+    the activities have taken what they need of them, before the activity columns and the region
+    links are made (the 860 MB replica: ~120 MB less held there)."""
     cpu_only = trace.is_cpu_only
     regions = cpu_regions(trace.regions)
     thread_links = forward_threads(trace.ops, regions)
@@ -119,24 +123,35 @@ def attribute(trace: Trace) -> Attribution:
     else:
         acts = device_activities(trace.kernels)
         lau, pos = launch_index(trace.launches, acts["correlation"])
-        lops = launch_ops(lau, trace.ops)
-        reg = launch_regions(lau, regions, thread_links)
-        # Per-launch answers → per activity, by position (a graph launch's kernels share one).
-        lrow, orow, link = take(lau["_row"], pos), take(lops["_row"], pos), take(lops["_link"], pos)
-        rrow, via = take(reg["_row"], pos), take(reg["_via"], pos)
-        why = pl.select(
-            pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(take(reg["_why"], pos))
-        ).to_series()
-        launches, ops = trace.launches, trace.ops
+        # Per-launch answers → per activity, by position (a graph launch's kernels share one);
+        # each table's columns taken as soon as its rows are known (``release``: then let go).
+        lrow = take(lau["_row"], pos)
+        launches = trace.launches
         launch_cols = [
             take(launches["name"], lrow).alias("launch_name"),
             take(launches["pid"], lrow).alias("launch_pid"),
             take(launches["tid"], lrow).alias("launch_tid"),
             take(launches["start_ns"], lrow).alias("launch_start_ns"),
             take(launches["end_ns"], lrow).alias("launch_end_ns"),
-            take(ops["op_id"], orow).alias("op_id"),
-            take(ops["name"], orow).alias("op_name"),
         ]
+        del launches, lrow
+        if release:
+            trace.launches = trace.launches.clear()
+        lops = launch_ops(lau, trace.ops)
+        orow, link = take(lops["_row"], pos), take(lops["_link"], pos)
+        ops = trace.ops
+        launch_cols += [take(ops["op_id"], orow).alias("op_id"), take(ops["name"], orow).alias("op_name")]
+        del ops, lops, orow
+        if release:
+            trace.ops = trace.ops.clear()
+        reg = launch_regions(lau, regions, thread_links)
+        rrow, via = take(reg["_row"], pos), take(reg["_via"], pos)
+        why = pl.select(
+            pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(take(reg["_why"], pos))
+        ).to_series()
+        del lau, reg
+    if release:
+        trace.kernels, trace.launches, trace.ops = trace.kernels.clear(), trace.launches.clear(), trace.ops.clear()
     total_count = acts.height
     total_dur = int(acts["dur_ns"].sum() or 0)
     acts = (

@@ -239,22 +239,25 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     # beside the result's frames and the document's Python objects), the result's frames before
     # it is indented (~90 MB beside the 75 MB document and its copies).
     del trace, early
-    if a.fmt == "json" and (store_options is None or not in_dataset):
+    if a.fmt == "json":
         # never the whole document at once: its compact form, the indented one and the copy
-        # with the newline were ~75 + 2 × 110 MB on the 860 MB replica
+        # with the newline were ~75 + 2 × 110 MB on the 860 MB replica (and storing it, another
+        # copy: the first analysis of a dataset peaked there)
         from tracekit.report.jsonout import document_parts
 
         skeleton, placeholder, chunks = result.to_json_parts()
         del result  # the chunks keep the region rows only
-        return document_parts(skeleton, placeholder, chunks)
+        parts = document_parts(skeleton, placeholder, chunks)
+        if store_options is None or not in_dataset:
+            return parts
+        from tracekit.tables.results import storing
+
+        return storing(a.source, trace_id, store_options, source or None, parts)  # stored as printed
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     del result
     if store_options is not None and in_dataset:
         from tracekit.report.jsonout import document
         from tracekit.tables.results import store
 
-        printed = document(compact)
-        store(a.source, trace_id, store_options, source or None, printed)
-        if a.fmt == "json":
-            return printed
+        store(a.source, trace_id, store_options, source or None, document(compact))
     return _text(compact, a.fmt, a.limit)

@@ -40,11 +40,16 @@ def step_sums(regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def hint_column(
-    ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | None, launched: pl.DataFrame | None, parent: pl.Series
+    ops: pl.DataFrame,
+    canon: pl.Series,
+    regions: pl.DataFrame | None,
+    launched: pl.DataFrame | pl.LazyFrame | None,
+    parent: pl.Series,
 ) -> pl.Series:
     """Per op row: the ``tk:…`` hint item or null. ``canon``: the op names as priced (serials
-    stripped); ``launched``: (op_id, kernel name) of device work, when known; ``parent``: each
-    op's parent row."""
+    stripped); ``launched``: (op_id, kernel name) of device work, when known (a query is collected
+    only when some op is a MoE op: a trace's kernel names are large); ``parent``: each op's
+    parent row."""
     n = ops.height
     out = pl.repeat(None, n, dtype=pl.String, eager=True)
     step = canon.is_in(list(STEP_PRICED))
@@ -113,8 +118,12 @@ def _moe_topk(ops: pl.DataFrame, canon: pl.Series, parent: pl.Series, moe: pl.Se
     return out
 
 
-def _moe_wsize(ops: pl.DataFrame, moe: pl.Series, launched: pl.DataFrame | None, parent: pl.Series) -> pl.Series:
+def _moe_wsize(
+    ops: pl.DataFrame, moe: pl.Series, launched: pl.DataFrame | pl.LazyFrame | None, parent: pl.Series
+) -> pl.Series:
     out = pl.repeat(None, ops.height, dtype=pl.Float64, eager=True)
+    if isinstance(launched, pl.LazyFrame):
+        launched = launched.collect(engine="in-memory")
     if launched is None or launched.height == 0:
         return out
     pos = ops.select("op_id").with_row_index("_r").join(launched.select("op_id", "name"), on="op_id")

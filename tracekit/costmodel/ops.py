@@ -257,7 +257,11 @@ def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
 
 def _first_dtype(types: pl.Series) -> pl.Series:
     """Canonical dtype of the first typed tensor input, one list position at a time over the rows
-    still without one (almost all rows resolve at position 0 or 1)."""
+    still without one (almost all rows resolve at position 0 or 1). A trace without recorded
+    shapes has none: its nulls without a query (the 860 MB replica's 1.1 M ops: ~90 MB of
+    transient string and list columns)."""
+    if types.null_count() == types.len():
+        return pl.repeat(None, types.len(), dtype=pl.String(), eager=True).alias(types.name)
     t = pl.lit(types)
     first = t.list.get(0, null_on_oob=True).replace_strict(_CANON, default=None, return_dtype=pl.String())
     lens = t.list.len().fill_null(0)
@@ -280,7 +284,7 @@ def _first_dtype(types: pl.Series) -> pl.Series:
 
 
 def op_costs(
-    ops: pl.DataFrame, regions: pl.DataFrame | None = None, launched: pl.DataFrame | None = None
+    ops: pl.DataFrame, regions: pl.DataFrame | None = None, launched: pl.DataFrame | pl.LazyFrame | None = None
 ) -> pl.DataFrame:
     """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype``, ``covered`` and
     ``cost_note`` (why an op has no cost although a formula exists: its inputs contradict).
@@ -289,8 +293,8 @@ def op_costs(
     parent_id, input_dims, input_types, concrete_inputs; trace_id optional). ``regions`` (the
     trace's regions) and ``launched`` (``op_id, name``: the kernels each op launched) give the
     formulas that need them their context (tracekit/costmodel/context.py); without them those
-    ops get no cost. Units: FLOPs and bytes per call. Pure; never raises on odd shapes (those
-    ops get a null cost).
+    ops get no cost (``launched`` as a query is collected only when some op is a MoE op). Units:
+    FLOPs and bytes per call. Pure; never raises on odd shapes (those ops get a null cost).
     """
     if "trace_id" not in ops.columns:
         ops = ops.with_columns(pl.lit(None, dtype=pl.String()).alias("trace_id"))
@@ -362,13 +366,18 @@ def op_costs(
     return ops.select(cols).hstack(out)
 
 
-def trace_costs(trace: Trace, activities: pl.DataFrame | None = None) -> pl.DataFrame:
+def trace_costs(
+    trace: Trace, activities: pl.DataFrame | None = None, launched: pl.LazyFrame | None = None
+) -> pl.DataFrame:
     """:func:`op_costs` of a trace's ops with their context: the trace's regions (step sums for
-    paged attention) and, from the attribution's ``activities`` (``op_id``, ``name``), the
-    kernels each op launched (MoE weight format)."""
-    launched = None
-    if activities is not None and {"op_id", "name"} <= set(activities.columns):
-        launched = activities.lazy().select("op_id", "name").drop_nulls("op_id").unique().collect(engine="in-memory")
+    paged attention) and, from the attribution's ``activities`` (``op_id``, ``name``) or the query
+    ``launched`` of those columns, the kernels each op launched (MoE weight format). Their distinct
+    pairs are collected only for a trace with a MoE op (the 860 MB replica has none: its 446 k
+    kernel names were hashed for nothing, ~80 MB held at once)."""
+    if launched is None and activities is not None and {"op_id", "name"} <= set(activities.columns):
+        launched = activities.lazy().select("op_id", "name")
+    if launched is not None:
+        launched = launched.drop_nulls("op_id").unique()
     return op_costs(trace.ops, trace.regions, launched)
 
 

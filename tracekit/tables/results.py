@@ -39,7 +39,8 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
 
 from tracekit.conventions import find_sidecar
 from tracekit.errors import DatasetError
@@ -152,21 +153,80 @@ def store(root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], 
     dataset trace and options; ``source`` is the trace file the dataset was ingested from (its
     sidecar is checked on lookup). False when it could not be written (read-only dataset, ...).
     Never raises for I/O."""
-    base = Path(root)
-    key = result_key(base, trace_id, options)
-    if key is None:
-        return False
-    check = {"key": key, "source": source or None, "sidecar": _sidecar_state(source or None)}
-    folder = base / RESULTS_TABLE / f"trace_id={trace_id}"
-    tmp = folder / f".tmp-{uuid.uuid4().hex[:8]}"
+    entry = _Entry(Path(root), trace_id, options, source)
+    entry.write(doc)
+    return entry.commit()
+
+
+def storing(
+    root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], source: str | None, parts: Iterable[bytes]
+) -> Iterator[bytes]:
+    """The pieces ``parts`` of the document, passed on as they come (to be printed), and stored as
+    :func:`store` stores them joined once the last has passed: the document is never held whole
+    (the 860 MB replica's: ~110 MB, held with its compact form and a copy by ``store``). Never
+    raises for I/O: a piece that cannot be written ends the storing, not the passing on; an entry
+    whose pieces did not all pass is not stored."""
+    entry = _Entry(Path(root), trace_id, options, source)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(json.dumps(check).encode() + b"\n" + doc)
-        os.replace(tmp, folder / f"{key}.json")
-        entries = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        return False
-    return True
+        for piece in parts:
+            entry.write(piece)
+            yield piece
+        entry.commit()
+    finally:
+        entry.abort()
+
+
+class _Entry:
+    """One entry being written: its check line first, then the document's pieces, to a temporary
+    file renamed into place by :meth:`commit` (the :data:`KEEP` newest entries are kept)."""
+
+    def __init__(self, base: Path, trace_id: str, options: dict[str, Any], source: str | None) -> None:
+        self.folder = base / RESULTS_TABLE / f"trace_id={trace_id}"
+        self.tmp = self.folder / f".tmp-{uuid.uuid4().hex[:8]}"
+        self.key = result_key(base, trace_id, options)
+        self.file: BinaryIO | None = None
+        if self.key is None:
+            return
+        check = {"key": self.key, "source": source or None, "sidecar": _sidecar_state(source or None)}
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.file = self.tmp.open("wb")
+        except OSError:
+            return
+        self.write(json.dumps(check).encode() + b"\n")
+
+    def write(self, piece: bytes) -> None:
+        if self.file is None:
+            return
+        try:
+            self.file.write(piece)
+        except OSError:
+            self.abort()
+
+    def commit(self) -> bool:
+        if self.file is None:
+            return False
+        try:
+            self.file.close()
+            self.file = None
+            os.replace(self.tmp, self.folder / f"{self.key}.json")
+            entries = sorted(self.folder.glob("*.json"), key=lambda f: f.stat().st_mtime_ns, reverse=True)
+            for old in entries[KEEP:]:
+                old.unlink(missing_ok=True)
+        except OSError:
+            self.abort()
+            return False
+        return True
+
+    def abort(self) -> None:
+        """Drop a partly written entry (nothing once committed)."""
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError:
+                pass
+            self.file = None
+        try:
+            self.tmp.unlink(missing_ok=True)
+        except OSError:
+            pass

@@ -30,6 +30,7 @@ from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
 from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_trace_ids, is_dataset
+from tracekit.tables.settle import BY_COLUMN_BYTES, by_column, null_columns, settled
 
 __all__ = [
     "DATA_FILE",
@@ -37,7 +38,9 @@ __all__ = [
     "Trace",
     "dataset_trace_ids",
     "is_dataset",
+    "null_columns",
     "read_dataset",
+    "settled",
     "write_dataset",
     "write_part",
 ]
@@ -243,6 +246,7 @@ def read_dataset(
     columns: Mapping[str, Collection[str]] | None = None,
     rows: Mapping[str, pl.Expr] | None = None,
     sparse: Mapping[str, Collection[str]] | None = None,
+    tables: Collection[str] | None = None,
 ) -> Trace:
     """Read one trace back from a dataset. With several traces in it, ``trace_id`` picks one: its
     full id or a prefix that only one id of the dataset starts with.
@@ -254,7 +258,8 @@ def read_dataset(
     ``rows``: for each table named, a predicate; only its rows are read, and
     ``meta["dataset_rows"]`` holds the table's full row count. ``sparse``: for each table named,
     those of its ``columns`` that are often all null (e.g. the ops' shapes): each that is, in this
-    trace, becomes a null constant without being decoded (:func:`null_columns`)."""
+    trace, becomes a null constant without being decoded (:func:`null_columns`). ``tables``: only
+    these tables are read; the others are empty (with ``columns``, for such a reader)."""
     root = Path(path)
     trace_id = choose_trace(root, dataset_trace_ids(root), trace_id)
     scans: list[pl.LazyFrame] = []
@@ -267,6 +272,8 @@ def read_dataset(
         if chosen is not None and sparse and name in sparse:
             chosen = set(chosen) - null_columns(f, [c for c in sparse[name] if c in chosen])
         scan = _conformed_scan(f, name, trace_id, chosen)
+        if tables is not None and name not in tables:
+            scan = scan.clear()
         scans.append(scan.filter(rows[name]) if rows and name in rows else scan)
     filtered = [n for n in schema.TABLES if rows and n in rows]
     scans += [pl.scan_parquet(files[n]).select(pl.len()) for n in filtered]
@@ -278,7 +285,9 @@ def read_dataset(
         # at once, then their copies, held ~70 MB more at the 860 MB replica's peak
         *counts, mf = pl.collect_all(scans[n:])
         frames = [
-            settled(scans[i].collect(), _read_columns(name, columns), constants=True)
+            by_column(scans[i], _read_columns(name, columns))
+            if not (rows and name in rows) and files[name].stat().st_size >= BY_COLUMN_BYTES
+            else settled(scans[i].collect(), _read_columns(name, columns), constants=True)
             for i, name in enumerate(schema.TABLES)
         ]
     else:  # one engine call reads and conforms the five files together (was 5 reads + 8 eager steps)
@@ -302,43 +311,6 @@ def _read_columns(table: str, columns: Mapping[str, Collection[str]] | None) -> 
     constants: ``trace_id``, and with ``columns`` those not chosen)."""
     chosen = None if columns is None else columns.get(table)
     return [c for c in schema.TABLES[table] if c != "trace_id" and (chosen is None or c in chosen)]
-
-
-def null_columns(f: str | Path, candidates: Collection[str]) -> set[str]:
-    """Those of ``candidates`` that the Parquet file ``f`` holds with only nulls, found
-    without decoding them: one query asks each for its first non-null value, and the filter skips
-    the row groups whose statistics count only nulls (a column with values is decoded until its
-    first row group that holds one). For a reader that would read them only to make them null
-    constants (:func:`settled`)."""
-    scan = pl.scan_parquet(f)
-    have = scan.collect_schema()
-    cols = [c for c in candidates if c in have]
-    if not cols:
-        return set()
-    found = pl.collect_all(
-        [scan.select(c).filter(pl.col(c).is_not_null()).head(1).select(pl.len()) for c in cols], engine="in-memory"
-    )
-    return {c for c, n in zip(cols, found) if n.item() == 0}
-
-
-def settled(df: pl.DataFrame, read: Collection[str], constants: bool) -> pl.DataFrame:
-    """A table as read, ready to be kept: one chunk per column (a file's row groups arrive as
-    chunks, and adding a column to a frame of several chunks copies every column, as the analysis
-    does), the columns ``read`` from the file made one chunk a column at a time, so no more than
-    one column is ever held twice (the frame's ``rechunk()`` held a second copy of all of them:
-    +100 MB for the 860 MB replica's activities); the other columns are constants, which hold no
-    chunks. With ``constants``, a column read that holds only nulls becomes a null constant
-    instead (:func:`schema.null_constants`). Pass the only reference to ``df``."""
-    have = [c for c in read if c in df.columns]
-    if df.height == 0 or not have:
-        return schema.null_constants(df) if constants else df
-    nulls = df.select(pl.col(c).null_count() for c in have).row(0, named=True)
-    for c in have:
-        if constants and nulls[c] == df.height:
-            continue  # replaced by a constant below
-        if df.get_column(c).n_chunks() > 1:
-            df = df.with_columns(df.get_column(c).rechunk())
-    return schema.null_constants(df) if constants else df
 
 
 def _conformed_scan(f: Path, table: str, trace_id: str, keep: Collection[str] | None = None) -> pl.LazyFrame:
