@@ -36,6 +36,10 @@ from pathlib import Path
 
 from commands_rows import DFI, REPO, SMALL, Row, make_rows  # benchmarks/ is sys.path[0] for a script
 
+# The environment the commands run in: this process's as it started. Importing polars here (the
+# floors) writes polars' jemalloc defaults into os.environ, which a user's shell does not have.
+ENV = dict(os.environ, MPLBACKEND="Agg")
+
 
 def time_v(argv: list[str], timeout: int) -> tuple[float, float, float] | str:
     """(wall s, peak RSS MB, user + system CPU s) of one process under /usr/bin/time -v, or why
@@ -46,7 +50,7 @@ def time_v(argv: list[str], timeout: int) -> tuple[float, float, float] | str:
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=dict(os.environ, MPLBACKEND="Agg"),
+            env=ENV,
         )
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout} s"
@@ -134,9 +138,7 @@ def engine_calls(tracekit_python: str, args: list[str]) -> int | str:
         "print(sum(v[1] for k, v in st.items() if k[2] in (\"<method 'collect' of 'builtins.PyLazyFrame' objects>\", "
         "\"<built-in method builtins.collect_all>\", \"<method 'collect_all' of 'builtins' objects>\")))\n"
     )
-    r = subprocess.run(
-        [tracekit_python, "-c", code, *args], capture_output=True, text=True, env=dict(os.environ, MPLBACKEND="Agg")
-    )
+    r = subprocess.run([tracekit_python, "-c", code, *args], capture_output=True, text=True, env=ENV)
     if r.returncode != 0:
         return (r.stderr.strip().splitlines() or ["failed"])[-1][:120]
     return int(r.stdout.strip().splitlines()[-1])
