@@ -194,9 +194,10 @@ def ensure_derived(trace: Trace) -> bool:
 
 
 def _store(root: Path, trace_id: str, trace: Trace) -> None:
-    from tracekit.analysis.derived_store import put, remove
+    from tracekit.analysis.derived_store import put
+    from tracekit.tables.trace import remove_partition
 
-    remove(root, KEY, trace_id)
+    remove_partition(root, KEY, trace_id)
     tables = compute_derived(trace)
     for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
         put(root, name, trace_id, tables[name])

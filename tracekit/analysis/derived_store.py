@@ -60,9 +60,9 @@ def store_derived(root: Path, trace_id: str) -> None:
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
     from tracekit.tables.layout import DATA_FILE
-    from tracekit.tables.trace import read_dataset
+    from tracekit.tables.trace import read_dataset, remove_partition
 
-    remove(root, d.KEY, trace_id)
+    remove_partition(root, d.KEY, trace_id)
     trace = read_dataset(root, trace_id, columns=ATTRIBUTION_COLUMNS, sparse=SPARSE)
     rows = {n: trace.table(n).height for n in d.CANONICAL}
     att = attribute(trace, release=True)  # the kernels, launches and ops go once taken
@@ -97,21 +97,15 @@ def put(root: Path, name: str, trace_id: str, frame: pl.DataFrame) -> Path:
     """Write ``frame`` as the partition of ``trace_id`` in the table ``name`` of ``root``: to a
     temporary folder, then renamed over the old partition. The file's path."""
     from tracekit.tables.layout import DATA_FILE
-    from tracekit.tables.trace import write_part
+    from tracekit.tables.trace import remove_partition, write_part
 
     dest = root / name / f"trace_id={trace_id}"
     tmp = root / name / f".tmp-{trace_id}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     try:
         write_part(frame, tmp / DATA_FILE)
-        remove(root, name, trace_id)
+        remove_partition(root, name, trace_id)
         os.replace(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest / DATA_FILE
-
-
-def remove(root: Path, table: str, trace_id: str) -> None:
-    dest = root / table / f"trace_id={trace_id}"
-    if dest.exists():
-        shutil.rmtree(dest)

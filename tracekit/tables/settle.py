@@ -60,10 +60,10 @@ def by_column(scan: pl.LazyFrame, read: Collection[str]) -> pl.DataFrame:
     decoded into the memory they held. Decoding the whole table, then rechunking it, freed a
     table's worth of chunks at once, which polars' allocator keeps for a while (the 860 MB
     replica's read for the derived tables: ~110 MB more resident after it, 245 MB live)."""
-    cols = [c for c in scan.collect_schema() if c in read]
+    order = scan.collect_schema().names()
+    cols = [c for c in order if c in read]
     if len(cols) < 2:
         return settled(scan.collect(), cols, constants=True)
-    order = scan.collect_schema().names()
     df = settled(scan.select(pl.exclude(cols[1:])).collect(), cols[:1], constants=True)  # with the constants
     for c in cols[1:]:
         col = scan.select(c).collect().to_series()
