@@ -60,6 +60,7 @@ def store_derived(root: Path, trace_id: str) -> None:
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
     from tracekit.tables.layout import DATA_FILE
+    from tracekit.tables.take import take
     from tracekit.tables.trace import read_dataset, remove_partition
 
     remove_partition(root, d.KEY, trace_id)
@@ -73,7 +74,9 @@ def store_derived(root: Path, trace_id: str) -> None:
     if not cpu_only:  # the activities' names: the kernels' (a CPU-only trace's are its ops')
         kernels = root / "kernels" / f"trace_id={trace_id}" / DATA_FILE
         names = pl.read_parquet(kernels, columns=["name"])["name"].cast(pl.String())
-        acts = acts.with_columns(names.rechunk())
+        # by act_id (= the kernels row), as read_derived gathers them: the activities come in
+        # act_id order, so this is the column as read, but no order is assumed
+        acts = acts.with_columns(take(names.rechunk(), acts["act_id"]).alias("name"))
         del names
     stored = put(root, d.ACTIVITIES, trace_id, acts)
     del acts
