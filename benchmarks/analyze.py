@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 import tracekit
-from tracekit.analysis.derived import write_with_derived
+from tracekit.analysis.store.derived import write_with_derived
 from tracekit.tables.trace import Trace, write_dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,7 +35,7 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     labels plus the phase-from-shapes fallback (a synthetic whole-trace region when nothing is
     annotated, as for the default base trace); cost model; the rest of the analysis; and total."""
     from tracekit.analysis import analyze_tables, resolve_hardware
-    from tracekit.analysis.shape_phase import _shape_phase
+    from tracekit.analysis.regions.phases_from_shapes import _shape_phase
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import op_costs
     from tracekit.labels.regions import label_regions
@@ -93,9 +93,9 @@ def scaling(base: Trace, sizes: list[int], repeat: int, hardware: str | None) ->
 
 def parquet_vs_json(paths: list[Path], repeat: int, hardware: str | None) -> None:
     """JSON → result (load + analyze) vs an ingested dataset → result: canonical tables only
-    (everything recomputed) and with the derived tables stored at ingest (tracekit/analysis/derived.py)."""
+    (everything recomputed) and with the derived tables stored at ingest (tracekit/analysis/store/derived.py)."""
     from tracekit.analysis import analyze
-    from tracekit.analysis.derived import read_derived
+    from tracekit.analysis.store.derived import read_derived
 
     print(
         "| trace | JSON MB | load JSON s | JSON→result s | dataset (canonical only)→result s | speed-up "

@@ -1,4 +1,4 @@
-"""Benchmark: the graph-capture merge (tracekit/sources/kineto/capture.py) on the shared traces
+"""Benchmark: the graph-capture merge (tracekit/sources/kineto/capture/merge.py) on the shared traces
 that have a capture_traces/ folder: loading the replay, and merging its capture (which includes
 loading the capture trace), in-process, best of --repeat.
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from tracekit.sources import load
-from tracekit.sources.kineto.capture import merge_captures
-from tracekit.sources.kineto.capture_files import discover
+from tracekit.sources.kineto.capture.merge import merge_captures
+from tracekit.sources.kineto.capture.files import discover
 
 ROOT = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "kineto" / "tracelens" / "inference"
 TRACES = ("vllm_decode_full/graph_execution.json.gz", "sglang_decode/sglang_Qwen3-8B_decode.json.gz")

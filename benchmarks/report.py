@@ -27,8 +27,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import tracekit
-    from tracekit.report import figures, html
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.plots import figures
+    from tracekit.report.formats import html
+    from tracekit.report.from_path import analyse_path
     from tracekit.tables.trace import write_dataset
 
     with tempfile.TemporaryDirectory() as tmp:

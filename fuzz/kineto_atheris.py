@@ -19,7 +19,7 @@ import atheris  # type: ignore[import-not-found]
 
 with atheris.instrument_imports(include=["tracekit"]):
     from tracekit.errors import TracekitError
-    from tracekit.sources.kineto import native
+    from tracekit.sources.kineto.reading import native
     from tracekit.sources.kineto.loader import load_kineto
 
 TABLES = ("kernels", "launches", "ops", "regions")

@@ -1,4 +1,4 @@
-"""Op classes per scope (tracekit/analysis/classes.py): every kernel counted once per scope,
+"""Op classes per scope (tracekit/analysis/regions/kernel_classes.py): every kernel counted once per scope,
 so a scope's classes add up to its device time — checked on real traces."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_json_carries_op_classes() -> None:
 def test_comm_kernels_split_by_name_rules() -> None:
     # comm.comm_kernels picks rows by the distinct names of class communication (no join): a null
     # name is compute (op class other), memcpy rows (kind) are neither, the order of rows is kept.
-    from tracekit.analysis.comm import comm_kernels
+    from tracekit.analysis.communication import comm_kernels
 
     k = pl.DataFrame(
         {

@@ -1,8 +1,8 @@
 """What the analysis of a trace without recorded shapes (Kineto without record_shapes, like the
 860 MB replica) does not decode or compute: its all-null columns are found from the Parquet
 row groups' statistics and become null constants unread (tables/trace.py ``null_columns``,
-``read_dataset(sparse=...)``, analysis/derived.py ``read_derived``), and with no op owning a
-cost the cost owners are not searched (analysis/metrics.py ``owner_positions``, ``with_costs``).
+``read_dataset(sparse=...)``, analysis/store/derived.py ``read_derived``), and with no op owning a
+cost the cost owners are not searched (analysis/regions/metrics.py ``owner_positions``, ``with_costs``).
 The documents stay the same (tests/test_lean_analysis.py, tests/test_snapshots.py)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
-from tracekit.analysis import explain
-from tracekit.analysis.derived import (
+from tracekit.analysis.idle import culprits as explain
+from tracekit.analysis.store.derived import (
     ANALYSIS_COLUMNS,
     ANALYSIS_SPARSE,
     COST_COLUMNS,
@@ -25,7 +25,7 @@ from tracekit.analysis.derived import (
     read_derived,
     write_with_derived,
 )
-from tracekit.analysis.metrics import owner_positions, with_costs
+from tracekit.analysis.regions.metrics import owner_positions, with_costs
 from tracekit.tables import trace as trace_mod
 from tracekit.tables.trace import null_columns, read_dataset
 

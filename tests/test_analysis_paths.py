@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 
 import tracekit
 from tracekit.analysis import analyze_tables
-from tracekit.analysis.metrics import positions, sweep
+from tracekit.analysis.regions.metrics import positions, sweep
 from tracekit.attribution.core import attribute
 from tracekit.costmodel.ops import op_costs
 from tracekit.tables.intervals import union_length

@@ -1,6 +1,6 @@
 """``analyze(trace, release=True)`` (what ``tracekit analyze`` calls): the trace's kernels and ops
 are emptied once read, the analysis frames are let go after their last reader, and the result is
-the same as without release (tracekit/analysis/core.py)."""
+the same as without release (tracekit/analysis/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 import tracekit
 import tracekit.analysis
-from tracekit.analysis import core
-from tracekit.analysis.comm import comm_by_phase, exposed, exposed_by_phase
-from tracekit.analysis.derived import load_for_analysis, write_with_derived
+from tracekit.analysis import pipeline as core
+from tracekit.analysis.communication import comm_by_phase, exposed, exposed_by_phase
+from tracekit.analysis.store.derived import load_for_analysis, write_with_derived
 from tracekit.cli.main import main
 
 NCCL = "kineto/hta/nccl_parser_config/nccl_data.json.gz"  # communication kernels and phases
@@ -139,7 +139,7 @@ def test_launch_columns_let_go_after_the_idle_causes(
 def test_tops_kernel_sums_by_the_streaming_engine(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernels' partial sums of the tops (counts, integer nanoseconds: the same in any order)
     are collected alone by the streaming engine, which holds only the groups."""
-    from tracekit.analysis import tops as tops_mod
+    from tracekit.analysis.regions import tops as tops_mod
 
     trace = tracekit.load(str(shared_traces / QWEN))
     want = core.analyze(trace)

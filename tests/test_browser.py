@@ -113,7 +113,9 @@ def test_harness_sees_console_errors_and_scripts(tmp_path: Path) -> None:
 
 
 def test_html_report_in_browser(tmp_path: Path) -> None:
-    from tracekit.report import figures, html, model
+    from tracekit.report import model
+    from tracekit.report.plots import figures
+    from tracekit.report.formats import html
 
     data = model.from_json(
         sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(), activities=sample_activities()
@@ -166,8 +168,8 @@ def test_verdict_and_reason_visible_at_1280_px(tmp_path: Path, shared_traces: Pa
     """The crossentropy Nsight export's regions table (long NVTX names, 19 columns) in a 1,280 px
     window: the verdict and reason cells are on screen without scrolling."""
     chromium()
-    from tracekit.report import html
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.formats import html
+    from tracekit.report.from_path import analyse_path
 
     data = analyse_path(shared_traces / "nsys/fuser/report1_a0498920_crossentropy.sqlite").report_data()
     page = tmp_path / "ce.html"

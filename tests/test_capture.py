@@ -1,4 +1,4 @@
-"""Graph-capture merge (tracekit/sources/kineto/capture.py) on the shared vLLM and SGLang traces,
+"""Graph-capture merge (tracekit/sources/kineto/capture/merge.py) on the shared vLLM and SGLang traces,
 checked against the capture traces themselves and TraceLens' reference CSVs beside them."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from tracekit.analysis import analyze
 from tracekit.attribution.core import attribute
 from tracekit.costmodel.ops import trace_costs
 from tracekit.sources import load
-from tracekit.sources.kineto.capture import merge_captures
-from tracekit.sources.kineto.capture_files import discover
+from tracekit.sources.kineto.capture.merge import merge_captures
+from tracekit.sources.kineto.capture.files import discover
 
 VLLM = "kineto/tracelens/inference/vllm_decode_full"
 SGLANG = "kineto/tracelens/inference/sglang_decode"
@@ -149,9 +149,9 @@ def test_dataset_keeps_the_merge(shared_traces: Path, tmp_path: Path) -> None:
 def test_low_coverage_prints_dashes_not_numbers(shared_traces: Path) -> None:
     """SGLang decode without its capture: coverage 0.3 % → FLOPs, bytes and rates print as "–"
     in the table, Markdown and HTML; the JSON keeps the values with the coverage beside them."""
-    from tracekit.report.analyze import render
-    from tracekit.report import sections
-    from tracekit.report.pipeline import report_data
+    from tracekit.report.screens.analyze import render
+    from tracekit.report.sections import build as sections
+    from tracekit.report.from_path import report_data
 
     tr = load(shared_traces / SGLANG / "sglang_Qwen3-8B_decode.json.gz", discover_captures=False)
     res = analyze(tr)

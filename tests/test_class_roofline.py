@@ -11,8 +11,9 @@ import pytest
 
 import tracekit
 from tracekit.analysis import Thresholds, analyze, analyze_tables
-from tracekit.analysis.classes import op_class
-from tracekit.report import model, plots
+from tracekit.analysis.regions.kernel_classes import op_class
+from tracekit.report import model
+from tracekit.report.plots import draw as plots
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def test_prepare_classes_equal_op_class_per_row() -> None:
     # roofline.prepare maps the name rules of the distinct names onto the rows (replace_strict)
     # instead of joining on (name, kind): the same class for every row, including null names
     # (no rule matches: other), null kinds (the name rules) and memcpy/memset kinds (whatever the name).
-    from tracekit.analysis.roofline import _classes
+    from tracekit.analysis.roofline.points import _classes
 
     a = pl.DataFrame(
         {

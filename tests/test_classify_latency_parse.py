@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from tracekit.analysis import Slo, Thresholds
-from tracekit.analysis.latency import decode_by_ctx, sidecar_requests
+from tracekit.analysis.serving.latency import decode_by_ctx, sidecar_requests
 from tracekit.errors import UsageError
 
 

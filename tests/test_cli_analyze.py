@@ -113,8 +113,9 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
     # time (report/jsonout.document_parts): the same text as the whole document, never held at
     # once (the 860 MB replica's compact, indented and newline-terminated copies: ~300 MB).
     import tracekit.cli.analyze as cli
-    from tracekit.analysis import result, result_rows
-    from tracekit.report.jsonout import document
+    from tracekit.analysis import result
+    from tracekit.analysis.contract import rows as result_rows
+    from tracekit.report.formats.json_print import document
 
     pieces: list[bytes] = []
     wholes: list[bytes] = []

@@ -195,8 +195,8 @@ def test_cpu_diagnostic_on_every_output(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0 and f"A: {CPU_DIAGNOSTIC}" in out and f"B: {CPU_DIAGNOSTIC}" in out, err
     code, out, err = _run(["diff", str(LLM), str(LLM), "--format", "md"], capsys)
     assert code == 0 and CPU_DIAGNOSTIC in out
-    from tracekit.report import figures
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.plots import figures
+    from tracekit.report.from_path import analyse_path
 
     data = analyse_path(str(LLM)).report_data()
     fig = figures.draw("timeline", data)
@@ -204,7 +204,7 @@ def test_cpu_diagnostic_on_every_output(tmp_path: Path, capsys: pytest.CaptureFi
     import polars as pl
 
     sweep = pl.read_csv(REPO / "sample_traces/phase_shape/phase_shape.csv")
-    from tracekit.report import plots
+    from tracekit.report.plots import draw as plots
 
     fig = plots.sweep(sweep.with_columns(pl.lit(CPU_DIAGNOSTIC).alias("diagnostic")))
     assert CPU_DIAGNOSTIC in [t.get_text() for t in fig.texts]

@@ -276,7 +276,7 @@ def test_allocator_setting_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 def test_user_allocator_setting_told_from_polars_own() -> None:
-    from tracekit.cli.allocator import user_setting
+    from tracekit.tuning import user_setting
 
     assert not user_setting(None)
     assert not user_setting("dirty_decay_ms:500,muzzy_decay_ms:1000")  # polars' defaults

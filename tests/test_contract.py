@@ -1,4 +1,4 @@
-"""The TypedDicts of tracekit/analysis/contract.py mirror the JSON the analysis writes: every key of
+"""The TypedDicts of tracekit/analysis/contract/types.py mirror the JSON the analysis writes: every key of
 every stored snapshot (tests/snapshots/analyze) is declared, and every required key is present.
 A key added to ``AnalysisResult.to_json`` fails here until the contract (and docs/json.md) has it."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tracekit.analysis import contract as c
+from tracekit.analysis.contract import types as c
 
 SNAPSHOTS = sorted((Path(__file__).parent / "snapshots" / "analyze").glob("*.json"))
 
@@ -81,8 +81,9 @@ def test_json_parts_print_as_the_whole_document(shared_traces: Path, monkeypatch
     import polars as pl
 
     import tracekit
-    from tracekit.analysis import analyze, result_rows
-    from tracekit.report.jsonout import document, document_parts
+    from tracekit.analysis import analyze
+    from tracekit.analysis.contract import rows as result_rows
+    from tracekit.report.formats.json_print import document, document_parts
 
     r = analyze(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
     assert r.regions.height > 20
@@ -119,7 +120,7 @@ def test_struct_rows_encode_as_the_dicts() -> None:
     import msgspec
     import polars as pl
 
-    from tracekit.analysis.result_rows import _dicts, _rows
+    from tracekit.analysis.contract.rows import _dicts, _rows
 
     df = pl.DataFrame({"1x": [1, None], "class": [float("nan"), 2.5], "a b": ["µ", None]})
     extra = {"top_kernels": [[{"name": "k"}], []]}
@@ -138,7 +139,7 @@ def test_rows_encoded_in_chunks_equal_the_whole_list() -> None:
     import msgspec
     import polars as pl
 
-    from tracekit.analysis.result_rows import _encoded_rows, _rows
+    from tracekit.analysis.contract.rows import _encoded_rows, _rows
 
     df = pl.DataFrame({"region_id": [1, 2, 3, 4, 5], "x": [0.5, float("nan"), None, 2.0, 1e-05]})
     extra = {"top_kernels": [[{"name": "k"}], [], [], [{"name": "µ"}], []]}

@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tracekit.analysis.comm import comm_by_phase, exposed
-from tracekit.analysis.ranks import parse_ranks
+from tracekit.analysis.communication import comm_by_phase, exposed
+from tracekit.analysis.ranks.compare import parse_ranks
 from tracekit.cli.main import main
 from tracekit.errors import UsageError
 
@@ -130,9 +130,9 @@ def test_straggler_view_names_the_slowed_rank_and_step(
     base = w["median_ns"]
     assert abs(w["max_ns"] - (base + info["extra_ns"])) <= 2
     assert not any(s["straggler"] for s in doc["stragglers"] if s["step"] != 1)
-    # Idle by cause (tracekit/analysis/idle.py): dilating the step stretches its idle time too; the
+    # Idle by cause (tracekit/analysis/idle/causes.py): dilating the step stretches its idle time too; the
     # cause with most extra idle on rank 1 is named, and the step's largest culprit in words.
-    from tracekit.analysis.idle import CAUSES
+    from tracekit.analysis.idle.causes import CAUSES
 
     assert w["idle_excess_ns"] > 0 and w["idle_cause"] in CAUSES and 0 < w["idle_cause_excess_ns"]
     assert isinstance(w["idle_top"], str) and w["idle_top"]

@@ -1,4 +1,4 @@
-"""Derived tables stored at ingest (tracekit/analysis/derived.py): round trip, equality with analysing from
+"""Derived tables stored at ingest (tracekit/analysis/store/derived.py): round trip, equality with analysing from
 the JSON, and staleness (key, row counts, missing table, plain re-ingest) → recomputed."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
-from tracekit.analysis.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
+from tracekit.analysis.store.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
 from tracekit.tables.trace import write_dataset
 
 QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
@@ -100,7 +100,7 @@ def test_ingest_cli_stores_derived_tables(shared_traces: Path, tmp_path: Path) -
 
 
 def test_add_derived_to_a_committed_trace(shared_traces: Path, tmp_path: Path) -> None:
-    from tracekit.analysis.derived import add_derived
+    from tracekit.analysis.store.derived import add_derived
 
     tr = tracekit.load(str(shared_traces / QWEN))
     write_dataset(tr, tmp_path)
@@ -145,7 +145,7 @@ def test_derived_computed_while_the_canonical_tables_are_written(shared_traces: 
     # thread while it runs. Same dataset as with the tables given as a dict; and a computation
     # that fails commits nothing (no meta, no partition, no staging directory), after the
     # thread's writes have finished.
-    from tracekit.analysis.derived import compute_derived
+    from tracekit.analysis.store.derived import compute_derived
 
     tr = tracekit.load(str(shared_traces / QWEN))
     write_dataset(tr, tmp_path / "a", extra=compute_derived(tr))

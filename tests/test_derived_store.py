@@ -1,4 +1,4 @@
-"""The derived tables stored from only the columns they need (tracekit/analysis/derived_store.py):
+"""The derived tables stored from only the columns they need (tracekit/analysis/store/compute.py):
 the same tables as computed from the whole trace; what the attribution and the costs read of it;
 the trace's tables released by the attribution; the analysis document stored piece by piece as it
 is printed (tracekit/tables/results.py ``storing``)."""
@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 import tracekit
-from tracekit.analysis.derived import DERIVED_TABLES, compute_derived, load_for_analysis, read_derived
-from tracekit.analysis.derived_store import ATTRIBUTION_COLUMNS, COSTS_COLUMNS, SPARSE, store_derived
+from tracekit.analysis.store.derived import DERIVED_TABLES, compute_derived, load_for_analysis, read_derived
+from tracekit.analysis.store.compute import ATTRIBUTION_COLUMNS, COSTS_COLUMNS, SPARSE, store_derived
 from tracekit.tables import schema
 from tracekit.tables.trace import Trace, read_dataset, write_dataset
 

@@ -30,7 +30,7 @@ ENGINE = (
 # main at f42f508: 1,043 queries. The tops, class roofline and shape roofline as one lazy plan
 # each (one region closure for the three): 858. Attribution and the enclosing-interval search with
 # chained steps as one query each: 763. The labels, communication, the analysis' own steps and
-# the JSON's per-scope records likewise: 674. Series gathered with tables/take.py: 613. The metric
+# the JSON's per-scope records likewise: 674. Series gathered with tables/gather.py: 613. The metric
 # sweep, op totals and dominant dtype as one plan, the cost owners in one query, fewer null tests: 524.
 # The launch index in one query, innermost_rows' matches placed by a join, positions by arithmetic: 491.
 # The cost model's chained steps and the region windows as one query each: 469. The idle causes'
@@ -95,7 +95,7 @@ def count_queries(fn: object) -> int:
     ],
 )
 def test_take_is_gather_without_a_query(idx: pl.Series) -> None:
-    from tracekit.tables.take import take
+    from tracekit.tables.gather import take
 
     s = pl.Series("x", ["a", None, "c"])
     assert take(s, idx).to_list() == s.gather(idx).to_list()

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 import tracekit
-from tracekit.analysis import analyze, core
-from tracekit.analysis.roofline import class_roofline, shape_roofline
+from tracekit.analysis import analyze
+from tracekit.analysis import pipeline as core
+from tracekit.analysis.roofline.points import class_roofline, shape_roofline
 
 SAMPLED = "kineto/hta/trace_filter/sampled_rank-1.json.gz"
 SGLANG_DECODE = "kineto/tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"
@@ -85,7 +86,7 @@ def test_absurd_flops_are_summed_without_overflow(tmp_path: Path) -> None:
     # bytes ((1e16 + 1e16 + 1e16) elements × 4 bytes): fewer scale bits are used for that column
     # (126 − 81 = 45, since 2e24 < 2**81), so the analysis succeeds with the same totals as the
     # plain float sum (before the fix: InvalidOperationError, a traceback).
-    from tracekit.analysis.float_sums import _FRAC_BITS, _frac_bits
+    from tracekit.analysis.roofline.exact_sums import _FRAC_BITS, _frac_bits
     from tracekit.cli.main import main
 
     ev = [

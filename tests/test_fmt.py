@@ -68,7 +68,7 @@ def test_short_kernel_names() -> None:
 
 
 def test_diff_share_deltas_in_percentage_points() -> None:
-    from tracekit.report.text import _delta
+    from tracekit.report.formats.text import _delta
 
     # busy 60 % -> 65 %: B − A is +5.0 pp, not "5.0 %" (which would read as a relative change)
     assert _delta("busy_ratio", 0.05) == "+5.0 pp"

@@ -15,7 +15,7 @@ import pytest
 
 from tracekit.conventions import read_sidecar
 from tracekit.errors import DatasetError
-from tracekit.report.env import environment
+from tracekit.report.sections.environment import environment
 from tracekit.report.output import write_atomic
 from tracekit.tables import staging
 

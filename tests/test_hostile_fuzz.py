@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from tracekit.errors import TracekitError
-from tracekit.sources.kineto import native as kn
+from tracekit.sources.kineto.reading import native as kn
 from tracekit.sources.kineto.loader import load_kineto
 
 SEED = 13

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
+from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.trace import Trace
 

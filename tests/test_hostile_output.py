@@ -123,7 +123,8 @@ def test_report_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> N
 
 
 def test_plain_text_keeps_names_literal() -> None:
-    from tracekit.report import canvas, plots
+    from tracekit.report.plots import canvas
+    from tracekit.report.plots import draw as plots
 
     fig = canvas.figure()
     ax = fig.add_subplot()
@@ -138,7 +139,7 @@ def test_plain_text_keeps_names_literal() -> None:
 
 def test_json_output_is_terminal_safe_and_still_valid_json(hostile: Path, tmp_path: Path) -> None:
     # ESC_NAME holds ESC and BEL (JSON escapes them as \u001b, \u0007) and U+202E, which JSON would
-    # print raw: report/jsonout.py writes it as the escape \u202e. Parsing gives the name back
+    # print raw: report/formats/json_print.py writes it as the escape \u202e. Parsing gives the name back
     # exactly, from the computed output and from the stored result of a dataset (printed as stored).
     proc = _cli("analyze", "--format", "json", str(hostile))
     assert proc.returncode == 0, proc.stderr
@@ -164,13 +165,13 @@ def _strings(x: Any) -> list[str]:
 
 
 def test_json_safe_precheck_finds_every_unsafe_character() -> None:
-    # report/jsonout.py checks per lead byte before escaping: each of the 44 terminal-unsafe
+    # report/formats/json_print.py checks per lead byte before escaping: each of the 44 terminal-unsafe
     # characters is found among many harmless characters of the same lead byte (µ = C2 B5,
     # – = E2 80 93), and a document holding only harmless ones comes back as the same bytes.
     import json
 
     from tracekit.conventions import TERMINAL_UNSAFE
-    from tracekit.report.jsonout import safe
+    from tracekit.report.formats.json_print import safe
 
     harmless = json.dumps({"t": "12.5 µs – 3 µs " * 50}, ensure_ascii=False).encode()
     assert safe(harmless) is harmless
@@ -188,7 +189,7 @@ def test_json_pieces_escape_what_the_whole_document_escapes() -> None:
     # one is there: the pieces are the whole document's bytes, with and without such names.
     import msgspec
 
-    from tracekit.report.jsonout import document, document_parts
+    from tracekit.report.formats.json_print import document, document_parts
 
     rows = [{"name": n, "x": [1, {"y": n}]} for n in ("plain", ESC_NAME, "µ", "\u2066x", "\x7fz", "ok")]
     for depth in (1, 2, 3):

@@ -12,7 +12,7 @@ import pytest
 import tracekit
 from conftest import kineto_trace_files, nsys_export_files
 from tracekit.analysis import analyze, analyze_tables
-from tracekit.analysis.idle import CAUSE_COLUMNS, blocking_calls
+from tracekit.analysis.idle.causes import CAUSE_COLUMNS, blocking_calls
 
 
 @dataclass(frozen=True)
@@ -278,8 +278,9 @@ def test_sglang_prefill_names_the_blocking_copy(shared_traces: Path) -> None:
     # The same culprit in the JSON, the text table and the timeline plot.
     doc = res.to_json()
     assert doc["phases"][0]["idle_culprits"][0]["call"] == "hipMemcpyWithStream"
-    from tracekit.report.analyze import render
-    from tracekit.report import model, plots
+    from tracekit.report.screens.analyze import render
+    from tracekit.report import model
+    from tracekit.report.plots import draw as plots
 
     assert "(b) blocking call" in render(doc) and "hipMemcpyWithStream" in render(doc, markdown=True)
     data = model.from_result(res, activities=tr.kernels.select("device", "stream", "start_ns", "end_ns"))
@@ -311,7 +312,7 @@ def test_idle_causes_sum_to_idle_nsys(shared_traces: Path, path: Path) -> None:
 
 def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     # The one-sort innermost-op stretches equal tracekit.tables.intervals.self_time_segments (joins).
-    from tracekit.analysis.op_segments import op_segments
+    from tracekit.analysis.idle.host_segments import op_segments
     from tracekit.tables.intervals import self_time_segments
 
     tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
@@ -324,7 +325,7 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     got = op_segments(ops, ops.select("pid", "tid").unique())
     assert got.height > 1000 and got.sort("pid", "tid", "s").equals(ref.sort("pid", "tid", "s"))
     # The analysis keeps op ids in the stretches (8 bytes a row) and names only the ones it uses.
-    from tracekit.analysis.op_segments import op_labels
+    from tracekit.analysis.idle.host_segments import op_labels
 
     ids = op_segments(ops, ops.select("pid", "tid").unique(), names=False)
     assert ids.schema["op"] == pl.Int64() and op_labels(ids, ops).equals(got)
@@ -333,7 +334,7 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
 def test_op_segments_packed_threads_equal_general_path(shared_traces: Path) -> None:
     # op_segments in two queries (thread ids packed: pid·2^31 + tid) gives the stretches of the
     # general path, which thread ids of 2^40 and more force; threads not asked for are left out.
-    from tracekit.analysis import op_segments as segs
+    from tracekit.analysis.idle import host_segments as segs
 
     tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
     ops = tr.ops
@@ -352,7 +353,7 @@ def test_split_packed_equals_join_path() -> None:
     # split and the as-of-join split cut the same pieces.
     import random
 
-    from tracekit.analysis.interval_split import _split_join, split
+    from tracekit.analysis.idle.intervals import _split_join, split
 
     rnd = random.Random(7)
     pieces, layer = [], []
@@ -388,7 +389,7 @@ def test_split_group_rank_equals_struct_rank() -> None:
     # gives its own dense rank (negative values and 2^40-wide ranges included; nulls: the struct).
     import random
 
-    from tracekit.analysis.interval_split import _group_rank
+    from tracekit.analysis.idle.intervals import _group_rank
 
     rnd = random.Random(5)
     schema = {"pid": pl.Int64(), "tid": pl.Int64(), "region_id": pl.Int64()}
@@ -423,7 +424,7 @@ def test_idle_causes_by_block_equal_all_at_once(shared_traces: Path, rel: str, m
     # explain._causes_by_block computes the idle causes for blocks of regions (window-start
     # order, each block's op stretches cut to its time range); with blocks of 64 linked
     # activities these traces need 2 and 23 blocks, and the whole document must not change.
-    from tracekit.analysis import explain
+    from tracekit.analysis.idle import culprits as explain
 
     trace = tracekit.load(str(shared_traces / rel))
     whole = analyze(trace).to_json_bytes()
@@ -446,7 +447,7 @@ def test_packed_keys_equal_ranked_path() -> None:
     # and wide ids, times near the epoch-ns range).
     import random
 
-    from tracekit.analysis.interval_split import _packed, _packed_ranked
+    from tracekit.analysis.idle.intervals import _packed, _packed_ranked
 
     rnd = random.Random(11)
     for _ in range(50):
@@ -470,7 +471,7 @@ def test_packed_keys_equal_ranked_path() -> None:
 def test_totals_and_culprits_equal_from_pieces() -> None:
     # idle.totals_and_culprits sums the cause totals from the culprit sums: the same frames as
     # cause_totals and culprits of the pieces (mixed null / repeated instances included).
-    from tracekit.analysis.idle import cause_totals, culprits, totals_and_culprits
+    from tracekit.analysis.idle.causes import cause_totals, culprits, totals_and_culprits
 
     pieces = pl.DataFrame(
         {
@@ -495,7 +496,7 @@ def test_totals_and_culprits_equal_from_pieces() -> None:
 def test_union_named_columns_and_nulls() -> None:
     # interval_split.union reads the interval columns by name (no renaming query) and takes its
     # ranges from Series minima without nulls, from a query with them: the same unions.
-    from tracekit.analysis.interval_split import union
+    from tracekit.analysis.idle.intervals import union
 
     iv = pl.DataFrame({"rid": [2, 1, 1, 1, 2, None], "start_ns": [5, 0, 3, 20, 9, 1], "end_ns": [8, 4, 10, 25, 12, 2]})
     # region 1: [0, 4] ∪ [3, 10] = [0, 10], then [20, 25]; region 2: [5, 8], [9, 12]; the null key is dropped

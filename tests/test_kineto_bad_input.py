@@ -13,7 +13,7 @@ import pytest
 
 from tracekit.cli.main import main
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
-from tracekit.sources.kineto import window
+from tracekit.sources.kineto.reading import window
 from tracekit.sources.kineto.loader import load_kineto
 
 from kineto_events import kernel  # noqa: E402
@@ -279,7 +279,7 @@ def test_integer_fast_path_equals_exact_text_path() -> None:
     import msgspec
     import polars as pl
 
-    from tracekit.sources.kineto.columns import ns_from_raw, ns_from_text
+    from tracekit.sources.kineto.reading.columns import ns_from_raw, ns_from_text
 
     cases = [
         [b"1669783687464181", b"12", b"-0", b"0"],  # all ints: 1669783687464181000 ns, ...
@@ -333,7 +333,7 @@ def test_grid_and_block_text_to_integers() -> None:
     null; "[4, x, 9]" → 4, null, 9 (x is not an integer); "[]" → null ×3; null text → null ×3."""
     import polars as pl
 
-    from tracekit.sources.kineto.columns import dims
+    from tracekit.sources.kineto.reading.columns import dims
 
     s = pl.DataFrame({"g": ["[128, 1, 1]", "[ 7 ,2]", "[4, x, 9]", "[]", None]})
     got = s.select(dims(pl.col("g")).alias("l")).select(

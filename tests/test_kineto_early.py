@@ -1,4 +1,4 @@
-"""The early read (tracekit/sources/kineto/early.py): a Kineto file read while polars loads, its
+"""The early read (tracekit/sources/kineto/reading/early.py): a Kineto file read while polars loads, its
 record replayed into the tables. In this process polars is already loaded, so `load` reads the
 ordinary way; the early path is called directly here, and taken for real in fresh interpreters
 (subprocesses), where it must give the same dataset and the same errors."""
@@ -22,7 +22,7 @@ from tracekit.cli.analyze import ANALYSIS_MODULES
 from tracekit.errors import TracekitError
 from tracekit.ingest import ingest_file
 from tracekit.sources import load
-from tracekit.sources.kineto.early import LIMIT_BYTES, read_while_importing, worth_it
+from tracekit.sources.kineto.reading.early import LIMIT_BYTES, read_while_importing, worth_it
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.schema import TABLES
 
@@ -74,7 +74,7 @@ def _fresh(code: str, env: dict[str, str] | None = None) -> str:
 
 _SPY = """
 import json, sys
-import tracekit.sources.kineto.early as e
+import tracekit.sources.kineto.reading.early as e
 from tracekit.sources import load
 calls = []
 real = e.read_while_importing
@@ -83,7 +83,7 @@ def spy(path, modules):
     return real(path, modules)
 e.read_while_importing = spy
 try:
-    t = load(sys.argv[1] if len(sys.argv) > 1 else {path!r}, warm=("tracekit.analysis.derived",))
+    t = load(sys.argv[1] if len(sys.argv) > 1 else {path!r}, warm=("tracekit.analysis.store.derived",))
     print(json.dumps({{"calls": calls, "kernels": t.table("kernels").height, "ops": t.table("ops").height}}))
 except Exception as exc:
     print(json.dumps({{"calls": calls, "error": type(exc).__name__ + ": " + str(exc)}}))
@@ -94,7 +94,7 @@ def test_a_fresh_process_reads_early_while_polars_and_the_warm_modules_load(shar
     path = str(shared_traces / DFI)
     got = json.loads(_fresh(_SPY.format(path=path)))
     # One early read, started before polars was loaded, importing the loader and the warm module.
-    assert got["calls"] == [[False, ["tracekit.sources.kineto.loader", "tracekit.analysis.derived"]]]
+    assert got["calls"] == [[False, ["tracekit.sources.kineto.loader", "tracekit.analysis.store.derived"]]]
     # df_index_resolver: 22,290 device activities and 56,680 ops (the ingest line of BENCHMARKS.md).
     assert (got["kernels"], got["ops"]) == (22290, 56680)
     off = json.loads(_fresh(_SPY.format(path=path), {"TRACEKIT_NO_EARLY_READ": "1"}))
@@ -161,7 +161,7 @@ def test_bad_input_fails_the_same_way_on_the_early_read(tmp_path: Path) -> None:
 
 _CLI_SPY = """
 import sys
-import tracekit.sources.kineto.early as e
+import tracekit.sources.kineto.reading.early as e
 calls = []
 real = e.read_while_importing
 def spy(path, modules):
@@ -180,8 +180,11 @@ sys.stderr.write("EARLY " + repr(calls) + "\\n")
 @pytest.mark.parametrize(
     ("args", "warm"),
     [
-        (["analyze", "{p}", "--format", "json"], [*ANALYSIS_MODULES, "tracekit.report.jsonout"]),
-        (["summary", "{p}", "--format", "json"], ["tracekit.analysis.summary", "tracekit.report.summary"]),
+        (["analyze", "{p}", "--format", "json"], [*ANALYSIS_MODULES, "tracekit.report.formats.json_print"]),
+        (
+            ["summary", "{p}", "--format", "json"],
+            ["tracekit.analysis.trace_summary", "tracekit.report.screens.summary"],
+        ),
     ],
     ids=["analyze", "summary"],
 )
@@ -238,13 +241,13 @@ import contextlib, io, json, shutil, sys, tempfile
 from tracekit.cli.analyze import ANALYSIS_MODULES
 from tracekit.ingest import DERIVED_MODULES
 from tracekit.sources import load
-for m in (*ANALYSIS_MODULES, *DERIVED_MODULES, "tracekit.report.jsonout"):
+for m in (*ANALYSIS_MODULES, *DERIVED_MODULES, "tracekit.report.formats.json_print"):
     __import__(m)
 t = load({path!r}, warm=())
 before = set(sys.modules)
 from tracekit.analysis import analyze
-from tracekit.analysis.derived import write_with_derived
-from tracekit.report.jsonout import document
+from tracekit.analysis.store.derived import write_with_derived
+from tracekit.report.formats.json_print import document
 with contextlib.redirect_stdout(io.StringIO()):
     for piece in document(analyze(t).to_json_bytes()):
         pass

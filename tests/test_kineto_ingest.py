@@ -11,7 +11,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import SHARED_TRACES
-from tracekit.sources.kineto import native as kn
+from tracekit.sources.kineto.reading import native as kn
 
 native = pytest.mark.skipif(not kn.available(), reason="tracekit.sources.kineto._kscan is not built")
 

@@ -15,7 +15,7 @@ _kscan = pytest.importorskip("tracekit.sources.kineto._kscan")
 from conftest import SHARED_TRACES  # noqa: E402
 from kineto_both import K, OP, assert_same, doc, gz_param, load_both, synthetic, write  # noqa: E402
 from tracekit.errors import EmptyTraceError, TraceFormatError  # noqa: E402
-from tracekit.sources.kineto import native as kn  # noqa: E402
+from tracekit.sources.kineto.reading import native as kn  # noqa: E402
 from tracekit.sources.kineto.routes import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
 
 LARGE = ("df_index_resolver", "mtia_trace_single_rank")

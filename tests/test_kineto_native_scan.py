@@ -9,7 +9,7 @@ import pytest
 _kscan = pytest.importorskip("tracekit.sources.kineto._kscan")
 
 from kineto_both import K  # noqa: E402
-from tracekit.sources.kineto import native as kn  # noqa: E402
+from tracekit.sources.kineto.reading import native as kn  # noqa: E402
 from tracekit.sources.kineto.routes import FLOW_CATS, NATIVE_COLUMNS, X_ROUTES  # noqa: E402
 
 # --- the scanner itself ------------------------------------------------------------------------

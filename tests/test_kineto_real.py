@@ -15,7 +15,7 @@ import pytest
 
 from conftest import SHARED_TRACES, kineto_trace_files
 from tracekit.sources.kineto.loader import load_kineto
-from tracekit.analysis.summary import stream_busy
+from tracekit.analysis.trace_summary import stream_busy
 from tracekit.tables.trace import Trace
 from golden.reference import union_ns
 
@@ -142,7 +142,7 @@ def test_base_time_nanoseconds_added() -> None:
 
 def test_chunked_nesting_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracekit.tables.intervals import nest
-    from tracekit.sources.kineto import finish as kineto_finish
+    from tracekit.sources.kineto.reading import finish as kineto_finish
 
     monkeypatch.setattr(kineto_finish, "NEST_CHUNK_ROWS", 997)  # many chunks on ~40k ops
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1")  # the chunked polars path, not the C one

@@ -16,8 +16,8 @@ from conftest import kineto_trace_files  # noqa: E402
 from test_report_helpers import run_cli, write_tiny_trace  # noqa: E402
 
 import tracekit  # noqa: E402
-from tracekit.report.label import label_bytes, region_labels  # noqa: E402
-from tracekit.report.pipeline import analyse_path  # noqa: E402
+from tracekit.report.screens.label import label_bytes, region_labels  # noqa: E402
+from tracekit.report.from_path import analyse_path  # noqa: E402
 from tracekit.sources.kineto import writer  # noqa: E402
 
 TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])

@@ -1,4 +1,4 @@
-"""The analysis of a dataset trace reads only the columns it needs (tracekit/analysis/derived.py:
+"""The analysis of a dataset trace reads only the columns it needs (tracekit/analysis/store/derived.py:
 ``load_for_analysis``, ``ANALYSIS_COLUMNS``, ``ANALYSIS_ACTIVITY_COLUMNS``) and prints the same
 document as the analysis of the trace file: the five snapshot traces of tests/test_snapshots.py,
 each ingested with its derived tables and analysed from the dataset, match the stored snapshots."""
@@ -12,7 +12,7 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
-from tracekit.analysis.derived import (
+from tracekit.analysis.store.derived import (
     ANALYSIS_COLUMNS,
     KEY,
     analysis_rows,

@@ -37,7 +37,9 @@ def imported_modules(source: str) -> set[str]:
 
 
 def test_import_check_catches_private_modules() -> None:
-    assert imported_modules("from tracekit.report.markdown import render") == {"tracekit.report.markdown"}
+    assert imported_modules("from tracekit.report.formats.markdown import render") == {
+        "tracekit.report.formats.markdown"
+    }
     assert imported_modules("from tracekit import report, hardware\nimport tracekit") == {
         "tracekit.report",
         "tracekit.hardware",

@@ -11,9 +11,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_helpers import sample_activities, sample_doc, sample_top_kernels  # noqa: E402
 
-from tracekit.analysis.classes import OP_CLASSES, op_class  # noqa: E402
+from tracekit.analysis.regions.kernel_classes import OP_CLASSES, op_class  # noqa: E402
 from tracekit.errors import UsageError  # noqa: E402
-from tracekit.report import figures, model, plots, timeline_plot  # noqa: E402
+from tracekit.report import model  # noqa: E402
+from tracekit.report.plots import figures
+from tracekit.report.plots import draw as plots
+from tracekit.report.plots import timeline as timeline_plot
 
 
 def _readable(fig: object) -> None:

@@ -11,8 +11,11 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_helpers import EVIL, EVIL_PIPE, sample_activities, sample_doc, sample_top_kernels, sample_top_ops  # noqa: E402
 
-from tracekit.report import figures, fmt, html, markdown, model  # noqa: E402
-from tracekit.report import json as rjson  # noqa: E402
+from tracekit.report import fmt, model  # noqa: E402
+from tracekit.report.plots import figures
+from tracekit.report.formats import html
+from tracekit.report.formats import markdown
+from tracekit.report.formats import json as rjson
 
 
 def data() -> model.ReportData:

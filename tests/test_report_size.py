@@ -20,7 +20,7 @@ CE = "nsys/fuser/report1_a0498920_crossentropy.sqlite"
 
 @pytest.fixture(scope="module")
 def ce_data(shared_traces: Path):  # type: ignore[no-untyped-def]
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.from_path import analyse_path
 
     return analyse_path(shared_traces / CE).report_data()
 
@@ -42,7 +42,7 @@ def _ns(cell: str) -> float:
 
 
 def test_crossentropy_markdown_fits_an_issue_and_leads_with_device_time(ce_data, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tracekit.report import markdown
+    from tracekit.report.formats import markdown
 
     text = markdown.render(ce_data)
     assert len(text) < 60_000 < 65_536
@@ -71,7 +71,7 @@ def test_crossentropy_markdown_fits_an_issue_and_leads_with_device_time(ce_data,
 
 
 def test_all_regions_on_request(ce_data) -> None:  # type: ignore[no-untyped-def]
-    from tracekit.report import markdown
+    from tracekit.report.formats import markdown
 
     text = markdown.render(ce_data, max_regions=-1)
     assert len(_region_rows(text)) == 13_513 and "left out" not in text.split("## Top kernels")[0]
@@ -79,7 +79,8 @@ def test_all_regions_on_request(ce_data) -> None:  # type: ignore[no-untyped-def
 
 
 def test_kernel_names_short_with_full_name_kept(ce_data) -> None:  # type: ignore[no-untyped-def]
-    from tracekit.report import html, markdown
+    from tracekit.report.formats import html
+    from tracekit.report.formats import markdown
 
     text = markdown.render(ce_data)
     full = (
@@ -100,8 +101,8 @@ def test_cli_regions_option(shared_traces: Path, tmp_path: Path) -> None:
 
 
 def test_analyze_screen_leads_with_device_time_and_one_formatter(shared_traces: Path) -> None:
-    from tracekit.report.analyze import render
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.screens.analyze import render
+    from tracekit.report.from_path import analyse_path
 
     doc = analyse_path(shared_traces / CE).result.to_json()
     text = render(doc, limit=3)

@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from tracekit.errors import UsageError
-from tracekit.report.latency_plot import latency_throughput, per_rate, read_serve_sweep
-from tracekit.report.plots import MissingPlotData
+from tracekit.report.plots.latency import latency_throughput, per_rate, read_serve_sweep
+from tracekit.report.plots.draw import MissingPlotData
 from tracekit.workloads.serve_sweep import parse_rates, rows_of
 
 REPO = Path(__file__).resolve().parents[1]

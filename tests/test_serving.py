@@ -9,8 +9,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from tracekit.analysis.interference import fit, t_quantile
-from tracekit.analysis.serving import encoded_requests, request_tokens, step_period_itl
+from tracekit.analysis.serving.interference import fit, t_quantile
+from tracekit.analysis.serving.metrics import encoded_requests, request_tokens, step_period_itl
 from tracekit.annotate import format_id_list, format_phase_name, parse_id_list, parse_phase_name, request_attrs
 
 from conftest import SHARED_TRACES
@@ -210,7 +210,7 @@ def test_mixed_steps_without_request_ids_fall_back_to_sidecar_and_step_period() 
     # Continuous batching without dc=/pf=/arr= (e.g. an old serve trace): no trace TTFT, a warning
     # says why, and ITL is the step period: steps done at 10, 14, 20 ms → 8 (first: its own
     # duration from 2 ms), 4, 6.
-    from tracekit.analysis.latency import latency
+    from tracekit.analysis.serving.latency import latency
 
     units = pl.DataFrame(
         {
@@ -238,8 +238,8 @@ def test_mixed_steps_without_request_ids_fall_back_to_sidecar_and_step_period() 
 def test_vllm_names_give_decode_context_and_composition() -> None:
     # generation part: 4 decode requests reading 400 KV entries → decode context 100 per sequence;
     # a pure decode step (no generation sk in the tk name) falls back to ctx.
-    from tracekit.analysis.interference import decoding_steps
-    from tracekit.analysis.serving import composition
+    from tracekit.analysis.serving.interference import decoding_steps
+    from tracekit.analysis.serving.metrics import composition
 
     steps = pl.DataFrame(
         {

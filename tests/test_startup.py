@@ -113,7 +113,7 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
         "analyze", str(ds), "--format", "json", "--thresholds", "busy=0.9", "-o", str(second), "--force"
     ) == ["polars"]
     assert len(list((ds / "analysis_results").rglob("*.json"))) == 2
-    # table format from the stored document: its renderer (report/analyze.py → report/sections.py)
+    # table format from the stored document: its renderer (report/screens/analyze.py → report/sections/build.py)
     # imports polars today, nothing heavier
     assert imported("analyze", str(ds)) in ([], ["polars"])
     r = subprocess.run(
@@ -151,7 +151,7 @@ def test_stored_results_key_follows_every_code_file(tmp_path: Path) -> None:
     (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
     (pkg / "README.txt").write_text("not code")
     assert results._code_hash(pkg) == base  # bytecode and non-.py files are not code
-    f = pkg / "analysis" / "classify.py"
+    f = pkg / "analysis" / "verdict.py"
     st = f.stat()
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # touched: 1 ns later
     touched = results._code_hash(pkg)

@@ -31,7 +31,7 @@ PEAK_FRACTION_COLUMNS: Final = ("frac_peak_flops", "frac_peak_bytes")
 MEASURED_COLUMNS: Final = (*COST_COLUMNS, *PEAK_FRACTION_COLUMNS)
 # Characters that must never reach a terminal raw from trace data, beyond the C0 controls (which
 # JSON always escapes): DEL, the C1 controls, the Unicode bidi/direction marks. Inclusive ranges.
-# cli/term.py shows them (and C0) as visible escapes; report/jsonout.py as JSON \uXXXX escapes.
+# cli/term.py shows them (and C0) as visible escapes; report/formats/json_print.py as JSON \uXXXX escapes.
 TERMINAL_UNSAFE: Final = ((0x7F, 0x9F), (0x200E, 0x200F), (0x202A, 0x202E), (0x2066, 0x2069))
 
 

@@ -25,15 +25,15 @@ from typing import Any
 from tracekit.conventions import TABLES
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
-from tracekit.sources.kineto.window import json_size as json_size  # re-exported: cli/ingest.py, tests
+from tracekit.sources.kineto.reading.window import json_size as json_size  # re-exported: cli/ingest.py, tests
 
 STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
 GLOB_CHARS = ("*", "?", "[")
-# What computing the derived tables imports (tracekit/analysis/derived.py compute_derived): imported
-# in the early read's thread while the file is read (tracekit/sources/kineto/early.py), not after.
+# What computing the derived tables imports (tracekit/analysis/store/derived.py compute_derived): imported
+# in the early read's thread while the file is read (tracekit/sources/kineto/reading/early.py), not after.
 DERIVED_MODULES = (
-    "tracekit.analysis.derived",
-    "tracekit.analysis.derived_store",
+    "tracekit.analysis.store.derived",
+    "tracekit.analysis.store.compute",
     "tracekit.attribution.core",
     "tracekit.costmodel.ops",
     "tracekit.labels.regions",
@@ -140,7 +140,7 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
 
         meta, heights = ingest_kineto(f, out)
         streamed = True
-        from tracekit.sources.kineto.capture_files import discover
+        from tracekit.sources.kineto.capture.files import discover
 
         if captures or discover(f):
             meta = {
@@ -152,9 +152,9 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
                 ],
             }
     else:
-        # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/early.py)
+        # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/reading/early.py)
         trace = load(f, captures=list(captures), warm=DERIVED_MODULES)
-        from tracekit.analysis.derived import write_with_derived
+        from tracekit.analysis.store.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
         meta, heights = trace.meta, {n: trace.table(n).height for n in TABLES}

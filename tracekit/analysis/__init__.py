@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from tracekit.analysis.classify import Thresholds, classify
-from tracekit.analysis.core import analyze, analyze_tables
+from tracekit.analysis.verdict import Thresholds, classify
+from tracekit.analysis.pipeline import analyze, analyze_tables
 from tracekit.analysis.device import resolve_hardware
-from tracekit.analysis.latency import Slo
+from tracekit.analysis.serving.latency import Slo
 from tracekit.analysis.result import CPU_DIAGNOSTIC, JSON_VERSION, AnalysisResult
 
 __all__ = [

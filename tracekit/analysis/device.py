@@ -1,5 +1,5 @@
 """The hardware an analysis uses and the ``device`` block of its result: peaks, ridge, calibration
-warnings, or a hint when no peaks are known (tracekit/analysis/core.py)."""
+warnings, or a hint when no peaks are known (tracekit/analysis/pipeline.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.analysis.classify import peaks_frame
+from tracekit.analysis.verdict import peaks_frame
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware

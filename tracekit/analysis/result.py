@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from tracekit.analysis.contract import AnalysisDoc
-from tracekit.analysis.result_rows import (
+from tracekit.analysis.contract.types import AnalysisDoc
+from tracekit.analysis.contract.rows import (
     TOP_JSON,
     _clean,
     _encoded_rows,
@@ -155,8 +155,10 @@ class AnalysisResult:
     decode_by_ctx: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     op_classes: pl.DataFrame = field(default_factory=pl.DataFrame)
-    serving: dict[str, Any] = field(default_factory=dict)  # analysis/serving.py: composition, interference, requests
-    communication: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase; tracekit/analysis/comm.py
+    serving: dict[str, Any] = field(
+        default_factory=dict
+    )  # analysis/serving/metrics.py: composition, interference, requests
+    communication: pl.DataFrame = field(default_factory=pl.DataFrame)  # per phase; tracekit/analysis/communication.py
     idle_culprits: pl.DataFrame = field(default_factory=pl.DataFrame)
     class_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
     shape_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
@@ -192,7 +194,7 @@ class AnalysisResult:
 
     def to_json(self) -> AnalysisDoc:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`); its type is the
-        contract renderers read (tracekit/analysis/contract.py)."""
+        contract renderers read (tracekit/analysis/contract/types.py)."""
         doc: AnalysisDoc = _clean(self._document())
         return doc
 
@@ -211,7 +213,7 @@ class AnalysisResult:
         JSON string ``placeholder`` (given as its compact JSON, quotes included; a random token
         no trace text holds), and the region rows as compact JSON arrays of :data:`ROW_CHUNK`
         rows each, made as they are read. The rows of the arrays, in order, are the elements of
-        ``regions`` (tracekit/report/jsonout.py ``document_parts`` prints them). The frames are
+        ``regions`` (tracekit/report/formats/json_print.py ``document_parts`` prints them). The frames are
         read, not copied: the result must not change until the chunks are read."""
         import uuid
 

@@ -10,7 +10,7 @@ import polars as pl
 from tracekit.attribution.codes import CPU_REGION_KINDS
 from tracekit.tables import schema
 from tracekit.tables.intervals import self_time_segments
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 
 def cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:

@@ -10,7 +10,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.tables import schema
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 REASON_NO_LAUNCH: Final = "no launch with this correlation"
 REASON_OUTSIDE: Final = "launch outside any region"

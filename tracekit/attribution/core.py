@@ -29,7 +29,7 @@ from tracekit.attribution.activities import cpu_op_activities, cpu_regions, devi
 from tracekit.attribution.codes import OP_LINK_SELF, REASON_NO_LAUNCH, code, counts, text
 from tracekit.attribution.links import forward_threads, launch_ops, launch_regions, region_links, region_tree
 from tracekit.tables.trace import Trace
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 _I, _S = pl.Int64(), pl.String()
 ACTIVITY_COLUMNS: Final[dict[str, pl.DataType]] = {
@@ -98,7 +98,7 @@ def attribute(trace: Trace, release: bool = False) -> Attribution:
     """Attribute every device activity (or CPU-op self-time stretch in a CPU-only trace) of ``trace`` to the
     innermost CPU-side region that launched it. Pure; times in ns. See the module docstring.
     ``release``: for a caller that reads the trace's kernels, launches and ops no more (the
-    derived tables' store, tracekit/analysis/derived_store.py): they are emptied in ``trace`` once
+    derived tables' store, tracekit/analysis/store/compute.py): they are emptied in ``trace`` once
     the activities have taken what they need of them, before the activity columns and the region
     links are made (the 860 MB replica: ~120 MB less held there)."""
     cpu_only = trace.is_cpu_only

@@ -19,7 +19,7 @@ from tracekit.attribution.codes import (
     code,
 )
 from tracekit.tables.enclosing import innermost_rows
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 
 def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:

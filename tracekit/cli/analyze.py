@@ -1,7 +1,7 @@
 """``tracekit analyze``: per-region and per-phase verdicts with the numbers that decided them.
 
 Thin: parse options, load, call :func:`tracekit.analysis.analyze`, print. The table / Markdown
-screens are rendered by :mod:`tracekit.report.analyze`; JSON is ``AnalysisResult.to_json()`` (docs/json.md).
+screens are rendered by :mod:`tracekit.report.screens.analyze`; JSON is ``AnalysisResult.to_json()`` (docs/json.md).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def analyze(**params: Any) -> None:
     else:
         text = _analyze(a, options if reuse else None)
     if out_path is None:
-        # bytes (a JSON document, whole or in pieces) are already terminal safe: report/jsonout.py
+        # bytes (a JSON document, whole or in pieces) are already terminal safe: report/formats/json_print.py
         for piece in [text] if isinstance(text, (str, bytes)) else text:
             echo(piece, nl=False)
     else:
@@ -145,7 +145,7 @@ def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
 def bounded_allocator(source: str) -> bool:
     """Before polars is loaded, and unless the user set it: :func:`analysis_allocator`'s setting
     for ``source``. True when set."""
-    from tracekit.cli.allocator import set_before_polars
+    from tracekit.tuning import set_before_polars
 
     return set_before_polars(lambda: analysis_allocator(source))
 
@@ -154,50 +154,53 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
     """The output of one trace's analysis from its JSON document (compact or indented bytes).
     JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python:
     0.3 s instead of 4.5 s for a 40k-region document; non-ASCII is written as UTF-8 instead of
-    \\u escapes; terminal-unsafe characters as JSON escapes (report/jsonout.py)."""
+    \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py)."""
     import msgspec
 
     if fmt == "json":
-        from tracekit.report.jsonout import document
+        from tracekit.report.formats.json_print import document
 
         return document(doc_json)
-    from tracekit.report.analyze import render
+    from tracekit.report.screens.analyze import render
 
     return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
 
 
 # What the analysis of a trace file imports after loading it: imported in the early read's thread
-# instead (tracekit/sources/kineto/early.py), while the file is read. tests/test_kineto_early.py
+# instead (tracekit/sources/kineto/reading/early.py), while the file is read. tests/test_kineto_early.py
 # checks that the analysis then imports no tracekit module of its own.
 ANALYSIS_MODULES = (
     "tracekit.analysis",
-    "tracekit.analysis.comm",
-    "tracekit.analysis.derived",
-    "tracekit.analysis.interference",
+    "tracekit.analysis.communication",
+    "tracekit.analysis.store.derived",
+    "tracekit.analysis.serving.interference",
     "tracekit.attribution.core",
     "tracekit.costmodel.ops",
     "tracekit.labels.infer",
     "tracekit.labels.regions",
-    "tracekit.sources.kineto.capture",
+    "tracekit.sources.kineto.capture.merge",
 )
 
 
 def _early_file(a: _Args) -> Trace | None:
     """A trace file analysed with no option that must be checked before any work (--phase-map,
     --slo, --thresholds, --rank, --compare): the trace, read while the analysis loads
-    (tracekit/sources/kineto/early.py); None otherwise."""
+    (tracekit/sources/kineto/reading/early.py); None otherwise."""
     if a.phase_map or a.slo or a.thresholds or a.rank is not None or a.compare or os.path.isdir(a.source):
         return None
     from tracekit.sources import load
 
-    warm = (*ANALYSIS_MODULES, "tracekit.report.jsonout" if a.fmt == "json" else "tracekit.report.analyze")
+    warm = (
+        *ANALYSIS_MODULES,
+        "tracekit.report.formats.json_print" if a.fmt == "json" else "tracekit.report.screens.analyze",
+    )
     return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=warm)
 
 
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | Iterator[bytes]:
     """Load and analyse (or compare ranks); with ``store_options`` store one trace's document in
     its dataset for the next run. One trace's JSON document not stored comes in pieces, each
-    made as it is printed (report/jsonout.py ``document_parts``)."""
+    made as it is printed (report/formats/json_print.py ``document_parts``)."""
     early = _early_file(a)
     from tracekit.analysis import Slo, Thresholds
     from tracekit.analysis import analyze as run_analysis
@@ -209,15 +212,15 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     th = Thresholds.parse(a.thresholds)
     chosen = ranks.selection(a.source, a.trace_id, a.rank, a.compare)
     if chosen is not None and len(chosen) > 1:
-        from tracekit.report.ranks import render_text as render_ranks
+        from tracekit.report.screens.ranks import render_text as render_ranks
 
         doc = ranks.compare_traces(a.source, chosen, a.hardware, pm, a.thresholds, a.workers, a.scheduler)
         if a.fmt == "json":
-            from tracekit.report.jsonout import document
+            from tracekit.report.formats.json_print import document
 
             return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
         return render_ranks(doc, markdown=a.fmt == "md")
-    from tracekit.analysis.derived import load_for_analysis
+    from tracekit.analysis.store.derived import load_for_analysis
 
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
@@ -243,7 +246,7 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
         # never the whole document at once: its compact form, the indented one and the copy
         # with the newline were ~75 + 2 × 110 MB on the 860 MB replica (and storing it, another
         # copy: the first analysis of a dataset peaked there)
-        from tracekit.report.jsonout import document_parts
+        from tracekit.report.formats.json_print import document_parts
 
         skeleton, placeholder, chunks = result.to_json_parts()
         del result  # the chunks keep the region rows only
@@ -256,7 +259,7 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     del result
     if store_options is not None and in_dataset:
-        from tracekit.report.jsonout import document
+        from tracekit.report.formats.json_print import document
         from tracekit.tables.results import store
 
         store(a.source, trace_id, store_options, source or None, document(compact))

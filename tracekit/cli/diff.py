@@ -46,8 +46,8 @@ def diff(
     """Compare two traces (or datasets): A is before, B is after."""
     from tracekit.report.diff import diff as diff_fn
     from tracekit.report.diff import name_totals, top_totals
-    from tracekit.report.pipeline import analyse_path
-    from tracekit.report.text import render_diff
+    from tracekit.report.from_path import analyse_path
+    from tracekit.report.formats.text import render_diff
 
     out_path = check_out(out, force) if out else None
     pm = list(phase_map) or None

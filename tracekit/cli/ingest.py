@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.allocator import set_before_polars
+from tracekit.tuning import set_before_polars
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option

@@ -24,9 +24,9 @@ def label(
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
     from tracekit.errors import UsageError
-    from tracekit.report import label as lab
+    from tracekit.report.screens import label as lab
     from tracekit.report.output import write_atomic
-    from tracekit.report.pipeline import analyse_path
+    from tracekit.report.from_path import analyse_path
     from tracekit.sources import sniff
     from tracekit.sources.kineto import writer
 

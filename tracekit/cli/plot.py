@@ -36,12 +36,13 @@ def plot(
     slo: str | None,
 ) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
-    from tracekit.report import figures, plots
-    from tracekit.report.pipeline import analyse_path, read_table
+    from tracekit.report.plots import figures
+    from tracekit.report.plots import draw as plots
+    from tracekit.report.from_path import analyse_path, read_table
 
     out_path = check_out(out, force, (".png", ".svg"))
     if kind == "latency-throughput":
-        from tracekit.report.latency_plot import latency_throughput, read_serve_sweep, sweep_diagnostic
+        from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
 
         sweep_table = read_serve_sweep(trace)
         if sweep_table is None:
@@ -91,7 +92,7 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
 
 
 def _slo(text: str | None) -> dict[str, Any] | None:
-    from tracekit.analysis.latency import Slo
+    from tracekit.analysis.serving.latency import Slo
 
     v = Slo.parse(text)
     return v.as_dict() if v else None

@@ -1,5 +1,5 @@
 """Shared by ``tracekit analyze`` and ``tracekit report``: choosing several traces of a dataset and
-comparing them across ranks (tracekit/analysis/ranks.py) with a progress bar. See docs/scale.md."""
+comparing them across ranks (tracekit/analysis/ranks/compare.py) with a progress bar. See docs/scale.md."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
         return None
     if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
         return None
-    from tracekit.analysis.ranks import parse_ranks, select_traces
+    from tracekit.analysis.ranks.compare import parse_ranks, select_traces
 
     return select_traces(source, list(compare) or None, parse_ranks(rank))
 
@@ -78,7 +78,7 @@ def compare_traces(
     scheduler: str | None,
 ) -> dict[str, Any]:
     """Every chosen trace analysed as a task, then compared: the ranks JSON document."""
-    from tracekit.analysis.ranks import analyze_ranks
+    from tracekit.analysis.ranks.compare import analyze_ranks
     from tracekit.cli.progress import Progress
     from tracekit.parallel import plan
 

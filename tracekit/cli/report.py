@@ -64,8 +64,8 @@ def report(
 
     A dataset of several traces (or those chosen by --compare prefixes / --rank) gives the ranks
     report: per rank × phase, stragglers, communication, a heat map of step time by rank × step."""
-    from tracekit.report import figures
-    from tracekit.report.pipeline import analyse_path, read_table
+    from tracekit.report.plots import figures
+    from tracekit.report.from_path import analyse_path, read_table
 
     max_regions = _regions_option(regions)
     if fmt is None:
@@ -81,7 +81,7 @@ def report(
     chosen = ranks.selection(trace, trace_id, rank, compare) if Path(trace).exists() else None
     if chosen is not None and len(chosen) > 1:
         from tracekit.labels.phases import parse_phase_map
-        from tracekit.report import ranks as ranks_report
+        from tracekit.report.screens import ranks as ranks_report
 
         doc = ranks.compare_traces(
             trace, chosen, hardware, parse_phase_map(phase_map) or None, None, workers, scheduler
@@ -100,7 +100,7 @@ def report(
             write_atomic(out_path, text)
             echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         return
-    from tracekit.report.latency_plot import read_serve_sweep
+    from tracekit.report.plots.latency import read_serve_sweep
 
     sweep_table = read_serve_sweep(sweep) if sweep else None
     if sweep and sweep_table is None:
@@ -112,15 +112,15 @@ def report(
     data = analysed.report_data()
     figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)
     if fmt == "json":
-        from tracekit.report.json import render as render_json
+        from tracekit.report.formats.json import render as render_json
 
         text = render_json(data)
     elif fmt == "html":
-        from tracekit.report.html import render as render_html
+        from tracekit.report.formats.html import render as render_html
 
         text = render_html(data, figs, max_regions)
     else:
-        from tracekit.report.markdown import render as render_md
+        from tracekit.report.formats.markdown import render as render_md
 
         text = render_md(data, figs, plot_dir, f"{plot_dir.name}/" if plot_dir else "", max_regions)
     if out_path is None:
@@ -128,7 +128,7 @@ def report(
     else:
         write_atomic(out_path, text)
         echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
-        from tracekit.report.headline import headline
+        from tracekit.report.sections.headline import headline
 
         for line in headline(data):
             echo(line, err=True)

@@ -24,10 +24,12 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
     from tracekit.sources import load
 
     trace = None
-    if not path.is_dir():  # a trace file: read while the modules below load (sources/kineto/early.py)
-        trace = load(str(path), trace_id=trace_id, warm=("tracekit.analysis.summary", "tracekit.report.summary"))
-    from tracekit.analysis.summary import dataset_overview, summarize
-    from tracekit.report.summary import render_text
+    if not path.is_dir():  # a trace file: read while the modules below load (sources/kineto/reading/early.py)
+        trace = load(
+            str(path), trace_id=trace_id, warm=("tracekit.analysis.trace_summary", "tracekit.report.screens.summary")
+        )
+    from tracekit.analysis.trace_summary import dataset_overview, summarize
+    from tracekit.report.screens.summary import render_text
     from tracekit.tables.trace import dataset_trace_ids, is_dataset
 
     if trace is None and trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:

@@ -34,7 +34,7 @@ def clean(text: str) -> str:
 
 def echo(message: Any = None, err: bool = False, nl: bool = True, file: IO[Any] | None = None) -> None:
     """``click.echo`` of ``message`` made safe for a terminal (:func:`clean`)."""
-    if isinstance(message, (bytes, bytearray)):  # already terminal safe (report/jsonout.py)
+    if isinstance(message, (bytes, bytearray)):  # already terminal safe (report/formats/json_print.py)
         stream = file if file is not None else sys.stderr if err else sys.stdout
         if getattr(stream, "buffer", None) is None:  # a text-only stream (io.StringIO, a redirect)
             message = bytes(message).decode("utf-8")

@@ -64,7 +64,7 @@ def whatif(
     trace_id: str | None,
 ) -> None:
     """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
-    from tracekit.report.whatif import render
+    from tracekit.report.screens.whatif import render
     from tracekit.whatif.run import run_whatif
 
     hand = (prefill_ms, tpot_ms, decode_steps)
@@ -72,8 +72,8 @@ def whatif(
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
     result = None
     if trace is not None:
-        from tracekit.analysis.latency import Slo
-        from tracekit.report.pipeline import analyse_path
+        from tracekit.analysis.serving.latency import Slo
+        from tracekit.report.from_path import analyse_path
 
         Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
         result = analyse_path(trace, slo=slo, trace_id=trace_id).result

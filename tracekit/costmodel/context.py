@@ -20,7 +20,7 @@ import polars as pl
 
 from tracekit.costmodel.engine import HINT_PREFIX, MOE_OPS, STEP_PRICED
 from tracekit.tables.enclosing import innermost_rows
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 _SUMS_RE: Final = r"_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
 _TOPK_CONCRETE: Final = ("TopK",)  # (logits, k, …): k is Concrete Inputs[1]

@@ -35,7 +35,7 @@ import polars as pl
 from tracekit.costmodel.context import hint_column
 from tracekit.tables.trace import Trace
 from tracekit.costmodel.formulas import CONTRADICTION, DTYPES, canonical_name, priced_expr, signature_cost
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 COUNTED_IN_CHILD: Final = "counted_in_child"
 COUNTED_IN_PARENT: Final = "counted_in_parent"

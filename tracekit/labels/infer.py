@@ -22,7 +22,7 @@ from tracekit.labels import phases as ph
 from tracekit.labels.regions import attention_query_lengths
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 TAIL_REASON: Final = "previous-iteration tail (no launch in the trace; ended before the first attributed kernel)"
 

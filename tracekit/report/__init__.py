@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from tracekit.report.model import ReportData
-    from tracekit.report.plots import MissingPlotData
+    from tracekit.report.plots.draw import MissingPlotData
 
 PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 
@@ -57,7 +57,7 @@ def __getattr__(name: str) -> Any:
 
         return ReportData
     if name == "MissingPlotData":
-        from tracekit.report.plots import MissingPlotData
+        from tracekit.report.plots.draw import MissingPlotData
 
         return MissingPlotData
     raise AttributeError(f"module 'tracekit.report' has no attribute {name!r}")
@@ -65,14 +65,14 @@ def __getattr__(name: str) -> Any:
 
 def report_data(trace: Any, result: Any, path: str | Path | None = None) -> ReportData:
     """The report model of an analysed trace (``tracekit.load`` + ``tracekit.analysis.analyze``)."""
-    from tracekit.report.pipeline import report_data as _rd
+    from tracekit.report.from_path import report_data as _rd
 
     return _rd(trace, result, path)
 
 
 def verdicts(data: ReportData) -> list[str]:
     """The answer in a few lines: CPU-diagnostic label, each phase's verdict and reason, peaks used."""
-    from tracekit.report.headline import headline
+    from tracekit.report.sections.headline import headline
 
     return headline(data)
 
@@ -80,15 +80,15 @@ def verdicts(data: ReportData) -> list[str]:
 def to_markdown(data: ReportData, max_regions: int | None = None) -> str:
     """The Markdown report (plots listed, not embedded). ``max_regions``: None fits the text under
     60,000 characters; N shows N regions; -1 all."""
-    from tracekit.report.markdown import render
+    from tracekit.report.formats.markdown import render
 
     return render(data, None, max_regions=max_regions)
 
 
 def to_html(data: ReportData, plots: bool = True, max_regions: int | None = None) -> str:
     """The self-contained HTML report, with every plot that can be drawn."""
-    from tracekit.report import figures
-    from tracekit.report.html import render
+    from tracekit.report.plots import figures
+    from tracekit.report.formats.html import render
 
     return render(data, figures.draw_all(data) if plots else None, max_regions)
 
@@ -99,8 +99,9 @@ def draw(
     """One plot of :data:`PLOTS`. ``sweep``: a sweep table (:func:`read_sweep`) for ``"sweep"``,
     drawn against ``device`` (:func:`device_peaks`) or the report's device; ``data`` may then be
     None. Raises MissingPlotData saying what is missing."""
-    from tracekit.report import figures, plots
-    from tracekit.report.plots import MissingPlotData
+    from tracekit.report.plots import figures
+    from tracekit.report.plots import draw as plots
+    from tracekit.report.plots.draw import MissingPlotData
 
     if kind == "sweep" and sweep is not None and (data is None or device is not None):
         return plots.sweep(sweep, device or {})
@@ -111,7 +112,7 @@ def draw(
 
 def to_png(fig: "Figure", dpi: int = 100) -> bytes:
     """A figure as PNG bytes (for ``IPython.display.Image``)."""
-    from tracekit.report import plots
+    from tracekit.report.plots import draw as plots
 
     return plots.to_bytes(fig, "png", dpi)
 
@@ -119,7 +120,7 @@ def to_png(fig: "Figure", dpi: int = 100) -> bytes:
 def read_sweep(path: str | Path) -> "pl.DataFrame":
     """A phase-shape sweep table (its folder, CSV or Parquet) with the spread of its repeats
     (``time_min_ns``, ``time_max_ns``, ``spread`` = slowest / fastest, ``repeats``)."""
-    from tracekit.report.pipeline import read_table
+    from tracekit.report.from_path import read_table
 
     return read_table(path)
 

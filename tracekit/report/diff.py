@@ -56,7 +56,7 @@ class Diff:
         return [f"{side}: {d}" for side, d in (("A", self.diagnostic_a), ("B", self.diagnostic_b)) if d]
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.report.json import clean
+        from tracekit.report.formats.json import clean
 
         return clean(
             {

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from tracekit.analysis.contract import AnalysisDoc
+from tracekit.analysis.contract.types import AnalysisDoc
 
 PHASE_ORDER = ("prefill", "decode", "mixed", "other", "all")
 

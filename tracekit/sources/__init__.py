@@ -15,7 +15,7 @@ from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
 
 if TYPE_CHECKING:
-    from tracekit.sources.kineto.early import EarlyRead
+    from tracekit.sources.kineto.reading.early import EarlyRead
     from tracekit.tables.trace import Trace
 
 Format = Literal["kineto", "nsys", "dataset"]
@@ -135,9 +135,9 @@ def load(
 
     ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
-    unless ``discover_captures`` is False (tracekit/sources/kineto/capture.py). ``warm``: modules
+    unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py). ``warm``: modules
     the caller imports next; when a Kineto file is read before polars is loaded, they are
-    imported in a thread during the read (tracekit/sources/kineto/early.py)."""
+    imported in a thread during the read (tracekit/sources/kineto/reading/early.py)."""
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
         return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
@@ -165,22 +165,22 @@ def _load(
 
         trace = load_kineto(path, trace_id=trace_id, early=early)
         if discover_captures:
-            from tracekit.sources.kineto.capture_files import discover
+            from tracekit.sources.kineto.capture.files import discover
 
             extra += [c for c in discover(path) if c not in extra]
     if not extra:
         return trace
-    from tracekit.sources.kineto.capture import merge_captures
+    from tracekit.sources.kineto.capture.merge import merge_captures
 
     return merge_captures(trace, extra)
 
 
 def _read_early(path: Path, warm: Sequence[str]) -> EarlyRead | None:
     """The file read while polars (with the loader and ``warm``) is imported in a thread, when
-    polars is not loaded yet and the early read pays (tracekit/sources/kineto/early.py)."""
+    polars is not loaded yet and the early read pays (tracekit/sources/kineto/reading/early.py)."""
     if "polars" in sys.modules or os.environ.get("TRACEKIT_NO_EARLY_READ", "") in ("1", "true", "yes"):
         return None
-    from tracekit.sources.kineto import early
+    from tracekit.sources.kineto.reading import early
 
     if not early.worth_it(path):
         return None

@@ -5,7 +5,7 @@ launch → region at 10⁶ points against 10⁶ intervals."""
 from __future__ import annotations
 
 import polars as pl
-from tracekit.tables.take import take
+from tracekit.tables.gather import take
 
 
 def innermost_rows(

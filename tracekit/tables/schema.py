@@ -13,13 +13,13 @@ from typing import Final
 import polars as pl
 
 # The kind values of ``kernels.kind`` and ``regions.kind`` live in kinds.py (no polars there).
-from tracekit.tables.kinds import KIND_CPU_OP as KIND_CPU_OP
-from tracekit.tables.kinds import KIND_KERNEL as KIND_KERNEL
-from tracekit.tables.kinds import KIND_MEMCPY as KIND_MEMCPY
-from tracekit.tables.kinds import KIND_MEMSET as KIND_MEMSET
-from tracekit.tables.kinds import REGION_GPU_USER as REGION_GPU_USER
-from tracekit.tables.kinds import REGION_NVTX as REGION_NVTX
-from tracekit.tables.kinds import REGION_USER as REGION_USER
+from tracekit.tables.kind_values import KIND_CPU_OP as KIND_CPU_OP
+from tracekit.tables.kind_values import KIND_KERNEL as KIND_KERNEL
+from tracekit.tables.kind_values import KIND_MEMCPY as KIND_MEMCPY
+from tracekit.tables.kind_values import KIND_MEMSET as KIND_MEMSET
+from tracekit.tables.kind_values import REGION_GPU_USER as REGION_GPU_USER
+from tracekit.tables.kind_values import REGION_NVTX as REGION_NVTX
+from tracekit.tables.kind_values import REGION_USER as REGION_USER
 
 SCHEMA_VERSION: Final = 1
 

@@ -30,7 +30,7 @@ from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
 from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_trace_ids, is_dataset
-from tracekit.tables.settle import BY_COLUMN_BYTES, by_column, null_columns, settled
+from tracekit.tables.parquet_read import BY_COLUMN_BYTES, by_column, null_columns, settled
 
 __all__ = [
     "DATA_FILE",
@@ -164,7 +164,7 @@ def write_dataset(
 
     Each partition is written into a staging directory and renamed into place; ``meta`` goes
     last, so a reader never sees a trace without all of its tables. ``extra``: more tables of
-    this trace (name → frame, e.g. the derived tables of tracekit/analysis/derived.py), written the same
+    this trace (name → frame, e.g. the derived tables of tracekit/analysis/store/derived.py), written the same
     way before ``meta``; partitions of this trace in other tables than those written are removed.
     ``extra`` may be a function that computes them: it then runs while a thread writes the
     canonical tables (polars writes without the GIL), and what it raises is raised as it is, with
@@ -252,7 +252,7 @@ def read_dataset(
     full id or a prefix that only one id of the dataset starts with.
 
     For a reader that knows what it needs, e.g. the analysis of a trace whose derived tables are
-    stored (tracekit/analysis/derived.py): ``columns``, for each canonical table named, the only
+    stored (tracekit/analysis/store/derived.py): ``columns``, for each canonical table named, the only
     columns read from its file; the others are null constants that hold no memory per row (the
     tables keep their canonical schema), and ``meta["dataset_columns"]`` records the choice.
     ``rows``: for each table named, a predicate; only its rows are read, and

@@ -24,7 +24,7 @@ def run_whatif(
     slo: str | None = None,
 ) -> dict[str, Any]:
     """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only)."""
-    from tracekit.analysis.latency import Slo
+    from tracekit.analysis.serving.latency import Slo
 
     slo_v = Slo.parse(slo)
     if not 0 < link_efficiency <= 1:

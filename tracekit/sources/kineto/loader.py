@@ -21,16 +21,16 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
-from tracekit.sources.kineto.elements import MAX_ELEMENT_BYTES
-from tracekit.sources.kineto.finish import TIME_LIMIT_NS
-from tracekit.sources.kineto.batches import Scanner
-from tracekit.sources.kineto.jsonstream import stream_document
-from tracekit.sources.kineto.window import StreamStats
-from tracekit.sources.kineto import native as kineto_native
+from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
+from tracekit.sources.kineto.reading.finish import TIME_LIMIT_NS
+from tracekit.sources.kineto.reading.batches import Scanner
+from tracekit.sources.kineto.reading.jsonstream import stream_document
+from tracekit.sources.kineto.reading.window import StreamStats
+from tracekit.sources.kineto.reading import native as kineto_native
 from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
-from tracekit.sources.kineto.early import EarlyRead, refuse_other_formats
-from tracekit.sources.kineto.events import decode_events
-from tracekit.sources.kineto.scanraw import RawWindow
+from tracekit.sources.kineto.reading.early import EarlyRead, refuse_other_formats
+from tracekit.sources.kineto.reading.events import decode_events
+from tracekit.sources.kineto.reading.scanraw import RawWindow
 from tracekit.sources.kineto.tables import Collector
 from tracekit.tables.trace import Trace
 
@@ -161,7 +161,7 @@ def read_kineto(
 ) -> KinetoReading:
     """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
     ``spill_dir``: built batches go there instead of memory (bounded-memory ingest). ``early``:
-    the same file already read while polars loaded (tracekit/sources/kineto/early.py): its
+    the same file already read while polars loaded (tracekit/sources/kineto/reading/early.py): its
     record is replayed into the tables instead of reading the file again."""
     from tracekit.tables.ids import make_trace_id
 

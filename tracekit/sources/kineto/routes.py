@@ -6,7 +6,7 @@ Used by :mod:`tracekit.sources.kineto.tables` and by the loader, which hands the
 
 from __future__ import annotations
 
-from tracekit.tables import kinds  # the kind values only: routes are read before polars loads (early.py)
+from tracekit.tables import kind_values as kinds
 
 # Category → table. Old (≤ 2021) names map to the same tables.
 KERNEL_CATS = {

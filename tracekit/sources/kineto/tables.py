@@ -18,10 +18,10 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.tables.staging import writing
-from tracekit.sources.kineto import columns as kc
-from tracekit.sources.kineto.finish import finish_table
-from tracekit.sources.kineto.frames import attr_list, built_frame, native_frame, prepare
-from tracekit.sources.kineto.native import Window
+from tracekit.sources.kineto.reading import columns as kc
+from tracekit.sources.kineto.reading.finish import finish_table
+from tracekit.sources.kineto.reading.frames import attr_list, built_frame, native_frame, prepare
+from tracekit.sources.kineto.reading.native import Window
 from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, META, ROUTE_PH_CAT, TABLE_NAMES
 
 _PH_CAT = attrgetter("ph", "cat")

@@ -31,7 +31,7 @@ FETCH_ROWS = 20_000
 # How long to wait on a lock held by a writer before giving up (seconds).
 LOCK_TIMEOUT_S = 2.0
 
-# Times must lie within ±2^62 ns (as for Kineto: tracekit.sources.kineto.finish.TIME_LIMIT_NS), so
+# Times must lie within ±2^62 ns (as for Kineto: tracekit.sources.kineto.reading.finish.TIME_LIMIT_NS), so
 # that differences and sums of two never wrap int64; rows beyond are dropped and counted.
 TIME_LIMIT_NS = 1 << 62
 

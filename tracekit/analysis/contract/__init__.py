@@ -1,0 +1,1 @@
+"""The JSON contract of an analysis result: its types and its rows."""

@@ -1,0 +1,294 @@
+"""Idle time by cause: every idle ns of a region's window gets exactly one cause (docs/analysis.md).
+
+Idle = the window (:mod:`tracekit.analysis.regions.windows`) minus the union of the region's device work.
+Each idle stretch is cut where the host's state changes and each piece gets one cause, first
+match wins:
+
+``before_first_launch`` / ``after_last_kernel`` (e): before the region's first launch call or
+    after its last device activity ends;
+``blocking`` (b): the region's thread is inside a blocking synchronisation or copy call
+    (:data:`BLOCKING`); named by the call and the outermost op that issued it;
+``launch_latency`` (c): some launch of the region has been issued and its work has not started;
+``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
+``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
+
+The pieces partition the idle time, so the causes add up to ``idle_ns`` exactly; the analysis
+checks that on every region (``idle_conserved``). The region's thread is its own (pid, tid), or
+for a region without one (the whole-trace region of shape inference) the thread that made most
+of its launches. Everything is interval arithmetic on sorted int64 columns: as-of joins find the
+host intervals that overlap an idle stretch, no loop over events (tracekit/analysis/idle/intervals.py).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import polars as pl
+
+from tracekit.analysis.idle.intervals import disjoint, split, union
+from tracekit.analysis.idle.host_segments import op_labels, op_segments
+from tracekit.tables.gather import take
+
+# Runtime/driver calls that block the host until the device (or a copy) is done.
+BLOCKING = (
+    r"(?i)^(cuda|hip)(Stream|Device|Event|Ctx)Synchronize|^cu(Stream|Ctx|Event)Synchronize"
+    r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
+    r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree"
+)
+CAUSES = ("blocking", "launch_latency", "cpu_op", "outside_ops", "before_first_launch", "after_last_kernel")
+CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
+_Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
+
+
+def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> pl.DataFrame:
+    """Blocking runtime calls: ``pid, tid, s, e, call, op`` (op: the outermost op holding the call)."""
+    schema = {
+        "pid": pl.Int64(),
+        "tid": pl.Int64(),
+        "s": pl.Int64(),
+        "e": pl.Int64(),
+        "call": pl.String(),
+        "op": pl.String(),
+    }
+    if launches is None or launches.height == 0:
+        return pl.DataFrame(schema=schema)
+    b_q = launches.lazy().filter(pl.col("name").str.contains(BLOCKING))
+    b_q = b_q.select(
+        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("call")
+    )
+    queries = [b_q]
+    if ops is not None and ops.height and "depth" in ops.columns:
+        top_q = ops.lazy().filter(pl.col("depth") == 0)
+        queries.append(top_q.select("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"))
+    b, *top = pl.collect_all(queries, engine="in-memory")
+    op = pl.Series("op", [None] * b.height, dtype=pl.String())
+    if b.height and top:
+        from tracekit.tables.enclosing import innermost_rows
+
+        pts = b.select("pid", "tid", pl.col("s").alias("t"))
+        op = take(top[0]["name"], innermost_rows(pts, top[0], group=["pid", "tid"], id_col="op_id")).alias("op")
+    return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
+
+
+def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
+    """Idle stretches of each window: ``region_id, pid, tid, s, e`` = window minus the union of
+    the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
+    all of its region's activities (tracekit/analysis/regions/windows.py), so the gaps between the busy
+    stretches, the head and the tail are the idle time."""
+    return _idle_pieces_q(win, linked).collect(engine="in-memory")
+
+
+def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`idle_pieces` as a lazy plan after the union (a step of the caller's query)."""
+    b = union(linked, "region_id", "start_ns", "end_ns")
+    w = win.lazy().select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
+    bq = b.lazy().join(w, on="region_id", how="inner", maintain_order="left")
+    k = pl.col("region_id")
+    first = (k != k.shift(1)).fill_null(True)
+    last = (k != k.shift(-1)).fill_null(True)
+    prev_e = pl.when(first).then(pl.col("ws")).otherwise(pl.col("e").shift(1))
+    gaps = bq.select("region_id", "pid", "tid", prev_e.alias("s"), pl.col("s").alias("e"))  # heads included
+    tails = bq.filter(last).select("region_id", "pid", "tid", pl.col("e").alias("s"), pl.col("we").alias("e"))
+    empty = w.join(b.lazy().select("region_id").unique(), on="region_id", how="anti").select(
+        "region_id", "pid", "tid", pl.col("ws").alias("s"), pl.col("we").alias("e")
+    )
+    out = pl.concat([x.cast({"s": pl.Int64(), "e": pl.Int64()}) for x in (gaps, tails, empty)])
+    return out.filter(pl.col("e") > pl.col("s"))
+
+
+def host_layers(
+    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
+    blocking, thr = host_threads(launches, ops, threads)
+    return blocking, op_segments(ops, thr, names=False)  # op ids: the names of the stretches that matter come later
+
+
+def host_threads(
+    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(blocking calls on ``threads``, the distinct threads ``pid, tid``): :func:`host_layers`
+    before the op stretches, for a caller that builds those per time range."""
+    thr = threads.drop_nulls().unique()
+    return blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), thr
+
+
+def ops_overlapping(ops: pl.DataFrame | None, lo: int | None, hi: int | None) -> pl.DataFrame | None:
+    """The ops (the columns :func:`op_segments` reads) that overlap (``lo``, ``hi``): their stretches
+    inside that range are those of all the ops (an op left out lies wholly before ``lo`` or after
+    ``hi``, and the parent of an op kept is kept, since it holds it), so idle pieces inside the
+    range split by them alike."""
+    if ops is None:
+        return None
+    near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
+    cols = ("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
+    return ops.lazy().filter(near).select(cols).collect(engine="in-memory")  # not the streaming default
+
+
+def idle_causes(
+    win: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    ops: pl.DataFrame | None,
+    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+) -> pl.DataFrame:
+    """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
+
+    ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
+    first_launch_ns, last_ns. ``linked``: region_id, start_ns, end_ns, launch_start_ns (optional).
+    ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
+    """
+    out_schema = {
+        "region_id": pl.Int64(),
+        "s": pl.Int64(),
+        "e": pl.Int64(),
+        "cause": pl.String(),
+        "op": pl.String(),
+        "call": pl.String(),
+        "inst": pl.Int64(),
+    }
+    edges = win.lazy().select(
+        "region_id",
+        pl.coalesce("first_launch_ns", "first_ns", "start_ns").alias("_lo"),
+        pl.coalesce("last_ns", "end_ns").alias("_hi"),
+    )
+    # one query: the idle pieces cut at the first launch and the last activity (edge 1 / 2)
+    q = _idle_pieces_q(win, linked).join(edges, on="region_id")
+    before = q.filter(pl.col("s") < pl.col("_lo")).with_columns(
+        pl.col("e").clip(upper_bound=pl.col("_lo")), pl.lit(1).alias("_edge")
+    )
+    after = q.filter(pl.col("e") > pl.col("_hi")).with_columns(
+        pl.col("s").clip(lower_bound=pl.col("_hi")), pl.lit(2).alias("_edge")
+    )
+    inner = q.with_columns(
+        pl.col("s").clip(lower_bound=pl.col("_lo")),
+        pl.col("e").clip(upper_bound=pl.col("_hi")),
+        pl.lit(0).alias("_edge"),
+    )
+    p = (
+        pl.concat([before, after, inner])
+        .filter(pl.col("e") > pl.col("s"))
+        .drop("_lo", "_hi")
+        .with_columns(pl.col("_edge").cast(pl.Int8()))
+        .collect(engine="in-memory")
+    )
+    if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
+        return pl.DataFrame(schema=out_schema)
+    del before, after, inner, q
+
+    thr = ["pid", "tid"]
+    blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
+    in_b, p = split(p, blocking, thr, ["call", "op"])
+    if "launch_start_ns" in linked.columns:
+        lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
+        lat = union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
+    else:
+        lat = pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
+    in_l, p = split(p, lat, ["region_id"], [])
+    del lat
+    in_o, p = split(p, segs, thr, ["op"])
+    in_o = op_labels(in_o, ops)
+
+    def tag(df: pl.DataFrame, cause: str, off: int) -> pl.LazyFrame:
+        c = (
+            pl.when(pl.col("_edge") == 1)
+            .then(pl.lit("before_first_launch"))
+            .when(pl.col("_edge") == 2)
+            .then(pl.lit("after_last_kernel"))
+            .otherwise(pl.lit(cause))
+        )
+        cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
+        inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
+        return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
+
+    parts = [
+        tag(in_b, "blocking", 0),
+        tag(in_l, "launch_latency", 1 << 40),
+        tag(in_o, "cpu_op", 2 << 40),
+        tag(p, "outside_ops", 3 << 40),
+    ]
+    return pl.concat(parts).cast(out_schema).collect(engine="in-memory")  # type: ignore[arg-type]
+
+
+def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
+    """Per region: ``idle_<cause>_ns`` for every cause (0 when absent) and their sum ``idle_causes_ns``."""
+    wide = pieces.group_by("region_id").agg(
+        *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    )
+    return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
+
+
+def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(:func:`cause_totals`, :func:`culprits`) of the pieces in two polars queries: the totals
+    are summed from the culprit sums (integers: the same values as from the pieces, from a few
+    hundred rows instead of every piece)."""
+    sums = culprit_sums(pieces)
+    tot, cul = pl.collect_all([_sum_totals(sums.lazy()), _ranked(sums.lazy())], engine="in-memory")
+    return tot, cul
+
+
+def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
+    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``)."""
+    return _sum_totals(sums.lazy()).collect(engine="in-memory")
+
+
+def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
+    wide = sums.group_by("region_id").agg(
+        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    )
+    return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
+
+
+def culprits(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """Per ``key`` value and (cause, op, call): ``idle_ns`` and ``count`` (distinct call / op
+    instances; stretches for causes without one), largest first, ``rank`` from 1."""
+    return ranked(culprit_sums(pieces, key), key)
+
+
+def culprit_sums(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """:func:`culprits` before its order and ranks (unordered rows): for pieces taken a block of
+    ``key`` values at a time, the blocks' sums concatenated are the sums of all the pieces."""
+    return pieces.group_by(key, "cause", "op", "call").agg(
+        (pl.col("e") - pl.col("s")).sum().alias("idle_ns"),
+        pl.when(pl.col("inst").is_null().all())
+        .then(pl.len())
+        .otherwise(pl.col("inst").n_unique())
+        .cast(pl.Int64())
+        .alias("count"),
+    )
+
+
+def ranked(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
+    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key`` from 1."""
+    return _ranked(g.lazy(), key).collect(engine="in-memory")
+
+
+def _ranked(g: pl.LazyFrame, key: str = "region_id") -> pl.LazyFrame:
+    """:func:`ranked` as a lazy plan."""
+    return ranked_order(g, key).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
+
+
+def ranked_order(g: _Frame, key: str = "region_id") -> _Frame:
+    """Culprit rows in their order: by ``key``, largest ``idle_ns`` first, then cause, op, call
+    (a total order: those are the group keys)."""
+    return g.sort(
+        [key, "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
+    )
+
+
+def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
+    """One phrase per culprit: ``blocking hipMemcpyWithStream in aten::to``, ``host in aten::mm``…"""
+    in_op = pl.when(op.is_not_null()).then(pl.format(" in {}", op)).otherwise(pl.lit(""))
+    return (
+        pl.when(cause == "blocking")
+        .then(pl.format("blocking {}{}", call, in_op))
+        .when(cause == "launch_latency")
+        .then(pl.lit("launch latency (launched, not yet started)"))
+        .when(cause == "cpu_op")
+        .then(pl.format("host busy in {}", op))
+        .when(cause == "outside_ops")
+        .then(pl.lit("host outside any op (Python, scheduler)"))
+        .when(cause == "before_first_launch")
+        .then(pl.format("before the first launch{}", in_op))
+        .otherwise(pl.format("after the last kernel{}", in_op))
+    )

@@ -1,0 +1,220 @@
+"""Glue between the region/phase metrics and the idle causes (:mod:`tracekit.analysis.idle.causes`):
+cause totals and the top culprit per region and phase, launch delays per phase."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.analysis.idle.causes import (
+    CAUSE_COLUMNS,
+    culprit_sums,
+    describe,
+    host_threads,
+    idle_causes,
+    ops_overlapping,
+    ranked,
+    sum_totals,
+    totals_and_culprits,
+)
+from tracekit.analysis.idle.host_segments import op_segments
+from tracekit.analysis.verdict import fmt_dur
+
+TOP_CULPRITS = 5
+# linked activities per block of regions whose idle causes are computed together (_causes_by_block)
+IDLE_BLOCK = 1 << 16
+CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_ns", "count", "share", "text"]
+
+
+def region_idle(
+    reg: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    ops: pl.DataFrame | None,
+    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
+    to the region rows; return them with the per-region culprits (unranked, every one).
+    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads)."""
+    # each region's main launching thread: most launches, then the smallest (pid, tid)
+    thr = (
+        linked.lazy().filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
+        if "launch_pid" in linked.columns
+        else pl.LazyFrame(
+            schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(), "launch_tid": pl.Int64(), "len": pl.UInt32()}
+        )
+    )
+    most = {"by": ["len", "launch_pid", "launch_tid"], "descending": [True, False, False]}
+    main = thr.group_by("region_id").agg(
+        pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
+        pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
+    )
+    win = (
+        reg.lazy()
+        .join(main, on="region_id", how="left")
+        .select(
+            "region_id",
+            pl.coalesce("pid", "_lp").alias("pid"),
+            pl.coalesce("tid", "_lt").alias("tid"),
+            "start_ns",
+            "end_ns",
+            "first_launch_ns",
+            "first_ns",
+            "last_ns",
+        )
+        .collect(engine="in-memory")
+    )
+    tot, cul = _causes_by_block(win, linked, launches, ops, host)
+    top = cul.lazy().filter(pl.col("rank") == 1).select("region_id", _text().alias("idle_top"))
+    out = (
+        reg.lazy()
+        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .join(tot.lazy(), on="region_id", how="left")
+        .join(top, on="region_id", how="left")
+        .with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    )
+    return out.collect(engine="in-memory"), cul
+
+
+def _causes_by_block(
+    win: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    ops: pl.DataFrame | None,
+    host: tuple[pl.DataFrame, pl.DataFrame] | None,
+    block: int | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(cause totals, culprits) of the windows ``win``, computed for blocks of regions of about
+    ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
+    pieces and their splits are held for one block at a time (the 860 MB replica: 567 k linked
+    activities, 613 k idle pieces, ~260 MB of transients at once). Each block's op stretches are
+    built from the ops that overlap its windows' time range (:func:`ops_overlapping`), so the
+    2.1 M stretches of the replica (~85 MB) are never held at once. Everything is per region, so the blocks' totals
+    and culprits concatenated (culprits sorted again in their own order) are the whole answer."""
+    block = block or IDLE_BLOCK
+    blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
+    if linked.height <= block:
+        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)))
+        return totals_and_culprits(pieces)
+    weight = win.select("region_id", "start_ns", "end_ns").join(
+        linked.group_by("region_id").len(), on="region_id", how="left"
+    )
+    weight = weight.sort("start_ns", "region_id").with_columns(
+        ((pl.col("len").fill_null(0).cast(pl.Int64()) + 1).cum_sum() // block).alias("_b")
+    )
+    tots, culs = [], []
+    for (b,), rows in weight.group_by("_b", maintain_order=True):
+        ids = rows["region_id"].implode()
+        lo, hi = rows.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+        segs = op_segments(ops_overlapping(ops, lo, hi), threads, names=False)
+        pieces = idle_causes(
+            win.filter(pl.col("region_id").is_in(ids)),
+            linked.filter(pl.col("region_id").is_in(ids)),
+            launches,
+            ops,
+            (blocking, segs),
+        )
+        del segs
+        sums = culprit_sums(pieces)
+        tots.append(sum_totals(sums))
+        culs.append(sums)  # ordered and ranked once, all blocks together
+        del pieces
+    return pl.concat(tots), ranked(pl.concat(culs))
+
+
+def analysis_host(
+    reg: pl.DataFrame, acts: pl.DataFrame, launches: pl.DataFrame | None, ops: pl.DataFrame | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(blocking calls, threads) of every thread a window can use: the regions' own threads and
+    every launching thread (:func:`tracekit.analysis.idle.causes.host_threads`), computed once; the op
+    stretches of those threads are built per block of regions (:func:`region_idle`)."""
+    parts = [reg.select("pid", "tid")]
+    if "launch_pid" in acts.columns:
+        parts.append(acts.select(pl.col("launch_pid").alias("pid"), pl.col("launch_tid").alias("tid")).unique())
+    return host_threads(launches, ops, pl.concat(parts, how="vertical_relaxed"))
+
+
+def _text() -> pl.Expr:
+    return pl.format("{} {}", fmt_dur(pl.col("idle_ns")), describe(pl.col("cause"), pl.col("op"), pl.col("call")))
+
+
+def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
+    culprits (the units' culprits summed by (cause, op, call)). One polars query."""
+    units = reg.lazy().filter(pl.col("is_unit"))
+    pc = (
+        cul.lazy()
+        .join(units.select("region_id", "phase"), on="region_id")
+        .group_by("phase", "cause", "op", "call")
+        .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
+        .sort(
+            ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
+        )
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
+    )
+    if ph.height == 0:
+        return ph, pc.collect(engine="in-memory")
+    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+    top = pc.filter(pl.col("rank") == 1).select("phase", _text().alias("idle_top"))
+    out = (
+        ph.lazy()
+        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .join(sums, on="phase", how="left")
+        .join(top, on="phase", how="left")
+    )
+    ph, pcs = pl.collect_all([out, pc], engine="in-memory")
+    return ph, pcs
+
+
+def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
+    """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
+    = of the scope's idle time. One polars query."""
+    r = (
+        reg_cul.lazy()
+        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .join(reg.lazy().select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
+        .select(
+            pl.lit("region").alias("scope_kind"),
+            pl.col("region_id").cast(pl.String()).alias("scope"),
+            pl.exclude("region_id"),
+        )
+    )
+    pidle = (
+        ph.lazy().select("phase", pl.col("idle_ns").alias("_scope_idle"))
+        if ph.height and "idle_ns" in ph.columns
+        else pl.LazyFrame(schema={"phase": pl.String(), "_scope_idle": pl.Int64()})
+    )
+    p = (
+        ph_cul.lazy()
+        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .join(pidle, on="phase", how="left")
+        .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase"))
+    )
+    out = pl.concat([p, r], how="diagonal_relaxed")
+    return (
+        out.with_columns(
+            pl.when(pl.col("_scope_idle") > 0).then(pl.col("idle_ns") / pl.col("_scope_idle")).alias("share"),
+            _text().alias("text"),
+        )
+        .select(CULPRIT_COLUMNS)
+        .collect(engine="in-memory")
+    )
+
+
+def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
+    """Per phase: launch delay (launch call start → its first device activity start) ``count,
+    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel)."""
+    need = {"phase", "start_ns", "launch_start_ns", "correlation"}
+    if not need <= set(linked_units.columns):
+        return pl.DataFrame(schema={"phase": pl.String()})
+    d = (
+        linked_units.filter(pl.col("launch_start_ns").is_not_null())
+        .group_by("phase", "correlation")
+        .agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
+        .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
+    )
+    return d.group_by("phase").agg(
+        pl.len().cast(pl.Int64()).alias("launch_delay_count"),
+        pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
+        pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
+        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
+    )

@@ -1,0 +1,176 @@
+"""One trace's share of the ranks comparison (tracekit/analysis/ranks/compare.py): :func:`rank_pieces`, the
+task that runs once per trace (serially or as a Dask task), reads one trace of a dataset, analyses
+it and keeps only what the comparison needs — its per-phase rows, its steps (:func:`step_frame`:
+time, busy, idle), device time per op class and idle time by cause per step, and its
+communication per phase. Steps are the analysis' phase units, else ``ProfilerStep#N`` regions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis.communication import comm_by_phase
+
+PROFILER_STEP = r"^ProfilerStep#\d+$"
+IDLE_SCHEMA = {"step": pl.Int64(), "cause": pl.String(), "idle_ns": pl.Int64()}
+STEP_SCHEMA = {
+    "step": pl.Int64(),
+    "name": pl.String(),
+    "phase": pl.String(),
+    "start_ns": pl.Int64(),
+    "step_ns": pl.Int64(),
+    "busy_ns": pl.Int64(),
+    "idle_ns": pl.Int64(),
+    "region_id": pl.Int64(),
+    "idle_top": pl.String(),
+}
+
+
+@dataclass(frozen=True)
+class RankPieces:
+    """One trace's share of the comparison (small frames; what a task returns)."""
+
+    trace_id: str
+    rank: int | None
+    source: str
+    device: str | None
+    phases: pl.DataFrame
+    steps: pl.DataFrame
+    step_classes: pl.DataFrame
+    comm: pl.DataFrame
+    warnings: list[str] = field(default_factory=list)
+    step_idle: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=IDLE_SCHEMA))
+
+
+@dataclass(frozen=True)
+class RankTask:
+    dataset: str
+    trace_id: str
+    hardware: str | None = None
+    phase_map: Any = None
+    thresholds: str | None = None
+
+
+def rank_pieces(task: RankTask) -> RankPieces:
+    """Read one trace from the dataset, analyse it and keep its pieces (runs as a Dask task)."""
+    from tracekit.analysis.pipeline import analyze
+    from tracekit.tables.trace import read_dataset
+
+    trace = read_dataset(task.dataset, trace_id=task.trace_id)
+    res = analyze(trace, hardware=task.hardware, phase_map=task.phase_map, thresholds=task.thresholds)
+    steps = step_frame(res.regions, res.steps)
+    units = res.regions.filter(pl.col("is_unit")).select("phase", *_window("w_start", "w_end"))
+    classes = pl.DataFrame(schema={"step": pl.Int64(), "op_class": pl.String(), "device_time_ns": pl.Int64()})
+    oc = res.op_classes
+    if steps.height and oc.height:
+        classes = (
+            oc.filter(pl.col("scope_kind") == "region")
+            .with_columns(pl.col("scope").cast(pl.Int64()).alias("region_id"))
+            .join(steps.select("region_id", "step"), on="region_id")
+            .select("step", "op_class", pl.col("device_time_ns").cast(pl.Int64()))
+        )
+    t = res.totals.get("trace") or {}
+    whole = pl.DataFrame(
+        [
+            {
+                "phase": "trace",
+                "region_count": None,
+                "span_ns": t.get("span_ns"),
+                "busy_ns": t.get("busy_ns"),
+                "busy_ratio": t.get("busy_ratio"),
+                "bound": t.get("bound"),
+                "reason": t.get("reason"),
+            }
+        ],
+        schema=PHASE_SCHEMA,
+    )
+    ph = (
+        res.phases.select(
+            [
+                pl.col(c).cast(d) if c in res.phases.columns else pl.lit(None, dtype=d).alias(c)
+                for c, d in PHASE_SCHEMA.items()
+            ]
+        )
+        if res.phases.height
+        else pl.DataFrame(schema=PHASE_SCHEMA)
+    )
+    rank = (trace.meta.get("distributed") or {}).get("rank")
+    return RankPieces(
+        task.trace_id,
+        int(rank) if rank is not None else None,
+        str(trace.meta.get("source", "")),
+        res.device.get("name"),
+        pl.concat([whole, ph]),
+        steps,
+        classes,
+        comm_by_phase(trace.kernels, units),
+        list(res.warnings)[:5],
+        step_idle(res.regions, steps),
+    )
+
+
+def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Idle time by cause of each step (the analysis' ``idle_<cause>_ns`` region columns,
+    tracekit/analysis/idle/causes.py): ``step, cause, idle_ns``; plus ``top`` (cause ``idle_top``: the
+    largest culprit in words) carried separately by :func:`step_frame`'s caller."""
+    from tracekit.analysis.idle.causes import CAUSES
+
+    cols = [f"idle_{c}_ns" for c in CAUSES]
+    if steps.height == 0 or not all(c in regions.columns for c in cols):
+        return pl.DataFrame(schema=IDLE_SCHEMA)
+    wide = steps.select("step", "region_id").join(regions.select("region_id", *cols), on="region_id")
+    return (
+        wide.unpivot(index="step", on=cols, variable_name="cause", value_name="idle_ns")
+        .with_columns(
+            pl.col("cause").str.strip_prefix("idle_").str.strip_suffix("_ns"), pl.col("idle_ns").cast(pl.Int64())
+        )
+        .select(list(IDLE_SCHEMA))
+    )
+
+
+PHASE_SCHEMA = {
+    "phase": pl.String(),
+    "region_count": pl.Int64(),
+    "span_ns": pl.Int64(),
+    "busy_ns": pl.Int64(),
+    "busy_ratio": pl.Float64(),
+    "bound": pl.String(),
+    "reason": pl.String(),
+}
+
+
+def _window(start: str, end: str) -> list[pl.Expr]:
+    """A region's window on the host clock: CPU range extended by its device work."""
+    return [
+        pl.min_horizontal("cpu_start_ns", "start_ns").cast(pl.Int64()).alias(start),
+        pl.max_horizontal("cpu_end_ns", "end_ns").cast(pl.Int64()).alias(end),
+    ]
+
+
+def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The trace's steps in time order (``step`` = 0, 1, …): its phase units, else its
+    ``ProfilerStep#N`` regions; ``step_ns`` is the window, ``idle_ns`` = window − busy."""
+    if regions.height == 0:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    if steps.height:
+        rows = regions.filter(pl.col("region_id").is_in(steps["region_id"].implode()))
+    else:
+        rows = regions.filter(pl.col("name").str.contains(PROFILER_STEP))
+    if rows.height == 0:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    w = rows.with_columns(*_window("_ws", "_we")).sort("_ws", "region_id")
+    top = pl.col("idle_top").cast(pl.String()) if "idle_top" in w.columns else pl.lit(None, dtype=pl.String())
+    return w.select(
+        pl.int_range(pl.len(), dtype=pl.Int64()).alias("step"),
+        pl.col("name").cast(pl.String()),
+        pl.col("phase").cast(pl.String()),
+        pl.col("_ws").alias("start_ns"),
+        (pl.col("_we") - pl.col("_ws")).alias("step_ns"),
+        pl.col("busy_ns").cast(pl.Int64()),
+        (pl.col("_we") - pl.col("_ws") - pl.col("busy_ns")).cast(pl.Int64()).alias("idle_ns"),
+        pl.col("region_id").cast(pl.Int64()),
+        top.alias("idle_top"),
+    )

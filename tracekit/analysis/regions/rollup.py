@@ -1,0 +1,205 @@
+"""Roll-ups of the analysis: activities → region rows, phase rows and the whole-trace totals.
+
+:func:`phase_units` picks the regions that count once per phase; :func:`region_metrics` gives each
+region the device metrics in its host-clock window; :func:`phase_metrics` sums the units of each
+phase; :func:`trace_totals` is the result's ``totals`` block. ``analyze_tables``
+(tracekit/analysis/pipeline.py) calls them in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis.verdict import Thresholds
+from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
+from tracekit.analysis.regions.windows import host_windows
+from tracekit.conventions import COST_COLUMNS, PEAK_FRACTION_COLUMNS
+
+PHASES = ("prefill", "decode", "mixed")
+INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
+
+
+def phase_units(regions: pl.DataFrame) -> pl.Series:
+    """Region ids of the phase units: regions with a phase other than ``other`` and no ancestor
+    with one (so nested phase regions never count twice). Ancestors follow
+    ``effective_parent_id`` (the tree across threads, as attribution uses it) when present.
+    Walks parents one level per pass."""
+    parent = (
+        pl.coalesce("effective_parent_id", "parent_id")
+        if "effective_parent_id" in regions.columns
+        else pl.col("parent_id")
+    )
+    # one query to start, one per nesting level, one to finish (a small trace pays per query)
+    r = regions.lazy().select(
+        "region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p")
+    )
+    up, par = pl.collect_all(
+        [
+            r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc")),
+            r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp")),
+        ],
+        engine="in-memory",
+    )
+    for _ in range(regions.height):
+        if up["_cur"].null_count() == up.height:
+            break
+        up = (
+            up.lazy()
+            .join(par.lazy(), on="_cur", how="left")
+            .select(
+                "region_id",
+                pl.col("_next").alias("_cur"),
+                (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc"),
+            )
+            .collect(engine="in-memory")
+        )
+    ok = (
+        r.join(up.lazy().select("region_id", "_anc"), on="region_id")
+        .filter(pl.col("_p") & ~pl.col("_anc"))
+        .collect(engine="in-memory")
+    )
+    return ok["region_id"]
+
+
+def region_metrics(
+    regions: pl.DataFrame, acts: pl.DataFrame, links: pl.DataFrame, cpu_only: bool, units: pl.Series
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Region rows with device metrics in their host-clock window (tracekit/analysis/regions/windows.py),
+    and the region-linked activities they came from (``region_id, act_id, start_ns, end_ns`` and
+    the launch columns the windows, idle causes and launch delays use; the cost columns only
+    while the metrics are computed)."""
+    extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
+    pairs = links.select("region_id", "act_id")
+    cost = ["dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
+    # one gather: the metrics read the linked activities' times too (two gathers held both copies
+    # of the times, and of the pairs, around the metrics' transients: ~18 MB on the 860 MB replica)
+    linked = gather_acts(pairs, acts, ["start_ns", "end_ns", *extra, *cost])
+    m = group_metrics(linked, "region_id")
+    for c in cost:  # this function's own frame: in place, no polars query
+        linked.drop_in_place(c)
+    out = (
+        regions.lazy()
+        .rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"})
+        .join(m.lazy(), on="region_id", how="left")
+        .with_columns(
+            (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("cpu_dur_ns"),
+            pl.col("region_id").is_in(pl.lit(units).implode()).alias("is_unit"),
+            *[pl.col(c).fill_null(0) for c in INT_FILL],
+        )
+        .collect(engine="in-memory")
+    )
+    return host_windows(out, linked, cpu_only), linked
+
+
+def gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """``rows`` (with an ``act_id`` column) joined to ``columns`` of their activities (inner: rows
+    whose activity is absent are dropped), by position rather than a hash join at activity scale."""
+    pos = positions(rows["act_id"], acts["act_id"])
+    if pos.null_count():  # (the null test is a polars query: only when needed)
+        keep = pos.is_not_null()
+        rows, pos = rows.filter(keep), pos.filter(keep)
+    return rows.hstack(acts.select(columns)[pos].get_columns())
+
+
+def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
+    """Phase rows: sums over the phase units; median kernel time and dtype from their activities."""
+    units = reg.filter(pl.col("is_unit"))
+    if units.height == 0:
+        return pl.DataFrame()
+    agg = (
+        units.group_by("phase")
+        .agg(
+            pl.len().cast(pl.Int64()).alias("region_count"),
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            *[
+                pl.col(c).sum()
+                for c in (
+                    "span_ns",
+                    "busy_ns",
+                    "covered_busy_ns",
+                    "device_time_ns",
+                    "gap_count",
+                    "gap_total_ns",
+                    "kernel_count",
+                )
+            ],
+            pl.col("gap_max_ns").max(),
+            pl.col("flops").sum().alias("flops"),
+            pl.col("bytes").sum().alias("bytes"),
+            pl.col("flops").is_not_null().any().alias("_hasf"),
+            pl.col("bytes").is_not_null().any().alias("_hasb"),
+        )
+        .with_columns(
+            pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
+            pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
+        )
+        .drop("_hasf", "_hasb")
+    )
+    med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
+    dt = dominant_dtype(acts_ph, "phase")
+    order = {p: i for i, p in enumerate((*PHASES, "other"))}
+    return (
+        agg.join(med, on="phase", how="left")
+        .join(dt, on="phase", how="left")
+        .sort(pl.col("phase").replace_strict(order, default=99))
+    )
+
+
+def trace_totals(
+    acts: pl.DataFrame, whole: pl.DataFrame, reg: pl.DataFrame, excluded: int, th: Thresholds, lat: dict[str, Any]
+) -> dict[str, Any]:
+    sums = (
+        acts.select(
+            pl.col("dur_ns").sum().alias("total"),
+            pl.col("dur_ns").filter(pl.col("region_id").is_not_null()).sum().alias("attributed"),
+            pl.col("dur_ns").filter(pl.col("region_id").is_null()).sum().alias("unattributed"),
+        ).row(0, named=True)
+        if acts.height
+        else {}
+    )
+    total, attributed, unattributed = (int(sums.get(k) or 0) for k in ("total", "attributed", "unattributed"))
+    w = whole.to_dicts()[0] if whole.height else {}
+    keep = (
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "busy_ratio",
+        "gap_count",
+        "gap_total_ns",
+        "gap_max_ns",
+        "kernel_count",
+        "kernel_median_ns",
+        *COST_COLUMNS,
+        "coverage",
+        "dtype",
+        "ridge",
+        *PEAK_FRACTION_COLUMNS,
+        "bound",
+        "reason",
+    )
+    return {
+        "activity_count": acts.height,
+        "device_time_ns": total,
+        "attributed_ns": attributed,
+        "unattributed_ns": unattributed,
+        "conserved": attributed + unattributed == total,
+        "regions_analyzed": reg.height,
+        "regions_excluded": excluded,
+        "phase_units": int(reg["is_unit"].sum()) if reg.height else 0,
+        "trace": {k: w.get(k) for k in keep},
+        "thresholds": th.as_dict(),
+        **{
+            k: lat.get(k)
+            for k in (
+                "output_tokens",
+                "output_tokens_per_s",
+                "duration_s",
+                "goodput_req_per_s",
+                "goodput_fraction",
+                "slo",
+            )
+        },
+    }

@@ -1,0 +1,222 @@
+"""Top kernels and top ops per scope (the whole trace, each phase, each region), from partial
+sums per innermost region spread through the region tree. See docs/analysis.md."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.analysis.regions.kernel_classes import class_totals
+from tracekit.analysis.regions.metrics import rank_top
+
+PHASES = ("prefill", "decode", "mixed")
+SYNTHETIC_ID = -1  # the whole-trace region added when phases come from shapes
+
+
+def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """(``_leaf``, ``region_id``): each region with itself and every ancestor, along
+    ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
+    small regions table, not from the activities. The synthetic whole-trace region of shape
+    inference (id −1) encloses every activity's region, and the unattributed ones (null leaf)."""
+    parent = (
+        pl.coalesce("effective_parent_id", "parent_id")
+        if "effective_parent_id" in regions.columns
+        else pl.col("parent_id")
+    )
+    real = regions.lazy().filter(pl.col("region_id") != SYNTHETIC_ID)
+    up, frontier = pl.collect_all(
+        [
+            real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls(),
+            real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur")),
+        ],
+        engine="in-memory",
+    )
+    parts = [frontier]
+    for _ in range(frontier.height):  # one query per nesting level
+        frontier = (
+            frontier.lazy()
+            .join(up.lazy(), on="_cur")
+            .select("_leaf", pl.col("_next").alias("_cur"))
+            .collect(engine="in-memory")
+        )
+        if frontier.height == 0:
+            break
+        parts.append(frontier)
+    out = pl.concat(parts).lazy().rename({"_cur": "region_id"}).unique()
+    if (regions["region_id"] == SYNTHETIC_ID).any():
+        leaves = acts.lazy().select(pl.col("region_id").alias("_leaf")).unique()
+        out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
+    return out.collect(engine="in-memory")
+
+
+def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
+    """True on the first row of each (``key``, ``item``) pair, nulls being equal; one int64 key
+    when both are integers that pack, else a struct."""
+    k, i = df[key], df[item]
+    pair: pl.Expr = pl.struct(key, item)
+    if k.dtype.is_integer() and i.dtype.is_integer() and df.height:
+        k0, k1 = (int(k.min()), int(k.max())) if k.null_count() < k.len() else (0, 0)  # type: ignore[arg-type]
+        i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
+        m = i1 - i0 + 2  # room for null as the last value
+        if (k1 - k0 + 2) * m < 2**62:
+            pair = (pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m + (
+                pl.col(item).cast(pl.Int64()) - i0
+            ).fill_null(i1 - i0 + 1)
+    return df.select(pair.is_first_distinct()).to_series()
+
+
+def tops(
+    acts: pl.DataFrame, regions: pl.DataFrame, unit_ph: pl.DataFrame, closure: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Top kernels and top ops per scope: the whole trace, each phase, each region; and the
+    device time per op class of every kernel of each scope (:func:`class_totals`).
+
+    Activities are first summed per (innermost region, name) — a few thousand rows — and only
+    those partial sums are spread to enclosing regions and phases through the region closure,
+    so the cost does not grow with nesting depth × activities. ``closure``: the
+    :func:`region_closure` of ``regions`` and ``acts`` when the caller has it.
+    """
+    # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
+    # aten::pow it launched through), else by the launching op. Kernel names average ~400 bytes
+    # in real traces: names are grouped as categoricals and scopes as integers
+    # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
+    order = [*PHASES, "other"]
+    closure = region_closure(regions, acts) if closure is None else closure
+    # One lazy plan from here on, collected once for the three outputs (a small trace pays per
+    # polars query, not per row), by the in-memory engine as the eager steps were (the streaming
+    # one divides by a window sum through its reciprocal: one ulp apart in the printed shares).
+    # The join is eager: its row order decides which phase is "first" (a lazy join's order is
+    # not observed, and the optimizer then keeps any row).
+    cl = closure.lazy()
+    leaf_phase = (
+        closure.join(unit_ph, on="region_id")
+        .lazy()
+        .unique("_leaf", keep="first")
+        .select(
+            "_leaf",
+            pl.col("phase")
+            .replace_strict(order, list(range(len(order))), default=len(order), return_dtype=pl.Int64())
+            .alias("_sc"),
+        )
+    )
+    a0 = acts.select(
+        "region_id",
+        "dur_ns",
+        "op_flops",
+        "op_bytes",
+        pl.col("name").cast(pl.Categorical()).alias("_kname"),
+        pl.col("kind").cast(pl.Categorical()),
+        pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
+        pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
+    )
+    kpre = (
+        a0.lazy()
+        .group_by("region_id", pl.col("_kname").alias("name"), "kind")
+        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
+    )
+    # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
+    # activities all lie in one innermost region (nearly all) is summed per (region, op name)
+    # before spreading: ``_new`` marks its first activity there. Ops in several regions (first
+    # activities in more than one region), and activities without an op ("(no op)", one
+    # instance per scope), stay per op so that an enclosing scope counts them once.
+    a = (
+        a0.lazy()
+        .with_columns(_first_of(a0, "region_id", "top_op_id").alias("_new"))
+        .with_columns((pl.col("top_op_id").is_null() | (pl.col("_new").sum().over("top_op_id") > 1)).alias("_multi"))
+    )
+    once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]
+    single = (
+        a.filter(~pl.col("_multi"))
+        .group_by("region_id", "name")
+        .agg(
+            pl.col("_new").sum().cast(pl.Int64()).alias("count"),
+            pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+            once[0].sum().alias("op_flops"),
+            once[1].sum().alias("op_bytes"),
+            once[0].is_not_null().any().alias("_hasf"),
+            once[1].is_not_null().any().alias("_hasb"),
+        )
+    )
+    several = (
+        a.filter(pl.col("_multi"))
+        .group_by("region_id", "top_op_id")
+        .agg(
+            pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
+            pl.col("op_flops").first(),
+            pl.col("op_bytes").first(),
+            pl.col("name").first(),
+        )
+    )
+
+    # The kernels' partial sums are collected first, by the streaming engine: counts and integer
+    # sums (exact in any order), with only the groups held, not beside the ops' activity-scale
+    # steps in the plan below (the 860 MB replica: the tops' transient ~55 → ~35 MB).
+    kpre = kpre.collect(engine="streaming").lazy()
+
+    def spread(pre: pl.LazyFrame) -> pl.LazyFrame:
+        leaf = pre.rename({"region_id": "_leaf"})
+        return pl.concat(
+            [
+                leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
+                leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(
+                    pl.lit(1, dtype=pl.Int64()).alias("_sk")
+                ),
+                leaf.join(cl, on="_leaf", nulls_equal=True)
+                .with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
+                .rename({"region_id": "_sc"}),
+            ],
+            how="diagonal_relaxed",
+        ).drop("_leaf")
+
+    keys = ["_sk", "_sc"]
+    tk = spread(kpre).group_by(*keys, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    per_op = (
+        spread(several)
+        .group_by(*keys, "top_op_id")
+        .agg(
+            pl.col("device_time_ns").sum(),
+            pl.col("op_flops").first(),
+            pl.col("op_bytes").first(),
+            pl.col("name").first(),
+        )
+        .with_columns(
+            pl.lit(1, dtype=pl.Int64()).alias("count"),
+            pl.col("op_flops").is_not_null().alias("_hasf"),
+            pl.col("op_bytes").is_not_null().alias("_hasb"),
+        )
+        .drop("top_op_id")
+    )
+    to = (
+        pl.concat([spread(single), per_op], how="diagonal_relaxed")
+        .group_by(*keys, "name")
+        .agg(
+            pl.col("count").sum(),
+            pl.col("device_time_ns").sum(),
+            pl.when(pl.col("_hasf").any()).then(pl.col("op_flops").sum()).alias("flops"),
+            pl.when(pl.col("_hasb").any()).then(pl.col("op_bytes").sum()).alias("bytes"),
+        )
+    )
+
+    def scoped(df: pl.LazyFrame, rank: bool = True) -> pl.LazyFrame:
+        kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
+        scope = (
+            pl.when(pl.col("_sk") == 0)
+            .then(pl.lit("trace"))
+            .when(pl.col("_sk") == 1)
+            .then(
+                pl.col("_sc").replace_strict(list(range(len(order))), order, default="other", return_dtype=pl.String())
+            )
+            .otherwise(pl.col("_sc").cast(pl.String()))
+        )
+        cols = df.collect_schema().names()
+        df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in cols])
+        top = rank_top(df, keys) if rank else df
+        return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
+            "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys)
+        )
+
+    # the kind decides the memcpy/memset class; the top-kernel rows stay per name
+    names = tk.group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    k_out, o_out, c_out = pl.collect_all(
+        [scoped(names), scoped(to), scoped(class_totals(tk, keys), rank=False)], engine="in-memory"
+    )
+    return k_out, o_out, c_out

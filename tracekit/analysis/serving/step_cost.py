@@ -1,0 +1,133 @@
+"""Measured serving costs for the what-if (docs/whatif.md): a step-cost model fitted to the trace's
+steps, and the KV-cache bytes per token from the attention shapes.
+
+Step cost (least squares over every step with a known composition)::
+
+    step_ms = c0 + cp · P + cd · D + ck · (D · ctx_d)
+
+P = prefill tokens, D = decoding sequences, ctx_d = their context (so D·ctx_d ≈ KV entries the
+decode attention reads). A prefill of n tokens alone costs c0 + cp·n; a decode step of D
+sequences at context c costs c0 + cd·D + ck·D·c. Terms the trace cannot separate (no variation)
+are dropped and said so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+TERMS = ("intercept_ms", "per_prefill_token_ms", "per_decode_seq_ms", "per_decode_kv_token_ms")
+ELEMENT_BYTES = {
+    "float": 4,
+    "double": 8,
+    "c10::BFloat16": 2,
+    "c10::Half": 2,
+    "BFloat16": 2,
+    "Half": 2,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+}
+_DIMS2 = r"^\[\[(\d+), (\d+), (\d+), (\d+)\], \[(\d+), (\d+), (\d+), (\d+)\]"
+
+
+def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
+    """The step-cost model over ``steps`` (columns P, D, dctx, ms as from
+    :func:`tracekit.analysis.serving.interference.decoding_steps`, plus prefill-only steps). Returns the
+    coefficients (ms), ``n``, ``r2``, ``dropped`` terms and the ranges of P, D, ctx_d seen."""
+    out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": []}
+    s = steps.drop_nulls(["P", "D", "ms"]).with_columns(pl.col("dctx").fill_null(0))
+    if s.height < 2:
+        out["why_none"] = f"{s.height} step(s) with a known composition: need ≥ 2"
+        return out
+    import numpy as np  # only to fit (least squares): summary and analysis start-up stay numpy-free
+
+    y = s["ms"].to_numpy().astype(float)
+    cols = {
+        "intercept_ms": np.ones(s.height),
+        "per_prefill_token_ms": s["P"].to_numpy().astype(float),
+        "per_decode_seq_ms": s["D"].to_numpy().astype(float),
+        "per_decode_kv_token_ms": (s["D"] * s["dctx"]).to_numpy().astype(float),
+    }
+    keep = [k for k, v in cols.items() if k == "intercept_ms" or float(np.ptp(v)) > 0]
+    keep = keep[: max(1, min(len(keep), s.height - 1))]
+    out["dropped"] = [k for k in TERMS if k not in keep]
+    x = np.column_stack([cols[k] for k in keep])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    tss = float(((y - y.mean()) ** 2).sum())
+    out.update({k: float(c) for k, c in zip(keep, coef)})
+    for k in out["dropped"]:
+        out[k] = 0.0
+    out["r2"] = 1 - float((resid**2).sum()) / tss if tss > 0 else None
+    out["ranges"] = {c: [int(s[c].min()), int(s[c].max())] for c in ("P", "D", "dctx")}  # type: ignore[arg-type]
+    return out
+
+
+def all_steps(steps: pl.DataFrame) -> pl.DataFrame:
+    """Every step with P, D, dctx, ms: the decoding steps plus prefill-only steps (D = 0)."""
+    from tracekit.analysis.serving.interference import decoding_steps
+
+    dec = decoding_steps(steps).select("P", "D", "dctx", "ms")
+    if steps.height == 0 or "prefill_tokens" not in steps.columns:
+        return dec
+    pre = steps.filter(pl.col("phase") == "prefill").select(
+        pl.coalesce(pl.col("prefill_tokens"), pl.col("tokens") if "tokens" in steps.columns else pl.lit(None))
+        .cast(pl.Int64())
+        .alias("P"),
+        pl.lit(0, dtype=pl.Int64()).alias("D"),
+        pl.lit(0, dtype=pl.Int64()).alias("dctx"),
+        (pl.col("step_ns") / 1e6).alias("ms"),
+    )
+    return pl.concat(
+        [
+            pre,
+            dec.with_columns(
+                pl.col("D").cast(pl.Int64()), pl.col("P").cast(pl.Int64()), pl.col("dctx").cast(pl.Int64())
+            ),
+        ]
+    )
+
+
+def kv_shape(ops: pl.DataFrame, regions: pl.DataFrame) -> dict[str, Any]:
+    """KV-cache bytes per token = 2 (K and V) × layers × KV heads × head dim × element size, from
+    the ``aten::scaled_dot_product_attention`` shapes (key = second input, ``[B, H_kv, S, d]``) and
+    the number of attention calls in the first decode step (layers = calls × B / D). Returns the
+    parts and ``bytes_per_token``, or ``why_none`` when the trace does not show them."""
+    sd = ops.filter(pl.col("name") == "aten::scaled_dot_product_attention")
+    if sd.height == 0 or "input_dims" not in ops.columns:
+        return {"bytes_per_token": None, "why_none": "no aten::scaled_dot_product_attention with shapes in the trace"}
+    sd = sd.filter(pl.col("depth") == pl.col("depth").min()).with_columns(
+        *[
+            pl.col("input_dims").str.extract(_DIMS2, g).cast(pl.Int64()).alias(n)
+            for g, n in ((5, "_b"), (6, "_h"), (8, "_d"))
+        ],
+        pl.col("input_types").list.get(1, null_on_oob=True).alias("_t")
+        if "input_types" in ops.columns
+        else pl.lit(None).alias("_t"),
+    )
+    sd = sd.drop_nulls("_h")
+    dec = regions.filter(pl.col("phase") == "decode") if "phase" in regions.columns else regions.clear()
+    dcol = [c for c in ("decode_seqs", "batch") if c in dec.columns]
+    dec = dec.with_columns(pl.coalesce(*dcol).alias("_D") if dcol else pl.lit(None).alias("_D")).drop_nulls("_D")
+    if sd.height == 0 or dec.height == 0:
+        return {"bytes_per_token": None, "why_none": "no decode step with a batch size and attention shapes"}
+    first = dec.sort("start_ns").row(0, named=True)
+    inside = sd.filter((pl.col("start_ns") >= first["start_ns"]) & (pl.col("start_ns") <= first["end_ns"]))
+    if inside.height == 0:
+        return {"bytes_per_token": None, "why_none": "no attention call inside the first decode step"}
+    b = float(inside["_b"].mean())  # type: ignore[arg-type]
+    layers = round(inside.height * b / int(first["_D"]))
+    h, d = int(inside["_h"][0]), int(inside["_d"][0])
+    elem = ELEMENT_BYTES.get(str(inside["_t"][0]))
+    if elem is None or layers < 1:
+        return {"bytes_per_token": None, "why_none": f"unknown element type {inside['_t'][0]!r} or no layers"}
+    return {
+        "bytes_per_token": 2 * layers * h * d * elem,
+        "layers": layers,
+        "kv_heads": h,
+        "head_dim": d,
+        "element_bytes": elem,
+        "dtype": str(inside["_t"][0]),
+        "source": f"{inside.height} attention calls in decode step {first.get('name')!r} (key shape [B, {h}, S, {d}])",
+    }

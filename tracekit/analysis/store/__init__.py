@@ -1,0 +1,1 @@
+"""Derived tables stored beside a trace in a dataset, and computing them for a committed trace."""

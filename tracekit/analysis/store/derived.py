@@ -1,0 +1,353 @@
+"""Derived tables stored beside a trace in an ingested dataset, so re-analysis skips recomputing them.
+
+At ingest (:func:`write_with_derived`; :func:`add_derived` for a trace already committed) the
+dataset also receives, in the same hive layout and the
+same atomic commit (written before ``meta``)::
+
+    DIR/attribution_activities/trace_id=<id>/data.parquet   # attribute(trace).activities
+    DIR/attribution_links/trace_id=<id>/data.parquet        # attribute(trace).region_links
+    DIR/region_labels/trace_id=<id>/data.parquet            # label_regions(trace) (no --phase-map)
+    DIR/op_costs/trace_id=<id>/data.parquet                 # op_id + the cost columns of op_costs
+    DIR/derived_key/trace_id=<id>/data.parquet              # one row: key, cpu_only, row counts
+
+The key names the code that computed them: tracekit version, schema version, this module's
+format number and a hash of the source of the modules that compute them (attribution, regions,
+phases, cost model, ...). :func:`read_derived` returns None — and the analysis recomputes — when
+the key or the canonical tables' row counts differ, or a table is missing: stale derived tables
+are never trusted. See docs/analysis.md ("Re-analysis from a dataset").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from tracekit.tables import schema
+
+if TYPE_CHECKING:
+    from tracekit.tables.trace import Trace
+
+DERIVED_FORMAT = 1
+ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
+    "attribution_activities",
+    "attribution_links",
+    "region_labels",
+    "op_costs",
+    "derived_key",
+)
+DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
+COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
+# Code that decides the derived tables: every module of these packages (and these files) has its
+# source hashed into the key, so a new, moved or edited module there invalidates stored tables.
+# The list names folders, not modules: nothing to keep in step by hand when files move.
+SOURCE_PACKAGES = ("tables", "attribution", "labels", "costmodel")
+SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/store/derived.py", "analysis/store/compute.py")
+CANONICAL = ("kernels", "launches", "ops", "regions")
+# What the analysis reads of a dataset trace whose derived tables are current (and no --phase-map):
+# attribution, costs and labels come stored, so the canonical tables serve only the copy bytes,
+# communication (kernels), blocking calls (launches), host op stretches, shapes and the KV-cache
+# estimate (ops). Other columns stay null constants (no memory per row); regions are read whole.
+ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
+    "kernels": ("kind", "name", "device", "stream", "start_ns", "end_ns", "bytes"),
+    "launches": ("name", "pid", "tid", "start_ns", "end_ns"),
+    "ops": ("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims", "input_types"),
+}
+
+# Of those, the columns that a trace without recorded shapes holds all null (e.g. Kineto without
+# record_shapes): made null constants without being decoded (the 860 MB replica: ~27 MB).
+ANALYSIS_SPARSE: dict[str, tuple[str, ...]] = {"ops": ("input_dims", "input_types")}
+
+
+def analysis_rows() -> dict[str, pl.Expr]:
+    """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
+    only the blocking calls (the only use of the launches then: the idle causes'
+    ``blocking_calls``, tracekit/analysis/idle/causes.py)."""
+    from tracekit.analysis.idle.causes import BLOCKING
+
+    return {"launches": pl.col("name").str.contains(BLOCKING)}
+
+
+# The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below).
+ANALYSIS_ACTIVITY_COLUMNS = (
+    "act_id",
+    "kind",
+    "name",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "correlation",
+    "launch_name",
+    "launch_pid",
+    "launch_tid",
+    "launch_start_ns",
+    "op_id",
+    "op_name",
+    "region_id",
+    "unattributed_reason",
+)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The frames the analysis needs besides the trace (``costs`` is ``op_costs(trace.ops)``)."""
+
+    activities: pl.DataFrame
+    region_links: pl.DataFrame
+    labels: pl.DataFrame
+    costs: pl.DataFrame
+    cpu_only: bool
+
+
+def source_files() -> list[Path]:
+    """The files whose content is hashed into :func:`derived_key`, in a fixed order."""
+    pkg = Path(__file__).resolve().parents[2]
+    files = [f for d in SOURCE_PACKAGES for f in (pkg / d).rglob("*.py")]
+    files += [pkg / f for f in SOURCE_FILES]
+    return sorted(files, key=lambda f: f.relative_to(pkg).as_posix())
+
+
+@lru_cache(maxsize=1)
+def derived_key() -> str:
+    """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>`` — the code hash covers
+    the path and content of every :func:`source_files` file."""
+    from tracekit import __version__
+
+    pkg = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in source_files():
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
+        h.update(f.read_bytes())
+        h.update(b"\0")
+    return (
+        f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
+    )
+
+
+def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
+    """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables
+    (of a trace already in a dataset, :func:`derived_store.store_derived` makes the same tables
+    reading only what they need)."""
+    from tracekit.analysis.store.compute import key_frame
+    from tracekit.attribution.core import attribute
+    from tracekit.costmodel.ops import trace_costs
+    from tracekit.labels.regions import label_regions
+
+    att = attribute(trace)
+    costs = trace_costs(trace, att.activities)
+    return {
+        ACTIVITIES: att.activities,
+        LINKS: att.region_links,
+        LABELS: label_regions(trace, tree=att.region_tree).drop("trace_id", strict=False),
+        COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
+        KEY: key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}),
+    }
+
+
+def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` and its derived tables into the dataset at ``out_dir`` in one atomic commit
+    (what ``tracekit ingest`` calls)."""
+    from tracekit.tables.trace import write_dataset
+
+    return write_dataset(trace, out_dir, extra=lambda: compute_derived(trace))
+
+
+def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
+    """Alias of :func:`write_with_derived` (the canonical tables are rewritten with them, so the
+    derived tables can never describe another copy of the trace)."""
+    return write_with_derived(trace, out_dir)
+
+
+def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
+    """Compute and store the derived tables of a trace already committed in ``dataset`` (for
+    writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest), reading
+    only the columns they need (:func:`derived_store.store_derived`). Each partition is written to
+    a temporary name and renamed; ``derived_key`` goes last, so an interrupted call leaves tables
+    without a key, which :func:`read_derived` ignores."""
+    from tracekit.analysis.store.compute import store_derived
+
+    store_derived(Path(dataset), trace_id)
+
+
+def ensure_derived(trace: Trace) -> bool:
+    """For a trace read from a dataset that holds no current derived tables (a streamed Kineto or
+    a chunked Nsight ingest writes none; a code change makes them stale): compute and store them,
+    so later analyses of it skip attribution, costs and labels (:func:`read_derived`). True when
+    stored; False when not needed or not possible (not from a dataset, read-only). Best effort:
+    never raises for I/O. (``tracekit analyze`` without ``--phase-map`` stores them before reading
+    the trace instead: :func:`load_for_analysis`.)"""
+    root = trace.meta.get("dataset_path")
+    if trace.read_in_part:  # never a source of tables
+        return False
+    if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
+        return False
+    try:
+        _store(Path(root), trace.trace_id, trace)
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+    return True
+
+
+def _store(root: Path, trace_id: str, trace: Trace) -> None:
+    from tracekit.analysis.store.compute import put
+    from tracekit.tables.trace import remove_partition
+
+    remove_partition(root, KEY, trace_id)
+    tables = compute_derived(trace)
+    for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
+        put(root, name, trace_id, tables[name])
+    del tables
+
+
+def _stored_lean(root: Path, trace_id: str) -> bool:
+    """:func:`derived_store.store_derived`, best effort: False when the dataset could not be read
+    or written (e.g. read-only)."""
+    from tracekit.analysis.store.compute import store_derived
+    from tracekit.errors import DatasetError
+
+    try:
+        store_derived(root, trace_id)
+    except (OSError, pl.exceptions.PolarsError, DatasetError):
+        return False
+    return True
+
+
+def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
+    """The derived tables' files and key row of a trace read from a dataset, when every table is
+    there and the key and row counts say they are current; None otherwise (the only reads: the
+    one-row ``derived_key`` file)."""
+    root = trace.meta.get("dataset_path")
+    tid = trace.trace_id
+    if not root or not tid:
+        return None
+    full = trace.meta.get("dataset_rows") or {}  # tables read in part: their rows in the dataset
+    return _key_files(Path(root), tid, {n: int(full.get(n, trace.table(n).height)) for n in CANONICAL})
+
+
+def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Path], dict[str, Any]] | None:
+    """:func:`_current_key` for the trace ``tid`` of the dataset ``root`` whose canonical tables
+    have ``rows`` rows."""
+    files = {n: root / n / f"trace_id={tid}" / "data.parquet" for n in DERIVED_TABLES}
+    if not all(f.is_file() for f in files.values()):
+        return None
+    try:
+        key = pl.read_parquet(files[KEY]).row(0, named=True)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != rows[n] for n in CANONICAL):
+        return None
+    return files, key
+
+
+def stored_current(dataset: str | os.PathLike[str], trace_id: str) -> bool:
+    """True when the trace ``trace_id`` of ``dataset`` has current derived tables, judged without
+    reading its tables (row counts from the Parquet footers)."""
+    from tracekit.tables.layout import DATA_FILE
+
+    root = Path(dataset)
+    try:
+        counts = pl.collect_all(
+            [pl.scan_parquet(root / n / f"trace_id={trace_id}" / DATA_FILE).select(pl.len()) for n in CANONICAL]
+        )
+    except (OSError, pl.exceptions.PolarsError):
+        return False
+    return _key_files(root, trace_id, {n: int(c.item()) for n, c in zip(CANONICAL, counts)}) is not None
+
+
+def load_for_analysis(
+    source: str | os.PathLike[str],
+    trace_id: str | None = None,
+    captures: list[str] | None = None,
+    lean: bool = True,
+    ensure: bool = False,
+) -> Trace:
+    """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
+    current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
+    labels come stored); otherwise the whole trace (``tracekit.load``). With ``ensure`` its missing
+    or stale derived tables are computed and stored (best effort): with ``lean`` first, from only
+    the columns they need (:func:`derived_store.store_derived`), and the trace then read with only
+    the analysis's columns; without, from the whole trace (:func:`ensure_derived`)."""
+    import tracekit
+    from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
+
+    if captures or not is_dataset(source):
+        return tracekit.load(str(source), trace_id=trace_id, captures=captures)
+    root = Path(source)
+    tid = choose_trace(root, dataset_trace_ids(root), trace_id)
+    if lean and stored_current(root, tid):
+        from tracekit.sources.guard import reading
+        from tracekit.tables.trace import read_dataset
+
+        with reading(root):
+            return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
+    if ensure and lean and _stored_lean(root, tid):
+        # computed and stored reading only what they need, before the trace is read (the whole
+        # trace held with them peaked at 740 MB on the 860 MB replica); then the analysis reads
+        # only what it needs too
+        return load_for_analysis(root, tid)
+    trace = tracekit.load(str(root), trace_id=tid)
+    if ensure and not lean:  # (--phase-map) the whole trace is read anyway: they are computed from it
+        ensure_derived(trace)
+    return trace
+
+
+def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) -> Derived | None:
+    """The stored derived tables of a trace read from a dataset, or None when the trace did not
+    come from a dataset, a table is missing, or the key / row counts say they are stale.
+    ``activity_columns``: only these columns of the activities (e.g. :data:`ANALYSIS_ACTIVITY_COLUMNS`)."""
+    found = _current_key(trace)
+    if found is None:
+        return None
+    files, key = found
+    tid = trace.trace_id
+    names = (ACTIVITIES, LINKS, LABELS, COSTS)
+    # A device activity's name is its kernel's (attribution/activities.py: act_id = the kernels
+    # row). Read without it and gathered from trace.kernels, the names share that table's string
+    # buffers instead of being a second copy (92 MB on the 860 MB replica).
+    kernel_names = (
+        not key.get("cpu_only")
+        and trace.kernels.height > 0
+        and (activity_columns is None or "name" in activity_columns)
+    )
+    scans = [pl.scan_parquet(files[n]) for n in names]
+    try:
+        if activity_columns is not None:
+            have = scans[0].collect_schema().names()
+            scans[0] = scans[0].select([c for c in have if c in activity_columns])
+        if kernel_names:
+            scans[0] = scans[0].select(pl.exclude("name"))
+        # one file at a time, each settled (one chunk per column, a column at a time: columns
+        # added later do not copy the frame) before the next is read (tables/trace.py settled)
+        from tracekit.tables.trace import null_columns, settled
+
+        frames = {}
+        for n, scan in zip(names, scans):
+            sch = scan.collect_schema()
+            # a trace whose ops have no cost model stores all-null cost columns: made null
+            # constants without being decoded (the 860 MB replica: 5 columns of 1.1 M rows)
+            nulls = null_columns(files[n], [c for c in COST_COLUMNS if c in sch]) if n == COSTS else set()
+            if nulls:
+                scan = scan.select(pl.lit(None, dtype=t).alias(c) if c in nulls else pl.col(c) for c, t in sch.items())
+            frames[n] = settled(scan.collect(), [c for c in sch if c not in nulls], constants=True)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    if kernel_names:
+        acts = frames[ACTIVITIES]
+        if acts.height and int(acts["act_id"].max()) >= trace.kernels.height:  # type: ignore[arg-type]
+            return None  # not this trace's activities after all: recompute
+        cols = acts.columns
+        at = cols.index("kind") + 1 if "kind" in cols else 1
+        frames[ACTIVITIES] = acts.insert_column(at, trace.kernels["name"].gather(acts["act_id"]).alias("name"))
+    stored = frames[COSTS]
+    ops = trace.ops
+    if stored["op_id"].equals(ops["op_id"]):
+        costs = ops.hstack(stored.drop("op_id").get_columns())
+    else:
+        costs = ops.join(stored, on="op_id", how="left")
+    labels = frames[LABELS].with_columns(pl.lit(tid).alias("trace_id")).select("trace_id", pl.exclude("trace_id"))
+    return Derived(frames[ACTIVITIES], frames[LINKS], labels, costs, bool(key.get("cpu_only")))

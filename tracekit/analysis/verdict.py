@@ -1,0 +1,223 @@
+"""The verdict of a region or phase: overhead-, compute- or bandwidth-bound, or unknown.
+
+Every threshold lives in :class:`Thresholds` (documented in docs/analysis.md). The decision
+order, for a row with metrics from :mod:`tracekit.analysis.regions.metrics`:
+
+1. no device activity: ``overhead`` when the row has a span (its CPU-side duration), else
+   excluded (``bound`` null) — the analysis counts those;
+2. ``busy_ratio < overhead_busy_ratio`` → ``overhead`` (needs no cost model, no peaks);
+3. ``coverage < min_coverage`` → ``unknown`` (never a made-up number);
+4. no peak for the device or for the row's dominant dtype → ``unknown``;
+5. ``intensity >= ridge`` (peak FLOP/s ÷ bandwidth for that dtype) → ``compute``, else ``bandwidth``.
+
+Each verdict carries a one-line ``reason`` holding the numbers that decided it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import polars as pl
+
+from tracekit.errors import UsageError
+
+if TYPE_CHECKING:
+    from tracekit.hardware.peaks import Hardware
+
+BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Classification thresholds (override with ``--thresholds busy=0.4,coverage=0.3``).
+
+    overhead_busy_ratio: a region whose device is busy for less than this share of its span is
+        overhead-bound (launches, host work and synchronisation dominate). Default 0.5.
+    min_coverage: below this share of busy time covered by a cost model, intensity is not
+        trusted and the verdict is ``unknown``. Default 0.5.
+    underused_frac_roof: a per-class roofline row achieving less than this share of the
+        attainable roof at its own intensity keeps its verdict and is flagged ``underused``.
+        Default 0.2.
+    """
+
+    overhead_busy_ratio: float = 0.5
+    min_coverage: float = 0.5
+    underused_frac_roof: float = 0.2
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        "busy": "overhead_busy_ratio",
+        "coverage": "min_coverage",
+        "underused": "underused_frac_roof",
+    }
+
+    @classmethod
+    def parse(cls, text: str | None) -> Thresholds:
+        """``"busy=0.4,coverage=0.3"`` (or the full field names) → Thresholds; UsageError if bad."""
+        if not text:
+            return cls()
+        values: dict[str, float] = {}
+        fields = {f.name for f in dataclasses.fields(cls)}
+        for part in text.split(","):
+            k, sep, v = part.partition("=")
+            name = cls.ALIASES.get(k.strip(), k.strip())
+            if not sep or name not in fields:
+                raise UsageError(f"--thresholds: {part!r} is not KEY=VALUE with KEY one of busy, coverage, underused")
+            try:
+                x = float(v)
+            except ValueError:
+                raise UsageError(f"--thresholds: {v!r} is not a number") from None
+            if not 0.0 <= x <= 1.0:
+                raise UsageError(f"--thresholds: {k.strip()}={x} must be between 0 and 1")
+            values[name] = x
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "overhead_busy_ratio": self.overhead_busy_ratio,
+            "min_coverage": self.min_coverage,
+            "underused_frac_roof": self.underused_frac_roof,
+        }
+
+
+def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
+    """One row per dtype with a peak: ``dtype, peak_flops_per_s, peak_bytes_per_s, ridge``."""
+    schema = {
+        "dtype": pl.String(),
+        "peak_flops_per_s": pl.Float64(),
+        "peak_bytes_per_s": pl.Float64(),
+        "ridge": pl.Float64(),
+    }
+    if hardware is None or not hardware.mem_bandwidth_bytes_per_s:
+        return pl.DataFrame(schema=schema)
+    rows = []
+    for dtype, peak in sorted(hardware.peak_flops_per_s.items()):
+        if peak and peak > 0:
+            rows.append(
+                {
+                    "dtype": dtype,
+                    "peak_flops_per_s": float(peak),
+                    "peak_bytes_per_s": float(hardware.mem_bandwidth_bytes_per_s),
+                    "ridge": float(peak) / float(hardware.mem_bandwidth_bytes_per_s),
+                }
+            )
+    return pl.DataFrame(rows, schema=schema)
+
+
+def fmt_dur(ns: pl.Expr) -> pl.Expr:
+    """Human duration with 2-3 significant digits: 812 ns, 3.4 µs, 1.8 ms, 2.31 s."""
+    x = ns.cast(pl.Float64())
+    return (
+        pl.when(x >= 1e9)
+        .then(pl.format("{} s", (x / 1e9).round(2)))
+        .when(x >= 1e6)
+        .then(pl.format("{} ms", (x / 1e6).round(1)))
+        .when(x >= 1e3)
+        .then(pl.format("{} µs", (x / 1e3).round(1)))
+        .otherwise(pl.format("{} ns", x.round(0).cast(pl.Int64())))
+    )
+
+
+def fmt_num(x: pl.Expr) -> pl.Expr:
+    """One decimal below 10, none above: 3.9, 295."""
+    return pl.when(x < 10).then(x.round(1).cast(pl.String())).otherwise(x.round(0).cast(pl.Int64()).cast(pl.String()))
+
+
+def fmt_pct(x: pl.Expr, threshold: float | None = None) -> pl.Expr:
+    """Whole percent; two decimals when the whole number would equal the threshold's (so a
+    reason never reads "busy 50 % of span" for a region just under a 50 % threshold)."""
+    whole = pl.format("{} %", (x * 100).round(0).cast(pl.Int64()))
+    if threshold is None:
+        return whole
+    near = (x * 100).round(0) == round(threshold * 100)
+    return pl.when(near).then(pl.format("{} %", (x * 100).round(2))).otherwise(whole)
+
+
+def classify(
+    df: pl.DataFrame, hardware: Hardware | None, thresholds: Thresholds | None = None, device_name: str | None = None
+) -> pl.DataFrame:
+    """Add ``peak_flops_per_s, peak_bytes_per_s, ridge, frac_peak_flops, frac_peak_bytes, bound,
+    reason`` to a metric frame (columns from :func:`tracekit.analysis.regions.metrics.derived` plus
+    ``span_ns``, ``kernel_count``, ``gap_count``, ``gap_max_ns``, ``dtype``).
+    """
+    th = thresholds or Thresholds()
+    device = hardware.name if hardware is not None else None
+    # one lazy query (in-memory engine, as the eager steps were): a small trace pays per query
+    out = df.lazy().join(peaks_frame(hardware).lazy(), on="dtype", how="left")
+    out = out.with_columns(
+        (pl.col("achieved_flops_per_s") / pl.col("peak_flops_per_s")).alias("frac_peak_flops"),
+        (pl.col("achieved_bytes_per_s") / pl.col("peak_bytes_per_s")).alias("frac_peak_bytes"),
+    )
+    no_work = pl.col("kernel_count").fill_null(0) == 0
+    has_span = pl.col("span_ns").fill_null(0) > 0
+    overhead = pl.col("busy_ratio") < th.overhead_busy_ratio
+    low_cov = pl.col("coverage").fill_null(0) < th.min_coverage
+    no_peak = pl.col("ridge").is_null()
+    no_bytes = pl.col("intensity").is_null()
+    compute = pl.col("intensity") >= pl.col("ridge")
+    bound = (
+        pl.when(no_work & has_span)
+        .then(pl.lit("overhead"))
+        .when(no_work)
+        .then(pl.lit(None, dtype=pl.String()))
+        .when(overhead)
+        .then(pl.lit("overhead"))
+        .when(low_cov | no_peak | no_bytes)
+        .then(pl.lit("unknown"))
+        .when(compute)
+        .then(pl.lit("compute"))
+        .otherwise(pl.lit("bandwidth"))
+    )
+    busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
+    gaps_txt = pl.format("{} gaps, largest {}", pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns")))
+    why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in df.columns else gaps_txt
+    if device is None:
+        peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
+    else:
+        peak_txt = pl.format(
+            "no {} peak for {}; pass --hardware FILE", pl.col("dtype").fill_null("dtype"), pl.lit(device)
+        )
+    reason = (
+        pl.when(no_work & has_span)
+        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
+        .when(no_work)
+        .then(pl.lit("zero span and no device work: excluded"))
+        .when(overhead)
+        .then(pl.format("{}: {}", busy_txt, why_idle))
+        .when(low_cov)
+        .then(
+            pl.format(
+                "cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
+                fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
+                fmt_pct(pl.lit(th.min_coverage)),
+            )
+        )
+        .when(no_peak)
+        .then(pl.format("{}; {}", busy_txt, peak_txt))
+        .when(no_bytes)
+        .then(pl.lit("no bytes from the cost model: intensity undefined"))
+        .when(compute)
+        .then(
+            pl.format(
+                "intensity {} FLOP/B ≥ ridge {} FLOP/B ({}); {}",
+                fmt_num(pl.col("intensity")),
+                fmt_num(pl.col("ridge")),
+                pl.col("dtype"),
+                busy_txt,
+            )
+        )
+        .otherwise(
+            pl.format(
+                "intensity {} FLOP/B < ridge {} FLOP/B ({}); {}",
+                fmt_num(pl.col("intensity")),
+                fmt_num(pl.col("ridge")),
+                pl.col("dtype"),
+                busy_txt,
+            )
+        )
+    )
+    if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline/points.py)
+        bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
+        reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
+    return out.with_columns(bound.alias("bound"), reason.alias("reason")).collect(engine="in-memory")

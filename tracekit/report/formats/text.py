@@ -1,0 +1,117 @@
+"""Plain-text tables for the terminal, and the diff rendered as text / Markdown tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tracekit.report import fmt
+from tracekit.report.diff import Diff
+from tracekit.report.sections.blocks import Table
+
+
+def text_table(t: Table, max_width: int = 60) -> str:
+    """Fixed-width columns; cells longer than ``max_width`` are cut with an ellipsis."""
+
+    def cut(s: str) -> str:
+        s = s.replace("\n", " ")
+        return s if len(s) <= max_width else s[: max_width - 1] + "…"
+
+    rows = [[cut(h) for h in t.headers]] + [[cut(c) for c in r] for r in t.rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(t.headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return (f"{t.caption}\n" if t.caption else "") + "\n".join(lines)
+
+
+def _change(v: Any) -> str:
+    return fmt.change(v)
+
+
+def _delta(m: str, v: Any) -> str:
+    """B − A in the metric's unit; a difference of two shares is in percentage points (pp)."""
+    if v is None:
+        return "–"
+    if fmt.value(m, 0.5).endswith(" %") and not m.endswith("_pct"):  # a share (fraction) column
+        return fmt.pp(float(v))
+    return fmt.value(m, v)
+
+
+def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
+    rows = []
+    for r in df.iter_rows(named=True):
+        m = str(r["metric"])
+        rows.append(
+            [
+                str(r[key]),
+                fmt.label(m),
+                fmt.value(m, r["a"]),
+                fmt.value(m, r["b"]),
+                _delta(m, r["delta"]),
+                _change(r["change"]),
+            ]
+        )
+    return Table([key, "metric", "A", "B", "B − A", "change"], rows, caption)
+
+
+def _moved_table(df: pl.DataFrame, caption: str) -> Table:
+    rows = [
+        [
+            str(r["name"]),
+            fmt.count(r["count_a"]),
+            fmt.count(r["count_b"]),
+            fmt.duration(r["time_a_ns"]),
+            fmt.duration(r["time_b_ns"]),
+            fmt.duration(r["delta_ns"]),
+            _change(r["change"]),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
+    return Table(["name", "calls A", "calls B", "time A", "time B", "B − A", "change"], rows, caption)
+
+
+def diff_tables(d: Diff) -> list[Table]:
+    verdict_rows = [
+        [
+            str(r["phase"]),
+            str(r["bound_a"] or "–"),
+            str(r["bound_b"] or "–"),
+            "CHANGED" if r["changed"] else "",
+            str(r["reason_a"] or ""),
+            str(r["reason_b"] or ""),
+        ]
+        for r in d.verdicts.iter_rows(named=True)
+    ]
+    return [
+        Table(["phase", "verdict A", "verdict B", "", "reason A", "reason B"], verdict_rows, "verdicts"),
+        _long_table(d.phases, "phase", "per phase"),
+        _long_table(d.regions, "kind", "per region kind (numbers in names → N)"),
+        _moved_table(d.kernels, "kernels that moved most (total device time)"),
+        _moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
+    ]
+
+
+def render_diff(d: Diff, style: str = "table") -> str:
+    """``table`` (terminal), ``md`` (GitHub Markdown) or ``json``."""
+    if style == "json":
+        import json
+
+        return json.dumps(d.to_json(), indent=2) + "\n"
+    head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
+    if style == "md":
+        from tracekit.report.formats.markdown import _table
+
+        out = [
+            "# tracekit diff",
+            "",
+            f"- A: {fmt.md_escape(d.a_label)}",
+            f"- B: {fmt.md_escape(d.b_label)}",
+            "",
+            *[f"**{fmt.md_escape(line)}**\n" for line in d.diagnostic_lines()],
+        ]
+        for t in diff_tables(d):
+            t.collapsed = len(t.rows) > 20
+            out += [*_table(t), ""]
+        return "\n".join(out)
+    return head + "\n\n".join(text_table(t) for t in diff_tables(d) if t.rows) + "\n"

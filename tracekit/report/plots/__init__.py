@@ -1,0 +1,1 @@
+"""Plots: the canvas, each plot, and drawing every plot a report shows."""

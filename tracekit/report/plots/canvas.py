@@ -1,0 +1,74 @@
+"""The canvas every plot draws on: a matplotlib Figure on an Agg canvas (no pyplot state), the
+CPU-diagnostic stamp, SI tick labels, the phase colours, and writing a figure as PNG/SVG bytes or
+to a file. :class:`MissingPlotData` is what a plot raises when its data is absent.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
+from tracekit.report.output import write_atomic
+from tracekit.report.plots.plain_text import plain_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PHASE_COLORS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3", "other": "#999999", "all": "#333333"}
+
+
+class MissingPlotData(AnalysisError):
+    """The data a plot needs is absent; the message names what is missing."""
+
+
+def figure(w: float = 8.0, h: float = 5.0) -> "Figure":
+    """A ``w`` × ``h`` inch Figure on its own Agg canvas (no pyplot state), constrained layout."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - matplotlib is a core dependency
+        raise MissingDependencyError("plots need matplotlib: pip install matplotlib") from exc
+    fig = Figure(figsize=(w, h), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def stamp(fig: "Figure", diagnostic: str | None) -> "Figure":
+    """Write the CPU-diagnostic label across the bottom of ``fig`` (nothing when ``diagnostic`` is None)."""
+    if diagnostic and not any(t.get_text() == diagnostic for t in fig.texts):
+        fig.text(0.5, 0.002, diagnostic, ha="center", va="bottom", fontsize=9, color="#b00020", weight="bold")
+    return fig
+
+
+def si_axes(ax: Any, y_unit: str) -> None:
+    """Tick labels through the one number formatter (SI prefixes, never 1e10 notation)."""
+    from matplotlib.ticker import FuncFormatter
+
+    from tracekit.report import fmt
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.si(v, y_unit) if v > 0 else "0"))
+
+    def minor(v: float, _: Any) -> str:
+        lead = v / 10 ** math.floor(math.log10(v)) if v > 0 else 0
+        return fmt.si(v, y_unit) if round(lead) in (2, 5) and abs(lead - round(lead)) < 1e-6 else ""
+
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.plain(v) if v > 0 else "0"))
+
+
+def save(fig: "Figure", path: str | Path) -> Path:
+    """Write ``fig`` as PNG or SVG chosen by the suffix of ``path``."""
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise UsageError(f"{p}: plot output must end in .png or .svg")
+    return write_atomic(p, to_bytes(fig, fmt))  # never through a planted symlink
+
+
+def to_bytes(fig: "Figure", fmt: str = "png", dpi: int = 100) -> bytes:
+    buf = io.BytesIO()
+    plain_text(fig).savefig(buf, format=fmt, dpi=dpi)  # names as plain text, never mathtext
+    return buf.getvalue()

@@ -1,0 +1,221 @@
+"""Plots over analysis results (matplotlib, Agg canvas, no pyplot state): each one readable alone.
+
+Every function takes frames/dicts from the report model and returns a ``Figure``; when the data
+a plot needs is absent it raises :class:`MissingPlotData` whose message says what is missing
+(the report prints that line instead of drawing an empty chart). :func:`save` writes PNG or SVG
+by suffix. See docs/reports.md for what each plot shows. Here: decode vs context, breakdown, sweep;
+the roofline and the timeline have their own modules (roofline_plot.py, timeline_plot.py), the
+shared canvas (Figure, stamp, save) is canvas.py; all are reached through this module.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+import polars as pl
+
+from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
+from tracekit.report import spread
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, si_axes, stamp
+from tracekit.report.plots.roofline import peaks
+
+# Callers reach every plot and the canvas helpers through this module (plots.timeline, plots.save).
+from tracekit.report.plots.canvas import save, to_bytes  # noqa: F401 (re-exported)
+from tracekit.report.plots.roofline import roofline  # noqa: F401 (re-exported)
+from tracekit.report.plots.timeline import timeline  # noqa: F401 (re-exported)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
+
+
+# ---------------------------------------------------------------- decode vs context
+
+
+def decode_vs_context(regions: pl.DataFrame) -> "Figure":
+    """Decode step time against context length: one point per decode step, median per bucket."""
+    if regions.height == 0 or "phase" not in regions.columns:
+        raise MissingPlotData("decode: no regions with phases")
+    ctx = "ctx" if "ctx" in regions.columns else None  # the contract's names (docs/json.md)
+    t = "span_ns" if "span_ns" in regions.columns else None
+    d = regions.filter(pl.col("phase") == "decode")
+    if d.height == 0:
+        raise MissingPlotData("decode: the trace has no decode regions")
+    if ctx is None or t is None or d[ctx].drop_nulls().len() == 0:
+        raise MissingPlotData("decode: decode regions carry no context length (annotate with ctx=N)")
+    d = d.select(pl.col(ctx).cast(pl.Float64).alias("ctx"), (pl.col(t).cast(pl.Float64) / 1e6).alias("ms")).drop_nulls()
+    fig = figure()
+    ax = fig.add_subplot()
+    ax.scatter(
+        d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step"
+    )
+    b = spread.ctx_buckets(d["ctx"], d["ms"])
+    med = b["median"].to_list()
+    err = [[m - lo for m, lo in zip(med, b["lo"].to_list())], [hi - m for m, hi in zip(med, b["hi"].to_list())]]
+    fewest = int(b["n"].min() or 0)  # type: ignore[arg-type]
+    ax.errorbar(
+        b["ctx"].to_list(),
+        med,
+        yerr=err,
+        color="black",
+        marker="s",
+        capsize=3,
+        label=f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}{fewest} steps each)",
+    )
+    note = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
+    if note:
+        ax.text(0.01, 0.97, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
+    ax.set_title("Decode step time vs context length")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ---------------------------------------------------------------- breakdown
+
+
+def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.DataFrame | None = None) -> "Figure":
+    """Per phase: busy time split by op class plus idle. The classes come from the analysis'
+    per-phase totals of every kernel (``op_classes``: phase, op_class, device_time_ns); a model
+    built from an older JSON document without them falls back to classifying the phase's top
+    kernels, the rest of busy time then drawn as 'not in top kernels'."""
+    if phases.height == 0 or not {"phase", "busy_ns", "span_ns"} <= set(phases.columns):
+        raise MissingPlotData("breakdown: no per-phase busy and span times")
+    ph = phases.filter(pl.col("phase") != "all").select(
+        "phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64)
+    )
+    classes = pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
+    if (
+        op_classes is not None
+        and op_classes.height
+        and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns)
+    ):
+        classes = op_classes.select(
+            "phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns")
+        )
+    else:
+        tcol = "device_time_ns"
+        if (
+            top_kernels.height
+            and tcol in top_kernels.columns
+            and "name" in top_kernels.columns
+            and "phase" in top_kernels.columns
+        ):
+            classes = (
+                top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
+                .group_by("phase", "cls")
+                .agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns"))
+            )
+    fig = figure()
+    ax = fig.add_subplot()
+    names = ph["phase"].cast(pl.String).to_list()
+    bottom = [0.0] * len(names)
+    order = list(CLASS_ORDER)
+    cmap = {c: f"C{i}" for i, c in enumerate(order)}
+    # Summed kernel time exceeds busy time (a union) when kernels overlap across streams: the
+    # class shares are then scaled to the busy time, so bar height stays span = busy + idle.
+    summed = {p: float(classes.filter(pl.col("phase") == p)["ns"].sum()) for p in names}
+    scale = {p: min(1.0, b / summed[p]) if summed[p] > 0 else 1.0 for p, b in zip(names, ph["busy_ns"].to_list())}
+    for cls in order:
+        vals = [
+            float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
+            for p in names
+        ]
+        if any(vals):
+            ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
+            bottom = [b + v for b, v in zip(bottom, vals)]
+    rest = [
+        r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(ph["busy_ns"].to_list(), bottom))
+    ]  # < 1 ns: rounding
+    if any(rest):
+        ax.bar(names, rest, bottom=bottom, color="#bbbbbb", label="busy: not in top kernels")
+        bottom = [b + r for b, r in zip(bottom, rest)]
+    idle = [max(0.0, (s - b) / 1e6) for s, b in zip(ph["span_ns"].to_list(), ph["busy_ns"].to_list())]
+    ax.bar(names, idle, bottom=bottom, color="white", edgecolor="black", hatch="//", label="idle (gaps)")
+    ax.set_ylabel("time (ms)")
+    ax.set_xlabel("phase")
+    ax.set_title("Where each phase's time goes: busy by op class, and idle")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
+
+
+# ---------------------------------------------------------------- phase-shape sweep
+
+
+def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
+    """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
+    x, y = "intensity", "achieved_flops_per_s"  # the runner's phase-shape table (docs/workloads.md)
+    if table.height == 0 or not {x, y} <= set(table.columns):
+        raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
+    grp = "kind" if "kind" in table.columns else None
+    d = spread.sweep_range(table, x, y)
+    d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
+    if d.height == 0:
+        raise MissingPlotData("sweep: no shape has positive intensity and throughput")
+    fig = figure()
+    ax = fig.add_subplot()
+    groups = d.partition_by(grp, as_dict=False, maintain_order=True) if grp else [d]
+    for g in groups:
+        lab = str(g[grp][0]) if grp else "shapes"
+        ax.plot(g["_x"].to_list(), g["_y"].to_list(), marker="o", ls="-", lw=1, color=PHASE_COLORS.get(lab), label=lab)
+        if "_lo" in g.columns:  # min–max of the repeats
+            ys = g["_y"].to_list()
+            err = [
+                [max(0.0, a - b) for a, b in zip(ys, g["_lo"].to_list())],
+                [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())],
+            ]
+            ax.errorbar(g["_x"].to_list(), ys, yerr=err, fmt="none", ecolor=PHASE_COLORS.get(lab), capsize=3, lw=1)
+    note = spread.noise_note(
+        float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
+        "repeats of a shape",
+    )
+    if note:
+        ax.text(0.01, 0.90, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
+    pk = peaks(device or {})
+    if pk:
+        peak, bw, dtype = pk
+        lo, hi = float(d["_x"].min()) / 3, float(d["_x"].max()) * 3  # type: ignore[arg-type]
+        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+        ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
+        ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {peak / bw:.3g} FLOP/B")
+    if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
+        k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)
+        ax.axvline(k["_x"], color="red", ls="--", label=f"change of character (runner's knee) at {k['_x']:.3g} FLOP/B")
+        ax.scatter([k["_x"]], [k["_y"]], s=150, facecolor="none", edgecolor="red", lw=2, zorder=4)
+    else:
+        knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
+        if knee is not None:
+            ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {knee:.3g} FLOP/B")
+        else:
+            ax.text(
+                0.01,
+                0.97,
+                "no change of character within the sweep (throughput still rising)",
+                transform=ax.transAxes,
+                fontsize=8,
+                va="top",
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved throughput (FLOP/s)")
+    si_axes(ax, "FLOP/s")
+    ax.set_title("Phase-shape sweep: intensity vs achieved throughput (bars: min–max of repeats)", fontsize=11)
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8)
+    diag = table["diagnostic"].drop_nulls() if "diagnostic" in table.columns else None  # the runner's CPU label
+    return stamp(fig, str(diag[0]) if diag is not None and diag.len() else None)
+
+
+def measured_knee(xs: list[float], ys: list[float]) -> float | None:
+    """Where throughput stops tracking intensity: the first point after which the log-log slope
+    falls below 0.5 (bandwidth-bound work has slope ≈ 1, compute-bound ≈ 0). None if never."""
+    pts = sorted((a, b) for a, b in zip(xs, ys) if a > 0 and b > 0)
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x1 > x0 and math.log(y1 / y0) / math.log(x1 / x0) < 0.5:
+            return x0
+    return None

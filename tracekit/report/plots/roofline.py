@@ -1,0 +1,180 @@
+"""The roofline plot: regions, phases and each phase's op classes under the roof of the dtype the
+analysis used for each point. :func:`peaks` reads the device's peaks from the contract's
+``device`` block (the sweep plot draws the same roof).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+import polars as pl
+
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def peaks(device: Mapping[str, Any]) -> tuple[float, float, str] | None:
+    """(peak FLOP/s, bandwidth B/s, dtype) from the contract's ``device`` block, or None."""
+    pf = device.get("peak_flops_per_s")
+    dtype = str(device.get("dtype") or "")
+    if isinstance(pf, Mapping):
+        table: Mapping[str, Any] = pf
+        if not table:
+            return None
+        if dtype not in table:
+            dtype = "bf16" if "bf16" in table else max(table, key=lambda k: table[k] or 0)
+        pf = table[dtype]
+    bw = device.get("peak_bytes_per_s")
+    if not pf or not bw:
+        return None
+    return float(pf), float(bw), dtype or "?"
+
+
+def peaks_of(device: Mapping[str, Any], phases: pl.DataFrame) -> tuple[float, float, str] | None:
+    """Peaks from the device block, else those the analysis used for the busiest phase."""
+    pk = peaks(device)
+    if pk is not None or phases.height == 0:
+        return pk
+    if not {"peak_flops_per_s", "peak_bytes_per_s"} <= set(phases.columns):
+        return None
+    order = "busy_ns" if "busy_ns" in phases.columns else "peak_flops_per_s"
+    rows = phases.filter(pl.col("peak_flops_per_s").is_not_null() & pl.col("peak_bytes_per_s").is_not_null()).sort(
+        order, descending=True
+    )
+    if rows.height == 0:
+        return None
+    r = rows.row(0, named=True)
+    return float(r["peak_flops_per_s"]), float(r["peak_bytes_per_s"]), str(r.get("dtype") or "?")
+
+
+CLASS_MARKERS = {
+    "gemm": "s",
+    "attention": "^",
+    "communication": "P",
+    "norm": "v",
+    "elementwise": "o",
+    "reduction": "X",
+    "memcpy/memset": "h",
+    "other": "*",
+}
+
+
+def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame | None) -> pl.DataFrame:
+    """Every drawable point: label, phase, kind (region / phase / class), op_class, intensity, y,
+    and the roof the analysis used for it (dtype, peak FLOP/s, bandwidth; null when unknown)."""
+    pts = []
+    for df, kind in ((regions, "region"), (phases, "phase"), (classes, "class")):
+        if df is None or not df.height or "intensity" not in df.columns or "achieved_flops_per_s" not in df.columns:
+            continue
+        name = "name" if kind == "region" else "phase"  # regions are named; phases and classes by phase
+        opt = [
+            (pl.col(c).cast(t) if c in df.columns else pl.lit(None, dtype=t)).alias(a)
+            for c, t, a in (
+                ("dtype", pl.String, "dtype"),
+                ("peak_flops_per_s", pl.Float64, "peak"),
+                ("peak_bytes_per_s", pl.Float64, "bw"),
+                ("op_class", pl.String, "op_class"),
+            )
+        ]
+        pts.append(
+            df.select(
+                pl.col(name).cast(pl.String).alias("label"),
+                (pl.col("phase") if "phase" in df.columns else pl.lit("other")).cast(pl.String).alias("phase"),
+                pl.col("intensity").cast(pl.Float64),
+                pl.col("achieved_flops_per_s").cast(pl.Float64).alias("y"),
+                pl.lit(kind).alias("kind"),
+                *opt,
+            ).filter((pl.col("intensity") > 0) & (pl.col("y") > 0))
+        )
+    return pl.concat(pts) if pts else pl.DataFrame()
+
+
+def roofline(
+    regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any], classes: pl.DataFrame | None = None
+) -> "Figure":
+    """Regions (small dots), phases (large diamonds) and each phase's op classes (one marker per
+    class, ``classes``: the phases' class_roofline rows) under the roof of the dtype the analysis
+    used for each point: every roof in use is drawn and labelled with its dtype (the device's
+    default dtype only for points that carry none)."""
+    data = _points(regions, phases, classes)
+    if data.height == 0:
+        if peaks_of(device, phases) is None:
+            raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
+        raise MissingPlotData("roofline: no region or phase has FLOPs, bytes and time (trace recorded without shapes?)")
+    pk = peaks_of(device, phases)
+    if pk is not None:  # points without a dtype (older documents): the device's default roof
+        none = pl.col("dtype").is_null()
+        data = data.with_columns(
+            pl.when(none).then(pl.lit(pk[0])).otherwise(pl.col("peak")).alias("peak"),
+            pl.when(none).then(pl.lit(pk[1])).otherwise(pl.col("bw")).alias("bw"),
+            pl.col("dtype").fill_null(pk[2]),
+        )
+    # A point whose dtype has no peak has no roof: it is left out (and counted), never put under another dtype's roof.
+    roofless = data.filter(pl.col("peak").is_null() | pl.col("bw").is_null())
+    data = data.filter(pl.col("peak").is_not_null() & pl.col("bw").is_not_null())
+    roofs = data.select("dtype", "peak", "bw").unique().sort("peak")
+    if roofs.height == 0:
+        raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
+    fig = figure(9, 5.5)
+    ax = fig.add_subplot()
+    ridges = [p / b for p, b in zip(roofs["peak"].to_list(), roofs["bw"].to_list())]
+    lo = min(float(data["intensity"].min()), *ridges) / 10  # type: ignore[arg-type]
+    hi = max(float(data["intensity"].max()), *ridges) * 10  # type: ignore[arg-type]
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    styles = ["-", "--", "-.", ":"]
+    for i, (dt, peak, bw) in enumerate(roofs.iter_rows()):
+        ax.plot(
+            xs,
+            [min(peak, bw * x) for x in xs],
+            color="black",
+            lw=1.5,
+            ls=styles[i % len(styles)],
+            label=f"roof {dt}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s, ridge {peak / bw:.3g} FLOP/B",
+        )
+        ax.axvline(peak / bw, color="gray", ls=":", lw=1)
+        ax.annotate(
+            f"{dt} ridge {peak / bw:.3g}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7
+        )
+    for phase, color in PHASE_COLORS.items():
+        for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):
+            d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind))
+            if d.height:
+                ax.scatter(
+                    d["intensity"].to_list(),
+                    d["y"].to_list(),
+                    s=size,
+                    marker=marker,
+                    color=color,
+                    edgecolor="black" if kind == "phase" else "none",
+                    alpha=0.9 if kind == "phase" else 0.5,
+                    label=f"{phase} {'phase' if kind == 'phase' else 'regions'}",
+                    zorder=3,
+                )
+        cls = data.filter((pl.col("phase") == phase) & (pl.col("kind") == "class"))
+        for (oc,), g in cls.group_by("op_class", maintain_order=True):
+            ax.scatter(
+                g["intensity"].to_list(),
+                g["y"].to_list(),
+                s=70,
+                marker=CLASS_MARKERS.get(str(oc), "*"),
+                facecolor="none",
+                edgecolor=color,
+                lw=1.5,
+                label=f"{phase}: {oc} ({g['dtype'][0]})",
+                zorder=4,
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved throughput (FLOP/s)")
+    ax.set_title(f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
+    if roofless.height:
+        dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
+        ax.text(
+            0.01, 0.01, f"{roofless.height} points not drawn: no peak for {dts}", transform=ax.transAxes, fontsize=7
+        )
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig

@@ -1,0 +1,246 @@
+"""The ranks report: several traces of one dataset compared (tracekit/analysis/ranks/compare.py).
+
+Renders the ranks JSON document (``RanksResult.to_json()``) as sections (per-rank × phase table,
+straggler steps, communication per phase with its exposed part), the heat map of step time by
+rank × step, and whole Markdown / HTML / text documents. Used by ``tracekit analyze`` and
+``tracekit report`` on a dataset of several traces. See docs/scale.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.report import fmt
+from tracekit.report.plots.figures import Plot
+from tracekit.report.plots.canvas import MissingPlotData, figure
+from tracekit.report.sections.blocks import Section, Table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+HEATMAP_TITLE = "Step time by rank × step"
+MAX_STRAGGLER_ROWS = 20
+
+
+def _d(ns: Any) -> str:
+    return "-" if ns is None else fmt.duration(float(ns))
+
+
+def _p(x: Any) -> str:
+    return "-" if x is None else f"{100 * float(x):.0f} %"
+
+
+def _signed(ns: Any) -> str:
+    """A duration with its sign (``+``, or ``−`` below zero); ``-`` when there is none."""
+    return "-" if ns is None else ("+" if ns >= 0 else "−") + _d(abs(ns))
+
+
+def _r(x: Any) -> str:
+    return "-" if x is None else f"{float(x):.2f}×"
+
+
+def summary(doc: dict[str, Any]) -> list[str]:
+    """Headline sentences: how many ranks, the worst step and who made it slow."""
+    n = len(doc["traces"])
+    out = [f"{n} traces compared (ranks from {doc['ranks_from']})."]
+    w = doc.get("worst_step")
+    if w and w.get("ranks", 0) > 1:
+        text = (
+            f"Slowest step: step {w['step']} ({w.get('name')}, phase {w.get('phase')}) on rank {w['slowest_rank']}: "
+            f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {w['ranks']} ranks ({_r(w['ratio'])})."
+        )
+        if w.get("op_class"):
+            text += f" Most excess device time: {w['op_class']} (+{_d(w.get('op_class_excess_ns'))})"
+            if w.get("idle_excess_ns") is not None:
+                text += f"; idle {'+' if w['idle_excess_ns'] >= 0 else '−'}{_d(abs(w['idle_excess_ns']))} vs the others"
+            if w.get("idle_cause"):
+                text += f", most of it {w['idle_cause'].replace('_', ' ')} (+{_d(w.get('idle_cause_excess_ns'))})"
+            text += "."
+        if w.get("idle_top"):
+            text += f" Its largest idle culprit: {w['idle_top']}."
+        out.append(text)
+    strag = [s for s in doc["stragglers"] if s.get("straggler")]
+    if strag:
+        by_rank: dict[int, int] = {}
+        for s in strag:
+            by_rank[s["slowest_rank"]] = by_rank.get(s["slowest_rank"], 0) + 1
+        top = sorted(by_rank.items(), key=lambda kv: -kv[1])[:3]
+        out.append(
+            f"{len(strag)} straggler steps (slowest rank ≥ 1.1× the median): "
+            + ", ".join(f"rank {r} slowest in {c}" for r, c in top)
+            + "."
+        )
+    for f in doc.get("failed") or []:
+        out.append(f"Not compared: {f['trace_id']}: {f['error']}")
+    return out
+
+
+def sections(doc: dict[str, Any]) -> list[Section]:
+    """Ranks, per-rank × phase, stragglers, communication — renderer-neutral."""
+    traces = Table(
+        ["rank", "trace id", "device", "source"],
+        [[str(t["rank"]), t["trace_id"], str(t.get("device") or "-"), t["source"]] for t in doc["traces"]],
+        collapsed=len(doc["traces"]) > 12,
+    )
+    per = Table(
+        ["rank", "phase", "window", "busy", "busy %", "steps", "median step", "bound", "reason"],
+        [
+            [
+                str(r["rank"]),
+                r["phase"],
+                _d(r.get("span_ns")),
+                _d(r.get("busy_ns")),
+                _p(r.get("busy_ratio")),
+                str(r.get("step_count") or 0),
+                _d(r.get("step_median_ns")),
+                str(r.get("bound") or "-"),
+                str(r.get("reason") or ""),
+            ]
+            for r in doc["per_rank"]
+        ],
+        "Per rank × phase",
+        collapsed=len(doc["per_rank"]) > 24,
+    )
+    rows = sorted(doc["stragglers"], key=lambda s: -(s.get("ratio") or 0))[:MAX_STRAGGLER_ROWS]
+    strag = Table(
+        [
+            "step",
+            "name",
+            "phase",
+            "ranks",
+            "slowest rank",
+            "max",
+            "median",
+            "max/median",
+            "op class (excess)",
+            "idle (excess)",
+            "idle cause (excess)",
+        ],
+        [
+            [
+                str(s["step"]),
+                str(s.get("name")),
+                str(s.get("phase")),
+                str(s["ranks"]),
+                str(s["slowest_rank"]),
+                _d(s["max_ns"]),
+                _d(s["median_ns"]),
+                _r(s.get("ratio")),
+                f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
+                f"{_d(s.get('idle_ns'))} ({_signed(s.get('idle_excess_ns'))})",
+                f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})",
+            ]
+            for s in rows
+        ],
+        f"Steps by max/median step time across ranks (top {len(rows)})",
+    )
+    comm = Table(
+        ["rank", "phase", "collectives", "comm time", "exposed", "exposed %"],
+        [
+            [
+                str(c["rank"]),
+                c["phase"],
+                str(c["comm_count"]),
+                _d(c["comm_ns"]),
+                _d(c["exposed_ns"]),
+                _p(c.get("exposed_fraction")),
+            ]
+            for c in doc["communication"]
+        ],
+        "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device",
+        collapsed=len(doc["communication"]) > 24,
+    )
+    comm_note = [] if doc["communication"] else ["No communication kernels (NCCL / RCCL collectives) in these traces."]
+    return [
+        Section("Ranks", summary(doc), [traces], "ranks"),
+        Section("Per rank and phase", [], [per], "per-rank"),
+        Section(
+            "Stragglers",
+            [
+                "Step k is the k-th step of every rank in time order (phase units, else ProfilerStep#N); "
+                "step time is its window on the host clock."
+            ],
+            [strag],
+            "stragglers",
+        ),
+        Section("Communication", comm_note, [comm] if doc["communication"] else [], "communication"),
+    ]
+
+
+def heatmap(doc: dict[str, Any]) -> "Figure":
+    """Step time (ms) by rank (rows) × step (columns); raises MissingPlotData without steps."""
+    cells = doc.get("step_time") or []
+    if not cells:
+        raise MissingPlotData("step heat map: no steps (no phase units and no ProfilerStep#N regions)")
+    ranks = sorted({c["rank"] for c in cells})
+    steps = sorted({c["step"] for c in cells})
+    ri = {r: i for i, r in enumerate(ranks)}
+    grid = [[float("nan")] * len(steps) for _ in ranks]
+    for c in cells:
+        grid[ri[c["rank"]]][c["step"]] = c["step_ns"] / 1e6
+    fig = figure(min(14.0, 4 + 0.25 * len(steps)), min(12.0, 2 + 0.3 * len(ranks)))
+    ax = fig.add_subplot()
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
+    ax.set_xlabel("step (k-th step of each rank)")
+    ax.set_ylabel("rank")
+    ax.set_yticks(range(len(ranks)), [str(r) for r in ranks] if len(ranks) <= 64 else None)
+    fig.colorbar(im, ax=ax, label="step time (ms)")
+    worst = doc.get("worst_step")
+    if worst and worst.get("ranks", 0) > 1:
+        ax.scatter([worst["step"]], [ri[worst["slowest_rank"]]], marker="s", s=80, facecolors="none", edgecolors="red")
+    ax.set_title(HEATMAP_TITLE)
+    return fig
+
+
+def figures(doc: dict[str, Any]) -> list[Plot]:
+    try:
+        return [Plot("ranks_heatmap", HEATMAP_TITLE, heatmap(doc))]
+    except MissingPlotData as exc:
+        return [Plot("ranks_heatmap", HEATMAP_TITLE, None, str(exc))]
+
+
+def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
+    """Plain-text tables (``tracekit analyze``) or Markdown."""
+    if markdown:
+        return render_md(doc, None, None, "")
+    out = [f"tracekit analyze: {doc.get('dataset', '')} ({len(doc['traces'])} traces)", ""]
+    for s in sections(doc):
+        out += [s.title, "=" * len(s.title), *s.paragraphs]
+        for t in s.tables:
+            widths = [max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h) for i, h in enumerate(t.headers)]
+            line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+            out += ([t.caption] if t.caption else []) + [
+                line(t.headers),
+                line(["-" * w for w in widths]),
+                *[line(r) for r in t.rows],
+            ]
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_md(doc: dict[str, Any], figs: list[Plot] | None, plot_dir: Path | None, prefix: str) -> str:
+    from tracekit.report.formats.markdown import _plot_lines, _section_lines
+
+    lines = [f"# tracekit ranks report: {fmt.md_escape(doc.get('dataset', ''))}", ""]
+    for s in sections(doc):
+        lines += _section_lines(s, {})
+    if figs:
+        lines += _plot_lines(figs, plot_dir, prefix)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
+    from tracekit.report.formats.html import CSP, CSS, _plot, _section
+
+    title = f"tracekit ranks report: {doc.get('dataset', '')}"
+    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(_section(s) for s in sections(doc))]
+    if figs:
+        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(_plot(f) for f in figs) + "</section>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{fmt.html_escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,86 @@
+"""The ``tracekit summary`` screen: plain text from :func:`tracekit.analysis.trace_summary.summarize`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracekit.report import fmt
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def _cut(s: Any, n: int) -> str:
+    t = str(s).replace("\r", " ").replace("\n", " ")  # a name is one line of the screen
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _devices_text(devices: list[dict[str, Any]]) -> str:
+    groups: dict[tuple[Any, Any], list[Any]] = {}
+    for d in devices:
+        groups.setdefault((d.get("name"), d.get("num_sms")), []).append(d.get("id"))
+    parts = []
+    for (name, sms), ids in groups.items():
+        count = f"{len(ids)}× " if len(ids) > 1 else ""
+        parts.append(
+            f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]"
+        )
+    return "; ".join(parts) or "none recorded"
+
+
+def render_text(s: dict[str, Any], width: int = 100) -> str:
+    """The summary as one screen of plain text."""
+    out: list[str] = [f"trace {s['trace_id']}  ({s['format']}: {s['source']})"]
+    if s["diagnostic"]:
+        out.append(f"!! {s['diagnostic']}: no device activity in this trace")
+    devs = _devices_text(s["devices"])
+    used = sorted({d["device"] for d in s["devices_busy"]})
+    if used:
+        devs += f"; activity on device {', '.join(str(u) for u in used)}"
+    out.append(f"devices   {devs}")
+    dist = s["distributed"]
+    if dist.get("world_size"):
+        out.append(f"rank      {dist.get('rank')} of {dist.get('world_size')} ({dist.get('backend') or '?'})")
+    t = s["time"]
+    out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
+    c = s["counts"]
+    act = ", ".join(f"{fmt.count(v)} {k}" for k, v in c["device_activity"].items()) or "no device activity"
+    out.append(
+        f"events    {act}; {fmt.count(c['launches'], 'launch', 'launches')}, {fmt.count(c['ops'], 'cpu op')}, "
+        f"{fmt.count(c['regions'], 'annotation')}"
+    )
+    for d in s["devices_busy"]:
+        out.append(
+            f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span "
+            f"({d['count']} activities)"
+        )
+    if s["streams"]:
+        out.append(
+            "streams   "
+            + "  ".join(
+                f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]
+            )
+        )
+    if s["top_kernels"]:
+        out.append("top kernels by total time")
+        for r in s["top_kernels"]:
+            out.append(f"  {r['pct']:5.1f}%  {_ms(r['total_ns']):>14}  ×{r['count']:<6} {_cut(r['name'], width - 40)}")
+    ann = s["annotations"]
+    if ann["distinct"]:
+        out.append(f"annotations ({ann['distinct']} distinct names)")
+        for r in ann["top"]:
+            out.append(f"  ×{r['count']:<6} {r['kind']:<20} {_cut(r['name'], width - 32)}")
+    else:
+        out.append("annotations none")
+    p = s["parse"]
+    dropped = sum(p["dropped"].values())
+    out.append(
+        f"parse     {fmt.count(p['events_read'], 'event')} read, {fmt.count(p['events_kept'])} kept, "
+        f"{fmt.count(p['skipped'])} not modelled, {fmt.count(dropped)} dropped"
+    )
+    for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
+        out.append(f"  dropped {n}: {reason}")
+    for w in p["warnings"][:6]:
+        out.append(f"  warning: {_cut(w, width - 11)}")
+    return "\n".join(out)

@@ -1,0 +1,92 @@
+"""The renderer-neutral building blocks of a report: a :class:`Section` holds paragraphs and
+:class:`Table` s of formatted cells; :func:`table` formats a frame into one (short names with the
+full text kept, "–" for measured columns below the coverage threshold).
+
+Cells are formatted but *not* escaped: the Markdown and HTML renderers escape every cell and
+every paragraph, so a kernel named ``<script>…`` can never become markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import polars as pl
+
+from tracekit.report import fmt
+from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
+from tracekit.report.model import ReportData
+from tracekit.report.names import short_name
+
+LONG_LIST = 12  # more rows than this go into a collapsed <details>
+NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
+
+
+def min_coverage(d: ReportData) -> float:
+    """The coverage threshold the analysis judged with (``totals.thresholds.min_coverage``), else the default."""
+    th = d.totals.get("thresholds") if isinstance(d.totals, dict) else None
+    v = th.get("min_coverage") if isinstance(th, dict) else None
+    return float(v) if isinstance(v, (int, float)) else DEFAULT_MIN_COVERAGE
+
+
+@dataclass
+class Table:
+    """Formatted cells. ``full``: column index → the full text of each row's cell where the cell
+    shows a shortened name (None where not shortened). ``cappable``: a renderer may show only the
+    first rows (they are ordered by importance) and then says so in ``left_out``."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    collapsed: bool = False
+    full: dict[int, list[str | None]] = field(default_factory=dict)
+    cappable: bool = False
+    zero_rows: int = 0  # rows at the end without device work (for the left-out line)
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    anchor: str = ""
+
+
+def table(
+    df: pl.DataFrame,
+    columns: Sequence[str] | None = None,
+    caption: str = "",
+    collapse: bool | None = None,
+    min_cov: float | None = None,
+) -> Table:
+    """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
+    :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``. With
+    ``min_cov``, a row whose coverage is below it prints its FLOPs, bytes and rates as "–"."""
+    cols = [c for c in (columns or df.columns) if c in df.columns]
+    keep = [
+        *cols,
+        *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else []),
+    ]
+    rows = (
+        [
+            [
+                ("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
+                for c in cols
+            ]
+            for r in df.select(keep).iter_rows(named=True)
+        ]
+        if cols
+        else []
+    )
+    full: dict[int, list[str | None]] = {}
+    for i, c in enumerate(cols):
+        if c in NAME_COLUMNS:
+            originals = [row[i] for row in rows]
+            shorts = [short_name(o) for o in originals]
+            if any(sh != o for sh, o in zip(shorts, originals)):
+                full[i] = [o if sh != o else None for sh, o in zip(shorts, originals)]
+                for row, sh in zip(rows, shorts):
+                    row[i] = sh
+    return Table(
+        [fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full
+    )

@@ -1,0 +1,125 @@
+"""The answer first: the report's Summary section and :func:`headline`, the few lines `tracekit
+report` prints after writing a file (CPU-diagnostic label, each phase's verdict and reason, peak
+warnings, and what an Nsight export without shapes cannot give).
+"""
+
+from __future__ import annotations
+
+from tracekit.report import fmt
+from tracekit.report.sections.blocks import Section, Table, min_coverage
+from tracekit.report.sections.low_coverage import MEASURED, low_coverage
+from tracekit.report.model import ReportData
+
+
+def summary_section(d: ReportData) -> Section:
+    s = Section("Summary", anchor="summary")
+    tr = d.doc.get("trace") or {}
+    s.paragraphs.append(
+        f"Trace: {tr.get('source') or '(unknown source)'} ({tr.get('format') or '?'} format"
+        + (f", rank {tr.get('rank')}" if tr.get("rank") is not None else "")
+        + ")"
+    )
+    if d.diagnostic:
+        s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
+    w = d.whole
+    if w.get("bound"):
+        s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
+    for p in _verdict_lines(d):
+        s.paragraphs.append(p)
+    keys = (
+        "device_time_ns",
+        "attributed_ns",
+        "unattributed_ns",
+        "conserved",
+        "activity_count",
+        "regions_analyzed",
+        "regions_excluded",
+        "output_tokens",
+        "output_tokens_per_s",
+        "goodput_req_per_s",
+        "goodput_fraction",
+    )
+    tot = d.totals
+    rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
+    low = low_coverage(w, min_coverage(d))
+    rows += [
+        [f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
+        for k in (
+            "span_ns",
+            "busy_ns",
+            "busy_ratio",
+            "gap_count",
+            "gap_max_ns",
+            "flops",
+            "bytes",
+            "intensity",
+            "achieved_flops_per_s",
+            "frac_peak_flops",
+            "coverage",
+        )
+        if w is not tot and w.get(k) is not None
+    ]
+    if rows:
+        s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
+    for m in d.missing:
+        if not is_phase_note(m):
+            s.paragraphs.append(f"Note: {m}")
+    for n in nsight_notes(d):
+        s.paragraphs.append(f"Note: {n}")
+    return s
+
+
+def is_phase_note(m: str) -> bool:
+    return m.startswith(("no phases found", "no phase annotations found"))
+
+
+NSIGHT_SHAPES = (
+    "this Nsight Systems export carries no operator shapes, so it gives kernels, NVTX ranges, busy "
+    "time and gaps but no FLOPs, bytes or compute/bandwidth verdict. Record shapes in the NVTX "
+    "payloads: run the model inside `torch.autograd.profiler.emit_nvtx(record_shapes=True)` (or "
+    "annotate with PyProf) under `nsys profile --trace=cuda,nvtx`, then `nsys export --type sqlite`"
+)
+
+
+def nsight_notes(d: ReportData) -> list[str]:
+    """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
+    tr = d.doc.get("trace") or {}
+    if tr.get("format") != "nsys":
+        return []
+    cov = d.whole.get("coverage")
+    flops = d.whole.get("flops")
+    if (cov is None or cov == 0) and not flops:
+        return [NSIGHT_SHAPES]
+    return []
+
+
+def headline(d: ReportData) -> list[str]:
+    """The answer in a few lines (what `tracekit report` prints after writing a file): the CPU
+    diagnostic label, each phase's verdict and reason (or the whole trace's when no phases), and
+    any warning about the peaks it was judged against."""
+    out: list[str] = []
+    if d.diagnostic:
+        out.append(f"*** {d.diagnostic} ***")
+    lines = _verdict_lines(d)
+    w = d.whole
+    if not lines and w.get("bound"):
+        lines = [f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else "")]
+    out += lines
+    dev = d.device
+    if dev.get("hardware"):
+        out.append(f"peaks: {dev['hardware']}")
+    out += [f"WARNING: {m}" for m in d.missing if m.startswith(("implausible", "calibration", "quick sizes"))]
+    out += [f"Note: {n}" for n in nsight_notes(d)]
+    return out
+
+
+def _verdict_lines(d: ReportData) -> list[str]:
+    ph = d.phases
+    if ph.height == 0 or "phase" not in ph.columns:
+        return []
+    lines = []
+    for r in ph.iter_rows(named=True):
+        bound = r.get("bound") or "unknown"
+        reason = r.get("reason") or ""
+        lines.append(f"{r['phase']}: {bound}" + (f" — {reason}" if reason else ""))
+    return lines

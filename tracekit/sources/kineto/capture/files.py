@@ -1,0 +1,90 @@
+"""Finding and reading the capture traces of a trace: the ``capture_traces/`` folder beside it,
+its ``execution_details.json`` (file list, batch sizes), and the kernel names a capture trace's
+launch calls carry (a light second pass: the canonical tables keep no launch arguments).
+
+Used by the graph-capture merge (:mod:`tracekit.sources.kineto.capture.merge`, which states the rule).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import polars as pl
+
+CAPTURE_DIR: Final = "capture_traces"
+DETAILS_FILE: Final = "execution_details.json"
+
+
+class _Args(msgspec.Struct):
+    kernel: Any = None
+    correlation: Any = None
+
+
+class _Ev(msgspec.Struct):
+    cat: Any = None
+    args: _Args | None = None
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[_Ev] = []
+
+
+def kernel_names(path: Path) -> pl.DataFrame:
+    """(correlation, kernel) of every runtime/driver call that names its kernel (ROCm traces do,
+    CUDA traces do not). A second, light pass over the file: the canonical tables keep no
+    launch arguments."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        doc = msgspec.json.decode(raw, type=_Doc)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return pl.DataFrame(schema={"correlation": pl.Int64(), "kernel": pl.String()})
+    rows = [
+        (e.args.correlation, e.args.kernel)
+        for e in doc.traceEvents
+        if e.cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
+        and e.args is not None
+        and isinstance(e.args.kernel, str)
+        and isinstance(e.args.correlation, int)
+    ]
+    return pl.DataFrame(rows, schema={"correlation": pl.Int64(), "kernel": pl.String()}, orient="row")
+
+
+def discover(trace_path: str | os.PathLike[str]) -> list[Path]:
+    """Capture traces beside a trace file: ``<dir>/capture_traces/`` (the files its
+    ``execution_details.json`` lists, else every ``*.json``/``*.json.gz`` there)."""
+    d = Path(trace_path).parent / CAPTURE_DIR
+    if not d.is_dir():
+        return []
+    listed = [d / str(e["file"]) for e in details(d) if isinstance(e.get("file"), str)]
+    found = [p for p in listed if p.is_file()]
+    if found:
+        return found
+    return sorted(
+        p for p in d.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")) and p.name != DETAILS_FILE
+    )
+
+
+def details(d: Path) -> list[dict[str, Any]]:
+    """The entries of ``<d>/execution_details.json`` (empty when missing or unreadable)."""
+    try:
+        data = json.loads((d / DETAILS_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def batch_of_file(path: Path) -> int | None:
+    """Batch size of a capture file: its ``execution_details.json`` entry, else a ``bs_<n>`` name."""
+    for e in details(path.parent):
+        if e.get("file") == path.name and isinstance(e.get("batch_size"), int):
+            return int(e["batch_size"])
+    m = re.search(r"(?:^|[_-])bs[_-]?(\d+)", path.name)
+    return int(m.group(1)) if m else None

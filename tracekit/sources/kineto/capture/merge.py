@@ -1,0 +1,222 @@
+"""Graph-capture merge: give the kernels of a CUDA/HIP graph replay the ops that captured them.
+
+A replayed graph shows in a Kineto trace as one ``cudaGraphLaunch``/``hipGraphLaunch`` call whose
+correlation every kernel of the replay shares, with no op and no shapes. vLLM and SGLang can
+profile the graph *capture* into separate traces (a ``capture_traces/`` folder beside the
+trace, listed in its ``execution_details.json``): there every captured kernel launch is a
+normal runtime call inside its op, with Input Dims. :func:`merge_captures` matches each replay
+to the captured graph it ran and rewrites the replay trace so that every replayed kernel has a
+launch and an op of its own — costs, classes and verdicts then flow exactly as for eager ops.
+
+The rule (docs/kineto.md, "Graph replays and capture traces"):
+
+- A **captured graph** is the span between a ``*StreamBeginCapture`` and the next
+  ``*StreamEndCapture`` on one thread of a capture trace; its nodes are the kernel launches
+  (and memcpy/memset calls) of that thread inside the span, in call order. ROCm traces name the
+  kernel on each launch call (``args.kernel``); CUDA traces do not (then nodes are compared by
+  kind only and the merge says so).
+- A **replay** is the set of device activities sharing a graph launch's correlation, in start
+  order. It matches a captured graph when the two node lists are equal (kernel names, or kinds
+  when the capture has no names); failing that, when they hold the same names the same number
+  of times (concurrent branches reorder start times), nodes pair by (name, occurrence).
+  Several matching graphs (the same kernels captured for several batch sizes) are told apart
+  by the batch size: the graph's (``execution_details.json`` ``batch_size``, or a
+  ``capture_<bs>_…`` annotation / ``bs_<bs>`` file name) against the launching region's
+  (``bs=``, ``execute_…_context_n…_generation_m…``). Still ambiguous, or no graph with the same
+  node counts: the replay is left as it was and a warning gives the counts — never a guess.
+- A match copies the captured ops that are on the path of some node (each node's launching op
+  and its ancestors inside the capture span) onto the graph launch's thread, laid out inside the
+  graph-launch call in their captured order (their boundaries are ranked and spread evenly, so
+  nesting is kept exactly), and adds one zero-length launch per node, named
+  ``<graph launch>:node``, whose correlation the replayed kernel now carries. External ids are
+  renumbered above the trace's own. The launching region does not change.
+
+Everything the merge did is in ``meta["capture"]`` (files, one row per graph launch: counts,
+status, reason) and the tables themselves, so an ingested dataset needs no capture file later.
+
+Here: the merge itself. Finding and reading capture files: ``capture_files.py`` (:func:`discover`);
+captured graphs, replays and matching them: ``capture_match.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from collections.abc import Sequence
+from typing import Final
+
+import polars as pl
+
+from tracekit.sources.kineto.capture.files import kernel_names
+from tracekit.sources.kineto.capture.match import GRAPH_LAUNCH_RE, captured_graphs, imax, match, replays
+from tracekit.tables.intervals import nest
+from tracekit.tables.trace import Trace
+
+NODE_SUFFIX: Final = ":node"
+
+
+# ---------------------------------------------------------------- the merge
+def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> Trace:
+    """``trace`` with every graph replay that matches a captured graph of ``captures`` given
+    captured ops and per-node launches (module docstring). Unmatched replays stay as they were;
+    ``meta["capture"]`` records every graph launch and ``meta["warnings"]`` the problems.
+    Raises nothing for a capture that does not fit (it maps nothing and says so); a capture file
+    that cannot be read raises the loader's one-line error."""
+    from tracekit.sources import load
+
+    files = [Path(c) for c in captures]
+    gl: list[pl.DataFrame] = []
+    nl: list[pl.DataFrame] = []
+    ol: list[pl.DataFrame] = []
+    for p in files:
+        cap = load(p, discover_captures=False)
+        g, n, o = captured_graphs(cap, kernel_names(p), sum(x.height for x in gl), p)
+        gl.append(g)
+        nl.append(n)
+        ol.append(o)
+    graphs = pl.concat(gl) if gl else pl.DataFrame()
+    launches, rnodes = replays(trace)
+    meta = dict(trace.meta)
+    warnings = list(meta.get("warnings") or [])
+    if launches.height == 0 or graphs.height == 0:
+        meta["capture"] = {"files": [str(p) for p in files], "graphs": graphs.height, "launches": []}
+        if files and graphs.height == 0:
+            warnings.append(
+                f"capture: no graph capture (StreamBeginCapture…EndCapture) in {', '.join(map(str, files))}"
+            )
+        return Trace(trace.kernels, trace.launches, trace.ops, trace.regions, {**meta, "warnings": warnings})
+    m = match(launches, graphs)
+    nodes, cops = pl.concat(nl), pl.concat(ol)
+    ok = m.filter(pl.col("graph").is_not_null()).sort("start_ns").with_row_index("r")
+    out = _apply(trace, ok, nodes, cops, graphs, rnodes)
+    bad = m.filter(pl.col("graph").is_null())
+    if bad.height:
+        t = trace.kernels.filter(pl.col("correlation").is_in(bad["correlation"].implode()))
+        ns = int((t["end_ns"] - t["start_ns"]).sum() or 0)
+        first = bad.sort("start_ns").row(0, named=True)
+        warnings.append(
+            f"capture: {bad.height} of {m.height} graph replays not mapped ({t.height} kernels, {ns / 1e6:.3g} ms "
+            f"stay on their graph launch); first: {first['reason']}"
+        )
+    meta["capture"] = {
+        "files": [str(p) for p in files],
+        "graphs": graphs.height,
+        "launches": m.select(
+            "correlation", "start_ns", "region", "nodes", "batch", "graph", "how", "file", "reason"
+        ).to_dicts(),
+        "mapped_launches": ok.height,
+        "mapped_kernels": int(ok["nodes"].sum() or 0),
+    }
+    return Trace(out[0], out[1], out[2], trace.regions, {**meta, "warnings": warnings})
+
+
+def _apply(
+    trace: Trace, ok: pl.DataFrame, nodes: pl.DataFrame, cops: pl.DataFrame, graphs: pl.DataFrame, rnodes: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    kernels, launches, ops = trace.kernels, trace.launches, trace.ops
+    if ok.height == 0:
+        return kernels, launches, ops
+    ext_cols = [t["external_id"] for t in (kernels, launches, ops, trace.regions) if "external_id" in t.columns]
+    ext_base = max([imax(c) for c in ext_cols] + [0]) + 1
+    ext_span = max(imax(nodes["cap_ext"]), imax(cops["cap_ext"])) + 1
+    corr_base = max(imax(kernels["correlation"]), imax(launches["correlation"])) + 1
+    op_base = imax(ops["op_id"], -1) + 1
+    # Spread the graph's ranked boundaries evenly over the graph-launch call (≥ 1 ns apart).
+    lay = ok.join(graphs.select("graph", "bounds"), on="graph").select(
+        "r",
+        "graph",
+        "correlation",
+        "pid",
+        "tid",
+        "start_ns",
+        "name",
+        "api",
+        (
+            pl.max_horizontal(pl.col("end_ns") - pl.col("start_ns"), pl.col("bounds")).cast(pl.Float64)
+            / pl.max_horizontal(pl.col("bounds"), pl.lit(1))
+        ).alias("_step"),
+    )
+    at = lambda c: pl.col("start_ns") + (pl.col(c) * pl.col("_step")).floor().cast(pl.Int64)  # noqa: E731
+    ext = lambda: pl.when(pl.col("cap_ext").is_not_null()).then(ext_base + pl.col("r") * ext_span + pl.col("cap_ext"))  # noqa: E731
+    new_ops = lay.join(cops, on="graph").sort("r", "s_rank", "e_rank", descending=[False, False, True])
+    new_ops = new_ops.select(
+        pl.lit(trace.trace_id, pl.String).alias("trace_id"),
+        (op_base + pl.int_range(pl.len(), dtype=pl.Int64())).alias("op_id"),
+        pl.col("name_right").alias("name"),
+        "pid",
+        "tid",
+        at("s_rank").alias("start_ns"),
+        at("e_rank").alias("end_ns"),
+        ext().alias("external_id"),
+        pl.lit(None, pl.Int64).alias("sequence_number"),
+        "input_dims",
+        "input_types",
+        "input_strides",
+        "concrete_inputs",
+    )
+    new_l = lay.join(nodes, on="graph").sort("r", "pos").with_row_index("_k")
+    new_l = new_l.with_columns(
+        (corr_base + pl.col("_k").cast(pl.Int64)).alias("new_corr"), ext().alias("new_ext"), at("t_rank").alias("t")
+    )
+    add_l = new_l.select(
+        pl.lit(trace.trace_id, pl.String).alias("trace_id"),
+        "api",
+        (pl.col("name") + NODE_SUFFIX).alias("name"),
+        "pid",
+        "tid",
+        pl.col("t").alias("start_ns"),
+        pl.col("t").alias("end_ns"),
+        pl.col("new_corr").alias("correlation"),
+        pl.col("new_ext").alias("external_id"),
+    )
+    # Replayed kernel ↔ node: by (key, occurrence); for kind-only graphs by (kind, occurrence).
+    named = graphs.filter(pl.col("named"))["graph"].implode()
+    pair = new_l.select("correlation", "graph", "key", "occ", "new_corr", "new_ext")
+    rn = rnodes.filter(pl.col("correlation").is_in(ok["correlation"].implode())).join(
+        ok.select("correlation", "graph"), on="correlation"
+    )
+    by_name = rn.filter(pl.col("graph").is_in(named)).join(pair, on=["correlation", "key", "occ"])
+    by_kind = rn.filter(~pl.col("graph").is_in(named)).join(
+        pair.rename({"key": "kkey", "occ": "kocc"}), on=["correlation", "kkey", "kocc"]
+    )
+    mapped = pl.concat([by_name.select("row", "new_corr", "new_ext"), by_kind.select("row", "new_corr", "new_ext")])
+    corr = (
+        kernels["correlation"].scatter(mapped["row"], mapped["new_corr"]) if mapped.height else kernels["correlation"]
+    )
+    kext = kernels["external_id"].scatter(mapped["row"], mapped["new_ext"]) if mapped.height else kernels["external_id"]
+    kernels = kernels.with_columns(corr.alias("correlation"), kext.alias("external_id"))
+    launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
+    # Re-nest the threads that received ops (the layout keeps the captured nesting exactly).
+    threads = ok.select("pid", "tid").unique()
+    allops = pl.concat([ops.drop("depth", "parent_id"), new_ops], how="diagonal_relaxed")
+    hit = allops.join(threads, on=["pid", "tid"], how="semi")
+    nested = nest(hit, ["pid", "tid"], "op_id").select("op_id", "depth", "parent_id")
+    keep = ops.select("op_id", "depth", "parent_id").join(nested.select("op_id"), on="op_id", how="anti")
+    dp = pl.concat([keep, nested], how="vertical_relaxed")
+    ops = allops.join(dp, on="op_id", how="left", maintain_order="left").select(ops.columns)
+    ops = ops.with_columns(pl.col("depth").cast(trace.ops.schema["depth"]))
+    return kernels, launches, ops
+
+
+def replay_note(activities: pl.DataFrame) -> str | None:
+    """One line for the output when graph replays kept no ops (no capture trace, or none that
+    matched): kernels, device time and graph launches; None when there are none."""
+    if "launch_name" not in activities.columns:
+        return None
+    # the name rule runs once per distinct launch name, not per activity
+    graph = (
+        activities.select(pl.col("launch_name").unique())
+        .filter(pl.col("launch_name").str.contains(GRAPH_LAUNCH_RE) & ~pl.col("launch_name").str.ends_with(NODE_SUFFIX))
+        .get_column("launch_name")
+    )
+    if graph.len() == 0:
+        return None
+    g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
+    if g.height == 0:
+        return None
+    ns = int(g["dur_ns"].sum() or 0)
+    return (
+        f"graph replay without capture trace: {g.height} kernels, {ns / 1e6:.3g} ms of device time in "
+        f"{g['correlation'].n_unique()} graph launches have no op and no shapes (pass --capture FILE, or keep "
+        "the capture_traces/ folder vLLM/SGLang write beside the trace)"
+    )
