@@ -35,7 +35,7 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     labels plus the phase-from-shapes fallback (a synthetic whole-trace region when nothing is
     annotated, as for the default base trace); cost model; the rest of the analysis; and total."""
     from tracekit.analysis import analyze_tables, resolve_hardware
-    from tracekit.analysis.regions.phases_from_shapes import _shape_phase
+    from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import op_costs
     from tracekit.labels.regions import label_regions
@@ -46,7 +46,7 @@ def stages(trace: Trace, hardware: str | None) -> dict[str, float]:
     t.append(time.perf_counter())
     labels, links = label_regions(trace), att.region_links
     if not (labels["phase"] != "other").any():
-        labels, links, _ = _shape_phase(trace, att.activities, labels, links)
+        labels, links, _ = phases_from_shapes(trace, att.activities, labels, links)
     t.append(time.perf_counter())
     costs = op_costs(trace.ops)
     t.append(time.perf_counter())

@@ -13,7 +13,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tracekit.sources.kineto.reading import native as kn
-from tracekit.sources.kineto.reading.early import read_while_importing
+from tracekit.sources.kineto.reading.early import read_while
+from tracekit.tuning import importer
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.trace import Trace
 
@@ -37,7 +38,7 @@ def load_both(path: Path, mp: pytest.MonkeyPatch) -> tuple[Trace, Trace, list[li
     assert calls, "the native scanner was not used"
     # The early read (tracekit/sources/kineto/reading/early.py: the file read before polars loads, its
     # record replayed) must give exactly the native path's tables and meta.
-    assert_same(native, load_kineto(path, trace_id="t", early=read_while_importing(path, ())))
+    assert_same(native, load_kineto(path, trace_id="t", early=read_while(path, importer(()))))
     return pure, native, calls
 
 

@@ -134,16 +134,16 @@ def test_struct_rows_encode_as_the_dicts() -> None:
 
 
 def test_rows_encoded_in_chunks_equal_the_whole_list() -> None:
-    # result_rows._encoded_rows encodes the region rows a chunk at a time into one buffer (msgspec.Raw
+    # result_rows.encoded_rows encodes the region rows a chunk at a time into one buffer (msgspec.Raw
     # in the document): the bytes of encoding the whole list, for any chunk size, and "[]" empty.
     import msgspec
     import polars as pl
 
-    from tracekit.analysis.contract.rows import _encoded_rows, _rows
+    from tracekit.analysis.contract.rows import encoded_rows, _rows
 
     df = pl.DataFrame({"region_id": [1, 2, 3, 4, 5], "x": [0.5, float("nan"), None, 2.0, 1e-05]})
     extra = {"top_kernels": [[{"name": "k"}], [], [], [{"name": "µ"}], []]}
     whole = msgspec.json.encode(_rows(df, extra))
     for chunk in (1, 2, 3, 5, 4096):
-        assert msgspec.json.encode({"r": _encoded_rows(df, extra, chunk)}) == b'{"r":' + whole + b"}"
-    assert msgspec.json.encode(_encoded_rows(df.head(0), {"top_kernels": []})) == b"[]"
+        assert msgspec.json.encode({"r": encoded_rows(df, extra, chunk)}) == b'{"r":' + whole + b"}"
+    assert msgspec.json.encode(encoded_rows(df.head(0), {"top_kernels": []})) == b"[]"

@@ -86,7 +86,7 @@ def test_absurd_flops_are_summed_without_overflow(tmp_path: Path) -> None:
     # bytes ((1e16 + 1e16 + 1e16) elements × 4 bytes): fewer scale bits are used for that column
     # (126 − 81 = 45, since 2e24 < 2**81), so the analysis succeeds with the same totals as the
     # plain float sum (before the fix: InvalidOperationError, a traceback).
-    from tracekit.analysis.roofline.exact_sums import _FRAC_BITS, _frac_bits
+    from tracekit.analysis.roofline.exact_sums import FRAC_BITS, frac_bits
     from tracekit.cli.main import main
 
     ev = [
@@ -107,6 +107,6 @@ def test_absurd_flops_are_summed_without_overflow(tmp_path: Path) -> None:
     row = json.loads(out.read_text())["totals"]["class_roofline"][0]
     assert (row["op_class"], row["flops"], row["bytes"]) == ("gemm", 2e24, 1.2e17)
     # the scale exponent per column: ordinary totals keep 56 bits; 2e24 gets 45; inf: plain sums
-    bits = _frac_bits(pl.DataFrame({"flops": [1.5, 2.0], "bytes": [2e24, 0.0]}))
-    assert bits == {"flops": _FRAC_BITS, "bytes": 45}
-    assert _frac_bits(pl.DataFrame({"flops": [float("inf")], "bytes": [1.0]}))["flops"] is None
+    bits = frac_bits(pl.DataFrame({"flops": [1.5, 2.0], "bytes": [2e24, 0.0]}))
+    assert bits == {"flops": FRAC_BITS, "bytes": 45}
+    assert frac_bits(pl.DataFrame({"flops": [float("inf")], "bytes": [1.0]}))["flops"] is None

@@ -22,7 +22,8 @@ from tracekit.cli.analyze import ANALYSIS_MODULES
 from tracekit.errors import TracekitError
 from tracekit.ingest import ingest_file
 from tracekit.sources import load
-from tracekit.sources.kineto.reading.early import LIMIT_BYTES, read_while_importing, worth_it
+from tracekit.tuning import importer
+from tracekit.sources.kineto.reading.early import LIMIT_BYTES, read_while, worth_it
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.schema import TABLES
 
@@ -32,7 +33,7 @@ DFI = "kineto/hta/df_index_resolver/df_index_resolver.json.gz"
 @pytest.mark.parametrize("path", kineto_trace_files(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_early_read_equals_the_ordinary_read_on_every_shared_trace(path: Path) -> None:
     ordinary = load_kineto(path, trace_id="t")
-    early = read_while_importing(path, ())
+    early = read_while(path, importer(()))
     assert early.log, "nothing recorded"
     replayed = load_kineto(path, trace_id="t", early=early)
     for t in TABLES:
@@ -76,14 +77,15 @@ _SPY = """
 import json, sys
 import tracekit.sources.kineto.reading.early as e
 from tracekit.sources import load
+from tracekit.tuning import importer
 calls = []
-real = e.read_while_importing
-def spy(path, modules):
-    calls.append(["polars" in sys.modules, list(modules)])
-    return real(path, modules)
-e.read_while_importing = spy
+real = e.read_while
+def spy(path, prepare):
+    calls.append(["polars" in sys.modules, list(prepare.modules)])
+    return real(path, prepare)
+e.read_while = spy
 try:
-    t = load(sys.argv[1] if len(sys.argv) > 1 else {path!r}, warm=("tracekit.analysis.store.derived",))
+    t = load(sys.argv[1] if len(sys.argv) > 1 else {path!r}, warm=importer(("tracekit.analysis.store.derived",)))
     print(json.dumps({{"calls": calls, "kernels": t.table("kernels").height, "ops": t.table("ops").height}}))
 except Exception as exc:
     print(json.dumps({{"calls": calls, "error": type(exc).__name__ + ": " + str(exc)}}))
@@ -163,11 +165,11 @@ _CLI_SPY = """
 import sys
 import tracekit.sources.kineto.reading.early as e
 calls = []
-real = e.read_while_importing
-def spy(path, modules):
-    calls.append(list(modules))
-    return real(path, modules)
-e.read_while_importing = spy
+real = e.read_while
+def spy(path, prepare):
+    calls.append(list(prepare.modules))
+    return real(path, prepare)
+e.read_while = spy
 from tracekit.cli.main import main
 try:
     main(sys.argv[1:])

@@ -153,7 +153,9 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
             }
     else:
         # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/reading/early.py)
-        trace = load(f, captures=list(captures), warm=DERIVED_MODULES)
+        from tracekit.tuning import importer
+
+        trace = load(f, captures=list(captures), warm=importer(DERIVED_MODULES))
         from tracekit.analysis.store.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit

@@ -30,7 +30,7 @@ def resolve_hardware(
     return get(text)
 
 
-def _device(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dict[str, Any]:
+def device_block(hw: Hardware | None, device_name: str | None, cpu_only: bool) -> dict[str, Any]:
     d: dict[str, Any] = {
         "name": device_name,
         "hardware": None,

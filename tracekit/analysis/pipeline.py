@@ -14,8 +14,8 @@ import polars as pl
 
 from tracekit.tables import schema
 from tracekit.analysis.verdict import Thresholds, classify
-from tracekit.analysis.device import _device, resolve_hardware
-from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, _shape_phase
+from tracekit.analysis.device import device_block, resolve_hardware
+from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.serving.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.step_cost import kv_shape
@@ -100,7 +100,7 @@ def analyze(
 
     warnings.extend(unread_step_names(labels))
     if not (labels["phase"] != "other").any():
-        labels, links, note = _shape_phase(trace, acts, labels, links)
+        labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)
     names = [str(d.get("name") or "") for d in devices]
     device_name = next((n for n in names if n), None)
@@ -329,7 +329,7 @@ def _analyze_owned(
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
     return AnalysisResult(
         trace=trace_info or {},
-        device=_device(hardware, device_name, cpu_only),
+        device=device_block(hardware, device_name, cpu_only),
         diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
         regions=reg,
         phases=ph,

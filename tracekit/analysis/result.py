@@ -12,16 +12,16 @@ import polars as pl
 from tracekit.analysis.contract.types import AnalysisDoc
 from tracekit.analysis.contract.rows import (
     TOP_JSON,
-    _clean,
-    _encoded_rows,
-    _extra_lists,
-    _gc_paused,
-    _lat_key,
-    _plain,
-    _records,
-    _row_chunks,
-    _scopes_by_kind,
-    _strip,
+    clean,
+    encoded_rows,
+    extra_lists,
+    gc_paused,
+    latency_key,
+    plain,
+    records,
+    row_chunks,
+    scopes_by_kind,
+    strip_keys,
 )
 from tracekit.conventions import COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 
@@ -195,7 +195,7 @@ class AnalysisResult:
     def to_json(self) -> AnalysisDoc:
         """The stable JSON document (docs/json.md, version :data:`JSON_VERSION`); its type is the
         contract renderers read (tracekit/analysis/contract/types.py)."""
-        doc: AnalysisDoc = _clean(self._document())
+        doc: AnalysisDoc = clean(self._document())
         return doc
 
     def to_json_bytes(self) -> bytes:
@@ -204,8 +204,8 @@ class AnalysisResult:
         without building and decoding it (≈ 1.4 s of 2.9 s on a 40k-region document). The
         cyclic garbage collector is paused meanwhile: the document is millions of new containers
         in trees without cycles, and its passes over them were 0.3–1 s of a 40k-region document."""
-        with _gc_paused():
-            return msgspec.json.encode(self._document(), enc_hook=_plain)
+        with gc_paused():
+            return msgspec.json.encode(self._document(), enc_hook=plain)
 
     def to_json_parts(self) -> tuple[bytes, bytes, Iterator[bytes]]:
         """:meth:`to_json_bytes` in parts, for a writer that never holds the whole document:
@@ -219,9 +219,9 @@ class AnalysisResult:
 
         token = f"tracekit:regions:{uuid.uuid4().hex}"
         reg, extra = self._region_frames()
-        with _gc_paused():
-            skeleton = msgspec.json.encode(self._document(token), enc_hook=_plain)
-        return skeleton, msgspec.json.encode(token), _row_chunks(reg, extra)
+        with gc_paused():
+            skeleton = msgspec.json.encode(self._document(token), enc_hook=plain)
+        return skeleton, msgspec.json.encode(token), row_chunks(reg, extra)
 
     def _region_frames(self) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
         """The region columns written to JSON, and the rows of each region's extra fields (its
@@ -247,19 +247,19 @@ class AnalysisResult:
         """The region columns written to JSON and, per row, its top kernels, top ops and idle
         culprits (the extra fields of each region object)."""
         reg, frames = self._region_frames()
-        return reg, _extra_lists(reg, frames)
+        return reg, extra_lists(reg, frames)
 
     def _document(self, regions_token: str | None = None) -> dict[str, Any]:
         """The document before NaN / inf become null (see :meth:`to_json`); with
         ``regions_token``, that string in place of the regions (:meth:`to_json_parts`)."""
         regions: Any = regions_token
         if regions_token is None:
-            regions = _encoded_rows(*self._region_rows())
-        phases = _records(self.phases, PHASE_JSON_COLUMNS)
-        lat = _records(self.latency, list(self.latency.columns))
-        byctx = _records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
+            regions = encoded_rows(*self._region_rows())
+        phases = records(self.phases, PHASE_JSON_COLUMNS)
+        lat = records(self.latency, list(self.latency.columns))
+        byctx = records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
         top = pl.col("rank") <= TOP_JSON
-        pk, po, pc, cul_p, roof_p, shape_p, tk, to, tc, troof, tshape = _scopes_by_kind(
+        pk, po, pc, cul_p, roof_p, shape_p, tk, to, tc, troof, tshape = scopes_by_kind(
             [
                 (self.top_kernels, "phase", top),
                 (self.top_ops, "phase", top),
@@ -276,7 +276,7 @@ class AnalysisResult:
         )
         for p in phases:
             name = str(p["phase"])
-            p["latency"] = {_lat_key(x): _strip(x, "metric") for x in lat if x.get("phase") == name}
+            p["latency"] = {latency_key(x): strip_keys(x, "metric") for x in lat if x.get("phase") == name}
             if name == "decode":
                 p["step_time_by_ctx"] = byctx
             p["top_kernels"] = pk.get(name, [])
@@ -293,14 +293,14 @@ class AnalysisResult:
         totals["class_roofline"] = troof.get("trace", [])
         totals["top_shapes"] = tshape.get("trace", [])
         totals["latency"] = {
-            str(ph): {_lat_key(x): _strip(x, "metric", "phase") for x in lat if x.get("phase") == ph}
+            str(ph): {latency_key(x): strip_keys(x, "metric", "phase") for x in lat if x.get("phase") == ph}
             for ph in dict.fromkeys(x.get("phase") for x in lat)
         }
-        totals["requests"] = _records(self.requests, list(self.requests.columns))
+        totals["requests"] = records(self.requests, list(self.requests.columns))
         totals["warnings"] = list(self.warnings)
         if self.serving:
             totals["serving"] = self.serving
-        totals["communication"] = _records(self.communication, list(self.communication.columns))
+        totals["communication"] = records(self.communication, list(self.communication.columns))
         return {
             "version": JSON_VERSION,
             "trace": self.trace,
@@ -311,7 +311,7 @@ class AnalysisResult:
             "unattributed": {
                 "time_ns": int(un["time_ns"].sum()) if un.height else 0,
                 "count": int(un["count"].sum()) if un.height else 0,
-                "by_reason": _records(un, list(un.columns)),
+                "by_reason": records(un, list(un.columns)),
             },
             "totals": totals,
         }

@@ -17,7 +17,7 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
-from tracekit.cli.fast import analysis_options
+from tracekit.tables.results import analysis_options
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
 from tracekit.conventions import TABLES
@@ -189,12 +189,13 @@ def _early_file(a: _Args) -> Trace | None:
     if a.phase_map or a.slo or a.thresholds or a.rank is not None or a.compare or os.path.isdir(a.source):
         return None
     from tracekit.sources import load
+    from tracekit.tuning import importer
 
     warm = (
         *ANALYSIS_MODULES,
         "tracekit.report.formats.json_print" if a.fmt == "json" else "tracekit.report.screens.analyze",
     )
-    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=warm)
+    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=importer(warm))
 
 
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | Iterator[bytes]:

@@ -19,14 +19,6 @@ import sys
 from typing import Any
 
 
-def analysis_options(
-    hardware: str | None, phase_map: tuple[str, ...] | list[str], slo: str | None, thresholds: str | None
-) -> dict[str, Any]:
-    """The options a stored result is keyed by, as ``tracekit analyze`` gives them (one place, so
-    the shortcut and the command build the same key)."""
-    return {"hardware": hardware, "phase_map": list(phase_map), "slo": slo, "thresholds": thresholds}
-
-
 def stored_document(argv: list[str]) -> bytes | None:
     """The stored JSON document ``tracekit ARGV`` would print, when ARGV is ``analyze DIR
     --format json`` (either order; ``--format=json`` too) and DIR is a dataset with a current
@@ -42,7 +34,7 @@ def stored_document(argv: list[str]) -> bytes | None:
         return None
     if len(rest) != 1 or rest[0].startswith("-") or not os.path.isdir(os.path.join(rest[0], "meta")):
         return None
-    from tracekit.tables.results import lookup
+    from tracekit.tables.results import analysis_options, lookup
 
     try:
         return lookup(rest[0], None, analysis_options(None, (), None, None))

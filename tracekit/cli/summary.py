@@ -22,11 +22,14 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int) -> None:
     annotations and parse warnings of one trace (a file or one trace of a dataset).
     A dataset holding several traces lists them (pick one with --trace-id)."""
     from tracekit.sources import load
+    from tracekit.tuning import importer
 
     trace = None
     if not path.is_dir():  # a trace file: read while the modules below load (sources/kineto/reading/early.py)
         trace = load(
-            str(path), trace_id=trace_id, warm=("tracekit.analysis.trace_summary", "tracekit.report.screens.summary")
+            str(path),
+            trace_id=trace_id,
+            warm=importer(("tracekit.analysis.trace_summary", "tracekit.report.screens.summary")),
         )
     from tracekit.analysis.trace_summary import dataset_overview, summarize
     from tracekit.report.screens.summary import render_text

@@ -115,29 +115,29 @@ def parse_args(dims_json: str | None, types: list[str] | None, concrete: list[st
     return out
 
 
-def _tensors(args: list[Arg]) -> list[Arg]:
+def tensors(args: list[Arg]) -> list[Arg]:
     return [a for a in args if a.is_tensor]
 
 
-def _need(args: list[Arg], n: int) -> list[Arg]:
-    t = _tensors(args)
+def need(args: list[Arg], n: int) -> list[Arg]:
+    t = tensors(args)
     if len(t) < n:
         raise NoModel(f"needs {n} typed tensor inputs")
     return t
 
 
-def _flag(args: list[Arg], i: int) -> bool:
+def flag(args: list[Arg], i: int) -> bool:
     return i < len(args) and args[i].concrete.strip().lower() in ("true", "1")
 
 
-def _int_at(args: list[Arg], i: int) -> int | None:
+def int_at(args: list[Arg], i: int) -> int | None:
     try:
         return int(float(args[i].concrete)) if i < len(args) and args[i].concrete != "" else None
     except ValueError:
         return None
 
 
-def _broadcast(shapes: list[list[int]]) -> list[int]:
+def broadcast(shapes: list[list[int]]) -> list[int]:
     nd = max((len(s) for s in shapes), default=0)
     out = [1] * nd
     for s in shapes:
@@ -150,10 +150,10 @@ def _broadcast(shapes: list[list[int]]) -> list[int]:
     return out
 
 
-def _promote(args: list[Arg]) -> Arg:
+def promote(args: list[Arg]) -> Arg:
     """The tensor argument whose dtype is the result dtype: the widest float among tensors with
     dimensions (0-d tensors, like Python scalars, do not widen the result in PyTorch's type
     promotion within a category), else the first tensor."""
-    t = _tensors(args)
+    t = tensors(args)
     dimensioned = [a for a in t if a.dims] or t
     return max(dimensioned, key=lambda a: _FLOAT_RANK.get(a.dtype or "", 0))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_MATMUL, Arg, Cost, NoModel, _flag, _int_at, _need
+from tracekit.costmodel.args import RANK_MATMUL, Arg, Cost, NoModel, flag, int_at, need
 
 
 # Position of is_causal in each ATen SDPA schema (torch 2.13, checked against the op schemas).
@@ -43,13 +43,13 @@ def _attention(
 
 def _sdpa(name: str) -> Callable[[list[Arg]], Cost]:
     def f(args: list[Arg]) -> Cost:
-        q, k, v = _need(args, 3)[:3]
+        q, k, v = need(args, 3)[:3]
         if len(q.dims) != 4 or len(k.dims) != 4 or len(v.dims) != 4:
             raise NoModel("sdpa needs 4-D [B, H, N, d] inputs")
         b, hq, nq, dqk = q.dims
         _, hkv, nkv, _ = k.dims
         dv = v.dims[3]
-        causal = _flag(args, _SDPA_CAUSAL[name])
+        causal = flag(args, _SDPA_CAUSAL[name])
         pairs = float(b) * nq * nkv
         model = "sdpa"
         if causal and nq == nkv:
@@ -74,8 +74,8 @@ def _mha_batch_prefill(args: list[Arg]) -> Cost:
     tq, hq, dqk = q.dims
     hkv, dv = k.dims[-2], v.dims[-1]
     nseq = args[3].dims[0] - 1
-    max_q, max_k = _int_at(args, 6), _int_at(args, 7)
-    causal = _flag(args, 12)
+    max_q, max_k = int_at(args, 6), int_at(args, 7)
+    causal = flag(args, 12)
     if nseq < 1 or max_q is None or max_k is None:
         raise NoModel("mha_batch_prefill: sequence lengths unknown")
     if nseq == 1:

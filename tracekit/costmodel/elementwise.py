@@ -10,12 +10,12 @@ import math
 import re
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_ELEMENTWISE, Arg, Cost, NoModel, _broadcast, _need, _promote, _tensors
+from tracekit.costmodel.args import RANK_ELEMENTWISE, Arg, Cost, NoModel, broadcast, need, promote, tensors
 
 
 def _unary(flops_per_elem: float, model: str) -> Callable[[list[Arg]], Cost]:
     def f(args: list[Arg]) -> Cost:
-        x = _need(args, 1)[0]
+        x = need(args, 1)[0]
         return Cost(flops_per_elem * x.numel, 2.0 * x.nbytes, model, x.dtype, RANK_ELEMENTWISE)
 
     return f
@@ -23,11 +23,11 @@ def _unary(flops_per_elem: float, model: str) -> Callable[[list[Arg]], Cost]:
 
 def _binary(out_bool: bool = False) -> Callable[[list[Arg]], Cost]:
     def f(args: list[Arg]) -> Cost:
-        t = _tensors(args)
+        t = tensors(args)
         if not t:
             raise NoModel("no tensor input")
-        out = float(math.prod(_broadcast([a.dims for a in t])))
-        res = _promote(t)
+        out = float(math.prod(broadcast([a.dims for a in t])))
+        res = promote(t)
         out_size = 1.0 if out_bool else res.size
         nbytes = sum(a.nbytes for a in t) + out * out_size
         return Cost(out, nbytes, "elementwise", res.dtype, RANK_ELEMENTWISE)
@@ -36,13 +36,13 @@ def _binary(out_bool: bool = False) -> Callable[[list[Arg]], Cost]:
 
 
 def _fill(args: list[Arg]) -> Cost:
-    x = _need(args, 1)[0]
+    x = need(args, 1)[0]
     return Cost(0.0, x.nbytes, "fill", x.dtype, RANK_ELEMENTWISE)
 
 
 def _silu_and_mul(args: list[Arg]) -> Cost:
     """sgl_kernel::silu_and_mul(out[T, D], x[T, 2D]): silu + mul per output element."""
-    t = _need(args, 2)
+    t = need(args, 2)
     out, x = t[0], t[1]
     return Cost(2.0 * out.numel, out.nbytes + x.nbytes, "silu_and_mul", x.dtype, RANK_ELEMENTWISE)
 

@@ -14,7 +14,7 @@ import math
 import re
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_ELEMENTWISE, RANK_MATMUL, Arg, Cost, NoModel, _int_at, _tensors
+from tracekit.costmodel.args import RANK_ELEMENTWISE, RANK_MATMUL, Arg, Cost, NoModel, int_at, tensors
 
 HINT_PREFIX: Final = "tk:"
 
@@ -132,7 +132,7 @@ def _rotary(args: list[Arg]) -> Cost:
     """rotary_embedding(positions [T], query [T, H_q·d], key [T, H_kv·d], head_size,
     cos_sin_cache, is_neox): 3 FLOPs per rotated element (x·cos − y·sin), query and key read
     and written once (TraceLens' RoPE convention; the cos/sin rows are not counted)."""
-    t = _tensors(args)
+    t = tensors(args)
     if len(t) < 3 or not (args[1].is_tensor and args[2].is_tensor):
         raise NoModel("rotary: needs positions, query, key")
     q, k = args[1], args[2]
@@ -153,7 +153,7 @@ def _fused_kernel(args: list[Arg]) -> Cost:
     """Inductor/Triton fused kernels (``triton_poi_*``, ``triton_red_*``, ``triton_per_*``): each
     recorded tensor argument read or written once; FLOPs not counted (the body is generated
     code: these kernels are priced by their traffic)."""
-    t = _tensors(args)
+    t = tensors(args)
     if not t:
         raise NoModel("fused kernel without tensor arguments")
     return Cost(0.0, sum(a.nbytes for a in t), "fused_pointwise", max(t, key=lambda a: a.numel).dtype, RANK_ELEMENTWISE)
@@ -170,7 +170,7 @@ def _convolution(args: list[Arg]) -> Cost:
     ints = lambda i, d: [int(v) for v in re.findall(r"-?\d+", args[i].concrete)] or [d] if i < len(args) else [d]  # noqa: E731
     stride, pad, dil = ints(3, 1), ints(4, 0), ints(5, 1)
     transposed = len(args) > 6 and args[6].concrete.strip().lower() in ("true", "1")
-    groups = _int_at(args, 8) or 1
+    groups = int_at(args, 8) or 1
     if transposed:
         raise NoModel("transposed convolution")
     pick = lambda v, i: v[i] if len(v) > i else v[0]  # noqa: E731

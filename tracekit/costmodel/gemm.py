@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_MATMUL, Arg, Cost, NoModel, _broadcast, _need
+from tracekit.costmodel.args import RANK_MATMUL, Arg, Cost, NoModel, broadcast, need
 from tracekit.costmodel.engine import Contradiction
 
 
@@ -24,7 +24,7 @@ def _gemm(
 
 
 def _mm(args: list[Arg]) -> Cost:
-    a, b = _need(args, 2)[:2]
+    a, b = need(args, 2)[:2]
     if len(a.dims) != 2 or len(b.dims) != 2:
         raise NoModel("mm needs 2-D inputs")
     (m, k), (k2, n) = a.dims, b.dims
@@ -46,7 +46,7 @@ def _addmm(args: list[Arg]) -> Cost:
 
 
 def _bmm(args: list[Arg]) -> Cost:
-    a, b = _need(args, 2)[:2]
+    a, b = need(args, 2)[:2]
     if len(a.dims) != 3 or len(b.dims) != 3:
         raise NoModel("bmm needs 3-D inputs")
     (bs, m, k), (_, _, n) = a.dims, b.dims
@@ -64,14 +64,14 @@ def _baddbmm(args: list[Arg]) -> Cost:
 
 
 def _matmul(args: list[Arg]) -> Cost:
-    a, b = _need(args, 2)[:2]
+    a, b = need(args, 2)[:2]
     if not a.dims or not b.dims:
         raise NoModel("matmul of 0-d tensors")
     ad, bd = list(a.dims), list(b.dims)
     m = ad[-2] if len(ad) >= 2 else 1
     k = ad[-1]
     n = bd[-1] if len(bd) >= 2 else 1
-    batch = math.prod(_broadcast([ad[:-2], bd[:-2] if len(bd) >= 2 else []]))
+    batch = math.prod(broadcast([ad[:-2], bd[:-2] if len(bd) >= 2 else []]))
     return _gemm(m, n, k, batch, a, b, a.size, None, "matmul")
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Final
 
-from tracekit.costmodel.args import INDEX_DTYPE, RANK_ELEMENTWISE, Arg, Cost, NoModel, _flag, _int_at, _need
+from tracekit.costmodel.args import INDEX_DTYPE, RANK_ELEMENTWISE, Arg, Cost, NoModel, flag, int_at, need
 
 
 def _copy(args: list[Arg]) -> Cost:
-    t = _need(args, 2)
+    t = need(args, 2)
     dst, src = t[0], t[1]
     return Cost(0.0, dst.nbytes + src.nbytes, "copy", dst.dtype, RANK_ELEMENTWISE)
 
@@ -35,7 +35,7 @@ def _index_put(args: list[Arg]) -> Cost:
     idx = args[1].dims if args[1].is_list else []
     idx_bytes = sum(math.prod(s) for s in idx if isinstance(s, list)) * INDEX_DTYPE[1]
     n = vals.numel if vals.is_tensor else 0.0
-    acc = _flag(args, 3)
+    acc = flag(args, 3)
     nbytes = n * (vals.size or self_.size) + n * self_.size * (2.0 if acc else 1.0) + idx_bytes
     return Cost(n if acc else 0.0, nbytes, "kv_append", self_.dtype, RANK_ELEMENTWISE)
 
@@ -66,7 +66,7 @@ def _embedding(args: list[Arg]) -> Cost:
 
 def _index_select(args: list[Arg]) -> Cost:
     x, idx = args[0], args[2] if len(args) > 2 else None
-    dim = _int_at(args, 1)
+    dim = int_at(args, 1)
     if not x.is_tensor or idx is None or not idx.is_tensor or dim is None or not x.dims:
         raise NoModel("index_select arguments")
     row = x.numel / max(x.dims[dim % len(x.dims)], 1)

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_NORM, Arg, Cost, NoModel, _flag, _tensors
+from tracekit.costmodel.args import RANK_NORM, Arg, Cost, NoModel, flag, tensors
 
 
 def _rows(x: Arg, normalized: int) -> float:
@@ -56,7 +56,7 @@ def _engine_rmsnorm(fused_add: bool) -> Callable[[list[Arg]], Cost]:
     (out, x, residual_in, residual_out, weight, eps): the weight is the 1-D tensor."""
 
     def f(args: list[Arg]) -> Cost:
-        t = _tensors(args)
+        t = tensors(args)
         w = next((a for a in t if len(a.dims) == 1), None)
         acts = [a for a in t if a is not w]
         if w is None or not acts:
@@ -76,7 +76,7 @@ def _softmax(args: list[Arg]) -> Cost:
     x = args[0]
     if not x.is_tensor:
         raise NoModel("softmax input untyped")
-    out_size = 4.0 if _flag(args, 2) else x.size  # _softmax(self, dim, half_to_float)
+    out_size = 4.0 if flag(args, 2) else x.size  # _softmax(self, dim, half_to_float)
     return Cost(5.0 * x.numel, x.nbytes + x.numel * out_size, "softmax", x.dtype, RANK_NORM)
 
 

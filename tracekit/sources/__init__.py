@@ -13,6 +13,7 @@ from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, U
 from tracekit.sources.guard import reading
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
+from tracekit.tuning import Importer, importer
 
 if TYPE_CHECKING:
     from tracekit.sources.kineto.reading.early import EarlyRead
@@ -129,15 +130,15 @@ def load(
     trace_id: str | None = None,
     captures: Sequence[str | os.PathLike[str]] | None = None,
     discover_captures: bool = True,
-    warm: Sequence[str] = (),
+    warm: Importer | None = None,
 ) -> Trace:
     """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
 
     ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
-    unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py). ``warm``: modules
-    the caller imports next; when a Kineto file is read before polars is loaded, they are
-    imported in a thread during the read (tracekit/sources/kineto/reading/early.py)."""
+    unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py). ``warm``: a callback
+    that imports what the caller needs next (tracekit.tuning.importer); when a Kineto file is read
+    before polars is loaded, it runs in a thread during the read (tracekit/sources/kineto/reading/early.py)."""
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
         return _load(path, fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
@@ -149,7 +150,7 @@ def _load(
     trace_id: str | None,
     extra: list[Path],
     discover_captures: bool,
-    warm: Sequence[str] = (),
+    warm: Importer | None = None,
 ) -> Trace:
     if fmt == "dataset":
         from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
@@ -175,7 +176,7 @@ def _load(
     return merge_captures(trace, extra)
 
 
-def _read_early(path: Path, warm: Sequence[str]) -> EarlyRead | None:
+def _read_early(path: Path, warm: Importer | None) -> EarlyRead | None:
     """The file read while polars (with the loader and ``warm``) is imported in a thread, when
     polars is not loaded yet and the early read pays (tracekit/sources/kineto/reading/early.py)."""
     if "polars" in sys.modules or os.environ.get("TRACEKIT_NO_EARLY_READ", "") in ("1", "true", "yes"):
@@ -184,7 +185,9 @@ def _read_early(path: Path, warm: Sequence[str]) -> EarlyRead | None:
 
     if not early.worth_it(path):
         return None
-    return early.read_while_importing(path, ("tracekit.sources.kineto.loader", *warm))
+
+    # the loader first (polars comes with it), then what the caller needs next
+    return early.read_while(path, importer(("tracekit.sources.kineto.loader",)) + (warm or importer(())))
 
 
 __all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

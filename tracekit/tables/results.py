@@ -51,6 +51,14 @@ RESULTS_FORMAT = 2
 KEEP = 8  # entries kept per trace (the most recently written)
 
 
+def analysis_options(
+    hardware: str | None, phase_map: tuple[str, ...] | list[str], slo: str | None, thresholds: str | None
+) -> dict[str, Any]:
+    """The options a stored result is keyed by, as ``tracekit analyze`` gives them (one place, so
+    the console script's shortcut and the command build the same key)."""
+    return {"hardware": hardware, "phase_map": list(phase_map), "slo": slo, "thresholds": thresholds}
+
+
 def dataset_trace(root: Path, trace_id: str | None) -> str | None:
     """The trace an analysis of ``root`` would read: ``trace_id`` (or the one id it is a prefix
     of) when complete there, the only trace when there is one; None otherwise (the normal path

@@ -15,16 +15,16 @@ import polars as pl
 TOP_JSON = 5  # top kernels / ops per region in the JSON (the frames keep 10)
 
 
-def _lat_key(row: dict[str, Any]) -> str:
+def latency_key(row: dict[str, Any]) -> str:
     """``ttft`` for the trace's own numbers, ``ttft_sidecar`` for the runner's wall clock."""
     return str(row["metric"]) if row.get("source") == "trace" else f"{row['metric']}_{row.get('source')}"
 
 
-def _strip(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+def strip_keys(d: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in keys}
 
 
-def _records(df: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
+def records(df: pl.DataFrame, columns: list[str]) -> list[dict[str, Any]]:
     cols = [c for c in columns if c in df.columns]
     return _dicts(df.select(cols))
 
@@ -49,12 +49,12 @@ def _rows(df: pl.DataFrame, extra: dict[str, list[Any]] | None = None, skip: tup
     return list(map(row, *cols.values())) if names else [row() for _ in range(df.height)]
 
 
-# region rows turned into Python objects and encoded at a time (_encoded_rows, _row_chunks)
+# region rows turned into Python objects and encoded at a time (encoded_rows, row_chunks)
 ROW_CHUNK = 1024
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector paused (documents are trees of new containers, no cycles)."""
     paused = gc.isenabled()
     gc.disable()
@@ -65,7 +65,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _extra_lists(reg: pl.DataFrame, frames: dict[str, pl.DataFrame]) -> dict[str, list[Any]]:
+def extra_lists(reg: pl.DataFrame, frames: dict[str, pl.DataFrame]) -> dict[str, list[Any]]:
     """Per row of ``reg``, the records of each frame of ``frames`` whose ``scope`` is its region id
     (in the frame's order; ``[]`` for none)."""
     ids = reg["region_id"].to_list() if "region_id" in reg.columns else [None] * reg.height
@@ -77,14 +77,14 @@ def _extra_lists(reg: pl.DataFrame, frames: dict[str, pl.DataFrame]) -> dict[str
     return out
 
 
-def _row_chunks(df: pl.DataFrame, extra: dict[str, pl.DataFrame], chunk: int | None = None) -> Iterator[bytes]:
+def row_chunks(df: pl.DataFrame, extra: dict[str, pl.DataFrame], chunk: int | None = None) -> Iterator[bytes]:
     """The region rows of ``df`` with their ``extra`` records (:meth:`AnalysisResult._region_frames`)
     as compact JSON arrays of ``chunk`` (default :data:`ROW_CHUNK`) rows, each made when it is
     read (none for no rows): the extra records are turned into Python objects for one chunk of
     regions at a time too (the 860 MB replica's top kernels, ops and culprits of 40.7 k regions:
     ~75 MB of Python objects at once)."""
     chunk = chunk or ROW_CHUNK
-    enc = msgspec.json.Encoder(enc_hook=_plain)
+    enc = msgspec.json.Encoder(enc_hook=plain)
     ids = df["region_id"].cast(pl.String()) if "region_id" in df.columns else None
     ends = list(range(chunk, df.height + chunk, chunk))
     placed = None
@@ -106,19 +106,19 @@ def _row_chunks(df: pl.DataFrame, extra: dict[str, pl.DataFrame], chunk: int | N
         else:
             keys = ids.slice(i, chunk).implode()
             mine = {k: f.filter(pl.col("scope").is_in(keys)) for k, f in extra.items()}
-        with _gc_paused():
-            part = _rows(rows, _extra_lists(rows, mine))
+        with gc_paused():
+            part = _rows(rows, extra_lists(rows, mine))
             out = enc.encode(part)
             del part
         yield out
 
 
-def _encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = ROW_CHUNK) -> msgspec.Raw:
+def encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = ROW_CHUNK) -> msgspec.Raw:
     """The JSON array of :func:`_rows` ``(df, extra)``, encoded ``chunk`` rows at a time into one
     buffer: the same bytes as encoding the whole list (compact JSON: ``[`` rows joined by ``,``
     ``]``), without holding a Python object per value of every row at once (the 860 MB replica's
     40.7 k regions × 72 fields: ~100 MB of Python objects beside the encoded document)."""
-    enc = msgspec.json.Encoder(enc_hook=_plain)
+    enc = msgspec.json.Encoder(enc_hook=plain)
     buf = bytearray()
     for i in range(0, df.height, chunk):
         part = _rows(df.slice(i, chunk), {k: v[i : i + chunk] for k, v in extra.items()})
@@ -144,7 +144,7 @@ def _scope_filter(kind: str, keep: pl.Expr | None = None) -> pl.Expr:
     return cond if keep is None else keep & cond
 
 
-def _scopes_by_kind(wanted: list[tuple[pl.DataFrame, str, pl.Expr | None]]) -> list[dict[str, list[Any]]]:
+def scopes_by_kind(wanted: list[tuple[pl.DataFrame, str, pl.Expr | None]]) -> list[dict[str, list[Any]]]:
     """:func:`_by_scope` of several (frame, kind, keep) at once: the filters in one polars query."""
     idx = [i for i, (df, _, _) in enumerate(wanted) if df.height and "scope_kind" in df.columns]
     got = pl.collect_all(
@@ -167,13 +167,13 @@ def _scope_records(d: pl.DataFrame) -> dict[str, list[Any]]:
     return out
 
 
-def _clean(x: Any) -> Any:
+def clean(x: Any) -> Any:
     """NaN / inf → null, recursively, so the document is strict JSON (keys become strings,
     tuples lists). One msgspec round trip (C; it writes non-finite floats as null): 0.3 s where a
     recursive Python walk took 1–3 s on a 40k-region document."""
-    return msgspec.json.decode(msgspec.json.encode(x, enc_hook=_plain))
+    return msgspec.json.decode(msgspec.json.encode(x, enc_hook=plain))
 
 
-def _plain(o: Any) -> Any:
+def plain(o: Any) -> Any:
     """A value msgspec cannot encode (a Path, ...): its ISO form or its text."""
     return o.isoformat() if hasattr(o, "isoformat") else str(o)

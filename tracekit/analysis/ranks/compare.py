@@ -58,10 +58,10 @@ class RanksResult:
     ranks_from: str = "meta"
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.analysis.contract.rows import _clean
+        from tracekit.analysis.contract.rows import clean
 
         worst = self.stragglers.sort("ratio", descending=True, nulls_last=True).head(1).to_dicts()
-        return _clean(
+        return clean(
             {
                 "version": 1,
                 "kind": "ranks",

@@ -18,7 +18,7 @@ NO_PHASES = (
 )
 
 
-def _shape_phase(
+def phases_from_shapes(
     trace: Trace, acts: pl.DataFrame, labels: pl.DataFrame, links: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame, str]:
     """No region has a phase: ask the shapes. Top-level regions holding attention ops get the

@@ -18,7 +18,7 @@ import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, MEMCPY, op_class
 from tracekit.analysis.verdict import Thresholds, fmt_dur, fmt_pct, peaks_frame
-from tracekit.analysis.roofline.exact_sums import _FLOAT_SUMS, _agg_sum, _frac_bits, _to_float
+from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
 from tracekit.analysis.regions.tops import region_closure
 from tracekit.tables.gather import take
 
@@ -51,7 +51,7 @@ def _scope_rows(
         .drop("_leaf")
         .group_by("scope_kind", "scope", *keys)
         .agg([pl.col(c).sum() for c in sums])
-        .with_columns(_to_float(sums, bits))
+        .with_columns(to_float(sums, bits))
     )
 
 
@@ -199,7 +199,7 @@ def class_roofline(
     ``closure``: :func:`~tracekit.analysis.regions.tops.region_closure` of ``regions`` and ``acts``, when
     the caller has them. One lazy plan, collected once."""
     prep = prepare(acts) if prep is None else prep
-    bits = _frac_bits(prep)
+    bits = frac_bits(prep)
     a = prep.lazy()
     closure = region_closure(regions, acts) if closure is None else closure
     cl = closure.lazy()
@@ -215,8 +215,8 @@ def class_roofline(
         pl.len().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        _agg_sum("flops", bits),
-        _agg_sum("bytes", bits),
+        agg_sum("flops", bits),
+        agg_sum("bytes", bits),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
     )
@@ -288,7 +288,7 @@ def shape_roofline(
     from tracekit.analysis.regions.metrics import positions
 
     costed = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
-    bits = _frac_bits(costed)
+    bits = frac_bits(costed)
     pos = positions(costed["cost_op_id"], costs["op_id"])
     a = costed.lazy().with_columns(
         pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
@@ -306,8 +306,8 @@ def shape_roofline(
         pl.col("cost_op_id").n_unique().cast(pl.Int64()).alias("count"),
         pl.col("dur_ns").sum().alias("device_time_ns"),
         pl.col("covered_time_ns").sum(),
-        _agg_sum("flops", bits),
-        _agg_sum("bytes", bits),
+        agg_sum("flops", bits),
+        agg_sum("bytes", bits),
         pl.col("flops_known").any(),
         pl.col("bytes_known").any(),
         pl.col("dur_ns").median().alias("kernel_median_ns"),
@@ -321,7 +321,7 @@ def shape_roofline(
         ],
         how="diagonal_relaxed",
     ).rename({"cost_op_name": "name"})
-    rows = rows.with_columns(_to_float(list(_FLOAT_SUMS), bits))
+    rows = rows.with_columns(to_float(list(FLOAT_SUMS), bits))
     rows = rows.sort(
         ["scope_kind", "scope", "device_time_ns", "name", "shape"], descending=[False, False, True, False, False]
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.analysis.serving.latency import REQUEST_SCHEMA
+from tracekit.analysis.serving.schemas import REQUEST_SCHEMA
 
 TOKEN_SCHEMA: dict[str, pl.DataType] = {
     "request": pl.Int64(),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tracekit.analysis.store import derived as d
+from tracekit.analysis.store import key as d
 from tracekit.tables import schema
 
 # What attribute() reads of the canonical tables (tracekit/attribution). The kernels' ``name`` is
@@ -85,15 +85,7 @@ def store_derived(root: Path, trace_id: str) -> None:
     put(root, d.COSTS, trace_id, costs.select("op_id", *[c for c in d.COST_COLUMNS if c in costs.columns]))
     del costs
     put(root, d.LABELS, trace_id, label_regions(trace, tree=tree).drop("trace_id", strict=False))
-    put(root, d.KEY, trace_id, key_frame(cpu_only, rows))
-
-
-def key_frame(cpu_only: bool, rows: dict[str, int]) -> pl.DataFrame:
-    """The ``derived_key`` table: one row of the running code's key, ``cpu_only`` and the canonical
-    tables' row counts."""
-    return pl.DataFrame(
-        {"key": [d.derived_key()], "cpu_only": [cpu_only], **{f"{n}_rows": [rows[n]] for n in d.CANONICAL}}
-    )
+    put(root, d.KEY, trace_id, d.key_frame(cpu_only, rows))
 
 
 def put(root: Path, name: str, trace_id: str, frame: pl.DataFrame) -> Path:

@@ -19,36 +19,33 @@ are never trusted. See docs/analysis.md ("Re-analysis from a dataset").
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from tracekit.tables import schema
+from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store's names
+    ACTIVITIES,
+    CANONICAL,
+    COST_COLUMNS,
+    COSTS,
+    DERIVED_FORMAT,
+    DERIVED_TABLES,
+    KEY,
+    LABELS,
+    LINKS,
+    SOURCE_FILES,
+    SOURCE_PACKAGES,
+    derived_key,
+    key_frame,
+    source_files,
+)
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
 
-DERIVED_FORMAT = 1
-ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
-    "attribution_activities",
-    "attribution_links",
-    "region_labels",
-    "op_costs",
-    "derived_key",
-)
-DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
-COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
-# Code that decides the derived tables: every module of these packages (and these files) has its
-# source hashed into the key, so a new, moved or edited module there invalidates stored tables.
-# The list names folders, not modules: nothing to keep in step by hand when files move.
-SOURCE_PACKAGES = ("tables", "attribution", "labels", "costmodel")
-SOURCE_FILES = ("annotate.py", "conventions.py", "analysis/store/derived.py", "analysis/store/compute.py")
-CANONICAL = ("kernels", "launches", "ops", "regions")
 # What the analysis reads of a dataset trace whose derived tables are current (and no --phase-map):
 # attribution, costs and labels come stored, so the canonical tables serve only the copy bytes,
 # communication (kernels), blocking calls (launches), host op stretches, shapes and the KV-cache
@@ -104,36 +101,10 @@ class Derived:
     cpu_only: bool
 
 
-def source_files() -> list[Path]:
-    """The files whose content is hashed into :func:`derived_key`, in a fixed order."""
-    pkg = Path(__file__).resolve().parents[2]
-    files = [f for d in SOURCE_PACKAGES for f in (pkg / d).rglob("*.py")]
-    files += [pkg / f for f in SOURCE_FILES]
-    return sorted(files, key=lambda f: f.relative_to(pkg).as_posix())
-
-
-@lru_cache(maxsize=1)
-def derived_key() -> str:
-    """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>`` — the code hash covers
-    the path and content of every :func:`source_files` file."""
-    from tracekit import __version__
-
-    pkg = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for f in source_files():
-        h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
-        h.update(f.read_bytes())
-        h.update(b"\0")
-    return (
-        f"tracekit {__version__}; schema {schema.SCHEMA_VERSION}; derived {DERIVED_FORMAT}; code {h.hexdigest()[:16]}"
-    )
-
-
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables
     (of a trace already in a dataset, :func:`derived_store.store_derived` makes the same tables
     reading only what they need)."""
-    from tracekit.analysis.store.compute import key_frame
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions

@@ -86,7 +86,7 @@ def _table(t: Table, tid: str = "", max_rows: int | None = None) -> str:
     return (f"<h3>{esc(t.caption)}</h3>" if t.caption else "") + html
 
 
-def _section(s: Section, max_rows: int | None = MAX_REGIONS) -> str:
+def section_html(s: Section, max_rows: int | None = MAX_REGIONS) -> str:
     parts = [f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>']
     for p in s.paragraphs:
         cls = "diag" if p.startswith("CPU DIAGNOSTIC") else ("note" if p.startswith("Note:") else "")
@@ -98,7 +98,7 @@ def _section(s: Section, max_rows: int | None = MAX_REGIONS) -> str:
     return "\n".join(parts)
 
 
-def _plot(f: Plot) -> str:
+def plot_html(f: Plot) -> str:
     if f.figure is None:
         return f'<p class="note">{esc(f.title)}: not drawn — {esc(f.missing)}</p>'
     b64 = base64.b64encode(plotmod.to_bytes(f.figure, "png")).decode("ascii")
@@ -113,9 +113,9 @@ def render(data: ReportData, figures: list[Plot] | None = None, max_regions: int
     :data:`MAX_REGIONS`; -1: all)."""
     rows = MAX_REGIONS if max_regions is None else (None if max_regions < 0 else max_regions)
     body = [f"<h1>tracekit report: {esc(data.title)}</h1>"]
-    body += [_section(s, rows) for s in build(data)]
+    body += [section_html(s, rows) for s in build(data)]
     if figures:
-        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(_plot(f) for f in figures) + "</section>")
+        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figures) + "</section>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

@@ -44,7 +44,7 @@ def _table_lines(t: Table, rows: list[list[str]] | None = None) -> list[str]:
     return ([f"**{md_escape(t.caption)}**", ""] if t.caption else []) + lines
 
 
-def _table(t: Table) -> list[str]:
+def table_block(t: Table) -> list[str]:
     """A whole table (used by the diff renderer too)."""
     return _table_lines(t)
 
@@ -60,7 +60,7 @@ def _left_out(t: Table, shown: int) -> str:
     )
 
 
-def _section_lines(s: Section, cap_rows: dict[int, int]) -> list[str]:
+def section_lines(s: Section, cap_rows: dict[int, int]) -> list[str]:
     out = [f"## {md_escape(s.title)}", ""]
     for p in s.paragraphs:
         out += [md_escape(p), ""]
@@ -115,7 +115,7 @@ def _full_name_lines(pairs: list[tuple[str, str]], budget: int, what: str = "sho
     return head + items + tail
 
 
-def _plot_lines(figures: list[Plot], plot_dir: Path | None, plot_prefix: str) -> list[str]:
+def plot_lines(figures: list[Plot], plot_dir: Path | None, plot_prefix: str) -> list[str]:
     lines = ["## Plots", ""]
     for f in figures:
         if f.figure is None:
@@ -151,7 +151,7 @@ def render(
     a number shows at most that many regions (``-1``: all of them, whatever the size)."""
     sections = build(data)
     title = [f"# tracekit report: {md_escape(data.title)}", ""]
-    plots = _plot_lines(figures, plot_dir, plot_prefix) if figures else []
+    plots = plot_lines(figures, plot_dir, plot_prefix) if figures else []
     cappable = [t for s in sections for t in s.tables if t.cappable]
     sized = max_regions is None
     cap: dict[int, int] = {}
@@ -160,7 +160,7 @@ def render(
     else:
         cap = {id(t): 0 for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
-    fixed = _size(title) + _size(plots) + _size([x for s in sections for x in _section_lines(s, cap)])
+    fixed = _size(title) + _size(plots) + _size([x for s in sections for x in section_lines(s, cap)])
     names = _full_name_lines(
         _full_names(sections, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62
     )
@@ -175,7 +175,7 @@ def render(
                 used, n = used + w, n + 1
             cap[id(t)] = n
             room -= used
-    lines = title + [x for s in sections for x in _section_lines(s, cap)] + names
+    lines = title + [x for s in sections for x in section_lines(s, cap)] + names
     budget = max_chars - _size(lines) - _size(plots) if sized else 1 << 62
     lines += _full_name_lines(_full_names(sections, cap, True), budget, "cut region name")
     lines += plots

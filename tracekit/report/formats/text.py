@@ -100,7 +100,7 @@ def render_diff(d: Diff, style: str = "table") -> str:
         return json.dumps(d.to_json(), indent=2) + "\n"
     head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
     if style == "md":
-        from tracekit.report.formats.markdown import _table
+        from tracekit.report.formats.markdown import table_block
 
         out = [
             "# tracekit diff",
@@ -112,6 +112,6 @@ def render_diff(d: Diff, style: str = "table") -> str:
         ]
         for t in diff_tables(d):
             t.collapsed = len(t.rows) > 20
-            out += [*_table(t), ""]
+            out += [*table_block(t), ""]
         return "\n".join(out)
     return head + "\n\n".join(text_table(t) for t in diff_tables(d) if t.rows) + "\n"

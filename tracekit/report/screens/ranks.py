@@ -220,23 +220,23 @@ def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
 
 
 def render_md(doc: dict[str, Any], figs: list[Plot] | None, plot_dir: Path | None, prefix: str) -> str:
-    from tracekit.report.formats.markdown import _plot_lines, _section_lines
+    from tracekit.report.formats.markdown import plot_lines, section_lines
 
     lines = [f"# tracekit ranks report: {fmt.md_escape(doc.get('dataset', ''))}", ""]
     for s in sections(doc):
-        lines += _section_lines(s, {})
+        lines += section_lines(s, {})
     if figs:
-        lines += _plot_lines(figs, plot_dir, prefix)
+        lines += plot_lines(figs, plot_dir, prefix)
     return "\n".join(lines).rstrip() + "\n"
 
 
 def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
-    from tracekit.report.formats.html import CSP, CSS, _plot, _section
+    from tracekit.report.formats.html import CSP, CSS, plot_html, section_html
 
     title = f"tracekit ranks report: {doc.get('dataset', '')}"
-    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(_section(s) for s in sections(doc))]
+    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(section_html(s) for s in sections(doc))]
     if figs:
-        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(_plot(f) for f in figs) + "</section>")
+        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figs) + "</section>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

@@ -1,13 +1,14 @@
 """Read a Kineto file while polars loads.
 
-A command that reads one Kineto trace spends its first 0.2–0.3 s importing polars, one core
-busy, before it reads a byte; reading a 50 MB trace (gunzip and the native scanner, which run
-without the GIL) takes about as long. :func:`read_while_importing` does both at once: a thread
-imports the modules named (polars comes with them) while this thread reads the file through
-the same reader as always (:func:`tracekit.sources.kineto.reading.jsonstream.stream_document`), but
-keeps what it reads as a record — the scanner's raw buffers (:mod:`scanraw`), the events left to
-msgspec — instead of building tables, which needs polars. The loader then replays the record
-in file order (``read_kineto(..., early=...)``), so the tables are the same as a plain read's.
+A command that reads one Kineto trace spends its first
+0.2–0.3 s importing polars, one core busy, before it reads a byte; reading a 50 MB trace (gunzip and
+the native scanner, which run without the GIL) takes about as long. :func:`read_while` does both at
+once: a thread runs the caller's ``prepare`` callback (it imports what the caller needs next; polars
+comes with it) while this thread reads the file through the same reader as always
+(:func:`tracekit.sources.kineto.reading.jsonstream.stream_document`), but keeps what it reads as a
+record — the scanner's raw buffers (:mod:`scanraw`), the events left to msgspec — instead of
+building tables, which needs polars. The loader then replays the record in file order
+(``read_kineto(..., early=...)``), so the tables are the same as a plain read's.
 
 Used only where it pays and is safe: the native scanner is built, polars is not imported yet
 (else there is nothing to overlap), and the file holds at most :data:`LIMIT_BYTES` of JSON (the
@@ -18,10 +19,9 @@ are built; for the big files the streamed ingest bounds memory instead). No pola
 from __future__ import annotations
 
 import gc
-import importlib
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ LIMIT_BYTES = 256 << 20  # of JSON (gzip: its ISIZE trailer); a larger file is r
 
 @dataclass
 class EarlyRead:
-    """What :func:`read_while_importing` read: the top-level keys, the reader's stats, and the
+    """What :func:`read_while` read: the top-level keys, the reader's stats, and the
     record, in file order: ``(RawWindow, slow)`` for a window the native scanner read (``slow``:
     the JSON text and window index of each event it left to msgspec), ``(events, None)`` for a
     batch msgspec decoded. ``dropped``: events the batch decoder could not take, by reason."""
@@ -59,13 +59,12 @@ def worth_it(path: Path) -> bool:
         return False
 
 
-def read_while_importing(path: Path, modules: Sequence[str]) -> EarlyRead:
-    """Import ``modules`` in a thread while reading ``path`` here (see the module docstring).
+def read_while(path: Path, prepare: Callable[[], None]) -> EarlyRead:
+    """Run ``prepare`` in a thread while reading ``path`` here (see the module docstring).
     Raises what the reader raises (TraceFormatError, EmptyTraceError, OSError), after the
-    import thread has finished. An import that fails in the thread is left to fail again where
-    the caller imports the module itself."""
+    thread has finished. ``prepare`` must not raise (tracekit.tuning.importer stops quietly)."""
     refuse_other_formats(path)  # before anything is read, as the ordinary read does
-    importer = threading.Thread(target=_import_all, args=(tuple(modules),), name="tracekit-import", daemon=True)
+    importer = threading.Thread(target=prepare, name="tracekit-import", daemon=True)
     importer.start()
     try:
         return _record(path, importer)
@@ -83,14 +82,6 @@ def refuse_other_formats(p: Path) -> None:
         raise UnsupportedFormatError(
             f"{p}: an Nsight Systems report, not a Kineto JSON trace; run `nsys export --type sqlite` on it first"
         )
-
-
-def _import_all(modules: tuple[str, ...]) -> None:
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the caller's own import raises it again, in its thread
-            return
 
 
 def _record(path: Path, importer: threading.Thread) -> EarlyRead:

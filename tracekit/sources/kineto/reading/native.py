@@ -21,7 +21,7 @@ from tracekit.sources.kineto.reading.scanraw import (  # noqa: F401 - re-exporte
     NEED_MORE,
     STOPPED,
     RawWindow,
-    _kscan,
+    EXTENSION,
     available,
     scan_raw,
     scan_split_raw,
@@ -111,7 +111,7 @@ def _frame(
     copies them into malloc'd memory freed by plain ``free()`` (no GIL needed, so polars may drop
     them on any thread; a buffer viewing a Python ``bytes`` deadlocked a pickling), and no pyarrow
     is imported (≈ 0.2 s of every command's start-up)."""
-    assert _kscan is not None
+    assert EXTENSION is not None
     cols: list[tuple[bytes, bytes, bytes | None, bytes, bytes | None]] = []
     for f in names:
         if f in _STR_INDEX:
@@ -120,7 +120,7 @@ def _frame(
         else:
             valid, values = ints[_INT_INDEX[f]]
             cols.append((f.encode(), b"l", valid, values, None))
-    return pl.DataFrame(_Exported(_kscan.frame(rows, tuple(cols))))
+    return pl.DataFrame(_Exported(EXTENSION.frame(rows, tuple(cols))))
 
 
 class _Exported:
@@ -137,8 +137,8 @@ class _Exported:
 
 def _int64_bytes(s: pl.Series) -> bytes:
     """The values of an integer column as int64 bytes (through its Arrow C stream)."""
-    assert _kscan is not None
-    data: bytes = _kscan.int64s(s.cast(pl.Int64()).rechunk().__arrow_c_stream__())
+    assert EXTENSION is not None
+    data: bytes = EXTENSION.int64s(s.cast(pl.Int64()).rechunk().__arrow_c_stream__())
     return data
 
 
@@ -146,12 +146,14 @@ def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[p
     """``depth`` (Int32) and the parent's row number of each row (null for none), in row order:
     the definition of :func:`tracekit.tables.intervals.nest` within groups of equal ``keys`` (integer
     columns without nulls), computed in C with an index sort (tracekit/sources/kineto/_native/_knest.h)."""
-    assert _kscan is not None
+    assert EXTENSION is not None
     n = start.len()
     key_bufs = tuple(_int64_bytes(k) for k in keys)
-    depth_b, parent_b = _kscan.nest(key_bufs, _int64_bytes(start), _int64_bytes(end))
+    depth_b, parent_b = EXTENSION.nest(key_bufs, _int64_bytes(start), _int64_bytes(end))
     out = pl.DataFrame(
-        _Exported(_kscan.frame(n, ((b"depth", b"i", None, depth_b, None), (b"parent_id", b"l", None, parent_b, None))))
+        _Exported(
+            EXTENSION.frame(n, ((b"depth", b"i", None, depth_b, None), (b"parent_id", b"l", None, parent_b, None)))
+        )
     )
     parent = out["parent_id"]
     return out["depth"], parent.set(parent < 0, None)

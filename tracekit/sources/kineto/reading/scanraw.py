@@ -23,6 +23,7 @@ if _kscan is not None and not hasattr(_kscan, "frame"):
     # A build from before _karrow.h (an editable install keeps its old .so until rebuilt:
     # `python setup.py build_ext --inplace`): read with the pure-Python path rather than fail.
     _kscan = None
+EXTENSION: ModuleType | None = _kscan  # the C scanner as loaded here (None: the pure path reads)
 NEED_MORE, CLOSED, STOPPED = 0, 1, 2
 N_GROUPS = 6  # the four tables (by index), then flows, then metadata ("M") events
 
