@@ -108,6 +108,8 @@ SAMPLES: dict[tuple[str, ...], list[str]] = {
     ("label",): ["label", "TRACE"],
     ("ingest",): ["ingest", "TRACE"],
     ("calibrate",): ["calibrate", "--device", "cpu", "--quick"],
+    ("summary",): ["summary", "TRACE"],
+    ("whatif",): ["whatif", "--prefill-ms", "40", "--tpot-ms", "5", "--decode-steps", "20"],
 }
 SUFFIX = {("plot",): ".svg", ("ingest",): "", ("calibrate",): ".json"}
 RUNS = [p for p in COMMANDS if p[0] == "run"]  # need torch to succeed: only the refusal is run

@@ -69,8 +69,8 @@ PLANTED = {
     ),
     "private name": (
         "tracekit/report/planted.py",
-        "from tracekit.report.fmt import _SI\n",
-        "imports the private name _SI of tracekit.report.fmt",
+        "from tracekit.numbers import _SI\n",
+        "imports the private name _SI of tracekit.numbers",
     ),
     "cycle": (
         "tracekit/tables/planted.py",

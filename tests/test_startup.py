@@ -205,11 +205,11 @@ def test_console_script_prints_a_stored_result_before_click(tmp_path: Path) -> N
     script = "import sys; sys.argv[0] = 'tracekit'; from tracekit.cli.fast import main; main()"
     hit = subprocess.run([sys.executable, "-c", script, "analyze", str(ds), "--format", "json"], capture_output=True)
     assert hit.returncode == 0 and hit.stdout == first.stdout and hit.stderr == b""
-    # not the plain spelling: the click command decides (the same stored bytes for --limit, which
+    # not the plain spelling: the click command decides (the same stored bytes for --regions, which
     # JSON ignores; computed again for other thresholds)
     for argv in (
         ("analyze", str(ds)),  # table format
-        ("analyze", str(ds), "--format", "json", "--limit", "3"),
+        ("analyze", str(ds), "--format", "json", "--regions", "3"),
         ("analyze", str(ds), "--format", "json", "--thresholds", "busy=0.9"),
         ("analyze", str(ds), "--format", "md"),
         ("analyze", str(tmp_path / "missing"), "--format", "json"),
@@ -218,7 +218,7 @@ def test_console_script_prints_a_stored_result_before_click(tmp_path: Path) -> N
     ):
         assert fast(*argv)["len"] is None, argv
     limit = subprocess.run(
-        [sys.executable, "-c", script, "analyze", str(ds), "--format", "json", "--limit", "3"], capture_output=True
+        [sys.executable, "-c", script, "analyze", str(ds), "--format", "json", "--regions", "3"], capture_output=True
     )
     assert limit.returncode == 0 and limit.stdout == first.stdout
     missing = subprocess.run(

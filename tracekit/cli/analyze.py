@@ -18,7 +18,14 @@ from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
 from tracekit.tables.results import analysis_options
-from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
+from tracekit.cli.options import (
+    force_option,
+    format_option,
+    hardware_option,
+    out_option,
+    regions_option,
+    trace_id_option,
+)
 from tracekit.cli.ranks import ranks_options
 from tracekit.conventions import TABLES
 
@@ -42,7 +49,7 @@ class _Args:
     compare: tuple[str, ...]
     workers: int | None
     scheduler: str | None
-    limit: int
+    regions: int
     out: str | None
     force: bool
     reuse: bool
@@ -52,7 +59,7 @@ class _Args:
 @click.command("analyze")
 @click.argument("source", type=click.Path(exists=True, dir_okay=True))
 @hardware_option()
-@format_option(["table", "json", "md"], default="table")
+@format_option(["text", "json", "md"], default="text")
 @click.option(
     "--phase-map",
     "phase_map",
@@ -64,7 +71,7 @@ class _Args:
 @click.option("--thresholds", default=None, metavar="busy=0.5,coverage=0.5", help="Override classification thresholds.")
 @trace_id_option()
 @ranks_options
-@click.option("--limit", default=40, show_default=True, help="Regions shown in table/markdown output (JSON has all).")
+@regions_option("40", "Regions listed in text/Markdown output, most device time first (JSON has all).")
 @out_option("Write here instead of stdout.")
 @force_option()
 @click.option(
@@ -101,7 +108,7 @@ def analyze(**params: Any) -> None:
         stored = lookup(a.source, a.trace_id, options)
     text: str | bytes | Iterator[bytes]
     if stored is not None:
-        text = stored if a.fmt == "json" else _text(stored, a.fmt, a.limit)
+        text = stored if a.fmt == "json" else _text(stored, a.fmt, a.regions)
     else:
         text = _analyze(a, options if reuse else None)
     if out_path is None:
@@ -150,7 +157,7 @@ def bounded_allocator(source: str) -> bool:
     return set_before_polars(lambda: analysis_allocator(source))
 
 
-def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
+def _text(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
     """The output of one trace's analysis from its JSON document (compact or indented bytes).
     JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python:
     0.3 s instead of 4.5 s for a 40k-region document; non-ASCII is written as UTF-8 instead of
@@ -163,7 +170,7 @@ def _text(doc_json: bytes, fmt: str, limit: int) -> str | bytes:
         return document(doc_json)
     from tracekit.report.screens.analyze import render
 
-    return render(msgspec.json.decode(doc_json), markdown=fmt == "md", limit=limit)
+    return render(msgspec.json.decode(doc_json), markdown=fmt == "md", regions=regions)
 
 
 # What the analysis of a trace file imports after loading it: imported in the early read's thread
@@ -264,4 +271,4 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
         from tracekit.tables.results import store
 
         store(a.source, trace_id, store_options, source or None, document(compact))
-    return _text(compact, a.fmt, a.limit)
+    return _text(compact, a.fmt, a.regions)

@@ -21,7 +21,7 @@ from tracekit.report.output import check_out, write_atomic
 @click.command("diff")
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@format_option(["table", "md", "json"], default="table")
+@format_option(["text", "md", "json"], default="text")
 @out_option("Write here instead of stdout.")
 @force_option()
 @hardware_option(help=hardware_help("Peaks for both sides (default: each trace's own device)"))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from tracekit.numbers import count
 from tracekit.tuning import set_before_polars
 from tracekit.cli.term import echo
 
@@ -173,10 +174,11 @@ def _line(r: Ingested) -> str:
     warns = meta.get("warnings") or []
     assert isinstance(warns, list)
     text = (
-        f"{r.path}: {r.trace_id}  {heights['kernels']} device activities, {heights['launches']} launches, "
-        f"{heights['ops']} ops, {heights['regions']} regions; {stats.get('events_read')} events read, "
-        f"{dropped} dropped"
+        f"{r.path}: {r.trace_id}  {count(heights['kernels'], 'device activity', 'device activities')}, "
+        f"{count(heights['launches'], 'launch', 'launches')}, {count(heights['ops'], 'op')}, "
+        f"{count(heights['regions'], 'region')}; {count(stats.get('events_read'), 'event')} read, "
+        f"{count(dropped)} dropped"
     )
     if warns:
-        text += f"; {len(warns)} warning(s): {warns[0]}"
+        text += f"; {count(len(warns), 'warning')}: {warns[0]}"
     return text

@@ -2,7 +2,9 @@
 
 - ``--out/-o PATH``: every command that writes a file or directory; without it output goes to stdout.
 - ``--force``: required to overwrite anything that exists (files, a run's output directory).
-- ``--format``: ``md`` and ``markdown`` are the same format everywhere (normalised to ``md``).
+- ``--format``: ``text`` is plain text on every command (``table`` is accepted for it); ``md`` and
+  ``markdown`` are the same format everywhere (normalised to ``md``).
+- ``--regions N|all``: how many regions a text, Markdown or HTML output lists (``analyze``, ``report``).
 - ``--trace-id``: a trace of a dataset, by its id or any unique prefix of it.
 - ``--hardware``: the help lists every device name of the hardware table.
 
@@ -31,15 +33,20 @@ def force_option(what: str = "an existing output") -> Callable[[F], F]:
     return click.option("--force", is_flag=True, help=f"Overwrite {what}.")
 
 
+ALIASES = {"markdown": "md", "table": "text"}
+
+
 def _normalise_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    return "md" if value == "markdown" else value
+    return ALIASES.get(value, value) if value is not None else None
 
 
 def format_option(choices: Sequence[str], default: str | None, help: str = "Output format.") -> Callable[[F], F]:
-    """``--format``: ``md`` in ``choices`` accepts ``markdown`` too (the command sees ``md``)."""
+    """``--format``: ``md`` in ``choices`` accepts ``markdown`` too (the command sees ``md``), and
+    ``text`` accepts ``table`` (the command sees ``text``)."""
     names = list(choices)
-    if "md" in names and "markdown" not in names:
-        names.insert(names.index("md") + 1, "markdown")
+    for alias, name in ALIASES.items():
+        if name in names and alias not in names:
+            names.insert(names.index(name) + 1, alias)
     return click.option(
         "--format",
         "fmt",
@@ -66,3 +73,31 @@ def hardware_help(prefix: str = "Device peaks") -> str:
 def hardware_option(*names: str, help: str | None = None) -> Callable[[F], F]:
     decls = names or ("--hardware",)
     return click.option(*decls, default=None, metavar="NAME|FILE", help=help or hardware_help())
+
+
+def regions_option(default: str | None, help: str) -> Callable[[F], F]:
+    """``--regions N|all``: the regions a text, Markdown or HTML output lists (most device time
+    first); the command receives None (its own default), a count, or -1 for all."""
+    return click.option(
+        "--regions",
+        "regions",
+        default=default,
+        show_default=default is not None,
+        metavar="N|all",
+        callback=_parse_regions,
+        help=help,
+    )
+
+
+def _parse_regions(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    if str(value).strip().lower() == "all":
+        return -1
+    try:
+        n = int(value)
+    except ValueError:
+        n = -2
+    if n < 0:
+        raise click.BadParameter(f"{value!r}: give a number of regions or 'all'")
+    return n

@@ -10,7 +10,14 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
-from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
+from tracekit.cli.options import (
+    force_option,
+    format_option,
+    hardware_option,
+    out_option,
+    regions_option,
+    trace_id_option,
+)
 from tracekit.cli.ranks import ranks_options
 from tracekit.report.output import check_out, write_atomic
 
@@ -35,13 +42,7 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @capture_option
-@click.option(
-    "--regions",
-    "regions",
-    default=None,
-    metavar="N|all",
-    help="Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.",
-)
+@regions_option(None, "Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(
     trace: str,
     fmt: str | None,
@@ -57,7 +58,7 @@ def report(
     workers: int | None,
     scheduler: str | None,
     no_plots: bool,
-    regions: str | None,
+    regions: int | None,
     captures: tuple[str, ...],
 ) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.
@@ -67,7 +68,7 @@ def report(
     from tracekit.report.plots import figures
     from tracekit.report.from_path import analyse_path, read_table
 
-    max_regions = _regions_option(regions)
+    max_regions = regions
     if fmt is None:
         fmt = next((f for f, sfx in FORMATS.items() if out and out.lower().endswith(sfx)), "md")
     out_path = check_out(out, force, FORMATS[fmt]) if out else None
@@ -132,20 +133,3 @@ def report(
 
         for line in headline(data):
             echo(line, err=True)
-
-
-def _regions_option(value: str | None) -> int | None:
-    """``--regions``: None (sized by format), a count, or ``all`` (-1)."""
-    if value is None:
-        return None
-    if value.strip().lower() == "all":
-        return -1
-    try:
-        n = int(value)
-    except ValueError:
-        n = -2
-    if n < 0:
-        from tracekit.errors import UsageError
-
-        raise UsageError(f"--regions {value!r}: give a number of regions or 'all'")
-    return n

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from tracekit.numbers import count, plain
 from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, out_option
@@ -253,7 +254,10 @@ def serve(**kw: Any) -> None:
         table, rows = run_serve_sweep(cfg, rates, out_dir)
         for r in rates:
             rr = [x for x in rows if x["rate_req_per_s"] == r]
-            echo(f"rate {r:g} req/s: {len(rr)} requests, {rr[0]['output_tokens_per_s']:.4g} output tokens/s")
+            echo(
+                f"rate {plain(r)} req/s: {count(len(rr), 'request')}, "
+                f"{plain(rr[0]['output_tokens_per_s'], 4)} output tokens/s"
+            )
         echo(f"table {table} (and .csv, serve_sweep.json); plot: tracekit plot latency-throughput {table} --out FILE")
         return
     from tracekit.workloads.serve import run_serve

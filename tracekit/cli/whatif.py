@@ -6,9 +6,8 @@ import json
 
 import click
 
-from tracekit.cli.term import echo
-
-from tracekit.cli.options import trace_id_option
+from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
+from tracekit.cli.term import emit
 from tracekit.errors import UsageError
 
 
@@ -45,8 +44,10 @@ from tracekit.errors import UsageError
 @click.option(
     "--decode-steps", type=int, default=None, help="Hand input: decode steps (output tokens produced by decode)."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option(["text", "json"], default="text")
 @trace_id_option()
+@out_option("Write here instead of stdout.")
+@force_option()
 def whatif(
     trace: str | None,
     prefill_workers: int,
@@ -62,9 +63,14 @@ def whatif(
     decode_steps: int | None,
     fmt: str,
     trace_id: str | None,
+    out: str | None,
+    force: bool,
 ) -> None:
     """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
+    from tracekit.report.output import check_out
     from tracekit.report.screens.whatif import render
+
+    out_path = check_out(out, force) if out else None
     from tracekit.whatif.run import run_whatif
 
     hand = (prefill_ms, tpot_ms, decode_steps)
@@ -90,4 +96,4 @@ def whatif(
         kv_bytes_per_token=kv_bytes_per_token,
         slo=slo,
     )
-    echo(json.dumps(doc, indent=2) if fmt == "json" else render(doc), nl=fmt == "json")
+    emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.numbers import plain
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.whatif.sim import Policy, SimRequest, StepCost, metrics, simulate
 
@@ -177,8 +178,8 @@ def compare(
     xfer, removed = d["mean_transfer_ms"], c["mean_interference_ms"]
     verdict = (
         ("disaggregation pays: the KV transfer" if xfer < removed else "disaggregation does not pay: the KV transfer")
-        + f" ({xfer:.3g} ms per request) {'<' if xfer < removed else '≥'} "
-        f"the interference it removes ({removed:.3g} ms per request)"
+        + f" ({plain(xfer)} ms per request) {'<' if xfer < removed else '≥'} "
+        f"the interference it removes ({plain(removed)} ms per request)"
     )
     return {
         "colocated": c,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracekit.numbers import plain
 from tracekit.errors import UsageError
 from tracekit.hardware.links import link
 from tracekit.whatif import compare, inputs, sensitivity, traced_sensitivity
@@ -56,8 +57,8 @@ def run_whatif(
     c = inp.cost
     doc["assumptions"].update(inp.sources)
     doc["assumptions"]["step cost model"] = (
-        f"step ms = {c.c0:.4g} + {c.cp:.4g}·prefill tokens + {c.cd:.4g}·decoding seqs "
-        f"+ {c.ck:.4g}·their context tokens (docs/whatif.md)"
+        f"step ms = {plain(c.c0, 4)} + {plain(c.cp, 4)}·prefill tokens + {plain(c.cd, 4)}·decoding seqs "
+        f"+ {plain(c.ck, 4)}·their context tokens (docs/whatif.md)"
     )
     doc["assumptions"]["link"] = (
         f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "

@@ -16,6 +16,7 @@ p99 TPOT. docs/serving.md has the definitions and their limits.
 """
 
 from __future__ import annotations
+from tracekit.numbers import count
 
 import math
 from typing import Any
@@ -132,7 +133,7 @@ def fit(dec: pl.DataFrame) -> dict[str, Any]:
     dof = m.height - matched.len() - 1
     if m.height < MIN_STEPS or dof < 1:
         out["why_none"] = (
-            f"{m.height} decoding step(s) in {matched.len()} matched cell(s): need ≥ {MIN_STEPS} steps "
+            f"{count(m.height, 'decoding step')} in {count(matched.len(), 'matched cell')}: need ≥ {MIN_STEPS} steps "
             "in cells holding both pure-decode and mixed steps"
         )
         return out

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.numbers import count
 from tracekit.analysis.serving.schemas import REQUEST_SCHEMA
 
 TOKEN_SCHEMA: dict[str, pl.DataType] = {
@@ -139,7 +140,7 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
     notes: list[str] = []
     segs, arr, bad = request_tokens(steps)
     if bad:
-        notes.append(f"{bad} request-list item(s) in step names did not parse and were skipped")
+        notes.append(f"{count(bad, 'request-list item')} in step names did not parse and were skipped")
     toks = segs.filter(pl.col("samples")).sort("request", "done_ns")
     toks = toks.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_gap"))
     g = (
@@ -156,7 +157,7 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
     dropped = g.height - complete.height
     if dropped:
         notes.append(
-            f"{dropped} request(s) only partly inside the trace (arrival or first token not traced): "
+            f"{count(dropped, 'request')} only partly inside the trace (arrival or first token not traced): "
             "left out of TTFT/TPOT/E2E"
         )
     keep = complete["request"].implode()

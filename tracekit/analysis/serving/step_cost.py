@@ -12,6 +12,7 @@ are dropped and said so.
 """
 
 from __future__ import annotations
+from tracekit.numbers import count
 
 from typing import Any
 
@@ -38,7 +39,7 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": []}
     s = steps.drop_nulls(["P", "D", "ms"]).with_columns(pl.col("dctx").fill_null(0))
     if s.height < 2:
-        out["why_none"] = f"{s.height} step(s) with a known composition: need ≥ 2"
+        out["why_none"] = f"{count(s.height, 'step')} with a known composition: need ≥ 2"
         return out
     import numpy as np  # only to fit (least squares): summary and analysis start-up stay numpy-free
 

@@ -13,14 +13,15 @@ Markdown punctuation / table pipes backslash-escaped), so names from a trace sta
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracekit.report import fmt
-from tracekit.report.plots import draw as plotmod
-from tracekit.report.plots.figures import Plot
 from tracekit.report.fmt import md_escape
-from tracekit.report.model import ReportData
 from tracekit.report.sections.blocks import Section, Table
-from tracekit.report.sections.build import build
+
+if TYPE_CHECKING:  # the analyze screen renders Markdown without polars or matplotlib
+    from tracekit.report.model import ReportData
+    from tracekit.report.plots.figures import Plot
 
 MAX_CHARS = 60_000  # under GitHub's 65,536-character limit for an issue or comment body
 FULL_NAME_CHARS = 2_000  # one full name in the details list is cut after this many characters
@@ -116,6 +117,8 @@ def _full_name_lines(pairs: list[tuple[str, str]], budget: int, what: str = "sho
 
 
 def plot_lines(figures: list[Plot], plot_dir: Path | None, plot_prefix: str) -> list[str]:
+    from tracekit.report.plots import draw as plotmod
+
     lines = ["## Plots", ""]
     for f in figures:
         if f.figure is None:
@@ -149,6 +152,8 @@ def render(
 
     ``max_regions``: None sizes the regions table to keep the whole text under ``max_chars``;
     a number shows at most that many regions (``-1``: all of them, whatever the size)."""
+    from tracekit.report.sections.build import build
+
     sections = build(data)
     title = [f"# tracekit report: {md_escape(data.title)}", ""]
     plots = plot_lines(figures, plot_dir, plot_prefix) if figures else []
@@ -179,4 +184,19 @@ def render(
     budget = max_chars - _size(lines) - _size(plots) if sized else 1 << 62
     lines += _full_name_lines(_full_names(sections, cap, True), budget, "cut region name")
     lines += plots
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_document(title: str, lead: list[str], sections: list[Section], diagnostic: str | None = None) -> str:
+    """A titled document of sections as GitHub Markdown (the ``analyze`` screen): the title, the
+    CPU-diagnostic label in bold, the lead lines, then each section as the report renders it
+    (paragraphs, then tables, each block followed by a blank line, so no line of text is ever
+    read as a table row)."""
+    lines = [f"# {md_escape(title)}", ""]
+    if diagnostic:
+        lines += [f"**{md_escape(diagnostic)}**", ""]
+    for p in lead:
+        lines += [md_escape(p), ""]
+    for s in sections:
+        lines += section_lines(s, {})
     return "\n".join(lines).rstrip() + "\n"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from tracekit.report import fmt
-from tracekit.report.diff import Diff
-from tracekit.report.sections.blocks import Table
+from tracekit.report.sections.blocks import Section, Table
+
+if TYPE_CHECKING:  # the analyze screen renders text without polars
+    import polars as pl
+
+    from tracekit.report.diff import Diff
 
 
 def text_table(t: Table, max_width: int = 60) -> str:
@@ -23,6 +25,23 @@ def text_table(t: Table, max_width: int = 60) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return (f"{t.caption}\n" if t.caption else "") + "\n".join(lines)
+
+
+def render_document(
+    title: str, lead: list[str], sections: list[Section], diagnostic: str | None = None, max_width: int = 120
+) -> str:
+    """A titled document of sections as plain text (the ``analyze`` screen): the title, the
+    CPU-diagnostic label, the lead lines, then each section's underlined title, its paragraphs and
+    its tables (cells longer than ``max_width`` cut with an ellipsis)."""
+    out = [title]
+    if diagnostic:
+        out.append(f"*** {diagnostic} ***")
+    out += lead
+    for s in sections:
+        out += ["", s.title, "=" * len(s.title), *s.paragraphs]
+        for t in s.tables:
+            out.append(text_table(t, max_width))
+    return "\n".join(out) + "\n"
 
 
 def _change(v: Any) -> str:
@@ -92,8 +111,8 @@ def diff_tables(d: Diff) -> list[Table]:
     ]
 
 
-def render_diff(d: Diff, style: str = "table") -> str:
-    """``table`` (terminal), ``md`` (GitHub Markdown) or ``json``."""
+def render_diff(d: Diff, style: str = "text") -> str:
+    """``text`` (terminal), ``md`` (GitHub Markdown) or ``json``."""
     if style == "json":
         import json
 

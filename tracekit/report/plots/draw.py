@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.numbers import count, plain
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
 from tracekit.report import spread
 from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, si_axes, stamp
@@ -62,7 +63,10 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
         color="black",
         marker="s",
         capsize=3,
-        label=f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}{fewest} steps each)",
+        label=(
+            f"median per bucket, min–max ({'≥ ' if fewest >= spread.MIN_PER_BUCKET else ''}"
+            f"{count(fewest, 'step')} each)"
+        ),
     )
     note = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
     if note:
@@ -181,15 +185,17 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         lo, hi = float(d["_x"].min()) / 3, float(d["_x"].max()) * 3  # type: ignore[arg-type]
         xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
         ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
-        ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {peak / bw:.3g} FLOP/B")
+        ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {plain(peak / bw)} FLOP/B")
     if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
         k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)
-        ax.axvline(k["_x"], color="red", ls="--", label=f"change of character (runner's knee) at {k['_x']:.3g} FLOP/B")
+        ax.axvline(
+            k["_x"], color="red", ls="--", label=f"change of character (runner's knee) at {plain(k['_x'])} FLOP/B"
+        )
         ax.scatter([k["_x"]], [k["_y"]], s=150, facecolor="none", edgecolor="red", lw=2, zorder=4)
     else:
         knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
         if knee is not None:
-            ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {knee:.3g} FLOP/B")
+            ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {plain(knee)} FLOP/B")
         else:
             ax.text(
                 0.01,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.numbers import plain
 from tracekit.errors import UsageError
 from tracekit.report.plots.canvas import MissingPlotData, figure, stamp
 
@@ -109,9 +110,9 @@ def latency_throughput(
             ax.plot(x, d[f"{metric}_{p}"].to_list(), marker="o", ls=ls, label=f"{title} {p}")
         lim = (slo or {}).get(f"{metric}_ms")
         if lim is not None:
-            ax.axhline(lim, color="red", lw=1.2, label=f"SLO {title} {lim:g} ms")
+            ax.axhline(lim, color="red", lw=1.2, label=f"SLO {title} {plain(lim)} ms")
         for xi, yi, r in zip(x, d[f"{metric}_p99"].to_list(), d["rate_req_per_s"].to_list()):
-            ax.annotate(f"{r:g} req/s", (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7)
+            ax.annotate(f"{plain(r)} req/s", (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7)
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel(f"{title} (ms)")
         ax.set_title(f"{title} vs throughput")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.numbers import plain, si
 from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure
 
 if TYPE_CHECKING:
@@ -131,11 +132,11 @@ def roofline(
             color="black",
             lw=1.5,
             ls=styles[i % len(styles)],
-            label=f"roof {dt}: {peak / 1e12:.3g} TFLOP/s, {bw / 1e12:.3g} TB/s, ridge {peak / bw:.3g} FLOP/B",
+            label=f"roof {dt}: {si(peak, 'FLOP/s')}, {si(bw, 'B/s')}, ridge {plain(peak / bw)} FLOP/B",
         )
         ax.axvline(peak / bw, color="gray", ls=":", lw=1)
         ax.annotate(
-            f"{dt} ridge {peak / bw:.3g}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7
+            f"{dt} ridge {plain(peak / bw)}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7
         )
     for phase, color in PHASE_COLORS.items():
         for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):

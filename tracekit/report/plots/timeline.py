@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from tracekit.numbers import duration
 from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
         ax.text(
             0.01,
             -0.22,
-            f"gaps shorter than {(t1 - t0) / PIXELS / 1e3:.3g} µs (under a pixel) are not drawn",
+            f"gaps shorter than {duration((t1 - t0) / PIXELS)} (under a pixel) are not drawn",
             transform=ax.transAxes,
             fontsize=7,
             color="#555",

@@ -1,6 +1,8 @@
-"""The ``tracekit analyze`` screens: the analysis JSON document (docs/json.md) as a plain-text
-table or Markdown. Markdown cells and headings go through :func:`tracekit.report.fmt.md_escape`
-(HTML-escaped), like every other Markdown this package writes."""
+"""The ``tracekit analyze`` screen: the analysis JSON document (docs/json.md) as renderer-neutral
+sections (tracekit/report/sections/blocks.py), rendered as plain text or Markdown by the same
+document renderers the report uses (:func:`tracekit.report.formats.text.render_document`,
+:func:`tracekit.report.formats.markdown.render_document`). Every number goes through
+:mod:`tracekit.report.fmt`; every name is escaped by the renderer that writes it."""
 
 from __future__ import annotations
 
@@ -8,225 +10,234 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tracekit.report import fmt
+from tracekit.report.names import cut_name
+from tracekit.report.sections.blocks import Section, Table
 from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
-
 
 if TYPE_CHECKING:  # the analysis package imports polars; the stored-result screen must not
     from tracekit.analysis.contract.types import AnalysisDoc
 
-
-def _dur(ns: Any) -> str:
-    return "-" if ns is None else fmt.duration(float(ns))
-
-
-def _si(x: Any, unit: str) -> str:
-    return x if isinstance(x, str) else "-" if x is None else fmt.si(float(x), unit)
-
-
-def _pct(x: Any) -> str:
-    return "-" if x is None else fmt.percent(float(x), 0)
-
-
-def _num(x: Any) -> str:
-    return x if isinstance(x, str) else "-" if x is None else fmt.plain(float(x))
-
-
-def _int(x: Any) -> str:
-    return "-" if x is None else fmt.count(x)
-
-
-def _table(headers: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
-    if markdown:
-        esc = [[fmt.md_escape(c) for c in r] for r in rows]
-        return [
-            "| " + " | ".join(headers) + " |",
-            "|" + "---|" * len(headers),
-            *["| " + " | ".join(r) + " |" for r in esc],
-        ]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return [line(headers), line(["-" * w for w in widths]), *[line(r) for r in rows]]
+# (header, column of the JSON row): the metrics every scope (trace, phase, region) shows
+METRICS = (
+    ("span", "span_ns"),
+    ("busy", "busy_ratio"),
+    ("gaps", "gap_count"),
+    ("kernels", "kernel_count"),
+    ("FLOPs", "flops"),
+    ("bytes", "bytes"),
+    ("FLOP/B", "intensity"),
+    ("FLOP/s", "achieved_flops_per_s"),
+    ("B/s", "achieved_bytes_per_s"),
+    ("cov", "coverage"),
+    ("bound", "bound"),
+    ("reason", "reason"),
+)
+METRIC_HEADERS = [h for h, _ in METRICS]
+REGION_NAME_WIDTH = 48
+LATENCY_COLUMNS = ("mean", "p50", "p90", "p99")
 
 
 def _metric_row(r: Mapping[str, Any], min_cov: float = DEFAULT_MIN_COVERAGE) -> list[str]:
-    if low_coverage(dict(r), min_cov):  # not a measurement: "–" next to the coverage
-        r = {**r, **{k: "–" for k in MEASURED}}
-    return [
-        _dur(r.get("span_ns")),
-        _pct(r.get("busy_ratio")),
-        _int(r.get("gap_count")),
-        _int(r.get("kernel_count")),
-        _si(r.get("flops"), "FLOP"),
-        _si(r.get("bytes"), "B"),
-        _num(r.get("intensity")),
-        _si(r.get("achieved_flops_per_s"), "FLOP/s"),
-        _si(r.get("achieved_bytes_per_s"), "B/s"),
-        _pct(r.get("coverage")),
-        str(r.get("bound") or "-"),
-        str(r.get("reason") or ""),
-    ]
+    """One scope's metric cells; below the coverage threshold its FLOPs, bytes and rates are "–"
+    (not a measurement; the JSON keeps the values)."""
+    low = low_coverage(dict(r), min_cov)
+    cells = []
+    for _, col in METRICS:
+        v = r.get(col)
+        if col in ("bound", "reason"):
+            cells.append(str(v) if v else (fmt.DASH if col == "bound" else ""))
+        else:
+            cells.append(fmt.DASH if low and col in MEASURED else fmt.value(col, v))
+    return cells
 
 
-METRIC_HEADERS = [
-    "span",
-    "busy",
-    "gaps",
-    "kernels",
-    "FLOPs",
-    "bytes",
-    "FLOP/B",
-    "FLOP/s",
-    "B/s",
-    "cov",
-    "bound",
-    "reason",
-]
-
-
-def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
-    """The analysis JSON document as a plain-text table or Markdown."""
-    h = (lambda t: f"## {t}") if markdown else (lambda t: f"{t}\n{'=' * len(t)}")
-    e = fmt.md_escape if markdown else str  # text from the trace: escaped in Markdown
-    out: list[str] = []
+def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[Section]]:
+    """(title, lead lines, sections) of the screen; ``regions``: how many regions the regions
+    table lists (most device time first), -1 for all."""
     tr, dev, tot = doc["trace"], doc["device"], doc["totals"]
-    out.append(("# " if markdown else "") + f"tracekit analyze: {e(tr.get('source') or tr.get('id'))}")
-    out.append(f"format {e(tr.get('format'))}, rank {fmt.value('rank', tr.get('rank'))}, trace id {e(tr.get('id'))}")
-    if doc.get("diagnostic"):
-        out.append(f"**{doc['diagnostic']}**" if markdown else f"*** {doc['diagnostic']} ***")
+    title = f"tracekit analyze: {tr.get('source') or tr.get('id')}"
+    lead = [f"format {tr.get('format')}, rank {fmt.value('rank', tr.get('rank'))}, trace id {tr.get('id')}"]
     if dev.get("hardware"):
         ridges = ", ".join(f"{k} {fmt.value('ridge', v)}" for k, v in (dev.get("ridge") or {}).items())
-        out.append(
-            f"device {e(dev.get('name'))}: peaks of {e(dev['hardware'])} ({e(dev.get('peaks_source'))}); "
-            f"bandwidth {_si(dev.get('peak_bytes_per_s'), 'B/s')}; ridge {ridges}"
+        lead.append(
+            f"device {dev.get('name')}: peaks of {dev['hardware']} ({dev.get('peaks_source')}); "
+            f"bandwidth {fmt.value('peak_bytes_per_s', dev.get('peak_bytes_per_s'))}; ridge {ridges}"
         )
     else:
-        out.append(f"device {e(dev.get('name'))}: {e(dev.get('hint'))}")
+        lead.append(f"device {dev.get('name')}: {dev.get('hint')}")
     t = tot.get("trace") or {}
     th = tot.get("thresholds")
     mc = float(th["min_coverage"]) if th else DEFAULT_MIN_COVERAGE
-    out += ["", h("Whole trace"), *_table(METRIC_HEADERS, [_metric_row(t, mc)], markdown)]
+    out = [Section("Whole trace", tables=[Table(METRIC_HEADERS, [_metric_row(t, mc)])])]
     if doc["phases"]:
-        rows = [[p["phase"], _int(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
-        out += ["", h("Phases"), *_table(["phase", "steps", *METRIC_HEADERS], rows, markdown)]
-    lat_rows = []
-    for p in doc["phases"]:
-        for metric, v in (p.get("latency") or {}).items():
-            lat_rows.append(
-                [
-                    p["phase"],
-                    metric,
-                    str(v.get("source")),
-                    _int(v.get("count")),
-                    *[_num(v.get(k)) for k in ("mean", "p50", "p90", "p99")],
-                ]
-            )
-    if lat_rows:
-        out += [
-            "",
-            h("Latency (ms)"),
-            *_table(["phase", "metric", "source", "n", "mean", "p50", "p90", "p99"], lat_rows, markdown),
-        ]
-        extra = (
-            [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({fmt.count(tot.get('output_tokens'), 'token')})"]
-            if tot.get("output_tokens") is not None
-            else ["output tokens/s: batch unknown"]
-        )
-        if tot.get("slo"):
-            extra.append(
-                f"goodput {_num(tot.get('goodput_req_per_s'))} req/s, {_pct(tot.get('goodput_fraction'))} "
-                f"of requests meet {e(fmt.slo(tot['slo']) if isinstance(tot['slo'], dict) else tot['slo'])}"
-            )
-        out.append("; ".join(extra))
-        byctx = next((p.get("step_time_by_ctx") for p in doc["phases"] if p["phase"] == "decode"), None)
-        if byctx:
-            rows = [
-                [
-                    fmt.value_range(b["ctx_lo"], b["ctx_hi"]),
-                    _int(b["steps"]),
-                    _num(b["mean_ms"]),
-                    _num(b["p50_ms"]),
-                    _num(b["p90_ms"]),
-                ]
-                for b in byctx
-            ]
-            out += [
-                "",
-                h("Decode step time by context length (ms)"),
-                *_table(["ctx", "steps", "mean", "p50", "p90"], rows, markdown),
-            ]
+        rows = [[p["phase"], fmt.count(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
+        out.append(Section("Phases", tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)]))
+    out += _latency(doc)
     from tracekit.report.sections.serving import interference_sentence
 
     inter = interference_sentence(tot.get("serving"))
     if inter:
-        out += ["", h("Serving"), e(inter)]
-    out += _why(doc, h, e, markdown)
-    # most device time first (the JSON keeps start order), so --limit keeps the regions that matter
-    regions = sorted(doc["regions"], key=lambda r: -(r.get("device_time_ns") or r.get("busy_ns") or 0))
-    rows = [
-        [
-            str(r.get("name"))[:48],
-            str(r.get("phase")),
-            "-" if r.get("step") is None else _int(r["step"]),
-            *_metric_row(r, mc),
-        ]
-        for r in regions[:limit]
-    ]
-    out += [
-        "",
-        h(f"Regions ({fmt.count(len(regions))}, most device time first)"),
-        *_table(["region", "phase", "step", *METRIC_HEADERS], rows, markdown),
-    ]
-    if len(regions) > limit:
-        out.append(f"… {fmt.count(len(regions) - limit, 'more region')} (--limit N, or --format json for all)")
+        out.append(Section("Serving", paragraphs=[inter]))
+    out += _why(doc)
+    out.append(_regions(doc, regions, mc))
     comm = tot.get("communication") or []
     if comm:
         rows = [
-            [c["phase"], _int(c["comm_count"]), _dur(c["comm_ns"]), _dur(c["exposed_ns"]), _pct(c["exposed_fraction"])]
+            [
+                c["phase"],
+                fmt.count(c["comm_count"]),
+                fmt.duration(c["comm_ns"]),
+                fmt.duration(c["exposed_ns"]),
+                fmt.percent(c["exposed_fraction"], 0),
+            ]
             for c in comm
         ]
-        out += [
-            "",
-            h("Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile)"),
-            *_table(["phase", "collectives", "time", "exposed", "exposed %"], rows, markdown),
+        out.append(
+            Section(
+                "Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile)",
+                tables=[Table(["phase", "collectives", "time", "exposed", "exposed %"], rows)],
+            )
+        )
+    out.append(_attribution(doc))
+    return title, lead, out
+
+
+def _latency(doc: AnalysisDoc) -> list[Section]:
+    tot = doc["totals"]
+    rows = []
+    for p in doc["phases"]:
+        for metric, v in (p.get("latency") or {}).items():
+            rows.append(
+                [
+                    p["phase"],
+                    metric,
+                    str(v.get("source")),
+                    fmt.count(v.get("count")),
+                    *[fmt.value(f"{k}_ms", v.get(k)) for k in LATENCY_COLUMNS],
+                ]
+            )
+    if not rows:
+        return []
+    lines = (
+        [
+            f"output tokens/s {fmt.value('output_tokens_per_s', tot.get('output_tokens_per_s'))} "
+            f"({fmt.count(tot.get('output_tokens'), 'token')})"
         ]
-    un = doc["unattributed"]
-    out += ["", h("Attribution")]
-    out.append(
-        f"device time {_dur(tot.get('device_time_ns'))} = attributed {_dur(tot.get('attributed_ns'))} + "
-        f"unattributed {_dur(un['time_ns'])} ({fmt.count(un['count'], 'activity', 'activities')}) — conserved: "
-        f"{fmt.flag(tot.get('conserved'))}"
+        if tot.get("output_tokens") is not None
+        else ["output tokens/s: batch unknown"]
     )
-    for r in un["by_reason"]:
-        out.append(f"- {e(r['reason'])}: {fmt.count(r['count'], 'activity', 'activities')}, {_dur(r['time_ns'])}")
-    if tot.get("regions_excluded"):
-        out.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
-    for w in tot.get("warnings") or []:
-        out.append(f"warning: {e(w)}")
-    if tr.get("format") == "nsys" and not t.get("flops"):
-        from tracekit.report.sections.headline import NSIGHT_SHAPES
+    if tot.get("slo"):
+        slo = tot["slo"]
+        lines.append(
+            f"goodput {fmt.value('goodput_req_per_s', tot.get('goodput_req_per_s'))}, "
+            f"{fmt.percent(tot.get('goodput_fraction'), 0)} of requests meet "
+            f"{fmt.slo(slo) if isinstance(slo, dict) else slo}"
+        )
+    out = [
+        Section(
+            "Latency",
+            paragraphs=["; ".join(lines)],
+            tables=[Table(["phase", "metric", "source", "n", *LATENCY_COLUMNS], rows)],
+        )
+    ]
+    byctx = next((p.get("step_time_by_ctx") for p in doc["phases"] if p["phase"] == "decode"), None)
+    if byctx:
+        rows = [
+            [
+                fmt.value_range(b["ctx_lo"], b["ctx_hi"]),
+                fmt.count(b["steps"]),
+                *[fmt.value(k, b[k]) for k in ("mean_ms", "p50_ms", "p90_ms")],
+            ]
+            for b in byctx
+        ]
+        out.append(
+            Section("Decode step time by context length", tables=[Table(["ctx", "steps", "mean", "p50", "p90"], rows)])
+        )
+    return out
 
-        out.append(f"note: {e(NSIGHT_SHAPES)}")
-    return "\n".join(out) + "\n"
 
-
-def _why(doc: AnalysisDoc, h: Any, e: Any, markdown: bool) -> list[str]:
+def _why(doc: AnalysisDoc) -> list[Section]:
     """Idle time by cause and the per-class roofline (tracekit/report/sections/why.py)."""
     from tracekit.report.sections.why import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
 
-    out: list[str] = []
+    out: list[Section] = []
     idle = idle_rows(doc)
     if idle:
-        out += [
-            "",
-            h("Idle time by cause (top culprits per phase and per region with most idle)"),
-            *_table(IDLE_HEADERS, idle, markdown),
-            *[e(x) for x in launch_delay_lines(doc)],
-        ]
+        out.append(
+            Section(
+                "Idle time by cause (top culprits per phase and per region with most idle)",
+                paragraphs=launch_delay_lines(doc),
+                tables=[Table(IDLE_HEADERS, idle)],
+            )
+        )
     cls = class_rows(doc)
     if cls:
-        out += [
-            "",
-            h("Per-class roofline (% of the attainable roof at the class's own intensity and dtype)"),
-            *_table(CLASS_HEADERS, cls, markdown),
-        ]
+        out.append(
+            Section(
+                "Per-class roofline (% of the attainable roof at the class's own intensity and dtype)",
+                tables=[Table(CLASS_HEADERS, cls)],
+            )
+        )
     return out
+
+
+def _regions(doc: AnalysisDoc, shown: int, mc: float) -> Section:
+    # most device time first (the JSON keeps start order), so --regions keeps the regions that matter
+    regions = sorted(doc["regions"], key=lambda r: -(r.get("device_time_ns") or r.get("busy_ns") or 0))
+    n = len(regions) if shown < 0 else min(shown, len(regions))
+    rows = [
+        [
+            cut_name(str(r.get("name")), REGION_NAME_WIDTH),
+            str(r.get("phase")),
+            fmt.DASH if r.get("step") is None else fmt.count(r["step"]),
+            *_metric_row(r, mc),
+        ]
+        for r in regions[:n]
+    ]
+    paragraphs = (
+        [
+            f"Showing the {fmt.count(n, 'region')} with the most device time of {fmt.count(len(regions))} "
+            "(--regions N|all, or --format json for all)."
+        ]
+        if n < len(regions)
+        else []
+    )
+    return Section(
+        f"Regions ({fmt.count(len(regions))}, most device time first)",
+        paragraphs=paragraphs,
+        tables=[Table(["region", "phase", "step", *METRIC_HEADERS], rows)],
+    )
+
+
+def _attribution(doc: AnalysisDoc) -> Section:
+    tot, un, tr = doc["totals"], doc["unattributed"], doc["trace"]
+    lines = [
+        f"device time {fmt.duration(tot.get('device_time_ns') or 0)} = attributed "
+        f"{fmt.duration(tot.get('attributed_ns') or 0)} + unattributed {fmt.duration(un['time_ns'])} "
+        f"({fmt.count(un['count'], 'activity', 'activities')}) — conserved: {fmt.flag(tot.get('conserved'))}"
+    ]
+    lines += [
+        f"- {r['reason']}: {fmt.count(r['count'], 'activity', 'activities')}, {fmt.duration(r['time_ns'])}"
+        for r in un["by_reason"]
+    ]
+    if tot.get("regions_excluded"):
+        lines.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
+    lines += [f"warning: {w}" for w in tot.get("warnings") or []]
+    if tr.get("format") == "nsys" and not (tot.get("trace") or {}).get("flops"):
+        from tracekit.report.sections.headline import NSIGHT_SHAPES
+
+        lines.append(f"note: {NSIGHT_SHAPES}")
+    return Section("Attribution", paragraphs=lines)
+
+
+def render(doc: AnalysisDoc, markdown: bool = False, regions: int = 40) -> str:
+    """The analysis JSON document as plain text or GitHub Markdown."""
+    title, lead, secs = sections(doc, regions)
+    diagnostic = doc.get("diagnostic")
+    if markdown:
+        from tracekit.report.formats.markdown import render_document
+
+        return render_document(title, lead, secs, diagnostic)
+    from tracekit.report.formats.text import render_document as render_text
+
+    return render_text(title, lead, secs, diagnostic)

@@ -43,12 +43,13 @@ def _r(x: Any) -> str:
 def summary(doc: dict[str, Any]) -> list[str]:
     """Headline sentences: how many ranks, the worst step and who made it slow."""
     n = len(doc["traces"])
-    out = [f"{n} traces compared (ranks from {doc['ranks_from']})."]
+    out = [f"{fmt.count(n, 'trace')} compared (ranks from {doc['ranks_from']})."]
     w = doc.get("worst_step")
     if w and w.get("ranks", 0) > 1:
         text = (
             f"Slowest step: step {w['step']} ({w.get('name')}, phase {w.get('phase')}) on rank {w['slowest_rank']}: "
-            f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {w['ranks']} ranks ({_r(w['ratio'])})."
+            f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {fmt.count(w['ranks'], 'rank')} "
+            f"({_r(w['ratio'])})."
         )
         if w.get("op_class"):
             text += f" Most excess device time: {w['op_class']} (+{_d(w.get('op_class_excess_ns'))})"
@@ -67,7 +68,7 @@ def summary(doc: dict[str, Any]) -> list[str]:
             by_rank[s["slowest_rank"]] = by_rank.get(s["slowest_rank"], 0) + 1
         top = sorted(by_rank.items(), key=lambda kv: -kv[1])[:3]
         out.append(
-            f"{len(strag)} straggler steps (slowest rank ≥ 1.1× the median): "
+            f"{fmt.count(len(strag), 'straggler step')} (slowest rank ≥ 1.1× the median): "
             + ", ".join(f"rank {r} slowest in {c}" for r, c in top)
             + "."
         )

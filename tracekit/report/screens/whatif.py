@@ -1,6 +1,7 @@
 """Text of ``tracekit whatif`` (docs/whatif.md): assumptions first, then the answers."""
 
 from __future__ import annotations
+from tracekit.numbers import plain
 
 from typing import Any
 
@@ -10,7 +11,7 @@ def _g(x: Any) -> str:
     if x is None:
         return "–"
     v = float(x)
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+    return f"{v:,.0f}" if abs(v) >= 100 else plain(v)
 
 
 def render(doc: dict[str, Any]) -> str:

@@ -9,14 +9,15 @@ every paragraph, so a kernel named ``<script>…`` can never become markup.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
-
-import polars as pl
+from typing import TYPE_CHECKING, Sequence
 
 from tracekit.report import fmt
 from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
 from tracekit.report.model import ReportData
 from tracekit.report.names import short_name
+
+if TYPE_CHECKING:
+    import polars as pl
 
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
 NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details

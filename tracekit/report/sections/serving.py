@@ -2,6 +2,7 @@
 its numbers as a small table (docs/serving.md)."""
 
 from __future__ import annotations
+from tracekit.report import fmt
 
 from typing import Any
 
@@ -20,7 +21,8 @@ def interference_sentence(serving: dict[str, Any] | None) -> str | None:
     text = (
         f"prefill–decode interference: each co-scheduled prefill token adds {_g(b * 1e3)} µs "
         f"to a decode step (95 % CI {_g(inf['ci95_low'] * 1e3)}–{_g(inf['ci95_high'] * 1e3)} µs, "
-        f"{sig}; {inf['matched_steps']} steps in {inf['matched_cells']} matched batch×context cells)"
+        f"{sig}; {fmt.count(inf['matched_steps'], 'step')} in "
+        f"{fmt.count(inf['matched_cells'], 'matched batch×context cell')})"
     )
     if inf.get("mean_mixed_step_inflation_ms") is not None:
         text += (
@@ -38,4 +40,4 @@ def interference_sentence(serving: dict[str, Any] | None) -> str | None:
 
 def _g(x: Any) -> str:
     """Three significant digits (the project's convention for durations in sentences)."""
-    return "–" if x is None else f"{float(x):.3g}"
+    return "–" if x is None else fmt.plain(float(x))

@@ -34,7 +34,7 @@ CAUSE_LABEL = {
 
 
 def _pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * float(x):.0f} %"
+    return fmt.percent(None if x is None else float(x), 0)
 
 
 def _scopes(doc: Mapping[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
@@ -55,11 +55,11 @@ def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> l
                     fmt.duration(d.get("idle_ns") or 0),
                     str(c.get("rank")),
                     CAUSE_LABEL.get(c["cause"], c["cause"]),
-                    str(c.get("call") or "-"),
-                    str(c.get("op") or "-"),
+                    str(c.get("call") or fmt.DASH),
+                    str(c.get("op") or fmt.DASH),
                     fmt.duration(c["idle_ns"]),
                     _pct(c.get("share")),
-                    str(c.get("count")),
+                    fmt.count(c.get("count")),
                 ]
             )
     return rows
@@ -72,7 +72,7 @@ def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
             out.append(
                 f"launch delay (launch call → kernel start), {p['phase']}: p50 "
                 f"{fmt.duration(p['launch_delay_p50_ns'])}, p99 {fmt.duration(p['launch_delay_p99_ns'])} "
-                f"over {p['launch_delay_count']} launches"
+                f"over {fmt.count(p['launch_delay_count'], 'launch', 'launches')}"
             )
     return out
 
@@ -91,12 +91,12 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                     str(c["op_class"]),
                     fmt.duration(c.get("device_time_ns") or 0),
                     _pct(c.get("share")),
-                    "-" if c.get("intensity") is None else f"{c['intensity']:.3g}",
-                    str(c.get("dtype") or "-"),
-                    "-" if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
-                    "-" if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
+                    fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),
+                    str(c.get("dtype") or fmt.DASH),
+                    fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
+                    fmt.DASH if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
                     _pct(c.get("frac_roof")),
-                    str(c.get("bound") or "-"),
+                    str(c.get("bound") or fmt.DASH),
                     under,
                 ]
             )

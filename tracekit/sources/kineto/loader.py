@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from tracekit.numbers import plural
 from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
@@ -293,7 +294,8 @@ def _warnings(stats: StreamStats, col: Collector) -> list[str]:
         out.append(f"{stats.surrogates_replaced} lone UTF-16 surrogate escapes replaced by U+FFFD")
     if stats.skipped_keys:
         out.append(
-            f"top-level value(s) not read (larger than {MAX_ELEMENT_BYTES >> 20} MiB or nested too deeply): "
+            f"top-level {plural(len(set(stats.skipped_keys)), 'value')} not read "
+            f"(larger than {MAX_ELEMENT_BYTES >> 20} MiB or nested too deeply): "
             + ", ".join(sorted(set(stats.skipped_keys))[:5])
         )
     n_drop = sum(col.dropped.values())

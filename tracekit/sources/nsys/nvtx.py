@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit import numbers
 from tracekit.tables import schema
 from tracekit.tables.intervals import nest
 from tracekit.sources.nsys.nvtx_time import Nesting, NotInTimeOrder, in_start_blocks, number, thread_offsets
@@ -216,10 +217,13 @@ def read_regions(
         n_cross += int(df["end_tid"].is_not_null().sum())
         yield df
     if n_open:
-        warnings.append(f"{n_open} NVTX range(s) never ended; extended to the end of the capture (unterminated=True)")
+        warnings.append(
+            f"{numbers.count(n_open, 'NVTX range')} never ended; extended to the end of the capture (unterminated=True)"
+        )
     if n_cross:
         warnings.append(
-            f"{n_cross} NVTX range(s) end on another thread than they start (end_tid set); kept on the starting thread"
+            f"{numbers.count(n_cross, 'NVTX range')} ending on another thread than they start (end_tid set); "
+            "kept on the starting thread"
         )
 
 

@@ -47,6 +47,7 @@ from typing import Final
 
 import polars as pl
 
+from tracekit.numbers import count, duration
 from tracekit.sources.kineto.capture.files import kernel_names
 from tracekit.sources.kineto.capture.match import GRAPH_LAUNCH_RE, captured_graphs, imax, match, replays
 from tracekit.tables.intervals import nest
@@ -95,8 +96,8 @@ def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> 
         ns = int((t["end_ns"] - t["start_ns"]).sum() or 0)
         first = bad.sort("start_ns").row(0, named=True)
         warnings.append(
-            f"capture: {bad.height} of {m.height} graph replays not mapped ({t.height} kernels, {ns / 1e6:.3g} ms "
-            f"stay on their graph launch); first: {first['reason']}"
+            f"capture: {bad.height} of {count(m.height, 'graph replay')} not mapped "
+            f"({count(t.height, 'kernel')}, {duration(ns)}, left on their graph launch); first: {first['reason']}"
         )
     meta["capture"] = {
         "files": [str(p) for p in files],
@@ -216,7 +217,7 @@ def replay_note(activities: pl.DataFrame) -> str | None:
         return None
     ns = int(g["dur_ns"].sum() or 0)
     return (
-        f"graph replay without capture trace: {g.height} kernels, {ns / 1e6:.3g} ms of device time in "
-        f"{g['correlation'].n_unique()} graph launches have no op and no shapes (pass --capture FILE, or keep "
-        "the capture_traces/ folder vLLM/SGLang write beside the trace)"
+        f"graph replay without capture trace: {count(g.height, 'kernel')}, {duration(ns)} of device time, in "
+        f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes (pass "
+        "--capture FILE, or keep the capture_traces/ folder vLLM/SGLang write beside the trace)"
     )
