@@ -47,7 +47,7 @@ def formula_for(name: str) -> Callable[[list[Arg]], Cost] | None:
     if f is None:
         for pat, g in PATTERN_FORMULAS:
             if re.search(pat, name):
-                return g
+                return g(name)
     return f
 
 

@@ -1,0 +1,95 @@
+"""Inductor/Triton fused kernels recorded as ops (``triton_poi_fused_*``, ``triton_red_fused_*``,
+``triton_per_fused_*``): priced by their traffic (docs/costmodel.md, "Fused kernels").
+
+Each recorded tensor argument is read or written once, except a buffer the kernel both reads and
+writes. Inductor passes such a buffer once (an ``in_out_ptr`` argument: an input whose storage
+is reused for the output), so the recorded arguments undercount the operands. For a pointwise
+kernel the name says how many operands there are at least: Inductor names the kernel after the
+ATen ops it fused (``triton_poi_fused__unsafe_view_mul_silu_2``: ``_unsafe_view``, ``mul``,
+``silu``, serial 2). A binary op (``mul``, ``add``, …) reads two inputs and every pointwise
+kernel writes one output, so with a binary op at least three operands, else at least two; when
+fewer tensors are recorded, the first full-size one (Inductor puts ``in_out_ptr`` arguments
+first) is read and written: counted twice.
+
+FLOPs stay 0: the name lists each fused op once however often the body applies it, and not
+whether an operand is a Python scalar, so a count from it would be a guess; pointwise kernels are
+priced by the bytes they move.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Final
+
+from tracekit.costmodel.args import RANK_ELEMENTWISE, Arg, Cost, NoModel, _int_at, _tensors
+
+PATTERN: Final = r"^triton_(poi|red|per)_fused"
+_NAME_RE: Final = re.compile(r"^triton_(poi|red|per)_fused_?(.*?)(?:_\d+)?$")
+# Fused ATen ops that read two tensors (one output).
+_BINARY: Final = frozenset(
+    (
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "rsub",
+        "maximum",
+        "minimum",
+        "where",
+        "masked_fill",
+        "addcmul",
+        "addcdiv",
+        "lerp",
+        "atan2",
+        "fmod",
+        "remainder",
+        "hypot",
+        "copysign",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+    )
+)
+# Fused ATen ops that create a tensor without reading one: the recorded buffer may be output only.
+_GENERATORS: Final = frozenset(
+    ("zeros", "ones", "full", "fill", "arange", "empty", "rand", "randn", "randint", "bernoulli", "scalar", "iota")
+)
+
+
+def implied_operands(name: str) -> int | None:
+    """The fewest distinct operands (inputs + the output) a pointwise kernel of this name moves:
+    3 with a binary op in the name, else 2; None when the rule does not apply (reduction kernels,
+    whose in-out buffer is the reduced one and cannot be told from the name; kernels that generate
+    values without reading, e.g. ``zeros``; names not from Inductor)."""
+    m = _NAME_RE.match(name)
+    if m is None or m.group(1) != "poi":
+        return None
+    tokens = set(m.group(2).split("_"))
+    if tokens & _GENERATORS:
+        return None
+    return 3 if tokens & _BINARY else 2
+
+
+def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
+    """The formula for the fused kernel ``name`` (its name is an input: see the module doc)."""
+
+    def f(args: list[Arg]) -> Cost:
+        t = _tensors(args)
+        if not t:
+            raise NoModel("fused kernel without tensor arguments")
+        nbytes = sum(a.nbytes for a in t)
+        need = implied_operands(name)
+        if need is not None and len(t) < need:
+            # the element count the kernel walks: its ``xnumel`` (first integer scalar), else the
+            # largest tensor; the read-and-written buffer is an output, so it has that count
+            xnumel = next((_int_at(args, i) for i, a in enumerate(args) if a.type == "Scalar"), None)
+            full = xnumel if xnumel is not None else max(a.numel for a in t)
+            inout = next((a for a in t if a.numel == full), None)
+            if inout is not None:
+                nbytes += inout.nbytes
+        return Cost(0.0, nbytes, "fused_pointwise", max(t, key=lambda a: a.numel).dtype, RANK_ELEMENTWISE)
+
+    return f
