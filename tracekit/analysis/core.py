@@ -326,7 +326,7 @@ def _analyze_owned(
             "cpu_start_ns",
             "cpu_end_ns",
             "last_ns",
-            *[c for c in ATTR_COLUMNS if c in reg.columns],
+            *[c for c in ("phase_rule", *ATTR_COLUMNS) if c in reg.columns],
         )
     )
     if tail is not None:

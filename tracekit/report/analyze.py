@@ -126,12 +126,14 @@ def render(doc: AnalysisDoc, markdown: bool = False, limit: int = 40) -> str:
             h("Latency (ms)"),
             *_table(["phase", "metric", "source", "n", "mean", "p50", "p90", "p99"], lat_rows, markdown),
         ]
-        extra = (
-            [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} ({fmt.count(tot.get('output_tokens'), 'token')})"]
-            if tot.get("output_tokens") is not None
-            else ["output tokens/s: batch unknown"]
-        )
-        if tot.get("slo"):
+        tokens = f"({fmt.count(tot.get('output_tokens'), 'token')})"
+        if tot.get("serving_figures"):  # phases inferred from shapes: no serving figure (docs/serving.md)
+            extra = [f"TTFT, TPOT, ITL, output tokens/s, goodput: {e(str(tot['serving_figures']))}"]
+        elif tot.get("output_tokens") is not None:
+            extra = [f"output tokens/s {_num(tot.get('output_tokens_per_s'))} {tokens}"]
+        else:
+            extra = ["output tokens/s: batch unknown"]
+        if tot.get("slo") and not tot.get("serving_figures"):
             extra.append(
                 f"goodput {_num(tot.get('goodput_req_per_s'))} req/s, {_pct(tot.get('goodput_fraction'))} "
                 f"of requests meet {e(fmt.slo(tot['slo']) if isinstance(tot['slo'], dict) else tot['slo'])}"
