@@ -123,6 +123,9 @@ def test_batch_norm_inference_forms() -> None:
     # not affine: FLOPs 2·N + 2·C = 803,328; bytes 1,605,632 + 2·1,024 = 1,607,680
     d, t, c = bn_args([8, 256, 14, 14], BF, [None, None, 256, 256], F32, ["False", "0.1", "1e-05"])
     assert cost("aten::native_batch_norm", d, t, c)[:2] == (803_328.0, 1_607_680.0)
+    # an undefined weight recorded as a 0-element tensor is no weight (not a C mismatch)
+    d[1], t[1] = [0], F32
+    assert cost("aten::native_batch_norm", d, t, c)[:2] == (803_328.0, 1_607_680.0)
 
 
 def test_batch_norm_without_running_stats_and_not_affine() -> None:

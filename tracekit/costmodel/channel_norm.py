@@ -28,8 +28,9 @@ from tracekit.costmodel.engine import Contradiction
 
 
 def _opt(args: list[Arg], i: int) -> Arg | None:
-    """The tensor at schema position ``i``, or None (an optional argument passed as None)."""
-    return args[i] if i < len(args) and args[i].is_tensor and args[i].dims else None
+    """The tensor at schema position ``i``, or None (an optional argument passed as None, or an
+    undefined tensor recorded with no elements)."""
+    return args[i] if i < len(args) and args[i].is_tensor and args[i].numel > 0 and args[i].dims else None
 
 
 def _per_channel(model: str, c: int, *tensors: Arg | None) -> float:
