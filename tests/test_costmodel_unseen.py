@@ -5,6 +5,12 @@ here; the expected values are worked by hand in the comments."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analysis.core import analyze
 
 from tracekit.costmodel.formulas import signature_cost
 from tracekit.costmodel.fused import implied_operands
@@ -208,3 +214,44 @@ def test_norm_stacks_are_priced_once() -> None:
     assert (by[5]["cost_model"], by[5]["flops"]) == ("group_norm", 655_392.0)
     assert all(by[i]["covered"] for i in (1, 3, 4, 5))  # the kernel launchers and their callers
     assert out["flops"].sum() == 12_816.0 + 655_392.0
+
+
+def test_in_out_buffer_reaches_the_analysis(tmp_path: Path) -> None:
+    # the silu·mul kernel above as a traced op launching one 1 ms kernel: the trace's bytes are
+    # 3 × 512 MiB = 1,610,612,736 and the elementwise class moves them at 1.61 TB/s
+    x = {"ph": "X", "pid": 1, "tid": 1}
+    name = "triton_poi_fused__unsafe_view_mul_silu_2"
+    events = [
+        {
+            **x,
+            "cat": "cpu_op",
+            "name": name,
+            "ts": 10,
+            "dur": 20,
+            "args": {
+                "External id": 1,
+                "Input Dims": [BIG, BIG, []],
+                "Input type": [BF, BF, "Scalar"],
+                "Concrete Inputs": ["", "", str(BIG_N)],
+            },
+        },
+        {**x, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 15, "dur": 5, "args": {"correlation": 1}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": 30,
+            "dur": 1000,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        },
+    ]
+    dev = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_000_000_000, "numSms": 132}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": dev, "traceEvents": events}))
+    doc = analyze(tracekit.load(str(path))).to_json()
+    assert doc["totals"]["trace"]["bytes"] == 1_610_612_736.0 and doc["totals"]["trace"]["flops"] == 0.0
+    cls = {c["op_class"]: c for c in doc["totals"]["class_roofline"]}
+    assert cls["elementwise"]["bytes"] == 1_610_612_736.0
+    assert cls["elementwise"]["achieved_bytes_per_s"] == pytest.approx(1_610_612_736.0 / 1e-3)
