@@ -7,17 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 import tracekit
 from tracekit.analysis.core import analyze
-
 from tracekit.costmodel.formulas import signature_cost
 from tracekit.costmodel.fused import implied_operands
 from tracekit.costmodel.ops import COUNTED_IN_CHILD, op_costs
 from tracekit.tables.schema import conform
-
-import polars as pl
 
 
 BF, F32 = "c10::BFloat16", "float"
