@@ -253,3 +253,33 @@ def test_in_out_buffer_reaches_the_analysis(tmp_path: Path) -> None:
     cls = {c["op_class"]: c for c in doc["totals"]["class_roofline"]}
     assert cls["elementwise"]["bytes"] == 1_610_612_736.0
     assert cls["elementwise"]["achieved_bytes_per_s"] == pytest.approx(1_610_612_736.0 / 1e-3)
+
+
+def test_norms_as_torch_profiler_records_them(tmp_path: Path) -> None:
+    # the argument conventions above are the ones torch.profiler writes (record_shapes=True):
+    # x [4, 8, 10, 10] fp32 (N = 3,200, C = 8), BatchNorm2d(8) in train then eval, GroupNorm(4, 8)
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(4, 8, 10, 10)
+    bn, gn = torch.nn.BatchNorm2d(8), torch.nn.GroupNorm(4, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        bn.train()
+        bn(x)
+        bn.eval()
+        bn(x)
+        gn(x)
+    path = tmp_path / "norms.json"
+    prof.export_chrome_trace(str(path))
+    c = op_costs(tracekit.load(str(path)).ops)
+    got = c.filter(pl.col("cost_model").is_in(["batch_norm", "batch_norm_inference", "group_norm"])).sort("op_id")
+    # train: 7·3,200 + 2·8 + 7·8 = 22,472 FLOPs; 2·3,200·4 + 2·32 + 2·(32 + 32) = 25,792 bytes
+    # eval: 4·3,200 + 2·8 = 12,816 FLOPs; 25,600 + 4·32 = 25,728 bytes
+    # group norm, 4 groups: 7·3,200 + 2·4·4 = 22,432 FLOPs; 25,600 + 2·32 = 25,664 bytes
+    assert got.select("name", "cost_model", "flops", "bytes").rows() == [
+        ("aten::native_batch_norm", "batch_norm", 22_472.0, 25_792.0),
+        ("aten::native_batch_norm", "batch_norm_inference", 12_816.0, 25_728.0),
+        ("aten::native_group_norm", "group_norm", 22_432.0, 25_664.0),
+    ]
+    outer = c.filter(pl.col("name").is_in(["aten::batch_norm", "aten::group_norm"]))
+    assert set(outer["cost_model"]) == {COUNTED_IN_CHILD}
