@@ -64,6 +64,30 @@ def test_in_out_buffer_is_the_full_size_one_not_a_broadcast_operand() -> None:
     assert b == 2 * 16 * MIB + 4096 * 4 == 33_570_816.0
 
 
+def test_one_buffer_read_as_two_operands_is_not_an_in_out_buffer() -> None:
+    # silu(gate)·up with gate and up the two halves of one gate_up [4096, 2·14336] bf16 buffer:
+    # in_ptr0 [4096, 28672] (224 MiB), out_ptr0 [4096, 14336] (112 MiB), xnumel = 58,720,256.
+    # The big tensor holds 2 × xnumel elements, so it supplies both inputs: 3 operands, none
+    # read and written; bytes = 224 + 112 MiB = 352 MiB, unchanged.
+    n = 4096 * 14336
+    b = cost(
+        "triton_poi_fused_mul_silu_1",
+        [[4096, 28672], [4096, 14336], []],
+        [BF, BF, "Scalar"],
+        ["", "", str(n)],
+    )[1]
+    assert b == (224 + 112) * MIB == 352_321_536.0
+    # with dynamic shapes a size (ks0 = 4096) precedes xnumel: still the in-place rule of the
+    # silu·mul example (3 × 512 MiB)
+    in_place = cost(
+        "triton_poi_fused__unsafe_view_mul_silu_2",
+        [BIG, BIG, [], []],
+        [BF, BF, "Scalar", "Scalar"],
+        ["", "", "4096", str(BIG_N)],
+    )[1]
+    assert in_place == 1_610_612_736.0
+
+
 def test_fused_kernels_whose_arguments_already_cover_the_operands_are_unchanged() -> None:
     # add(cos(x), sin(y)) → out: three recorded [10, 10] fp32 tensors = 3 × 400 B
     assert cost("triton_poi_fused_add_cos_sin_0", [[10, 10]] * 3 + [[]], [F32] * 3 + ["Scalar"])[1] == 1200.0

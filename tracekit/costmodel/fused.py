@@ -7,8 +7,10 @@ is reused for the output), so the recorded arguments undercount the operands. Fo
 kernel the name says how many operands there are at least: Inductor names the kernel after the
 ATen ops it fused (``triton_poi_fused__unsafe_view_mul_silu_2``: ``_unsafe_view``, ``mul``,
 ``silu``, serial 2). A binary op (``mul``, ``add``, …) reads two inputs and every pointwise
-kernel writes one output, so with a binary op at least three operands, else at least two; when
-fewer tensors are recorded, the first full-size one (Inductor puts ``in_out_ptr`` arguments
+kernel writes one output, so with a binary op at least three operands, else at least two. The
+recorded tensors supply one operand each, or k when a tensor holds k times the kernel's element
+count (``xnumel``: two halves of one buffer read as two operands); when they supply fewer than
+the name implies, the first one with the element count (Inductor puts ``in_out_ptr`` arguments
 first) is read and written: counted twice.
 
 FLOPs stay 0: the name lists each fused op once however often the body applies it, and not
@@ -73,6 +75,16 @@ def implied_operands(name: str) -> int | None:
     return 3 if tokens & _BINARY else 2
 
 
+def _element_count(args: list[Arg], tensors: list[Arg]) -> float:
+    """The elements a pointwise kernel walks: its ``xnumel``, the largest integer scalar argument
+    equal to some tensor's element count (sizes such as ``ks0`` come before it with dynamic
+    shapes); else the largest tensor's count."""
+    numels = {a.numel for a in tensors}
+    ints = [_int_at(args, i) for i, a in enumerate(args) if a.type == "Scalar" and a.concrete.strip().isdigit()]
+    hits = [float(v) for v in ints if v is not None and float(v) in numels]
+    return max(hits) if hits else max(numels)
+
+
 def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
     """The formula for the fused kernel ``name`` (its name is an input: see the module doc)."""
 
@@ -82,11 +94,12 @@ def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
             raise NoModel("fused kernel without tensor arguments")
         nbytes = sum(a.nbytes for a in t)
         need = implied_operands(name)
-        if need is not None and len(t) < need:
-            # the element count the kernel walks: its ``xnumel`` (first integer scalar), else the
-            # largest tensor; the read-and-written buffer is an output, so it has that count
-            xnumel = next((_int_at(args, i) for i, a in enumerate(args) if a.type == "Scalar"), None)
-            full = xnumel if xnumel is not None else max(a.numel for a in t)
+        full = _element_count(args, t)
+        # a tensor of k × the element count supplies k operands (e.g. gate and up read from one
+        # [T, 2·D] buffer by silu(gate)·up over T·D elements)
+        slots = sum(max(1, int(a.numel // full)) for a in t) if full > 0 else len(t)
+        if need is not None and slots < need:
+            # the read-and-written buffer is the output, so it has the element count
             inout = next((a for a in t if a.numel == full), None)
             if inout is not None:
                 nbytes += inout.nbytes
