@@ -107,6 +107,8 @@ def test_implied_operands_from_the_name() -> None:
     assert implied_operands("triton_poi_fused_0") == 2
     assert implied_operands("triton_poi_fused__to_copy_addmm_1") == 2  # 'addmm' is not 'add'
     assert implied_operands("triton_poi_fused_full_where_3") is None  # generates values
+    assert implied_operands("triton_poi_fused_masked_fill_4") == 3  # reads x and the mask, no 'fill'
+    assert implied_operands("triton_poi_fused_fill_5") is None
     assert implied_operands("triton_per_fused_add_mean_mul_pow_rsqrt_0") is None
 
 

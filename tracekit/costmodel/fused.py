@@ -38,7 +38,6 @@ _BINARY: Final = frozenset(
         "maximum",
         "minimum",
         "where",
-        "masked_fill",
         "addcmul",
         "addcdiv",
         "lerp",
@@ -69,7 +68,9 @@ def implied_operands(name: str) -> int | None:
     m = _NAME_RE.match(name)
     if m is None or m.group(1) != "poi":
         return None
-    tokens = set(m.group(2).split("_"))
+    # ops whose names hold an underscore are read whole first (``masked_fill`` is no ``fill``)
+    body = re.sub(r"(?:^|(?<=_))masked_fill(?=_|$)", "mul", m.group(2))
+    tokens = set(body.split("_"))
     if tokens & _GENERATORS:
         return None
     return 3 if tokens & _BINARY else 2
