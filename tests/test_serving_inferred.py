@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 import tracekit
 from tracekit.analysis.core import analyze
+from tracekit.analysis.latency import latency
 from tracekit.analysis.serving_basis import NOT_SERVING
 from tracekit.cli.main import main
 
@@ -101,3 +103,41 @@ def test_phase_from_a_serving_step_keeps_its_serving_figures(tmp_path: Path) -> 
     assert (t["output_tokens"], t["output_tokens_per_s"]) == (8, pytest.approx(8000.0))
     ttft = r.latency.filter(r.latency["metric"] == "ttft")
     assert ttft["p50"].to_list() == [pytest.approx(1.0)]
+
+
+def _units(rule: str) -> pl.DataFrame:
+    # two inferred decode steps of batch 4: 0–2 ms and 2–5 ms (done = CPU end)
+    return pl.DataFrame(
+        {
+            "region_id": [1, 2],
+            "name": ["ProfilerStep#1", "ProfilerStep#2"],
+            "phase": ["decode", "decode"],
+            "step": [None, None],
+            "cpu_start_ns": [0, 2_000_000],
+            "cpu_end_ns": [2_000_000, 5_000_000],
+            "last_ns": [1_900_000, 4_900_000],
+            "phase_rule": [rule, rule],
+            "batch": [4, 4],
+        },
+        schema_overrides={"step": pl.Int64()},
+    )
+
+
+def test_latency_keeps_the_runners_own_measurements() -> None:
+    inferred = "inferred from shapes: attention query length 1 (24 attention calls)"
+    # inferred steps alone: no ITL (the step period would be 2 and 3 ms), no tokens (would be 8)
+    lat = latency(_units(inferred))
+    assert set(lat.summary["metric"]) == {"step_time"}
+    assert lat.scalars["serving_figures"] == NOT_SERVING and lat.scalars["output_tokens"] is None
+    # the same steps read from a serving rule: ITL = 2 ms then 3 ms, 8 output tokens over 5 ms
+    lat = latency(_units("--phase-map ^ProfilerStep=decode"))
+    assert lat.scalars["serving_figures"] is None and lat.scalars["output_tokens"] == 8
+    itl = lat.summary.filter(lat.summary["metric"] == "itl")
+    assert (itl["min"][0], itl["max"][0]) == (2.0, 3.0)
+    # inferred steps with the runner's sidecar: its requests are a serving measurement and stay
+    side = {"requests": [{"id": 1, "ttft_ms": 12.0, "tpot_ms": 2.5, "output_tokens": 8}]}
+    lat = latency(_units(inferred), sidecar=side)
+    assert lat.scalars["serving_figures"] is None and lat.scalars["output_tokens"] == 8
+    ttft = lat.summary.filter(lat.summary["metric"] == "ttft")
+    assert ttft["source"].to_list() == ["sidecar"] and ttft["p50"].to_list() == [12.0]
+    assert not any("not a serving measurement" in n for n in lat.scalars["notes"])

@@ -260,8 +260,6 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     # serving figures only from steps a server ran (tracekit/analysis/serving_basis.py)
     inferred = inferred_steps(steps)
     served = steps.filter(~inferred) if inferred.any() else steps
-    if inferred.any() and served.height == 0:
-        notes.append(omitted_note(int(inferred.sum())))
     itl_source = "requests"
     if serving.has_request_encoding(served):
         # tracekit run serve: the steps name the requests they serve (docs/serving.md).
@@ -284,6 +282,10 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
             "of the next; the first step's own duration when it has no predecessor"
         )
     sreq = sidecar_requests(sidecar)
+    # no serving step and no runner's record: the serving figures are omitted, and said so
+    omitted = bool(inferred.any()) and served.height == 0 and sreq.height == 0
+    if omitted:
+        notes.append(omitted_note(int(inferred.sum())))
     rows = []
     for ph in ("prefill", "decode", "mixed"):
         st = steps.filter(pl.col("phase") == ph)["step_ns"] if steps.height else pl.Series([], dtype=pl.Int64())
@@ -314,7 +316,7 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     )
     scalars["notes"] = notes
     # the figures above were omitted: say why wherever they would appear
-    scalars["serving_figures"] = NOT_SERVING if inferred.any() and served.height == 0 and not sreq.height else None
+    scalars["serving_figures"] = NOT_SERVING if omitted else None
     scalars["itl_source"] = itl_source if itl.len() else None
     requests = pl.concat([treq, sreq]) if sreq.height else treq
     return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)
