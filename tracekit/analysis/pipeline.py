@@ -15,6 +15,8 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.analysis.device import device_block, resolve_hardware
+from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
+from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.serving.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving.metrics import serving_summary
@@ -214,6 +216,9 @@ def _analyze_owned(
     frames.clear()
     th = thresholds or Thresholds()
     warn = list(warnings or [])
+    no_cpu = has_no_cpu_ops(costs, activities, cpu_only, (trace_info or {}).get("format"))
+    if no_cpu:
+        warn.append(NO_CPU_WARNING)
     acts = with_costs(activities, costs)
     del activities
     tail = tail_summary(acts)
@@ -257,6 +262,8 @@ def _analyze_owned(
     cr = class_roofline(acts, regions, units_q, hardware, th, prep, closure)
     top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
     reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), hardware, th, device_name)
+    if no_cpu:
+        reg = device_only_reason(reg)
     excluded = int(reg["bound"].null_count())
     reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
 
@@ -285,6 +292,8 @@ def _analyze_owned(
         ph = classify(ph, hardware, th, device_name).join(
             launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left"
         )
+        if no_cpu:
+            ph = device_only_reason(ph)
     del linked
     culprits = culprit_frame(reg_cul, ph_cul, reg, ph)
     del reg_cul, ph_cul
@@ -294,6 +303,8 @@ def _analyze_owned(
     whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
     whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
     whole = classify(derived(whole), hardware, th, device_name)
+    if no_cpu:
+        whole = device_only_reason(whole)
     tk, to, classes = tops(acts, regions, unit_ph, closure)
 
     unattr_q = (
@@ -315,7 +326,7 @@ def _analyze_owned(
             "cpu_start_ns",
             "cpu_end_ns",
             "last_ns",
-            *[c for c in ATTR_COLUMNS if c in reg.columns],
+            *[c for c in ("phase_rule", *ATTR_COLUMNS) if c in reg.columns],
         )
     )
     if tail is not None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
 
 BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
+# The cause a low-coverage verdict names (tracekit/analysis/device_only.py names a sharper one).
+LOW_COVERAGE_CAUSE = "shapes missing or ops unmodelled"
 
 
 @dataclass(frozen=True)
@@ -188,9 +190,10 @@ def classify(
         .when(low_cov)
         .then(
             pl.format(
-                "cost model covers {} of busy time (< {}); shapes missing or ops unmodelled",
+                "cost model covers {} of busy time (< {}); {}",
                 fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
                 fmt_pct(pl.lit(th.min_coverage)),
+                pl.lit(LOW_COVERAGE_CAUSE),
             )
         )
         .when(no_peak)

@@ -1,5 +1,6 @@
 """Cost formulas for serving-engine operators: fused MoE, paged attention priced from the step's
-per-request sums, rotary embedding, KV-cache writes, Inductor/Triton fused kernels, convolution
+per-request sums, rotary embedding, KV-cache writes, convolution; Inductor/Triton fused kernels by name pattern
+(``fused.py``)
 (docs/costmodel.md gives the source of each).
 
 Some inputs are not in an op's own arguments: the per-request query/key sums live in the step
@@ -15,6 +16,8 @@ import re
 from typing import Callable, Final
 
 from tracekit.costmodel.args import RANK_ELEMENTWISE, RANK_MATMUL, Arg, Cost, NoModel, int_at, tensors
+from tracekit.costmodel.fused import PATTERN as FUSED_PATTERN
+from tracekit.costmodel.fused import fused_kernel
 
 HINT_PREFIX: Final = "tk:"
 
@@ -149,16 +152,6 @@ def _cache_write(args: list[Arg]) -> Cost:
     return Cost(0.0, 2.0 * (k.nbytes + v.nbytes) + slots.nbytes, "kv_append", k.dtype, RANK_ELEMENTWISE)
 
 
-def _fused_kernel(args: list[Arg]) -> Cost:
-    """Inductor/Triton fused kernels (``triton_poi_*``, ``triton_red_*``, ``triton_per_*``): each
-    recorded tensor argument read or written once; FLOPs not counted (the body is generated
-    code: these kernels are priced by their traffic)."""
-    t = tensors(args)
-    if not t:
-        raise NoModel("fused kernel without tensor arguments")
-    return Cost(0.0, sum(a.nbytes for a in t), "fused_pointwise", max(t, key=lambda a: a.numel).dtype, RANK_ELEMENTWISE)
-
-
 def _convolution(args: list[Arg]) -> Cost:
     """aten::convolution / _convolution (input, weight, bias, stride, padding, dilation,
     transposed, output_padding, groups): 2·N·C_out·∏out·(C_in/groups)·∏kernel FLOPs (+ N·C_out·∏out
@@ -208,8 +201,9 @@ ENGINE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "aten::_convolution": _convolution,
 }
 # Names priced by a pattern (generated kernels carry a serial number in their op name).
-PATTERN_FORMULAS: Final[tuple[tuple[str, Callable[[list[Arg]], Cost]], ...]] = (
-    (r"^triton_(poi|red|per)_fused", _fused_kernel),
+# Each pattern's formula is made for the op's name (a fused kernel's name lists what it fused).
+PATTERN_FORMULAS: Final[tuple[tuple[str, Callable[[str], Callable[[list[Arg]], Cost]]], ...]] = (
+    (FUSED_PATTERN, fused_kernel),
 )
 # Engines that number their wrapper ops (``sglang_profiler::…_100``): strip the serial.
 NAME_SERIAL_RE: Final = r"^(sglang_profiler::.+?)_\d+$"

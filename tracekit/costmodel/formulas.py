@@ -6,9 +6,10 @@ One call of :func:`signature_cost` evaluates one unique operator signature
 per row. Pure functions, no polars, no torch.
 
 This module is the registry: op name → formula. The formulas live by family: ``gemm.py``,
-``attention.py``, ``norm.py`` (normalisation, softmax), ``elementwise.py`` (elementwise,
-reductions), ``movement.py`` (data movement), ``engine.py`` (serving-engine operators); their
-inputs are parsed by ``args.py``. A new op's formula goes in its family's ``*_FORMULAS``.
+``attention.py``, ``norm.py`` (normalisation, softmax), ``channel_norm.py`` (batch, instance,
+group norm), ``elementwise.py`` (elementwise, reductions), ``movement.py`` (data movement),
+``engine.py`` (serving-engine operators), ``fused.py`` (Inductor kernels); their inputs are
+parsed by ``args.py``. A new op's formula goes in its family's ``*_FORMULAS``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import polars as pl
 
 from tracekit.costmodel.args import DTYPES, Arg, Cost, NoModel, parse_args
 from tracekit.costmodel.attention import ATTENTION_FORMULAS
+from tracekit.costmodel.channel_norm import CHANNEL_NORM_FORMULAS
 from tracekit.costmodel.elementwise import ELEMENTWISE_FORMULAS
 from tracekit.costmodel.engine import ENGINE_FORMULAS, NAME_SERIAL_RE, PATTERN_FORMULAS, Contradiction
 from tracekit.costmodel.gemm import GEMM_FORMULAS
@@ -36,6 +38,7 @@ FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     **ATTENTION_FORMULAS,
     **ENGINE_FORMULAS,
     **NORM_FORMULAS,
+    **CHANNEL_NORM_FORMULAS,
     **ELEMENTWISE_FORMULAS,
     **MOVEMENT_FORMULAS,
 }
@@ -47,7 +50,7 @@ def formula_for(name: str) -> Callable[[list[Arg]], Cost] | None:
     if f is None:
         for pat, g in PATTERN_FORMULAS:
             if re.search(pat, name):
-                return g
+                return g(name)
     return f
 
 

@@ -230,6 +230,7 @@ class Totals(TypedDict, total=False):
     slo: dict[str, float] | None
     goodput_req_per_s: float | None
     goodput_fraction: float | None
+    serving_figures: str  # only when phases were inferred from shapes: "inferred — not a serving measurement"
     latency: dict[str, dict[str, LatencyRow]]
     requests: list[RequestRow]
     top_kernels: list[TopRow]

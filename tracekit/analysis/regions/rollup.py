@@ -202,4 +202,6 @@ def trace_totals(
                 "slo",
             )
         },
+        # only when the phases were inferred from shapes (tracekit/analysis/serving/basis.py)
+        **({"serving_figures": lat["serving_figures"]} if lat.get("serving_figures") else {}),
     }

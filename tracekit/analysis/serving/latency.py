@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.serving.schemas import BYCTX_SCHEMA, LATENCY_SCHEMA, REQUEST_SCHEMA  # noqa: F401
-from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.core imports it from here)
+from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.pipeline imports it from here)
 from tracekit.errors import UsageError
 
 PCTS = (0.5, 0.9, 0.99)
@@ -221,31 +221,39 @@ def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
 def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo | None = None) -> Latency:
     """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
     from tracekit.analysis.serving import metrics as serving
+    from tracekit.analysis.serving.basis import NOT_SERVING, inferred_steps, omitted_note
 
     steps = step_table(units)
     notes: list[str] = []
+    # serving figures only from steps a server ran (tracekit/analysis/serving/basis.py)
+    inferred = inferred_steps(steps)
+    served = steps.filter(~inferred) if inferred.any() else steps
     itl_source = "requests"
-    if serving.has_request_encoding(steps):
+    if serving.has_request_encoding(served):
         # tracekit run serve: the steps name the requests they serve (docs/serving.md).
-        treq, itl, more = serving.encoded_requests(steps)
+        treq, itl, more = serving.encoded_requests(served)
         notes.extend(more)
-    elif steps.height and (steps["phase"] == "mixed").any():
+    elif served.height and (served["phase"] == "mixed").any():
         # Continuous batching: a step serves several requests at different stages, so prefill
         # regions do not delimit requests; only the runner's own records (sidecar) can.
-        treq, itl = trace_requests(steps.clear())
+        treq, itl = trace_requests(served.clear())
         notes.append(
             "continuous batching (mixed steps): requests cannot be told apart in the trace, so TTFT/TPOT/ITL "
             "come only from the runner's sidecar when present; step times are from the trace"
         )
     else:
-        treq, itl = trace_requests(steps)
-    if itl.len() == 0 and steps.height and steps["phase"].is_in(["decode", "mixed"]).any():
-        itl, itl_source = serving.step_period_itl(steps), "decode step period"
+        treq, itl = trace_requests(served)
+    if itl.len() == 0 and served.height and served["phase"].is_in(["decode", "mixed"]).any():
+        itl, itl_source = serving.step_period_itl(served), "decode step period"
         notes.append(
             "ITL = decode step period (no request ids in the trace): done of one decoding step → done "
             "of the next; the first step's own duration when it has no predecessor"
         )
     sreq = sidecar_requests(sidecar)
+    # no serving step and no runner's record: the serving figures are omitted, and said so
+    omitted = bool(inferred.any()) and served.height == 0 and sreq.height == 0
+    if omitted:
+        notes.append(omitted_note(int(inferred.sum())))
     rows = []
     for ph in ("prefill", "decode", "mixed"):
         st = steps.filter(pl.col("phase") == ph)["step_ns"] if steps.height else pl.Series([], dtype=pl.Int64())
@@ -254,25 +262,29 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     if treq.height:
         rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
         rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
-        if serving.has_request_encoding(steps):
+        if serving.has_request_encoding(served):
             rows.append(_pct_row(treq["e2el_ms"], "decode", "e2el", "trace", "ms"))
     if itl.len():
         rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
     if sreq.height:
         rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
         rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
-        if serving.has_request_encoding(steps):
+        if serving.has_request_encoding(served):
             rows.append(_pct_row(sreq["e2el_ms"], "decode", "e2el", "sidecar", "ms"))
     summary = pl.DataFrame(rows, schema=LATENCY_SCHEMA)
     # Goodput counts requests: the runner's own when it recorded them, else the trace's batches
     # (each sequence of a batch shares its batch's TTFT and TPOT).
     treq, sreq = apply_slo(treq, slo), apply_slo(sreq, slo)
-    encoded = serving.has_request_encoding(steps) and treq.height > 0
-    scalars = _scalars(steps, treq if encoded else (sreq if sreq.height else treq), slo, exact_tokens=encoded)
+    encoded = serving.has_request_encoding(served) and treq.height > 0
+    # the runner's sidecar measured its requests: the trace's steps then give the duration
+    basis = steps if sreq.height else served
+    scalars = _scalars(basis, treq if encoded else (sreq if sreq.height else treq), slo, exact_tokens=encoded)
     scalars["requests_source"] = (
         "trace (request ids in step names)" if encoded else ("sidecar" if sreq.height else "trace")
     )
     scalars["notes"] = notes
+    # the figures above were omitted: say why wherever they would appear
+    scalars["serving_figures"] = NOT_SERVING if omitted else None
     scalars["itl_source"] = itl_source if itl.len() else None
     requests = pl.concat([treq, sreq]) if sreq.height else treq
     return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)

@@ -118,15 +118,16 @@ def _latency(doc: AnalysisDoc) -> list[Section]:
             )
     if not rows:
         return []
-    lines = (
-        [
+    if tot.get("serving_figures"):  # phases inferred from shapes: no serving figure (docs/serving.md)
+        lines = [f"TTFT, TPOT, ITL, output tokens/s, goodput: {tot['serving_figures']}"]
+    elif tot.get("output_tokens") is not None:
+        lines = [
             f"output tokens/s {fmt.value('output_tokens_per_s', tot.get('output_tokens_per_s'))} "
             f"({fmt.count(tot.get('output_tokens'), 'token')})"
         ]
-        if tot.get("output_tokens") is not None
-        else ["output tokens/s: batch unknown"]
-    )
-    if tot.get("slo"):
+    else:
+        lines = ["output tokens/s: batch unknown"]
+    if tot.get("slo") and not tot.get("serving_figures"):
         slo = tot["slo"]
         lines.append(
             f"goodput {fmt.value('goodput_req_per_s', tot.get('goodput_req_per_s'))}, "

@@ -136,6 +136,10 @@ def _phases(d: ReportData) -> Section:
     lat = latency_columns(ph)
     if lat:
         s.tables.append(table(ph, ["phase", *lat], caption="latency (TTFT / TPOT / ITL percentiles)", collapse=False))
+    elif d.totals.get("serving_figures"):
+        s.paragraphs.append(
+            f"No TTFT / TPOT / ITL: {d.totals['serving_figures']} (the phases were inferred from attention shapes)."
+        )
     else:
         s.paragraphs.append("No TTFT / TPOT: the trace has no prefill→decode sequence to measure.")
     return s

@@ -38,6 +38,7 @@ def summary_section(d: ReportData) -> Section:
         "output_tokens_per_s",
         "goodput_req_per_s",
         "goodput_fraction",
+        "serving_figures",
     )
     tot = d.totals
     rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
