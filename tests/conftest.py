@@ -26,3 +26,19 @@ def kineto_trace_files() -> list[Path]:
 
 def nsys_export_files() -> list[Path]:
     return sorted((SHARED_TRACES / "nsys").rglob("*.sqlite"))
+
+
+TORCH_MISSING = "needs the workloads extra (torch): pip install -e '.[workloads]'"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``torch`` are skipped with the reason when torch is not installed (pytest without
+    the workloads extra still runs everything else); ``-m 'not slow'`` leaves the slow ones out."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        return
+    skip = pytest.mark.skip(reason=TORCH_MISSING)
+    for item in items:
+        if "torch" in item.keywords:
+            item.add_marker(skip)

@@ -180,3 +180,52 @@ def test_verdict_and_reason_visible_at_1280_px(tmp_path: Path, shared_traces: Pa
     # the check can fail: push the columns after the name beyond 1,280 px and nothing is seen
     magenta, cyan = screenshot_1280(page, "<style>td.name{min-width:1400px}</style>", tmp_path, "pushed")
     assert magenta == 0 and cyan == 0
+
+
+def page_width(page: Path, tmp_path: Path, width: int) -> tuple[int, int]:
+    """(scrollWidth, clientWidth) of ``page`` laid out in a ``width`` px window. Measured on a copy
+    whose only changes are the CSP line taken out and one script added that writes the two widths
+    into the title (the report itself runs no script)."""
+    html = page.read_text()
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    probe = (
+        "<script>document.title='W'+document.documentElement.scrollWidth"
+        "+'x'+document.documentElement.clientWidth;</script>"
+    )
+    copy = tmp_path / "width_probe.html"
+    copy.write_text(html.replace("</body>", probe + "</body>"))
+    dom, _ = run_browser(copy, "--dump-dom", f"--window-size={width},900")
+    m = re.search(r"<title>W(\d+)x(\d+)</title>", dom)
+    assert m, "the probe did not run"
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_harness_measures_sideways_scrolling(tmp_path: Path) -> None:
+    """The width probe can fail: a page holding a 2,000 px wide block scrolls sideways at 1,400 px."""
+    wide = tmp_path / "wide.html"
+    wide.write_text('<!DOCTYPE html><html><body><div style="width:2000px">x</div></body></html>')
+    scroll, client = page_width(wide, tmp_path, 1400)
+    assert scroll > client and scroll >= 2000
+
+
+def test_html_report_fits_1400_px(tmp_path: Path) -> None:
+    """A report whose kernel, op and region names are hundreds of characters without a space fits a
+    1,400 px window: nothing makes the page scroll sideways (issue 25: it used to)."""
+    import json
+
+    from test_report_helpers import tiny_trace_doc
+
+    doc = tiny_trace_doc()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["name"] = "void_cutlass_kernel_" + "a" * 300
+        elif e.get("cat") == "cpu_op":
+            e["name"] = "aten::mm_" + "c" * 200
+        elif e.get("cat") == "user_annotation" and "decode" in e["name"]:
+            e["name"] += "_" + "b" * 300
+    trace = tmp_path / "long_names.json"
+    trace.write_text(json.dumps(doc))
+    page = tmp_path / "report.html"
+    assert run_cli(["report", str(trace), "--format", "html", "--out", str(page)]) == 0
+    scroll, client = page_width(page, tmp_path, 1400)
+    assert scroll <= client, f"the page scrolls sideways: {scroll} px of content in a {client} px window"

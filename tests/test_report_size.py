@@ -105,11 +105,12 @@ def test_analyze_screen_leads_with_device_time_and_one_formatter(shared_traces: 
     from tracekit.report.from_path import analyse_path
 
     doc = analyse_path(shared_traces / CE).result.to_json()
-    text = render(doc, limit=3)
+    text = render(doc, regions=3)
     assert "Regions (13,513, most device time first)" in text
-    first = text.split("most device time first)")[1].splitlines()[4]  # after the underline, header and rule
+    # after the underline, the "Showing ..." line, the header and the rule
+    first = text.split("most device time first)")[1].splitlines()[5]
     assert first.startswith("FusionExecutorCache::runFusionWithInputs")  # 1.85 ms of device time, 6 kernels
-    assert "… 13,510 more regions" in text
+    assert "Showing the 3 regions with the most device time of 13,513 (--regions N|all" in text
     assert "rank –" in text and "rank None" not in text  # a missing rank is a dash
     assert "(16 activities) — conserved: yes" in text and "- launch outside any region: 16 activities, 28.4 ms" in text
     assert "note: this Nsight Systems export carries no operator shapes" in text

@@ -89,9 +89,11 @@ def run_serve_sweep(cfg: ServeConfig, rates: list[float], out: Path) -> tuple[Pa
 
     rows: list[dict[str, Any]] = []
     runs = []
+    diagnostic = None  # the CPU-diagnostic label of a CPU run (every run of a sweep is on one device)
     for rate in rates:
         name = f"rate_{rate:g}"
         res = run_serve(dataclasses.replace(cfg, arrival=f"poisson:{rate:g}"), out / name)
+        diagnostic = diagnostic or res.summary.get("diagnostic")
         rows += rows_of(rate, res.summary, f"{name}/{res.trace.name}")
         runs.append(
             {"rate_req_per_s": rate, "trace": f"{name}/{res.trace.name}", "sidecar": f"{name}/{res.sidecar.name}"}
@@ -101,6 +103,8 @@ def run_serve_sweep(cfg: ServeConfig, rates: list[float], out: Path) -> tuple[Pa
         for c in COLUMNS
     }
     df = pl.DataFrame(rows, schema=schema)  # type: ignore[arg-type]
+    # every row says it, so the CSV and Parquet carry the label too (null on a GPU)
+    df = df.with_columns(pl.lit(diagnostic, dtype=pl.String()).alias("diagnostic"))
     table = out / "serve_sweep.parquet"
     df.write_parquet(table)
     df.write_csv(out / "serve_sweep.csv")
@@ -108,6 +112,7 @@ def run_serve_sweep(cfg: ServeConfig, rates: list[float], out: Path) -> tuple[Pa
         out / "serve_sweep.json",
         {
             "kind": "serve_rate_sweep",
+            "diagnostic": diagnostic,
             "rates": rates,
             "config": as_dict(cfg),
             "runs": runs,

@@ -180,6 +180,7 @@ ANALYSIS_MODULES = (
     "tracekit.analysis",
     "tracekit.analysis.communication",
     "tracekit.analysis.store.derived",
+    "tracekit.analysis.serving.basis",
     "tracekit.analysis.serving.interference",
     "tracekit.attribution.core",
     "tracekit.costmodel.ops",

@@ -37,10 +37,43 @@ def figure(w: float = 8.0, h: float = 5.0) -> "Figure":
 
 
 def stamp(fig: "Figure", diagnostic: str | None) -> "Figure":
-    """Write the CPU-diagnostic label across the bottom of ``fig`` (nothing when ``diagnostic`` is None)."""
-    if diagnostic and not any(t.get_text() == diagnostic for t in fig.texts):
-        fig.text(0.5, 0.002, diagnostic, ha="center", va="bottom", fontsize=9, color="#b00020", weight="bold")
+    """Write the CPU-diagnostic label across the bottom of ``fig`` (nothing when ``diagnostic`` is
+    None), as the figure's own x label: the constrained layout reserves its room below every axis
+    label and note, so it never covers one."""
+    if diagnostic and fig.get_supxlabel() != diagnostic:
+        fig.supxlabel(diagnostic, fontsize=9, color="#b00020", weight="bold")
     return fig
+
+
+TITLE_CHARS = 64  # a title wraps past this many characters (an 8-inch axes at 12 pt holds ~70)
+WARNING_COLOR = "#b00020"
+
+
+def title(ax: Any, text: str, fontsize: float = 12) -> None:
+    """The axes' title, wrapped so it is never clipped by the figure's edge."""
+    import textwrap
+
+    ax.set_title("\n".join(textwrap.wrap(text, TITLE_CHARS)), fontsize=fontsize)
+
+
+def legend(ax: Any, fontsize: float = 8) -> None:
+    """The legend outside the axes, on the right (the constrained layout makes room): it never
+    hides a point, a line or a note drawn in the axes."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def note(ax: Any, text: str, warning: bool = False) -> None:
+    """A note under the axes' x label (a warning in red), laid out with the figure: never under
+    the legend, never under the CPU-diagnostic stamp."""
+    import textwrap
+
+    label = ax.get_xlabel() + "\n" + "\n".join(textwrap.wrap(("WARNING: " if warning else "") + text, 100))
+    if warning:
+        ax.set_xlabel(label, color=WARNING_COLOR)
+    else:
+        ax.set_xlabel(label)
 
 
 def si_axes(ax: Any, y_unit: str) -> None:

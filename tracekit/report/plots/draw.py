@@ -18,7 +18,7 @@ import polars as pl
 from tracekit.numbers import count, plain
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
 from tracekit.report import spread
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, si_axes, stamp
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, si_axes, stamp, title
 from tracekit.report.plots.roofline import peaks
 
 # Callers reach every plot and the canvas helpers through this module (plots.timeline, plots.save).
@@ -68,14 +68,14 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
             f"{count(fewest, 'step')} each)"
         ),
     )
-    note = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
-    if note:
-        ax.text(0.01, 0.97, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
+    noise = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
     ax.set_xlabel("context length (tokens)")
+    if noise:
+        note(ax, noise, warning=True)
     ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
-    ax.set_title("Decode step time vs context length")
+    title(ax, "Decode step time vs context length")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    legend(ax)
     return fig
 
 
@@ -142,8 +142,8 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     ax.bar(names, idle, bottom=bottom, color="white", edgecolor="black", hatch="//", label="idle (gaps)")
     ax.set_ylabel("time (ms)")
     ax.set_xlabel("phase")
-    ax.set_title("Where each phase's time goes: busy by op class, and idle")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    title(ax, "Where each phase's time goes: busy by op class, and idle")
+    legend(ax)
     return fig
 
 
@@ -173,12 +173,10 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
                 [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())],
             ]
             ax.errorbar(g["_x"].to_list(), ys, yerr=err, fmt="none", ecolor=PHASE_COLORS.get(lab), capsize=3, lw=1)
-    note = spread.noise_note(
+    noise = spread.noise_note(
         float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
         "repeats of a shape",
     )
-    if note:
-        ax.text(0.01, 0.90, "WARNING: " + note, transform=ax.transAxes, fontsize=8, va="top", color="#b00020")
     pk = peaks(device or {})
     if pk:
         peak, bw, dtype = pk
@@ -186,6 +184,7 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
         ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
         ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {plain(peak / bw)} FLOP/B")
+    knee_note = ""
     if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
         k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)
         ax.axvline(
@@ -197,22 +196,19 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         if knee is not None:
             ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {plain(knee)} FLOP/B")
         else:
-            ax.text(
-                0.01,
-                0.97,
-                "no change of character within the sweep (throughput still rising)",
-                transform=ax.transAxes,
-                fontsize=8,
-                va="top",
-            )
+            knee_note = "no change of character within the sweep (throughput still rising)"
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    if noise:
+        note(ax, noise, warning=True)
+    if knee_note:
+        note(ax, knee_note)
     ax.set_ylabel("achieved throughput (FLOP/s)")
     si_axes(ax, "FLOP/s")
-    ax.set_title("Phase-shape sweep: intensity vs achieved throughput (bars: min–max of repeats)", fontsize=11)
+    title(ax, "Phase-shape sweep: intensity vs achieved throughput (bars: min–max of repeats)", fontsize=11)
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=8)
+    legend(ax)
     diag = table["diagnostic"].drop_nulls() if "diagnostic" in table.columns else None  # the runner's CPU label
     return stamp(fig, str(diag[0]) if diag is not None and diag.len() else None)
 

@@ -128,6 +128,4 @@ def latency_throughput(
     ax.grid(True, alpha=0.25)
     ax.legend(fontsize=7)
     fig.suptitle("Latency vs throughput over the arrival-rate sweep")
-    if diagnostic:
-        fig.get_layout_engine().set(rect=(0, 0.04, 1, 0.96))  # type: ignore[union-attr, call-arg]
     return stamp(fig, diagnostic)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
-from tracekit.numbers import plain, si
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure
+from tracekit.numbers import count, plain, si
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -170,12 +170,10 @@ def roofline(
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (FLOP/s)")
-    ax.set_title(f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
+    title(ax, f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
     if roofless.height:
         dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
-        ax.text(
-            0.01, 0.01, f"{roofless.height} points not drawn: no peak for {dts}", transform=ax.transAxes, fontsize=7
-        )
+        note(ax, f"{count(roofless.height, 'point')} not drawn: no peak for {dts}")
     ax.grid(True, which="both", alpha=0.2)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    legend(ax, fontsize=7)
     return fig

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.numbers import duration
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -76,19 +76,12 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.set_xlabel("time since first event (ms)")
-    ax.set_title("Timeline: phases and device activity per stream (white = idle; red: largest idle cause)")
+    title(ax, "Timeline: phases and device activity per stream (white = idle; red: largest idle cause)")
     if not have_act:
-        ax.text(0.01, 0.02, "no device activity given: phases only", transform=ax.transAxes, fontsize=8)
+        note(ax, "no device activity given: phases only")
     else:
-        ax.text(
-            0.01,
-            -0.22,
-            f"gaps shorter than {duration((t1 - t0) / PIXELS)} (under a pixel) are not drawn",
-            transform=ax.transAxes,
-            fontsize=7,
-            color="#555",
-        )
-    ax.legend(fontsize=8, loc="upper right")
+        note(ax, f"gaps shorter than {duration((t1 - t0) / PIXELS)} (under a pixel) are not drawn")
+    legend(ax)
     return fig
 
 
