@@ -1,6 +1,7 @@
-"""``analyze(trace, release=True)`` (what ``tracekit analyze`` calls): the trace's kernels and ops
-are emptied once read, the analysis frames are let go after their last reader, and the result is
-the same as without release (tracekit/analysis/pipeline.py)."""
+"""Memory in the analysis (tracekit/analysis/pipeline.py, "Memory"): ``analyze(trace,
+release=True)`` (what ``tracekit analyze`` calls) empties the trace's kernels and ops once the
+inputs are prepared, and without it never touches the trace; each intermediate frame is taken by
+its last reader; the result is the same either way."""
 
 from __future__ import annotations
 
@@ -64,9 +65,10 @@ def test_op_columns_let_go_after_the_idle_causes(
     assert res.shape_roofline.height > 0  # the shapes were there to read
 
 
-def test_owned_frames_list_is_emptied(shared_traces: Path) -> None:
-    """``_analyze_owned`` takes the frames out of the list it is given: the caller's list holds
-    no reference to them while the analysis runs."""
+def test_every_frame_is_taken_once_by_its_last_reader(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run`` moves the inputs' frames into its Frames (the Inputs hold none afterwards) and every
+    big intermediate frame is taken exactly once, in the order of the steps that read it last;
+    the result equals the analysis of the same frames without the spy."""
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
@@ -76,9 +78,21 @@ def test_owned_frames_list_is_emptied(shared_traces: Path) -> None:
     costs = trace_costs(trace, att.activities)
     labels = label_regions(trace, tree=att.region_tree)
     want = core.analyze_tables(att.activities, att.region_links, labels, costs, launches=trace.launches)
-    frames = [att.activities, att.region_links, labels, costs]
-    got = core._analyze_owned(frames, None, False, None, None, None, None, None, None, None, trace.launches)
-    assert frames == []
+    taken: list[list[str]] = []
+    real = core.Frames
+
+    class Spy(real):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            taken.append(self.taken)
+
+    monkeypatch.setattr(core, "Frames", Spy)
+    inputs = core.Inputs(att.activities, att.region_links, labels, costs, launches=trace.launches)
+    got = core.run(inputs, core.Settings())
+    assert inputs.activities.is_empty() and inputs.costs.is_empty() and inputs.labels.is_empty()
+    assert taken == [
+        ["activities", "labels", "costs", "region_links", "shapes", "prep", "in_unit", "linked", "region_culprits"]
+    ]
     assert got.to_json_bytes() == want.to_json_bytes()
 
 
@@ -105,35 +119,6 @@ def test_cli_analysis_releases_the_trace(
     main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
     assert capsys.readouterr().out.startswith("{")
     assert [c.get("release") for c in calls] == [True]
-
-
-def test_launch_columns_let_go_after_the_idle_causes(
-    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The windows and idle causes are the only readers of the activities' launch columns and
-    correlation ids: the steps after them (roofline, whole-trace metrics, tops) get activities
-    without them."""
-    write_with_derived(tracekit.load(str(shared_traces / QWEN)), tmp_path)
-    seen: dict[str, list[str]] = {}
-    prep, tops = core.prepare_roofline, core.tops
-
-    def spy_prep(acts: pl.DataFrame) -> Any:
-        seen["prepare"] = list(acts.columns)
-        return prep(acts)
-
-    def spy_tops(acts: pl.DataFrame, *a: Any) -> Any:
-        seen["tops"] = list(acts.columns)
-        return tops(acts, *a)
-
-    monkeypatch.setattr(core, "prepare_roofline", spy_prep)
-    monkeypatch.setattr(core, "tops", spy_tops)
-    trace = load_for_analysis(tmp_path)
-    want = core.analyze(load_for_analysis(tmp_path))
-    got = core.analyze(trace, release=True)
-    launch = {"correlation", "launch_name", "launch_pid", "launch_tid", "launch_start_ns"}
-    assert not launch & set(seen["prepare"]) and not launch & set(seen["tops"])
-    assert {"act_id", "name", "kind", "op_id", "dur_ns", "region_id"} <= set(seen["tops"])
-    assert got.to_json_bytes() == want.to_json_bytes()
 
 
 def test_tops_kernel_sums_by_the_streaming_engine(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:

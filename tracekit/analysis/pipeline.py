@@ -1,33 +1,53 @@
-"""``analyze``: attribution + region labels + op costs + hardware → metrics, verdicts, latency.
+"""``analyze``: the analysis of one trace, as its steps.
 
-The table-level entry point :func:`analyze_tables` takes the frames directly (tests build tiny
-ones by hand); :func:`analyze` computes them from a :class:`~tracekit.tables.trace.Trace`.
-The roll-ups into region rows, phase rows and totals are in tracekit/analysis/regions/rollup.py.
+    prepare    the trace → :class:`Inputs`: attribution (activities, region links), region labels
+               and op costs — stored at ingest when current, else computed — plus what the trace
+               says about itself (device, warnings, KV shape, the runner's sidecar)
+    cost       each activity with its op's FLOPs and bytes; the previous iteration's tail marked
+    regions    region rows with device metrics in their host-clock windows
+    idle       every idle ns of each region's window given one cause, and its culprits
+    verdicts   the per-class roofline, then each region's verdict and reason
+    phases     phase rows: metrics, idle causes, verdicts, launch delays
+    trace      the whole trace's row, top kernels and ops, the shape roofline, unattributed time
+    serving    latency (TTFT/TPOT/ITL), serving metrics, totals
+    → AnalysisResult (with the communication kernels' exposed time per phase)
+
+Each step is a function of frames that returns frames; :func:`run` calls them in this order and is
+the whole of the orchestration. :func:`analyze_tables` starts at ``cost`` from frames built by hand
+(tests). Every formula is in the module a step calls (docs/analysis.md names them).
+
+**Memory**, in one place: the steps' intermediate frames live in a :class:`Frames` holder, and each
+is taken out of it (``take``) by its last reader, so the holder drops its reference as the step
+that needs it last begins, and the frame is freed when that step is done with it. Nothing else in
+this module releases memory. ``analyze(trace, release=True)`` is for a caller that hands the trace
+over (``tracekit analyze``): its kernels and ops are emptied once the inputs are prepared; without
+``release`` the trace is never touched.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from tracekit.tables import schema
-from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.analysis.device import device_block, resolve_hardware
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
+from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
+from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
+from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.tops import region_closure, tops
+from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
+from tracekit.analysis.roofline.points import class_roofline, dominant_class, shape_roofline
+from tracekit.analysis.roofline.points import prepare as prepare_roofline
 from tracekit.analysis.serving.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.step_cost import kv_shape
-from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
-from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
-from tracekit.analysis.regions.tops import region_closure, tops
-from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
-from tracekit.analysis.roofline.points import prepare as prepare_roofline
-from tracekit.analysis.roofline.points import class_roofline, dominant_class, shape_roofline
-from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
+from tracekit.analysis.verdict import Thresholds, classify
+from tracekit.tables import schema
 from tracekit.tables.gather import take
 
 if TYPE_CHECKING:
@@ -36,6 +56,55 @@ if TYPE_CHECKING:
 
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
+
+
+@dataclass
+class Inputs:
+    """What the analysis reads of a trace. ``costs`` carries the op columns the idle causes read."""
+
+    activities: pl.DataFrame
+    region_links: pl.DataFrame
+    labels: pl.DataFrame
+    costs: pl.DataFrame
+    launches: pl.DataFrame | None = None
+    cpu_only: bool = False
+    device_name: str | None = None
+    trace_info: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    kv: dict[str, Any] | None = None
+    sidecar: dict[str, Any] | None = None
+    communication: pl.DataFrame | None = None  # communication.exposed of the kernels
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the analysis judges: the device's peaks, the thresholds, the objectives."""
+
+    hardware: Hardware | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    slo: Slo | None = None
+
+
+class Frames:
+    """The analysis's big intermediate frames. ``take`` is the last read: it hands a frame over
+    and forgets it (see the module docstring, "Memory"); ``taken`` lists them in that order."""
+
+    activities: pl.DataFrame  # attribution's activities (cost: with their ops' costs)
+    region_links: pl.DataFrame  # activity → every region it falls in (verdicts: each one's phase)
+    labels: pl.DataFrame  # regions with phase labels (regions)
+    costs: pl.DataFrame  # op costs with the op columns (idle: host op stretches)
+    shapes: pl.DataFrame  # op ids and shapes (the shape roofline)
+    linked: pl.DataFrame  # activities in region windows (idle; phases: launch delays)
+    prep: pl.DataFrame  # the roofline's per-activity columns (verdicts; shape roofline)
+    in_unit: pl.DataFrame  # each activity's phase unit (phases)
+    region_culprits: pl.DataFrame  # idle culprits per region (phases; culprits)
+
+    def __init__(self) -> None:
+        self.taken: list[str] = []
+
+    def take(self, name: str) -> Any:
+        self.taken.append(name)
+        return self.__dict__.pop(name)
 
 
 def analyze(
@@ -52,23 +121,32 @@ def analyze(
     trace's device). ``phase_map``: user rules passed to ``label_regions``. ``slo``: Slo or text
     ``"ttft=200,tpot=50"`` (ms). ``thresholds``: Thresholds or text ``"busy=0.5,coverage=0.5"``.
     A trace read from a dataset reuses the derived tables stored at ingest when they are current
-    (tracekit/analysis/store/derived.py; the region labels only without ``phase_map``).
-    Raises UsageError for a bad --hardware / --slo / --thresholds. ``release``: for a caller that
-    reads the trace's tables no more (``tracekit analyze``): each is emptied in ``trace`` once the
-    analysis has taken what it needs of it, so its memory goes back while the analysis runs (the
-    kernels before the region metrics, ~30 MB on the 860 MB replica, and the op columns after the
-    idle causes, ~60 MB).
+    (tracekit/analysis/store/derived.py; the region labels only without ``phase_map``). Raises
+    UsageError for a bad --hardware / --slo / --thresholds. ``release``: the caller hands the
+    trace over; its kernels and ops are emptied once the inputs are prepared (module docstring).
     """
+    devices = list(trace.meta.get("devices") or [])
+    settings = Settings(
+        resolve_hardware(hardware, devices),
+        Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds()),
+        Slo.parse(slo) if isinstance(slo, str) else slo,
+    )
+    inputs = prepare(trace, phase_map)
+    if release:
+        trace.kernels, trace.ops = trace.kernels.clear(), trace.ops.clear()
+    return run(inputs, settings)
+
+
+def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
+    """Step ``prepare``: the trace's attribution, labels and costs (stored or computed), the copy
+    bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
+    facts (device, warnings, KV shape, sidecar, communication)."""
     from tracekit.analysis.communication import exposed
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
+    from tracekit.labels.phases import unread_step_names
     from tracekit.labels.regions import label_regions
+    from tracekit.sources.kineto.capture.merge import replay_note
 
-    devices = list(trace.meta.get("devices") or [])
-    hw = resolve_hardware(hardware, devices)
-    slo_v = Slo.parse(slo) if isinstance(slo, str) else slo
-    th = Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds())
-    # the communication kernels' exposed time needs only the kernels: taken first, while little
-    # else is held (the phases they fall in are read from the analysis's regions at the end)
     comm = exposed(trace.kernels)
     stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if trace.read_in_part and (stored is None or phase_map is not None):
@@ -92,18 +170,13 @@ def analyze(
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
         acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
-    from tracekit.sources.kineto.capture.merge import replay_note
-
     if (note := replay_note(acts)) is not None:
         warnings.append(note)
-    if "launch_name" in acts.columns:  # read by the replay note only: let go (this function's frame, no query)
-        acts.drop_in_place("launch_name")
-    from tracekit.labels.phases import unread_step_names
-
     warnings.extend(unread_step_names(labels))
     if not (labels["phase"] != "other").any():
         labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)
+    devices = list(trace.meta.get("devices") or [])
     names = [str(d.get("name") or "") for d in devices]
     device_name = next((n for n in names if n), None)
     if device_name is None and devices:
@@ -116,27 +189,243 @@ def analyze(
         "rank": dist.get("rank"),
         "world_size": dist.get("world_size"),
     }
-    kv = kv_shape(trace.ops, labels)
-    launches = trace.launches
-    # the analysis holds the only references to its frames (released as it goes) ...
-    frames = [acts, links, labels, costs]
-    del acts, links, labels, costs, stored, kern
-    if release:  # ... and to the trace's kernels and ops, which the caller reads no more
-        trace.kernels, trace.ops = trace.kernels.clear(), trace.ops.clear()
-    result = _analyze_owned(
-        frames,
-        hw,
-        cpu_only,
-        device_name if not cpu_only else "CPU",
-        th,
-        slo_v,
-        read_sidecar(trace_info["source"]),
-        trace_info,
-        warnings,
-        kv,
-        launches,
+    return Inputs(
+        activities=acts,
+        region_links=links,
+        labels=labels,
+        costs=costs,
+        launches=trace.launches,
+        cpu_only=cpu_only,
+        device_name=device_name if not cpu_only else "CPU",
+        trace_info=trace_info,
+        warnings=warnings,
+        kv=kv_shape(trace.ops, labels),
+        sidecar=read_sidecar(trace_info["source"]),
+        communication=comm,
     )
-    return _with_exposed(result, comm)
+
+
+def analyze_tables(
+    activities: pl.DataFrame,
+    region_links: pl.DataFrame,
+    labels: pl.DataFrame,
+    costs: pl.DataFrame,
+    hardware: Hardware | None = None,
+    cpu_only: bool = False,
+    device_name: str | None = None,
+    thresholds: Thresholds | None = None,
+    slo: Slo | None = None,
+    sidecar: dict[str, Any] | None = None,
+    trace_info: dict[str, Any] | None = None,
+    warnings: list[str] | None = None,
+    kv: dict[str, Any] | None = None,
+    launches: pl.DataFrame | None = None,
+) -> AnalysisResult:
+    """The analysis over already-built frames (activities and links from attribution, labelled
+    regions, op costs; the trace's ``launches`` for blocking calls in the idle causes — the ops
+    come from ``costs``, which carries the op columns). Pure: returns an :class:`AnalysisResult`."""
+    inputs = Inputs(
+        activities,
+        region_links,
+        labels,
+        costs,
+        launches,
+        cpu_only,
+        device_name,
+        trace_info or {},
+        list(warnings or []),
+        kv,
+        sidecar,
+    )
+    return run(inputs, Settings(hardware, thresholds or Thresholds(), slo))
+
+
+def run(x: Inputs, s: Settings) -> AnalysisResult:
+    """The steps after ``prepare``, in order (module docstring). ``x``'s frames move into the
+    analysis's :class:`Frames`: ``x`` holds none of them afterwards."""
+    f = Frames()
+    f.activities, f.region_links, f.labels, f.costs = x.activities, x.region_links, x.labels, x.costs
+    x.activities = x.region_links = x.labels = x.costs = pl.DataFrame()
+    warn = list(x.warnings)
+    no_cpu = has_no_cpu_ops(f.costs, f.activities, x.cpu_only, x.trace_info.get("format"))
+    if no_cpu:
+        warn.append(NO_CPU_WARNING)
+    acts, tail = cost(f.take("activities"), f.costs)
+    regions = f.take("labels").filter(pl.col("kind") != schema.REGION_GPU_USER)
+    units = phase_units(regions)
+    reg, f.linked = region_metrics(regions, acts, f.region_links, x.cpu_only, units)
+    f.shapes = f.costs.select([c for c in ("op_id", "input_dims") if c in f.costs.columns])
+    reg, f.region_culprits = idle(reg, acts, f.linked, x.launches, f.take("costs"))
+    closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
+    f.prep = prepare_roofline(acts)
+    reg, cr, unit_ph, f.in_unit, excluded = verdicts(reg, acts, regions, f.take("region_links"), f.prep, closure, x, s)
+    if no_cpu:
+        reg = device_only_reason(reg)
+    shape_rf = shape_roofline(
+        acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
+    )
+    ph, ph_cul = phases(reg, acts, cr, unit_ph, f.take("in_unit"), f.region_culprits, f.take("linked"), x, s)
+    if no_cpu and ph.height:
+        ph = device_only_reason(ph)
+    culprits = culprit_frame(f.take("region_culprits"), ph_cul, reg, ph)
+    if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
+        warn.append(NO_PHASES)
+    whole, unattr = whole_trace(acts, s, x.device_name)
+    if no_cpu:
+        whole = device_only_reason(whole)
+    tk, to, classes = tops(acts, regions, unit_ph, closure)
+    lat = latency(latency_units(reg, tail), sidecar=x.sidecar, slo=s.slo)
+    warn.extend(lat.scalars.get("notes") or [])
+    totals = trace_totals(acts, whole, reg, excluded, s.thresholds, lat.scalars)
+    totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
+    result = AnalysisResult(
+        trace=x.trace_info,
+        device=device_block(s.hardware, x.device_name, x.cpu_only),
+        diagnostic=CPU_DIAGNOSTIC if x.cpu_only else None,
+        regions=reg,
+        phases=ph,
+        unattributed=unattr,
+        top_kernels=tk,
+        top_ops=to,
+        totals=totals,
+        latency=lat.summary,
+        steps=lat.steps,
+        requests=lat.requests,
+        decode_by_ctx=lat.decode_by_ctx,
+        warnings=warn,
+        op_classes=classes,
+        serving=serving_summary(lat.steps, lat.requests, reg, x.kv),
+        idle_culprits=culprits,
+        class_roofline=cr,
+        shape_roofline=shape_rf,
+    )
+    return result if x.communication is None else _with_exposed(result, x.communication)
+
+
+def cost(activities: pl.DataFrame, costs: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """Step ``cost``: each activity with its owning op's FLOPs, bytes, dtype and coverage flag
+    (regions/metrics.with_costs); activities that are the end of an iteration launched before the
+    trace began get that reason (labels/infer.py) and the tail's summary, which latency reads."""
+    from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
+
+    acts = with_costs(activities, costs)
+    tail = tail_summary(acts)
+    if tail is not None:  # said, and kept out of latency
+        acts = acts.with_columns(
+            pl.when(previous_iteration_tail(acts))
+            .then(pl.lit(TAIL_REASON))
+            .otherwise(pl.col("unattributed_reason"))
+            .alias("unattributed_reason")
+        )
+    return acts, tail
+
+
+def idle(
+    reg: pl.DataFrame, acts: pl.DataFrame, linked: pl.DataFrame, launches: pl.DataFrame | None, costs: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step ``idle``: every idle ns of each region's window given one cause (idle/causes.py), the
+    region rows with their cause totals, and the culprits per region. The host layers read the
+    ops' columns from ``costs`` and the blocking calls from ``launches``."""
+    ops = costs if OP_COLUMNS <= set(costs.columns) else None
+    host = analysis_host(reg, acts, launches, ops)
+    return region_idle(reg, linked, launches, ops, host)
+
+
+def verdicts(
+    reg: pl.DataFrame,
+    acts: pl.DataFrame,
+    regions: pl.DataFrame,
+    region_links: pl.DataFrame,
+    prep: pl.DataFrame,
+    closure: pl.DataFrame,
+    x: Inputs,
+    s: Settings,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+    """Step ``verdicts``: the per-class roofline of every scope (roofline/points.py), then each
+    region's verdict and reason with its dominant class (verdict.py). Returns the judged regions
+    (those without span or work excluded, counted), the class roofline, each phase unit's phase,
+    and each activity's phase unit."""
+    units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
+    cr = class_roofline(acts, regions, units_q, s.hardware, s.thresholds, prep, closure)
+    top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
+    reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), s.hardware, s.thresholds, x.device_name)
+    excluded = int(reg["bound"].null_count())
+    reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
+    # each activity's phase: the phase of its (single) enclosing phase unit
+    unit_q = reg_q.filter(pl.col("is_unit")).select("region_id", "phase")
+    in_unit_q = (
+        region_links.lazy()
+        .select("act_id", "region_id")
+        .join(unit_q, on="region_id", maintain_order="left")
+        .unique("act_id", keep="first", maintain_order=True)
+    )
+    reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
+    return reg, cr, unit_ph, in_unit, excluded
+
+
+def phases(
+    reg: pl.DataFrame,
+    acts: pl.DataFrame,
+    cr: pl.DataFrame,
+    unit_ph: pl.DataFrame,
+    in_unit: pl.DataFrame,
+    region_culprits: pl.DataFrame,
+    linked: pl.DataFrame,
+    x: Inputs,
+    s: Settings,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step ``phases``: phase rows from their activities (regions/rollup.py), their idle causes
+    from their regions', their dominant class, verdict and launch delays; and the phases' culprits."""
+    acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
+    ph = phase_metrics(reg, acts_ph)
+    ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, region_culprits)
+    if ph.height:
+        ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
+        ph = classify(ph, s.hardware, s.thresholds, x.device_name).join(
+            launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left"
+        )
+    return ph, ph_cul
+
+
+def whole_trace(acts: pl.DataFrame, s: Settings, device_name: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Step ``trace``: the whole trace's metrics and verdict, and the unattributed device time by reason."""
+    whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
+    whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
+    whole = classify(derived(whole), s.hardware, s.thresholds, device_name)
+    unattr = (
+        acts.lazy()
+        .select("region_id", "unattributed_reason", "dur_ns")
+        .filter(pl.col("region_id").is_null())
+        .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
+        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
+        .sort("time_ns", descending=True)
+        .collect(engine="in-memory")
+    )
+    return whole, unattr
+
+
+def latency_units(reg: pl.DataFrame, tail: dict[str, Any] | None) -> pl.DataFrame:
+    """Step ``serving``'s input: the phase units (one per forward step) with their host-clock start,
+    end and the step attributes the latency reads. A step's work cannot start before the previous
+    iteration's tail has left the device: latency is measured from then, not from a CPU start that
+    queued behind it."""
+    q = (
+        reg.lazy()
+        .filter(pl.col("is_unit"))
+        .select(
+            "region_id",
+            "name",
+            "phase",
+            "step",
+            "cpu_start_ns",
+            "cpu_end_ns",
+            "last_ns",
+            *[c for c in ("phase_rule", *ATTR_COLUMNS) if c in reg.columns],
+        )
+    )
+    if tail is not None:
+        q = q.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
+    return q.collect(engine="in-memory")
 
 
 def with_communication(result: AnalysisResult, kernels: pl.DataFrame) -> AnalysisResult:
@@ -167,195 +456,3 @@ def _with_exposed(result: AnalysisResult, comm: pl.DataFrame) -> AnalysisResult:
         else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
     return replace(result, communication=exposed_by_phase(comm, units))
-
-
-def analyze_tables(
-    activities: pl.DataFrame,
-    region_links: pl.DataFrame,
-    labels: pl.DataFrame,
-    costs: pl.DataFrame,
-    hardware: Hardware | None = None,
-    cpu_only: bool = False,
-    device_name: str | None = None,
-    thresholds: Thresholds | None = None,
-    slo: Slo | None = None,
-    sidecar: dict[str, Any] | None = None,
-    trace_info: dict[str, Any] | None = None,
-    warnings: list[str] | None = None,
-    kv: dict[str, Any] | None = None,
-    launches: pl.DataFrame | None = None,
-) -> AnalysisResult:
-    """The analysis over already-built frames (activities and links from attribution, labelled
-    regions, op costs; the trace's ``launches`` for blocking calls in the idle causes — the ops
-    come from ``costs``, which carries the op columns). Pure: returns an :class:`AnalysisResult`."""
-    frames = [activities, region_links, labels, costs]
-    return _analyze_owned(
-        frames, hardware, cpu_only, device_name, thresholds, slo, sidecar, trace_info, warnings, kv, launches
-    )
-
-
-def _analyze_owned(
-    frames: list[pl.DataFrame],
-    hardware: Hardware | None,
-    cpu_only: bool,
-    device_name: str | None,
-    thresholds: Thresholds | None,
-    slo: Slo | None,
-    sidecar: dict[str, Any] | None,
-    trace_info: dict[str, Any] | None,
-    warnings: list[str] | None,
-    kv: dict[str, Any] | None,
-    launches: pl.DataFrame | None,
-) -> AnalysisResult:
-    """:func:`analyze_tables` of ``frames`` (activities, region links, labels, costs), a list it
-    empties: a caller that passed its only references lets each frame go after its last reader
-    (the op columns of ``costs`` after the idle causes: ~60 MB on the 860 MB replica)."""
-    from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
-
-    activities, region_links, labels, costs = frames
-    frames.clear()
-    th = thresholds or Thresholds()
-    warn = list(warnings or [])
-    no_cpu = has_no_cpu_ops(costs, activities, cpu_only, (trace_info or {}).get("format"))
-    if no_cpu:
-        warn.append(NO_CPU_WARNING)
-    acts = with_costs(activities, costs)
-    del activities
-    tail = tail_summary(acts)
-    if tail is not None:  # the end of an iteration launched before the trace: said, and kept out of latency
-        acts = acts.with_columns(
-            pl.when(previous_iteration_tail(acts))
-            .then(pl.lit(TAIL_REASON))
-            .otherwise(pl.col("unattributed_reason"))
-            .alias("unattributed_reason")
-        )
-    regions = labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
-    del labels
-    units = phase_units(regions)
-    reg, linked = region_metrics(regions, acts, region_links, cpu_only, units)
-    if "act_id" in linked.columns:  # the windows read it no more, nor do the idle causes (region_metrics' own frame)
-        linked.drop_in_place("act_id")
-    ops = costs if OP_COLUMNS <= set(costs.columns) else None
-    host = analysis_host(reg, acts, launches, ops)
-    reg, reg_cul = region_idle(reg, linked, launches, ops, host)
-    # the blocking calls and threads of the idle causes and the op columns are not needed
-    # again: only the shape roofline reads the ops, their ids and shapes
-    del host, ops
-    costs = costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
-    # nor the activities' launch columns, read by the windows and idle causes only (~20 MB); in
-    # place, on this function's own frame (with_costs made it): no polars query
-    for c in ("correlation", "launch_pid", "launch_tid", "launch_start_ns"):
-        if c in acts.columns:
-            acts.drop_in_place(c)
-    # only the phase units' launch delays read the linked activities again: kept for the units
-    # and the columns launch_delay reads (the 860 MB replica: 445 k of 567 k rows, 4 of 8 columns)
-    keep = [c for c in ("region_id", "start_ns", "launch_start_ns", "correlation") if c in linked.columns]
-    linked = (
-        linked.lazy()
-        .filter(pl.col("region_id").is_in(pl.lit(units).implode()))
-        .select(keep)
-        .collect(engine="in-memory")
-    )
-    prep = prepare_roofline(acts)
-    closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
-    units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
-    cr = class_roofline(acts, regions, units_q, hardware, th, prep, closure)
-    top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
-    reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), hardware, th, device_name)
-    if no_cpu:
-        reg = device_only_reason(reg)
-    excluded = int(reg["bound"].null_count())
-    reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
-
-    # Each activity's phase: the phase of its (single) enclosing phase unit.
-    unit_q = reg_q.filter(pl.col("is_unit")).select("region_id", "phase")
-    in_unit_q = (
-        region_links.lazy()
-        .select("act_id", "region_id")
-        .join(unit_q, on="region_id", maintain_order="left")
-        .unique("act_id", keep="first", maintain_order=True)
-    )
-    reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
-    del region_links
-    # Each intermediate is released after its last reader, before the steps that follow make
-    # their own (the 860 MB replica: the roofline preparation, the linked activities, the
-    # activities' phases and the region culprits ~70 MB, no longer beside the tops' transients).
-    shape_rf = shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure)
-    del prep
-    acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
-    del in_unit
-    ph = phase_metrics(reg, acts_ph)
-    del acts_ph
-    ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, reg_cul)
-    if ph.height:
-        ph = ph.join(dominant_class(cr, "phase").rename({"scope": "phase"}), on="phase", how="left")
-        ph = classify(ph, hardware, th, device_name).join(
-            launch_delay(linked.join(unit_ph, on="region_id")), on="phase", how="left"
-        )
-        if no_cpu:
-            ph = device_only_reason(ph)
-    del linked
-    culprits = culprit_frame(reg_cul, ph_cul, reg, ph)
-    del reg_cul, ph_cul
-    if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
-        warn.append(NO_PHASES)
-
-    whole = group_metrics(acts.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
-    whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
-    whole = classify(derived(whole), hardware, th, device_name)
-    if no_cpu:
-        whole = device_only_reason(whole)
-    tk, to, classes = tops(acts, regions, unit_ph, closure)
-
-    unattr_q = (
-        acts.lazy()
-        .select("region_id", "unattributed_reason", "dur_ns")
-        .filter(pl.col("region_id").is_null())
-        .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
-        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
-        .sort("time_ns", descending=True)
-    )
-    lat_q = (
-        reg.lazy()
-        .filter(pl.col("is_unit"))
-        .select(
-            "region_id",
-            "name",
-            "phase",
-            "step",
-            "cpu_start_ns",
-            "cpu_end_ns",
-            "last_ns",
-            *[c for c in ("phase_rule", *ATTR_COLUMNS) if c in reg.columns],
-        )
-    )
-    if tail is not None:
-        # A step's work cannot start before the previous iteration's tail has left the device:
-        # latency is measured from then, not from a CPU start that queued behind it.
-        lat_q = lat_q.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
-    unattr, lat_units = pl.collect_all([unattr_q, lat_q], engine="in-memory")
-    lat = latency(lat_units, sidecar=sidecar, slo=slo)
-    warn.extend(lat.scalars.get("notes") or [])
-    totals = trace_totals(acts, whole, reg, excluded, th, lat.scalars)
-    totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
-    return AnalysisResult(
-        trace=trace_info or {},
-        device=device_block(hardware, device_name, cpu_only),
-        diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
-        regions=reg,
-        phases=ph,
-        unattributed=unattr,
-        top_kernels=tk,
-        top_ops=to,
-        totals=totals,
-        latency=lat.summary,
-        steps=lat.steps,
-        requests=lat.requests,
-        decode_by_ctx=lat.decode_by_ctx,
-        warnings=warn,
-        op_classes=classes,
-        serving=serving_summary(lat.steps, lat.requests, reg, kv),
-        idle_culprits=culprits,
-        class_roofline=cr,
-        shape_roofline=shape_rf,
-    )
