@@ -240,7 +240,9 @@ def test_allocator_returns_pages_only_where_memory_must_stay_bounded(monkeypatch
     assert not cli_ingest.needs_bounded_memory([nsys], None, serial)
     assert cli_ingest.needs_bounded_memory([nsys, small], True, serial)  # --stream: a Kineto input streams
     assert cli_ingest.needs_bounded_memory([small], None, local)
-    monkeypatch.setattr(cli_ingest, "STREAM_BYTES", 1 << 20)  # now 10 MB of JSON is "large"
+    from tracekit.sources.kineto import source as kineto_source
+
+    monkeypatch.setattr(kineto_source, "STREAM_BYTES", 1 << 20)  # now 10 MB of JSON is "large"
     assert cli_ingest.needs_bounded_memory([small], None, serial)
     assert not cli_ingest.needs_bounded_memory([small], False, serial)  # --no-stream: in memory
 

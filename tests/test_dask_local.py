@@ -45,3 +45,32 @@ def test_local_cluster_ingest_equals_serial(shared_traces: Path, tmp_path: Path)
     # Two worker processes (pids) ran the three tasks, neither of them this command's process.
     assert "2 worker processes ran the tasks" in local.stdout, local.stdout
     assert_same_dataset(tmp_path / "d", tmp_path / "s")
+
+
+def test_no_dask_warning_when_its_default_port_is_taken(tmp_path: Path) -> None:
+    """Dask's scheduler serves HTTP on 8787 unless told otherwise, and warns on stderr ("Port 8787
+    is already in use") when something else holds it: tracekit's output must carry no such line
+    (issue 25). The port is held here by a listening socket for the whole ingest."""
+    import socket
+
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))
+    except OSError:
+        pass  # held by someone else already: the condition under test holds anyway
+    else:
+        holder.listen(1)
+    try:
+        src = Path(__file__).resolve().parent.parent / "sample_traces" / "llm" / "llm.pt.trace.json.gz"
+        p = subprocess.run(
+            [sys.executable, "-m", "tracekit.cli.main", "ingest", str(src), "--out", str(tmp_path / "ds")]
+            + ["--workers", "2"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        holder.close()
+    assert p.returncode == 0, p.stderr
+    assert "already in use" not in p.stderr and "Warning" not in p.stderr, p.stderr
+    assert "ingested 1 of 1 trace" in p.stderr + p.stdout

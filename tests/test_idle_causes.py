@@ -383,34 +383,21 @@ def test_split_packed_equals_join_path() -> None:
     assert int((a_cov["e"] - a_cov["s"]).sum()) + int((a_rest["e"] - a_rest["s"]).sum()) == total
 
 
-def test_split_group_rank_equals_struct_rank() -> None:
-    # interval_split._group_rank: two integer thread keys packed into one int64 and ranked by a
-    # binary search in their distinct values give the dense rank of the (pid, tid) struct; one key
-    # gives its own dense rank (negative values and 2^40-wide ranges included; nulls: the struct).
-    import random
+def test_packed_keys_by_hand() -> None:
+    # idle/intervals._packed: group number × (extent) + (t − t0), the group the dense rank of the
+    # (pid, tid) struct over pieces then layer. t0 = 10, t1 = 30 → extent 21; groups (1,1) → 1,
+    # (1,2) → 2, (2,0) → 3. Piece (1,2) [10, 20): 2·21 − 10 = 32 → [42, 52); piece (1,1) [15, 30):
+    # 21 − 10 = 11 → [26, 41); layer (2,0) [12, 18): 63 − 10 = 53 → [65, 71).
+    from tracekit.analysis.idle.intervals import _packed
 
-    from tracekit.analysis.idle.intervals import _group_rank
-
-    rnd = random.Random(5)
-    schema = {"pid": pl.Int64(), "tid": pl.Int64(), "region_id": pl.Int64()}
-    for _ in range(200):
-        big = rnd.choice([3, 1000, 2**40])
-
-        def frame(n: int) -> pl.DataFrame:
-            return pl.DataFrame(
-                {c: [rnd.randrange(-big, big) for _ in range(n)] for c in schema},
-                schema=schema,  # type: ignore[arg-type]
-            )
-
-        a, b = frame(rnd.randrange(1, 40)), frame(rnd.randrange(0, 40))
-        both = pl.concat([a, b])
-        want = both.select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()))
-        assert _group_rank(a, b, ["pid", "tid"]).to_list() == want.to_series().to_list()
-        want1 = both["region_id"].rank("dense").cast(pl.Int64())
-        assert _group_rank(a, b, ["region_id"]).to_list() == want1.to_list()
-    with_null = pl.DataFrame({"pid": [1, None, 1], "tid": [2, 2, None]}, schema={"pid": pl.Int64(), "tid": pl.Int64()})
-    want = pl.concat([with_null, with_null]).select(pl.struct("pid", "tid").rank("dense").cast(pl.Int64()))
-    assert _group_rank(with_null, with_null, ["pid", "tid"]).to_list() == want.to_series().to_list()
+    pieces = pl.DataFrame({"pid": [1, 1], "tid": [2, 1], "s": [10, 15], "e": [20, 30]})
+    layer = pl.DataFrame({"pid": [2], "tid": [0], "s": [12], "e": [18]})
+    got = _packed(pieces, layer, ["pid", "tid"])
+    assert got is not None
+    assert [x.to_list() for x in got] == [[42, 26], [52, 41], [65], [71]]
+    # epoch-ns times and ids 2^40 wide still fit; a group count × extent past 2^62 does not
+    wide = pieces.with_columns(pl.col("s") + 1_711_964_646_000_000_000, pl.col("e") + 1_711_964_646_000_000_000)
+    assert _packed(wide, layer.with_columns(pl.col("pid") * 2**40), ["pid"]) is None
 
 
 @pytest.mark.parametrize(
@@ -439,33 +426,6 @@ def test_idle_causes_by_block_equal_all_at_once(shared_traces: Path, rel: str, m
     monkeypatch.setattr(explain, "idle_causes", counted)
     assert analyze(trace).to_json_bytes() == whole
     assert len(calls) >= 2, calls
-
-
-def test_packed_keys_equal_ranked_path() -> None:
-    # interval_split._packed's two-query path for integer keys (rank bounded by the row count)
-    # gives the same packed keys as the struct-rank path it replaces (one and two keys, negative
-    # and wide ids, times near the epoch-ns range).
-    import random
-
-    from tracekit.analysis.idle.intervals import _packed, _packed_ranked
-
-    rnd = random.Random(11)
-    for _ in range(50):
-        big = rnd.choice([3, 1000, 2**31])
-        t0 = rnd.choice([0, 1_711_964_646_000_000_000])
-
-        def frame(n: int) -> pl.DataFrame:
-            rows = []
-            for _ in range(n):
-                s = t0 + rnd.randrange(10**6)
-                rows.append((rnd.randrange(-big, big), rnd.randrange(-big, big), s, s + rnd.randrange(1, 1000)))
-            return pl.DataFrame(rows, schema=["pid", "tid", "s", "e"], orient="row")
-
-        a, b = frame(rnd.randrange(1, 30)), frame(rnd.randrange(1, 30))
-        for by in (["pid", "tid"], ["pid"]):
-            got, want = _packed(a, b, by), _packed_ranked(a, b, by)
-            assert got is not None and want is not None
-            assert [x.to_list() for x in got] == [x.to_list() for x in want]
 
 
 def test_totals_and_culprits_equal_from_pieces() -> None:

@@ -12,7 +12,6 @@ retry replaces what it left. See docs/scale.md.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import resource
 import shutil
@@ -27,7 +26,8 @@ from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
 from tracekit.sources.kineto.reading.window import json_size as json_size  # re-exported: cli/ingest.py, tests
 
-STREAM_BYTES = 256 << 20  # Kineto JSON at least this large is ingested with bounded memory
+from tracekit.sources.kineto.source import STREAM_BYTES  # noqa: E402,F401 - re-exported: cli/ingest.py, tests
+
 GLOB_CHARS = ("*", "?", "[")
 # What computing the derived tables imports (tracekit/analysis/store/derived.py compute_derived): imported
 # in the early read's thread while the file is read (tracekit/sources/kineto/reading/early.py), not after.
@@ -132,25 +132,13 @@ def ingest_file(f: Path, out: Path, stream: bool | None = None, captures: Sequen
 
 
 def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-    streamed = False
-    if sniff(f) == "nsys":  # chunked, bounded memory: writes the dataset itself
-        meta, heights = _ingest_nsys(f, out)
-    elif stream or (stream is None and json_size(f) >= STREAM_BYTES):
-        from tracekit.sources.kineto.ingest import ingest_kineto
+    from tracekit.sources.registry import source
 
-        meta, heights = ingest_kineto(f, out)
-        streamed = True
-        from tracekit.sources.kineto.capture.files import discover
-
-        if captures or discover(f):
-            meta = {
-                **meta,
-                "warnings": [
-                    *(meta.get("warnings") or []),
-                    "streamed: graph-capture traces are not merged "
-                    "into a streamed ingest (pass --no-stream to merge them)",
-                ],
-            }
+    src = source(sniff(f))
+    written = src.ingest(f, out, stream, [Path(c) for c in captures])  # the source's own writer, if any
+    streamed = written is not None and src.streamed(f, stream)
+    if written is not None:
+        meta, heights = written
     else:
         # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/reading/early.py)
         from tracekit.tuning import importer
@@ -287,29 +275,6 @@ def _as_ingested(f: Path, o: Outcome[Ingested]) -> Ingested:
     if o.value is not None:
         return o.value
     return Ingested(str(f), error=o.error or "task failed")
-
-
-def _ingest_nsys(f: Path, out: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """An Nsight Systems export through the chunked writer (never the whole export in memory).
-    Partitions of this trace in tables other than the canonical ones (e.g. derived tables of an
-    earlier ingest) are removed first: they might describe another row order."""
-    import polars as pl
-
-    from tracekit.sources.nsys.ingest import ingest_nsys
-    from tracekit.tables.ids import make_trace_id
-    from tracekit.tables.trace import DATA_FILE, META_TABLE
-
-    tid = make_trace_id(f)
-    for stale in out.glob(f"*/trace_id={tid}"):
-        if stale.parent.name not in (*TABLES, META_TABLE) and not stale.parent.name.startswith("."):
-            shutil.rmtree(stale, ignore_errors=True)
-    ingest_nsys(f, out, tid)
-    meta: dict[str, Any] = json.loads(pl.read_parquet(out / META_TABLE / f"trace_id={tid}" / DATA_FILE)["meta_json"][0])
-    meta["trace_id"] = tid
-    heights = {
-        n: pl.scan_parquet(out / n / f"trace_id={tid}" / DATA_FILE).select(pl.len()).collect().item() for n in TABLES
-    }
-    return meta, heights
 
 
 def _cpu_s() -> float:

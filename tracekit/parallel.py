@@ -211,7 +211,9 @@ class _client:
                 threads_per_worker=1,
                 processes=True,
                 memory_limit=self.memory_limit,
-                dashboard_address=None,
+                # Dask's scheduler serves HTTP even without a dashboard, on 8787 unless told: a
+                # port in use there printed Dask's own warning into tracekit's output
+                dashboard_address="127.0.0.1:0",
                 silence_logs=logging.ERROR,
                 env={"POLARS_MAX_THREADS": str(threads)},
             )

@@ -9,6 +9,7 @@ from typing import Final
 
 import polars as pl
 
+from tracekit.sources.kineto import NAME as KINETO
 from tracekit.analysis.verdict import LOW_COVERAGE_CAUSE
 
 RECORD_HINT: Final = "record with torch.profiler(activities=[CPU, CUDA], record_shapes=True)"
@@ -23,7 +24,7 @@ def has_no_cpu_ops(costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool
     """A Kineto trace with device activities but not one CPU-side op (``costs``: the ops table
     with their costs). Nsight traces have ops only where NVTX ranges carry shapes
     (docs/nsys.md): the profiler hint is not theirs, and they keep the generic reason."""
-    return fmt == "kineto" and not cpu_only and costs.height == 0 and activities.height > 0
+    return fmt == KINETO and not cpu_only and costs.height == 0 and activities.height > 0
 
 
 def device_only_reason(verdicts: pl.DataFrame) -> pl.DataFrame:

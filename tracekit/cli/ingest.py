@@ -153,15 +153,15 @@ def needs_bounded_memory(files: Sequence[Path], stream: bool | None, where: Plan
     cost ≈ 1 s of CPU of 10 on a 133 MB export (system time 2.2 → 1.5 s) for ≈ 40 MB of peak,
     and a 1.07 GB export peaks at 460 MiB without it."""
     from tracekit.errors import TracekitError
-    from tracekit.ingest import json_size
     from tracekit.sources import sniff
+    from tracekit.sources.registry import DATASET, source
 
     def bounded(f: Path) -> bool:
         try:
             fmt = sniff(f)
         except TracekitError:  # not a trace: its task reports it
             return False
-        return fmt == "kineto" and stream is not False and json_size(f) >= STREAM_BYTES
+        return fmt != DATASET and source(fmt).streamed(f, stream)
 
     return where.mode != "serial" or bool(stream) or any(bounded(f) for f in files)
 

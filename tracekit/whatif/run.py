@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.numbers import plain
+from tracekit.numbers import count, plain
 from tracekit.errors import UsageError
 from tracekit.hardware.links import link
 from tracekit.whatif import compare, inputs, sensitivity, traced_sensitivity
@@ -36,7 +36,9 @@ def run_whatif(
         assert p is not None and t is not None and n is not None
         if p < 0 or t < 0 or n < 0:
             raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
-        doc["assumptions"]["hand input"] = f"prefill {p} ms, {n} decode steps × TPOT {t} ms (options)"
+        doc["assumptions"]["hand input"] = (
+            f"prefill {plain(p)} ms, {count(n, 'decode step')} × TPOT {plain(t)} ms (options)"
+        )
         doc["sensitivity"] = sensitivity([p], [n], [t])
         if result is None:
             return doc

@@ -86,45 +86,7 @@ def union(iv: pl.DataFrame, key: str, s: str = "s", e: str = "e") -> pl.DataFram
 def _packed(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
     """Group-major int64 keys: group number × (time extent + 1) + (t − t0), for pieces' s, e and
     the layer's s, e; None when that could overflow (then the caller joins with ``by``). The
-    group number is the dense rank of ``by`` over pieces and layer together; the pieces' and the
-    layer's columns are not concatenated, only their group keys. One or two integer ``by``
-    columns without nulls: one polars query (the keys; the ranges are Series minima and maxima),
-    the rank bounded by the row count; else :func:`_group_rank` and up to four."""
-    ints = all(f.schema[c].is_integer() for f in (pieces, layer) for c in by) and len(by) in (1, 2)
-    if ints:
-        both = pl.concat(
-            [f.lazy().select(*[pl.col(c).cast(pl.Int64()) for c in by], "s", "e") for f in (pieces, layer)]
-        )
-        # the ranges by Series minima and maxima (no polars query)
-        frames = (pieces, layer)
-        t0, t1 = _lim([f["s"].min() for f in frames], min), _lim([f["e"].max() for f in frames], max)
-        lims = [(_lim([f[c].min() for f in frames], min), _lim([f[c].max() for f in frames], max)) for c in by]
-        nulls = sum(f[c].null_count() for f in frames for c in by)
-        n = pieces.height + layer.height  # the dense rank is at most the row count
-        if nulls == 0 and t0 is not None and t1 is not None and all(a is not None and b is not None for a, b in lims):
-            extent = t1 - t0 + 1
-            key, width = pl.lit(0, dtype=pl.Int64()), 1
-            for c, (a, b) in zip(by, lims):
-                key, width = key * (b - a + 1) + (pl.col(c) - a), width * (b - a + 1)  # type: ignore[operator]
-            if width < 2**62 and (n + 1) * extent < 2**62:
-                g = key.unique().sort().search_sorted(key, side="left").cast(pl.Int64()) + 1
-                off = g * extent - t0
-                k = both.select((off + pl.col("s")).alias("s"), (off + pl.col("e")).alias("e")).collect(
-                    engine="in-memory"
-                )
-                m = pieces.height
-                return k["s"].head(m), k["e"].head(m), k["s"].tail(layer.height), k["e"].tail(layer.height)
-    return _packed_ranked(pieces, layer, by)
-
-
-def _lim(values: list[object], pick: object) -> int | None:
-    """``pick`` (min or max) of the integers among ``values`` (a frame's None: empty or all null)."""
-    got = [int(v) for v in values if isinstance(v, int)]
-    return pick(got) if got else None  # type: ignore[operator]
-
-
-def _packed_ranked(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> tuple[pl.Series, ...] | None:
-    """:func:`_packed` with the group numbers of :func:`_group_rank` (any ``by``; four queries)."""
+    group number is the dense rank of ``by`` over pieces and layer together (first column major)."""
     t0, t1 = (
         pl.concat([x.lazy().select(pl.col("s").min(), pl.col("e").max()) for x in (pieces, layer)])
         .select(pl.col("s").min(), pl.col("e").max())
@@ -132,7 +94,8 @@ def _packed_ranked(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> 
         .row(0)
     )
     extent = int(t1) - int(t0) + 1
-    g = _group_rank(pieces, layer, by)
+    keys = pl.concat([pieces.select(by), layer.select(by)])
+    g = keys.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
     if (int(g.max() or 0) + 1) * extent >= 2**62:  # type: ignore[arg-type]
         return None
     n = pieces.height
@@ -140,50 +103,6 @@ def _packed_ranked(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> 
     both = pl.DataFrame({"s": pl.concat([pieces["s"], layer["s"]]), "e": pl.concat([pieces["e"], layer["e"]])})
     k = both.select((pl.col("s") + off).alias("s"), (pl.col("e") + off).alias("e"))
     return k["s"].head(n), k["e"].head(n), k["s"].tail(layer.height), k["e"].tail(layer.height)
-
-
-def _group_rank(pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str]) -> pl.Series:
-    """Dense rank (Int64, from 1) of the ``by`` values of the pieces then the layer rows. Two
-    integer columns without nulls whose ranges pack into one int64 are ranked as that number
-    (the same order as the struct of the two: first column major), else as a struct."""
-    if len(by) == 1:
-        return _dense_rank(pl.concat([pieces[by[0]], layer[by[0]]]))
-    parts = [pieces.select(by), layer.select(by)]
-    a, b = by if len(by) == 2 else (None, None)
-    if a is not None and b is not None and all(p.schema[c].is_integer() for p in parts for c in (a, b)):
-        both = pl.concat([p.lazy().select(pl.col(a).cast(pl.Int64()), pl.col(b).cast(pl.Int64())) for p in parts])
-        a0, a1, b0, b1, an, bn = (
-            both.select(
-                pl.col(a).min().alias("a0"),
-                pl.col(a).max().alias("a1"),
-                pl.col(b).min().alias("b0"),
-                pl.col(b).max().alias("b1"),
-                pl.col(a).null_count().cast(pl.Int64()).alias("an"),
-                pl.col(b).null_count().cast(pl.Int64()).alias("bn"),
-            )
-            .collect(engine="in-memory")
-            .row(0)
-        )
-        if a0 is not None and b0 is not None and an == 0 and bn == 0 and (a1 - a0 + 1) * (b1 - b0 + 1) < 2**62:
-            key = (pl.col(a) - a0) * (b1 - b0 + 1) + (pl.col(b) - b0)
-            return _dense_rank_query(both.select(key.alias("_k")))
-    both_df = pl.concat(parts)
-    return both_df.select(pl.struct(by).rank("dense").cast(pl.Int64()).alias("g"))["g"]
-
-
-def _dense_rank(keys: pl.Series) -> pl.Series:
-    """``keys.rank("dense")`` as Int64. Integer keys without nulls: the position in their sorted
-    distinct values + 1 (a binary search in the few distinct groups instead of sorting every row)."""
-    if keys.dtype.is_integer() and keys.null_count() == 0:
-        return _dense_rank_query(keys.to_frame("_k").lazy())
-    return keys.rank("dense").cast(pl.Int64())
-
-
-def _dense_rank_query(keys: pl.LazyFrame) -> pl.Series:
-    """:func:`_dense_rank` of the integer column ``_k`` (no nulls) of ``keys``, in one query."""
-    k = pl.col("_k")
-    rank = k.unique().sort().search_sorted(k, side="left").cast(pl.Int64()) + 1
-    return keys.select(rank.alias("_k")).collect(engine="in-memory")["_k"]
 
 
 def split(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from tracekit.sources.nsys import NAME as NSYS
 from tracekit.report import fmt
 from tracekit.report.names import cut_name
 from tracekit.report.sections.blocks import Section, Table
@@ -224,7 +225,7 @@ def _attribution(doc: AnalysisDoc) -> Section:
     if tot.get("regions_excluded"):
         lines.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
     lines += [f"warning: {w}" for w in tot.get("warnings") or []]
-    if tr.get("format") == "nsys" and not (tot.get("trace") or {}).get("flops"):
+    if tr.get("format") == NSYS and not (tot.get("trace") or {}).get("flops"):
         from tracekit.report.sections.headline import NSIGHT_SHAPES
 
         lines.append(f"note: {NSIGHT_SHAPES}")

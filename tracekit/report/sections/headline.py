@@ -5,6 +5,7 @@ warnings, and what an Nsight export without shapes cannot give).
 
 from __future__ import annotations
 
+from tracekit.sources.nsys import NAME as NSYS
 from tracekit.report import fmt
 from tracekit.report.sections.blocks import Section, Table, min_coverage
 from tracekit.report.sections.low_coverage import MEASURED, low_coverage
@@ -85,7 +86,7 @@ NSIGHT_SHAPES = (
 def nsight_notes(d: ReportData) -> list[str]:
     """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
     tr = d.doc.get("trace") or {}
-    if tr.get("format") != "nsys":
+    if tr.get("format") != NSYS:
         return []
     cov = d.whole.get("coverage")
     flops = d.whole.get("flops")

@@ -28,6 +28,7 @@ from tracekit.sources.kineto.reading.batches import Scanner
 from tracekit.sources.kineto.reading.jsonstream import stream_document
 from tracekit.sources.kineto.reading.window import StreamStats
 from tracekit.sources.kineto.reading import native as kineto_native
+from tracekit.sources.kineto import NAME
 from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
 from tracekit.sources.kineto.reading.early import EarlyRead, refuse_other_formats
 from tracekit.sources.kineto.reading.events import decode_events
@@ -102,7 +103,7 @@ class KinetoReading:
         return {
             "trace_id": self.trace_id,
             "source": str(self.path),
-            "format": "kineto",
+            "format": NAME,
             "format_version": top.get("schemaVersion"),
             "schema_version": schema.SCHEMA_VERSION,
             "devices": _devices(top.get("deviceProperties")),

@@ -42,6 +42,7 @@ from tracekit.sources.nsys.tables import (
     source_counts,
 )
 from tracekit.tables.trace import Trace
+from tracekit.sources.nsys import NAME
 
 # Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
 EXPORT_MARKERS = {
@@ -207,7 +208,7 @@ def export_meta(ex: Export, trace_id: str, heights: dict[str, int]) -> dict[str,
     return {
         "trace_id": trace_id,
         "source": str(ex.path),
-        "format": "nsys",
+        "format": NAME,
         "format_version": version.get("EXPORT_SCHEMA_VERSION"),
         "schema_version": schema.SCHEMA_VERSION,
         "devices": _devices(conn, have),
