@@ -186,9 +186,13 @@ def ensure_derived(trace: Trace) -> bool:
         return False
     if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
+    from tracekit.errors import DatasetError
+    from tracekit.tables.locks import trace_lock
+
     try:
-        _store(Path(root), trace.trace_id, trace)
-    except (OSError, pl.exceptions.PolarsError):
+        with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
+            _store(Path(root), trace.trace_id, trace)
+    except (OSError, pl.exceptions.PolarsError, DatasetError):
         return False
     return True
 

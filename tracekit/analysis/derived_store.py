@@ -55,7 +55,15 @@ SPARSE: dict[str, tuple[str, ...]] = {
 def store_derived(root: Path, trace_id: str) -> None:
     """Compute the derived tables of the trace ``trace_id`` of the dataset ``root`` and store them
     (each partition written to a temporary name and renamed; ``derived_key`` removed first and
-    written last, so an interruption leaves tables without a key, which are never read)."""
+    written last, so an interruption leaves tables without a key, which are never read). Under
+    the trace's writer lock, not waited for: DatasetError while another writer holds it."""
+    from tracekit.tables.locks import trace_lock
+
+    with trace_lock(root, trace_id, wait_s=0):
+        _store_derived(root, trace_id)
+
+
+def _store_derived(root: Path, trace_id: str) -> None:
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions

@@ -178,8 +178,6 @@ def write_dataset(
 
     def canonical() -> None:
         with writing(out):
-            # Invalidate any previous copy first: without its meta it is ignored by readers.
-            remove_partition(out, META_TABLE, tid)
             for name in schema.TABLES:
                 part = staging / name
                 part.mkdir()
@@ -208,10 +206,9 @@ def write_dataset(
 
 
 def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -> None:
-    """Invalidate the trace's previous copy, stage ``meta`` and commit the canonical tables
-    staged beside it (:func:`commit_staged`). Output errors are DatasetErrors."""
+    """Stage ``meta`` and commit the canonical tables staged beside it (:func:`commit_staged`).
+    Output errors are DatasetErrors."""
     with writing(out):
-        remove_partition(out, META_TABLE, tid)
         (staging / META_TABLE).mkdir()
         write_part(meta_frame(meta), staging / META_TABLE / DATA_FILE)
         commit_staged(out, staging, tid, list(schema.TABLES))
@@ -221,8 +218,11 @@ def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None
     """Move a trace's staged partitions (``staging/<table>`` and ``staging/meta``) into the
     dataset at ``out``, ``meta`` last. This trace's partitions in tables not written this time
     (e.g. derived tables of an earlier ingest) are removed first, so nothing stale survives.
-    The caller has already removed the old ``meta`` before staging (readers then ignore the
-    trace until the new ``meta`` lands)."""
+    Nothing of the previous copy is removed before the new one is completely staged: its
+    ``meta`` goes first here (readers then ignore the trace until the new ``meta`` lands). The
+    caller holds the trace's writer lock (tracekit/tables/locks.py), so no other writer's commit
+    interleaves with this one."""
+    remove_partition(out, META_TABLE, tid)
     written = {*tables, META_TABLE}
     for stale in out.glob(f"*/trace_id={tid}"):
         if stale.parent.name not in written and not stale.parent.name.startswith("."):
