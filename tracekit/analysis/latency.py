@@ -9,6 +9,8 @@ request batch; the decode units after it, until the next prefill, belong to that
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +78,8 @@ class Slo:
                 x = float(v)
             except ValueError:
                 raise UsageError(f"--slo: {v!r} is not a number of milliseconds") from None
-            if x <= 0:
-                raise UsageError(f"--slo: {k.strip()}={v} must be positive")
+            if not math.isfinite(x) or x <= 0:  # nan would meet every objective: 100 % goodput
+                raise UsageError(f"--slo: {k.strip()}={v.strip()} must be a positive, finite number of milliseconds")
             vals[key] = x
         return cls(**vals)
 
