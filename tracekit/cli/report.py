@@ -12,7 +12,8 @@ from tracekit.cli.term import echo
 from tracekit.cli.capture import capture_option
 from tracekit.cli.options import force_option, format_option, hardware_option, out_option, trace_id_option
 from tracekit.cli.ranks import ranks_options
-from tracekit.report.output import check_out, write_atomic
+from tracekit.cli.outfile import write_report
+from tracekit.report.output import check_out
 
 FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
 
@@ -97,7 +98,7 @@ def report(
         if out_path is None:
             echo(text, nl=False)
         else:
-            write_atomic(out_path, text)
+            write_report(out_path, text, fmt)
             echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         return
     from tracekit.report.latency_plot import read_serve_sweep
@@ -126,7 +127,7 @@ def report(
     if out_path is None:
         echo(text, nl=False)
     else:
-        write_atomic(out_path, text)
+        write_report(out_path, text, fmt)
         echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         from tracekit.report.headline import headline
 
