@@ -33,7 +33,7 @@ from tracekit.tables import schema
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
 
-DERIVED_FORMAT = 1
+DERIVED_FORMAT = 2  # 2: the key holds the stored tables' column names
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "attribution_activities",
     "attribution_links",
@@ -42,6 +42,9 @@ ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "derived_key",
 )
 DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
+STORED = (ACTIVITIES, LINKS, LABELS, COSTS)  # the tables the key describes
+# Columns that hold no null in a derived table as written: a file with nulls there is not read.
+NOT_NULL = {ACTIVITIES: ("act_id",), LINKS: ("act_id", "region_id"), LABELS: ("region_id",), COSTS: ("op_id",)}
 COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 # Code that decides the derived tables: every module of these packages (and these files) has its
 # source hashed into the key, so a new, moved or edited module there invalidates stored tables.
@@ -140,13 +143,15 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
 
     att = attribute(trace)
     costs = trace_costs(trace, att.activities)
-    return {
+    tables = {
         ACTIVITIES: att.activities,
         LINKS: att.region_links,
         LABELS: label_regions(trace, tree=att.region_tree).drop("trace_id", strict=False),
         COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
-        KEY: key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}),
     }
+    columns = {n: [c for c in f.columns if c != "trace_id"] for n, f in tables.items()}  # as written
+    tables[KEY] = key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}, columns)
+    return tables
 
 
 def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
@@ -245,7 +250,21 @@ def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Pa
         return None
     if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != rows[n] for n in CANONICAL):
         return None
+    if not _columns_as_written(files, key.get("columns")):
+        return None
     return files, key
+
+
+def _columns_as_written(files: dict[str, Path], recorded: Any) -> bool:
+    """Whether each stored derived table holds the columns the key recorded when it was written
+    (a file renamed, swapped or rewritten since is not read: the analysis recomputes it)."""
+    import json
+
+    try:
+        want = json.loads(recorded) if isinstance(recorded, str) else None
+        return isinstance(want, dict) and all(list(pl.read_parquet_schema(files[n])) == want.get(n) for n in STORED)
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        return False
 
 
 def stored_current(dataset: str | os.PathLike[str], trace_id: str) -> bool:
@@ -340,6 +359,8 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
             frames[n] = settled(scan.collect(), [c for c in sch if c not in nulls], constants=True)
     except (OSError, pl.exceptions.PolarsError):
         return None
+    if any(frames[n][c].null_count() for n, cols in NOT_NULL.items() for c in cols if c in frames[n].columns):
+        return None  # ids nulled since written: recompute
     if kernel_names:
         acts = frames[ACTIVITIES]
         if acts.height and int(acts["act_id"].max()) >= trace.kernels.height:  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ trace loaded for them; see docs/analysis.md for the figures with this reader.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -93,14 +94,21 @@ def _store_derived(root: Path, trace_id: str) -> None:
     put(root, d.COSTS, trace_id, costs.select("op_id", *[c for c in d.COST_COLUMNS if c in costs.columns]))
     del costs
     put(root, d.LABELS, trace_id, label_regions(trace, tree=tree).drop("trace_id", strict=False))
-    put(root, d.KEY, trace_id, key_frame(cpu_only, rows))
+    written = {n: list(pl.read_parquet_schema(root / n / f"trace_id={trace_id}" / DATA_FILE)) for n in d.STORED}
+    put(root, d.KEY, trace_id, key_frame(cpu_only, rows, written))
 
 
-def key_frame(cpu_only: bool, rows: dict[str, int]) -> pl.DataFrame:
-    """The ``derived_key`` table: one row of the running code's key, ``cpu_only`` and the canonical
-    tables' row counts."""
+def key_frame(cpu_only: bool, rows: dict[str, int], columns: dict[str, list[str]]) -> pl.DataFrame:
+    """The ``derived_key`` table: one row of the running code's key, ``cpu_only``, the canonical
+    tables' row counts and the stored derived tables' column names (JSON: table → names), so a
+    table whose columns were renamed or dropped after the key was written is not read."""
     return pl.DataFrame(
-        {"key": [d.derived_key()], "cpu_only": [cpu_only], **{f"{n}_rows": [rows[n]] for n in d.CANONICAL}}
+        {
+            "key": [d.derived_key()],
+            "cpu_only": [cpu_only],
+            **{f"{n}_rows": [rows[n]] for n in d.CANONICAL},
+            "columns": [json.dumps(columns, sort_keys=True)],
+        }
     )
 
 

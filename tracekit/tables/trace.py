@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.tables import schema
+from tracekit.tables import check, schema
 from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
@@ -277,7 +277,7 @@ def read_dataset(
         scans.append(scan.filter(rows[name]) if rows and name in rows else scan)
     filtered = [n for n in schema.TABLES if rows and n in rows]
     scans += [pl.scan_parquet(files[n]).select(pl.len()) for n in filtered]
-    scans.append(pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE).select("meta_json"))
+    scans.append(_meta_scan(root, trace_id))
     n = len(schema.TABLES)
     keep = columns is not None or rows is not None  # a reader that keeps the tables: empty columns hold no memory
     if keep:
@@ -295,8 +295,11 @@ def read_dataset(
         counts, frames = frames[n:], frames[:n]
         for i, name in enumerate(schema.TABLES):  # in place: two copies of one column at most
             frames[i] = settled(frames[i], _read_columns(name, None), constants=False)
+    for name, frame in zip(schema.TABLES, frames):  # the required columns read: never null
+        read = [c for c in _read_columns(name, columns) if c in check.REQUIRED[name]]
+        check.check_nulls(root, name, trace_id, {c: frame[c].null_count() for c in read})
     tables = dict(zip(schema.TABLES, frames))
-    meta = json.loads(mf["meta_json"][0])
+    meta = check.check_meta(root, trace_id, mf.to_dicts())
     meta["trace_id"] = trace_id
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     if columns is not None:
@@ -304,6 +307,15 @@ def read_dataset(
     if filtered:
         meta["dataset_rows"] = {n: int(c.item()) for n, c in zip(filtered, counts)}
     return Trace(meta=meta, **tables)
+
+
+def _meta_scan(root: Path, trace_id: str) -> pl.LazyFrame:
+    """The trace's ``meta`` file: ``meta_json`` and ``schema_version`` (where stored)."""
+    lf = pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
+    have = lf.collect_schema()
+    if "meta_json" not in have:
+        raise DatasetError(f"{root}: the meta of trace {trace_id!r} has no meta_json column; re-ingest the trace")
+    return lf.select([c for c in ("meta_json", "schema_version") if c in have])
 
 
 def _read_columns(table: str, columns: Mapping[str, Collection[str]] | None) -> list[str]:
@@ -319,6 +331,7 @@ def _conformed_scan(f: Path, table: str, trace_id: str, keep: Collection[str] | 
     and the others are null."""
     lf = pl.scan_parquet(f)
     have = set(lf.collect_schema().names())
+    check.check_columns(f.parent.parent.parent, table, trace_id, have)
     if not have:  # no columns: conform's own empty-frame case
         return schema.conform(pl.DataFrame(), table, trace_id).lazy()
     if keep is not None:  # at least one column read, or the null constants would make one row
