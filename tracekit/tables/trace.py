@@ -123,7 +123,12 @@ class Trace:
 
 
 def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
-    """One-row frame holding the metadata: a few typed columns for scans, and the full JSON."""
+    """One-row frame holding the metadata: a few typed columns for scans, and the full JSON.
+    ``source`` is stored as an absolute path: a dataset's analysis finds the runner's sidecar
+    beside it from whatever directory it runs (a relative path found none, or an unrelated
+    file of the same name, depending on the current directory)."""
+    if meta.get("source"):
+        meta = {**meta, "source": os.path.abspath(str(meta["source"]))}
     dist = meta.get("distributed") or {}
     devices = meta.get("devices") or []
     stats = meta.get("parse_stats") or {}
