@@ -97,8 +97,11 @@ def analyze(
     if "launch_name" in acts.columns:  # read by the replay note only: let go (this function's frame, no query)
         acts.drop_in_place("launch_name")
     from tracekit.labels.phases import unread_step_names
+    from tracekit.labels.regions import TK_KEYS
+    from tracekit.labels.tk_ints import out_of_range_warnings
 
     warnings.extend(unread_step_names(labels))
+    warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))
     if not (labels["phase"] != "other").any():
         labels, links, note = _shape_phase(trace, acts, labels, links)
         warnings.append(note)

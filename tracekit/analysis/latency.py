@@ -163,50 +163,18 @@ def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return g.select([pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()]), itl.alias("itl_ms")
 
 
-def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
+def sidecar_requests(sidecar: dict[str, Any] | None, notes: list[str] | None = None) -> pl.DataFrame:
     """Requests measured by the runner's wall clock (sidecar ``requests``: ``ttft_ns``/``ttft_ms``,
-    ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none."""
-    reqs = (sidecar or {}).get("requests")
-    if not isinstance(reqs, list):
-        return pl.DataFrame(schema=REQUEST_SCHEMA)
-    rows = []
-    for i, r in enumerate(reqs):
-        if not isinstance(r, dict):
-            continue
-        rows.append(
-            {
-                "request": r["id"] if isinstance(r.get("id"), int) else i + 1,
-                "source": "sidecar",
-                "sequences": 1,
-                "start_ns": None,
-                "ttft_ms": _ms(r, "ttft"),
-                "tpot_ms": _ms(r, "tpot"),
-                "e2el_ms": _e2el(r),
-                "output_tokens": r.get("output_tokens"),
-                "meets_slo": None,
-            }
-        )
-    return pl.DataFrame(rows, schema=REQUEST_SCHEMA)
+    ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none.
+    Fields of the wrong type or range are dropped and counted in one warning, added to ``notes``
+    (analysis/sidecar_fields.py)."""
+    from tracekit.analysis.sidecar_fields import request_rows
 
-
-def _e2el(r: dict[str, Any]) -> float | None:
-    """End-to-end latency: ``e2el_*`` / ``latency_*``, else ``finish_ns − arrival_ns``."""
-    for key in ("e2el", "latency"):
-        v = _ms(r, key)
-        if v is not None:
-            return v
-    f, a = r.get("finish_ns"), r.get("arrival_ns")
-    if isinstance(f, (int, float)) and isinstance(a, (int, float)):
-        return (float(f) - float(a)) / 1e6
-    return None
-
-
-def _ms(r: dict[str, Any], key: str) -> float | None:
-    for suffix, scale in (("_ms", 1.0), ("_ns", 1e-6), ("_s", 1e3), ("", 1e3)):
-        v = r.get(key + suffix)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v) * scale
-    return None
+    rows, warnings = request_rows(sidecar)
+    if notes is not None:
+        notes.extend(warnings)
+    extra = {"source": "sidecar", "sequences": 1, "start_ns": None, "meets_slo": None}
+    return pl.DataFrame([{**r, **extra} for r in rows], schema=REQUEST_SCHEMA)
 
 
 def apply_slo(requests: pl.DataFrame, slo: Slo | None) -> pl.DataFrame:
@@ -279,7 +247,7 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
             "ITL = decode step period (no request ids in the trace): done of one decoding step → done "
             "of the next; the first step's own duration when it has no predecessor"
         )
-    sreq = sidecar_requests(sidecar)
+    sreq = sidecar_requests(sidecar, notes)
     rows = []
     for ph in ("prefill", "decode", "mixed"):
         st = steps.filter(pl.col("phase") == ph)["step_ns"] if steps.height else pl.Series([], dtype=pl.Int64())
