@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import time
@@ -106,7 +107,7 @@ def test_concurrent_force_ingests_of_one_trace_lose_nothing(tmp_path: Path) -> N
     trace = _trace(tmp_path)
     out = tmp_path / "ds"
     ctx = mp.get_context("spawn")
-    n, rounds = 3, 12
+    n, rounds = 3, int(os.environ.get("TRACEKIT_WRITER_ROUNDS", "12"))  # .ci/run: more
     barrier, errors = ctx.Barrier(n), ctx.Queue()
     procs = [ctx.Process(target=_writer, args=(k, str(trace), str(out), rounds, barrier, errors)) for k in range(n)]
     for p in procs:

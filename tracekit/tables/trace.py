@@ -341,8 +341,9 @@ def _conformed_scan(f: Path, table: str, trace_id: str, keep: Collection[str] | 
     dtype, missing ones null, ``trace_id`` filled); with ``keep``, only those columns are read
     and the others are null."""
     lf = pl.scan_parquet(f)
-    have = set(lf.collect_schema().names())
-    check.check_columns(f.parent.parent.parent, table, trace_id, have)
+    names = lf.collect_schema().names()
+    check.check_columns(f.parent.parent.parent, table, trace_id, names)  # named in the file's order
+    have = set(names)
     if not have:  # no columns: conform's own empty-frame case
         return schema.conform(pl.DataFrame(), table, trace_id).lazy()
     if keep is not None:  # at least one column read, or the null constants would make one row
