@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.sidecar_fields import request_rows
 from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.core imports it from here)
 from tracekit.errors import UsageError
 
@@ -168,8 +169,6 @@ def sidecar_requests(sidecar: dict[str, Any] | None, notes: list[str] | None = N
     ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none.
     Fields of the wrong type or range are dropped and counted in one warning, added to ``notes``
     (analysis/sidecar_fields.py)."""
-    from tracekit.analysis.sidecar_fields import request_rows
-
     rows, warnings = request_rows(sidecar)
     if notes is not None:
         notes.extend(warnings)

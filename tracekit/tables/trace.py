@@ -26,6 +26,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.tables import check, schema
+from tracekit.tables.dictstr import dictionary_columns, write_dictionaries
 from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
@@ -54,8 +55,6 @@ PARQUET_ZSTD_LEVEL = 1
 def write_part(frame: pl.DataFrame, path: Path) -> None:
     """Write one partition file of a dataset: Parquet, zstd level :data:`PARQUET_ZSTD_LEVEL`,
     with column statistics (readers skip row groups by them)."""
-    from tracekit.tables.dictstr import dictionary_columns, write_dictionaries
-
     long_repeated = dictionary_columns(frame)  # e.g. one 2 MB name on every row: not copied per row
     if long_repeated:
         write_dictionaries(frame, path, long_repeated, PARQUET_ZSTD_LEVEL)
