@@ -5,6 +5,8 @@ is printed (tracekit/tables/results.py ``storing``)."""
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import polars as pl
@@ -136,7 +138,9 @@ def test_storing_passes_the_pieces_on_and_stores_them_whole(tmp_path: Path) -> N
     assert list(storing(tmp_path, "t", opts, None, iter(pieces))) == pieces
     entry = tmp_path / RESULTS_TABLE / "trace_id=t" / f"{key}.json"
     head, _, doc = entry.read_bytes().partition(b"\n")
-    assert doc == b"".join(pieces) and b'"key"' in head
+    whole = b"".join(pieces)  # then the trailer: the document's size and digest
+    assert doc.startswith(whole) and b'"key"' in head
+    assert json.loads(doc[len(whole) :])["size"] == len(whole) == 13
     # A consumer that stops early (e.g. a closed pipe): nothing stored, no temporary file left.
     entry.unlink()
     gen = storing(tmp_path, "t", opts, None, iter(pieces))

@@ -97,3 +97,28 @@ def test_report_includes_latency_throughput_with_a_serve_sweep(tmp_path: Path) -
         and (tmp_path / "r_plots" / "latency-throughput.png").is_file()
     )
     assert "prefill–decode interference" in text
+
+
+@pytest.mark.torch
+def test_rate_sweep_outputs_carry_the_cpu_label(tmp_path: Path) -> None:
+    """A CPU run's rate-sweep table says it is a CPU diagnostic in every output: each CSV/Parquet
+    row and the JSON (issue 25; the phase-shape table did already)."""
+    pytest.importorskip("torch")
+    import json
+
+    out = tmp_path / "sweep"
+    small = ["--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "256"]
+    p = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli.main", "run", "serve", *small, "--max-context", "64", "--threads", "1"]
+        + ["--requests", "2", "--prompt-len", "fixed:8", "--output-len", "fixed:2", "--token-budget", "16"]
+        + ["--max-seqs", "2", "--chunk", "8", "--warmup-requests", "0", "--rate-sweep", "50,100", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    label = "CPU diagnostic — not GPU evidence"
+    table = pl.read_parquet(out / "serve_sweep.parquet")
+    assert table.height == 4 and table["diagnostic"].to_list() == [label] * 4  # 2 rates × 2 requests
+    assert pl.read_csv(out / "serve_sweep.csv")["diagnostic"].to_list() == [label] * 4
+    assert json.loads((out / "serve_sweep.json").read_text())["diagnostic"] == label

@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import os
 import resource
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -132,6 +131,24 @@ def ingest_file(f: Path, out: Path, stream: bool | None = None, captures: Sequen
 
 
 def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
+    """:func:`ingest_file` under the trace's writer lock (tracekit/tables/locks.py), held from
+    before anything is staged until the trace and its derived tables are committed: a second
+    ingest of the same trace into ``out`` waits for this one."""
+    from tracekit.tables import locks
+    from tracekit.tables.ids import make_trace_id
+    from tracekit.tables.staging import writing
+
+    tid = make_trace_id(f)
+    with writing(out):  # only the output's errors here; the input's are reading()'s
+        out.mkdir(parents=True, exist_ok=True)
+        locks.acquire(out, tid)
+    try:
+        return _ingest_locked(f, out, stream, captures, load, sniff)
+    finally:
+        locks.release(out, tid)
+
+
+def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
     from tracekit.sources.registry import source
 
     src = source(sniff(f))
@@ -256,19 +273,19 @@ def ingest_paths(
 
 def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:
     """Remove staging directories of these files' traces left by a killed task (its retry wrote
-    the trace again under a new staging name). Returns what was removed."""
+    the trace again under a new staging name): those whose trace no live writer holds (another
+    ingest of the same trace may be running; its staging directory is kept). Returns what was
+    removed."""
     from tracekit.tables.ids import make_trace_id
+    from tracekit.tables.staging import sweep_stale
 
-    removed = []
+    tids = set()
     for f in files:
         try:
-            tid = make_trace_id(f)
+            tids.add(make_trace_id(f))
         except OSError:
             continue
-        for d in root.glob(f".staging-{glob.escape(tid)}-*"):
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
-    return removed
+    return sweep_stale(root, tids) if tids and root.is_dir() else []
 
 
 def _as_ingested(f: Path, o: Outcome[Ingested]) -> Ingested:

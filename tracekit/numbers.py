@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_SI = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+HUGE = 1e18  # plain() shows a number this large with an SI prefix (exa and up)
+TINY = 1e-9  # and a non-zero number this small as "< 0.000000001" (a 300-digit decimal helps no one)
 DASH = "–"  # shown for a missing value (None, NaN)
 
 
@@ -16,6 +18,10 @@ def plain(v: float, digits: int = 3) -> str:
     """``digits`` significant digits, never in scientific notation (0.000123 → "0.000123")."""
     if v == 0 or math.isnan(v) or math.isinf(v):
         return "0" if v == 0 else ("–" if math.isnan(v) else ("∞" if v > 0 else "-∞"))
+    if abs(v) >= HUGE:
+        return si(v, "", digits)
+    if abs(v) < TINY:
+        return ("-" if v < 0 else "") + "< 0.000000001"
     text = f"{v:.{digits}g}"
     if "e" not in text:
         return text
@@ -24,8 +30,11 @@ def plain(v: float, digits: int = 3) -> str:
 
 
 def si(v: float, unit: str, digits: int = 3) -> str:
-    """1.23e12, "FLOP/s" → "1.23 TFLOP/s" (beyond peta the mantissa grows: "4,200 PFLOP/s" style)."""
+    """1.23e12, "FLOP/s" → "1.23 TFLOP/s"; prefixes up to yotta, and past 10,000 Y the value is
+    shown as "> 10,000 Y…" (a figure that large comes from a broken input, not a measurement)."""
     a = abs(v)
+    if math.isfinite(a) and a >= 1e28:
+        return f"{'-' if v < 0 else ''}> 10,000 Y{unit}"
     for scale, prefix in _SI:
         if a >= scale:
             return f"{plain(v / scale, digits)} {prefix}{unit}"

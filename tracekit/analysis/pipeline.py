@@ -144,7 +144,8 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     from tracekit.analysis.communication import exposed
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.phases import unread_step_names
-    from tracekit.labels.regions import label_regions
+    from tracekit.labels.regions import TK_KEYS, label_regions
+    from tracekit.labels.tk_ints import out_of_range_warnings
     from tracekit.sources.kineto.capture.merge import replay_note
 
     comm = exposed(trace.kernels)
@@ -173,6 +174,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     if (note := replay_note(acts)) is not None:
         warnings.append(note)
     warnings.extend(unread_step_names(labels))
+    warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))
     if not (labels["phase"] != "other").any():
         labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)

@@ -107,33 +107,58 @@ def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+# What a formatter shows for a value that is null, NaN, infinite or beyond int64 (a share whose
+# denominator is 0, a rate of a 0 ns kernel): never a cast failure.
+NO_VALUE = "–"
+_INT_LIMIT = 9.2e18
+
+
+def _shown(x: pl.Expr, text: pl.Expr) -> pl.Expr:
+    """``text`` where ``x`` is finite and within int64, else :data:`NO_VALUE`."""
+    return pl.when(x.is_finite() & (x.abs() < _INT_LIMIT)).then(text).otherwise(pl.lit(NO_VALUE))
+
+
+def ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+    """``num / den``, null where ``den`` is 0 or null or the quotient is not finite (a share of a
+    scope whose device work lasts 0 ns, a rate of a 0 ns kernel)."""
+    q = num.cast(pl.Float64()) / den.cast(pl.Float64())
+    return pl.when((den != 0) & q.is_finite()).then(q)
+
+
 def fmt_dur(ns: pl.Expr) -> pl.Expr:
     """Human duration with 2-3 significant digits: 812 ns, 3.4 µs, 1.8 ms, 2.31 s."""
     x = ns.cast(pl.Float64())
-    return (
+    return _shown(
+        x,
         pl.when(x >= 1e9)
         .then(pl.format("{} s", (x / 1e9).round(2)))
         .when(x >= 1e6)
         .then(pl.format("{} ms", (x / 1e6).round(1)))
         .when(x >= 1e3)
         .then(pl.format("{} µs", (x / 1e3).round(1)))
-        .otherwise(pl.format("{} ns", x.round(0).cast(pl.Int64())))
+        .otherwise(pl.format("{} ns", x.round(0).cast(pl.Int64(), strict=False))),
     )
 
 
 def fmt_num(x: pl.Expr) -> pl.Expr:
     """One decimal below 10, none above: 3.9, 295."""
-    return pl.when(x < 10).then(x.round(1).cast(pl.String())).otherwise(x.round(0).cast(pl.Int64()).cast(pl.String()))
+    return _shown(
+        x,
+        pl.when(x < 10)
+        .then(x.round(1).cast(pl.String()))
+        .otherwise(x.round(0).cast(pl.Int64(), strict=False).cast(pl.String())),
+    )
 
 
 def fmt_pct(x: pl.Expr, threshold: float | None = None) -> pl.Expr:
     """Whole percent; two decimals when the whole number would equal the threshold's (so a
     reason never reads "busy 50 % of span" for a region just under a 50 % threshold)."""
-    whole = pl.format("{} %", (x * 100).round(0).cast(pl.Int64()))
+    pct = x * 100
+    whole = pl.format("{} %", pct.round(0).cast(pl.Int64(), strict=False))
     if threshold is None:
-        return whole
-    near = (x * 100).round(0) == round(threshold * 100)
-    return pl.when(near).then(pl.format("{} %", (x * 100).round(2))).otherwise(whole)
+        return _shown(pct, whole)
+    near = pct.round(0) == round(threshold * 100)
+    return _shown(pct, pl.when(near).then(pl.format("{} %", pct.round(2))).otherwise(whole))
 
 
 def classify(

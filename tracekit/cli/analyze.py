@@ -116,9 +116,9 @@ def analyze(**params: Any) -> None:
         for piece in [text] if isinstance(text, (str, bytes)) else text:
             echo(piece, nl=False)
     else:
-        from tracekit.report.output import write_atomic
+        from tracekit.cli.outfile import write_report
 
-        write_atomic(out_path, text if isinstance(text, (str, bytes)) else b"".join(text))
+        write_report(out_path, text if isinstance(text, (str, bytes)) else b"".join(text), a.fmt)
         echo(f"wrote {out_path}", err=True)
 
 

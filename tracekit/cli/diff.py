@@ -15,7 +15,8 @@ from tracekit.cli.options import (
     out_option,
     trace_id_option,
 )
-from tracekit.report.output import check_out, write_atomic
+from tracekit.cli.outfile import write_report
+from tracekit.report.output import check_out
 
 
 @click.command("diff")
@@ -61,5 +62,5 @@ def diff(
     if out_path is None:
         echo(text, nl=False)
     else:
-        write_atomic(out_path, text)
+        write_report(out_path, text, fmt)
         echo(f"wrote {out_path}", err=True)

@@ -19,7 +19,8 @@ from tracekit.cli.options import (
     trace_id_option,
 )
 from tracekit.cli.ranks import ranks_options
-from tracekit.report.output import check_out, write_atomic
+from tracekit.cli.outfile import write_report
+from tracekit.report.output import check_out
 
 FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
 
@@ -98,7 +99,7 @@ def report(
         if out_path is None:
             echo(text, nl=False)
         else:
-            write_atomic(out_path, text)
+            write_report(out_path, text, fmt)
             echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         return
     from tracekit.report.plots.latency import read_serve_sweep
@@ -127,7 +128,7 @@ def report(
     if out_path is None:
         echo(text, nl=False)
     else:
-        write_atomic(out_path, text)
+        write_report(out_path, text, fmt)
         echo(f"wrote {out_path}" + (f" and plots in {plot_dir}" if plot_dir and figs else ""), err=True)
         from tracekit.report.sections.headline import headline
 

@@ -41,15 +41,3 @@ def echo(message: Any = None, err: bool = False, nl: bool = True, file: IO[Any] 
     elif message is not None:
         message = clean(str(message))
     click.echo(message, file=file, nl=nl, err=err)
-
-
-def emit(text: str | bytes, out: Any = None) -> None:
-    """A command's output: printed (:func:`echo`), or, with ``out`` (a path checked before the work
-    by :func:`tracekit.report.output.check_out`), written there atomically and named on stderr."""
-    if out is None:
-        echo(text, nl=False)
-        return
-    from tracekit.report.output import write_atomic
-
-    write_atomic(out, text)
-    echo(f"wrote {out}", err=True)

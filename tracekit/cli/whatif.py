@@ -6,15 +6,16 @@ import json
 
 import click
 
+from tracekit.cli.numbers import NON_NEGATIVE, POSITIVE, WORKERS, Finite
 from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
-from tracekit.cli.term import emit
+from tracekit.cli.outfile import emit
 from tracekit.errors import UsageError
 
 
 @click.command("whatif")
 @click.argument("trace", metavar="[TRACE_OR_DATASET]", required=False)
-@click.option("--prefill-workers", type=int, default=1, show_default=True, help="Prefill workers (disaggregated).")
-@click.option("--decode-workers", type=int, default=1, show_default=True, help="Decode workers (disaggregated).")
+@click.option("--prefill-workers", type=WORKERS, default=1, show_default=True, help="Prefill workers (disaggregated).")
+@click.option("--decode-workers", type=WORKERS, default=1, show_default=True, help="Decode workers (disaggregated).")
 @click.option(
     "--link",
     "link_key",
@@ -22,27 +23,38 @@ from tracekit.errors import UsageError
     show_default=True,
     help="Interconnect from the link table (nvlink3/4/5, pcie4/5, ib-hdr/ndr).",
 )
-@click.option("--link-gbps", type=float, default=None, help="Link bandwidth in GB/s per direction (instead of --link).")
 @click.option(
-    "--link-efficiency", type=float, default=1.0, show_default=True, help="Share of the peak link bandwidth reached."
+    "--link-gbps", type=POSITIVE, default=None, help="Link bandwidth in GB/s per direction (instead of --link)."
 )
-@click.option("--link-latency-us", type=float, default=0.0, show_default=True, help="Fixed cost per KV transfer, µs.")
+@click.option(
+    "--link-efficiency",
+    type=Finite(0.0, 1.0, low_open=True),
+    default=1.0,
+    show_default=True,
+    help="Share of the peak link bandwidth reached.",
+)
+@click.option(
+    "--link-latency-us", type=NON_NEGATIVE, default=0.0, show_default=True, help="Fixed cost per KV transfer, µs."
+)
 @click.option(
     "--kv-bytes-per-token",
-    type=float,
+    type=NON_NEGATIVE,
     default=None,
     help="KV-cache bytes per token (default: from the trace's shapes).",
 )
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS,e2el=MS for goodput.")
 @click.option(
     "--prefill-ms",
-    type=float,
+    type=NON_NEGATIVE,
     default=None,
     help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps).",
 )
-@click.option("--tpot-ms", type=float, default=None, help="Hand input: time per output token.")
+@click.option("--tpot-ms", type=NON_NEGATIVE, default=None, help="Hand input: time per output token.")
 @click.option(
-    "--decode-steps", type=int, default=None, help="Hand input: decode steps (output tokens produced by decode)."
+    "--decode-steps",
+    type=click.IntRange(0),
+    default=None,
+    help="Hand input: decode steps (output tokens produced by decode).",
 )
 @format_option(["text", "json"], default="text")
 @trace_id_option()
@@ -96,4 +108,4 @@ def whatif(
         kv_bytes_per_token=kv_bytes_per_token,
         slo=slo,
     )
-    emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path)
+    emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path, fmt)

@@ -65,12 +65,27 @@ def parse_phase_map(items: Iterable[str] | Mapping[str, str] | PhaseRules | None
         phase = phase.strip().lower()
         if phase not in PHASES:
             raise UsageError(f"--phase-map {regex!r}: phase {phase!r} is not one of {', '.join(PHASES)}")
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            raise UsageError(f"--phase-map {regex!r}: not a valid regular expression ({exc})") from None
+        why = regex_refusal(regex)
+        if why is not None:
+            raise UsageError(f"--phase-map {regex!r}: not a regular expression the matcher takes ({why})")
         pairs.append((regex, phase))
     return pairs
+
+
+def regex_refusal(regex: str) -> str | None:
+    """Why the engine that evaluates the rules (polars' ``str.contains``: Rust ``regex``) refuses
+    ``regex``, in one line; None when it takes it. Python's ``re`` is not asked: it accepts
+    look-around, back-references and ``a{99999999}``, which this engine refuses (the refusal
+    used to come as a traceback from the analysis), and refuses ``\\p{Greek}``, which it takes."""
+    try:
+        pl.Series([""], dtype=pl.String()).str.contains(regex)
+    except pl.exceptions.PolarsError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = next((ln[len("error: ") :] for ln in lines if ln.startswith("error: ")), None)
+        if detail is None:  # e.g. "regex error: Compiled regex exceeds size limit of … bytes."
+            detail = lines[0].removeprefix("regex error: ") if lines else type(exc).__name__
+        return detail.rstrip(".")
+    return None
 
 
 def _int(expr: pl.Expr) -> pl.Expr:

@@ -17,12 +17,14 @@ import polars as pl
 
 from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
+from tracekit.labels.tk_ints import tk_int
 from tracekit.attribution.activities import cpu_regions
 from tracekit.attribution.links import forward_threads, region_tree
 from tracekit.tables.trace import Trace
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")
 _TK_KEYS: Final = ("step", *ATTR_COLUMNS)
+TK_KEYS = _TK_KEYS  # the integer tk: attributes
 
 
 def label_regions(
@@ -128,7 +130,7 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
         }
         for key in _TK_KEYS:
             v = parsed.get(key)
-            row[f"_tk_{key}"] = int(v) if v is not None and v.lstrip("-").isdigit() else None
+            row[f"_tk_{key}"] = tk_int(v)  # beyond int64: null (counted by tk_ints.out_of_range_warnings)
         rows.append(row)
     schema: dict[str, pl.DataType] = {
         "name": pl.String(),

@@ -3,12 +3,14 @@
 A writer stages a trace's partitions in ``DIR/.staging-<trace id>-<random>/`` and renames them
 into place (``tracekit.tables.trace``). Here:
 
-- :func:`open_staging` creates that directory exclusively and holds an advisory lock on a
-  ``.lock`` file inside it for as long as the writer runs. Before creating its own, it removes
-  the staging directories that earlier, interrupted writers left behind: those whose lock nobody
-  holds (the lock dies with its process), or, where locks are unavailable, that are older than a
-  day. A live writer's directory is never touched.
-- :func:`discard_staging` removes a staging directory and releases its lock; it never raises.
+- :func:`open_staging` takes the trace's writer lock (tracekit/tables/locks.py: a second writer
+  of the same trace waits, then is refused in one line) and creates that directory exclusively;
+  the lock is held until :func:`discard_staging`, after the commit. Before creating its own, it
+  removes the staging directories that earlier, interrupted writers left behind: those of traces
+  whose writer lock nobody holds (the lock dies with its process); for a directory from before
+  those locks, one whose own ``.lock`` nobody holds, or, where locks are unavailable, one older
+  than a day. A live writer's directory is never touched.
+- :func:`discard_staging` removes a staging directory and releases its locks; it never raises.
 - :func:`writing` turns whatever the output side raises (a full disk, a read-only folder, a
   file-size limit, polars/pyarrow IO errors) into one :class:`DatasetError` line naming the
   output, so it is never mistaken for a problem of the input file.
@@ -20,12 +22,13 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from tracekit.errors import DatasetError, TracekitError
+from tracekit.tables import locks
 
 STAGING_PREFIX = ".staging-"
 LOCK_FILE = ".lock"
@@ -37,7 +40,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-_held: dict[Path, IO[bytes]] = {}
+_held: dict[Path, tuple[Path, str]] = {}  # staging directory -> (dataset root, trace id) of its lock
 
 
 def _why(exc: BaseException) -> str:
@@ -68,16 +71,24 @@ def _try_lock(fh: IO[bytes]) -> bool:
     return True
 
 
-def sweep_stale(out: Path) -> list[Path]:
-    """Remove the staging directories of ``out`` that no live writer holds; returns them."""
+def trace_of(staging: Path) -> str:
+    """The trace id in a staging directory's name (``.staging-<id>-<random>``)."""
+    return staging.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0]
+
+
+def sweep_stale(out: Path, tids: Collection[str] | None = None) -> list[Path]:
+    """Remove the staging directories of ``out`` (of the traces ``tids``, default all) that no
+    live writer holds; returns them."""
     removed: list[Path] = []
     try:
         entries = [d for d in out.iterdir() if d.name.startswith(STAGING_PREFIX)]
     except OSError:
         return removed
     now = time.time()
+    alive: dict[str, bool | None] = {}
     for d in entries:
-        if d in _held:
+        tid = trace_of(d)
+        if d in _held or (tids is not None and tid not in tids):
             continue
         try:
             st = os.lstat(d)
@@ -85,16 +96,20 @@ def sweep_stale(out: Path) -> list[Path]:
             continue
         if not os.path.isdir(d) or os.path.islink(d):
             continue
-        stale = False
-        lock = d / LOCK_FILE
-        if fcntl is not None and lock.is_file():
-            try:
-                with open(lock, "rb") as fh:
-                    stale = _try_lock(fh)  # released when closed
-            except OSError:
-                stale = False
-        elif now - st.st_mtime > (STALE_AFTER_S if fcntl is None else _LOCK_GRACE_S):
-            stale = True
+        if tid not in alive:  # this thread's own trace: its other staging dirs are a dead writer's
+            alive[tid] = False if locks.held_here(out, tid) else locks.writer_alive(out, tid)
+        if alive[tid] is not None:
+            stale = not alive[tid]
+        else:  # no writer lock for this trace: a directory from before them, by its own lock or age
+            lock = d / LOCK_FILE
+            if fcntl is not None and lock.is_file():
+                try:
+                    with open(lock, "rb") as fh:
+                        stale = _try_lock(fh)  # released when closed
+                except OSError:
+                    stale = False
+            else:
+                stale = now - st.st_mtime > (STALE_AFTER_S if fcntl is None else _LOCK_GRACE_S)
         if stale:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
@@ -109,16 +124,16 @@ def open_staging(out_dir: str | os.PathLike[str], tid: str) -> tuple[Path, Path]
         raise DatasetError(f"{out}: output exists and is not a directory")
     with writing(out):
         out.mkdir(parents=True, exist_ok=True)
-        sweep_stale(out)
+        locks.acquire(out, tid)  # held until discard_staging: staging, commit, clean-up
         staging = out / f"{STAGING_PREFIX}{tid}-{secrets.token_hex(6)}"
-        staging.mkdir(exist_ok=False)
+        _held[staging] = (out, tid)  # before it exists: no sweeper of this process takes it
         try:
-            fh = open(staging / LOCK_FILE, "xb")
-            _try_lock(fh)
+            sweep_stale(out)
+            staging.mkdir(exist_ok=False)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            del _held[staging]
+            locks.release(out, tid)
             raise
-        _held[staging] = fh
     return out, staging
 
 
@@ -128,9 +143,6 @@ def discard_staging(staging: Path) -> None:
     try:
         shutil.rmtree(staging, ignore_errors=True)
     finally:
-        fh = _held.pop(staging, None)
-        if fh is not None:
-            try:
-                fh.close()
-            except OSError:
-                pass
+        held = _held.pop(staging, None)
+        if held is not None:
+            locks.release(*held)

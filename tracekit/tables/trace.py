@@ -25,7 +25,8 @@ from typing import Any
 
 import polars as pl
 
-from tracekit.tables import schema
+from tracekit.tables import check, schema
+from tracekit.tables.dictstr import dictionary_columns, write_dictionaries
 from tracekit.errors import DatasetError
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
@@ -54,6 +55,10 @@ PARQUET_ZSTD_LEVEL = 1
 def write_part(frame: pl.DataFrame, path: Path) -> None:
     """Write one partition file of a dataset: Parquet, zstd level :data:`PARQUET_ZSTD_LEVEL`,
     with column statistics (readers skip row groups by them)."""
+    long_repeated = dictionary_columns(frame)  # e.g. one 2 MB name on every row: not copied per row
+    if long_repeated:
+        write_dictionaries(frame, path, long_repeated, PARQUET_ZSTD_LEVEL)
+        return
     frame.write_parquet(path, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL, statistics=True)
 
 
@@ -123,7 +128,12 @@ class Trace:
 
 
 def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
-    """One-row frame holding the metadata: a few typed columns for scans, and the full JSON."""
+    """One-row frame holding the metadata: a few typed columns for scans, and the full JSON.
+    ``source`` is stored as an absolute path: a dataset's analysis finds the runner's sidecar
+    beside it from whatever directory it runs (a relative path found none, or an unrelated
+    file of the same name, depending on the current directory)."""
+    if meta.get("source"):
+        meta = {**meta, "source": os.path.abspath(str(meta["source"]))}
     dist = meta.get("distributed") or {}
     devices = meta.get("devices") or []
     stats = meta.get("parse_stats") or {}
@@ -178,8 +188,6 @@ def write_dataset(
 
     def canonical() -> None:
         with writing(out):
-            # Invalidate any previous copy first: without its meta it is ignored by readers.
-            remove_partition(out, META_TABLE, tid)
             for name in schema.TABLES:
                 part = staging / name
                 part.mkdir()
@@ -208,10 +216,9 @@ def write_dataset(
 
 
 def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -> None:
-    """Invalidate the trace's previous copy, stage ``meta`` and commit the canonical tables
-    staged beside it (:func:`commit_staged`). Output errors are DatasetErrors."""
+    """Stage ``meta`` and commit the canonical tables staged beside it (:func:`commit_staged`).
+    Output errors are DatasetErrors."""
     with writing(out):
-        remove_partition(out, META_TABLE, tid)
         (staging / META_TABLE).mkdir()
         write_part(meta_frame(meta), staging / META_TABLE / DATA_FILE)
         commit_staged(out, staging, tid, list(schema.TABLES))
@@ -221,8 +228,11 @@ def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None
     """Move a trace's staged partitions (``staging/<table>`` and ``staging/meta``) into the
     dataset at ``out``, ``meta`` last. This trace's partitions in tables not written this time
     (e.g. derived tables of an earlier ingest) are removed first, so nothing stale survives.
-    The caller has already removed the old ``meta`` before staging (readers then ignore the
-    trace until the new ``meta`` lands)."""
+    Nothing of the previous copy is removed before the new one is completely staged: its
+    ``meta`` goes first here (readers then ignore the trace until the new ``meta`` lands). The
+    caller holds the trace's writer lock (tracekit/tables/locks.py), so no other writer's commit
+    interleaves with this one."""
+    remove_partition(out, META_TABLE, tid)
     written = {*tables, META_TABLE}
     for stale in out.glob(f"*/trace_id={tid}"):
         if stale.parent.name not in written and not stale.parent.name.startswith("."):
@@ -277,7 +287,7 @@ def read_dataset(
         scans.append(scan.filter(rows[name]) if rows and name in rows else scan)
     filtered = [n for n in schema.TABLES if rows and n in rows]
     scans += [pl.scan_parquet(files[n]).select(pl.len()) for n in filtered]
-    scans.append(pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE).select("meta_json"))
+    scans.append(_meta_scan(root, trace_id))
     n = len(schema.TABLES)
     keep = columns is not None or rows is not None  # a reader that keeps the tables: empty columns hold no memory
     if keep:
@@ -295,8 +305,11 @@ def read_dataset(
         counts, frames = frames[n:], frames[:n]
         for i, name in enumerate(schema.TABLES):  # in place: two copies of one column at most
             frames[i] = settled(frames[i], _read_columns(name, None), constants=False)
+    for name, frame in zip(schema.TABLES, frames):  # the required columns read: never null
+        read = [c for c in _read_columns(name, columns) if c in check.REQUIRED[name]]
+        check.check_nulls(root, name, trace_id, {c: frame[c].null_count() for c in read})
     tables = dict(zip(schema.TABLES, frames))
-    meta = json.loads(mf["meta_json"][0])
+    meta = check.check_meta(root, trace_id, mf.to_dicts())
     meta["trace_id"] = trace_id
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
     if columns is not None:
@@ -304,6 +317,15 @@ def read_dataset(
     if filtered:
         meta["dataset_rows"] = {n: int(c.item()) for n, c in zip(filtered, counts)}
     return Trace(meta=meta, **tables)
+
+
+def _meta_scan(root: Path, trace_id: str) -> pl.LazyFrame:
+    """The trace's ``meta`` file: ``meta_json`` and ``schema_version`` (where stored)."""
+    lf = pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
+    have = lf.collect_schema()
+    if "meta_json" not in have:
+        raise DatasetError(f"{root}: the meta of trace {trace_id!r} has no meta_json column; re-ingest the trace")
+    return lf.select([c for c in ("meta_json", "schema_version") if c in have])
 
 
 def _read_columns(table: str, columns: Mapping[str, Collection[str]] | None) -> list[str]:
@@ -318,7 +340,9 @@ def _conformed_scan(f: Path, table: str, trace_id: str, keep: Collection[str] | 
     dtype, missing ones null, ``trace_id`` filled); with ``keep``, only those columns are read
     and the others are null."""
     lf = pl.scan_parquet(f)
-    have = set(lf.collect_schema().names())
+    names = lf.collect_schema().names()
+    check.check_columns(f.parent.parent.parent, table, trace_id, names)  # named in the file's order
+    have = set(names)
     if not have:  # no columns: conform's own empty-frame case
         return schema.conform(pl.DataFrame(), table, trace_id).lazy()
     if keep is not None:  # at least one column read, or the null constants would make one row

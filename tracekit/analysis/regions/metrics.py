@@ -360,7 +360,8 @@ def rank_top(df: FrameT, keys: list[str], n: int = 10) -> FrameT:
     """Keep the ``n`` rows with most ``device_time_ns`` per ``keys`` group; add ``share`` (of the
     group's total device time) and ``rank`` from 1. Ties break by name. A LazyFrame gives a
     LazyFrame (the steps join the caller's plan)."""
-    g = df.with_columns((pl.col("device_time_ns") / pl.col("device_time_ns").sum().over(keys)).alias("share")).sort(
+    total = pl.col("device_time_ns").sum().over(keys)
+    g = df.with_columns(pl.when(total > 0).then(pl.col("device_time_ns") / total).alias("share")).sort(
         [*keys, "device_time_ns", "name"], descending=[*([False] * len(keys)), True, False]
     )
     g = g.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(keys).alias("rank"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, MEMCPY, op_class
-from tracekit.analysis.verdict import Thresholds, fmt_dur, fmt_pct, peaks_frame
+from tracekit.analysis.verdict import Thresholds, fmt_dur, fmt_pct, peaks_frame, ratio
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
 from tracekit.analysis.regions.tops import region_closure
 from tracekit.tables.gather import take
@@ -65,9 +65,9 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
             pl.when(pl.col("bytes_known")).then(pl.col("bytes")).alias("bytes"),
         )
         .with_columns(
-            pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes")).alias("intensity"),
-            pl.when(t > 0).then(pl.col("flops") / (t * 1e-9)).alias("achieved_flops_per_s"),
-            pl.when(t > 0).then(pl.col("bytes") / (t * 1e-9)).alias("achieved_bytes_per_s"),
+            pl.when(pl.col("bytes") > 0).then(ratio(pl.col("flops"), pl.col("bytes"))).alias("intensity"),
+            pl.when(t > 0).then(ratio(pl.col("flops"), t * 1e-9)).alias("achieved_flops_per_s"),
+            pl.when(t > 0).then(ratio(pl.col("bytes"), t * 1e-9)).alias("achieved_bytes_per_s"),
             pl.when(pl.col("device_time_ns") > 0).then(t / pl.col("device_time_ns")).otherwise(0.0).alias("coverage"),
         )
         .join(peaks_frame(hardware).lazy(), on="dtype", how="left")
@@ -86,9 +86,9 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
         pl.min_horizontal(pl.col("peak_flops_per_s"), pl.col("intensity") * pl.col("peak_bytes_per_s")).alias(
             "attainable_flops_per_s"
         ),
-        pl.when(compute)
-        .then(pl.col("achieved_flops_per_s") / pl.col("peak_flops_per_s"))
-        .otherwise(pl.col("achieved_bytes_per_s") / pl.col("peak_bytes_per_s"))
+        pl.when(compute)  # null where a rate or a peak is 0 or the quotient overflows
+        .then(ratio(pl.col("achieved_flops_per_s"), pl.col("peak_flops_per_s")))
+        .otherwise(ratio(pl.col("achieved_bytes_per_s"), pl.col("peak_bytes_per_s")))
         .alias("frac_roof"),
     )
     unknown = (
@@ -261,7 +261,7 @@ def class_roofline(
         .join(med, on=keys, how="left")
         .with_columns(
             (pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns"),
-            (pl.col("device_time_ns") / pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
+            ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
     out = _verdicts(rows, hardware, th)

@@ -9,6 +9,8 @@ request batch; the decode units after it, until the next prefill, belong to that
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ import polars as pl
 
 from tracekit.analysis.serving.schemas import BYCTX_SCHEMA, LATENCY_SCHEMA, REQUEST_SCHEMA  # noqa: F401
 from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.pipeline imports it from here)
+from tracekit.analysis.serving.sidecar_fields import request_rows
 from tracekit.errors import UsageError
 
 PCTS = (0.5, 0.9, 0.99)
@@ -44,8 +47,8 @@ class Slo:
                 x = float(v)
             except ValueError:
                 raise UsageError(f"--slo: {v!r} is not a number of milliseconds") from None
-            if x <= 0:
-                raise UsageError(f"--slo: {k.strip()}={v} must be positive")
+            if not math.isfinite(x) or x <= 0:  # nan would meet every objective: 100 % goodput
+                raise UsageError(f"--slo: {k.strip()}={v.strip()} must be a positive, finite number of milliseconds")
             vals[key] = x
         return cls(**vals)
 
@@ -129,50 +132,16 @@ def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return g.select([pl.col(c).cast(t) for c, t in REQUEST_SCHEMA.items()]), itl.alias("itl_ms")
 
 
-def sidecar_requests(sidecar: dict[str, Any] | None) -> pl.DataFrame:
+def sidecar_requests(sidecar: dict[str, Any] | None, notes: list[str] | None = None) -> pl.DataFrame:
     """Requests measured by the runner's wall clock (sidecar ``requests``: ``ttft_ns``/``ttft_ms``,
-    ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none."""
-    reqs = (sidecar or {}).get("requests")
-    if not isinstance(reqs, list):
-        return pl.DataFrame(schema=REQUEST_SCHEMA)
-    rows = []
-    for i, r in enumerate(reqs):
-        if not isinstance(r, dict):
-            continue
-        rows.append(
-            {
-                "request": r["id"] if isinstance(r.get("id"), int) else i + 1,
-                "source": "sidecar",
-                "sequences": 1,
-                "start_ns": None,
-                "ttft_ms": _ms(r, "ttft"),
-                "tpot_ms": _ms(r, "tpot"),
-                "e2el_ms": _e2el(r),
-                "output_tokens": r.get("output_tokens"),
-                "meets_slo": None,
-            }
-        )
-    return pl.DataFrame(rows, schema=REQUEST_SCHEMA)
-
-
-def _e2el(r: dict[str, Any]) -> float | None:
-    """End-to-end latency: ``e2el_*`` / ``latency_*``, else ``finish_ns − arrival_ns``."""
-    for key in ("e2el", "latency"):
-        v = _ms(r, key)
-        if v is not None:
-            return v
-    f, a = r.get("finish_ns"), r.get("arrival_ns")
-    if isinstance(f, (int, float)) and isinstance(a, (int, float)):
-        return (float(f) - float(a)) / 1e6
-    return None
-
-
-def _ms(r: dict[str, Any], key: str) -> float | None:
-    for suffix, scale in (("_ms", 1.0), ("_ns", 1e-6), ("_s", 1e3), ("", 1e3)):
-        v = r.get(key + suffix)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v) * scale
-    return None
+    ``tpot_ns``/``tpot_ms``, ``e2el``/``latency``, ``output_tokens``), REQUEST_SCHEMA; empty if none.
+    Fields of the wrong type or range are dropped and counted in one warning, added to ``notes``
+    (analysis/sidecar_fields.py)."""
+    rows, warnings = request_rows(sidecar)
+    if notes is not None:
+        notes.extend(warnings)
+    extra = {"source": "sidecar", "sequences": 1, "start_ns": None, "meets_slo": None}
+    return pl.DataFrame([{**r, **extra} for r in rows], schema=REQUEST_SCHEMA)
 
 
 def apply_slo(requests: pl.DataFrame, slo: Slo | None) -> pl.DataFrame:
@@ -249,7 +218,7 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
             "ITL = decode step period (no request ids in the trace): done of one decoding step → done "
             "of the next; the first step's own duration when it has no predecessor"
         )
-    sreq = sidecar_requests(sidecar)
+    sreq = sidecar_requests(sidecar, notes)
     # no serving step and no runner's record: the serving figures are omitted, and said so
     omitted = bool(inferred.any()) and served.height == 0 and sreq.height == 0
     if omitted:

@@ -55,7 +55,15 @@ SPARSE: dict[str, tuple[str, ...]] = {
 def store_derived(root: Path, trace_id: str) -> None:
     """Compute the derived tables of the trace ``trace_id`` of the dataset ``root`` and store them
     (each partition written to a temporary name and renamed; ``derived_key`` removed first and
-    written last, so an interruption leaves tables without a key, which are never read)."""
+    written last, so an interruption leaves tables without a key, which are never read). Under
+    the trace's writer lock, not waited for: DatasetError while another writer holds it."""
+    from tracekit.tables.locks import trace_lock
+
+    with trace_lock(root, trace_id, wait_s=0):
+        _store_derived(root, trace_id)
+
+
+def _store_derived(root: Path, trace_id: str) -> None:
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
     from tracekit.labels.regions import label_regions
@@ -85,7 +93,8 @@ def store_derived(root: Path, trace_id: str) -> None:
     put(root, d.COSTS, trace_id, costs.select("op_id", *[c for c in d.COST_COLUMNS if c in costs.columns]))
     del costs
     put(root, d.LABELS, trace_id, label_regions(trace, tree=tree).drop("trace_id", strict=False))
-    put(root, d.KEY, trace_id, d.key_frame(cpu_only, rows))
+    written = {n: list(pl.read_parquet_schema(root / n / f"trace_id={trace_id}" / DATA_FILE)) for n in d.STORED}
+    put(root, d.KEY, trace_id, d.key_frame(cpu_only, rows, written))
 
 
 def put(root: Path, name: str, trace_id: str, frame: pl.DataFrame) -> Path:

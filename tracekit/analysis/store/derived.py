@@ -36,8 +36,10 @@ from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store
     KEY,
     LABELS,
     LINKS,
+    NOT_NULL,
     SOURCE_FILES,
     SOURCE_PACKAGES,
+    STORED,
     derived_key,
     key_frame,
     source_files,
@@ -111,13 +113,15 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
 
     att = attribute(trace)
     costs = trace_costs(trace, att.activities)
-    return {
+    tables = {
         ACTIVITIES: att.activities,
         LINKS: att.region_links,
         LABELS: label_regions(trace, tree=att.region_tree).drop("trace_id", strict=False),
         COSTS: costs.select("op_id", *[c for c in COST_COLUMNS if c in costs.columns]),
-        KEY: key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}),
     }
+    columns = {n: [c for c in f.columns if c != "trace_id"] for n, f in tables.items()}  # as written
+    tables[KEY] = key_frame(bool(att.cpu_only), {n: trace.table(n).height for n in CANONICAL}, columns)
+    return tables
 
 
 def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
@@ -157,9 +161,13 @@ def ensure_derived(trace: Trace) -> bool:
         return False
     if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
+    from tracekit.errors import DatasetError
+    from tracekit.tables.locks import trace_lock
+
     try:
-        _store(Path(root), trace.trace_id, trace)
-    except (OSError, pl.exceptions.PolarsError):
+        with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
+            _store(Path(root), trace.trace_id, trace)
+    except (OSError, pl.exceptions.PolarsError, DatasetError):
         return False
     return True
 
@@ -212,7 +220,21 @@ def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Pa
         return None
     if key.get("key") != derived_key() or any(key.get(f"{n}_rows") != rows[n] for n in CANONICAL):
         return None
+    if not _columns_as_written(files, key.get("columns")):
+        return None
     return files, key
+
+
+def _columns_as_written(files: dict[str, Path], recorded: Any) -> bool:
+    """Whether each stored derived table holds the columns the key recorded when it was written
+    (a file renamed, swapped or rewritten since is not read: the analysis recomputes it)."""
+    import json
+
+    try:
+        want = json.loads(recorded) if isinstance(recorded, str) else None
+        return isinstance(want, dict) and all(list(pl.read_parquet_schema(files[n])) == want.get(n) for n in STORED)
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        return False
 
 
 def stored_current(dataset: str | os.PathLike[str], trace_id: str) -> bool:
@@ -307,6 +329,8 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
             frames[n] = settled(scan.collect(), [c for c in sch if c not in nulls], constants=True)
     except (OSError, pl.exceptions.PolarsError):
         return None
+    if any(frames[n][c].null_count() for n, cols in NOT_NULL.items() for c in cols if c in frames[n].columns):
+        return None  # ids nulled since written: recompute
     if kernel_names:
         acts = frames[ACTIVITIES]
         if acts.height and int(acts["act_id"].max()) >= trace.kernels.height:  # type: ignore[arg-type]

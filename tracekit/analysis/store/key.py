@@ -6,6 +6,7 @@ of the modules that decide them). Read by the store and by the code that compute
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import polars as pl
 
 from tracekit.tables import schema
 
-DERIVED_FORMAT = 1
+DERIVED_FORMAT = 2  # 2: the key holds the stored tables' column names
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "attribution_activities",
     "attribution_links",
@@ -22,6 +23,9 @@ ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
     "derived_key",
 )
 DERIVED_TABLES = (ACTIVITIES, LINKS, LABELS, COSTS, KEY)
+STORED = (ACTIVITIES, LINKS, LABELS, COSTS)  # the tables the key describes
+# Columns that hold no null in a derived table as written: a file with nulls there is not read.
+NOT_NULL = {ACTIVITIES: ("act_id",), LINKS: ("act_id", "region_id"), LABELS: ("region_id",), COSTS: ("op_id",)}
 COST_COLUMNS = ("flops", "bytes", "cost_model", "dtype", "covered", "cost_note")
 # Code that decides the derived tables: every module of these packages (and these files) has its
 # source hashed into the key, so a new, moved or edited module there invalidates stored tables.
@@ -62,7 +66,15 @@ def derived_key() -> str:
     )
 
 
-def key_frame(cpu_only: bool, rows: dict[str, int]) -> pl.DataFrame:
-    """The ``derived_key`` table: one row of the running code's key, ``cpu_only`` and the canonical
-    tables' row counts."""
-    return pl.DataFrame({"key": [derived_key()], "cpu_only": [cpu_only], **{f"{n}_rows": [rows[n]] for n in CANONICAL}})
+def key_frame(cpu_only: bool, rows: dict[str, int], columns: dict[str, list[str]]) -> pl.DataFrame:
+    """The ``derived_key`` table: one row of the running code's key, ``cpu_only``, the canonical
+    tables' row counts and the stored derived tables' column names (JSON: table → names), so a
+    table whose columns were renamed or dropped after the key was written is not read."""
+    return pl.DataFrame(
+        {
+            "key": [derived_key()],
+            "cpu_only": [cpu_only],
+            **{f"{n}_rows": [rows[n]] for n in CANONICAL},
+            "columns": [json.dumps(columns, sort_keys=True)],
+        }
+    )

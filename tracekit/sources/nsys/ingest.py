@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracekit.tables.dictstr import dictionary_columns as dictionary_columns_long
 from tracekit.tables import schema
 from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, regions_once
 from tracekit.sources.nsys.nvtx import number_ops, op_rows
@@ -96,11 +97,19 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
     with writing(out):  # only the writes: errors reading the chunks belong to the input
         part.mkdir()
     flight = _OneWrite(part / DATA_FILE, target, out)
+    long: list[str] | None = None  # text columns of long repeated values: from the first chunk on
     try:
         for chunk in chunks:
             if chunk.height == 0:
                 continue
             frame = schema.conform(chunk, table, tid).drop("trace_id")
+            if long is None:
+                long = dictionary_columns_long(frame)
+                if long:  # written from Categorical values, not copied per row (tables/dictstr.py)
+                    flight.target = target = _with_dictionaries(target, long)
+                    flight.store_schema = False
+            if long:
+                frame = frame.with_columns(pl.col(c).cast(pl.Categorical()) for c in long)
             arrow = frame.to_arrow()
             flight.start(arrow.cast(target) if arrow.schema != target else arrow, frame)
             rows += chunk.height
@@ -109,6 +118,14 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
         flight.abandon()
         raise
     return rows
+
+
+def _with_dictionaries(target: pa.Schema, columns: list[str]) -> pa.Schema:
+    """``target`` with ``columns`` as polars' Categorical arrives in Arrow: dictionaries of text."""
+    kind = pa.dictionary(pa.uint32(), pa.large_string())
+    for c in columns:
+        target = target.set(target.get_field_index(c), pa.field(c, kind))
+    return target
 
 
 def dictionary_columns(first: pl.DataFrame) -> list[str]:
@@ -137,6 +154,7 @@ class _OneWrite:
         self.writer: pq.ParquetWriter | None = None
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self.store_schema = True  # False: dictionary columns read back as text, not Categorical
 
     def _run(self, writer: pq.ParquetWriter, arrow: pa.Table) -> None:
         try:
@@ -150,7 +168,9 @@ class _OneWrite:
         self.wait()
         if self.writer is None:
             with writing(self.out):
-                self.writer = pq.ParquetWriter(self.path, self.target, use_dictionary=dictionary_columns(frame))
+                self.writer = pq.ParquetWriter(
+                    self.path, self.target, use_dictionary=dictionary_columns(frame), store_schema=self.store_schema
+                )
         self.thread = threading.Thread(
             target=self._run, args=(self.writer, arrow), name="tracekit-parquet-write", daemon=True
         )

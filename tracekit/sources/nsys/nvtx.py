@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from tracekit import numbers
+from tracekit.tables.depth_cap import DEEP_REASON, cap_region_depth
 from tracekit.tables import schema
 from tracekit.tables.intervals import nest
 from tracekit.sources.nsys.nvtx_time import Nesting, NotInTimeOrder, in_start_blocks, number, thread_offsets
@@ -211,11 +212,15 @@ def read_regions(
         # The sorted read's tie order: a never-ended range sorts as if it ended at the capture end.
         end_key = pl.when(pl.col("unterminated")).then(pl.lit(capture_end_ns)).otherwise(pl.col("end_ns"))
         chunks = _time_order_chunks(ranges(), offsets, end_key)
-    n_open = n_cross = 0
+    n_open = n_cross = n_deep = 0
     for df in chunks:
+        df, deep = cap_region_depth(df)
+        n_deep += deep
         n_open += int(df["unterminated"].sum())
         n_cross += int(df["end_tid"].is_not_null().sum())
         yield df
+    if n_deep:
+        warnings.append(f"{numbers.count(n_deep, 'NVTX range')} {DEEP_REASON} dropped")
     if n_open:
         warnings.append(
             f"{numbers.count(n_open, 'NVTX range')} never ended; extended to the end of the capture (unterminated=True)"

@@ -7,6 +7,7 @@ from collections import Counter
 
 import polars as pl
 
+from tracekit.tables.depth_cap import DEEP_REASON, cap_region_depth
 from tracekit.tables.intervals import nest
 from tracekit.sources.kineto.reading import native as kineto_native
 
@@ -33,7 +34,9 @@ def finish_table(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[st
     if table == "ops":
         return _nested(df, ["pid", "tid"], "op_id")
     if table == "regions":
-        return _nested(df, ["kind", "pid", "tid"], "region_id")
+        df, deep = cap_region_depth(_nested(df, ["kind", "pid", "tid"], "region_id"))
+        if deep:
+            dropped[f"{WHAT[table]}: {DEEP_REASON}"] += deep
     return df
 
 

@@ -1,0 +1,47 @@
+"""Click types for numeric options that must mean something: finite, within a range.
+
+click's own ``FloatRange`` lets ``nan`` through (every comparison with NaN is false) and takes
+``inf``; these refuse both, so ``--link-gbps nan`` or ``--link-latency-us -5000`` end in click's
+one usage line (exit 2) instead of a result computed from them (docs/robustness.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+# Workers a whatif simulation may be given (each is an object and a queue in the simulation):
+# far above any real serving deployment, far below what would exhaust memory.
+MAX_WORKERS = 4096
+
+
+class Finite(click.ParamType):
+    """A finite float, ``≥ low`` (``> low`` with ``low_open``) and ``≤ high`` where given."""
+
+    name = "number"
+
+    def __init__(self, low: float | None = None, high: float | None = None, low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.low is not None and (x < self.low or (self.low_open and x == self.low)):
+            self.fail(f"{value} must be {'>' if self.low_open else '≥'} {self.low:g}", param, ctx)
+        if self.high is not None and x > self.high:
+            self.fail(f"{value} must be ≤ {self.high:g}", param, ctx)
+        return x
+
+    def __repr__(self) -> str:
+        return f"Finite({self.low}, {self.high})"
+
+
+NON_NEGATIVE = Finite(0.0)
+POSITIVE = Finite(0.0, low_open=True)
+WORKERS = click.IntRange(1, MAX_WORKERS)

@@ -1,0 +1,45 @@
+"""Report files: what ``--out`` writes gets the terminal's cleaning (tracekit/cli/term.py).
+
+A report file is read in a terminal (``cat``, ``less -R``), pasted into bug trackers and opened
+in editors that act on control sequences, so a trace-provided name holding OSC 52 (``ESC ] 52 ;
+… BEL``: write the clipboard), a bidi override (``\\u202e``) or NUL must not reach it raw, any
+more than it reaches the screen. Markdown, HTML and text files: every such character as a
+visible escape (``\\x1b``, ``\\u202e``, ``\\x00``), as :func:`tracekit.cli.term.clean` prints it.
+JSON files: JSON already escapes C0 controls; DEL, C1 and the bidi marks become ``\\uXXXX``
+escapes (:func:`tracekit.report.formats.json_print.safe`), the same characters once parsed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tracekit.cli.term import clean, echo
+
+
+def cleaned(text: str | bytes, fmt: str) -> bytes:
+    """The bytes of a report file of format ``fmt`` (``json`` or a text format) holding ``text``."""
+    if fmt == "json":
+        from tracekit.report.formats.json_print import safe
+
+        return safe(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+    s = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
+    return clean(s).encode("utf-8")
+
+
+def write_report(path: Path, text: str | bytes, fmt: str) -> Path:
+    """:func:`tracekit.report.output.write_atomic` of :func:`cleaned` ``text``."""
+    from tracekit.report.output import write_atomic
+
+    return write_atomic(path, cleaned(text, fmt))
+
+
+def emit(text: str | bytes, out: Any = None, fmt: str = "text") -> None:
+    """A command's output: printed (:func:`echo`), or, with ``out`` (a path checked before the work
+    by :func:`tracekit.report.output.check_out`), written there atomically with the terminal's
+    cleaning (tracekit/cli/outfile.py; ``fmt`` "json" keeps JSON escapes) and named on stderr."""
+    if out is None:
+        echo(text, nl=False)
+        return
+    write_report(out, text, fmt)
+    echo(f"wrote {out}", err=True)

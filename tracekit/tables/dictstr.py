@@ -1,0 +1,43 @@
+"""Long text values repeated on many rows, written to Parquet without a copy per row.
+
+Polars keeps a column of repeated strings as views into shared buffers: 990 rows naming one 2 MB
+kernel (a crafted Nsight export's ``StringIds``) hold 2 MB. Writing such a column to Parquet
+materialised every row's value (2 GB for those rows; the first analysis of such a dataset, which
+stores the derived tables, peaked at 2.1 GB). :func:`write_dictionaries` writes those columns
+from Categorical values instead: Parquet holds a dictionary page and indices, built without
+copying a row, and no Arrow schema, so readers see plain text columns whose rows, read back,
+share the dictionary's values.
+"""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+# A text column is written as a dictionary when its rows hold at least this many bytes in all (as
+# polars estimates it, counting each row's value) at an average of at least DICT_MIN_AVG bytes a
+# row: long values repeated (the 2 MB name), never the short names of a real trace.
+DICT_MIN_BYTES = 64 << 20
+DICT_MIN_AVG = 1024
+
+
+def dictionary_columns(frame: pl.DataFrame) -> list[str]:
+    """The String columns of ``frame`` to write as dictionaries (see :data:`DICT_MIN_BYTES`)."""
+    out = []
+    for c, t in frame.schema.items():
+        if t == pl.String() and frame.height:
+            size = frame[c].estimated_size()
+            if size >= DICT_MIN_BYTES and size >= DICT_MIN_AVG * frame.height:
+                out.append(c)
+    return out
+
+
+def write_dictionaries(frame: pl.DataFrame, path: str | os.PathLike[str], columns: list[str], level: int) -> None:
+    """Write ``frame`` to Parquet (zstd at ``level``, statistics) with ``columns`` dictionary
+    encoded from Categorical values: no row's bytes copied. No Arrow schema is stored: readers
+    see String columns, as from the usual writer."""
+    import pyarrow.parquet as pq
+
+    table = frame.with_columns(pl.col(c).cast(pl.Categorical()) for c in columns).to_arrow()
+    pq.write_table(table, path, compression="zstd", compression_level=level, store_schema=False)
