@@ -59,7 +59,10 @@ def analyze(
     kernels before the region metrics, ~30 MB on the 860 MB replica, and the op columns after the
     idle causes, ~60 MB).
     """
+    from dataclasses import replace
+
     from tracekit.analysis.communication import exposed
+    from tracekit.analysis.features import detect as detect_features
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.regions import label_regions
 
@@ -118,6 +121,7 @@ def analyze(
     }
     kv = kv_shape(trace.ops, labels)
     launches = trace.launches
+    feats = detect_features(trace.kernels, trace.ops, launches, labels, trace.meta)
     # the analysis holds the only references to its frames (released as it goes) ...
     frames = [acts, links, labels, costs]
     del acts, links, labels, costs, stored, kern
@@ -136,6 +140,7 @@ def analyze(
         kv,
         launches,
     )
+    result = replace(result, totals={**result.totals, "features": feats.to_dicts()})
     return _with_exposed(result, comm)
 
 

@@ -10,13 +10,17 @@ kernel names). See docs/reports.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tracekit.conventions import MEASURED_COLUMNS
 from tracekit.report.model import ReportData
+from tracekit.report.sections.features import rows_of
+
+if TYPE_CHECKING:
+    from tracekit.report.gate import Gate
 
 METRICS = (
     "span_ns",
@@ -50,6 +54,9 @@ class Diff:
     ops: pl.DataFrame
     diagnostic_a: str | None = None  # the CPU-diagnostic label of a CPU-only side, else None
     diagnostic_b: str | None = None
+    features_a: list[Any] = field(default_factory=list)  # each side's feature rows (analysis/features.py)
+    features_b: list[Any] = field(default_factory=list)
+    gate: Gate | None = None  # with --gate: the CI gate's outcome (report/gate.py)
 
     def diagnostic_lines(self) -> list[str]:
         """One line per CPU-only side, e.g. "A: CPU diagnostic — not GPU evidence"."""
@@ -69,6 +76,9 @@ class Diff:
                 "regions": self.regions.to_dicts(),
                 "kernels": self.kernels.to_dicts(),
                 "ops": self.ops.to_dicts(),
+                "features_a": [dict(r) for r in self.features_a],
+                "features_b": [dict(r) for r in self.features_b],
+                "gate": self.gate.to_json() if self.gate is not None else None,
             }
         )
 
@@ -230,4 +240,6 @@ def diff(
         ops=moved(oa, ob),
         diagnostic_a=a.diagnostic,
         diagnostic_b=b.diagnostic,
+        features_a=list(rows_of(a.totals)),
+        features_b=list(rows_of(b.totals)),
     )

@@ -79,6 +79,10 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     if inter:
         out.append(Section("Serving", paragraphs=[inter]))
     out += _why(doc)
+    from tracekit.report.sections.features import features_section, rows_of
+
+    if rows_of(tot):
+        out.append(features_section(rows_of(tot)))
     out.append(_regions(doc, regions, mc))
     comm = tot.get("communication") or []
     if comm:
