@@ -34,10 +34,15 @@ def serving_trace(
     gemm: str = GEMM,
     attn: str = ATTN,
     extra: dict[str, Any] | None = None,
+    speculative: bool = False,
+    draft_scale: float = 1.0,
 ) -> dict[str, Any]:
     """The trace document. Kernel times (µs) before jitter: prefill gemm 2,000 + attention 500;
     each decode step gemm 300 + attention 100, times ``decode_scale``; every kernel × (1 + u),
-    u uniform in ±``jitter`` from ``random.Random(seed)``."""
+    u uniform in ±``jitter`` from ``random.Random(seed)``. ``speculative``: SGLang-style steps
+    instead: ``step[EXTEND bs=1 toks=512]``, then per decode iteration a draft step
+    ``step[DRAFT_EXTEND bs=4 toks=4]`` (gemm 40 + attention 10 µs, times ``draft_scale``) and a
+    verify step ``step[TARGET_VERIFY bs=4 toks=16]`` (gemm 300 + attention 100 µs)."""
     rng = random.Random(seed)
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
@@ -45,10 +50,15 @@ def serving_trace(
     ]
     t = 0.0
     corr = 0
-    steps = [(prefill_name, "prefill", 512)] + [(_decode_name(i), "decode", 4) for i in range(decode_steps)]
-    for name, phase, m in steps:
-        scale = prefill_scale if phase == "prefill" else decode_scale
-        base = (2000.0, 500.0) if phase == "prefill" else (300.0, 100.0)
+    steps: list[tuple[str, int, tuple[float, float], float]] = [(prefill_name, 512, (2000.0, 500.0), prefill_scale)]
+    if speculative:
+        steps = [("step[EXTEND bs=1 toks=512]", 512, (2000.0, 500.0), prefill_scale)]
+        for _ in range(decode_steps):
+            steps.append(("step[DRAFT_EXTEND bs=4 toks=4]", 4, (40.0, 10.0), draft_scale))
+            steps.append(("step[TARGET_VERIFY bs=4 toks=16]", 16, (300.0, 100.0), decode_scale))
+    else:
+        steps += [(_decode_name(i), 4, (300.0, 100.0), decode_scale) for i in range(decode_steps)]
+    for name, m, base, scale in steps:
         durs = [round(b * scale * (1 + rng.uniform(-jitter, jitter)), 3) for b in base]
         corr += 1
         events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 8})

@@ -228,3 +228,50 @@ def test_md_is_bounded_on_any_input() -> None:
     text = render_md(d)
     assert len(text) < MAX_CHARS < 65_536
     assert "more rows left out" in text
+
+
+def test_stratified_resampling_keeps_the_mix_of_step_kinds() -> None:
+    # 20 draft steps of 50 and 20 verify steps of 400 a side, B's verify steps 1 % slower: the
+    # decode total is 20·50 + 20·400 = 9,000 against 20·50 + 20·404 = 9,080, +0.89 %. Resampled
+    # within each kind the total cannot move by more than that; resampled as one group it would
+    # swing by tens of % with the draft/verify mix.
+    values_a = [50.0] * 20 + [400.0] * 20
+    values_b = [50.0] * 20 + [404.0] * 20
+    kinds = ["step[DRAFT_EXTEND bs=N]"] * 20 + ["step[TARGET_VERIFY bs=N]"] * 20
+
+    def side(values: list[float]) -> pl.DataFrame:
+        return _samples("decode", values, "busy time", "sum").with_columns(pl.Series("stratum", kinds))
+
+    r = gate_mod.gate(side(values_a), side(values_b), 0.05).checks.row(0, named=True)
+    assert r["change"] == pytest.approx(80 / 9000)
+    assert r["ci_low"] == pytest.approx(80 / 9000) and r["ci_high"] == pytest.approx(80 / 9000)
+
+
+def test_sglang_speculative_modes_are_decode() -> None:
+    from tracekit.labels.phases import sglang_columns
+
+    names = pl.DataFrame({"name": ["step[TARGET_VERIFY bs=4 toks=16]", "step[DRAFT_EXTEND bs=4 toks=4]"]})
+    got = names.select(**sglang_columns(pl.col("name")))
+    assert got["phase"].to_list() == ["decode", "decode"] and got["tokens"].to_list() == [16, 4]
+
+
+def test_speculative_split_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # no jitter: 40 iterations of a draft step (gemm 40 + attention 10 = 50 µs busy) and a verify
+    # step (300 + 100 = 400 µs): decode busy 40 · 450 µs = 18 ms, verify 16 ms (88.9 %), draft
+    # 2 ms (11.1 %), 16 tokens per verify step (toks=16). B's draft kernels take twice as long:
+    # draft 4 ms, decode busy 20 ms, draft share 20 %.
+    a = write_serving_trace(tmp_path / "a.json", 1, jitter=0, speculative=True)
+    b = write_serving_trace(tmp_path / "b.json", 1, jitter=0, speculative=True, draft_scale=2.0)
+    assert run_cli(["analyze", str(a), "--format", "json"]) == 0
+    spec = json.loads(capsys.readouterr().out)["totals"]["serving"]["speculative"][0]
+    assert (spec["phase"], spec["verify_steps"], spec["draft_regions"]) == ("decode", 40, 40)
+    assert (spec["verify_ns"], spec["draft_ns"], spec["tokens_per_verify"]) == (16_000_000, 2_000_000, 16.0)
+    assert spec["draft_share"] == pytest.approx(2 / 18) and spec["verify_share"] == pytest.approx(16 / 18)
+    code, doc, err = _gate_json(a, b, capsys)
+    rows = {r["metric"]: r for r in doc["speculative"]}
+    assert (rows["draft_ns"]["a"], rows["draft_ns"]["b"]) == (2_000_000, 4_000_000)
+    assert rows["draft_share"]["b"] == pytest.approx(4 / 20)
+    assert rows["verify_ns"]["delta"] == 0
+    # the draft doubled (+100 %): the gate fails; the verify time did not move
+    assert code == 1 and _check(doc, "decode", "draft time", "sum")["regressed"]
+    assert not _check(doc, "decode", "verify time", "sum")["regressed"]

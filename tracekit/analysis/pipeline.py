@@ -63,6 +63,7 @@ def analyze(
 
     from tracekit.analysis.communication import exposed
     from tracekit.analysis.features import detect as detect_features
+    from tracekit.analysis.serving.speculative import speculative
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.regions import label_regions
 
@@ -141,6 +142,9 @@ def analyze(
         launches,
     )
     result = replace(result, totals={**result.totals, "features": feats.to_dicts()})
+    spec = speculative(result.regions, result.phases, result.latency)
+    if spec.height:  # only a speculative run gets the block (docs/serving.md)
+        result = replace(result, serving={**result.serving, "speculative": spec.to_dicts()})
     return _with_exposed(result, comm)
 
 

@@ -57,6 +57,7 @@ class Diff:
     features_a: list[Any] = field(default_factory=list)  # each side's feature rows (analysis/features.py)
     features_b: list[Any] = field(default_factory=list)
     gate: Gate | None = None  # with --gate: the CI gate's outcome (report/gate.py)
+    speculative: pl.DataFrame = field(default_factory=pl.DataFrame)  # long: draft / verify per phase
 
     def diagnostic_lines(self) -> list[str]:
         """One line per CPU-only side, e.g. "A: CPU diagnostic — not GPU evidence"."""
@@ -76,6 +77,7 @@ class Diff:
                 "regions": self.regions.to_dicts(),
                 "kernels": self.kernels.to_dicts(),
                 "ops": self.ops.to_dicts(),
+                "speculative": self.speculative.to_dicts(),
                 "features_a": [dict(r) for r in self.features_a],
                 "features_b": [dict(r) for r in self.features_b],
                 "gate": self.gate.to_json() if self.gate is not None else None,
@@ -153,6 +155,22 @@ def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
         pl.col("reason").alias("reason_a"),
         pl.col("reason_b"),
     )
+
+
+def speculative_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Draft and verify per phase (tracekit/analysis/serving/speculative.py) of both runs, long;
+    empty when neither run decodes speculatively."""
+    from tracekit.analysis.serving.speculative import METRICS, SCHEMA
+    from tracekit.report.sections.speculative import rows_of as spec_rows
+
+    ra, rb = spec_rows(a.totals), spec_rows(b.totals)
+    if not ra and not rb:
+        return pl.DataFrame()
+
+    def frame(rows: list[Any]) -> pl.DataFrame:
+        return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA, orient="row")
+
+    return compare(frame(ra), frame(rb), "phase", METRICS)
 
 
 def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
@@ -240,6 +258,7 @@ def diff(
         ops=moved(oa, ob),
         diagnostic_a=a.diagnostic,
         diagnostic_b=b.diagnostic,
+        speculative=speculative_diff(a, b),
         features_a=list(rows_of(a.totals)),
         features_b=list(rows_of(b.totals)),
     )

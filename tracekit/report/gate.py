@@ -3,7 +3,8 @@ than PCT, beyond the run-to-run noise? (docs/ci.md)
 
 Each check is one (phase, metric, statistic) of the two runs' per-step samples
 (tracekit/analysis/step_samples.py): the change is ``stat(B) / stat(A) − 1``. Its noise is a
-seeded bootstrap: both sides' steps are resampled with replacement :data:`RESAMPLES` times, the
+seeded bootstrap: both sides' steps are resampled with replacement :data:`RESAMPLES` times (within
+each kind of step, the name with numbers as N: a draft step is drawn only for a draft step), the
 statistic recomputed, and the 2.5th–97.5th percentiles of the resampled changes are the 95 %
 interval. A check **regresses** when the interval's low end is above PCT: B is slower by more
 than PCT even at the favourable end of the noise. With fewer than :data:`MIN_SAMPLES` samples on
@@ -29,6 +30,7 @@ from tracekit.report import fmt
 RESAMPLES = 2000
 MIN_SAMPLES = 3
 MAX_SAMPLES = 4000  # a side with more steps is subsampled (seeded) for the interval only
+MAX_STRATA = 64  # more kinds of step than this: resampled as one group
 LEVEL = 0.95
 EXIT_PASS = 0
 EXIT_REGRESSION = 1
@@ -133,21 +135,38 @@ def _stat(x: Any, stat: str, axis: int | None = None) -> Any:
     return np.quantile(x, int(stat[1:]) / 100, axis=axis)
 
 
-def _interval(a: Any, b: Any, stat: str, key: str) -> tuple[float, float]:
+def _resampled(x: Any, strata: Any, stat: str, rng: Any) -> Any:
+    """:data:`RESAMPLES` values of ``stat`` over resamples of ``x`` drawn with replacement within
+    each stratum (a stratum keeps its count, so the phase's mix of step kinds stays); with more
+    than :data:`MAX_STRATA` strata, over all of ``x``. A side of more than :data:`MAX_SAMPLES` is
+    subsampled first (a sum is scaled back to all of its steps)."""
+    import numpy as np
+
+    n = len(x)
+    if n > MAX_SAMPLES:
+        keep = rng.choice(n, MAX_SAMPLES, replace=False)
+        x, strata = x[keep], strata[keep]
+    groups = np.unique(strata)
+    if len(groups) <= 1 or len(groups) > MAX_STRATA:
+        idx = rng.integers(0, len(x), (RESAMPLES, len(x)))
+    else:
+        parts = []
+        for g in groups:
+            where = np.flatnonzero(strata == g)
+            parts.append(where[rng.integers(0, len(where), (RESAMPLES, len(where)))])
+        idx = np.concatenate(parts, axis=1)
+    out = _stat(x[idx], stat, axis=1)
+    return out * n / len(x) if stat == "sum" else out
+
+
+def _interval(a: Any, b: Any, stat: str, key: str, strata_a: Any, strata_b: Any) -> tuple[float, float]:
     """The bootstrap interval of ``stat(B) / stat(A) − 1``; seeded by the check's name, so the
     same inputs give the same interval whatever other checks there are."""
     import numpy as np
 
     rng = np.random.default_rng(zlib.crc32(key.encode()))
-    na, nb = len(a), len(b)
-    if na > MAX_SAMPLES:
-        a = rng.choice(a, MAX_SAMPLES, replace=False)
-    if nb > MAX_SAMPLES:
-        b = rng.choice(b, MAX_SAMPLES, replace=False)
-    sa = _stat(a[rng.integers(0, len(a), (RESAMPLES, len(a)))], stat, axis=1)
-    sb = _stat(b[rng.integers(0, len(b), (RESAMPLES, len(b)))], stat, axis=1)
-    if stat == "sum":  # a subsampled side's sum stands for all of its steps
-        sa, sb = sa * na / len(a), sb * nb / len(b)
+    sa = _resampled(a, strata_a, stat, rng)
+    sb = _resampled(b, strata_b, stat, rng)
     ok = sa > 0
     rel = sb[ok] / sa[ok] - 1
     if rel.size == 0:
@@ -170,8 +189,16 @@ def gate(
     from tracekit.analysis.features import differences
 
     changes = differences(features_a or [], features_b or [])
-    ga = samples_a.group_by("phase", "metric", "stat", maintain_order=True).agg(pl.col("value"))
-    gb = samples_b.group_by("phase", "metric", "stat", maintain_order=True).agg(pl.col("value").alias("value_b"))
+
+    def strata(df: pl.DataFrame) -> pl.Expr:
+        return pl.col("stratum") if "stratum" in df.columns else pl.lit("")
+
+    ga = samples_a.group_by("phase", "metric", "stat", maintain_order=True).agg(
+        pl.col("value"), strata(samples_a).alias("stratum")
+    )
+    gb = samples_b.group_by("phase", "metric", "stat", maintain_order=True).agg(
+        pl.col("value").alias("value_b"), strata(samples_b).alias("stratum_b")
+    )
     j = ga.join(gb, on=["phase", "metric", "stat"], how="inner", maintain_order="left")
     rows = []
     thin: dict[str, int] = {}
@@ -186,7 +213,8 @@ def gate(
         if few and (r["stat"] not in ("p50", "sum") or str(r["metric"]) not in HEADLINE):
             continue  # without a noise estimate only the headline figures are tested
         if not few and change is not None:
-            lo, hi = _interval(a, b, r["stat"], key)
+            sa, sb = np.asarray(r["stratum"], dtype=str), np.asarray(r["stratum_b"], dtype=str)
+            lo, hi = _interval(a, b, r["stat"], key, sa, sb)
             method = f"bootstrap over {fmt.count(len(a), 'sample')} and {fmt.count(len(b), 'sample')}"
             regressed = lo > threshold
         else:

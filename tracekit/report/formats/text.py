@@ -129,6 +129,11 @@ def diff_tables(d: Diff) -> list[Table]:
         Table(["phase", "verdict A", "verdict B", "", "reason A", "reason B"], verdict_rows, "verdicts"),
         long_table(d.phases, "phase", "per phase"),
         long_table(d.regions, "kind", "per region kind (numbers in names → N)"),
+        *(
+            [long_table(d.speculative, "phase", "speculative decoding: draft and verify per phase")]
+            if d.speculative.height
+            else []
+        ),
         moved_table(d.kernels, "kernels that moved most (total device time)"),
         moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
     ]

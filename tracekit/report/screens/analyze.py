@@ -83,6 +83,10 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
 
     if rows_of(tot):
         out.append(features_section(rows_of(tot)))
+    from tracekit.report.sections import speculative as spec
+
+    if spec.rows_of(tot):
+        out.append(spec.speculative_section(spec.rows_of(tot)))
     out.append(_regions(doc, regions, mc))
     comm = tot.get("communication") or []
     if comm:
