@@ -219,6 +219,8 @@ def _analyze_owned(
     """:func:`analyze_tables` of ``frames`` (activities, region links, labels, costs), a list it
     empties: a caller that passed its only references lets each frame go after its last reader
     (the op columns of ``costs`` after the idle causes: ~60 MB on the 860 MB replica)."""
+    from tracekit.analysis.op_work import op_work
+
     from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
 
     activities, region_links, labels, costs = frames
@@ -290,6 +292,7 @@ def _analyze_owned(
     # their own (the 860 MB replica: the roofline preparation, the linked activities, the
     # activities' phases and the region culprits ~70 MB, no longer beside the tops' transients).
     shape_rf = shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure)
+    work = op_work(acts, prep["op_class"], costs)
     del prep
     acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     del in_unit
@@ -367,4 +370,5 @@ def _analyze_owned(
         idle_culprits=culprits,
         class_roofline=cr,
         shape_roofline=shape_rf,
+        op_work=work,
     )

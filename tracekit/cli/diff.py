@@ -78,7 +78,9 @@ def diff(
     da, db = ra.report_data(), rb.report_data()
     kernels = (name_totals(ra.trace.kernels), name_totals(rb.trace.kernels))
     ops = (top_totals(da.top_ops_all), top_totals(db.top_ops_all))
-    d = diff_fn(da, db, kernels=kernels, ops=ops, labels=(a, b))
+    work = (ra.result.op_work, rb.result.op_work)
+    classes = (ra.result.op_classes, rb.result.op_classes)
+    d = diff_fn(da, db, kernels=kernels, ops=ops, labels=(a, b), work=work, classes=classes)
     if threshold is not None:
         from tracekit.analysis.step_samples import samples
         from tracekit.report.gate import gate

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tracekit.report import fmt
 from tracekit.report.fmt import md_escape
 from tracekit.report.formats.markdown import table_block
-from tracekit.report.formats.text import diff_tables, gate_table, long_table, moved_table
+from tracekit.report.formats.text import diff_tables, gate_table, long_table, matched_table, moved_table
 from tracekit.report.sections.blocks import Table
 from tracekit.report.sections.features import features_pair_table
 
@@ -84,7 +84,10 @@ def render_md(d: Diff) -> str:
     out = "\n".join(head)
     tables = [
         ("Phases that moved", moved_phases(d)),
-        ("Operators that moved most", moved_table(d.ops, "")),
+        (
+            "Operators that moved most",
+            matched_table(d.matched) if d.matched.height else moved_table(d.ops, ""),
+        ),
         (
             "Features",
             features_pair_table(d.features_a, d.features_b) if d.features_a or d.features_b else Table([], []),

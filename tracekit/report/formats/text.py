@@ -113,6 +113,63 @@ def gate_table(g: Gate) -> Table:
     return Table(["phase", "metric", "A", "B", "change", "95 % interval", "test", ""], rows, caption)
 
 
+def matched_table(df: pl.DataFrame) -> Table:
+    """Work matched through (op, shape) on both sides, with each side's main kernel."""
+    rows = [
+        [
+            str(r["op"]),
+            str(r["shape"]),
+            str(r["op_class"] or ""),
+            fmt.count(r["count_a"]),
+            fmt.count(r["count_b"]),
+            fmt.duration(r["time_a_ns"]),
+            fmt.duration(r["time_b_ns"]),
+            fmt.duration(r["delta_ns"]),
+            _change(r["change"]),
+            str(r["kernel_a"] or ""),
+            str(r["kernel_b"] or ""),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
+    headers = [
+        "op",
+        "shapes",
+        "class",
+        "calls A",
+        "calls B",
+        "time A",
+        "time B",
+        "B − A",
+        "change",
+        "kernel A",
+        "kernel B",
+    ]
+    return Table(headers, rows, "operators matched by name and input shapes (kernel names may differ)")
+
+
+def unmatched_table(d: Diff) -> Table:
+    """Work on one side only, with the matched / unmatched device time of each side."""
+    t = d.work_totals
+    caption = "work on one side only (no operator with the same shapes on the other)"
+    if t:
+        caption += (
+            f": matched {fmt.duration(t['matched_a_ns'])} of A, {fmt.duration(t['matched_b_ns'])} of B; "
+            f"unmatched {fmt.duration(t['unmatched_a_ns'])} of A, {fmt.duration(t['unmatched_b_ns'])} of B"
+        )
+    rows = [
+        [
+            str(r["side"]),
+            str(r["op"]),
+            str(r["shape"]),
+            str(r["op_class"] or ""),
+            fmt.count(r["count"]),
+            fmt.duration(r["time_ns"]),
+        ]
+        for r in d.unmatched.iter_rows(named=True)
+    ]
+    return Table(["side", "op", "shapes (kernel without an op)", "class", "calls", "time"], rows, caption)
+
+
 def diff_tables(d: Diff) -> list[Table]:
     verdict_rows = [
         [
@@ -136,6 +193,9 @@ def diff_tables(d: Diff) -> list[Table]:
         ),
         moved_table(d.kernels, "kernels that moved most (total device time)"),
         moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
+        *([matched_table(d.matched)] if d.matched.height else []),
+        *([unmatched_table(d)] if d.unmatched.height else []),
+        *([moved_table(d.classes, "op classes (whole trace)")] if d.classes.height else []),
     ]
 
 
