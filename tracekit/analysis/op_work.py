@@ -34,48 +34,51 @@ def op_work(acts: pl.DataFrame, op_class: pl.Series, costs: pl.DataFrame) -> pl.
     ``op_name``, ``name``, ``dur_ns``);
     ``op_class``: each activity's class, in the same order; ``costs``: the op cost table
     (``op_id``, ``input_dims``)."""
-    need = {"cost_op_id", "cost_op_name", "name", "dur_ns"}
+    need = {"cost_op_id", "name", "dur_ns"}
     if acts.height == 0 or not need <= set(acts.columns) or op_class.len() != acts.height:
         return pl.DataFrame(schema=SCHEMA)
     from tracekit.analysis.regions.metrics import positions
 
-    # the op that owns the work's cost, else the op that launched it
+    # the op that owns the work's cost, else the op that launched it; activities are summed per
+    # (op id, kernel name) first, so shapes are gathered per op, not per activity
     launch_id = acts["op_id"] if "op_id" in acts.columns else pl.Series([None] * acts.height, dtype=pl.Int64())
-    launch_name = acts["op_name"] if "op_name" in acts.columns else pl.Series([None] * acts.height, dtype=pl.String())
     op_id = acts["cost_op_id"].cast(pl.Int64()).fill_null(launch_id.cast(pl.Int64()))
-    op_name = acts["cost_op_name"].cast(pl.String()).fill_null(launch_name.cast(pl.String()))
-    if "input_dims" in costs.columns and "op_id" in costs.columns:
-        shape = take(costs["input_dims"], positions(op_id, costs["op_id"]))
-        shape = shape.cast(pl.String).fill_null("").str.replace_all(r"\s+", "")
-    else:
-        shape = pl.Series("shape", [""] * acts.height, dtype=pl.String())
+    none = pl.Series([None] * acts.height, dtype=pl.String())
+    op_name = (acts["cost_op_name"] if "cost_op_name" in acts.columns else none).cast(pl.String())
+    op_name = op_name.fill_null((acts["op_name"] if "op_name" in acts.columns else none).cast(pl.String()))
     a = pl.DataFrame(
-        {
-            "_id": op_id,
-            "_name": op_name,
-            "name": acts["name"].cast(pl.String()),
-            "dur_ns": acts["dur_ns"],
-            "op_class": op_class,
-            "_shape": shape,
-        }
+        {"_id": op_id, "_op_name": op_name, "name": acts["name"], "dur_ns": acts["dur_ns"], "op_class": op_class}
     )
+    per = a.group_by("_id", "name").agg(
+        pl.col("dur_ns").sum().alias("t"),
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col("op_class").sort_by("dur_ns", descending=True).first().cast(pl.String),
+        pl.col("_op_name").drop_nulls().first().alias("_name"),
+    )
+    ids = per["_id"].unique().drop_nulls()
+    names = pl.DataFrame({"_id": ids, "_shape": pl.Series([""] * ids.len(), dtype=pl.String())})
+    if "op_id" in costs.columns and "input_dims" in costs.columns:
+        pos = positions(ids, costs["op_id"])
+        dims = take(costs["input_dims"], pos).cast(pl.String).fill_null("").str.replace_all(r"\s+", "")
+        names = names.with_columns(dims.alias("_shape"))
+    per = per.join(names, on="_id", how="left")
     has_op = pl.col("_id").is_not_null() & pl.col("_name").is_not_null()
-    a = a.with_columns(
+    per = per.with_columns(
         pl.when(has_op).then(pl.col("_name")).otherwise(pl.lit(NO_OP)).alias("op"),
-        pl.when(has_op).then(pl.col("_shape")).otherwise(pl.col("name")).alias("shape"),
-        pl.col("_id").alias("cost_op_id"),
+        pl.when(has_op).then(pl.col("_shape")).otherwise(pl.col("name").cast(pl.String)).alias("shape"),
+        pl.when(has_op).then(pl.col("_id")).alias("_op"),
     )
     return (
-        a.group_by("op", "shape")
+        per.group_by("op", "shape")
         .agg(
             pl.when(pl.col("op").first() == NO_OP)
-            .then(pl.len())
-            .otherwise(pl.col("cost_op_id").n_unique())
+            .then(pl.col("n").sum())
+            .otherwise(pl.col("_op").n_unique())
             .cast(pl.Int64)
             .alias("count"),
-            pl.col("dur_ns").sum().cast(pl.Int64).alias("device_time_ns"),
-            pl.col("op_class").sort_by("dur_ns", descending=True).first().cast(pl.String).alias("op_class"),
-            pl.col("name").sort_by("dur_ns", descending=True).first().alias("kernel"),
+            pl.col("t").sum().cast(pl.Int64).alias("device_time_ns"),
+            pl.col("op_class").sort_by("t", descending=True).first().alias("op_class"),
+            pl.col("name").sort_by("t", descending=True).first().cast(pl.String).alias("kernel"),
             pl.col("name").n_unique().cast(pl.Int64).alias("kernels"),
         )
         .sort(["device_time_ns", "op", "shape"], descending=[True, False, False])

@@ -45,6 +45,7 @@ def analyze(
     slo: Slo | str | None = None,
     thresholds: Thresholds | str | None = None,
     release: bool = False,
+    with_op_work: bool = False,
 ) -> AnalysisResult:
     """Attribute, label, cost and classify ``trace``; see docs/analysis.md for every output.
 
@@ -57,7 +58,8 @@ def analyze(
     reads the trace's tables no more (``tracekit analyze``): each is emptied in ``trace`` once the
     analysis has taken what it needs of it, so its memory goes back while the analysis runs (the
     kernels before the region metrics, ~30 MB on the 860 MB replica, and the op columns after the
-    idle causes, ~60 MB).
+    idle causes, ~60 MB). ``with_op_work``: fill ``AnalysisResult.op_work`` (device time per op
+    and input shapes, every row: what ``tracekit diff`` matches across hardware).
     """
     from dataclasses import replace
 
@@ -140,6 +142,7 @@ def analyze(
         warnings,
         kv,
         launches,
+        with_op_work,
     )
     result = replace(result, totals={**result.totals, "features": feats.to_dicts()})
     spec = speculative(result.regions, result.phases, result.latency)
@@ -215,6 +218,7 @@ def _analyze_owned(
     warnings: list[str] | None,
     kv: dict[str, Any] | None,
     launches: pl.DataFrame | None,
+    with_op_work: bool = False,
 ) -> AnalysisResult:
     """:func:`analyze_tables` of ``frames`` (activities, region links, labels, costs), a list it
     empties: a caller that passed its only references lets each frame go after its last reader
@@ -292,7 +296,7 @@ def _analyze_owned(
     # their own (the 860 MB replica: the roofline preparation, the linked activities, the
     # activities' phases and the region culprits ~70 MB, no longer beside the tops' transients).
     shape_rf = shape_roofline(acts, costs, regions, unit_ph, hardware, th, prep, closure)
-    work = op_work(acts, prep["op_class"], costs)
+    work = op_work(acts, prep["op_class"], costs) if with_op_work else pl.DataFrame()
     del prep
     acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
     del in_unit

@@ -73,8 +73,15 @@ def diff(
     threshold = parse_threshold(gate_pct) if gate_pct is not None else None
     out_path = check_out(out, force) if out else None
     pm = list(phase_map) or None
-    ra = analyse_path(a, hardware=hardware, phase_map=pm, trace_id=trace_id, captures=list(captures))
-    rb = analyse_path(b, hardware=hardware_b or hardware, phase_map=pm, trace_id=trace_id_b, captures=list(captures))
+    ra = analyse_path(a, hardware=hardware, phase_map=pm, trace_id=trace_id, captures=list(captures), with_op_work=True)
+    rb = analyse_path(
+        b,
+        hardware=hardware_b or hardware,
+        phase_map=pm,
+        trace_id=trace_id_b,
+        captures=list(captures),
+        with_op_work=True,
+    )
     da, db = ra.report_data(), rb.report_data()
     kernels = (name_totals(ra.trace.kernels), name_totals(rb.trace.kernels))
     ops = (top_totals(da.top_ops_all), top_totals(db.top_ops_all))
