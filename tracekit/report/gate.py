@@ -28,6 +28,8 @@ from tracekit.errors import UsageError
 from tracekit.report import fmt
 
 RESAMPLES = 2000
+MIN_RESAMPLES = 500
+RESAMPLE_CELLS = 2_000_000
 MIN_SAMPLES = 3
 MAX_SAMPLES = 4000  # a side with more steps is subsampled (seeded) for the interval only
 MAX_STRATA = 64  # more kinds of step than this: resampled as one group
@@ -135,8 +137,8 @@ def _stat(x: Any, stat: str, axis: int | None = None) -> Any:
     return np.quantile(x, int(stat[1:]) / 100, axis=axis)
 
 
-def _resampled(x: Any, strata: Any, stat: str, rng: Any) -> Any:
-    """:data:`RESAMPLES` values of ``stat`` over resamples of ``x`` drawn with replacement within
+def _resampled(x: Any, strata: Any, stat: str, rng: Any, reps: int = RESAMPLES) -> Any:
+    """``reps`` values of ``stat`` over resamples of ``x`` drawn with replacement within
     each stratum (a stratum keeps its count, so the phase's mix of step kinds stays); with more
     than :data:`MAX_STRATA` strata, over all of ``x``. A side of more than :data:`MAX_SAMPLES` is
     subsampled first (a sum is scaled back to all of its steps)."""
@@ -148,12 +150,12 @@ def _resampled(x: Any, strata: Any, stat: str, rng: Any) -> Any:
         x, strata = x[keep], strata[keep]
     groups = np.unique(strata)
     if len(groups) <= 1 or len(groups) > MAX_STRATA:
-        idx = rng.integers(0, len(x), (RESAMPLES, len(x)))
+        idx = rng.integers(0, len(x), (reps, len(x)))
     else:
         parts = []
         for g in groups:
             where = np.flatnonzero(strata == g)
-            parts.append(where[rng.integers(0, len(where), (RESAMPLES, len(where)))])
+            parts.append(where[rng.integers(0, len(where), (reps, len(where)))])
         idx = np.concatenate(parts, axis=1)
     out = _stat(x[idx], stat, axis=1)
     return out * n / len(x) if stat == "sum" else out
@@ -165,8 +167,11 @@ def _interval(a: Any, b: Any, stat: str, key: str, strata_a: Any, strata_b: Any)
     import numpy as np
 
     rng = np.random.default_rng(zlib.crc32(key.encode()))
-    sa = _resampled(a, strata_a, stat, rng)
-    sb = _resampled(b, strata_b, stat, rng)
+    # both sides get the same number of resamples: at most RESAMPLES, fewer for long sides so a
+    # check draws about RESAMPLE_CELLS values a side (500 resamples of 4,000 steps)
+    reps = max(MIN_RESAMPLES, min(RESAMPLES, RESAMPLE_CELLS // max(len(a), len(b), 1)))
+    sa = _resampled(a, strata_a, stat, rng, reps)
+    sb = _resampled(b, strata_b, stat, rng, reps)
     ok = sa > 0
     rel = sb[ok] / sa[ok] - 1
     if rel.size == 0:
