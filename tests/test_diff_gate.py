@@ -161,8 +161,8 @@ def test_cli_prefix_caching_is_not_comparable(runs: dict[str, Path], capsys: pyt
     assert "NOT COMPARABLE" in err and "prefix caching: no vs yes" in err
     fb = {r["feature"]: r for r in doc["features_b"]}
     assert fb["prefix caching"]["state"] == "yes" and "1,024 cached tokens" in fb["prefix caching"]["detail"]
-    code, _, _ = _gate_json(runs["base"], runs["prefix"], capsys, "--allow-feature-change")
-    assert code == 0
+    code, doc, _ = _gate_json(runs["base"], runs["prefix"], capsys, "--allow-feature-change")
+    assert code == 0 and any("prefix caching: no vs yes" in n for n in doc["gate"]["notes"])
     # without --gate the diff lists both sides' features and exits 0
     assert run_cli(["diff", str(runs["base"]), str(runs["prefix"])]) == 0
     text = capsys.readouterr().out

@@ -10,8 +10,7 @@ for a reader). Two runs differ in a feature when both states are known and not e
   when no step name carries both lengths.
 - speculative decoding: steps or ops named for verify / draft / MTP / EAGLE (SGLang
   ``TARGET_VERIFY``, ``DRAFT_EXTEND``).
-- CUDA/HIP graphs: graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``) or kernels with a
-  graph id.
+- CUDA/HIP graphs: graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``).
 - torch.compile: compiled regions (``CompiledFunction``, ``Torch-Compiled Region``,
   ``CompiledFxGraph``) and Inductor's Triton kernels (``triton_poi_…``, ``triton_red_…``, …).
 - chunked prefill: mixed steps (prefill and decode requests in one step).
@@ -55,6 +54,7 @@ VERIFY_RE = r"(?i)target_verify|\bverify|spec_?verify"
 DRAFT_RE = r"(?i)draft|\bmtp\b|eagle"
 SPEC_NAME_RE = r"(?i)target_verify|draft_extend|spec_?decod|eagle|\bmtp\b|draft_model"
 STEP_LIKE_RE = r"^(?i:execute_|step\[|tk:)"
+GRAPH_LAUNCH_RE = r"^(?:cuda|hip|cu)GraphLaunch(?:_v\d+)?$"  # not hipGraphLaunch:node (one per replayed kernel)
 COMPILED_OP_RE = r"CompiledFunction|Torch-Compiled Region|CompiledFxGraph|torch_compile"
 INDUCTOR_KERNEL_RE = r"^triton_(?:poi|red|per|tem|for|mm|bmm)_"
 QUANT = (
@@ -134,19 +134,13 @@ def speculative(labels: pl.DataFrame, ops: pl.Series, kernels: pl.Series) -> dic
     return _row("speculative decoding", "yes", ", ".join(parts))
 
 
-def graphs(launches: pl.DataFrame | None, kernels: pl.DataFrame | None) -> dict[str, str]:
+def graphs(launches: pl.DataFrame | None) -> dict[str, str]:
     n = 0
     if launches is not None and launches.height and "name" in launches.columns:
-        n = int(launches["name"].cast(pl.String).str.contains(r"GraphLaunch$").sum())
-    g = 0
-    if kernels is not None and kernels.height and "graph_id" in kernels.columns:
-        g = int(kernels["graph_id"].is_not_null().sum())
-    if n == 0 and g == 0:
+        n = int(launches["name"].cast(pl.String).str.contains(GRAPH_LAUNCH_RE).sum())
+    if n == 0:
         return _row("CUDA/HIP graphs", "no", "no graph launches")
-    detail = [count(n, "graph launch")] if n else []
-    if g:
-        detail.append(count(g, "kernel") + " with a graph id")
-    return _row("CUDA/HIP graphs", "yes", ", ".join(detail))
+    return _row("CUDA/HIP graphs", "yes", count(n, "graph launch"))
 
 
 def compiled(ops: pl.DataFrame | None, kernels: pl.Series) -> dict[str, str]:
@@ -238,7 +232,7 @@ def detect(
     rows = [
         prefix_caching(lab),
         speculative(lab, on, kn),
-        graphs(launches, kernels),
+        graphs(launches),
         compiled(ops, kn),
         chunked(lab),
         quantisation(pl.concat([kn, on]).str.replace_all(KV_CACHE_TYPE, "")),

@@ -252,4 +252,6 @@ def gate(
         "(a single step or request: no noise estimate)"
         for p in thin
     ]
+    if changes and allow_feature_change:
+        notes.append("features differ, compared anyway (--allow-feature-change): " + "; ".join(changes))
     return Gate(threshold, checks, changes, allow_feature_change, notes)
