@@ -121,3 +121,20 @@ def test_cli_diff_matches_ops_across_kernel_families(shared_traces: Path, capsys
     assert all(w["op"] == "(no op)" for w in out["unmatched_work"])
     classes = {c["name"]: c for c in out["op_classes"]}
     assert classes["gemm"]["time_a_ns"] > 0 and classes["gemm"]["time_b_ns"] > 0
+
+
+def test_cli_gate_on_a_single_inferred_step(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = shared_traces / "kineto/tracelens"
+    a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    assert run_cli(["diff", str(a), str(b), "--format", "json", "--gate", "5%"]) == 0
+    g = json.loads(capsys.readouterr().out)["gate"]
+    # one forward, its phase inferred from shapes: one prefill step a side, so the threshold alone,
+    # and no TTFT (an inferred phase is not a serving measurement: docs/serving.md)
+    metrics = {(c["phase"], c["metric"]) for c in g["checks"]}
+    assert metrics == {("prefill", "step time"), ("prefill", "busy time")}
+    assert all(c["ci_low"] is None and c["samples_a"] == 1 for c in g["checks"])
+    assert g["exit_code"] == 0 and any("threshold alone" in n for n in g["notes"])
+    # the MI300X step is faster than the H100's here: B faster never fails the gate
+    step = next(c for c in g["checks"] if c["metric"] == "step time")
+    assert step["change"] < 0

@@ -6,6 +6,7 @@
 - ``<class> time``: each step's device time in one op class (gemm, attention, …; 0 in a step
   without it), statistic the sum;
 - ``TTFT`` / ``TPOT``: per request (batch), ``ITL``: per token gap, statistics p50, p90, p99;
+  only where the analysis reports them (not for phases inferred from shapes);
 - ``draft time`` / ``verify time``: each draft / verify region's busy time (speculative decoding,
   tracekit/analysis/serving/speculative.py), statistic the sum.
 
@@ -93,11 +94,18 @@ def samples(result: Any) -> pl.DataFrame:
         out.append(
             _long(spec, ph, "verify time", pl.when(pl.col("spec") == "verify").then(pl.col("busy_ns")), ("sum",))
         )
-    reqs, _ = trace_requests(steps)
+    # serving figures only where the analysis reports them (serving/basis.py: not for phases
+    # inferred from shapes)
+    lat: pl.DataFrame = result.latency
+    have = set(lat["metric"].to_list()) if lat.height and "metric" in lat.columns else set()
+    reqs = result.requests if result.requests.height else trace_requests(steps)[0]
+    if "source" in reqs.columns and reqs.height:  # one source: the runner's sidecar where there is one
+        src = "sidecar" if (reqs["source"] == "sidecar").any() else reqs["source"][0]
+        reqs = reqs.filter(pl.col("source") == src)
     for metric, col, phase in (("TTFT", "ttft_ms", "prefill"), ("TPOT", "tpot_ms", "decode")):
-        if reqs.height and col in reqs.columns:
+        if metric.lower() in have and reqs.height and col in reqs.columns:
             out.append(_long(reqs, pl.lit(phase), metric, pl.col(col) * 1e6, STATS_TPOT))
-    itl = _itl(steps)
+    itl = _itl(steps) if "itl" in have else pl.DataFrame()
     if itl.height:
         out.append(_long(itl, pl.lit("decode"), "ITL", pl.col("itl_ns"), STATS["ITL"]))
     return pl.concat(out, how="vertical")
