@@ -206,7 +206,7 @@ def gate(
     )
     j = ga.join(gb, on=["phase", "metric", "stat"], how="inner", maintain_order="left")
     rows = []
-    thin: dict[str, int] = {}
+    thin: dict[str, list[str]] = {}
     for r in j.iter_rows(named=True):
         a = np.asarray(r["value"], dtype=float)
         b = np.asarray(r["value_b"], dtype=float)
@@ -226,7 +226,7 @@ def gate(
             n = min(len(a), len(b))
             method = f"threshold alone ({fmt.count(n, 'sample')}: no noise estimate)"
             regressed = change is not None and change > threshold
-            thin[str(r["phase"])] = n
+            thin.setdefault(str(r["phase"]), []).append(str(r["metric"]))
         rows.append(
             {
                 "phase": r["phase"],
@@ -248,9 +248,9 @@ def gate(
         order = pl.col("phase").replace_strict(PHASE_ORDER, default=len(PHASE_ORDER), return_dtype=pl.Int64)
         checks = checks.sort(order, maintain_order=True)
     notes = [
-        f"{p}: the threshold alone for checks with fewer than {fmt.count(MIN_SAMPLES, 'sample')} a side "
-        "(a single step or request: no noise estimate)"
-        for p in thin
+        f"{p} {', '.join(dict.fromkeys(ms))}: the threshold alone (fewer than "
+        f"{fmt.count(MIN_SAMPLES, 'sample')} a side, e.g. one step or request: no noise estimate)"
+        for p, ms in thin.items()
     ]
     if changes and allow_feature_change:
         notes.append("features differ, compared anyway (--allow-feature-change): " + "; ".join(changes))
