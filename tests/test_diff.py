@@ -95,3 +95,46 @@ def test_cli_diff_md_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert run_cli(["diff", str(t), str(tmp_path / "missing.json")]) != 0
     err = capsys.readouterr().err
     assert "missing.json" in err and "Traceback" not in err
+
+
+def test_cli_diff_matches_ops_across_kernel_families(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = shared_traces / "kineto/tracelens"
+    a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    assert run_cli(["diff", str(a), str(b), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {(r["op"], r["shape"]): r for r in out["matched_ops"]}
+    # Qwen1.5-0.5B, 24 layers, batch 16 × 559 tokens = 8,944 rows: the gate and up projections
+    # are two aten::mm [8944,1024]×[1024,2816] per layer, 48 calls on either GPU, done by a cuBLAS
+    # sm90_xmma kernel on the H100 and a hipBLASLt Cijk_ kernel on the MI300X
+    mm = rows[("aten::mm", "[[8944,1024],[1024,2816]]")]
+    assert mm["count_a"] == mm["count_b"] == 48 and mm["op_class"] == "gemm"
+    assert mm["kernel_a"].startswith("sm90_xmma") and mm["kernel_b"].startswith("Cijk_")
+    assert mm["delta_ns"] == mm["time_b_ns"] - mm["time_a_ns"] and mm["time_a_ns"] > 0
+    # flash attention: one SDPA call per layer, pytorch_flash on CUDA, attn_fwd on ROCm
+    sdpa = next(r for (op, _), r in rows.items() if op == "aten::_scaled_dot_product_flash_attention")
+    assert sdpa["count_a"] == sdpa["count_b"] == 24 and sdpa["kernel_b"] == "attn_fwd"
+    # every op with shapes is matched; what is left is work no op launched, listed per side
+    t = out["work_totals"]
+    assert t["matched_a_ns"] > 2 * t["unmatched_a_ns"] and t["matched_b_ns"] > 2 * t["unmatched_b_ns"]
+    assert {w["side"] for w in out["unmatched_work"]} == {"A only", "B only"}
+    assert all(w["op"] == "(no op)" for w in out["unmatched_work"])
+    classes = {c["name"]: c for c in out["op_classes"]}
+    assert classes["gemm"]["time_a_ns"] > 0 and classes["gemm"]["time_b_ns"] > 0
+
+
+def test_cli_gate_on_a_single_inferred_step(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = shared_traces / "kineto/tracelens"
+    a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    assert run_cli(["diff", str(a), str(b), "--format", "json", "--gate", "5%"]) == 0
+    g = json.loads(capsys.readouterr().out)["gate"]
+    # one forward, its phase inferred from shapes: one prefill step a side, so the threshold alone,
+    # and no TTFT (an inferred phase is not a serving measurement: docs/serving.md)
+    metrics = {(c["phase"], c["metric"]) for c in g["checks"]}
+    assert metrics == {("prefill", "step time"), ("prefill", "busy time")}
+    assert all(c["ci_low"] is None and c["samples_a"] == 1 for c in g["checks"])
+    assert g["exit_code"] == 0 and any("threshold alone" in n for n in g["notes"])
+    # the MI300X step is faster than the H100's here: B faster never fails the gate
+    step = next(c for c in g["checks"] if c["metric"] == "step time")
+    assert step["change"] < 0

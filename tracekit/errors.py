@@ -50,3 +50,16 @@ class MissingDependencyError(TracekitError):
     """An optional dependency is needed; the message says what to install."""
 
     exit_code = 6
+
+
+class GateRegression(TracekitError):
+    """``tracekit diff --gate``: a phase of B is slower than A's by more than the gate, beyond noise."""
+
+    exit_code = 1
+
+
+class NotComparableError(TracekitError):
+    """``tracekit diff --gate``: the two runs differ in a feature (prefix caching, CUDA graphs, …)
+    that makes their phases not comparable (docs/ci.md)."""
+
+    exit_code = 7

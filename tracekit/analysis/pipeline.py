@@ -45,6 +45,8 @@ from tracekit.analysis.roofline.points import class_roofline, dominant_class, sh
 from tracekit.analysis.roofline.points import prepare as prepare_roofline
 from tracekit.analysis.serving.latency import Slo, latency, read_sidecar
 from tracekit.analysis.serving.metrics import serving_summary
+from tracekit.analysis.serving.speculative import speculative
+from tracekit.analysis.op_work import op_work
 from tracekit.analysis.serving.step_cost import kv_shape
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.tables import schema
@@ -74,6 +76,7 @@ class Inputs:
     kv: dict[str, Any] | None = None
     sidecar: dict[str, Any] | None = None
     communication: pl.DataFrame | None = None  # communication.exposed of the kernels
+    features: list[dict[str, Any]] | None = None  # analysis/features.py: what the run used
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Settings:
     hardware: Hardware | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     slo: Slo | None = None
+    op_work: bool = False  # fill AnalysisResult.op_work (device time per op and shapes: diff's matching)
 
 
 class Frames:
@@ -114,6 +118,7 @@ def analyze(
     slo: Slo | str | None = None,
     thresholds: Thresholds | str | None = None,
     release: bool = False,
+    with_op_work: bool = False,
 ) -> AnalysisResult:
     """Attribute, label, cost and classify ``trace``; see docs/analysis.md for every output.
 
@@ -124,12 +129,15 @@ def analyze(
     (tracekit/analysis/store/derived.py; the region labels only without ``phase_map``). Raises
     UsageError for a bad --hardware / --slo / --thresholds. ``release``: the caller hands the
     trace over; its kernels and ops are emptied once the inputs are prepared (module docstring).
+    ``with_op_work``: fill ``AnalysisResult.op_work`` (device time per op and input shapes, every
+    row: what ``tracekit diff`` matches across hardware).
     """
     devices = list(trace.meta.get("devices") or [])
     settings = Settings(
         resolve_hardware(hardware, devices),
         Thresholds.parse(thresholds) if isinstance(thresholds, str) else (thresholds or Thresholds()),
         Slo.parse(slo) if isinstance(slo, str) else slo,
+        with_op_work,
     )
     inputs = prepare(trace, phase_map)
     if release:
@@ -142,6 +150,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
     facts (device, warnings, KV shape, sidecar, communication)."""
     from tracekit.analysis.communication import exposed
+    from tracekit.analysis.features import detect as detect_features
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
     from tracekit.labels.phases import unread_step_names
     from tracekit.labels.regions import TK_KEYS, label_regions
@@ -204,6 +213,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         kv=kv_shape(trace.ops, labels),
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
+        features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
     )
 
 
@@ -263,6 +273,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     reg, cr, unit_ph, f.in_unit, excluded = verdicts(reg, acts, regions, f.take("region_links"), f.prep, closure, x, s)
     if no_cpu:
         reg = device_only_reason(reg)
+    work = op_work(acts, f.prep["op_class"], f.shapes) if s.op_work else pl.DataFrame()
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
@@ -280,6 +291,12 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     warn.extend(lat.scalars.get("notes") or [])
     totals = trace_totals(acts, whole, reg, excluded, s.thresholds, lat.scalars)
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
+    if x.features is not None:
+        totals["features"] = x.features
+    serving = serving_summary(lat.steps, lat.requests, reg, x.kv)
+    spec = speculative(reg, ph, lat.summary)
+    if spec.height:  # only a speculative run gets the block (docs/serving.md)
+        serving["speculative"] = spec.to_dicts()
     result = AnalysisResult(
         trace=x.trace_info,
         device=device_block(s.hardware, x.device_name, x.cpu_only),
@@ -296,10 +313,11 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         decode_by_ctx=lat.decode_by_ctx,
         warnings=warn,
         op_classes=classes,
-        serving=serving_summary(lat.steps, lat.requests, reg, x.kv),
+        serving=serving,
         idle_culprits=culprits,
         class_roofline=cr,
         shape_roofline=shape_rf,
+        op_work=work,
     )
     return result if x.communication is None else _with_exposed(result, x.communication)
 

@@ -162,6 +162,7 @@ class AnalysisResult:
     idle_culprits: pl.DataFrame = field(default_factory=pl.DataFrame)
     class_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
     shape_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
+    op_work: pl.DataFrame = field(default_factory=pl.DataFrame)  # per (op, shape), every row; not in the JSON
 
     def __repr__(self) -> str:
         """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""

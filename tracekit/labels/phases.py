@@ -5,7 +5,8 @@ Conventions recognised (see docs/phases.md for the evidence behind each):
 - tracekit's own ``tk:<phase> key=value …`` (parsed by :func:`tracekit.annotate.parse_phase_name`,
   the single source of truth for that grammar);
 - SGLang scheduler steps: ``step[EXTEND bs=15 toks=15360]`` (prefill), ``step[DECODE bs=32]``
-  (decode), ``step[MIXED …]`` (mixed), ``step[IDLE …]`` (other); mode case-insensitive;
+  (decode), ``step[MIXED …]`` (mixed), ``step[IDLE …]`` (other), speculative decoding's
+  ``step[TARGET_VERIFY …]`` and ``step[DRAFT_EXTEND …]`` (decode); mode case-insensitive;
 - vLLM steps, both forms: detailed
   ``execute_<tokens>_context_<n>(sq…sk…sqsq…sqsk…)_generation_<m>(sq…sk…sqsq…sqsk…)`` and native
   ``execute_context_<n>(<ints joined by _>)_generation_<m>(<ints joined by _>)``: n context
@@ -34,8 +35,20 @@ MIXED: Final = "mixed"
 OTHER: Final = "other"
 PHASES: Final = (PREFILL, DECODE, MIXED, OTHER)
 
-SGLANG_RE: Final = r"^step\[(?i:(EXTEND|PREFILL|DECODE|MIXED|IDLE))\b([^\]]*)\]"
-_SGLANG_PHASE: Final = {"EXTEND": PREFILL, "PREFILL": PREFILL, "DECODE": DECODE, "MIXED": MIXED, "IDLE": OTHER}
+SGLANG_RE: Final = (
+    r"^step\[(?i:(EXTEND|PREFILL|DECODE|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND_V2|DRAFT_EXTEND))\b([^\]]*)\]"
+)
+_SGLANG_PHASE: Final = {
+    "EXTEND": PREFILL,
+    "PREFILL": PREFILL,
+    "DECODE": DECODE,
+    "MIXED": MIXED,
+    "IDLE": OTHER,
+    # speculative decoding: the target model's verify pass and the draft model's passes decode
+    "TARGET_VERIFY": DECODE,
+    "DRAFT_EXTEND": DECODE,
+    "DRAFT_EXTEND_V2": DECODE,
+}
 # Group 1 (the step's tokens) is absent in vLLM's native form.
 VLLM_RE: Final = r"^execute_(?:(\d+)_)?context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)"
 # Names that look like engine steps: one that no rule reads gets a warning (unread_step_names).

@@ -10,13 +10,17 @@ kernel names). See docs/reports.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from tracekit.conventions import MEASURED_COLUMNS
 from tracekit.report.model import ReportData
+from tracekit.report.sections.features import rows_of
+
+if TYPE_CHECKING:
+    from tracekit.report.gate import Gate
 
 METRICS = (
     "span_ns",
@@ -50,6 +54,14 @@ class Diff:
     ops: pl.DataFrame
     diagnostic_a: str | None = None  # the CPU-diagnostic label of a CPU-only side, else None
     diagnostic_b: str | None = None
+    features_a: list[Any] = field(default_factory=list)  # each side's feature rows (analysis/features.py)
+    features_b: list[Any] = field(default_factory=list)
+    gate: Gate | None = None  # with --gate: the CI gate's outcome (report/gate.py)
+    speculative: pl.DataFrame = field(default_factory=pl.DataFrame)  # long: draft / verify per phase
+    matched: pl.DataFrame = field(default_factory=pl.DataFrame)  # per (op, shape) on both sides (matched_ops)
+    unmatched: pl.DataFrame = field(default_factory=pl.DataFrame)  # work on one side only (unmatched_work)
+    classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per op class, whole trace (moved)
+    work_totals: dict[str, int] = field(default_factory=dict)  # matched / unmatched device time per side
 
     def diagnostic_lines(self) -> list[str]:
         """One line per CPU-only side, e.g. "A: CPU diagnostic — not GPU evidence"."""
@@ -69,6 +81,14 @@ class Diff:
                 "regions": self.regions.to_dicts(),
                 "kernels": self.kernels.to_dicts(),
                 "ops": self.ops.to_dicts(),
+                "speculative": self.speculative.to_dicts(),
+                "matched_ops": self.matched.to_dicts(),
+                "unmatched_work": self.unmatched.to_dicts(),
+                "op_classes": self.classes.to_dicts(),
+                "work_totals": self.work_totals,
+                "features_a": [dict(r) for r in self.features_a],
+                "features_b": [dict(r) for r in self.features_b],
+                "gate": self.gate.to_json() if self.gate is not None else None,
             }
         )
 
@@ -145,6 +165,22 @@ def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     )
 
 
+def speculative_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Draft and verify per phase (tracekit/analysis/serving/speculative.py) of both runs, long;
+    empty when neither run decodes speculatively."""
+    from tracekit.analysis.serving.speculative import METRICS, SCHEMA
+    from tracekit.report.sections.speculative import rows_of as spec_rows
+
+    ra, rb = spec_rows(a.totals), spec_rows(b.totals)
+    if not ra and not rb:
+        return pl.DataFrame()
+
+    def frame(rows: list[Any]) -> pl.DataFrame:
+        return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA, orient="row")
+
+    return compare(frame(ra), frame(rb), "phase", METRICS)
+
+
 def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
     """Regions aggregated per kind (name with numbers → N) and phase: count and summed metrics."""
     if regions.height == 0 or "name" not in regions.columns:
@@ -209,15 +245,96 @@ def top_totals(top: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _work_key(w: pl.DataFrame) -> pl.DataFrame:
+    return w.select("op", "shape", "op_class", "count", pl.col("device_time_ns").alias("time_ns"), "kernel")
+
+
+def matched_ops(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
+    """Work matched through its operator and input shapes (tracekit/analysis/op_work.py) on both
+    sides, whatever the kernels' names: op, shape, op_class, count and time of each side, delta,
+    change, and the kernel that did most of it on each side; the ``n`` with the largest |delta|.
+    Work without an operator is matched only by kernel name."""
+    if a.height == 0 or b.height == 0:
+        return pl.DataFrame()
+    j = _work_key(a).join(_work_key(b), on=["op", "shape"], how="inner", suffix="_b")
+    return (
+        j.select(
+            "op",
+            "shape",
+            "op_class",
+            pl.col("count").alias("count_a"),
+            "count_b",
+            pl.col("time_ns").alias("time_a_ns"),
+            pl.col("time_ns_b").alias("time_b_ns"),
+            (pl.col("time_ns_b") - pl.col("time_ns")).alias("delta_ns"),
+            pl.when(pl.col("time_ns") > 0).then(pl.col("time_ns_b") / pl.col("time_ns") - 1).alias("change"),
+            pl.col("kernel").alias("kernel_a"),
+            "kernel_b",
+        )
+        .sort([pl.col("delta_ns").abs(), "op", "shape"], descending=[True, False, False])
+        .head(n)
+    )
+
+
+def unmatched_work(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
+    """Work on one side only (no (op, shape) of the other side matches it): side (``A only`` /
+    ``B only``), op, shape (the kernel's name for work without an operator), op_class, count,
+    time_ns; the ``n`` largest of each side."""
+    if a.height == 0 and b.height == 0:
+        return pl.DataFrame()
+    ka, kb = _work_key(a), _work_key(b)
+    only_a = ka.join(kb.select("op", "shape"), on=["op", "shape"], how="anti").with_columns(
+        pl.lit("A only").alias("side")
+    )
+    only_b = kb.join(ka.select("op", "shape"), on=["op", "shape"], how="anti").with_columns(
+        pl.lit("B only").alias("side")
+    )
+    return pl.concat(
+        [x.sort(["time_ns", "op", "shape"], descending=[True, False, False]).head(n) for x in (only_a, only_b)]
+    ).select("side", "op", "shape", "op_class", "count", "time_ns", "kernel")
+
+
+def work_totals(a: pl.DataFrame, b: pl.DataFrame) -> dict[str, int]:
+    """Device time matched through (op, shape) and left on one side, for each side."""
+    if a.height == 0 or b.height == 0:
+        return {}
+    ka, kb = _work_key(a), _work_key(b)
+    keys = ka.select("op", "shape").join(kb.select("op", "shape"), on=["op", "shape"], how="inner")
+    ma = int(ka.join(keys, on=["op", "shape"], how="semi")["time_ns"].sum())
+    mb = int(kb.join(keys, on=["op", "shape"], how="semi")["time_ns"].sum())
+    return {
+        "matched_a_ns": ma,
+        "matched_b_ns": mb,
+        "unmatched_a_ns": int(ka["time_ns"].sum()) - ma,
+        "unmatched_b_ns": int(kb["time_ns"].sum()) - mb,
+    }
+
+
+def class_totals(op_classes: pl.DataFrame) -> pl.DataFrame:
+    """``name`` (the op class), count, time_ns over the whole trace, from a result's op_classes."""
+    if op_classes.height == 0 or "scope_kind" not in op_classes.columns:
+        return name_totals(pl.DataFrame())
+    t = op_classes.filter(pl.col("scope_kind") == "trace")
+    return t.select(
+        pl.col("op_class").cast(pl.String).alias("name"),
+        pl.col("count").cast(pl.Int64),
+        pl.col("device_time_ns").cast(pl.Int64).alias("time_ns"),
+    )
+
+
 def diff(
     a: ReportData,
     b: ReportData,
     kernels: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     ops: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     labels: tuple[str, str] = ("A", "B"),
+    work: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    classes: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> Diff:
     """Compare two reports. ``kernels`` / ``ops``: per-name totals of each side (``name_totals``);
-    without them the results' own top-N lists are compared (names outside a top-N count as 0)."""
+    without them the results' own top-N lists are compared (names outside a top-N count as 0).
+    ``work``: each side's per-(op, shape) work (``AnalysisResult.op_work``), matched across kernel
+    families; ``classes``: each side's ``AnalysisResult.op_classes``."""
     ka, kb = kernels if kernels is not None else (top_totals(a.top_kernels_all), top_totals(b.top_kernels_all))
     oa, ob = ops if ops is not None else (top_totals(a.top_ops_all), top_totals(b.top_ops_all))
     return Diff(
@@ -230,4 +347,13 @@ def diff(
         ops=moved(oa, ob),
         diagnostic_a=a.diagnostic,
         diagnostic_b=b.diagnostic,
+        speculative=speculative_diff(a, b),
+        matched=matched_ops(*work) if work is not None else pl.DataFrame(),
+        unmatched=unmatched_work(*work) if work is not None else pl.DataFrame(),
+        classes=moved(class_totals(classes[0]), class_totals(classes[1]), n=100)
+        if classes is not None
+        else pl.DataFrame(),
+        work_totals=work_totals(*work) if work is not None else {},
+        features_a=list(rows_of(a.totals)),
+        features_b=list(rows_of(b.totals)),
     )

@@ -34,8 +34,10 @@ def analyse_path(
     slo: str | None = None,
     trace_id: str | None = None,
     captures: list[str] | None = None,
+    with_op_work: bool = False,
 ) -> Analysed:
-    """Load ``path`` and analyse it. Raises AnalysisError when there is nothing to report."""
+    """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`).
+    Raises AnalysisError when there is nothing to report."""
     import tracekit
     from tracekit.analysis import analyze
 
@@ -45,7 +47,7 @@ def analyse_path(
     trace = tracekit.load(str(p), trace_id=trace_id, captures=captures)
     if trace.kernels.height == 0 and trace.ops.height == 0:
         raise AnalysisError(f"{p}: nothing to report: the trace has no device activity and no CPU operators")
-    result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo)
+    result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo, with_op_work=with_op_work)
     return Analysed(p, trace, result)
 
 

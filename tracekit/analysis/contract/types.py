@@ -242,6 +242,7 @@ class Totals(TypedDict, total=False):
     class_roofline: list[dict[str, Any]]
     top_shapes: list[dict[str, Any]]  # only for serving traces with request ids (docs/serving.md)
     warnings: list[str]
+    features: list[dict[str, str]]  # feature, state, detail (tracekit/analysis/features.py)
 
 
 class AnalysisDoc(TypedDict):

@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # the analyze screen renders text without polars
     import polars as pl
 
     from tracekit.report.diff import Diff
+    from tracekit.report.gate import Gate
 
 
 def text_table(t: Table, max_width: int = 60) -> str:
@@ -57,7 +58,7 @@ def _delta(m: str, v: Any) -> str:
     return fmt.value(m, v)
 
 
-def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
+def long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
     rows = []
     for r in df.iter_rows(named=True):
         m = str(r["metric"])
@@ -74,7 +75,7 @@ def _long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
     return Table([key, "metric", "A", "B", "B − A", "change"], rows, caption)
 
 
-def _moved_table(df: pl.DataFrame, caption: str) -> Table:
+def moved_table(df: pl.DataFrame, caption: str) -> Table:
     rows = [
         [
             str(r["name"]),
@@ -88,6 +89,85 @@ def _moved_table(df: pl.DataFrame, caption: str) -> Table:
         for r in df.iter_rows(named=True)
     ]
     return Table(["name", "calls A", "calls B", "time A", "time B", "B − A", "change"], rows, caption)
+
+
+def gate_table(g: Gate) -> Table:
+    """The gate's checks: phase, metric, A, B, change, its 95 % interval, the test, REGRESSED."""
+    rows = []
+    for r in g.checks.iter_rows(named=True):
+        ci = "–" if r["ci_low"] is None else f"{fmt.change(r['ci_low'])} to {fmt.change(r['ci_high'])}"
+        stat = "total" if r["stat"] == "sum" else str(r["stat"])
+        rows.append(
+            [
+                str(r["phase"]),
+                f"{r['metric']} {stat}",
+                fmt.duration(r["a"]),
+                fmt.duration(r["b"]),
+                _change(r["change"]),
+                ci,
+                str(r["method"]),
+                "REGRESSED" if r["regressed"] else "",
+            ]
+        )
+    caption = f"gate: slower by more than {fmt.percent(g.threshold, 0)} beyond noise fails"
+    return Table(["phase", "metric", "A", "B", "change", "95 % interval", "test", ""], rows, caption)
+
+
+def matched_table(df: pl.DataFrame) -> Table:
+    """Work matched through (op, shape) on both sides, with each side's main kernel."""
+    rows = [
+        [
+            str(r["op"]),
+            str(r["shape"]),
+            str(r["op_class"] or ""),
+            fmt.count(r["count_a"]),
+            fmt.count(r["count_b"]),
+            fmt.duration(r["time_a_ns"]),
+            fmt.duration(r["time_b_ns"]),
+            fmt.duration(r["delta_ns"]),
+            _change(r["change"]),
+            str(r["kernel_a"] or ""),
+            str(r["kernel_b"] or ""),
+        ]
+        for r in df.iter_rows(named=True)
+    ]
+    headers = [
+        "op",
+        "shapes",
+        "class",
+        "calls A",
+        "calls B",
+        "time A",
+        "time B",
+        "B − A",
+        "change",
+        "kernel A",
+        "kernel B",
+    ]
+    return Table(headers, rows, "operators matched by name and input shapes (kernel names may differ)")
+
+
+def unmatched_table(d: Diff) -> Table:
+    """Work on one side only, with the matched / unmatched device time of each side."""
+    t = d.work_totals
+    caption = "work on one side only (no operator with the same shapes on the other)"
+    if t:
+        caption += (
+            f": matched {fmt.duration(t['matched_a_ns'])} of A, {fmt.duration(t['matched_b_ns'])} of B; "
+            f"unmatched {fmt.duration(t['unmatched_a_ns'])} of A, {fmt.duration(t['unmatched_b_ns'])} of B"
+        )
+    rows = [
+        [
+            str(r["side"]),
+            str(r["op"]),
+            str(r["shape"]),
+            str(r["op_class"] or ""),
+            fmt.count(r["count"]),
+            fmt.duration(r["time_ns"]),
+        ]
+        for r in d.unmatched.iter_rows(named=True)
+    ]
+    return Table(["side", "op", "shapes (kernel without an op)", "class", "calls", "time"], rows, caption)
 
 
 def diff_tables(d: Diff) -> list[Table]:
@@ -104,33 +184,35 @@ def diff_tables(d: Diff) -> list[Table]:
     ]
     return [
         Table(["phase", "verdict A", "verdict B", "", "reason A", "reason B"], verdict_rows, "verdicts"),
-        _long_table(d.phases, "phase", "per phase"),
-        _long_table(d.regions, "kind", "per region kind (numbers in names → N)"),
-        _moved_table(d.kernels, "kernels that moved most (total device time)"),
-        _moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
+        long_table(d.phases, "phase", "per phase"),
+        long_table(d.regions, "kind", "per region kind (numbers in names → N)"),
+        *(
+            [long_table(d.speculative, "phase", "speculative decoding: draft and verify per phase")]
+            if d.speculative.height
+            else []
+        ),
+        moved_table(d.kernels, "kernels that moved most (total device time)"),
+        moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
+        *([matched_table(d.matched)] if d.matched.height else []),
+        *([unmatched_table(d)] if d.unmatched.height else []),
+        *([moved_table(d.classes, "op classes (whole trace)")] if d.classes.height else []),
     ]
 
 
 def render_diff(d: Diff, style: str = "text") -> str:
-    """``text`` (terminal), ``md`` (GitHub Markdown) or ``json``."""
+    """``text`` (terminal) or ``json``; Markdown is :func:`tracekit.report.formats.diff_markdown.render_md`."""
     if style == "json":
         import json
 
         return json.dumps(d.to_json(), indent=2) + "\n"
     head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
-    if style == "md":
-        from tracekit.report.formats.markdown import table_block
+    tables = []
+    if d.features_a or d.features_b:
+        from tracekit.report.sections.features import features_pair_table
 
-        out = [
-            "# tracekit diff",
-            "",
-            f"- A: {fmt.md_escape(d.a_label)}",
-            f"- B: {fmt.md_escape(d.b_label)}",
-            "",
-            *[f"**{fmt.md_escape(line)}**\n" for line in d.diagnostic_lines()],
-        ]
-        for t in diff_tables(d):
-            t.collapsed = len(t.rows) > 20
-            out += [*table_block(t), ""]
-        return "\n".join(out)
-    return head + "\n\n".join(text_table(t) for t in diff_tables(d) if t.rows) + "\n"
+        tables.append(features_pair_table(d.features_a, d.features_b))
+    if d.gate is not None:
+        head = d.gate.verdict() + "\n" + head + "".join(f"note: {n}\n" for n in d.gate.notes)
+        tables.append(gate_table(d.gate))
+    tables += diff_tables(d)
+    return head + "\n" + "\n\n".join(text_table(t) for t in tables if t.rows) + "\n"

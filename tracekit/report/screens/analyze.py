@@ -80,6 +80,14 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     if inter:
         out.append(Section("Serving", paragraphs=[inter]))
     out += _why(doc)
+    from tracekit.report.sections.features import features_section, rows_of
+
+    if rows_of(tot):
+        out.append(features_section(rows_of(tot)))
+    from tracekit.report.sections import speculative as spec
+
+    if spec.rows_of(tot):
+        out.append(spec.speculative_section(spec.rows_of(tot)))
     out.append(_regions(doc, regions, mc))
     comm = tot.get("communication") or []
     if comm:

@@ -16,6 +16,9 @@ import polars as pl
 from tracekit.report import fmt
 from tracekit.report.model import ReportData
 from tracekit.report.sections.blocks import LONG_LIST, Section, Table, min_coverage, table
+from tracekit.report.sections.features import features_section, rows_of
+from tracekit.report.sections.speculative import rows_of as speculative_rows
+from tracekit.report.sections.speculative import speculative_section
 from tracekit.report.sections.headline import is_phase_note, summary_section
 from tracekit.report.names import cut_name
 
@@ -99,6 +102,8 @@ def build(data: ReportData) -> list[Section]:
         _phases(data),
         _why(data),
         _serving(data),
+        features_section(rows_of(data.totals)),
+        speculative_section(speculative_rows(data.totals)),
         _regions(data),
         _top(data),
         _unattributed(data),

@@ -1,0 +1,86 @@
+"""Device time per operator and input shapes, with the kernels that did it: the rows a diff
+matches across hardware, where kernel names differ (``sm90_xmma…`` on an H100, ``Cijk_…`` on an
+MI300X) but the operators and their shapes do not (docs/reports.md, issue 29).
+
+One row per (``op``, ``shape``) of the op that owns the work's cost (the outermost op with a cost
+model, e.g. ``aten::linear`` over its ``aten::mm``), else of the op that launched it: ``count``
+(distinct op calls), ``device_time_ns`` (the device time of every activity it launched),
+``op_class`` (the class of most of that time), ``kernel`` (the kernel with most of it) and
+``kernels`` (how many distinct kernel names). Device work no operator launched gets ``op`` =
+``(no op)``, its kernel's name as ``shape`` and its kernel count as ``count``, so it can be
+matched only by kernel name.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tracekit.tables.gather import take
+
+NO_OP = "(no op)"
+SCHEMA = {
+    "op": pl.String(),
+    "shape": pl.String(),
+    "count": pl.Int64(),
+    "device_time_ns": pl.Int64(),
+    "op_class": pl.String(),
+    "kernel": pl.String(),
+    "kernels": pl.Int64(),
+}
+
+
+def op_work(acts: pl.DataFrame, op_class: pl.Series, costs: pl.DataFrame) -> pl.DataFrame:
+    """``acts``: the analysis's activities (``cost_op_id``, ``cost_op_name``, ``op_id``,
+    ``op_name``, ``name``, ``dur_ns``);
+    ``op_class``: each activity's class, in the same order; ``costs``: the op cost table
+    (``op_id``, ``input_dims``)."""
+    need = {"cost_op_id", "name", "dur_ns"}
+    if acts.height == 0 or not need <= set(acts.columns) or op_class.len() != acts.height:
+        return pl.DataFrame(schema=SCHEMA)
+    from tracekit.analysis.regions.metrics import positions
+
+    # the op that owns the work's cost, else the op that launched it; activities are summed per
+    # (op id, kernel name) first, so shapes are gathered per op, not per activity
+    launch_id = acts["op_id"] if "op_id" in acts.columns else pl.Series([None] * acts.height, dtype=pl.Int64())
+    op_id = acts["cost_op_id"].cast(pl.Int64()).fill_null(launch_id.cast(pl.Int64()))
+    none = pl.Series([None] * acts.height, dtype=pl.String())
+    op_name = (acts["cost_op_name"] if "cost_op_name" in acts.columns else none).cast(pl.String())
+    op_name = op_name.fill_null((acts["op_name"] if "op_name" in acts.columns else none).cast(pl.String()))
+    a = pl.DataFrame(
+        {"_id": op_id, "_op_name": op_name, "name": acts["name"], "dur_ns": acts["dur_ns"], "op_class": op_class}
+    )
+    per = a.group_by("_id", "name").agg(
+        pl.col("dur_ns").sum().alias("t"),
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col("op_class").sort_by("dur_ns", descending=True).first().cast(pl.String),
+        pl.col("_op_name").drop_nulls().first().alias("_name"),
+    )
+    ids = per["_id"].unique().drop_nulls()
+    names = pl.DataFrame({"_id": ids, "_shape": pl.Series([""] * ids.len(), dtype=pl.String())})
+    if "op_id" in costs.columns and "input_dims" in costs.columns:
+        pos = positions(ids, costs["op_id"])
+        dims = take(costs["input_dims"], pos).cast(pl.String).fill_null("").str.replace_all(r"\s+", "")
+        names = names.with_columns(dims.alias("_shape"))
+    per = per.join(names, on="_id", how="left")
+    has_op = pl.col("_id").is_not_null() & pl.col("_name").is_not_null()
+    per = per.with_columns(
+        pl.when(has_op).then(pl.col("_name")).otherwise(pl.lit(NO_OP)).alias("op"),
+        pl.when(has_op).then(pl.col("_shape")).otherwise(pl.col("name").cast(pl.String)).alias("shape"),
+        pl.when(has_op).then(pl.col("_id")).alias("_op"),
+    )
+    return (
+        per.group_by("op", "shape")
+        .agg(
+            pl.when(pl.col("op").first() == NO_OP)
+            .then(pl.col("n").sum())
+            .otherwise(pl.col("_op").n_unique())
+            .cast(pl.Int64)
+            .alias("count"),
+            pl.col("t").sum().cast(pl.Int64).alias("device_time_ns"),
+            pl.col("op_class").sort_by("t", descending=True).first().alias("op_class"),
+            pl.col("name").sort_by("t", descending=True).first().cast(pl.String).alias("kernel"),
+            pl.col("name").n_unique().cast(pl.Int64).alias("kernels"),
+        )
+        .sort(["device_time_ns", "op", "shape"], descending=[True, False, False])
+        .select(list(SCHEMA))
+    )
