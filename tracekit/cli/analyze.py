@@ -179,6 +179,7 @@ def _text(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
 ANALYSIS_MODULES = (
     "tracekit.analysis",
     "tracekit.analysis.communication",
+    "tracekit.analysis.features",
     "tracekit.analysis.store.derived",
     "tracekit.analysis.serving.basis",
     "tracekit.analysis.serving.interference",
