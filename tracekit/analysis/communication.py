@@ -71,8 +71,8 @@ def _touching(compute: pl.DataFrame, comm: pl.DataFrame) -> pl.LazyFrame:
     of a communication kernel is the length of its interval's intersection with the union of its
     device's compute kernels, and a kernel wholly outside every communication kernel adds nothing
     to any of those intersections: the blocks of these alone give every kernel the same covered
-    time (on the 860 MB replica none of the 405 k compute kernels overlaps one of the 40 k
-    communication kernels: 0.5 s less). As-of join: the last block of the communication kernels'
+    time (in a trace where few compute kernels overlap a communication kernel, most of the work
+    is skipped). As-of join: the last block of the communication kernels'
     union starting at or before a compute kernel's end is the only one that can overlap it (the
     blocks are disjoint and ordered); it does when it ends after the kernel starts."""
     spans = _merged(comm.lazy()).select("device", pl.col("b_start").alias("_us"), pl.col("b_end").alias("_ue"))
@@ -116,8 +116,8 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     kernels: ``device, start_ns, end_ns``) of a kernels table (``kind == 'kernel'``)."""
     kernel = pl.col("kind") == "kernel"
     # the name rules run once per distinct name, not per kernel (names average ~200 bytes); the
-    # rows are then picked by name, without a join that copies every kernel row (~60 MB at this
-    # step's peak on the 860 MB replica)
+    # rows are then picked by name, without a join that copies every kernel row (which raised this
+    # step's peak on a big trace)
     names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine="in-memory")
     comm_names = names.filter(op_class(pl.col("name")) == COMM_CLASS)["name"]
     is_comm = pl.col("name").is_in(pl.lit(comm_names).implode()).fill_null(False)

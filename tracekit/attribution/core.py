@@ -100,7 +100,7 @@ def attribute(trace: Trace, release: bool = False) -> Attribution:
     ``release``: for a caller that reads the trace's kernels, launches and ops no more (the
     derived tables' store, tracekit/analysis/store/compute.py): they are emptied in ``trace`` once
     the activities have taken what they need of them, before the activity columns and the region
-    links are made (the 860 MB replica: ~120 MB less held there)."""
+    links are made, so a big trace holds less memory at that step."""
     cpu_only = trace.is_cpu_only
     regions = cpu_regions(trace.regions)
     thread_links = forward_threads(trace.ops, regions)

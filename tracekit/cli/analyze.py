@@ -123,7 +123,7 @@ def analyze(**params: Any) -> None:
 
 
 # A dataset whose canonical tables (all traces) hold this many bytes of Parquet or more is analysed
-# with polars' jemalloc set by :func:`bounded_allocator` (the 860 MB replica: 19 MiB; df_index_resolver: 1 MiB).
+# with polars' jemalloc set by :func:`bounded_allocator` (a big trace's dataset is above it, a small one's below).
 BIG_DATASET_BYTES = 4 << 20
 
 
@@ -132,11 +132,9 @@ def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
     least :data:`BIG_DATASET_BYTES` of canonical tables, one arena per two CPUs (at least one),
     freed pages kept 0.5 s and then returned (``muzzy_decay_ms:0``). Polars' jemalloc 5.3 default is 4 arenas per CPU,
     pages kept 0.5 s and then lazily freed (MADV_FREE) for 1 s more, which still counts in RSS:
-    the transients of the analysis's steps pile up in the peak (860 MB replica: 570–600 →
-    470–490 MB at the same CPU time with pages kept 1 s; kept 0.5 s: median peak 465 → 454 MB
-    over 5 interleaved rounds, CPU 6.34 → 6.28 s; one arena instead of two on 2 CPUs, whose
-    threads then reuse each other's freed pages: median 407,568 → 396,404 KB over 6 rounds, CPU
-    3.17 → 3.10 s). None for a trace file or a smaller dataset
+    the transients of the analysis's steps pile up in the peak. Returning pages sooner lowers a
+    big dataset's peak at the same CPU time, and so does one arena per two CPUs, whose threads then
+    reuse each other's freed pages. None for a trace file or a smaller dataset
     (nothing to gain)."""
     from pathlib import Path
 
@@ -159,8 +157,8 @@ def bounded_allocator(source: str) -> bool:
 
 def _text(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
     """The output of one trace's analysis from its JSON document (compact or indented bytes).
-    JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python:
-    0.3 s instead of 4.5 s for a 40k-region document; non-ASCII is written as UTF-8 instead of
+    JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python
+    and many times slower on a big document; non-ASCII is written as UTF-8 instead of
     \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py)."""
     import msgspec
 
@@ -248,14 +246,14 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     # the trace's tables are read no more here: released by the analysis as it finishes with them
     result = run_analysis(trace, hardware=a.hardware, phase_map=pm, slo=slo_v, thresholds=th, release=True)
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
-    # The trace's tables are released before the document is built (the 860 MB replica: ~180 MB
-    # beside the result's frames and the document's Python objects), the result's frames before
-    # it is indented (~90 MB beside the 75 MB document and its copies).
+    # The trace's tables are released before the document is built (not held beside the result's
+    # frames and the document's Python objects), the result's frames before it is indented (not
+    # held beside the document and its copies): a lower peak on a big trace.
     del trace, early
     if a.fmt == "json":
         # never the whole document at once: its compact form, the indented one and the copy
-        # with the newline were ~75 + 2 × 110 MB on the 860 MB replica (and storing it, another
-        # copy: the first analysis of a dataset peaked there)
+        # with the newline were each held whole (and storing it, another copy: the first analysis
+        # of a big dataset peaked there)
         from tracekit.report.formats.json_print import document_parts
 
         skeleton, placeholder, chunks = result.to_json_parts()

@@ -140,18 +140,17 @@ def ingest(
 def bounded_allocator(files: Sequence[Path], stream: bool | None, where: Plan) -> bool:
     """Before polars is loaded, and unless the user set it: when :func:`needs_bounded_memory`, ask
     polars' jemalloc to return freed pages at once (polars' default keeps them 0.5–1 s), so finished
-    tables leave the peak (a 1.08 GB trace: 616 → 535 MB; docs/kineto.md). True when set."""
+    tables leave the peak (a lower peak on a big trace; docs/kineto.md). True when set."""
     return set_before_polars(lambda: RETURN_PAGES if needs_bounded_memory(files, stream, where) else None)
 
 
 def needs_bounded_memory(files: Sequence[Path], stream: bool | None, where: Plan) -> bool:
     """A streamed Kineto trace (``--stream``, or JSON of :data:`STREAM_BYTES` or more), or tasks on
     Dask workers that ingest trace after trace. Not a small trace ingested in memory: there
-    returning pages at once costs ≈ 0.15 s of system time and 0.25 s of wall (page returns and
-    refaults; df_index_resolver) to save ≈ 27 MB of peak. Nor an Nsight export: it is read in
-    chunks of one size, each reusing the pages the chunk before freed; returning them at once
-    cost ≈ 1 s of CPU of 10 on a 133 MB export (system time 2.2 → 1.5 s) for ≈ 40 MB of peak,
-    and a 1.07 GB export peaks at 460 MiB without it."""
+    returning pages at once costs more time (page returns and refaults) than its small saving of
+    peak is worth. Nor an Nsight export: it is read in chunks of one size, each reusing the pages
+    the chunk before freed; returning them at once cost a tenth of the CPU for a small saving of
+    peak, and a big export's peak stays low without it."""
     from tracekit.errors import TracekitError
     from tracekit.sources import sniff
     from tracekit.sources.registry import DATASET, source

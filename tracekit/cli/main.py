@@ -122,7 +122,7 @@ def _leave(code: object) -> None:
     """End the process now, with ``code`` (None or an int; anything else returns and Python's own
     exit handles it), once stdout and stderr are flushed: everything a command writes is closed
     before it returns, so tearing down the interpreter's objects — polars frames, module state,
-    thread pools: 0.1–0.3 s after an ingest of df_index_resolver — would only delay the shell.
+    thread pools, a noticeable part of a short command's time — would only delay the shell.
     Skipped when a module in :data:`_NEEDS_EXIT_HANDLERS` is loaded."""
     if not (code is None or isinstance(code, int)) or any(m in sys.modules for m in _NEEDS_EXIT_HANDLERS):
         return

@@ -258,8 +258,8 @@ def _under(parent: pl.Series, costed: pl.Series) -> pl.Series:
 def _first_dtype(types: pl.Series) -> pl.Series:
     """Canonical dtype of the first typed tensor input, one list position at a time over the rows
     still without one (almost all rows resolve at position 0 or 1). A trace without recorded
-    shapes has none: its nulls without a query (the 860 MB replica's 1.1 M ops: ~90 MB of
-    transient string and list columns)."""
+    shapes has none: its nulls without a query (which, on a big trace, made transient string and
+    list columns of every op)."""
     if types.null_count() == types.len():
         return pl.repeat(None, types.len(), dtype=pl.String(), eager=True).alias(types.name)
     t = pl.lit(types)
@@ -372,8 +372,8 @@ def trace_costs(
     """:func:`op_costs` of a trace's ops with their context: the trace's regions (step sums for
     paged attention) and, from the attribution's ``activities`` (``op_id``, ``name``) or the query
     ``launched`` of those columns, the kernels each op launched (MoE weight format). Their distinct
-    pairs are collected only for a trace with a MoE op (the 860 MB replica has none: its 446 k
-    kernel names were hashed for nothing, ~80 MB held at once)."""
+    pairs are collected only for a trace with a MoE op (without one, every kernel name was hashed
+    for nothing, which held much memory at once on a big trace)."""
     if launched is None and activities is not None and {"op_id", "name"} <= set(activities.columns):
         launched = activities.lazy().select("op_id", "name")
     if launched is not None:

@@ -1,9 +1,9 @@
 """Long text values repeated on many rows, written to Parquet without a copy per row.
 
-Polars keeps a column of repeated strings as views into shared buffers: 990 rows naming one 2 MB
-kernel (a crafted Nsight export's ``StringIds``) hold 2 MB. Writing such a column to Parquet
-materialised every row's value (2 GB for those rows; the first analysis of such a dataset, which
-stores the derived tables, peaked at 2.1 GB). :func:`write_dictionaries` writes those columns
+Polars keeps a column of repeated strings as views into shared buffers: rows naming one kernel
+with a long name (a crafted Nsight export's ``StringIds``) hold the name once. Writing such a column
+to Parquet materialised every row's value (a copy per row: the first analysis of such a dataset,
+which stores the derived tables, held them all). :func:`write_dictionaries` writes those columns
 from Categorical values instead: Parquet holds a dictionary page and indices, built without
 copying a row, and no Arrow schema, so readers see plain text columns whose rows, read back,
 share the dictionary's values.
@@ -17,7 +17,7 @@ import polars as pl
 
 # A text column is written as a dictionary when its rows hold at least this many bytes in all (as
 # polars estimates it, counting each row's value) at an average of at least DICT_MIN_AVG bytes a
-# row: long values repeated (the 2 MB name), never the short names of a real trace.
+# row: long values repeated (the crafted export's name), never the short names of a real trace.
 DICT_MIN_BYTES = 64 << 20
 DICT_MIN_AVG = 1024
 

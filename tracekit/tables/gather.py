@@ -1,10 +1,10 @@
 """``take``: a Series gathered by row positions without a polars query.
 
 ``Series.gather`` runs as an expression on a one-column frame, i.e. one query of polars' engine
-(~0.1–0.2 ms, however short the Series): on a small trace the analysis makes a few hundred of
+(a fixed cost, however short the Series): on a small trace the analysis makes a few hundred of
 them. Indexing a Series with a Series of the index type is a direct call into the same gather
-kernel (~10 µs). Only for non-negative positions (null → null): a negative or too-large position
-fails the cast, where ``gather`` would count from the end.
+kernel, at a small fraction of that cost. Only for non-negative positions (null → null): a
+negative or too-large position fails the cast, where ``gather`` would count from the end.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ import polars as pl
 from tracekit.tables import schema
 
 # A table file at least this large is read a column at a time (:func:`by_column`): its row groups
-# arrive as chunks (the 860 MB replica's kernels, launches and ops: 3.7–10.5 MB, 4–14 row groups).
-# A smaller one is read in one query (a query costs ~0.1–0.2 ms; df_index_resolver's files: < 1 MiB).
+# arrive as chunks (a big trace's kernels, launches and ops). A smaller one is read in one query:
+# a query per column costs more time than it saves memory there (a small trace's files are all smaller).
 BY_COLUMN_BYTES = 1 << 20
 
 
@@ -38,8 +38,8 @@ def settled(df: pl.DataFrame, read: Collection[str], constants: bool) -> pl.Data
     """A table as read, ready to be kept: one chunk per column (a file's row groups arrive as
     chunks, and adding a column to a frame of several chunks copies every column, as the analysis
     does), the columns ``read`` from the file made one chunk a column at a time, so no more than
-    one column is ever held twice (the frame's ``rechunk()`` held a second copy of all of them:
-    +100 MB for the 860 MB replica's activities); the other columns are constants, which hold no
+    one column is ever held twice (the frame's ``rechunk()`` held a second copy of all of them,
+    which raised a big trace's peak); the other columns are constants, which hold no
     chunks. With ``constants``, a column read that holds only nulls becomes a null constant
     instead (:func:`schema.null_constants`). Pass the only reference to ``df``."""
     have = [c for c in read if c in df.columns]
@@ -58,8 +58,8 @@ def by_column(scan: pl.LazyFrame, read: Collection[str]) -> pl.DataFrame:
     """:func:`settled` of ``scan`` collected (``constants``), decoded one column at a time: a
     column's chunks (the file's row groups) are freed as it is made one chunk, before the next is
     decoded into the memory they held. Decoding the whole table, then rechunking it, freed a
-    table's worth of chunks at once, which polars' allocator keeps for a while (the 860 MB
-    replica's read for the derived tables: ~110 MB more resident after it, 245 MB live)."""
+    table's worth of chunks at once, which polars' allocator keeps for a while (more memory
+    resident after a big trace's read)."""
     order = scan.collect_schema().names()
     cols = [c for c in order if c in read]
     if len(cols) < 2:

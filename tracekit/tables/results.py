@@ -14,9 +14,8 @@ was cut or edited, its check line intact, is a miss: the analysis recomputes it)
 document of several MB, one blake2b pass over it (≈ 1 GB/s).
 
 ``key`` hashes everything the result depends on that can be known *without importing polars*
-(the point: a hit costs an interpreter and this lookup, ≈ 0.05 s through the console script's
-shortcut (tracekit/cli/fast.py) and ≈ 0.08 s through click, where importing polars alone costs
-≈ 0.2–0.3 s):
+(the point: a hit costs an interpreter and this lookup, through the console script's shortcut
+(tracekit/cli/fast.py) or through click, well under what importing polars alone costs):
 
 - the tracekit version and the path, size and modification time (ns) of every
   ``tracekit/**/*.py`` file (any code change is a miss; the rule Python uses for its bytecode cache);
@@ -75,8 +74,8 @@ def dataset_trace(root: Path, trace_id: str | None) -> str | None:
 def _code_hash(pkg: Path | None = None) -> str:
     """The identity of the installed code: path, size and modification time (ns) of every
     ``tracekit/**/*.py`` file — the rule by which Python itself tells its cached bytecode is
-    current (an edit changes the size or the time). Stats only (≈ 1 ms): reading and hashing the
-    151 files cost ≈ 7 ms of a stored result's ≈ 80 ms."""
+    current (an edit changes the size or the time). Stats only, which keeps a stored result's
+    start-up short: reading and hashing the files cost several times more."""
     # The package version needs no import of the root package (which would put tables/ above
     # sources/ in the layers contract): tracekit/__init__.py, where it is set, is among the files.
     pkg = pkg or Path(__file__).resolve().parent.parent
@@ -182,7 +181,7 @@ def storing(
 ) -> Iterator[bytes]:
     """The pieces ``parts`` of the document, passed on as they come (to be printed), and stored as
     :func:`store` stores them joined once the last has passed: the document is never held whole
-    (the 860 MB replica's: ~110 MB, held with its compact form and a copy by ``store``). Never
+    (a big trace's would be held with its compact form and a copy by ``store``). Never
     raises for I/O: a piece that cannot be written ends the storing, not the passing on; an entry
     whose pieces did not all pass is not stored."""
     entry = _Entry(Path(root), trace_id, options, source)

@@ -46,8 +46,7 @@ __all__ = [
     "write_part",
 ]
 
-# zstd at level 1: on df_index_resolver's ten partitions (27.8 MB in memory) it writes in 0.085 s
-# vs 0.126 s at polars' default level, and the files are no larger (1.61 vs 1.66 MB); zstd
+# zstd at level 1: writes faster than at polars' default level, and the files are no larger; zstd
 # decompresses at the same speed whatever the level. docs/schema.md.
 PARQUET_ZSTD_LEVEL = 1
 
@@ -55,7 +54,7 @@ PARQUET_ZSTD_LEVEL = 1
 def write_part(frame: pl.DataFrame, path: Path) -> None:
     """Write one partition file of a dataset: Parquet, zstd level :data:`PARQUET_ZSTD_LEVEL`,
     with column statistics (readers skip row groups by them)."""
-    long_repeated = dictionary_columns(frame)  # e.g. one 2 MB name on every row: not copied per row
+    long_repeated = dictionary_columns(frame)  # e.g. one long name on every row: not copied per row
     if long_repeated:
         write_dictionaries(frame, path, long_repeated, PARQUET_ZSTD_LEVEL)
         return
@@ -292,7 +291,7 @@ def read_dataset(
     keep = columns is not None or rows is not None  # a reader that keeps the tables: empty columns hold no memory
     if keep:
         # one table at a time, each settled before the next is read: the decoding of all five
-        # at once, then their copies, held ~70 MB more at the 860 MB replica's peak
+        # at once, then their copies, raised a big trace's peak
         *counts, mf = pl.collect_all(scans[n:])
         frames = [
             by_column(scans[i], _read_columns(name, columns))

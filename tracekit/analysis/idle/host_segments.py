@@ -18,8 +18,8 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = T
     after an end its parent; each event's stretch runs to the next event. Needs proper nesting
     (``parent_id`` = the innermost enclosing op on the thread, as the loaders give). An event is
     two int64 values, its packed sort key and the op it opens; thread and time are decoded from
-    the key, names gathered only for the stretches (on the 860 MB replica's 1.1 M ops the
-    events took ~100 MB more with their thread, time and order columns)."""
+    the key, names gathered only for the stretches (events with their own thread, time and order
+    columns held much more memory on a big trace)."""
     schema = {"pid": pl.Int64(), "tid": pl.Int64(), "s": pl.Int64(), "e": pl.Int64(), "op": pl.String()}
     if not names:  # ``op`` = the op's op_id (8 bytes a stretch, not a 16-byte name view); see op_labels
         schema["op"] = pl.Int64()

@@ -9,9 +9,9 @@ their file when they are written, after the launches and kernels are let go. Eac
 as soon as it is made and released before the next: the links and activities, then the costs (the
 kernels each op launched are read back from the stored activities, and only for a trace with a MoE
 op), the labels, and ``derived_key`` last. The tables are those :func:`derived.compute_derived`
-makes of the whole trace (tests/test_derived_store.py). On the 860 MB replica (streamed ingest, no
-derived tables), the first ``tracekit analyze DS --format json`` peaked at 740 MB with the whole
-trace loaded for them; see docs/analysis.md for the figures with this reader.
+makes of the whole trace (tests/test_derived_store.py). With the whole trace loaded for them, the
+first ``tracekit analyze DS --format json`` of a big dataset (streamed ingest, no derived tables)
+peaked much higher; docs/analysis.md and BENCHMARKS.md give the figures with this reader.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 # Of those, the columns that a trace without recorded shapes holds all null (e.g. Kineto without
-# record_shapes): made null constants without being decoded (the 860 MB replica: ~27 MB).
+# record_shapes): made null constants without being decoded, so they hold no memory per row.
 ANALYSIS_SPARSE: dict[str, tuple[str, ...]] = {"ops": ("input_dims", "input_types")}
 
 
@@ -282,7 +282,7 @@ def load_for_analysis(
             return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
     if ensure and lean and _stored_lean(root, tid):
         # computed and stored reading only what they need, before the trace is read (the whole
-        # trace held with them peaked at 740 MB on the 860 MB replica); then the analysis reads
+        # trace held with them raised a big trace's peak); then the analysis reads
         # only what it needs too
         return load_for_analysis(root, tid)
     trace = tracekit.load(str(root), trace_id=tid)
@@ -303,7 +303,7 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
     names = (ACTIVITIES, LINKS, LABELS, COSTS)
     # A device activity's name is its kernel's (attribution/activities.py: act_id = the kernels
     # row). Read without it and gathered from trace.kernels, the names share that table's string
-    # buffers instead of being a second copy (92 MB on the 860 MB replica).
+    # buffers instead of being a second copy (less memory held on a big trace).
     kernel_names = (
         not key.get("cpu_only")
         and trace.kernels.height > 0
@@ -324,7 +324,7 @@ def read_derived(trace: Trace, activity_columns: tuple[str, ...] | None = None) 
         for n, scan in zip(names, scans):
             sch = scan.collect_schema()
             # a trace whose ops have no cost model stores all-null cost columns: made null
-            # constants without being decoded (the 860 MB replica: 5 columns of 1.1 M rows)
+            # constants without being decoded: they hold no memory per row
             nulls = null_columns(files[n], [c for c in COST_COLUMNS if c in sch]) if n == COSTS else set()
             if nulls:
                 scan = scan.select(pl.lit(None, dtype=t).alias(c) if c in nulls else pl.col(c) for c, t in sch.items())

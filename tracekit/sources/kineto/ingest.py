@@ -59,7 +59,7 @@ def ingest_kineto(
 
 def _trim() -> None:
     """Hand freed C-heap pages back to the OS between tables (glibc only; the native scanner's
-    buffers would otherwise stay resident: ~40 MB on a 1 GB trace)."""
+    buffers would otherwise stay resident, adding to a big trace's peak)."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

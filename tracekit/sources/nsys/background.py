@@ -2,8 +2,9 @@
 
 SQLite releases the GIL while it steps a statement, so an aggregate query (a full scan that
 returns a few rows) costs the reading thread nothing when it runs on another connection: the
-NVTX counts of :func:`tracekit.sources.nsys.nvtx.prepass` (≈ 0.3 s on 1.7 M ranges) and
-:func:`tracekit.sources.nsys.nvtx.thread_counts` (≈ 1 s) run, each in a thread of its own, while
+NVTX counts of :func:`tracekit.sources.nsys.nvtx.prepass` and
+:func:`tracekit.sources.nsys.nvtx.thread_counts` (full scans, long on a big export) run, each in a
+thread of its own, while
 the kernels, launches and the first ranges are fetched.
 """
 

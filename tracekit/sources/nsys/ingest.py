@@ -132,8 +132,8 @@ def dictionary_columns(first: pl.DataFrame) -> list[str]:
     """The Parquet columns written with a dictionary: those of which the first chunk holds at
     most half as many distinct values as rows (names, kinds, pids, tids, depths), and the leaves
     of list columns. Times and ids, nearly all distinct, are written plain: given a dictionary,
-    pyarrow fills it to its 1 MiB limit in every row group before falling back to plain (the
-    regions of a 133 MB export: 1.05 s of CPU and 35.6 MB, against 0.45 s and 27.6 MB)."""
+    pyarrow fills it to its 1 MiB limit in every row group before falling back to plain, which
+    costs CPU time and makes the files larger."""
     distinct = first.select(pl.all().n_unique()).row(0, named=True)
     out: list[str] = []
     for name, dtype in first.schema.items():

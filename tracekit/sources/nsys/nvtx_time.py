@@ -1,7 +1,7 @@
 """NVTX ranges in the export's own order (start time), numbered and nested block by block.
 
 ``regions.region_id`` is a range's position in (globalTid, start, end desc) order. SQLite can
-sort the ranges that way (``ORDER BY``: ≈ 2 s for 1.7 M ranges, spilled to temporary files), but
+sort the ranges that way (``ORDER BY``: slow on a big export, spilled to temporary files), but
 nsys writes ``NVTX_EVENTS`` in start order (every shared export and the synthetic ones), so this
 module reads the rows as they are stored and gives each range the same id and nesting as the
 sorted read would:

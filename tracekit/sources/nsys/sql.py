@@ -26,7 +26,7 @@ CHUNK_ROWS = 200_000
 # Rows per fetchmany, i.e. Python row tuples alive at once: a chunk is built from frames of this
 # many rows, each transposed while its tuples are still in the CPU caches and their memory reused
 # by the next batch (≈ 100 B a row; with 200,000-row fetches the tuples of a chunk were faulted in
-# anew each time: 1.7 M NVTX rows fetched and framed in 3.4 s of CPU instead of 2.8 s).
+# anew each time, which cost more CPU).
 FETCH_ROWS = 20_000
 # How long to wait on a lock held by a writer before giving up (seconds).
 LOCK_TIMEOUT_S = 2.0
@@ -163,8 +163,8 @@ def iter_frames(
     type than its column's becomes null (a float is truncated), or with ``strict`` raises TypeError.
 
     Text cells are decoded by sqlite3's own (C) UTF-8 decoder — the connection's replacing
-    decoder (:func:`_text`) is a Python call per cell (fetching 1.7 M NVTX rows: 2.6 s with it,
-    2.1 s without). A cell that is not UTF-8 stops that decoder; the statement is then run again and
+    decoder (:func:`_text`) is a Python call per cell, slower on a big export. A cell that is not
+    UTF-8 stops that decoder; the statement is then run again and
     continued with the replacing decoder from the row where it stopped (a read-only file gives
     the same rows in the same order).
 

@@ -1,10 +1,10 @@
 """Read a Kineto file while polars loads.
 
-A command that reads one Kineto trace spends its first
-0.2–0.3 s importing polars, one core busy, before it reads a byte; reading a 50 MB trace (gunzip and
-the native scanner, which run without the GIL) takes about as long. :func:`read_while` does both at
-once: a thread runs the caller's ``prepare`` callback (it imports what the caller needs next; polars
-comes with it) while this thread reads the file through the same reader as always
+A command that reads one Kineto trace spends its start-up importing polars, one core busy, before
+it reads a byte; reading a mid-sized trace (gunzip and the native scanner, which run without the
+GIL) takes about as long. :func:`read_while` does both at once: a thread runs the caller's
+``prepare`` callback (it imports what the caller needs next; polars comes with it) while this
+thread reads the file through the same reader as always
 (:func:`tracekit.sources.kineto.reading.jsonstream.stream_document`), but keeps what it reads as a
 record — the scanner's raw buffers (:mod:`scanraw`), the events left to msgspec — instead of
 building tables, which needs polars. The loader then replays the record in file order

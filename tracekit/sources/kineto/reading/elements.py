@@ -12,7 +12,7 @@ lets msgspec decide. Three inputs defeat that, and are handled here element by e
   into its elements here (no recursion), so only the too-deep elements are dropped.
 
 The walk tracks strings (with escapes), brackets and depth with two regular expressions, so a
-500 MB string costs one regex pass per chunk and no copies. It does not validate: an element it
+huge string costs one regex pass per chunk and no copies. It does not validate: an element it
 delimits is still decoded by msgspec when kept.
 """
 

@@ -55,8 +55,8 @@ def _in_range(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) 
 def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) -> pl.DataFrame:
     """Drop repeated events (all of ``key`` equal). The per-row hash finds candidates cheaply;
     the full key decides, so a hash collision never drops an event."""
-    # Sorted hashes, not a hash table: 8 bytes a row instead of ~60 (a 1M-row table's table
-    # stayed ~80 MB in RSS after use).
+    # Sorted hashes, not a hash table: 8 bytes a row instead of ~60 (a big table's hash table
+    # stayed in RSS after use).
     keys = df["_key"].sort()
     repeated = keys.filter(keys == keys.shift(1))
     del keys

@@ -110,7 +110,7 @@ def _frame(
     """The scanner's buffers as a polars frame through the Arrow C data interface: the C side
     copies them into malloc'd memory freed by plain ``free()`` (no GIL needed, so polars may drop
     them on any thread; a buffer viewing a Python ``bytes`` deadlocked a pickling), and no pyarrow
-    is imported (≈ 0.2 s of every command's start-up)."""
+    is imported (which would lengthen every command's start-up)."""
     assert EXTENSION is not None
     cols: list[tuple[bytes, bytes, bytes | None, bytes, bytes | None]] = []
     for f in names:

@@ -54,8 +54,8 @@ def chunks(path: Path, stats: StreamStats) -> Iterator[bytes]:
                     return
                 yield data
         stats.gzip = True
-        # zlib, bounded to CHUNK_BYTES of output per call: as fast as Arrow's inflater here
-        # (0.09 s vs 0.08 s for 53.7 MB), without importing pyarrow (≈ 0.2 s per command).
+        # zlib, bounded to CHUNK_BYTES of output per call: about as fast as Arrow's inflater here,
+        # without importing pyarrow (which would lengthen every command's start-up).
         yield from _gunzip(fh, stats)
 
 
@@ -166,7 +166,7 @@ class Buffer:
 
     def skip_ws(self) -> bool:
         """Skip blanks; False when the input ended. Long runs go 64 KiB at a time through
-        bytes.translate (C speed; a regex over 500 MB of blanks took 15 s)."""
+        bytes.translate (C speed; a regex over a long run of blanks was far slower)."""
         while True:
             buf, pos = self.buf, self.pos
             while pos < len(buf) and buf[pos] in _BLANK_BYTES:
