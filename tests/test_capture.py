@@ -199,6 +199,7 @@ def test_capture_without_kernel_names_matches_by_kind(shared_traces: Path, tmp_p
     assert a.equals(b)
 
 
+@pytest.mark.slow  # > 10 s on this 2-core machine
 def test_batch_size_tells_identical_graphs_apart(shared_traces: Path, tmp_path: Path) -> None:
     cap = discover(shared_traces / VLLM / "graph_execution.json.gz")[0]
     d = tmp_path / "capture_traces"

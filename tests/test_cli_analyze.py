@@ -84,7 +84,8 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     # cli/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
     # analysed with one jemalloc arena per CPU and pages returned after 0.5 s; a smaller dataset,
     # derived tables and stored results not counted, or a trace file: polars' default (None).
-    from tracekit.cli.analyze import BIG_DATASET_BYTES, analysis_allocator
+    from tracekit.cli.analyze import analysis_allocator
+    from tracekit.tuning import BIG_DATASET_BYTES
 
     ds = tmp_path / "ds"
     (ds / "meta" / "trace_id=a").mkdir(parents=True)

@@ -225,6 +225,7 @@ def test_workers_without_dask_say_how_to_install(
         parallel.plan(2, workers=2)
 
 
+@pytest.mark.slow  # > 10 s on this 2-core machine
 def test_killed_worker_mid_ingest_leaves_a_complete_dataset(
     cluster: Cluster, shared_traces: Path, tmp_path: Path
 ) -> None:

@@ -152,6 +152,7 @@ def test_huge_element_and_blank_run_bounded(tmp_path: Path, kind: str, pure: str
     assert int(rss_kb) < 1 << 20  # < 1 GB (VmHWM is in kB)
 
 
+@pytest.mark.slow  # > 10 s on this 2-core machine
 def test_oversized_top_level_value_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     big = "x" * (MAX_ELEMENT_BYTES + 10)
     text = '{"traceName": "' + big + '", "traceEvents": [' + json.dumps(K(0)) + '], "schemaVersion": 1}'

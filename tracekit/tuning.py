@@ -25,6 +25,24 @@ from dataclasses import dataclass
 POLARS_DEFAULTS = ("dirty_decay_ms:500", "muzzy_decay_ms:1000", "thp:always", "metadata_thp:always")
 
 
+# What each command sets (the figures: BENCHMARKS.md, "Process tuning"):
+# - an ingest that must stay bounded (a streamed trace, Dask tasks) returns freed pages at once;
+RETURN_PAGES = "dirty_decay_ms:0,muzzy_decay_ms:0"
+# - an analysis of a dataset this large (canonical Parquet bytes, all traces) keeps one arena per
+#   two CPUs and returns pages after 0.5 s: the transients of its steps no longer pile up in the peak.
+BIG_DATASET_BYTES = 4 << 20
+
+
+def analysis_setting(dataset_bytes: int | None, cpus: int | None = None) -> str | None:
+    """The allocator setting for analysing a dataset of ``dataset_bytes`` of canonical Parquet (None:
+    a trace file): one arena per two CPUs (at least one), freed pages kept 0.5 s and then returned
+    (``muzzy_decay_ms:0``); polars' jemalloc 5.3 default keeps 4 arenas per CPU and lazily freed
+    pages that still count in RSS for 1 s more. None for a trace file or a smaller dataset."""
+    if dataset_bytes is None or dataset_bytes < BIG_DATASET_BYTES:
+        return None
+    return f"narenas:{max(1, (cpus or os.cpu_count() or 1) // 2)},dirty_decay_ms:500,muzzy_decay_ms:0"
+
+
 def user_setting(value: str | None) -> bool:
     """Whether ``_RJEM_MALLOC_CONF`` holds a choice of the user's: set, and not only what polars
     itself wrote there (its defaults, once or more: inherited from a parent process that had loaded

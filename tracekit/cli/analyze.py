@@ -122,29 +122,17 @@ def analyze(**params: Any) -> None:
         echo(f"wrote {out_path}", err=True)
 
 
-# A dataset whose canonical tables (all traces) hold this many bytes of Parquet or more is analysed
-# with polars' jemalloc set by :func:`bounded_allocator` (a big trace's dataset is above it, a small one's below).
-BIG_DATASET_BYTES = 4 << 20
-
-
 def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
-    """The jemalloc setting (``_RJEM_MALLOC_CONF``) for analysing ``source``: for a dataset of at
-    least :data:`BIG_DATASET_BYTES` of canonical tables, one arena per two CPUs (at least one),
-    freed pages kept 0.5 s and then returned (``muzzy_decay_ms:0``). Polars' jemalloc 5.3 default is 4 arenas per CPU,
-    pages kept 0.5 s and then lazily freed (MADV_FREE) for 1 s more, which still counts in RSS:
-    the transients of the analysis's steps pile up in the peak. Returning pages sooner lowers a
-    big dataset's peak at the same CPU time, and so does one arena per two CPUs, whose threads then
-    reuse each other's freed pages. None for a trace file or a smaller dataset
-    (nothing to gain)."""
+    """The jemalloc setting (``_RJEM_MALLOC_CONF``) for analysing ``source``
+    (:func:`tracekit.tuning.analysis_setting` of its canonical Parquet bytes; None for a trace file)."""
     from pathlib import Path
+
+    from tracekit.tuning import analysis_setting
 
     root = Path(source)
     if not (root / "meta").is_dir():
         return None
-    size = sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet"))
-    if size < BIG_DATASET_BYTES:
-        return None
-    return f"narenas:{max(1, (cpus or os.cpu_count() or 1) // 2)},dirty_decay_ms:500,muzzy_decay_ms:0"
+    return analysis_setting(sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet")), cpus)
 
 
 def bounded_allocator(source: str) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from tracekit.numbers import count
-from tracekit.tuning import set_before_polars
+from tracekit.tuning import RETURN_PAGES, set_before_polars
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option
@@ -20,9 +20,6 @@ from tracekit.cli.progress import Progress
 from tracekit.errors import TracekitError
 from tracekit.ingest import STREAM_BYTES, Ingested
 from tracekit.parallel import Plan
-
-# polars' jemalloc, told to hand freed pages back at once (polars' default: after 0.5 s dirty, 1 s muzzy).
-RETURN_PAGES = "dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
 @click.command("ingest")
