@@ -347,7 +347,9 @@ def verdicts(
     and each activity's phase unit."""
     units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
     cr = class_roofline(acts, regions, units_q, s.hardware, s.thresholds, prep, closure)
-    top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
+    top_cls = dominant_class(cr, "region").select(
+        pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top", "class_above_roof"
+    )
     reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), s.hardware, s.thresholds, x.device_name)
     excluded = int(reg["bound"].null_count())
     reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")

@@ -23,7 +23,7 @@ from tracekit.analysis.contract.rows import (
     scopes_by_kind,
     strip_keys,
 )
-from tracekit.conventions import COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
+from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
 
@@ -65,6 +65,7 @@ REGION_JSON_COLUMNS = [
     "peak_bytes_per_s",
     "ridge",
     *PEAK_FRACTION_COLUMNS,
+    ABOVE_ROOF_COLUMN,
     "batch",
     "ctx",
     "tokens",
@@ -106,6 +107,7 @@ PHASE_JSON_COLUMNS = [
     "peak_bytes_per_s",
     "ridge",
     *PEAK_FRACTION_COLUMNS,
+    ABOVE_ROOF_COLUMN,
     "idle_blocking_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",

@@ -107,6 +107,7 @@ class Metrics(TypedDict, total=False):
     ridge: float | None
     frac_peak_flops: float | None
     frac_peak_bytes: float | None
+    above_roof: bool | None  # a fraction of peak above 1: the peaks are too low (docs/analysis.md)
     bound: str | None  # compute | bandwidth | overhead | unknown
     reason: str | None
 

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.conventions import ABOVE_ROOF
 from tracekit.numbers import count, plain, si
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title
+from tracekit.report.plots.canvas import PHASE_COLORS, WARNING_COLOR, MissingPlotData, figure, legend, note, title
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -115,6 +116,10 @@ def roofline(
     # A point whose dtype has no peak has no roof: it is left out (and counted), never put under another dtype's roof.
     roofless = data.filter(pl.col("peak").is_null() | pl.col("bw").is_null())
     data = data.filter(pl.col("peak").is_not_null() & pl.col("bw").is_not_null())
+    # above its roof (y > min(peak, bw × intensity), the analysis' above_roof): ringed and noted, never plain
+    data = data.with_columns(
+        (pl.col("y") > pl.min_horizontal(pl.col("peak"), pl.col("bw") * pl.col("intensity"))).alias("above")
+    )
     roofs = data.select("dtype", "peak", "bw").unique().sort("peak")
     if roofs.height == 0:
         raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
@@ -166,6 +171,19 @@ def roofline(
                 label=f"{phase}: {oc} ({g['dtype'][0]})",
                 zorder=4,
             )
+    above = data.filter(pl.col("above"))
+    if above.height:
+        ax.scatter(
+            above["intensity"].to_list(),
+            above["y"].to_list(),
+            s=260,
+            marker="o",
+            facecolor="none",
+            edgecolor=WARNING_COLOR,
+            lw=2,
+            label="above the roof",
+            zorder=5,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -174,6 +192,8 @@ def roofline(
     if roofless.height:
         dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
         note(ax, f"{count(roofless.height, 'point')} not drawn: no peak for {dts}")
+    if above.height:
+        note(ax, f"{count(above.height, 'point')} ringed: {ABOVE_ROOF}", warning=True)
     ax.grid(True, which="both", alpha=0.2)
     legend(ax, fontsize=7)
     return fig
