@@ -74,6 +74,7 @@ REGION_JSON_COLUMNS = [
     # issue 12: idle time by cause, the top culprit, the dominant op class
     "first_launch_ns",
     "idle_blocking_ns",
+    "idle_cold_start_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
@@ -109,6 +110,7 @@ PHASE_JSON_COLUMNS = [
     *PEAK_FRACTION_COLUMNS,
     ABOVE_ROOF_COLUMN,
     "idle_blocking_ns",
+    "idle_cold_start_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",

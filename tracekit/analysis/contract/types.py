@@ -128,6 +128,7 @@ class Idle(TypedDict, total=False):
 
     first_launch_ns: int | None
     idle_blocking_ns: int | None
+    idle_cold_start_ns: int | None  # issue 27: a launch call that itself blocks for long (docs/analysis.md)
     idle_launch_latency_ns: int | None
     idle_cpu_op_ns: int | None
     idle_outside_ops_ns: int | None

@@ -63,11 +63,12 @@ ANALYSIS_SPARSE: dict[str, tuple[str, ...]] = {"ops": ("input_dims", "input_type
 
 def analysis_rows() -> dict[str, pl.Expr]:
     """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
-    only the blocking calls (the only use of the launches then: the idle causes'
-    ``blocking_calls``, tracekit/analysis/idle/causes.py)."""
-    from tracekit.analysis.idle.causes import BLOCKING
+    only the blocking calls and the cold-start launch calls (the only use of the launches then: the
+    idle causes' ``blocking_calls``, tracekit/analysis/idle/causes.py; ``cold_launch`` gives the
+    same rows again on what it kept)."""
+    from tracekit.analysis.idle.causes import BLOCKING, cold_launch
 
-    return {"launches": pl.col("name").str.contains(BLOCKING)}
+    return {"launches": pl.col("name").str.contains(BLOCKING) | cold_launch()}
 
 
 # The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below).

@@ -25,6 +25,7 @@ CLASS_HEADERS = [
 ]
 CAUSE_LABEL = {
     "blocking": "(b) blocking call",
+    "cold_start": "(f) cold start (blocking launch call)",
     "launch_latency": "(c) launch latency",
     "cpu_op": "(a) host in op",
     "outside_ops": "(d) host outside ops",
