@@ -10,9 +10,10 @@ from collections.abc import Sequence
 import polars as pl
 
 
-# Two intervals of one thread that overlap by less than this are siblings, never parent and child:
-# clock rounding (decimal-µs Kineto timestamps, a profiler's own clock) makes an op start a few ns
-# before its predecessor ends. A child that really lies inside its parent is not affected.
+# Two intervals of one thread that overlap by less than this are siblings, never parent and child,
+# where the clock rounds: Kineto's decimal-µs timestamps make an op start a few ns before its
+# predecessor ends (the Kineto loader passes it as ``sibling_ns``; Nsight's integer-ns ranges are
+# nested exactly). A child that really lies inside its parent is not affected.
 SIBLING_OVERLAP_NS = 1_000
 # Passes of the sibling rule: each pass resolves one level of a stack that overlaps the next op
 # (typically one; a parent and its last child both overlapping the next op take two).
@@ -25,6 +26,7 @@ def nest(
     id_col: str,
     start: str = "start_ns",
     end: str = "end_ns",
+    sibling_ns: int = 0,
 ) -> pl.DataFrame:
     """Add ``depth`` (Int32, 0 = outermost) and ``parent_id`` (id of the innermost enclosing row)
     for intervals that nest by time within each ``group`` (e.g. the same pid/tid).
@@ -33,9 +35,10 @@ def nest(
     first. depth = (intervals opened before this one) − (of those, the ones closed at or before
     its start). The parent is the last earlier interval at depth − 1 (an as-of join), which is
     exact for properly nested intervals; partially overlapping intervals get the best nesting
-    the sweep gives, except that an interval that starts less than :data:`SIBLING_OVERLAP_NS`
-    before its would-be parent ends, and ends after it, is its sibling (:func:`sibling_ends`:
-    the parent is nested as if it ended where the later one starts; its own ``end`` is kept).
+    the sweep gives, except that with ``sibling_ns`` (Kineto: :data:`SIBLING_OVERLAP_NS`) an
+    interval that starts less than ``sibling_ns`` before its would-be parent ends, and ends after
+    it, is its sibling (:func:`sibling_ends`: the parent is nested as if it ended where the later
+    one starts; its own ``end`` is kept).
     """
     if df.height == 0:
         return df.with_columns(
@@ -44,8 +47,8 @@ def nest(
         )
     work = df.select([*group, id_col, start, end])
     out = _nest_once(work, group, id_col, start, end)
-    for _ in range(SIBLING_PASSES):
-        ends = sibling_ends(out[id_col], work[start], work[end], out["parent_id"])
+    for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
+        ends = sibling_ends(out[id_col], work[start], work[end], out["parent_id"], sibling_ns)
         if ends is None:
             break
         work = work.with_columns(ends.alias(end))
@@ -53,23 +56,22 @@ def nest(
     return df.join(out, on=id_col, how="left")
 
 
-def sibling_ends(ids: pl.Series, start: pl.Series, end: pl.Series, parent: pl.Series) -> pl.Series | None:
-    """The ends to nest with so that sub-µs overlaps make siblings, or None when no row needs it.
+def sibling_ends(
+    ids: pl.Series, start: pl.Series, end: pl.Series, parent: pl.Series, sibling_ns: int = SIBLING_OVERLAP_NS
+) -> pl.Series | None:
+    """The ends to nest with so that sub-``sibling_ns`` overlaps make siblings, or None when no
+    row needs it.
 
     Rows are aligned: row i has id ``ids[i]``, ``start[i]``, ``end[i]`` and the id of its parent
     from a nesting pass (``parent[i]``, null for none). A row whose parent ends inside it, less
-    than :data:`SIBLING_OVERLAP_NS` after its start (``start < parent end < end``, overlap under
-    the tolerance), is its parent's sibling: the parent's end becomes the earliest such row's
-    start. Shared by the pure nesting above and the native scanner's (sources/kineto/reading/finish.py),
+    than ``sibling_ns`` after its start (``start < parent end < end``, overlap under the
+    tolerance), is its parent's sibling: the parent's end becomes the earliest such row's start.
+    Shared by the pure nesting above and the native scanner's (sources/kineto/reading/native.py),
     so both give the same answer."""
     f = pl.DataFrame({"_id": ids, "_s": start, "_e": end, "_p": parent.cast(ids.dtype)})
     pe = f.select(pl.col("_id").alias("_p"), pl.col("_e").alias("_pe"))
     j = f.join(pe, on="_p", how="left", maintain_order="left")
-    bad = (
-        (pl.col("_pe") > pl.col("_s"))
-        & (pl.col("_pe") < pl.col("_e"))
-        & (pl.col("_pe") - pl.col("_s") < SIBLING_OVERLAP_NS)
-    )
+    bad = (pl.col("_pe") > pl.col("_s")) & (pl.col("_pe") < pl.col("_e")) & (pl.col("_pe") - pl.col("_s") < sibling_ns)
     clip = j.filter(bad).group_by("_p").agg(pl.col("_s").min().alias("_new"))
     if clip.height == 0:
         return None

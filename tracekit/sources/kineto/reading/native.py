@@ -143,7 +143,9 @@ def _int64_bytes(s: pl.Series) -> bytes:
     return data
 
 
-def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[pl.Series, pl.Series]:
+def nest(
+    keys: Sequence[pl.Series], start: pl.Series, end: pl.Series, sibling_ns: int = 0
+) -> tuple[pl.Series, pl.Series]:
     """``depth`` (Int32) and the parent's row number of each row (null for none), in row order:
     the definition of :func:`tracekit.tables.intervals.nest` within groups of equal ``keys`` (integer
     columns without nulls), computed in C with an index sort (tracekit/sources/kineto/_native/_knest.h),
@@ -167,8 +169,8 @@ def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[p
 
     depth, parent = once(end)
     rows = pl.int_range(n, dtype=pl.Int64(), eager=True)
-    for _ in range(SIBLING_PASSES):
-        ends = sibling_ends(rows, start, end, parent)
+    for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
+        ends = sibling_ends(rows, start, end, parent, sibling_ns)
         if ends is None:
             break
         end = ends
