@@ -39,6 +39,7 @@ from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.step_verdicts import step_verdicts
 from tracekit.analysis.regions.tops import region_closure, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 from tracekit.analysis.roofline.points import class_roofline, dominant_class, shape_roofline
@@ -298,6 +299,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         idle_culprits=culprits,
         class_roofline=cr,
         shape_roofline=shape_rf,
+        step_verdicts=step_verdicts(reg),
     )
     return result if x.communication is None else _with_exposed(result, x.communication)
 

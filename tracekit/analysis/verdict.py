@@ -10,7 +10,9 @@ order, for a row with metrics from :mod:`tracekit.analysis.regions.metrics`:
 4. no peak for the device or for the row's dominant dtype → ``unknown``;
 5. ``intensity >= ridge`` (peak FLOP/s ÷ bandwidth for that dtype) → ``compute``, else ``bandwidth``.
 
-Each verdict carries a one-line ``reason`` holding the numbers that decided it. A row whose
+Each verdict carries a one-line ``reason`` holding the numbers that decided it; a compute or
+bandwidth row idle for at least :data:`LEVER_IDLE_SHARE` of its window also names its largest
+idle cause ("…; idle 46 % of window, largest: 24.6 ms host busy in aten::split"). A row whose
 achieved FLOP/s or B/s is above its peak (``above_roof``), or whose dominant op class is above its
 roof, keeps its verdict and its reason ends with the figure and
 :data:`~tracekit.conventions.ABOVE_ROOF`: the peaks are wrong, not the measurement.
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
 
 BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
+# A compute/bandwidth verdict whose window is idle for at least this share names its largest idle
+# cause too: the biggest lever may be the idle time, not the bound (issue 27 item 3).
+LEVER_IDLE_SHARE = 0.1
 # The cause a low-coverage verdict names (tracekit/analysis/device_only.py names a sharper one).
 LOW_COVERAGE_CAUSE = "shapes missing or ops unmodelled"
 
@@ -229,6 +234,16 @@ def classify(
             )
         )
     )
+    if "idle_top" in df.columns:  # the biggest idle lever of a compute/bandwidth row
+        idle_share = 1 - pl.col("busy_ratio")
+        lever = (
+            bound.is_in(["compute", "bandwidth"]) & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
+        )
+        reason = (
+            pl.when(lever)
+            .then(pl.format("{}; idle {} of window, largest: {}", reason, fmt_pct(idle_share), pl.col("idle_top")))
+            .otherwise(reason)
+        )
     above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
     class_above = pl.lit(False)
     if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline/points.py)

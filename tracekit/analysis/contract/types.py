@@ -171,6 +171,7 @@ class PhaseRow(Metrics, Idle, total=False):
     launch_delay_max_ns: float | None
     class_roofline: list[dict[str, Any]]  # one object per op class (docs/json.md lists the keys)
     top_shapes: list[dict[str, Any]]  # the 10 ops with most device time by (name, input shapes)
+    step_verdicts: dict[str, Any]  # issue 27: verdicts of the phase's steps (docs/json.md)
     latency: dict[str, LatencyRow]
     step_time_by_ctx: list[CtxBucket]  # decode only
     top_kernels: list[TopRow]

@@ -76,7 +76,15 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     ]
     if doc["phases"]:
         rows = [[p["phase"], fmt.count(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
-        out.append(Section("Phases", tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)]))
+        from tracekit.report.sections.step_verdicts import step_verdict_lines
+
+        out.append(
+            Section(
+                "Phases",
+                paragraphs=step_verdict_lines(doc),
+                tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)],
+            )
+        )
     out += _latency(doc)
     from tracekit.report.sections.serving import interference_sentence
 
