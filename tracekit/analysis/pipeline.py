@@ -39,6 +39,7 @@ from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.step_noise import noise_reasons
 from tracekit.analysis.regions.step_verdicts import step_verdicts
 from tracekit.analysis.regions.tops import region_closure, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
@@ -262,6 +263,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     reg, cr, unit_ph, f.in_unit, excluded = verdicts(reg, acts, regions, f.take("region_links"), f.prep, closure, x, s)
     if no_cpu:
         reg = device_only_reason(reg)
+    reg = noise_reasons(reg, acts, f.in_unit, s.thresholds.min_coverage, x.cpu_only)
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
