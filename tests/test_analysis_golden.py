@@ -126,10 +126,12 @@ def test_region_metrics_and_verdicts() -> None:
     # One op launched both kernels: its 2e9 FLOPs count once (not 4e9); intensity 2e9/1e6 = 2000 ≥ ridge 1000.
     assert r[1]["flops"] == 2e9 and r[1]["bytes"] == 1e6 and r[1]["intensity"] == 2000
     assert r[1]["bound"] == "compute"
-    # busy 200/250 = 80 %; the gemm class holds all the time at 1e13 / 1e15 = 1 % of its roof, under
+    # busy 200/250 = 80 %: idle 20 % ≥ 10 %, so its largest idle cause is named (the 50 µs before the
+    # first launch); the gemm class holds all the time at 1e13 / 1e15 = 1 % of its roof, under
     # the 20 % threshold: underused; the region's mean kernel is 100 µs (≥ 10 µs, so not "too small").
     assert r[1]["reason"] == (
-        "intensity 2000 FLOP/B ≥ ridge 1000 FLOP/B (bf16); busy 80 % of window; gemm 100 % of time, "
+        "intensity 2000 FLOP/B ≥ ridge 1000 FLOP/B (bf16); busy 80 % of window; idle 20 % of window, "
+        "largest: 50.0 µs before the first launch; gemm 100 % of time, "
         "compute at 1 % of roof — underused: low occupancy or inefficient kernels (mean kernel 100.0 µs)"
     )
     # Achieved: 2e9 FLOP over 200 µs busy = 1e13 FLOP/s = 1 % of 1e15.
@@ -157,8 +159,11 @@ def test_region_metrics_and_verdicts() -> None:
     # intensity 1e6/1e6 = 1 < 1000 → bandwidth; achieved bytes over covered busy 10 µs = 1e11 B/s.
     # Window 300→340 µs (last step: no period), busy 20 of 40 µs = exactly 50 %, not below → not overhead.
     assert r[3]["coverage"] == 0.5 and r[3]["bound"] == "bandwidth"
+    # Idle 20 of 40 µs (50 % ≥ 10 %): its largest cause, all of it before the first launch, is named.
+    assert r[3]["idle_before_first_launch_ns"] == 20_000 == r[3]["idle_ns"]
     assert r[3]["reason"].startswith(
-        "intensity 1.0 FLOP/B < ridge 1000 FLOP/B (bf16); busy 50.0 % of window; other 100 % of time"
+        "intensity 1.0 FLOP/B < ridge 1000 FLOP/B (bf16); busy 50.0 % of window; idle 50 % of window, "
+        "largest: 20.0 µs before the first launch; other 100 % of time"
     )
     assert r[3]["achieved_bytes_per_s"] == pytest.approx(1e11)
 

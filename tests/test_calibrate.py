@@ -58,3 +58,31 @@ def test_plausibility_flags_low_ridge_and_numpy_fallback() -> None:
     assert w[0].startswith("implausible: bf16 ridge 0.05 FLOP/B < 1")
     assert "numpy fallback" in w[1]
     assert plausibility({"fp32": 90e9}, 10e9, {"backend": "torch"}) == []
+
+
+def test_plausibility_flags_noisy_repeats_and_a_busy_machine() -> None:
+    from tracekit.hardware.calibrate import plausibility
+
+    # copy repeats 1.1× apart: fine; fp32 2.5× (> 2×): noisy. Load 1.5 on 2 CPUs = 0.75 per CPU ≥ 0.5: busy.
+    info = {"backend": "torch", "spread": {"copy": 1.1, "fp32": 2.5}, "load_before": 1.5, "cpus": 2}
+    w = plausibility({"fp32": 90e9}, 10e9, info)
+    assert w == [
+        "calibration noisy: repeats vary (fp32 2.5×; slowest / fastest > 2×): the best kept may still be "
+        "low — measure again on an idle machine",
+        "calibration on a busy machine: load average 1.5 on 2 CPUs before measuring (≥ 0.5 per CPU): "
+        "the ceiling may be too low — measure again on an idle machine",
+    ]
+    # quiet: spreads ≤ 2×, load 0.4 on 2 CPUs (0.2 per CPU) → nothing
+    assert (
+        plausibility({"fp32": 90e9}, 10e9, {"spread": {"copy": 2.0, "fp32": 1.3}, "load_before": 0.4, "cpus": 2}) == []
+    )
+
+
+def test_calibrate_records_spread_and_load() -> None:
+    pytest.importorskip("torch")
+    from tracekit.hardware.calibrate import measure
+
+    hw = measure("cpu", quick=True, threads=1)
+    m = hw.measured
+    assert set(m["spread"]) >= {"copy", "fp32"} and all(v >= 1.0 for v in m["spread"].values())
+    assert "load_before" in m and "load_after" in m and m["cpus"] >= 1

@@ -188,3 +188,33 @@ def test_save_png_svg_and_bad_suffix(tmp_path: Path, data: model.ReportData) -> 
         plots.save(fig, tmp_path / "d.jpg")
     with pytest.raises(UsageError, match="unknown plot"):
         figures.draw("pie", data)
+
+
+def test_roofline_under_coverage_draws_what_the_tables_print(data: model.ReportData) -> None:
+    # issue 27 item 2: the decode phase at 21 % coverage (< the 50 % threshold) prints "–" in the
+    # tables; the plot draws it hollow, labelled "coverage 21 %", never as a filled result. The three
+    # decode regions at 8 % are not drawn, and the plot counts them; the prefill phase and region
+    # (90 %) are drawn as before.
+    from tracekit.report.sections.blocks import table
+
+    low = pl.when(pl.col("phase") == "decode").then(pl.lit(0.21)).otherwise(pl.col("coverage")).alias("coverage")
+    ph = data.phases.with_columns(low)
+    rg = data.regions.with_columns(
+        pl.when(pl.col("phase") == "decode").then(pl.lit(0.08)).otherwise(pl.col("coverage")).alias("coverage")
+    )
+    fig = plots.roofline(rg, ph, data.device, min_coverage=0.5)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "decode phase, coverage < 50 %: not a measurement" in labels and "decode phase" not in labels
+    assert "prefill phase" in labels and "prefill regions" in labels and "decode regions" not in labels
+    assert [t.get_text() for t in ax.texts if t.get_text().startswith("coverage")] == ["coverage 21 %"]
+    assert "3 regions under 50 % cost-model coverage not drawn (not a measurement)" in ax.get_xlabel().replace(
+        "\n", " "
+    )
+    # the table's rule is the same one: the decode phase's FLOP/s cell is "–", prefill's a number
+    t = table(ph, ["phase", "achieved_flops_per_s"], min_cov=0.5)
+    assert {r[0]: r[1] for r in t.rows}["decode"] == "–" and {r[0]: r[1] for r in t.rows}["prefill"] != "–"
+    # at a 5 % threshold nothing is under it: the decode phase is a filled diamond again
+    fig = plots.roofline(rg, ph, data.device, min_coverage=0.05)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "decode phase" in labels and "decode regions" in labels

@@ -29,6 +29,11 @@ TABLES: Final = ("kernels", "launches", "ops", "regions")
 COST_COLUMNS: Final = ("flops", "bytes", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s")
 PEAK_FRACTION_COLUMNS: Final = ("frac_peak_flops", "frac_peak_bytes")
 MEASURED_COLUMNS: Final = (*COST_COLUMNS, *PEAK_FRACTION_COLUMNS)
+# A fraction of a peak or of a roof above 1 is not a result: the peaks are wrong (docs/analysis.md,
+# "Above the roof"). Rows carry ``above_roof`` beside their fractions; every renderer flags it with
+# these words, and the verdict's reason ends with them.
+ABOVE_ROOF_COLUMN: Final = "above_roof"
+ABOVE_ROOF: Final = "above the roof: the ceiling is too low — recalibrate or check the hardware file"
 # Characters that must never reach a terminal raw from trace data, beyond the C0 controls (which
 # JSON always escapes): DEL, the C1 controls, the Unicode bidi/direction marks. Inclusive ranges.
 # cli/term.py shows them (and C0) as visible escapes; report/formats/json_print.py as JSON \uXXXX escapes.

@@ -39,6 +39,8 @@ from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.step_noise import noise_reasons
+from tracekit.analysis.regions.step_verdicts import step_verdicts
 from tracekit.analysis.regions.tops import region_closure, tops
 from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
 from tracekit.analysis.roofline.points import class_roofline, dominant_class, shape_roofline
@@ -274,6 +276,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     if no_cpu:
         reg = device_only_reason(reg)
     work = op_work(acts, f.prep["op_class"], f.shapes) if s.op_work else pl.DataFrame()
+    reg = noise_reasons(reg, acts, f.in_unit, s.thresholds.min_coverage, x.cpu_only)
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
@@ -318,6 +321,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         class_roofline=cr,
         shape_roofline=shape_rf,
         op_work=work,
+        step_verdicts=step_verdicts(reg),
     )
     return result if x.communication is None else _with_exposed(result, x.communication)
 
@@ -367,7 +371,9 @@ def verdicts(
     and each activity's phase unit."""
     units_q = reg.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
     cr = class_roofline(acts, regions, units_q, s.hardware, s.thresholds, prep, closure)
-    top_cls = dominant_class(cr, "region").select(pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top")
+    top_cls = dominant_class(cr, "region").select(
+        pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top", "class_above_roof"
+    )
     reg = classify(derived(reg.join(top_cls, on="region_id", how="left")), s.hardware, s.thresholds, x.device_name)
     excluded = int(reg["bound"].null_count())
     reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")

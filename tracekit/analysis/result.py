@@ -23,7 +23,7 @@ from tracekit.analysis.contract.rows import (
     scopes_by_kind,
     strip_keys,
 )
-from tracekit.conventions import COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
+from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
 
@@ -65,6 +65,7 @@ REGION_JSON_COLUMNS = [
     "peak_bytes_per_s",
     "ridge",
     *PEAK_FRACTION_COLUMNS,
+    ABOVE_ROOF_COLUMN,
     "batch",
     "ctx",
     "tokens",
@@ -73,6 +74,7 @@ REGION_JSON_COLUMNS = [
     # issue 12: idle time by cause, the top culprit, the dominant op class
     "first_launch_ns",
     "idle_blocking_ns",
+    "idle_cold_start_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
@@ -106,7 +108,9 @@ PHASE_JSON_COLUMNS = [
     "peak_bytes_per_s",
     "ridge",
     *PEAK_FRACTION_COLUMNS,
+    ABOVE_ROOF_COLUMN,
     "idle_blocking_ns",
+    "idle_cold_start_ns",
     "idle_launch_latency_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
@@ -120,6 +124,30 @@ PHASE_JSON_COLUMNS = [
     "launch_delay_p99_ns",
     "launch_delay_max_ns",
 ]
+
+
+STEP_DISAGREEING_JSON = 5  # disagreeing steps listed per phase (all are counted)
+
+
+def step_verdict_summary(sv: pl.DataFrame, phase: str) -> dict[str, Any]:
+    """``phases[].step_verdicts`` (docs/json.md): ``steps``, ``by_verdict`` (count per verdict, in
+    the order of verdict.BOUNDS), ``median_step`` and the steps whose verdict differs from the
+    median step's (``disagreeing_count``; the first :data:`STEP_DISAGREEING_JSON` in start order),
+    each ``{region_id, step, name, span_ns, bound, reason}``."""
+    from tracekit.analysis.verdict import BOUNDS
+
+    rows = sv.filter(pl.col("phase") == phase).to_dicts() if sv.height and "phase" in sv.columns else []
+    keys = ("region_id", "step", "name", "span_ns", "bound", "reason")
+    med = next((r for r in rows if r["median"]), None)
+    counts = {b: sum(r["bound"] == b for r in rows) for b in BOUNDS}
+    other = [r for r in rows if med is not None and r["bound"] != med["bound"]]
+    return {
+        "steps": len(rows),
+        "by_verdict": {b: c for b, c in counts.items() if c},
+        "median_step": {k: med[k] for k in keys} if med is not None else None,
+        "disagreeing_count": len(other),
+        "disagreeing": [{k: r[k] for k in keys} for r in other[:STEP_DISAGREEING_JSON]],
+    }
 
 
 @dataclass(frozen=True)
@@ -163,6 +191,7 @@ class AnalysisResult:
     class_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
     shape_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
     op_work: pl.DataFrame = field(default_factory=pl.DataFrame)  # per (op, shape), every row; not in the JSON
+    step_verdicts: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis/regions/step_verdicts.py
 
     def __repr__(self) -> str:
         """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""
@@ -286,6 +315,7 @@ class AnalysisResult:
             p["idle_culprits"] = cul_p.get(name, [])
             p["class_roofline"] = roof_p.get(name, [])
             p["top_shapes"] = shape_p.get(name, [])
+            p["step_verdicts"] = step_verdict_summary(self.step_verdicts, name)
         un = self.unattributed
         totals = dict(self.totals)
         totals["top_kernels"] = tk.get("trace", [])

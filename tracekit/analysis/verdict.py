@@ -10,7 +10,12 @@ order, for a row with metrics from :mod:`tracekit.analysis.regions.metrics`:
 4. no peak for the device or for the row's dominant dtype → ``unknown``;
 5. ``intensity >= ridge`` (peak FLOP/s ÷ bandwidth for that dtype) → ``compute``, else ``bandwidth``.
 
-Each verdict carries a one-line ``reason`` holding the numbers that decided it.
+Each verdict carries a one-line ``reason`` holding the numbers that decided it; a compute or
+bandwidth row idle for at least :data:`LEVER_IDLE_SHARE` of its window also names its largest
+idle cause ("…; idle 46 % of window, largest: 24.6 ms host busy in aten::split"). A row whose
+achieved FLOP/s or B/s is above its peak (``above_roof``), or whose dominant op class is above its
+roof, keeps its verdict and its reason ends with the figure and
+:data:`~tracekit.conventions.ABOVE_ROOF`: the peaks are wrong, not the measurement.
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ from typing import TYPE_CHECKING, ClassVar
 
 import polars as pl
 
+from tracekit.conventions import ABOVE_ROOF, ABOVE_ROOF_COLUMN
 from tracekit.errors import UsageError
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
 
 BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
+# A compute/bandwidth verdict whose window is idle for at least this share names its largest idle
+# cause too: the biggest lever may be the idle time, not the bound (issue 27 item 3).
+LEVER_IDLE_SHARE = 0.1
 # The cause a low-coverage verdict names (tracekit/analysis/device_only.py names a sharper one).
 LOW_COVERAGE_CAUSE = "shapes missing or ops unmodelled"
 
@@ -164,9 +173,13 @@ def fmt_pct(x: pl.Expr, threshold: float | None = None) -> pl.Expr:
 def classify(
     df: pl.DataFrame, hardware: Hardware | None, thresholds: Thresholds | None = None, device_name: str | None = None
 ) -> pl.DataFrame:
-    """Add ``peak_flops_per_s, peak_bytes_per_s, ridge, frac_peak_flops, frac_peak_bytes, bound,
-    reason`` to a metric frame (columns from :func:`tracekit.analysis.regions.metrics.derived` plus
-    ``span_ns``, ``kernel_count``, ``gap_count``, ``gap_max_ns``, ``dtype``).
+    """Add ``peak_flops_per_s, peak_bytes_per_s, ridge, frac_peak_flops, frac_peak_bytes,
+    above_roof, bound, reason`` to a metric frame (columns from
+    :func:`tracekit.analysis.regions.metrics.derived` plus ``span_ns``, ``kernel_count``,
+    ``gap_count``, ``gap_max_ns``, ``dtype``; optionally ``class_top`` and ``class_above_roof`` from
+    :func:`tracekit.analysis.roofline.points.dominant_class`, the latter consumed here).
+
+    ``above_roof``: either fraction of peak is above 1 (null when neither is known).
     """
     th = thresholds or Thresholds()
     device = hardware.name if hardware is not None else None
@@ -176,6 +189,7 @@ def classify(
         (pl.col("achieved_flops_per_s") / pl.col("peak_flops_per_s")).alias("frac_peak_flops"),
         (pl.col("achieved_bytes_per_s") / pl.col("peak_bytes_per_s")).alias("frac_peak_bytes"),
     )
+    out = out.with_columns(above_roof_expr().alias(ABOVE_ROOF_COLUMN))
     no_work = pl.col("kernel_count").fill_null(0) == 0
     has_span = pl.col("span_ns").fill_null(0) > 0
     overhead = pl.col("busy_ratio") < th.overhead_busy_ratio
@@ -245,7 +259,46 @@ def classify(
             )
         )
     )
+    if "idle_top" in df.columns:  # the biggest idle lever of a compute/bandwidth row
+        idle_share = 1 - pl.col("busy_ratio")
+        lever = (
+            bound.is_in(["compute", "bandwidth"]) & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
+        )
+        reason = (
+            pl.when(lever)
+            .then(pl.format("{}; idle {} of window, largest: {}", reason, fmt_pct(idle_share), pl.col("idle_top")))
+            .otherwise(reason)
+        )
+    above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
+    class_above = pl.lit(False)
     if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline/points.py)
         bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
         reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
-    return out.with_columns(bound.alias("bound"), reason.alias("reason")).collect(engine="in-memory")
+        if "class_above_roof" in df.columns:
+            class_above = bounded & pl.col("class_above_roof").fill_null(False)
+    # above the roof: the figure, then the words every renderer uses (conventions.ABOVE_ROOF)
+    flops_over = pl.col("frac_peak_flops").fill_null(0) >= pl.col("frac_peak_bytes").fill_null(0)
+    figure = (
+        pl.when(flops_over)
+        .then(pl.format("FLOP/s at {} of peak", fmt_pct(pl.col("frac_peak_flops"))))
+        .otherwise(pl.format("B/s at {} of peak", fmt_pct(pl.col("frac_peak_bytes"))))
+    )
+    reason = (
+        pl.when(above)
+        .then(pl.format("{}; {} — {}", reason, figure, pl.lit(ABOVE_ROOF)))
+        .when(class_above)
+        .then(pl.format("{} — {}", reason, pl.lit(ABOVE_ROOF)))
+        .otherwise(reason)
+    )
+    return (
+        out.with_columns(bound.alias("bound"), reason.alias("reason"))
+        .drop("class_above_roof", strict=False)
+        .collect(engine="in-memory")
+    )
+
+
+def above_roof_expr(fractions: tuple[str, ...] = ("frac_peak_flops", "frac_peak_bytes")) -> pl.Expr:
+    """Whether any of ``fractions`` (of a peak or of a roof) is above 1; null when none is known."""
+    cols = [pl.col(c) for c in fractions]
+    known = pl.any_horizontal(*[c.is_not_null() for c in cols])
+    return pl.when(known).then(pl.any_horizontal(*[(c > 1.0).fill_null(False) for c in cols]))

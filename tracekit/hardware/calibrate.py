@@ -13,11 +13,15 @@ without either, MissingDependencyError. CPU results carry the diagnostic label
 ``threads`` pins the CPU intra-op thread count for the measurement (a trace recorded with
 ``--threads 1`` must be judged against a one-thread ceiling, not all cores); it is recorded in
 ``measured["threads"]``. :func:`plausibility` lists figures that cannot be a real ceiling (a ridge
-below 1 FLOP/B, the numpy fallback) and ``measure`` stores them in ``measured["warnings"]``.
+below 1 FLOP/B, the numpy fallback, noisy repeats or a busy machine) and ``measure`` stores them in
+``measured["warnings"]``; each measurement's spread (slowest ÷ fastest repeat) is in
+``measured["spread"]`` and the load average before and after in ``measured["load_before"]`` /
+``["load_after"]`` with ``["cpus"]``.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass
@@ -45,17 +49,26 @@ SIZES: Final[dict[tuple[str, bool], Sizes]] = {
 }
 
 
-def _best(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> float:
-    """Best wall time in seconds of ``fn`` over ``repeats`` runs, after one warm-up."""
+def _timed(fn: Callable[[], object], sync: Callable[[], None], repeats: int) -> tuple[float, float]:
+    """(best wall time in seconds, slowest ÷ fastest) of ``fn`` over ``repeats`` runs, after one
+    warm-up: the best is the ceiling kept, the spread says how noisy the machine was meanwhile."""
     fn()
     sync()
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         sync()
-        best = min(best, time.perf_counter() - t0)
-    return max(best, 1e-9)
+        times.append(max(time.perf_counter() - t0, 1e-9))
+    return min(times), max(times) / min(times)
+
+
+def _load() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
 
 
 def _torch_measure(
@@ -87,7 +100,8 @@ def _torch_rates(
     n_elems = sizes.copy_bytes // 4
     src = torch.ones(n_elems, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    t_copy = _best(lambda: dst.copy_(src), sync, sizes.repeats)
+    t_copy, sp = _timed(lambda: dst.copy_(src), sync, sizes.repeats)
+    spread: dict[str, float] = {"copy": sp}
     bandwidth = 2.0 * n_elems * 4 / t_copy
     del src, dst
 
@@ -103,23 +117,25 @@ def _torch_rates(
         try:
             a = torch.randn(n, n, device=dev).to(dt)
             b = torch.randn(n, n, device=dev).to(dt)
-            t = _best(lambda: torch.mm(a, b), sync, sizes.repeats)
+            t, sp = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
         except RuntimeError:  # dtype not supported for matmul on this device
             continue
         peaks[name] = 2.0 * n**3 / t
         seconds[name] = t
+        spread[name] = sp
     if device == "cuda" and (only is None or "tf32" in only):
         old = torch.backends.cuda.matmul.allow_tf32
         try:
             torch.backends.cuda.matmul.allow_tf32 = True
             a = torch.randn(n, n, device=dev)
             b = torch.randn(n, n, device=dev)
-            t = _best(lambda: torch.mm(a, b), sync, sizes.repeats)
+            t, sp = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
             peaks["tf32"] = 2.0 * n**3 / t
             seconds["tf32"] = t
+            spread["tf32"] = sp
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
-    info = {"backend": f"torch {torch.__version__}", "seconds": seconds}
+    info = {"backend": f"torch {torch.__version__}", "seconds": seconds, "spread": spread}
     if device == "cuda":
         info["device_name"] = torch.cuda.get_device_name(0)
     return bandwidth, peaks, info
@@ -131,20 +147,23 @@ def _numpy_measure(sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, flo
     n_elems = sizes.copy_bytes // 4
     src = np.ones(n_elems, dtype=np.float32)
     dst = np.empty_like(src)
-    t_copy = _best(lambda: np.copyto(dst, src), lambda: None, sizes.repeats)
+    t_copy, sp = _timed(lambda: np.copyto(dst, src), lambda: None, sizes.repeats)
     n = sizes.matmul_n
     peaks: dict[str, float] = {}
     seconds: dict[str, float] = {"copy": t_copy}
+    spread: dict[str, float] = {"copy": sp}
     rng = np.random.default_rng(0)
     for name, dt in {"fp32": np.float32, "fp64": np.float64}.items():
         a = rng.standard_normal((n, n)).astype(dt)
         b = rng.standard_normal((n, n)).astype(dt)
-        t = _best(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
+        t, sp = _timed(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
         peaks[name] = 2.0 * n**3 / t
         seconds[name] = t
+        spread[name] = sp
     info: dict[str, Any] = {
         "backend": f"numpy {np.__version__}",
         "seconds": seconds,
+        "spread": spread,
         "fallback": True,
         "threads": threads if threads > 0 else None,
     }
@@ -160,6 +179,8 @@ def _cuda_available() -> bool:
 
 
 MIN_RIDGE: Final = 1.0  # FLOP/B; a matmul ceiling below the copy rate is not a real roof
+NOISY_SPREAD: Final = 2.0  # slowest / fastest repeat above this: a noisy measurement (the project's noise bar)
+BUSY_LOAD: Final = 0.5  # 1-minute load average per CPU at or above this before measuring: a busy machine
 
 
 def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]) -> list[str]:
@@ -168,7 +189,10 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
     - a ridge (peak FLOP/s / bandwidth) below 1 FLOP/B for a dtype: a matmul that does fewer
       FLOPs per second than the machine copies bytes is not running a tuned kernel;
     - the numpy fallback: not the library that ran the profiled work;
-    - quick sizes: too small to reach a steady ceiling.
+    - quick sizes: too small to reach a steady ceiling;
+    - noisy repeats: a measurement whose slowest repeat is more than :data:`NOISY_SPREAD` × its
+      fastest (``info["spread"]``), or a machine already loaded (``info["load_before"]`` ≥
+      :data:`BUSY_LOAD` per CPU): the best kept may be far below the real ceiling.
     """
     out: list[str] = []
     for dtype, peak in sorted(peaks.items()):
@@ -184,6 +208,19 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
         )
     if info.get("quick"):
         out.append("quick sizes: a smoke test, not a reliable ceiling")
+    noisy = {k: v for k, v in sorted((info.get("spread") or {}).items()) if v > NOISY_SPREAD}
+    if noisy:
+        which = ", ".join(f"{k} {v:.1f}×" for k, v in noisy.items())
+        out.append(
+            f"calibration noisy: repeats vary ({which}; slowest / fastest > {NOISY_SPREAD:g}×): the best "
+            "kept may still be low — measure again on an idle machine"
+        )
+    load, cpus = info.get("load_before"), info.get("cpus")
+    if isinstance(load, (int, float)) and isinstance(cpus, int) and cpus > 0 and load / cpus >= BUSY_LOAD:
+        out.append(
+            f"calibration on a busy machine: load average {load:.1f} on {cpus} CPUs before measuring "
+            f"(≥ {BUSY_LOAD:g} per CPU): the ceiling may be too low — measure again on an idle machine"
+        )
     return out
 
 
@@ -206,6 +243,7 @@ def measure(
     if threads < 0:
         raise UsageError(f"--threads {threads}: must be 0 (library default) or more")
     sizes = SIZES[(device, quick)]
+    load_before = _load()
     try:
         bandwidth, peaks, info = _torch_measure(device, sizes, threads, dtypes)
     except ImportError:
@@ -227,6 +265,9 @@ def measure(
             "repeats": sizes.repeats,
             "quick": quick,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "load_before": load_before,
+            "load_after": _load(),
+            "cpus": os.cpu_count(),
         }
     )
     info["warnings"] = plausibility(peaks, bandwidth, info)

@@ -30,6 +30,19 @@ def percent(fraction: float | None, digits: int = 1) -> str:
     return DASH if fraction is None else f"{100 * float(fraction):.{digits}f} %"
 
 
+ROOF_FRACTIONS = ("frac_peak_flops", "frac_peak_bytes", "frac_roof")
+ABOVE_ROOF_CELL = "(above the roof)"
+
+
+def roof_percent(fraction: float | None, digits: int = 1) -> str:
+    """A fraction of a peak or of a roof: as :func:`percent`, flagged "(above the roof)" above 1
+    (never a plain result: the ceiling is too low — conventions.ABOVE_ROOF)."""
+    if fraction is None or (isinstance(fraction, float) and math.isnan(fraction)):
+        return DASH
+    text = percent(fraction, digits)
+    return f"{text} {ABOVE_ROOF_CELL}" if float(fraction) > 1.0 else text
+
+
 def pp(delta_fraction: float | None, digits: int = 1) -> str:
     """A difference of two shares, in percentage points: 0.05 → "+5.0 pp" (never "%")."""
     return DASH if delta_fraction is None else f"{100 * float(delta_fraction):+.{digits}f} pp"
@@ -161,6 +174,8 @@ def value(col: str, v: Any) -> str:
         return si(float(v), "tok/s")
     if c.endswith("req_per_s"):
         return si(float(v), "req/s")
+    if c in ROOF_FRACTIONS:
+        return roof_percent(float(v))
     if c in _SHARES or c.endswith(("_fraction", "_share")) or c.startswith("frac_"):
         return percent(float(v))
     if c.endswith("_pp"):

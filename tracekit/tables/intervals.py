@@ -10,12 +10,23 @@ from collections.abc import Sequence
 import polars as pl
 
 
+# Two intervals of one thread that overlap by less than this are siblings, never parent and child,
+# where the clock rounds: Kineto's decimal-µs timestamps make an op start a few ns before its
+# predecessor ends (the Kineto loader passes it as ``sibling_ns``; Nsight's integer-ns ranges are
+# nested exactly). A child that really lies inside its parent is not affected.
+SIBLING_OVERLAP_NS = 1_000
+# Passes of the sibling rule: each pass resolves one level of a stack that overlaps the next op
+# (typically one; a parent and its last child both overlapping the next op take two).
+SIBLING_PASSES = 8
+
+
 def nest(
     df: pl.DataFrame,
     group: Sequence[str],
     id_col: str,
     start: str = "start_ns",
     end: str = "end_ns",
+    sibling_ns: int = 0,
 ) -> pl.DataFrame:
     """Add ``depth`` (Int32, 0 = outermost) and ``parent_id`` (id of the innermost enclosing row)
     for intervals that nest by time within each ``group`` (e.g. the same pid/tid).
@@ -24,16 +35,59 @@ def nest(
     first. depth = (intervals opened before this one) − (of those, the ones closed at or before
     its start). The parent is the last earlier interval at depth − 1 (an as-of join), which is
     exact for properly nested intervals; partially overlapping intervals get the best nesting
-    the sweep gives.
+    the sweep gives, except that with ``sibling_ns`` (Kineto: :data:`SIBLING_OVERLAP_NS`) an
+    interval that starts less than ``sibling_ns`` before its would-be parent ends, and ends after
+    it, is its sibling (:func:`sibling_ends`: the parent is nested as if it ended where the later
+    one starts; its own ``end`` is kept).
     """
     if df.height == 0:
         return df.with_columns(
             pl.lit(None, dtype=pl.Int32()).alias("depth"),
             pl.lit(None, dtype=pl.Int64()).alias("parent_id"),
         )
+    work = df.select([*group, id_col, start, end])
+    out = _nest_once(work, group, id_col, start, end)
+    for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
+        ends = sibling_ends(out[id_col], work[start], work[end], out["parent_id"], sibling_ns)
+        if ends is None:
+            break
+        work = work.with_columns(ends.alias(end))
+        out = _nest_once(work, group, id_col, start, end)
+    return df.join(out, on=id_col, how="left")
+
+
+def sibling_ends(
+    ids: pl.Series, start: pl.Series, end: pl.Series, parent: pl.Series, sibling_ns: int = SIBLING_OVERLAP_NS
+) -> pl.Series | None:
+    """The ends to nest with so that sub-``sibling_ns`` overlaps make siblings, or None when no
+    row needs it.
+
+    Rows are aligned: row i has id ``ids[i]``, ``start[i]``, ``end[i]`` and the id of its parent
+    from a nesting pass (``parent[i]``, null for none). A row whose parent ends inside it, less
+    than ``sibling_ns`` after its start (``start < parent end < end``, overlap under the
+    tolerance), is its parent's sibling: the parent's end becomes the earliest such row's start.
+    Shared by the pure nesting above and the native scanner's (sources/kineto/reading/native.py),
+    so both give the same answer."""
+    f = pl.DataFrame({"_id": ids, "_s": start, "_e": end, "_p": parent.cast(ids.dtype)})
+    pe = f.select(pl.col("_id").alias("_p"), pl.col("_e").alias("_pe"))
+    j = f.join(pe, on="_p", how="left", maintain_order="left")
+    bad = (pl.col("_pe") > pl.col("_s")) & (pl.col("_pe") < pl.col("_e")) & (pl.col("_pe") - pl.col("_s") < sibling_ns)
+    clip = j.filter(bad).group_by("_p").agg(pl.col("_s").min().alias("_new"))
+    if clip.height == 0:
+        return None
+    return (
+        f.join(clip.rename({"_p": "_id"}), on="_id", how="left", maintain_order="left")
+        .select(pl.min_horizontal("_e", "_new").alias(end.name))
+        .to_series()
+    )
+
+
+def _nest_once(work: pl.DataFrame, group: Sequence[str], id_col: str, start: str, end: str) -> pl.DataFrame:
+    """One nesting pass: ``id_col, depth, parent_id`` in the rows' order (the sweep of :func:`nest`)."""
     g = list(group)
+    order = work.select(id_col)
     work = (
-        df.select([*g, id_col, start, end])
+        work.select([*g, id_col, start, end])
         .sort([*g, start, end, id_col], descending=[*([False] * len(g)), False, True, False])  # ties by id
         .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over(g).alias("_pos"))
     )
@@ -70,8 +124,7 @@ def nest(
         ]
     ).sort("_ppos")
     work = _parent_join(work, parents, g)
-    out = work.select([id_col, "depth", "parent_id"])
-    return df.join(out, on=id_col, how="left")
+    return order.join(work.select([id_col, "depth", "parent_id"]), on=id_col, how="left", maintain_order="left")
 
 
 def _parent_join(work: pl.DataFrame, parents: pl.DataFrame, g: list[str]) -> pl.DataFrame:

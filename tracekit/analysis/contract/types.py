@@ -107,6 +107,7 @@ class Metrics(TypedDict, total=False):
     ridge: float | None
     frac_peak_flops: float | None
     frac_peak_bytes: float | None
+    above_roof: bool | None  # a fraction of peak above 1: the peaks are too low (docs/analysis.md)
     bound: str | None  # compute | bandwidth | overhead | unknown
     reason: str | None
 
@@ -127,6 +128,7 @@ class Idle(TypedDict, total=False):
 
     first_launch_ns: int | None
     idle_blocking_ns: int | None
+    idle_cold_start_ns: int | None  # issue 27: a launch call that itself blocks for long (docs/analysis.md)
     idle_launch_latency_ns: int | None
     idle_cpu_op_ns: int | None
     idle_outside_ops_ns: int | None
@@ -169,6 +171,7 @@ class PhaseRow(Metrics, Idle, total=False):
     launch_delay_max_ns: float | None
     class_roofline: list[dict[str, Any]]  # one object per op class (docs/json.md lists the keys)
     top_shapes: list[dict[str, Any]]  # the 10 ops with most device time by (name, input shapes)
+    step_verdicts: dict[str, Any]  # issue 27: verdicts of the phase's steps (docs/json.md)
     latency: dict[str, LatencyRow]
     step_time_by_ctx: list[CtxBucket]  # decode only
     top_kernels: list[TopRow]

@@ -8,6 +8,8 @@ match wins:
     after its last device activity ends;
 ``blocking`` (b): the region's thread is inside a blocking synchronisation or copy call
     (:data:`BLOCKING`); named by the call and the outermost op that issued it;
+``cold_start`` (f): the region's thread is inside a runtime launch call that itself blocks for
+    long (:func:`cold_launch`: lazy module loading, JIT, autotuning), named by the call and its op;
 ``launch_latency`` (c): some launch of the region has been issued and its work has not started;
 ``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
 ``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
@@ -35,13 +37,42 @@ BLOCKING = (
     r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
     r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree"
 )
-CAUSES = ("blocking", "launch_latency", "cpu_op", "outside_ops", "before_first_launch", "after_last_kernel")
+# Runtime/driver calls that launch device work (kernels, graphs).
+LAUNCH = r"(?i)^(cuda|hip|cu)\w*Launch"
+# A launch call is a cold start when its own duration is at least COLD_START_MIN_NS and at least
+# COLD_START_FACTOR times the median of that thread's ordinary launch calls (those shorter than
+# COLD_START_MIN_NS; docs/analysis.md, "Cold starts").
+COLD_START_MIN_NS = 5_000_000
+COLD_START_FACTOR = 100
+CAUSES = (
+    "blocking",
+    "cold_start",
+    "launch_latency",
+    "cpu_op",
+    "outside_ops",
+    "before_first_launch",
+    "after_last_kernel",
+)
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
 _Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
 
 
+def cold_launch() -> pl.Expr:
+    """Whether a row of the launches table (``name, pid, tid, start_ns, end_ns``) is a cold-start
+    launch: a launch call (:data:`LAUNCH`) lasting at least :data:`COLD_START_MIN_NS` and at least
+    :data:`COLD_START_FACTOR` × the median of its thread's ordinary launch calls (shorter than
+    that; none: 0). The same rows come out of the whole table and of the rows this expression and
+    :data:`BLOCKING` kept (the dataset read, tracekit/analysis/store/derived.py): the kept launch
+    calls are all long, so their thread's ordinary median is then none."""
+    dur = pl.col("end_ns") - pl.col("start_ns")
+    launch = pl.col("name").str.contains(LAUNCH).fill_null(False)
+    ordinary = dur.filter(launch & (dur < COLD_START_MIN_NS)).median().over("pid", "tid")
+    return launch & (dur >= COLD_START_MIN_NS) & (dur >= COLD_START_FACTOR * ordinary.fill_null(0))
+
+
 def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> pl.DataFrame:
-    """Blocking runtime calls: ``pid, tid, s, e, call, op`` (op: the outermost op holding the call)."""
+    """Blocking runtime calls: ``pid, tid, s, e, call, op, cold`` (op: the outermost op holding the
+    call; cold: a cold-start launch call, :func:`cold_launch`, rather than a synchronisation)."""
     schema = {
         "pid": pl.Int64(),
         "tid": pl.Int64(),
@@ -49,12 +80,19 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
         "e": pl.Int64(),
         "call": pl.String(),
         "op": pl.String(),
+        "cold": pl.Boolean(),
     }
     if launches is None or launches.height == 0:
         return pl.DataFrame(schema=schema)
-    b_q = launches.lazy().filter(pl.col("name").str.contains(BLOCKING))
+    b_q = launches.lazy().with_columns(cold_launch().alias("cold"))
+    b_q = b_q.filter(pl.col("name").str.contains(BLOCKING) | pl.col("cold"))
     b_q = b_q.select(
-        "pid", "tid", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"), pl.col("name").alias("call")
+        "pid",
+        "tid",
+        pl.col("start_ns").alias("s"),
+        pl.col("end_ns").alias("e"),
+        pl.col("name").alias("call"),
+        "cold",
     )
     queries = [b_q]
     if ops is not None and ops.height and "depth" in ops.columns:
@@ -178,7 +216,7 @@ def idle_causes(
 
     thr = ["pid", "tid"]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
-    in_b, p = split(p, blocking, thr, ["call", "op"])
+    in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
     if "launch_start_ns" in linked.columns:
         lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
         lat = union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
@@ -189,20 +227,20 @@ def idle_causes(
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
 
-    def tag(df: pl.DataFrame, cause: str, off: int) -> pl.LazyFrame:
+    def tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
         c = (
             pl.when(pl.col("_edge") == 1)
             .then(pl.lit("before_first_launch"))
             .when(pl.col("_edge") == 2)
             .then(pl.lit("after_last_kernel"))
-            .otherwise(pl.lit(cause))
+            .otherwise(pl.lit(cause) if isinstance(cause, str) else cause)
         )
         cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
         inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
         return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
     parts = [
-        tag(in_b, "blocking", 0),
+        tag(in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0),
         tag(in_l, "launch_latency", 1 << 40),
         tag(in_o, "cpu_op", 2 << 40),
         tag(p, "outside_ops", 3 << 40),
@@ -282,6 +320,8 @@ def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
     return (
         pl.when(cause == "blocking")
         .then(pl.format("blocking {}{}", call, in_op))
+        .when(cause == "cold_start")
+        .then(pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op))
         .when(cause == "launch_latency")
         .then(pl.lit("launch latency (launched, not yet started)"))
         .when(cause == "cpu_op")

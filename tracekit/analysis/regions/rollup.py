@@ -15,7 +15,7 @@ import polars as pl
 from tracekit.analysis.verdict import Thresholds
 from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
 from tracekit.analysis.regions.windows import host_windows
-from tracekit.conventions import COST_COLUMNS, PEAK_FRACTION_COLUMNS
+from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
 PHASES = ("prefill", "decode", "mixed")
 INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
@@ -177,6 +177,7 @@ def trace_totals(
         "dtype",
         "ridge",
         *PEAK_FRACTION_COLUMNS,
+        ABOVE_ROOF_COLUMN,
         "bound",
         "reason",
     )

@@ -7,7 +7,8 @@ GEMM op whose bias add runs as a separate elementwise kernel gives that kernel i
 and the class sums add up to the op totals. Attainable = min(peak FLOP/s(dtype), intensity ×
 bandwidth); on the bandwidth side (intensity < ridge) the % of roof is achieved B/s ÷ bandwidth,
 on the compute side achieved FLOP/s ÷ peak — the same number, defined also for work without FLOPs
-(copies). Rates divide by the summed device time of the covered activities of the row.
+(copies). Rates divide by the summed device time of the covered activities of the row. A row above
+its roof (``frac_roof > 1``) is flagged ``above_roof``: the peaks are too low, not the kernels fast.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, MEMCPY, op_class
-from tracekit.analysis.verdict import Thresholds, fmt_dur, fmt_pct, peaks_frame, ratio
+from tracekit.conventions import ABOVE_ROOF_COLUMN
+from tracekit.analysis.verdict import Thresholds, above_roof_expr, fmt_dur, fmt_pct, peaks_frame, ratio
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
 from tracekit.analysis.regions.tops import region_closure
 from tracekit.tables.gather import take
@@ -108,7 +110,10 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
         .otherwise(pl.format("low occupancy or inefficient kernels ({} kernel {})", what, fmt_dur(typical)))
     )
     return df.with_columns(
-        bound.alias("bound"), under.alias("underused"), pl.when(under).then(cause).alias("underused_cause")
+        bound.alias("bound"),
+        under.alias("underused"),
+        pl.when(under).then(cause).alias("underused_cause"),
+        above_roof_expr(("frac_roof",)).alias(ABOVE_ROOF_COLUMN),
     )
 
 
@@ -333,8 +338,9 @@ def shape_roofline(
 
 
 def dominant_class(cr: pl.DataFrame, kind: str) -> pl.DataFrame:
-    """Per scope of ``kind``: ``scope, class_top`` — the class with most device time, its share,
-    verdict and % of roof in words (``gemm 54 % of time, bandwidth at 31 % of roof``)."""
+    """Per scope of ``kind``: ``scope, class_top, class_above_roof`` — the class with most device
+    time, its share, verdict and % of roof in words (``gemm 54 % of time, bandwidth at 31 % of
+    roof``; ``… at 546 % of roof (above the roof)`` above it), and whether it is above its roof."""
     d = (
         cr.filter(pl.col("scope_kind") == kind)
         .sort(["scope", "device_time_ns"], descending=[False, True])
@@ -344,13 +350,16 @@ def dominant_class(cr: pl.DataFrame, kind: str) -> pl.DataFrame:
         pl.format(", {} at {} of roof", pl.col("bound"), fmt_pct(pl.col("frac_roof")))
     )
     flag = pl.when(pl.col("underused")).then(pl.format(" — underused: {}", pl.col("underused_cause")))
+    above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
     return d.select(
         "scope",
         pl.format(
-            "{} {} of time{}{}",
+            "{} {} of time{}{}{}",
             pl.col("op_class"),
             fmt_pct(pl.col("share")),
             roof.otherwise(pl.lit("")),
+            pl.when(above).then(pl.lit(" (above the roof)")).otherwise(pl.lit("")),
             flag.otherwise(pl.lit("")),
         ).alias("class_top"),
+        above.alias("class_above_roof"),
     )

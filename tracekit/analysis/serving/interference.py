@@ -13,10 +13,16 @@ Student's t with n − cells − 1 degrees of freedom. The inflation of a mixed 
 request's TPOT inflation is Σ b · P over the steps that produced its decode tokens, divided by its
 decode tokens; "share of TPOT p99 explained" = (p99 TPOT − p99 of TPOT minus that inflation) /
 p99 TPOT. docs/serving.md has the definitions and their limits.
+
+The estimate is ``reliable`` only when its 95 % interval excludes 0 and the machine was quiet: the
+pure-decode steps of the matched cells, each divided by its cell's median, have a p90 / p10 spread
+of at most :data:`NOISY_SPREAD` (the project's noise bar, report/spread.NOISY). Otherwise
+``why_unreliable`` says which, and every screen prints "no reliable estimate" with that reason
+(the JSON keeps the fitted numbers).
 """
 
 from __future__ import annotations
-from tracekit.numbers import count
+from tracekit.numbers import count, plain
 
 import math
 from typing import Any
@@ -24,6 +30,8 @@ from typing import Any
 import polars as pl
 
 MIN_STEPS = 4  # fewer matched steps than this: no estimate
+NOISY_SPREAD = 2.0  # pure-decode steps of one cell varying more than this (p90 / p10): a noisy machine
+MIN_SPREAD_STEPS = 3  # pure-decode steps needed to judge their spread
 
 
 def decode_context(steps: pl.DataFrame) -> pl.Expr:
@@ -129,6 +137,9 @@ def fit(dec: pl.DataFrame) -> dict[str, Any]:
         "t_stat": None,
         "dof": None,
         "significant": False,
+        "pure_decode_spread": None,
+        "reliable": False,
+        "why_unreliable": None,
     }
     dof = m.height - matched.len() - 1
     if m.height < MIN_STEPS or dof < 1:
@@ -149,15 +160,46 @@ def fit(dec: pl.DataFrame) -> dict[str, Any]:
     sse = float(w.select(((pl.col("y") - b * pl.col("x")) ** 2).sum()).item())
     se = math.sqrt(sse / dof / sxx)
     t = t_quantile(0.975, dof)
+    lo, hi = b - t * se, b + t * se
+    significant = bool(lo > 0 or hi < 0)
+    spread = pure_spread(m)
+    noisy = spread is not None and spread > NOISY_SPREAD
+    why = None
+    if not significant:
+        why = f"its 95 % CI ({plain(lo * 1e3)} to {plain(hi * 1e3)} µs per prefill token) includes 0"
+    elif noisy:
+        why = (
+            f"pure-decode steps of one batch and context vary {plain(spread or 0.0, 2)}× "
+            f"(p90 / p10 > {plain(NOISY_SPREAD, 2)}×): the machine was noisy"
+        )
     out.update(
         cost_ms_per_prefill_token=b,
-        ci95_low=b - t * se,
-        ci95_high=b + t * se,
+        ci95_low=lo,
+        ci95_high=hi,
         t_stat=b / se if se > 0 else math.inf,
         dof=dof,
-        significant=bool(b - t * se > 0 or b + t * se < 0),
+        significant=significant,
+        pure_decode_spread=spread,
+        reliable=why is None,
+        why_unreliable=why,
     )
     return out
+
+
+def pure_spread(m: pl.DataFrame) -> float | None:
+    """p90 / p10 of the matched cells' pure-decode step times, each divided by its cell's median
+    (linear quantiles); None with fewer than :data:`MIN_SPREAD_STEPS` of them."""
+    r = (
+        m.filter(pl.col("P") == 0)
+        .select((pl.col("ms") / pl.col("ms").median().over("cell")).alias("r"))
+        .get_column("r")
+        .drop_nulls()
+    )
+    if r.len() < MIN_SPREAD_STEPS:
+        return None
+    p10 = float(r.quantile(0.1, interpolation="linear"))  # type: ignore[arg-type]
+    p90 = float(r.quantile(0.9, interpolation="linear"))  # type: ignore[arg-type]
+    return p90 / p10 if p10 > 0 else None
 
 
 def interference(

@@ -65,13 +65,16 @@ ANALYSIS_SPARSE: dict[str, tuple[str, ...]] = {"ops": ("input_dims", "input_type
 
 def analysis_rows() -> dict[str, pl.Expr]:
     """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
-    only the blocking calls (the only use of the launches then: the idle causes'
-    ``blocking_calls``, tracekit/analysis/idle/causes.py) and the graph launches (the features'
-    CUDA/HIP graphs, tracekit/analysis/features.py)."""
+    only the blocking calls, the cold-start launch calls (the only use of the launches then: the
+    idle causes' ``blocking_calls``, tracekit/analysis/idle/causes.py; ``cold_launch`` gives the
+    same rows again on what it kept) and the graph launches (the features' CUDA/HIP graphs,
+    tracekit/analysis/features.py)."""
     from tracekit.analysis.features import GRAPH_LAUNCH_RE
-    from tracekit.analysis.idle.causes import BLOCKING
+    from tracekit.analysis.idle.causes import BLOCKING, cold_launch
 
-    return {"launches": pl.col("name").str.contains(BLOCKING) | pl.col("name").str.contains(GRAPH_LAUNCH_RE)}
+    return {
+        "launches": pl.col("name").str.contains(BLOCKING) | cold_launch() | pl.col("name").str.contains(GRAPH_LAUNCH_RE)
+    }
 
 
 # The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below).

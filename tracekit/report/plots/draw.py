@@ -15,10 +15,21 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.conventions import ABOVE_ROOF
 from tracekit.numbers import count, plain
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
 from tracekit.report import spread
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, si_axes, stamp, title
+from tracekit.report.plots.canvas import (
+    PHASE_COLORS,
+    WARNING_COLOR,
+    MissingPlotData,
+    figure,
+    legend,
+    note,
+    si_axes,
+    stamp,
+    title,
+)
 from tracekit.report.plots.roofline import peaks
 
 # Callers reach every plot and the canvas helpers through this module (plots.timeline, plots.save).
@@ -184,6 +195,19 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
         xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
         ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
         ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {plain(peak / bw)} FLOP/B")
+        over = d.filter(pl.col("_y") > pl.min_horizontal(pl.lit(peak), bw * pl.col("_x")))
+        if over.height:  # above the roof: ringed and noted, never a plain result
+            ax.scatter(
+                over["_x"].to_list(),
+                over["_y"].to_list(),
+                s=220,
+                facecolor="none",
+                edgecolor=WARNING_COLOR,
+                lw=2,
+                label="above the roof",
+                zorder=5,
+            )
+            note(ax, f"{count(over.height, 'shape')} ringed: {ABOVE_ROOF}", warning=True)
     knee_note = ""
     if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
         k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)

@@ -9,6 +9,7 @@ import polars as pl
 
 from tracekit.report.plots import draw as plots
 from tracekit.report.model import ReportData
+from tracekit.report.sections.blocks import min_coverage
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -33,7 +34,9 @@ class Plot:
 def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -> "Figure":
     """One plot of ``kind`` (see :data:`plots.KINDS`) from the report model. Raises MissingPlotData."""
     makers: dict[str, Callable[[], "Figure"]] = {
-        "roofline": lambda: plots.roofline(data.regions, data.phases, data.device, data.class_roofline),
+        "roofline": lambda: plots.roofline(
+            data.regions, data.phases, data.device, data.class_roofline, min_coverage(data)
+        ),
         "timeline": lambda: plots.timeline(data.regions, data.activities),
         "decode": lambda: plots.decode_vs_context(data.regions),
         "breakdown": lambda: plots.breakdown(data.phases, data.top_kernels, data.op_classes),

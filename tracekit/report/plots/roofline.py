@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.conventions import ABOVE_ROOF
 from tracekit.numbers import count, plain, si
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title
+from tracekit.report.plots.canvas import PHASE_COLORS, WARNING_COLOR, MissingPlotData, figure, legend, note, title
+from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, is_low
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -77,6 +79,7 @@ def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame |
                 ("peak_flops_per_s", pl.Float64, "peak"),
                 ("peak_bytes_per_s", pl.Float64, "bw"),
                 ("op_class", pl.String, "op_class"),
+                ("coverage", pl.Float64, "coverage"),
             )
         ]
         pts.append(
@@ -93,13 +96,32 @@ def _points(regions: pl.DataFrame, phases: pl.DataFrame, classes: pl.DataFrame |
 
 
 def roofline(
-    regions: pl.DataFrame, phases: pl.DataFrame, device: Mapping[str, Any], classes: pl.DataFrame | None = None
+    regions: pl.DataFrame,
+    phases: pl.DataFrame,
+    device: Mapping[str, Any],
+    classes: pl.DataFrame | None = None,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
 ) -> "Figure":
     """Regions (small dots), phases (large diamonds) and each phase's op classes (one marker per
     class, ``classes``: the phases' class_roofline rows) under the roof of the dtype the analysis
     used for each point: every roof in use is drawn and labelled with its dtype (the device's
-    default dtype only for points that carry none)."""
+    default dtype only for points that carry none).
+
+    Below ``min_coverage`` (the analysis' threshold) a point is what the tables print as "–"
+    (``low_coverage.is_low``, the one rule): a phase is drawn hollow and labelled "coverage N %",
+    regions and op classes are not drawn, and the plot counts them."""
     data = _points(regions, phases, classes)
+    if data.height:
+        low = [is_low(c, min_coverage) for c in data["coverage"].to_list()]
+        data = data.with_columns(pl.Series("low", low, dtype=pl.Boolean()))
+        hidden = data.filter(pl.col("low") & (pl.col("kind") != "phase"))
+        data = data.filter(~pl.col("low") | (pl.col("kind") == "phase"))
+    else:
+        hidden = data
+    if data.height == 0 and hidden.height:
+        raise MissingPlotData(
+            f"roofline: every point is under {plain(100 * min_coverage)} % cost-model coverage (not a measurement)"
+        )
     if data.height == 0:
         if peaks_of(device, phases) is None:
             raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
@@ -115,6 +137,12 @@ def roofline(
     # A point whose dtype has no peak has no roof: it is left out (and counted), never put under another dtype's roof.
     roofless = data.filter(pl.col("peak").is_null() | pl.col("bw").is_null())
     data = data.filter(pl.col("peak").is_not_null() & pl.col("bw").is_not_null())
+    # above its roof (y > min(peak, bw × intensity), the analysis' above_roof): ringed and noted, never plain
+    data = data.with_columns(
+        (~pl.col("low") & (pl.col("y") > pl.min_horizontal(pl.col("peak"), pl.col("bw") * pl.col("intensity")))).alias(
+            "above"
+        )
+    )
     roofs = data.select("dtype", "peak", "bw").unique().sort("peak")
     if roofs.height == 0:
         raise MissingPlotData("roofline: device peaks unknown (pass --hardware NAME|FILE)")
@@ -138,9 +166,28 @@ def roofline(
         ax.annotate(
             f"{dt} ridge {plain(peak / bw)}", (peak / bw, peak), textcoords="offset points", xytext=(4, 4), fontsize=7
         )
+    cov_pct = f"{plain(100 * min_coverage)} %"
     for phase, color in PHASE_COLORS.items():
+        hollow = data.filter((pl.col("phase") == phase) & (pl.col("kind") == "phase") & pl.col("low"))
+        if hollow.height:  # under the coverage threshold: not a measurement (the tables print "–")
+            ax.scatter(
+                hollow["intensity"].to_list(),
+                hollow["y"].to_list(),
+                s=120,
+                marker="D",
+                facecolor="none",
+                edgecolor=color,
+                lw=1.5,
+                ls="--",
+                label=f"{phase} phase, coverage < {cov_pct}: not a measurement",
+                zorder=3,
+            )
+            for x, y, c in hollow.select("intensity", "y", "coverage").iter_rows():
+                ax.annotate(
+                    f"coverage {plain(100 * c)} %", (x, y), textcoords="offset points", xytext=(8, -10), fontsize=7
+                )
         for kind, size, marker in (("region", 18, "o"), ("phase", 120, "D")):
-            d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind))
+            d = data.filter((pl.col("phase") == phase) & (pl.col("kind") == kind) & ~pl.col("low"))
             if d.height:
                 ax.scatter(
                     d["intensity"].to_list(),
@@ -166,6 +213,19 @@ def roofline(
                 label=f"{phase}: {oc} ({g['dtype'][0]})",
                 zorder=4,
             )
+    above = data.filter(pl.col("above"))
+    if above.height:
+        ax.scatter(
+            above["intensity"].to_list(),
+            above["y"].to_list(),
+            s=260,
+            marker="o",
+            facecolor="none",
+            edgecolor=WARNING_COLOR,
+            lw=2,
+            label="above the roof",
+            zorder=5,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -174,6 +234,15 @@ def roofline(
     if roofless.height:
         dts = ", ".join(sorted({str(d) for d in roofless["dtype"].to_list()}))
         note(ax, f"{count(roofless.height, 'point')} not drawn: no peak for {dts}")
+    if hidden.height:
+        kinds = [
+            count(hidden.filter(pl.col("kind") == k).height, k, f"{k}es" if k == "class" else f"{k}s")
+            for k in ("region", "class")
+            if hidden.filter(pl.col("kind") == k).height
+        ]
+        note(ax, f"{' and '.join(kinds)} under {cov_pct} cost-model coverage not drawn (not a measurement)")
+    if above.height:
+        note(ax, f"{count(above.height, 'point')} ringed: {ABOVE_ROOF}", warning=True)
     ax.grid(True, which="both", alpha=0.2)
     legend(ax, fontsize=7)
     return fig

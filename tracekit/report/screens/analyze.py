@@ -69,10 +69,22 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     t = tot.get("trace") or {}
     th = tot.get("thresholds")
     mc = float(th["min_coverage"]) if th else DEFAULT_MIN_COVERAGE
-    out = [Section("Whole trace", tables=[Table(METRIC_HEADERS, [_metric_row(t, mc)])])]
+    from tracekit.report.sections.above_roof import above_roof_lines
+
+    out = [
+        Section("Whole trace", paragraphs=above_roof_lines(doc), tables=[Table(METRIC_HEADERS, [_metric_row(t, mc)])])
+    ]
     if doc["phases"]:
         rows = [[p["phase"], fmt.count(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
-        out.append(Section("Phases", tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)]))
+        from tracekit.report.sections.step_verdicts import step_verdict_lines
+
+        out.append(
+            Section(
+                "Phases",
+                paragraphs=step_verdict_lines(doc),
+                tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)],
+            )
+        )
     out += _latency(doc)
     from tracekit.report.sections.serving import interference_sentence
 

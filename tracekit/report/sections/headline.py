@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tracekit.sources.nsys import NAME as NSYS
 from tracekit.report import fmt
+from tracekit.report.sections.above_roof import above_roof_lines
 from tracekit.report.sections.blocks import Section, Table, min_coverage
 from tracekit.report.sections.low_coverage import MEASURED, low_coverage
 from tracekit.report.model import ReportData
@@ -22,6 +23,7 @@ def summary_section(d: ReportData) -> Section:
     )
     if d.diagnostic:
         s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
+    s.paragraphs += above_roof_lines(d.doc)
     w = d.whole
     if w.get("bound"):
         s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
@@ -111,6 +113,7 @@ def headline(d: ReportData) -> list[str]:
     if dev.get("hardware"):
         out.append(f"peaks: {dev['hardware']}")
     out += [f"WARNING: {m}" for m in d.missing if m.startswith(("implausible", "calibration", "quick sizes"))]
+    out += above_roof_lines(d.doc)
     out += [f"Note: {n}" for n in nsight_notes(d)]
     return out
 

@@ -1,6 +1,7 @@
 """Low coverage is not a measurement: a row whose cost-model coverage is below the threshold prints
-its FLOPs, bytes and rates as "–" next to the coverage (the JSON keeps the values). Pure Python:
-the analyze screen renders stored results without importing polars."""
+its FLOPs, bytes and rates as "–" next to the coverage (the JSON keeps the values), and the
+roofline plot does not draw it as a result (:func:`is_low`, the one rule). Pure Python: the
+analyze screen renders stored results without importing polars."""
 
 from __future__ import annotations
 
@@ -14,5 +15,11 @@ DEFAULT_MIN_COVERAGE = 0.5
 
 def low_coverage(row: dict[str, Any], min_coverage: float) -> bool:
     """Whether a row's FLOPs, bytes and rates print as "–": its coverage is known and below the threshold."""
-    cov = row.get("coverage")
-    return isinstance(cov, (int, float)) and cov < min_coverage
+    return is_low(row.get("coverage"), min_coverage)
+
+
+def is_low(coverage: Any, min_coverage: float) -> bool:
+    """The rule itself, for one coverage value: known and below the threshold. Tables print such a
+    row's measured columns as "–"; the roofline plot draws such a phase hollow, labelled with its
+    coverage, and leaves such regions and op classes out (tracekit/report/plots/roofline.py)."""
+    return isinstance(coverage, (int, float)) and not isinstance(coverage, bool) and coverage < min_coverage

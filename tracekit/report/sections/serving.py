@@ -8,8 +8,9 @@ from typing import Any
 
 
 def interference_sentence(serving: dict[str, Any] | None) -> str | None:
-    """One line that names the interference and its size, or why there is no estimate; None
-    when the trace has no decoding steps at all."""
+    """One line that names the interference and its size, or why there is no estimate, or "no
+    reliable estimate" with the reason (its CI includes 0, or the machine was noisy:
+    ``reliable`` / ``why_unreliable``); None when the trace has no decoding steps at all."""
     inf = (serving or {}).get("interference") or {}
     if not inf:
         return None
@@ -17,6 +18,12 @@ def interference_sentence(serving: dict[str, Any] | None) -> str | None:
     if b is None:
         why = inf.get("why_none")
         return f"prefill–decode interference: no estimate ({why})" if why else None
+    if inf.get("reliable") is False:  # (documents before issue 27 have no "reliable")
+        return (
+            f"prefill–decode interference: no reliable estimate — {inf.get('why_unreliable')} "
+            f"({fmt.count(inf['matched_steps'], 'step')} in "
+            f"{fmt.count(inf['matched_cells'], 'matched batch×context cell')}; the JSON keeps the fit)"
+        )
     sig = "significant" if inf.get("significant") else "not significant"
     text = (
         f"prefill–decode interference: each co-scheduled prefill token adds {_g(b * 1e3)} µs "

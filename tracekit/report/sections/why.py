@@ -25,6 +25,7 @@ CLASS_HEADERS = [
 ]
 CAUSE_LABEL = {
     "blocking": "(b) blocking call",
+    "cold_start": "(f) cold start (blocking launch call)",
     "launch_latency": "(c) launch latency",
     "cpu_op": "(a) host in op",
     "outside_ops": "(d) host outside ops",
@@ -95,7 +96,7 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                     str(c.get("dtype") or fmt.DASH),
                     fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
                     fmt.DASH if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
-                    _pct(c.get("frac_roof")),
+                    fmt.DASH if c.get("frac_roof") is None else fmt.roof_percent(float(c["frac_roof"]), 0),
                     str(c.get("bound") or fmt.DASH),
                     under,
                 ]

@@ -9,6 +9,8 @@
  *             starts; they are not closed before the rows ahead of them, nor before themselves)
  *   depth   = max(0, pos - closed + zl_over)
  *   parent  = the latest earlier row of the group whose depth is depth - 1 (none at depth 0).
+ * One pass; the sibling rule for sub-µs overlaps (tracekit.tables.intervals.sibling_ends) runs
+ * between passes in sources/kineto/reading/native.nest, on ends it passes in here.
  */
 #ifndef TRACEKIT_KNEST_H
 #define TRACEKIT_KNEST_H

@@ -50,7 +50,7 @@ import polars as pl
 from tracekit.numbers import count, duration
 from tracekit.sources.kineto.capture.files import kernel_names
 from tracekit.sources.kineto.capture.match import GRAPH_LAUNCH_RE, captured_graphs, imax, match, replays
-from tracekit.tables.intervals import nest
+from tracekit.tables.intervals import SIBLING_OVERLAP_NS, nest
 from tracekit.tables.trace import Trace
 
 NODE_SUFFIX: Final = ":node"
@@ -191,7 +191,7 @@ def _apply(
     threads = ok.select("pid", "tid").unique()
     allops = pl.concat([ops.drop("depth", "parent_id"), new_ops], how="diagonal_relaxed")
     hit = allops.join(threads, on=["pid", "tid"], how="semi")
-    nested = nest(hit, ["pid", "tid"], "op_id").select("op_id", "depth", "parent_id")
+    nested = nest(hit, ["pid", "tid"], "op_id", sibling_ns=SIBLING_OVERLAP_NS).select("op_id", "depth", "parent_id")
     keep = ops.select("op_id", "depth", "parent_id").join(nested.select("op_id"), on="op_id", how="anti")
     dp = pl.concat([keep, nested], how="vertical_relaxed")
     ops = allops.join(dp, on="op_id", how="left", maintain_order="left").select(ops.columns)

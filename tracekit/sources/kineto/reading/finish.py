@@ -8,7 +8,7 @@ from collections import Counter
 import polars as pl
 
 from tracekit.tables.depth_cap import DEEP_REASON, cap_region_depth
-from tracekit.tables.intervals import nest
+from tracekit.tables.intervals import SIBLING_OVERLAP_NS, nest
 from tracekit.sources.kineto.reading import native as kineto_native
 
 # Two events are duplicates when all of these agree (the name included).
@@ -83,7 +83,8 @@ NEST_CHUNK_ROWS = 100_000
 
 
 def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
-    """Row ids, then depth/parent from :func:`nest`, run on slim chunks to bound memory.
+    """Row ids, then depth/parent from :func:`nest`, run on slim chunks to bound memory; overlaps
+    under :data:`~tracekit.tables.intervals.SIBLING_OVERLAP_NS` make siblings (Kineto's µs clock rounds).
 
     Chunks are cut only where nothing is open on a (group) thread — a start at or after the
     latest end so far — so no interval can nest across a cut and the result equals one call.
@@ -97,7 +98,7 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
             df[c] if df.schema[c].is_integer() and not df[c].has_nulls() else df[c].rank("dense").fill_null(0)
             for c in group
         ]
-        depth, parent_row = kineto_native.nest(keys, df["start_ns"], df["end_ns"])
+        depth, parent_row = kineto_native.nest(keys, df["start_ns"], df["end_ns"], SIBLING_OVERLAP_NS)
         return df.with_columns(depth, parent_row)  # row number = id_col (with_row_index above)
     # Sorted by thread, then start (end descending, ties by id); a thread's number is a running
     # count of where the group columns change (no join: less memory on million-row tables).
@@ -115,7 +116,8 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
     # Chunk ids never decrease in this order: nest zero-copy slices one after the other.
     parts, offset = [], 0
     for length in chunk.rle().struct.field("len").to_list():
-        parts.append(nest(slim.slice(offset, length), ["_g"], id_col).select(id_col, "depth", "parent_id"))
+        part = nest(slim.slice(offset, length), ["_g"], id_col, sibling_ns=SIBLING_OVERLAP_NS)
+        parts.append(part.select(id_col, "depth", "parent_id"))
         offset += length
     del slim, chunk
     out = pl.concat(parts).sort(id_col)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from tracekit.tables.intervals import SIBLING_PASSES, sibling_ends
 from tracekit.sources.kineto.reading.scanraw import (  # noqa: F401 - re-exported: tests and the loader use them from here
     CLOSED,
     N_GROUPS,
@@ -142,18 +143,36 @@ def _int64_bytes(s: pl.Series) -> bytes:
     return data
 
 
-def nest(keys: Sequence[pl.Series], start: pl.Series, end: pl.Series) -> tuple[pl.Series, pl.Series]:
+def nest(
+    keys: Sequence[pl.Series], start: pl.Series, end: pl.Series, sibling_ns: int = 0
+) -> tuple[pl.Series, pl.Series]:
     """``depth`` (Int32) and the parent's row number of each row (null for none), in row order:
     the definition of :func:`tracekit.tables.intervals.nest` within groups of equal ``keys`` (integer
-    columns without nulls), computed in C with an index sort (tracekit/sources/kineto/_native/_knest.h)."""
+    columns without nulls), computed in C with an index sort (tracekit/sources/kineto/_native/_knest.h),
+    with the same sibling rule for sub-µs overlaps (:func:`tracekit.tables.intervals.sibling_ends`,
+    applied between passes here as the pure nesting does)."""
     assert EXTENSION is not None
     n = start.len()
     key_bufs = tuple(_int64_bytes(k) for k in keys)
-    depth_b, parent_b = EXTENSION.nest(key_bufs, _int64_bytes(start), _int64_bytes(end))
-    out = pl.DataFrame(
-        _Exported(
-            EXTENSION.frame(n, ((b"depth", b"i", None, depth_b, None), (b"parent_id", b"l", None, parent_b, None)))
+    start_b = _int64_bytes(start)
+
+    def once(end: pl.Series) -> tuple[pl.Series, pl.Series]:
+        assert EXTENSION is not None
+        depth_b, parent_b = EXTENSION.nest(key_bufs, start_b, _int64_bytes(end))
+        out = pl.DataFrame(
+            _Exported(
+                EXTENSION.frame(n, ((b"depth", b"i", None, depth_b, None), (b"parent_id", b"l", None, parent_b, None)))
+            )
         )
-    )
-    parent = out["parent_id"]
-    return out["depth"], parent.set(parent < 0, None)
+        parent = out["parent_id"]
+        return out["depth"], parent.set(parent < 0, None)
+
+    depth, parent = once(end)
+    rows = pl.int_range(n, dtype=pl.Int64(), eager=True)
+    for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
+        ends = sibling_ends(rows, start, end, parent, sibling_ns)
+        if ends is None:
+            break
+        end = ends
+        depth, parent = once(end)
+    return depth, parent

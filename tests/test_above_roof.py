@@ -1,0 +1,115 @@
+"""Above the roof is never a plain result (issue 27 item 1): with a hardware file whose peaks are too
+low, every fraction of a peak or roof above 100 % is flagged ``above_roof`` in the JSON, the verdict
+reason ends with the figure and conventions.ABOVE_ROOF, tables print "(above the roof)", the screens
+print one warning line, and the roofline plot rings the points. The same trace against the H100's
+own peaks flags nothing (so each assertion can fail)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report_helpers import run_cli, write_tiny_trace  # noqa: E402
+
+import tracekit  # noqa: E402
+from tracekit.analysis import analyze  # noqa: E402
+from tracekit.conventions import ABOVE_ROOF  # noqa: E402
+from tracekit.hardware.peaks import load_hardware_file  # noqa: E402
+from tracekit.report import fmt, model  # noqa: E402
+from tracekit.report.plots import draw as plots  # noqa: E402
+
+# bf16 peak 10 GFLOP/s, bandwidth 1 GB/s: ridge 10 FLOP/B — far below what an H100 does.
+LOW = {"name": "too low", "peak_flops_per_s": {"bf16": 1e10}, "mem_bandwidth_bytes_per_s": 1e9}
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    hw = tmp_path / "low.json"
+    hw.write_text(json.dumps(LOW))
+    return write_tiny_trace(tmp_path / "tiny.json"), hw
+
+
+def test_fractions_above_one_are_flagged_with_the_figure(files: tuple[Path, Path]) -> None:
+    trace, hw = files
+    res = analyze(tracekit.load(str(trace)), hardware=load_hardware_file(hw))
+    ph = {r["phase"]: r for r in res.phases.to_dicts()}
+    # prefill: aten::mm 64×128 @ 128×256 bf16 = 2·64·128·256 = 4,194,304 FLOP in its 30 µs kernel
+    # → 1.398e11 FLOP/s = 1398 % of 1e10; bytes (64·128 + 128·256 + 64·256)·2 = 114,688 B → 382 % of 1e9.
+    p = ph["prefill"]
+    assert p["frac_peak_flops"] == pytest.approx(4_194_304 / 30e-6 / 1e10)
+    assert p["frac_peak_bytes"] == pytest.approx(114_688 / 30e-6 / 1e9)
+    assert p["above_roof"] is True
+    assert p["reason"].endswith(f"; FLOP/s at 1398 % of peak — {ABOVE_ROOF}")
+    # decode: two 1×128 @ 128×256 mm: 2·65,536 FLOP, 2·(128 + 32,768 + 256)·2 = 132,608 B over 10 + 5 µs
+    # → FLOP/s 87 % of peak (not above), B/s 884 % → the larger (B/s) is named.
+    d = ph["decode"]
+    assert d["frac_peak_flops"] == pytest.approx(131_072 / 15e-6 / 1e10)
+    assert d["frac_peak_bytes"] == pytest.approx(132_608 / 15e-6 / 1e9)
+    assert d["above_roof"] is True and "B/s at 884 % of peak — above the roof" in d["reason"]
+    # the per-class roofline: prefill gemm at its own roof = the phase's FLOP/s fraction (compute side)
+    cr = res.class_roofline.filter((pl.col("scope_kind") == "phase") & (pl.col("scope") == "prefill"))
+    g = cr.filter(pl.col("op_class") == "gemm").row(0, named=True)
+    assert g["bound"] == "compute" and g["frac_roof"] == pytest.approx(13.981, rel=1e-4) and g["above_roof"] is True
+    assert "(above the roof)" in (p["class_top"] or "")
+
+
+def test_right_peaks_flag_nothing(files: tuple[Path, Path]) -> None:
+    trace, _ = files
+    res = analyze(tracekit.load(str(trace)))  # the H100 of the trace's deviceProperties: 989 TFLOP/s bf16
+    assert res.phases["above_roof"].to_list() == [False, False]
+    assert res.class_roofline["above_roof"].fill_null(False).sum() == 0
+    assert not any("above the roof" in r for r in res.regions["reason"].to_list())
+
+
+def test_every_output_flags_it(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace, hw = files
+    assert run_cli(["analyze", str(trace), "--hardware", str(hw), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["totals"]["trace"]["above_roof"] is True
+    assert [p["above_roof"] for p in doc["phases"]] == [True, True]
+    assert all(r["above_roof"] for r in doc["regions"])
+    assert all(c["above_roof"] for p in doc["phases"] for c in p["class_roofline"])
+    # 1 trace + 2 phases + 3 phase classes (prefill gemm; decode gemm, other) + 3 regions = 9 figures
+    # whole trace: 4,325,376 FLOP over its 45 µs busy = 9.61e10 FLOP/s = 961 % of 1e10
+    warning = (
+        "WARNING: 9 figures above 100 % (whole trace: FLOP/s at 961 % of peak; phase prefill: FLOP/s at "
+        f"1398 % of peak; phase prefill gemm: 1398 % of roof; and 6 others) — {ABOVE_ROOF}"
+    )
+    assert run_cli(["analyze", str(trace), "--hardware", str(hw)]) == 0
+    text = capsys.readouterr().out
+    assert warning in text and "1398 % (above the roof)" in text  # the per-class table's % of roof
+    for fmt_name in ("md", "html"):
+        out = tmp_path / f"r.{fmt_name}"
+        assert run_cli(["report", str(trace), "--hardware", str(hw), "-o", str(out)]) == 0
+        body = out.read_text()
+        esc = (lambda s: s) if fmt_name == "md" else fmt.html_escape
+        assert esc(warning) in body, fmt_name
+        assert "1398.1 % (above the roof)" in body  # phases' "of peak FLOP/s" column
+        assert esc(f"FLOP/s at 1398 % of peak — {ABOVE_ROOF}") in body  # the prefill verdict's reason
+    capsys.readouterr()
+    assert run_cli(["analyze", str(trace)]) == 0
+    assert "above the roof" not in capsys.readouterr().out
+
+
+def test_roof_percent() -> None:
+    assert fmt.roof_percent(1.5) == "150.0 % (above the roof)"
+    assert fmt.roof_percent(1.0) == "100.0 %" and fmt.roof_percent(0.31, 0) == "31 %"
+    assert fmt.value("frac_peak_bytes", 8.84) == "884.0 % (above the roof)"
+    assert fmt.value("frac_peak_flops", 0.874) == "87.4 %"
+
+
+def test_roofline_plot_rings_points_above_the_roof(files: tuple[Path, Path]) -> None:
+    trace, hw = files
+    for hardware, above in ((load_hardware_file(hw), True), (None, False)):
+        data = model.from_result(analyze(tracekit.load(str(trace)), hardware=hardware))
+        fig = plots.roofline(data.regions, data.phases, data.device, data.class_roofline)
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert ("above the roof" in labels) is above
+        # every drawn point is above the 10 GFLOP/s / 1 GB/s roof: 3 regions + 2 phases + 3 classes
+        assert (f"8 points ringed: {ABOVE_ROOF}" in ax.get_xlabel().replace("\n", " ")) is above
