@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tracekit.cli.numbers import NON_NEGATIVE, POSITIVE, WORKERS, Finite
+from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, Finite
 from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
 from tracekit.cli.outfile import emit
 from tracekit.errors import UsageError

@@ -1,4 +1,4 @@
-"""Click types for numeric options that must mean something: finite, within a range.
+"""Value types of numeric CLI options (click): finite, in range, with one-line refusals.
 
 click's own ``FloatRange`` lets ``nan`` through (every comparison with NaN is false) and takes
 ``inf``; these refuse both, so ``--link-gbps nan`` or ``--link-latency-us -5000`` end in click's
