@@ -11,8 +11,9 @@ traces are in the same job when their **key** is equal (see docs/scale.md, "Jobs
   ``N`` (ranks run the same steps; ``ProfilerStep#5`` and ``ProfilerStep#6`` are the same step
   kind), else the distinct outermost region names (digits likewise); ``-`` when neither;
 - ``family``: the file name with its extensions removed and the rank number written ``{r}`` (the
-  last digit run equal to the recorded rank; the last digit run when no rank is recorded):
-  ``rank-03.json.gz`` → ``rank-{r}``, ``llama-TP-3`` → ``llama-TP-{r}``.
+  last digit run equal to the recorded rank; when no rank is recorded, the last digit run after a
+  separator ``-_.`` or a rank word — rank, tp, pp, dp, gpu, worker — and before a separator or the
+  end): ``rank-03.json.gz`` → ``rank-{r}``, ``llama-TP-3`` → ``llama-TP-{r}``, ``h100_run`` stays.
 
 Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats, the
 n-th trace (by id) of each rank goes to the n-th job (two runs of the same job ingested together).
@@ -28,6 +29,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.ranks.per_trace import RankPieces
+from tracekit.numbers import count
 
 KEY_COLUMNS = ("format", "device", "world_size", "backend", "steps", "family")
 KEY_SCHEMA = {
@@ -43,6 +45,8 @@ KEY_SCHEMA = {
 EXTENSIONS = (".gz", ".zst", ".json", ".sqlite", ".trace", ".pt", ".nsys-rep", ".pftrace")
 MAX_STEP_KINDS = 12  # a step structure names at most this many step kinds (sorted; the rest are dropped)
 _DIGITS = re.compile(r"\d+")
+# a rank-like number when no rank is recorded: after a separator or a rank word, before a separator or the end
+_RANK_LIKE = re.compile(r"(?i)(?:^|(?<=[-_.])|(?<=rank)|(?<=tp)|(?<=pp)|(?<=dp)|(?<=gpu)|(?<=worker))\d+(?=$|[-_.])")
 
 
 def step_kinds(names: list[str]) -> str:
@@ -60,9 +64,10 @@ def family(source: str, rank: int | None) -> str:
         if ext is None:
             break
         name = name[: -len(ext)]
-    runs = list(_DIGITS.finditer(name))
     if rank is not None:
-        runs = [m for m in runs if int(m.group()) == rank]
+        runs = [m for m in _DIGITS.finditer(name) if int(m.group()) == rank]
+    else:
+        runs = list(_RANK_LIKE.finditer(name))
     if not runs:
         return name
     m = runs[-1]
@@ -145,4 +150,10 @@ def _key_words(key: dict[str, Any]) -> list[str]:
         "steps": "steps",
         "family": "file name",
     }
-    return [f"{words[c]} {key[c]}" for c in KEY_COLUMNS if key[c] not in (None, "", "-")]
+    out = []
+    for c in KEY_COLUMNS:
+        if key[c] in (None, "", "-"):
+            continue
+        kinds = len(str(key[c]).split("; "))
+        out.append(f"steps ({count(kinds, 'step kind')})" if c == "steps" else f"{words[c]} {key[c]}")
+    return out
