@@ -183,3 +183,30 @@ def test_family_and_distinct_ranks_by_hand() -> None:
     g = group_jobs(pl.DataFrame(rows, schema=KEY_SCHEMA))
     assert dict(zip(g["trace_id"], g["job"])) == {"r0-aa": 1, "r1-aa": 1, "r0-bb": 2, "r1-bb": 2, "zz": 3}
     assert g.filter(pl.col("job") == 3)["traces"].to_list() == [1]
+
+
+def test_outermost_regions_stand_for_steps_when_a_trace_has_none() -> None:
+    from tracekit.analysis.ranks.jobs import job_keys
+    from tracekit.analysis.ranks.per_trace import STEP_SCHEMA, RankPieces
+
+    def piece(tid: str, rank: int, top: list[str]) -> RankPieces:
+        empty = pl.DataFrame()
+        meta = {"format": "nsys", "device": "NVIDIA H200", "world_size": 2, "backend": None, "top_regions": top}
+        return RankPieces(
+            tid, rank, f"/d/run_rank{rank}.sqlite", None, empty, pl.DataFrame(schema=STEP_SCHEMA), empty, empty,
+            meta_key=meta,
+        )  # fmt: skip
+
+    # ranks 0 and 1 with the same outermost regions (digits aside: layer_3 is layer_N) are one job;
+    # a rank 1 whose outermost regions are other work is a job of its own
+    keys = job_keys(
+        [
+            piece("a", 0, ["forward", "layer_3"]),
+            piece("b", 1, ["layer_7", "forward"]),
+            piece("c", 1, ["compile", "forward"]),
+        ]
+    )
+    assert keys["steps"].to_list() == ["forward; layer_N", "forward; layer_N", "compile; forward"]
+    assert keys["family"].unique().to_list() == ["run_rank{r}"]
+    g = group_jobs(keys)
+    assert dict(zip(g["trace_id"], g["job"])) == {"a": 1, "b": 1, "c": 2}
