@@ -24,7 +24,8 @@ OPTIONS = [
         multiple=True,
         metavar="ID_PREFIX",
         help="Traces of a dataset whose id starts with this (repeatable), compared across ranks. "
-        "A dataset of several traces is compared whole without it.",
+        "A dataset of several traces is compared whole without it; either way the traces are grouped "
+        "into jobs and ranks are compared only within a job (docs/scale.md).",
     ),
     click.option(
         "--workers",

@@ -12,6 +12,10 @@ per op class) and its communication per phase (:mod:`tracekit.analysis.communica
 - ``comm``: communication time per rank and phase and its exposed part;
 - ``step_time``: rank × step → step time (the heat map).
 
+Only traces of one **job** are compared (tracekit/analysis/ranks/jobs.py): :func:`compare_jobs` groups
+the pieces into jobs and runs :func:`combine` on each job of ≥ 2 traces; a trace alone in its job
+is listed, never compared as a rank.
+
 Steps are the analysis' phase units (its ``steps`` frame); a trace without phase units (e.g. a
 training trace) uses its ``ProfilerStep#N`` regions. A step's time is its window: from the earlier
 of its CPU start and first kernel to the later of its CPU end and last kernel. See docs/scale.md.
@@ -27,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.communication import COMM_SCHEMA
+from tracekit.analysis.ranks.jobs import describe, group_jobs, job_keys
 from tracekit.analysis.ranks.per_trace import IDLE_SCHEMA, PHASE_SCHEMA, STEP_SCHEMA, RankPieces, RankTask, rank_pieces
 
 STRAGGLER_RATIO = 1.1  # a step is a straggler step when its slowest rank takes ≥ 1.1 × the median
@@ -75,6 +80,53 @@ class RanksResult:
                 "failed": self.failed,
             }
         )
+
+
+@dataclass(frozen=True)
+class JobsResult:
+    """What :func:`compare_jobs` returns: the jobs (``describe``'s rows), one :class:`RanksResult`
+    per job of ≥ 2 traces, the trace rows of every trace (with its job) and the failed traces."""
+
+    jobs: list[dict[str, Any]]
+    comparisons: list[tuple[int, RanksResult]]
+    traces: pl.DataFrame
+    failed: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """One job holding every trace: that job's ranks document plus ``jobs``. Otherwise the
+        ``jobs``, every trace with its job, and ``comparisons`` (one ranks document per job of
+        ≥ 2 traces, with its ``job`` id); nothing compared across jobs."""
+        from tracekit.analysis.contract.rows import clean
+
+        if len(self.jobs) == 1 and len(self.comparisons) == 1:
+            return {**self.comparisons[0][1].to_json(), "jobs": clean(self.jobs), "failed": self.failed}
+        return clean(
+            {
+                "version": 1,
+                "kind": "ranks",
+                "jobs": self.jobs,
+                "traces": self.traces.to_dicts(),
+                "comparisons": [{"job": j, **r.to_json()} for j, r in self.comparisons],
+                "failed": self.failed,
+            }
+        )
+
+
+def compare_jobs(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None) -> JobsResult:
+    """Group the pieces into jobs (tracekit/analysis/ranks/jobs.py) and :func:`combine` each job of
+    ≥ 2 traces; a trace alone in its job is listed only."""
+    grouped = group_jobs(job_keys(pieces))
+    by_id = {p.trace_id: p for p in pieces}
+    jobs = describe(grouped)
+    comparisons = [(j["id"], combine([by_id[t] for t in j["traces"]])) for j in jobs if j["compared"]]
+    traces = grouped.join(
+        pl.DataFrame(
+            {"trace_id": [p.trace_id for p in pieces], "source": [p.source for p in pieces]},
+            schema={"trace_id": pl.String(), "source": pl.String()},
+        ),
+        on="trace_id",
+    ).select("job", "trace_id", "rank", "device", "source")
+    return JobsResult(jobs, comparisons, traces, list(failed or []))
 
 
 def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None) -> RanksResult:
@@ -278,10 +330,10 @@ def analyze_ranks(
     phase_map: Any = None,
     thresholds: str | None = None,
     on_done: Any = None,
-) -> RanksResult:
+) -> JobsResult:
     """One :func:`rank_pieces` task per trace (``where``: a :class:`tracekit.parallel.Plan`;
-    default by trace count), then :func:`combine`. A trace whose analysis fails is listed in
-    ``failed`` with its reason; the others are compared."""
+    default by trace count), then :func:`compare_jobs` (ranks compared within each job). A trace whose
+    analysis fails is listed in ``failed`` with its reason; the others are compared."""
     from tracekit.errors import AnalysisError
     from tracekit.parallel import plan, run_tasks
 
@@ -294,4 +346,4 @@ def analyze_ranks(
         raise AnalysisError(
             f"{dataset}: no trace could be analysed ({failed[0]['error'] if failed else 'none selected'})"
         )
-    return combine(pieces, failed)
+    return compare_jobs(pieces, failed)

@@ -43,6 +43,7 @@ class RankPieces:
     comm: pl.DataFrame
     warnings: list[str] = field(default_factory=list)
     step_idle: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=IDLE_SCHEMA))
+    meta_key: dict[str, Any] = field(default_factory=dict)  # what groups it into a job (ranks/jobs.py)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,26 @@ def rank_pieces(task: RankTask) -> RankPieces:
         comm_by_phase(trace.kernels, units),
         list(res.warnings)[:5],
         step_idle(res.regions, steps),
+        meta_key(trace.meta, trace.regions),
     )
+
+
+def meta_key(meta: dict[str, Any], regions: pl.DataFrame) -> dict[str, Any]:
+    """What the trace's meta says for grouping it into a job (tracekit/analysis/ranks/jobs.py):
+    format, first device's name, world size, backend, and its outermost region names."""
+    dist = meta.get("distributed") or {}
+    devices = [d for d in meta.get("devices") or [] if isinstance(d, dict)]
+    top: list[str] = []
+    if regions.height and "depth" in regions.columns:
+        top = sorted(set(regions.filter(pl.col("depth") == 0)["name"].cast(pl.String()).drop_nulls().to_list()))
+    ws = dist.get("world_size")
+    return {
+        "format": meta.get("format"),
+        "device": devices[0].get("name") if devices else None,
+        "world_size": int(ws) if ws is not None else None,
+        "backend": dist.get("backend"),
+        "top_regions": top,
+    }
 
 
 def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:

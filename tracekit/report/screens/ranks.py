@@ -3,7 +3,10 @@
 Renders the ranks JSON document (``RanksResult.to_json()``) as sections (per-rank × phase table,
 straggler steps, communication per phase with its exposed part), the heat map of step time by
 rank × step, and whole Markdown / HTML / text documents. Used by ``tracekit analyze`` and
-``tracekit report`` on a dataset of several traces. See docs/scale.md.
+``tracekit report`` on a dataset of several traces. A dataset of several jobs
+(tracekit/analysis/ranks/jobs.py) gives a document with ``jobs`` and ``comparisons`` (one ranks
+document per job of ≥ 2 traces): the jobs are listed first, then each comparison's sections under
+"Job N:" titles. See docs/scale.md.
 """
 
 from __future__ import annotations
@@ -38,6 +41,71 @@ def _signed(ns: Any) -> str:
 
 def _r(x: Any) -> str:
     return "-" if x is None else f"{float(x):.2f}×"
+
+
+def comparisons(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ranks documents in ``doc``: its ``comparisons`` (several jobs), else ``doc`` itself when it
+    compares ranks (one job), else none."""
+    if "comparisons" in doc:
+        return list(doc["comparisons"])
+    return [doc] if "per_rank" in doc else []
+
+
+def jobs_line(doc: dict[str, Any]) -> str:
+    """One line: how many jobs, and per job its traces, compared as ranks or alone, and why."""
+    jobs = doc.get("jobs") or []
+    if not jobs:
+        return ""
+    parts = []
+    for j in jobs:
+        ids = j["traces"]
+        if j.get("compared"):
+            parts.append(f"job {j['id']}: {fmt.count(len(ids), 'trace')} compared as ranks ({j['why']})")
+        else:
+            parts.append(f"job {j['id']}: {ids[0]} alone, not compared")
+    return f"{fmt.count(len(jobs), 'job')}: " + "; ".join(parts) + "."
+
+
+def jobs_sections(doc: dict[str, Any]) -> list[Section]:
+    """The jobs of the dataset: one row per job (traces, compared or alone, the shared key)."""
+    jobs = doc.get("jobs") or []
+    rows = [
+        [
+            str(j["id"]),
+            ", ".join(j["traces"]),
+            "compared as ranks" if j.get("compared") else "alone",
+            str(j["key"].get("device") or "-"),
+            str(j["key"].get("format") or "-"),
+            "-" if j["key"].get("world_size") is None else str(j["key"]["world_size"]),
+            str(j["key"].get("family") or "-"),
+            str(j["key"].get("steps") or "-"),
+        ]
+        for j in jobs
+    ]
+    table = Table(["job", "traces", "compared", "device", "format", "world size", "file name", "steps"], rows)
+    lead = [
+        jobs_line(doc),
+        "Traces are grouped into jobs by format, device, world size, backend, step structure and file name "
+        "(rank number aside); ranks are compared only within a job (docs/scale.md, Jobs).",
+    ]
+    lead += [f"Not compared: {f['trace_id']}: {f['error']}" for f in doc.get("failed") or []]
+    return [Section("Jobs", lead, [table], "jobs")]
+
+
+def all_sections(doc: dict[str, Any]) -> list[Section]:
+    """The jobs (when several, or when any trace is alone), then each job's ranks sections."""
+    docs = comparisons(doc)
+    if "comparisons" not in doc:
+        out = sections(doc)
+        if doc.get("jobs"):
+            out[0].paragraphs.insert(0, jobs_line(doc))
+        return out
+    out = jobs_sections(doc)
+    for c in docs:
+        job = c.get("job")
+        for sec in sections({**c, "failed": []}):
+            out.append(Section(f"Job {job}: {sec.title}", sec.paragraphs, sec.tables, f"{sec.anchor}-job-{job}"))
+    return out
 
 
 def summary(doc: dict[str, Any]) -> list[str]:
@@ -195,18 +263,25 @@ def heatmap(doc: dict[str, Any]) -> "Figure":
 
 
 def figures(doc: dict[str, Any]) -> list[Plot]:
-    try:
-        return [Plot("ranks_heatmap", HEATMAP_TITLE, heatmap(doc))]
-    except MissingPlotData as exc:
-        return [Plot("ranks_heatmap", HEATMAP_TITLE, None, str(exc))]
+    """One heat map per compared job (named ``ranks_heatmap`` when the document is one job's)."""
+    out = []
+    several = "comparisons" in doc
+    for c in comparisons(doc):
+        name = f"ranks_heatmap_job{c.get('job')}" if several else "ranks_heatmap"
+        title = f"{HEATMAP_TITLE} (job {c.get('job')})" if several else HEATMAP_TITLE
+        try:
+            out.append(Plot(name, title, heatmap(c)))
+        except MissingPlotData as exc:
+            out.append(Plot(name, title, None, str(exc)))
+    return out
 
 
 def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
     """Plain-text tables (``tracekit analyze``) or Markdown."""
     if markdown:
         return render_md(doc, None, None, "")
-    out = [f"tracekit analyze: {doc.get('dataset', '')} ({len(doc['traces'])} traces)", ""]
-    for s in sections(doc):
+    out = [f"tracekit analyze: {doc.get('dataset', '')} ({fmt.count(len(doc['traces']), 'trace')})", ""]
+    for s in all_sections(doc):
         out += [s.title, "=" * len(s.title), *s.paragraphs]
         for t in s.tables:
             widths = [max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h) for i, h in enumerate(t.headers)]
@@ -224,7 +299,7 @@ def render_md(doc: dict[str, Any], figs: list[Plot] | None, plot_dir: Path | Non
     from tracekit.report.formats.markdown import plot_lines, section_lines
 
     lines = [f"# tracekit ranks report: {fmt.md_escape(doc.get('dataset', ''))}", ""]
-    for s in sections(doc):
+    for s in all_sections(doc):
         lines += section_lines(s, {})
     if figs:
         lines += plot_lines(figs, plot_dir, prefix)
@@ -235,7 +310,7 @@ def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
     from tracekit.report.formats.html import CSP, CSS, plot_html, section_html
 
     title = f"tracekit ranks report: {doc.get('dataset', '')}"
-    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(section_html(s) for s in sections(doc))]
+    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(section_html(s) for s in all_sections(doc))]
     if figs:
         body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figs) + "</section>")
     return (
