@@ -181,6 +181,14 @@ def parallelism(meta: Mapping[str, Any]) -> dict[str, str]:
     dist = meta.get("distributed") or {}
     world = dist.get("world_size") if isinstance(dist, Mapping) else None
     src = str(meta.get("source") or "").rsplit("/", 1)[-1]
+    layout = meta.get("layout")
+    if isinstance(layout, Mapping) and layout.get("engine"):
+        # an engine's file name (tracekit/sources/engine_names.py) gives ranks, not group sizes
+        ranks = [f"{k[: -len('_rank')]} rank {v}" for k, v in layout.items() if k.endswith("_rank")]
+        parts = ([f"world size {world}"] if isinstance(world, int) else []) + ranks
+        parts += [f"stage {layout['stage']}"] if layout.get("stage") else []
+        why = f"from {layout['engine']}'s file name: ranks within each group (their sizes are not in the name)"
+        return _row("parallelism", ", ".join(parts) or UNKNOWN, why)
     degrees = {k.lower(): int(v) for k, v in PARALLEL_RE.findall(src)}
     parts = []
     if isinstance(world, int):

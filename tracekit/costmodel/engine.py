@@ -1,6 +1,6 @@
 """Cost formulas for serving-engine operators: fused MoE, paged attention priced from the step's
-per-request sums, rotary embedding, KV-cache writes, convolution; Inductor/Triton fused kernels by name pattern
-(``fused.py``)
+per-request sums, rotary embedding, convolution (vLLM's own ops: ``vllm_ops.py``);
+Inductor/Triton fused kernels by name pattern (``fused.py``)
 (docs/costmodel.md gives the source of each).
 
 Some inputs are not in an op's own arguments: the per-request query/key sums live in the step
@@ -143,15 +143,6 @@ def _rotary(args: list[Arg]) -> Cost:
     return Cost(3.0 * n, 2.0 * (q.nbytes + k.nbytes), "rotary", q.dtype, RANK_ELEMENTWISE)
 
 
-def _cache_write(args: list[Arg]) -> Cost:
-    """reshape_and_cache(_flash)(key [T, H, d], value, key_cache, value_cache, slot_mapping, …):
-    read the new K/V rows and the slots, write the rows into the cache."""
-    if len(args) < 5 or not (args[0].is_tensor and args[1].is_tensor):
-        raise NoModel("cache write arguments")
-    k, v, slots = args[0], args[1], args[4]
-    return Cost(0.0, 2.0 * (k.nbytes + v.nbytes) + slots.nbytes, "kv_append", k.dtype, RANK_ELEMENTWISE)
-
-
 def _convolution(args: list[Arg]) -> Cost:
     """aten::convolution / _convolution (input, weight, bias, stride, padding, dilation,
     transposed, output_padding, groups): 2·N·C_out·∏out·(C_in/groups)·∏kernel FLOPs (+ N·C_out·∏out
@@ -192,11 +183,8 @@ ENGINE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "sglang_profiler::attention_paged_attention_ragged": _paged(3, 4, "paged_attention"),
     "vllm::moe_forward": _moe,
     "vllm::moe_forward_shared": _moe,
-    "_C::rotary_embedding": _rotary,
     "sgl_kernel::rotary_embedding": _rotary,
     "vllm::rotary_embedding": _rotary,
-    "_C_cache_ops::reshape_and_cache_flash": _cache_write,
-    "_C_cache_ops::reshape_and_cache": _cache_write,
     "aten::convolution": _convolution,
     "aten::_convolution": _convolution,
 }

@@ -8,7 +8,8 @@ per row. Pure functions, no polars, no torch.
 This module is the registry: op name → formula. The formulas live by family: ``gemm.py``,
 ``attention.py``, ``norm.py`` (normalisation, softmax), ``channel_norm.py`` (batch, instance,
 group norm), ``elementwise.py`` (elementwise, reductions), ``movement.py`` (data movement),
-``engine.py`` (serving-engine operators), ``fused.py`` (Inductor kernels); their inputs are
+``engine.py`` (serving-engine operators), ``vllm_ops.py`` (vLLM's own ops and their aiter /
+sgl_kernel counterparts), ``fused.py`` (Inductor kernels); their inputs are
 parsed by ``args.py``. A new op's formula goes in its family's ``*_FORMULAS``.
 """
 
@@ -27,6 +28,7 @@ from tracekit.costmodel.engine import ENGINE_FORMULAS, NAME_SERIAL_RE, PATTERN_F
 from tracekit.costmodel.gemm import GEMM_FORMULAS
 from tracekit.costmodel.movement import MOVEMENT_FORMULAS
 from tracekit.costmodel.norm import NORM_FORMULAS
+from tracekit.costmodel.vllm_ops import VLLM_FORMULAS
 
 # DTYPES is re-exported: callers price ops through this one module.
 __all__ = ["CONTRADICTION", "DTYPES", "FORMULAS", "Arg", "Cost", "canonical_name", "priced_expr", "signature_cost"]
@@ -37,6 +39,7 @@ FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     **GEMM_FORMULAS,
     **ATTENTION_FORMULAS,
     **ENGINE_FORMULAS,
+    **VLLM_FORMULAS,
     **NORM_FORMULAS,
     **CHANNEL_NORM_FORMULAS,
     **ELEMENTWISE_FORMULAS,

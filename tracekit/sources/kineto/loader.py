@@ -29,6 +29,7 @@ from tracekit.sources.kineto.reading.jsonstream import stream_document
 from tracekit.sources.kineto.reading.window import StreamStats
 from tracekit.sources.kineto.reading import native as kineto_native
 from tracekit.sources.kineto import NAME
+from tracekit.sources.engine_names import apply_engine_name
 from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
 from tracekit.sources.kineto.reading.early import EarlyRead, refuse_other_formats
 from tracekit.sources.kineto.reading.events import decode_events
@@ -100,7 +101,7 @@ class KinetoReading:
     def meta(self) -> dict[str, Any]:
         assert self._done, "meta() needs every table finished (duplicates are counted there)"
         col, stats, top = self.col, self.stats, self.top
-        return {
+        meta = {
             "trace_id": self.trace_id,
             "source": str(self.path),
             "format": NAME,
@@ -130,6 +131,8 @@ class KinetoReading:
             "warnings": _warnings(stats, col),
             "extra": {k: top[k] for k in _EXTRA_KEYS if k in top and isinstance(top[k], (str, int, float, bool))},
         }
+        apply_engine_name(meta, self.path.name)  # vLLM / SGLang file names: meta["layout"]
+        return meta
 
     def _categories(self) -> dict[str, int]:
         """Events per category: canonical kinds of the kept events plus the skipped raw categories."""
