@@ -286,8 +286,8 @@ def classify(
     reason = (
         pl.when(above)
         .then(pl.format("{}; {} — {}", reason, figure, pl.lit(ABOVE_ROOF)))
-        .when(class_above)
-        .then(pl.format("{} — {}", reason, pl.lit(ABOVE_ROOF)))
+        .when(class_above)  # the class's figure already says "(above the roof)": only why, and what to do
+        .then(pl.format("{}: {}", reason, pl.lit(ABOVE_ROOF.split(": ", 1)[1])))
         .otherwise(reason)
     )
     return (
