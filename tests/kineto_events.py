@@ -26,3 +26,29 @@ def kernel(i: int, **kw: Any) -> dict[str, Any]:
     d["args"]["correlation"] = i
     d.update(kw)
     return d
+
+
+H100: list[dict[str, Any]] = [
+    {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_000_000_000, "numSms": 132}
+]
+
+
+def write_trace(folder: Any, events: list[dict[str, Any]], name: str = "t", devices: Any = None) -> Any:
+    """``events`` as ``folder/name.json``, a Kineto document on one H100 (``devices`` replaces it)."""
+    from pathlib import Path
+
+    p = Path(folder) / f"{name}.json"
+    doc = {"schemaVersion": 1, "deviceProperties": H100 if devices is None else devices, "traceEvents": events}
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def cli_stdout(args: list[str], capsys: Any) -> str:
+    """What ``tracekit ARGS`` prints, run in-process; a non-zero exit fails with its stderr."""
+    from tracekit.cli.main import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code, (args, exc.code, capsys.readouterr().err)
+    return str(capsys.readouterr().out)

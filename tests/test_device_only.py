@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,23 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.analysis.pipeline import analyze
-from tracekit.cli.main import main
-
-DEVICE = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_000_000_000, "numSms": 132}]
-
-
-def _write(tmp_path: Path, events: list[dict[str, Any]], name: str = "t") -> Path:
-    p = tmp_path / f"{name}.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": DEVICE, "traceEvents": events}))
-    return p
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err
-    return capsys.readouterr().out
+from kineto_events import cli_stdout, write_trace
 
 
 def _device_only(with_cpu_op: bool) -> list[dict[str, Any]]:
@@ -58,7 +41,7 @@ def _device_only(with_cpu_op: bool) -> list[dict[str, Any]]:
 
 
 def test_device_events_only_says_so_and_keeps_class_time(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    path = _write(tmp_path, _device_only(False))
+    path = write_trace(tmp_path, _device_only(False))
     doc = analyze(tracekit.load(str(path))).to_json()
     reason = doc["totals"]["trace"]["reason"]
     assert doc["totals"]["trace"]["bound"] == "unknown"
@@ -68,11 +51,11 @@ def test_device_events_only_says_so_and_keeps_class_time(tmp_path: Path, capsys:
     # per-class time from kernel names alone: gemm 10 × 8 µs, elementwise 20 × 8 µs, reduction 10 × 8 µs
     classes = {c["op_class"]: c["device_time_ns"] for c in doc["totals"]["class_roofline"]}
     assert classes == {"gemm": 80_000, "elementwise": 160_000, "reduction": 80_000}
-    out = _cli(["analyze", str(path)], capsys)
+    out = cli_stdout(["analyze", str(path)], capsys)
     assert "no CPU-side ops in the trace" in out and "elementwise  160 µs" in out
 
 
 def test_cpu_ops_without_shapes_keep_the_generic_reason(tmp_path: Path) -> None:
-    path = _write(tmp_path, _device_only(True))
+    path = write_trace(tmp_path, _device_only(True))
     reason = analyze(tracekit.load(str(path))).to_json()["totals"]["trace"]["reason"]
     assert reason.endswith("shapes missing or ops unmodelled") and "CPU-side" not in reason

@@ -3,7 +3,6 @@ only for phases from a serving step, not for a phase inferred from attention sha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +13,9 @@ import tracekit
 from tracekit.analysis.pipeline import analyze
 from tracekit.analysis.serving.latency import latency
 from tracekit.analysis.serving.basis import NOT_SERVING
-from tracekit.cli.main import main
+from kineto_events import cli_stdout, write_trace
 
 BF = "c10::BFloat16"
-DEVICE = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_000_000_000, "numSms": 132}]
-
-
-def _write(tmp_path: Path, events: list[dict[str, Any]], name: str = "t") -> Path:
-    p = tmp_path / f"{name}.json"
-    p.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": DEVICE, "traceEvents": events}))
-    return p
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code, capsys.readouterr().err
-    return capsys.readouterr().out
 
 
 def _block_forward(step_name: str) -> list[dict[str, Any]]:
@@ -69,7 +53,7 @@ def _block_forward(step_name: str) -> list[dict[str, Any]]:
 
 
 def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    path = _write(tmp_path, _block_forward("ProfilerStep#1"))
+    path = write_trace(tmp_path, _block_forward("ProfilerStep#1"))
     r = analyze(tracekit.load(str(path)), slo="ttft=100,tpot=100")
     doc = r.to_json()
     assert [p["phase"] for p in doc["phases"]] == ["prefill"]  # inferred (query length 4096 > 1)
@@ -82,11 +66,11 @@ def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path, caps
     assert r.latency["p50"].to_list() == [1.0]
     assert any(w.startswith("TTFT, TPOT, ITL, output tokens/s and goodput: inferred") for w in r.warnings)
     for fmt in ("table", "md"):
-        out = _cli(["analyze", str(path), "--format", fmt, "--slo", "ttft=100,tpot=100"], capsys)
+        out = cli_stdout(["analyze", str(path), "--format", fmt, "--slo", "ttft=100,tpot=100"], capsys)
         assert "TTFT, TPOT, ITL, output tokens/s, goodput: inferred — not a serving measurement" in out
         assert "ttft" not in out and "output tokens/s 8" not in out and "goodput 0" not in out
     html = tmp_path / "r.html"
-    _cli(["report", str(path), "--out", str(html)], capsys)
+    cli_stdout(["report", str(path), "--out", str(html)], capsys)
     text = html.read_text()
     assert "No TTFT / TPOT / ITL: inferred — not a serving measurement" in text
     assert '<td>serving figures</td><td class="wrap">inferred — not a serving measurement</td>' in text
@@ -96,7 +80,7 @@ def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path, caps
 def test_phase_from_a_serving_step_keeps_its_serving_figures(tmp_path: Path) -> None:
     # the same forward inside a runner annotation: a serving step. TTFT = done − start = 1.0 ms;
     # output tokens = batch 8 (one token per sequence); tokens/s = 8 / 0.001 s = 8,000
-    path = _write(tmp_path, _block_forward("tk:prefill step=0 batch=8"))
+    path = write_trace(tmp_path, _block_forward("tk:prefill step=0 batch=8"))
     r = analyze(tracekit.load(str(path)))
     t = r.to_json()["totals"]
     assert "serving_figures" not in t

@@ -17,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import REPO, SHARED_TRACES
-from tracekit.cli.main import main
+from kineto_events import cli_stdout
 
 SCIENTIFIC = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
 # a count of one with a plural noun, or a "(s)" plural
@@ -71,26 +71,18 @@ TRACES = {
 }
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code, (args, exc.code, capsys.readouterr().err)
-    return capsys.readouterr().out
-
-
 def outputs(trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
     t = str(trace)
     got = {
-        "analyze text": run(["analyze", t], capsys),
-        "analyze md": run(["analyze", t, "--format", "md"], capsys),
-        "summary": run(["summary", t], capsys),
-        "diff text": run(["diff", t, t], capsys),
-        "diff md": run(["diff", t, t, "--format", "md"], capsys),
+        "analyze text": cli_stdout(["analyze", t], capsys),
+        "analyze md": cli_stdout(["analyze", t, "--format", "md"], capsys),
+        "summary": cli_stdout(["summary", t], capsys),
+        "diff text": cli_stdout(["diff", t, t], capsys),
+        "diff md": cli_stdout(["diff", t, t, "--format", "md"], capsys),
     }
     for fmt in ("md", "html"):
         out = tmp_path / f"report.{fmt}"
-        run(["report", t, "--format", fmt, "--no-plots", "--out", str(out), "--force"], capsys)
+        cli_stdout(["report", t, "--format", fmt, "--no-plots", "--out", str(out), "--force"], capsys)
         got[f"report {fmt}"] = out.read_text()
     return got
 
@@ -142,5 +134,8 @@ def test_real_traces(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def test_whatif_text(capsys: pytest.CaptureFixture[str]) -> None:
-    check("whatif", run(["whatif", str(TRACES["serve"])], capsys))
-    check("whatif hand", run(["whatif", "--prefill-ms", "1", "--tpot-ms", "0.00001", "--decode-steps", "1"], capsys))
+    check("whatif", cli_stdout(["whatif", str(TRACES["serve"])], capsys))
+    check(
+        "whatif hand",
+        cli_stdout(["whatif", "--prefill-ms", "1", "--tpot-ms", "0.00001", "--decode-steps", "1"], capsys),
+    )
