@@ -78,21 +78,35 @@ def test_every_frame_is_taken_once_by_its_last_reader(shared_traces: Path, monke
     costs = trace_costs(trace, att.activities)
     labels = label_regions(trace, tree=att.region_tree)
     want = core.analyze_tables(att.activities, att.region_links, labels, costs, launches=trace.launches)
-    taken: list[list[str]] = []
+    taken: list[str] = []
+    holders: list[Any] = []
     real = core.Frames
 
     class Spy(real):  # type: ignore[misc, valid-type]
         def __init__(self) -> None:
             super().__init__()
-            taken.append(self.taken)
+            holders.append(self)
+
+        def take(self, name: str) -> Any:
+            taken.append(name)
+            return super().take(name)
 
     monkeypatch.setattr(core, "Frames", Spy)
     inputs = core.Inputs(att.activities, att.region_links, labels, costs, launches=trace.launches)
     got = core.run(inputs, core.Settings())
     assert inputs.activities.is_empty() and inputs.costs.is_empty() and inputs.labels.is_empty()
     assert taken == [
-        ["activities", "labels", "costs", "region_links", "shapes", "prep", "in_unit", "linked", "region_culprits"]
+        "activities",
+        "labels",
+        "costs",
+        "region_links",
+        "shapes",
+        "prep",
+        "in_unit",
+        "linked",
+        "region_culprits",
     ]
+    assert len(holders) == 1 and vars(holders[0]) == {}  # nothing left held when the result is made
     assert got.to_json_bytes() == want.to_json_bytes()
 
 

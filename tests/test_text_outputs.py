@@ -124,6 +124,9 @@ def test_counts_of_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         check(name, text)
     # the counts of one are there, in the singular
     assert "Regions (2, most device time first)" in got["analyze text"]
+    # batch 1: one token from the prefill, one from the decode step, done at its CPU end (300 µs)
+    # after the prefill began (0 µs): 2 / 300 µs = 6,667 tok/s
+    assert "output 6.67 ktok/s (2 tokens)" in got["analyze text"]
     assert "| prefill | 1 |" in got["analyze md"]  # one step in the phases table
 
 

@@ -93,7 +93,7 @@ class Settings:
 
 class Frames:
     """The analysis's big intermediate frames. ``take`` is the last read: it hands a frame over
-    and forgets it (see the module docstring, "Memory"); ``taken`` lists them in that order."""
+    and forgets it (see the module docstring, "Memory")."""
 
     activities: pl.DataFrame  # attribution's activities (cost: with their ops' costs)
     region_links: pl.DataFrame  # activity → every region it falls in (verdicts: each one's phase)
@@ -105,11 +105,7 @@ class Frames:
     in_unit: pl.DataFrame  # each activity's phase unit (phases)
     region_culprits: pl.DataFrame  # idle culprits per region (phases; culprits)
 
-    def __init__(self) -> None:
-        self.taken: list[str] = []
-
     def take(self, name: str) -> Any:
-        self.taken.append(name)
         return self.__dict__.pop(name)
 
 

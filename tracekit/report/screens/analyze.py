@@ -143,7 +143,7 @@ def _latency(doc: AnalysisDoc) -> list[Section]:
         lines = [f"TTFT, TPOT, ITL, output tokens/s, goodput: {tot['serving_figures']}"]
     elif tot.get("output_tokens") is not None:
         lines = [
-            f"output tokens/s {fmt.value('output_tokens_per_s', tot.get('output_tokens_per_s'))} "
+            f"output {fmt.value('output_tokens_per_s', tot.get('output_tokens_per_s'))} "
             f"({fmt.count(tot.get('output_tokens'), 'token')})"
         ]
     else:
