@@ -332,23 +332,6 @@ def test_op_segments_equal_self_time_segments(shared_traces: Path) -> None:
     assert ids.schema["op"] == pl.Int64() and op_labels(ids, ops).equals(got)
 
 
-def test_op_segments_packed_threads_equal_general_path(shared_traces: Path) -> None:
-    # op_segments in two queries (thread ids packed: pid·2^31 + tid) gives the stretches of the
-    # general path, which thread ids of 2^40 and more force; threads not asked for are left out.
-    from tracekit.analysis.idle import host_segments as segs
-
-    tr = tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"))
-    ops = tr.ops
-    threads = ops.select("pid", "tid").unique().sort("pid", "tid").head(2)
-    assert segs._packable_threads(ops, threads)
-    got = segs.op_segments(ops, threads)
-    big = 2**40
-    shifted = segs.op_segments(ops.with_columns(pl.col("tid") + big), threads.with_columns(pl.col("tid") + big))
-    assert not segs._packable_threads(ops.with_columns(pl.col("tid") + big), threads)
-    assert got.height > 100 and set(got["tid"].unique()) <= set(threads["tid"])
-    assert got.equals(shifted.with_columns(pl.col("tid") - big))
-
-
 def test_split_packed_equals_join_path() -> None:
     # Random disjoint pieces per region and disjoint layer intervals per thread: the binary-search
     # split and the as-of-join split cut the same pieces.

@@ -12,7 +12,7 @@ from typing import Final
 
 import polars as pl
 
-# The kind values of ``kernels.kind`` and ``regions.kind`` live in kinds.py (no polars there).
+# The kind values of ``kernels.kind`` and ``regions.kind`` live in kind_values.py (no polars there).
 from tracekit.tables.kind_values import KIND_CPU_OP as KIND_CPU_OP
 from tracekit.tables.kind_values import KIND_KERNEL as KIND_KERNEL
 from tracekit.tables.kind_values import KIND_MEMCPY as KIND_MEMCPY

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.tables.gather import take
-
 
 def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = True) -> pl.DataFrame:
     """Innermost-op stretches of the ops on ``threads`` (pid, tid): ``pid, tid, s, e, op`` (the
@@ -25,8 +23,6 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = T
         schema["op"] = pl.Int64()
     if ops is None or ops.height == 0 or threads.height == 0:
         return pl.DataFrame(schema=schema)
-    if _packable_threads(ops, threads):
-        return _op_segments_two_queries(ops, threads, schema, names)
     o = ops.select("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
     thr = threads.unique()
     if o.select("pid", "tid").unique().join(thr, on=["pid", "tid"], how="anti").height:  # else no copy
@@ -70,71 +66,6 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = T
             _op_names(ops, seg["_lab"]) if names else seg["_lab"].alias("op"),
         ]
     ).cast(schema)  # type: ignore[arg-type]
-
-
-def _packable_threads(ops: pl.DataFrame, threads: pl.DataFrame) -> bool:
-    """Thread ids without nulls that pack into one int64 in (pid, tid) order: pid·2³¹ + tid with
-    |pid| < 2³¹ and 0 ≤ tid < 2³¹ (then :func:`op_segments` runs as two queries)."""
-    for f in (ops, threads):
-        if f["pid"].null_count() or f["tid"].null_count():
-            return False
-        lims = (f["pid"].min(), f["pid"].max(), f["tid"].min(), f["tid"].max())
-        if not all(isinstance(v, int) for v in lims):
-            return False
-        p0, p1, t0, t1 = lims
-        if not (-(2**31) < p0 and p1 < 2**31 and 0 <= t0 and t1 < 2**31):  # type: ignore[operator]
-            return False
-    return True
-
-
-def _op_segments_two_queries(
-    ops: pl.DataFrame, threads: pl.DataFrame, schema: dict[str, pl.DataType], names: bool
-) -> pl.DataFrame:
-    """:func:`op_segments` for packable thread ids (:func:`_packable_threads`): the ops of the
-    threads with their thread's dense rank in one query, the sorted events, their stretches and
-    the thread table in one more (the same sort key, the same arg_sort as the general path)."""
-    key = pl.col("pid").cast(pl.Int64()) * 2**31 + pl.col("tid").cast(pl.Int64())
-    want = threads["pid"].cast(pl.Int64()) * 2**31 + threads["tid"].cast(pl.Int64())
-    o = (
-        ops.lazy()
-        .select("op_id", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id")
-        .filter(key.is_in(pl.lit(want).implode()))
-        .with_columns((key.unique().sort().search_sorted(key, side="left").cast(pl.Int64()) + 1).alias("_g"))
-        .collect(engine="in-memory")
-    )
-    if o.height == 0:
-        return pl.DataFrame(schema=schema)
-    t0, t1, dmax, gmax = (_int(x) for x in (o["start_ns"].min(), o["end_ns"].max(), o["depth"].max(), o["_g"].max()))
-    span, dm = t1 - t0 + 1, dmax
-    dd = 2 * dm + 1
-    if (gmax + 1) * span * 2 * dd >= 2**62:  # pragma: no cover
-        return _op_segments_sorted(o, ops, schema, names)
-    x = (pl.col("_g") * span - t0) * 2
-    d = pl.col("depth").cast(pl.Int64())
-    ol = o.lazy()
-    ev = pl.concat(
-        [
-            ol.select(((x + pl.col("start_ns") * 2 + 1) * dd + d + dm).alias("_key"), pl.col("op_id").alias("_lab")),
-            ol.select(((x + pl.col("end_ns") * 2) * dd - d + dm).alias("_key"), pl.col("parent_id").alias("_lab")),
-        ]
-    ).select(pl.all().gather(pl.col("_key").arg_sort()))
-    xt = pl.col("_key") // dd // 2  # thread × extent + t − t0
-    nxt = pl.when(pl.col("_g") == pl.col("_g").shift(-1)).then(pl.col("s").shift(-1))
-    seg_q = (
-        ev.select((xt // span).alias("_g"), (xt % span + t0).alias("s"), "_lab")
-        .with_columns(nxt.alias("e"))
-        .filter(pl.col("_lab").is_not_null() & (pl.col("e") > pl.col("s")))
-    )
-    thr_q = ol.select("pid", "tid", "_g").unique("_g").sort("_g")  # rank r is row r − 1
-    seg, thr = pl.collect_all([seg_q, thr_q], engine="in-memory")
-    at = seg["_g"] - 1
-    op = _op_names(ops, seg["_lab"]) if names else seg["_lab"].alias("op")
-    cols = [take(thr["pid"], at), take(thr["tid"], at), seg["s"], seg["e"], op]
-    return pl.DataFrame([c.cast(schema[c.name]) for c in cols])
-
-
-def _int(v: object) -> int:
-    return int(v) if isinstance(v, int) else 0
 
 
 def _op_names(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:

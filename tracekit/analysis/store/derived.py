@@ -110,7 +110,7 @@ class Derived:
 
 def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables
-    (of a trace already in a dataset, :func:`derived_store.store_derived` makes the same tables
+    (of a trace already in a dataset, :func:`tracekit.analysis.store.compute.store_derived` makes the same tables
     reading only what they need)."""
     from tracekit.attribution.core import attribute
     from tracekit.costmodel.ops import trace_costs
@@ -146,7 +146,7 @@ def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
 def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     """Compute and store the derived tables of a trace already committed in ``dataset`` (for
     writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest), reading
-    only the columns they need (:func:`derived_store.store_derived`). Each partition is written to
+    only the columns they need (:func:`tracekit.analysis.store.compute.store_derived`). Each partition is written to
     a temporary name and renamed; ``derived_key`` goes last, so an interrupted call leaves tables
     without a key, which :func:`read_derived` ignores."""
     from tracekit.analysis.store.compute import store_derived
@@ -189,7 +189,7 @@ def _store(root: Path, trace_id: str, trace: Trace) -> None:
 
 
 def _stored_lean(root: Path, trace_id: str) -> bool:
-    """:func:`derived_store.store_derived`, best effort: False when the dataset could not be read
+    """:func:`tracekit.analysis.store.compute.store_derived`, best effort: False when the dataset could not be read
     or written (e.g. read-only)."""
     from tracekit.analysis.store.compute import store_derived
     from tracekit.errors import DatasetError
@@ -268,7 +268,7 @@ def load_for_analysis(
     current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
     labels come stored); otherwise the whole trace (``tracekit.load``). With ``ensure`` its missing
     or stale derived tables are computed and stored (best effort): with ``lean`` first, from only
-    the columns they need (:func:`derived_store.store_derived`), and the trace then read with only
+    the columns they need (:func:`tracekit.analysis.store.compute.store_derived`), and the trace then read with only
     the analysis's columns; without, from the whole trace (:func:`ensure_derived`)."""
     import tracekit
     from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
