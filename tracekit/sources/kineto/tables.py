@@ -131,7 +131,7 @@ class Collector:
         for name in TABLE_NAMES:
             if self.pending[name]:
                 df = _offset_concat(self.pending[name])
-                self._append(name, prepare(native_frame(name, df), name, self.dropped))
+                self._append(name, prepare(native_frame(name, df), name, self.dropped).rechunk())
         self.pending = {t: [] for t in TABLE_NAMES}
         self.pending_rows = 0
 

@@ -192,6 +192,14 @@ def ns_from_raw(raws: list[msgspec.Raw]) -> pl.Series:
     return raw_text(raws).to_frame("t").select(ns_from_text(pl.col("t"))).to_series()
 
 
+def own_text(col: pl.Expr) -> pl.Expr:
+    """``col``'s text in buffers of its own. A string column taken from the native scanner views
+    the one text buffer that all the window's string fields share, so one kept column holds every
+    field's text alive (the ops' shapes: ~155 bytes a row instead of ~35); appending "" makes
+    polars write each value anew (BENCHMARKS.md, "Memory per event")."""
+    return col + pl.lit("")
+
+
 def json_text_or_null(col: pl.Expr) -> pl.Expr:
     return pl.when(col == "null").then(None).otherwise(col)
 

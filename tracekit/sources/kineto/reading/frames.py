@@ -121,8 +121,8 @@ def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame
         )
     elif table == "ops":
         lf = lf.with_columns(
-            kc.json_text_or_null(pl.col("input_dims")).alias("input_dims"),
-            kc.json_text_or_null(pl.col("input_strides")).alias("input_strides"),
+            kc.own_text(kc.json_text_or_null(pl.col("input_dims"))).alias("input_dims"),
+            kc.own_text(kc.json_text_or_null(pl.col("input_strides"))).alias("input_strides"),
         )
     else:
         kind = pl.col("_cat").replace_strict(REGION_CATS, return_dtype=pl.String())
