@@ -79,3 +79,22 @@ def test_notebook_runs(path: Path, shared_traces: Path, monkeypatch: pytest.Monk
     assert any("image/png" in o.get("data", {}) for o in outputs)
     text = "".join(str(o.get("text", "")) for o in outputs)
     assert "not GPU evidence" in text or path.stem == "why_is_my_prefill_slow"  # CPU runs say they are diagnostics
+
+
+@pytest.mark.parametrize(
+    ("stem", "effect"),
+    [
+        ("decode_at_growing_context", r"step time rises with context: median ([\d.]+) ms .* → ([\d.]+) ms"),
+        ("phase_shape_sweep", r"throughput rises with rows: ([\d.]+) GFLOP/s at m=\d+ → ([\d.]+) GFLOP/s"),
+    ],
+)
+def test_stored_outputs_teach_their_lesson(stem: str, effect: str) -> None:
+    """Issue 27 item 9: the stored run shows its effect (a later figure above the first) or says the
+    noise hid it — never a picture that contradicts the lesson without a word."""
+    nb = _read(NOTEBOOKS[[p.stem for p in NOTEBOOKS].index(stem)])
+    text = "".join(str(o.get("text", "")) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    m = re.search(effect, text)
+    if m is None:
+        assert "NOISE HIDES THE EFFECT" in text, "neither the effect nor the noise warning is stored"
+    else:
+        assert float(m[2]) > float(m[1]), m[0]
