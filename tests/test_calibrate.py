@@ -86,3 +86,60 @@ def test_calibrate_records_spread_and_load() -> None:
     m = hw.measured
     assert set(m["spread"]) >= {"copy", "fp32"} and all(v >= 1.0 for v in m["spread"].values())
     assert "load_before" in m and "load_after" in m and m["cpus"] >= 1
+
+
+def _calibration(measured_at: str, warnings: list[str] | None = None, threads: int = 1) -> dict[str, object]:
+    return {
+        "key": "calibrated",
+        "measured": {
+            "device": "cpu",
+            "threads": threads,
+            "quick": False,
+            "measured_at": measured_at,
+            "warnings": warnings or [],
+        },
+    }
+
+
+def test_stale_reason_names_why_a_kept_ceiling_is_measured_again() -> None:
+    """Issue 27 item 1: the demo re-measures a cached ceiling that is noisy or older than the machine
+    state it describes. now = 2026-12-05 12:00 UTC; the machine booted at 06:00 UTC."""
+    from tracekit.hardware.calibrate import stale_reason
+
+    now = 1796472000.0  # 2026-12-05T12:00:00Z
+    booted = now - 6 * 3600
+    fresh = _calibration("2026-12-05T10:00:00+0000")
+    assert stale_reason(fresh, "cpu", 1, False, now=now, booted=booted) is None
+    # the same instant written in another zone is still after the boot
+    assert stale_reason(_calibration("2026-12-05T11:00:00+0100"), "cpu", 1, False, now=now, booted=booted) is None
+    noisy = _calibration("2026-12-05T10:00:00+0000", ["calibration on a busy machine: load average 2.0"])
+    assert stale_reason(noisy, "cpu", 1, False, now=now, booted=booted) == (
+        "flagged when measured: calibration on a busy machine: load average 2.0"
+    )
+    before_boot = _calibration("2026-12-05T05:59:00+0000")
+    assert stale_reason(before_boot, "cpu", 1, False, now=now, booted=booted) == (
+        "measured before this machine last started"
+    )
+    old = _calibration("2026-11-27T11:00:00+0000")  # 8 days and 1 hour before now
+    assert stale_reason(old, "cpu", 1, False, now=now, booted=None) == "measured 8 days ago (more than 7)"
+    assert stale_reason(fresh, "cpu", 2, False, now=now, booted=booted) == "measured with 1 thread(s), asked 2"
+    assert stale_reason({"key": "h100"}, "cpu", 1, False, now=now) == "not a calibration written by tracekit calibrate"
+
+
+def test_calibrate_reuse_keeps_a_fresh_file_and_remeasures_a_flagged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    out = tmp_path / "cal.json"
+    doc = _calibration(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    out.write_text(json.dumps(doc))
+    main(["calibrate", "--device", "cpu", "--threads", "1", "--out", str(out), "--reuse"])
+    assert "kept" in capsys.readouterr().out
+    assert json.loads(out.read_text()) == doc  # untouched
+    doc["measured"]["warnings"] = ["repeats vary 3.1x"]  # type: ignore[index]
+    out.write_text(json.dumps(doc))
+    main(["calibrate", "--device", "cpu", "--threads", "1", "--out", str(out), "--reuse", "--quick"])
+    said = capsys.readouterr().out
+    assert "measuring" in said and "measured with full sizes, asked otherwise" in said
+    assert json.loads(out.read_text())["measured"]["quick"] is True  # measured again, written

@@ -39,15 +39,34 @@ from tracekit.errors import UsageError
     help="CPU threads during the measurement; use the profiled run's count (0 = torch's default, all cores).",
 )
 @click.option("--quick", is_flag=True, help="Small sizes: seconds, not a reliable ceiling (smoke tests).")
+@click.option(
+    "--reuse",
+    is_flag=True,
+    help="Keep FILE when it still describes this machine: same device, threads and sizes, no noise or "
+    "busy-machine flag, measured since the last boot and within a week; else measure again (and say why).",
+)
 @force_option("FILE if it exists")
-def calibrate(device: str, out: str, threads: int, quick: bool, force: bool) -> None:
+def calibrate(device: str, out: str, threads: int, quick: bool, reuse: bool, force: bool) -> None:
     """Measure copy bandwidth (large tensor copy) and matmul FLOP/s per dtype (fp32, bf16, and
     fp16/tf32 on CUDA) with torch, or numpy when torch is absent. CPU results are labelled
     "CPU diagnostic — not GPU evidence"; a ridge below 1 FLOP/B or the numpy fallback is flagged."""
-    from tracekit.hardware.calibrate import measure
+    from tracekit.hardware.calibrate import boot_time, measure, stale_reason
     from tracekit.report import fmt
 
     path = Path(out)
+    if reuse and path.exists():
+        why: str | None
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            doc, why = None, f"unreadable ({type(exc).__name__})"
+        else:
+            why = stale_reason(doc, device, threads, quick, booted=boot_time())
+        if why is None:
+            echo(f"kept {path}: measured {doc['measured']['measured_at']}, since the last boot, no flag")
+            return
+        echo(f"measuring {path} again: {why}")
+        force = True
     if path.exists() and not force:
         raise UsageError(f"{path}: exists; pass --force to overwrite")
     if not path.parent.is_dir():

@@ -25,6 +25,7 @@ import os
 import platform
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Final
 
 from tracekit.conventions import CPU_DIAGNOSTIC
@@ -291,3 +292,50 @@ def measure(
         notes="achieved rates on this machine, not datasheet peaks",
         measured=info,
     )
+
+
+MAX_AGE_S: Final = 7 * 24 * 3600  # a kept calibration is measured again after a week
+
+
+def boot_time() -> float | None:
+    """When this machine last started (``btime`` of /proc/stat, epoch seconds); None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def stale_reason(
+    doc: Any, device: str, threads: int, quick: bool, now: float | None = None, booted: float | None = None
+) -> str | None:
+    """Why a stored calibration (``doc``: the hardware file's JSON) does not describe this machine's
+    state now, or None when it does: it must be a calibration of the same device, thread count and
+    size, flagged by nothing (noise, a busy machine, an implausible ridge), measured since this
+    machine last started (``booted``; frequency, governor and neighbours reset with a boot) and
+    less than :data:`MAX_AGE_S` ago. ``now`` defaults to the clock."""
+    m = doc.get("measured") if isinstance(doc, dict) else None
+    if not isinstance(m, dict) or doc.get("key") != "calibrated":
+        return "not a calibration written by tracekit calibrate"
+    if device != "auto" and m.get("device") != device:
+        return f"measured on {m.get('device')!r}, asked {device!r}"
+    if m.get("threads") != threads:
+        return f"measured with {m.get('threads')} thread(s), asked {threads}"
+    if bool(m.get("quick")) != quick:
+        return "measured with " + ("--quick sizes" if m.get("quick") else "full sizes") + ", asked otherwise"
+    warns = m.get("warnings")
+    if warns:
+        return f"flagged when measured: {warns[0] if isinstance(warns, list) else warns}"
+    try:
+        when = datetime.strptime(str(m.get("measured_at")), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (ValueError, OverflowError):
+        return "no readable measurement time"
+    now = time.time() if now is None else now
+    if booted is not None and when < booted:
+        return "measured before this machine last started"
+    if now - when > MAX_AGE_S:
+        return f"measured {int((now - when) // 86400)} days ago (more than {MAX_AGE_S // 86400})"
+    return None
