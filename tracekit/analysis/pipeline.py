@@ -36,6 +36,7 @@ from tracekit.analysis.device import device_block, resolve_hardware
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
+from tracekit.analysis.regions.kernel_classes import is_communication
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
 from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
@@ -329,6 +330,7 @@ def cost(activities: pl.DataFrame, costs: pl.DataFrame) -> tuple[pl.DataFrame, d
     from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
 
     acts = with_costs(activities, costs)
+    acts = acts.with_columns(is_communication(acts["name"], acts["kind"]).alias("comm"))
     tail = tail_summary(acts)
     if tail is not None:  # said, and kept out of latency
         acts = acts.with_columns(
@@ -398,7 +400,7 @@ def phases(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Step ``phases``: phase rows from their activities (regions/rollup.py), their idle causes
     from their regions', their dominant class, verdict and launch delays; and the phases' culprits."""
-    acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype"])
+    acts_ph = gather_acts(in_unit.select("act_id", "phase"), acts, ["dur_ns", "covered", "dtype", "comm"])
     ph = phase_metrics(reg, acts_ph)
     ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, reg, region_culprits)
     if ph.height:

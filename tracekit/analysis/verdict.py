@@ -229,8 +229,13 @@ def classify(
         .when(low_cov)
         .then(
             pl.format(
-                "cost model covers {} of busy time (< {}); {}",
+                "cost model covers {} of busy time{} (< {}); {}",
                 fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
+                pl.when(pl.col("comm_busy_ns").fill_null(0) > 0)
+                .then(pl.lit(" outside communication"))
+                .otherwise(pl.lit(""))
+                if "comm_busy_ns" in df.columns
+                else pl.lit(""),
                 fmt_pct(pl.lit(th.min_coverage)),
                 pl.lit(LOW_COVERAGE_CAUSE),
             )

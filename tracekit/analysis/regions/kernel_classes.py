@@ -12,7 +12,12 @@ import polars as pl
 # match on the kernel name (case-insensitive) wins; unmatched names are "other".
 MEMCPY = "memcpy/memset"
 OP_CLASSES: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|rccl|allreduce|all_reduce|allgather|reduce_scatter|sendrecv"),
+    (
+        "communication",
+        # NCCL/RCCL; vLLM's custom all-reduce (cross_device_reduce_*), torch symmetric memory (multimem_*)
+        r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|sendrecv|all_to_all|alltoall"
+        r"|cross_device_reduce|multimem",
+    ),
     ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
     ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
     ("norm", r"norm"),
@@ -38,6 +43,17 @@ def op_class(names: pl.Expr, kinds: pl.Expr | None = None) -> pl.Expr:
         expr = pl.when(names.str.contains(f"(?i){pat}")).then(pl.lit(cls)).otherwise(expr)
     copy = kinds.is_in(["memcpy", "memset"]).fill_null(False) if kinds is not None else names.str.contains(_COPY_NAME)
     return pl.when(copy).then(pl.lit(MEMCPY)).otherwise(expr)
+
+
+def is_communication(names: pl.Series, kinds: pl.Series | None = None) -> pl.Series:
+    """Whether each activity is communication (class ``communication`` of :func:`op_class`): the
+    rule runs once per distinct name, then a set lookup per activity."""
+    distinct = pl.DataFrame({"name": names.cast(pl.String())}).unique()
+    hits = distinct.filter(op_class(pl.col("name")) == "communication")["name"]
+    out = names.cast(pl.String()).is_in(hits.implode()) if hits.len() else pl.repeat(False, names.len(), eager=True)
+    if kinds is not None:  # a memcpy/memset is a copy whatever its name
+        out = out & ~kinds.is_in(["memcpy", "memset"]).fill_null(False)
+    return out.fill_null(False).alias("comm")
 
 
 def class_totals(per_name: FrameT, keys: list[str]) -> FrameT:

@@ -24,6 +24,7 @@ METRIC_COLUMNS: dict[str, pl.DataType] = {
     "last_ns": pl.Int64(),
     "busy_ns": pl.Int64(),
     "covered_busy_ns": pl.Int64(),
+    "comm_busy_ns": pl.Int64(),
     "device_time_ns": pl.Int64(),
     "gap_count": pl.Int64(),
     "gap_total_ns": pl.Int64(),
@@ -239,7 +240,16 @@ def sweep(acts: pl.DataFrame, key: str) -> pl.DataFrame:
 def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     """:func:`sweep` as a lazy query: with an integer key, one query for the bounds and the rest
     in the caller's plan (a small trace pays per polars query)."""
-    q = acts.lazy().select(key, "start_ns", "end_ns", "dur_ns", pl.col("covered").fill_null(False))
+    comm = pl.col("comm").fill_null(False) if "comm" in acts.columns else pl.lit(False)
+    # communication is never covered work: coverage is priced work over non-communication busy time
+    q = acts.lazy().select(
+        key,
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        (pl.col("covered").fill_null(False) & ~comm).alias("covered"),
+        comm.alias("comm"),
+    )
     kd = acts.schema[key]
     int_key = kd.is_integer() and acts[key].null_count() == 0
     # the bounds as Series minima and maxima (no polars query)
@@ -282,6 +292,7 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
+        prev_nc = pl.when(~pl.col("comm")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
     else:  # per-group windows (slower, never overflows)
         q = q.with_columns(
             pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"), pl.lit(int(t0) - 1).alias("_floor")
@@ -290,10 +301,12 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         prev_cov = (
             pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
         )
-    q = q.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"))
+        prev_nc = pl.when(~pl.col("comm")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
+    q = q.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"), prev_nc.alias("_prevn"))
     # Values carried over from the previous group are below this group's shifted start.
     lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))
     lo_cov = pl.max_horizontal(pl.col("_s"), pl.col("_prevc").fill_null(pl.col("_s")))
+    lo_nc = pl.max_horizontal(pl.col("_s"), pl.col("_prevn").fill_null(pl.col("_s")))
     gap = pl.when(pl.col("_first")).then(0).otherwise((pl.col("_s") - pl.col("_prev")).clip(lower_bound=0))
     q = q.select(
         key,
@@ -302,6 +315,7 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         "dur_ns",
         (pl.col("_e") - lo).clip(lower_bound=0).alias("_busy"),
         pl.when(pl.col("covered")).then((pl.col("_e") - lo_cov).clip(lower_bound=0)).otherwise(0).alias("_cbusy"),
+        pl.when(pl.col("comm")).then(0).otherwise((pl.col("_e") - lo_nc).clip(lower_bound=0)).alias("_nbusy"),
         gap.alias("_gap"),
     )
     return q.group_by(key).agg(
@@ -310,6 +324,7 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         pl.col("end_ns").max().alias("last_ns"),
         pl.col("_busy").sum().cast(pl.Int64()).alias("busy_ns"),
         pl.col("_cbusy").sum().cast(pl.Int64()).alias("covered_busy_ns"),
+        (pl.col("_busy").sum() - pl.col("_nbusy").sum()).cast(pl.Int64()).alias("comm_busy_ns"),
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
         pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"),
         (pl.col("_gap") > 0).sum().cast(pl.Int64()).alias("gap_count"),
@@ -324,7 +339,8 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     """
     if acts.height == 0:
         return pl.DataFrame(schema={key: acts.schema[key], **METRIC_COLUMNS})
-    acts = acts.select(key, "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype")
+    cols = [key, "start_ns", "end_ns", "dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
+    acts = acts.select(*cols, *(["comm"] if "comm" in acts.columns else []))
     out = (
         _sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
@@ -343,13 +359,15 @@ def derived(df: pl.DataFrame) -> pl.DataFrame:
     """
     span = pl.col("span_ns").cast(pl.Float64())
     busy = pl.col("busy_ns").cast(pl.Float64())
+    # coverage leaves out the time only communication ran (docs/analysis.md, "coverage")
+    work = busy - (pl.col("comm_busy_ns").cast(pl.Float64()).fill_null(0.0) if "comm_busy_ns" in df.columns else 0.0)
     cov_busy = pl.col("covered_busy_ns").cast(pl.Float64())
     flops = pl.col("flops")
     nbytes = pl.col("bytes")
     return df.with_columns(
         (pl.col("span_ns") - pl.col("busy_ns")).alias("idle_ns"),
         pl.when(span > 0).then(busy / span).otherwise(None).alias("busy_ratio"),
-        pl.when(busy > 0).then(cov_busy / busy).otherwise(0.0).alias("coverage"),
+        pl.when(work > 0).then(cov_busy / work).otherwise(0.0).alias("coverage"),
         pl.when(nbytes > 0).then(flops / nbytes).otherwise(None).alias("intensity"),
         pl.when(cov_busy > 0).then(flops / (cov_busy * 1e-9)).otherwise(None).alias("achieved_flops_per_s"),
         pl.when(cov_busy > 0).then(nbytes / (cov_busy * 1e-9)).otherwise(None).alias("achieved_bytes_per_s"),

@@ -18,7 +18,16 @@ from tracekit.analysis.regions.windows import host_windows
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
 PHASES = ("prefill", "decode", "mixed")
-INT_FILL = ["kernel_count", "busy_ns", "covered_busy_ns", "device_time_ns", "gap_count", "gap_total_ns", "gap_max_ns"]
+INT_FILL = [
+    "kernel_count",
+    "busy_ns",
+    "covered_busy_ns",
+    "comm_busy_ns",
+    "device_time_ns",
+    "gap_count",
+    "gap_total_ns",
+    "gap_max_ns",
+]
 
 
 def phase_units(regions: pl.DataFrame) -> pl.Series:
@@ -72,7 +81,15 @@ def region_metrics(
     while the metrics are computed)."""
     extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
     pairs = links.select("region_id", "act_id")
-    cost = ["dur_ns", "covered", "cost_op_id", "op_flops", "op_bytes", "dtype"]
+    cost = [
+        "dur_ns",
+        "covered",
+        "cost_op_id",
+        "op_flops",
+        "op_bytes",
+        "dtype",
+        *(["comm"] if "comm" in acts.columns else []),
+    ]
     # one gather: the metrics read the linked activities' times too (two gathers held both copies
     # of the times, and of the pairs, around the metrics' transients: ~18 MB on the 860 MB replica)
     linked = gather_acts(pairs, acts, ["start_ns", "end_ns", *extra, *cost])
@@ -120,6 +137,7 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
                     "span_ns",
                     "busy_ns",
                     "covered_busy_ns",
+                    "comm_busy_ns",
                     "device_time_ns",
                     "gap_count",
                     "gap_total_ns",

@@ -253,7 +253,8 @@ def _coverage(d: ReportData) -> Section:
     cov = d.whole.get("coverage")
     if cov is not None:
         s.paragraphs.append(
-            f"Share of busy time whose operators have a FLOPs/bytes model: {fmt.value('coverage', cov)} (whole trace)."
+            "Share of busy time whose operators have a FLOPs/bytes model (time when only communication "
+            f"kernels ran is left out): {fmt.value('coverage', cov)} (whole trace)."
         )
     if d.phases.height and "coverage" in d.phases.columns:
         s.tables.append(table(d.phases, ["phase", "coverage"], caption="coverage per phase", collapse=False))

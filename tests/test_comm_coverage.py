@@ -1,0 +1,77 @@
+"""Issue 26 item 4: communication is its own class and stays out of the coverage denominator
+(coverage = priced compute/memory work over non-communication busy time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tracekit
+from tracekit.analysis import analyze
+from tracekit.analysis.regions.kernel_classes import is_communication
+from kineto_events import write_trace
+
+
+def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _trace(tmp_path: Path) -> Path:
+    """One region 0–100 µs: a priced aten::mm whose GEMM runs 10–30 µs on stream 7; an unpriced
+    all-reduce whose NCCL kernel runs 25–80 µs on stream 8 (5 µs under the GEMM); an unpriced op
+    whose kernel runs 80–90 µs."""
+    mm = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]}
+    ev = [
+        _x("user_annotation", "step", 0, 100),
+        _x("cpu_op", "aten::mm", 1, 6, **{"External id": 1, **mm}),
+        _x("cuda_runtime", "cudaLaunchKernel", 2, 3, correlation=1, **{"External id": 1}),
+        _x("kernel", "ampere_sgemm_64x64_nn", 10, 20, tid=7, pid=0, device=0, stream=7, correlation=1),
+        _x("cpu_op", "c10d::allreduce_", 8, 6, **{"External id": 2}),
+        _x("cuda_runtime", "cudaLaunchKernel", 9, 3, correlation=2, **{"External id": 2}),
+        _x(
+            "kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 25, 55, tid=8, pid=0, device=0, stream=8, correlation=2
+        ),
+        _x("cpu_op", "aten::my_custom_op", 15, 6, **{"External id": 3}),
+        _x("cuda_runtime", "cudaLaunchKernel", 16, 3, correlation=3, **{"External id": 3}),
+        _x("kernel", "my_custom_kernel", 80, 10, tid=7, pid=0, device=0, stream=7, correlation=3),
+    ]
+    return Path(write_trace(tmp_path, ev))
+
+
+def test_communication_is_out_of_the_coverage_denominator(tmp_path: Path) -> None:
+    r = analyze(tracekit.load(str(_trace(tmp_path))))
+    step = r.regions.filter(r.regions["name"] == "step").row(0, named=True)
+    # busy = union [10,30] ∪ [25,80] ∪ [80,90] = 80 µs; without communication [10,30] ∪ [80,90] = 30 µs
+    assert step["busy_ns"] == 80_000
+    assert step["comm_busy_ns"] == 50_000  # the all-reduce alone: 30–80 µs
+    assert step["covered_busy_ns"] == 20_000  # the GEMM
+    assert step["coverage"] == pytest.approx(20 / 30)  # was 20 / 80 with communication in the denominator
+    # aten::mm 64×64×64: 2·64³ FLOPs, all of the step's
+    assert step["flops"] == pytest.approx(2 * 64**3)
+    whole = r.totals["trace"]
+    assert whole["coverage"] == pytest.approx(20 / 30)
+
+
+def test_low_coverage_reason_says_communication_is_left_out(tmp_path: Path) -> None:
+    # coverage 2/3 is below a 0.9 threshold: the reason names the denominator
+    r = analyze(tracekit.load(str(_trace(tmp_path))), thresholds="coverage=0.9")
+    reason = r.regions.filter(r.regions["name"] == "step")["reason"][0]
+    assert reason.startswith("cost model covers 67 % of busy time outside communication (< 90 %)"), reason
+
+
+def test_is_communication_by_name_never_a_copy() -> None:
+    import polars as pl
+
+    names = pl.Series(
+        [
+            "ncclKernel_AllGather_RING",
+            "Memcpy DtoD (Device -> Device)",
+            "cross_device_reduce_1stage",
+            "ampere_sgemm",
+            "rcclAllReduce",
+        ]
+    )
+    kinds = pl.Series(["kernel", "memcpy", "kernel", "kernel", "kernel"])
+    assert is_communication(names, kinds).to_list() == [True, False, True, False, True]
