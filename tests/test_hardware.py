@@ -44,6 +44,8 @@ def dev(
         ("NVIDIA B200", 148, 190e9, "10.0", "b200"),
         ("AMD Instinct MI300X", 304, 206141652992, "9.4", "mi300x"),
         ("AMD Instinct MI300X VF", 304, 205571227648, "9.4", "mi300x"),
+        ("AMD Instinct MI355X", 256, 309e9, "9.5", "mi355x"),
+        ("", 256, 309e9, "9.5", "mi355x"),  # empty name: 256 CUs decide
         ("", 304, 206141652992, "9.4", "mi300x"),  # the vLLM trace: empty name, 304 CUs
         ("AMD Radeon Graphics", 104, 68702699520, "9.0", "mi250-gcd"),  # HTA's MI250 trace: one GCD
         ("AMD Instinct MI250X/MI250", 110, 68.7e9, "9.0", "mi250x-gcd"),
@@ -128,3 +130,25 @@ def test_hardware_file_round_trip_and_errors(tmp_path: Path) -> None:
         with pytest.raises(UsageError) as exc:
             load_hardware_file(p)
         assert "\n" not in str(exc.value) and str(p) in str(exc.value)
+
+
+def test_low_precision_roofs() -> None:
+    """Issue 26 item 5: fp8 and fp4 peaks where the datasheet gives them, and the names the cost
+    model emits for them resolve to those roofs."""
+    from tracekit.costmodel.args import DTYPES
+
+    b200 = lookup([dev("NVIDIA B200", 148, 190e9, "10.0")])
+    assert b200 is not None
+    # HGX B200: FP4 144 PFLOPS sparse over 8 GPUs -> 18 sparse -> 9 PFLOP/s dense per GPU
+    assert b200.peak("fp4") == b200.peak("mxfp4") == b200.peak("nvfp4") == b200.peak("fp4_e2m1") == 9000e12
+    assert b200.ridge("fp4") == 9000e12 / 8000e9  # 1,125 FLOP/B
+    mi355 = lookup([dev("AMD Instinct MI355X", 256, 309e9, "9.5")])
+    assert mi355 is not None
+    # 256 CUs x 8,192 FP8 FLOP/clock x 2.4 GHz = 5.033 PFLOP/s; MXFP4 twice, BF16 half
+    assert mi355.peak("fp8_e4m3") == pytest.approx(256 * 8192 * 2.4e9, rel=1e-4)
+    assert mi355.peak("fp4") == pytest.approx(2 * 256 * 8192 * 2.4e9, rel=1e-4)
+    assert mi355.peak("bf16") == pytest.approx(256 * 8192 * 2.4e9 / 2, rel=1e-4)
+    h100 = lookup([dev("NVIDIA H100 80GB HBM3", 132, 85e9, "9.0")])
+    assert h100 is not None and h100.peak("fp4") is None  # Hopper has no fp4 tensor rate: no roof, never invented
+    # torch's packed fp4 tensor: the shape counts packed bytes (two e2m1 values each)
+    assert DTYPES["c10::Float4_e2m1fn_x2"] == ("fp4_e2m1", 1)

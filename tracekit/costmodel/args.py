@@ -22,6 +22,8 @@ DTYPES: Final[dict[str, tuple[str, float]]] = {
     "c10::Float8_e5m2": ("fp8_e5m2", 1),
     "c10::Float8_e5m2fnuz": ("fp8_e5m2", 1),
     "c10::Float8_e8m0fnu": ("fp8_e8m0", 1),
+    # two e2m1 values per byte; the traced shape counts the packed bytes, so 1 byte per shape element
+    "c10::Float4_e2m1fn_x2": ("fp4_e2m1", 1),
     "signed char": ("int8", 1),
     "unsigned char": ("uint8", 1),
     "short int": ("int16", 2),
@@ -37,7 +39,9 @@ DTYPES: Final[dict[str, tuple[str, float]]] = {
 }
 # Used when a TensorList hides its element type (Kineto writes just "TensorList").
 INDEX_DTYPE: Final = ("int64", 8.0)
-_FLOAT_RANK: Final = {"fp64": 5, "fp32": 4, "fp16": 3, "bf16": 3, "fp8_e4m3": 2, "fp8_e5m2": 2}
+# An op computes at its widest float input: W4A16 / W8A16 (packed weights, bf16 activations) is a
+# bf16 op read at its packed weights' bytes; an fp8 x fp8 scaled_mm is an fp8 op.
+_FLOAT_RANK: Final = {"fp64": 5, "fp32": 4, "fp16": 3, "bf16": 3, "fp8_e4m3": 2, "fp8_e5m2": 2, "fp4_e2m1": 1}
 
 # Priority classes: a costed op whose descendant has a model of the same or higher class defers
 # to it (counted_in_child); a lower-class descendant of a costed op defers to that ancestor.

@@ -21,7 +21,13 @@ from tracekit.hardware.table import TABLE
 
 FILE_FORMAT: Final = "tracekit.hardware/1"
 # dtype names the cost model emits that share a peak with a table dtype
-_ALIASES: Final[dict[str, str]] = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+_ALIASES: Final[dict[str, str]] = {
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp4_e2m1": "fp4",  # torch's Float4_e2m1fn_x2, MXFP4 and NVFP4 elements: the fp4 tensor rate
+    "mxfp4": "fp4",
+    "nvfp4": "fp4",
+}
 # Names that do not identify the part: decide by SM/CU count. ROCm names both MI250 and MI250X
 # "AMD Instinct MI250X/MI250"; 104 CUs per GCD is an MI250, 110 an MI250X.
 _GENERIC: Final = re.compile(r"^(|amd radeon graphics( vf)?|cuda gpu|.*\bmi250x mi250\b.*)$")

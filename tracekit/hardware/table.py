@@ -236,11 +236,36 @@ TABLE: Final[list[dict[str, Any]]] = [
             "fp16": 2250.0,
             "fp8": 4500.0,
             "int8": 4500.0,
+            "fp4": 9000.0,
         },
         "gbps": 8000.0,
         "source": (
             "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx): 8-GPU totals divided by 8, "
-            "sparse tensor figures halved; 8 TB/s HBM3e per GPU"
+            "sparse tensor figures halved (FP4 144 PFLOPS sparse per 8 GPUs -> 9 dense per GPU); "
+            "8 TB/s HBM3e per GPU"
+        ),
+    },
+    {
+        "key": "mi355x",
+        "name": "AMD Instinct MI355X",
+        "names": [r"\bmi355x\b"],
+        "units": 256,
+        "cc": "9.5",
+        "tflops": {
+            "fp64": 78.6,
+            "fp32": 157.3,
+            "bf16": 2516.6,
+            "fp16": 2516.6,
+            "fp8": 5033.2,
+            "int8": 5033.2,
+            "fp6": 10066.3,
+            "fp4": 10066.3,
+        },
+        "gbps": 8000.0,
+        "source": (
+            "AMD Instinct MI355X product page (amd.com/en/products/accelerators/instinct/mi350/mi355x.html), dense "
+            "figures: FP8 = 256 CUs x 8,192 FLOP/clock (AMD, ISSCC 2026) x 2.4 GHz = 5.03 PFLOP/s, FP16/BF16 half "
+            "of it, MXFP6/MXFP4 twice; 288 GB HBM3E at 8 TB/s"
         ),
     },
     {
