@@ -210,3 +210,41 @@ def test_outermost_regions_stand_for_steps_when_a_trace_has_none() -> None:
     assert keys["family"].unique().to_list() == ["run_rank{r}"]
     g = group_jobs(keys)
     assert dict(zip(g["trace_id"], g["job"])) == {"a": 1, "b": 1, "c": 2}
+
+
+def test_sglang_stage_files_of_one_run_are_paired_jobs(tmp_path: Path) -> None:
+    """Issue 26 item 7: SGLang's per-stage files ``{run}-TP-{t}-EXTEND`` / ``-DECODE`` of one run.
+    No distributedInfo: the rank comes from TP-{t}. The two stages are two jobs of two ranks each
+    (a prefill-stage file is not a rank of the decode stage), paired with each other; another run's
+    file is a job of its own."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for stage in ("EXTEND", "DECODE"):
+        for t in range(2):
+            rank_trace(src / f"1733400000-TP-{t}-{stage}.trace.json", None, None, H100)
+    rank_trace(src / "1733499999-TP-0-DECODE.trace.json", None, None, H100)  # another run
+    doc, text = ingest_analyze(src, tmp_path)
+    jobs = {(j["key"]["run"], j["key"]["stage"]): j for j in doc["jobs"]}
+    assert set(jobs) == {("1733400000", "prefill"), ("1733400000", "decode"), ("1733499999", "decode")}
+    pre, dec, other = jobs[("1733400000", "prefill")], jobs[("1733400000", "decode")], jobs[("1733499999", "decode")]
+    assert pre["compared"] and dec["compared"] and not other["compared"]
+    assert sorted(pre["ranks"]) == [0, 1] and sorted(dec["ranks"]) == [0, 1]  # from TP-0 / TP-1
+    assert pre["paired"] == [{"job": dec["id"], "stage": "decode"}]
+    assert dec["paired"] == [{"job": pre["id"], "stage": "prefill"}]
+    assert other["paired"] == []
+    assert f"prefill stage, paired with job {dec['id']} (decode)" in text
+
+
+def test_ingest_of_a_folder_lists_engine_runs(tmp_path: Path) -> None:
+    """Issue 26 item 7: ingest of a folder groups SGLang's files by run (two runs, one with both stages)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for stage in ("EXTEND", "DECODE"):
+        rank_trace(src / f"1733400000-TP-0-{stage}.trace.json", None, None, H100)
+    rank_trace(src / "1733499999-TP-0.trace.json", None, None, H100)
+    code, out, err = tk("ingest", str(src), "--out", str(tmp_path / "ds"), "--workers", "1")
+    assert code == 0, err
+    line = next(x for x in (out + err).splitlines() if "engine run" in x)
+    assert line == (
+        "2 engine runs by file name: sglang 1733400000: 2 traces (prefill 1, decode 1); sglang 1733499999: 1 trace"
+    )

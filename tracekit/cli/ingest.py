@@ -119,6 +119,16 @@ def ingest(
     echo(
         f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else "")
     )
+    from tracekit.sources.engine_names import engine_runs
+
+    runs = engine_runs([Path(r.path).name for r in run.ok])
+    if runs and (len(runs) > 1 or any(stages for *_, stages in runs)):
+        listed = "; ".join(
+            f"{engine} {name}: {count(n, 'trace')}"
+            + (" (" + ", ".join(f"{k} {v}" for k, v in stages.items()) + ")" if stages else "")
+            for engine, name, n, stages in runs
+        )
+        echo(f"{count(len(runs), 'engine run')} by file name: {listed}")
     if where.mode != "serial" and run.worker_peak_rss_kb:
         peaks = sorted(run.worker_peak_rss_kb.values())
         cpu = sum(r.cpu_s for r in run.results)

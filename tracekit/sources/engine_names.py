@@ -98,3 +98,23 @@ def apply_engine_name(meta: dict[str, Any], name: str) -> None:
             "backend": dist.get("backend"),
         }
         meta["layout"]["rank_from"] = "file name"
+
+
+def engine_runs(names: list[str]) -> list[tuple[str, str, int, dict[str, int]]]:
+    """The engine runs among trace file names, sorted by engine and run: ``(engine, run, traces,
+    traces per stage)`` for each run an engine's name gives (names without a run are left out);
+    stages in the order prefill, decode."""
+    runs: dict[tuple[str, str], tuple[int, dict[str, int]]] = {}
+    for n in names:
+        p = parse_engine_name(n)
+        if p is None or p.run is None:
+            continue
+        count, stages = runs.get((p.engine, p.run), (0, {}))
+        if p.stage is not None:
+            stages[p.stage] = stages.get(p.stage, 0) + 1
+        runs[(p.engine, p.run)] = (count + 1, stages)
+    order = {"prefill": 0, "decode": 1}
+    return [
+        (e, r, c, dict(sorted(s.items(), key=lambda kv: order.get(kv[0], 2))))
+        for (e, r), (c, s) in sorted(runs.items())
+    ]

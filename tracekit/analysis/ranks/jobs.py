@@ -13,7 +13,15 @@ traces are in the same job when their **key** is equal (see docs/scale.md, "Jobs
 - ``family``: the file name with its extensions removed and the rank number written ``{r}`` (the
   last digit run equal to the recorded rank; when no rank is recorded, the last digit run after a
   separator ``-_.`` or a rank word — rank, tp, pp, dp, gpu, worker — and before a separator or the
-  end): ``rank-03.json.gz`` → ``rank-{r}``, ``llama-TP-3`` → ``llama-TP-{r}``, ``h100_run`` stays.
+  end): ``rank-03.json.gz`` → ``rank-{r}``, ``llama-TP-3`` → ``llama-TP-{r}``, ``h100_run`` stays;
+- ``run`` and ``stage``: what an engine's file name says (tracekit/sources/engine_names.py): the
+  part its files of one profiling run share (vLLM's prefix, SGLang's ``[prefix-]profile_id``) and
+  SGLang's per-stage suffix (prefill / decode).
+
+A trace without a recorded rank takes its rank from the engine's file name when the name gives a
+single group (SGLang ``…-TP-3``: rank 3). The per-stage files of one SGLang run — ``…-TP-{t}-EXTEND``
+and ``…-TP-{t}-DECODE`` — are different jobs (a prefill stage is not a rank of the decode stage)
+and are **paired**: each job's row names the jobs of the same run at the other stages.
 
 Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats, the
 n-th trace (by id) of each rank goes to the n-th job (two runs of the same job ingested together).
@@ -31,7 +39,7 @@ import polars as pl
 from tracekit.analysis.ranks.per_trace import RankPieces
 from tracekit.numbers import count
 
-KEY_COLUMNS = ("format", "device", "world_size", "backend", "steps", "family")
+KEY_COLUMNS = ("format", "device", "world_size", "backend", "steps", "family", "run", "stage")
 KEY_SCHEMA = {
     "trace_id": pl.String(),
     "rank": pl.Int64(),
@@ -41,6 +49,8 @@ KEY_SCHEMA = {
     "backend": pl.String(),
     "steps": pl.String(),
     "family": pl.String(),
+    "run": pl.String(),
+    "stage": pl.String(),
 }
 EXTENSIONS = (".gz", ".zst", ".json", ".sqlite", ".trace", ".pt", ".nsys-rep", ".pftrace")
 MAX_STEP_KINDS = 12  # a step structure names at most this many step kinds (sorted; the rest are dropped)
@@ -80,16 +90,20 @@ def job_keys(pieces: list[RankPieces]) -> pl.DataFrame:
     for p in pieces:
         m = p.meta_key
         names = [f"{ph or '-'}:{n}" for n, ph in p.steps.select("name", "phase").iter_rows()] if p.steps.height else []
+        groups = m.get("group_ranks") or {}
+        rank = p.rank if p.rank is not None else (next(iter(groups.values())) if len(groups) == 1 else None)
         rows.append(
             {
                 "trace_id": p.trace_id,
-                "rank": p.rank,
+                "rank": rank,
                 "format": m.get("format"),
                 "device": m.get("device") or p.device,
                 "world_size": m.get("world_size"),
                 "backend": m.get("backend"),
                 "steps": step_kinds(names) if names else step_kinds(list(m.get("top_regions") or [])),
-                "family": family(p.source, p.rank),
+                "family": family(p.source, rank),
+                "run": m.get("run"),
+                "stage": m.get("stage"),
             }
         )
     return pl.DataFrame(rows, schema=KEY_SCHEMA)
@@ -119,6 +133,11 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
     """The jobs as JSON rows: ``id``, ``traces`` (ids), ``ranks`` (recorded, or null), ``key`` (the
     shared key columns), ``compared`` (≥ 2 traces: compared as ranks) and ``why`` (in words)."""
     out: list[dict[str, Any]] = []
+    stages = (
+        grouped.filter(pl.col("run").is_not_null() & pl.col("stage").is_not_null())
+        .group_by("job")
+        .agg(pl.col("run").first(), pl.col("stage").first())
+    )
     for (job,), g in grouped.group_by("job", maintain_order=True):
         first = g.row(0, named=True)
         key = {c: first[c] for c in KEY_COLUMNS}
@@ -128,6 +147,14 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
             if n > 1
             else "alone: no other trace shares its " + ", ".join(KEY_COLUMNS)
         )
+        paired = (
+            stages.filter((pl.col("run") == key["run"]) & (pl.col("stage") != key["stage"]) & (pl.col("job") != job))
+            .sort("job")
+            .select("job", "stage")
+            .rows()
+            if key["run"] is not None and key["stage"] is not None
+            else []
+        )
         out.append(
             {
                 "id": int(job),
@@ -136,6 +163,7 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
                 "key": key,
                 "compared": n > 1,
                 "why": why,
+                "paired": [{"job": int(j), "stage": st} for j, st in paired],
             }
         )
     return out
@@ -149,6 +177,8 @@ def _key_words(key: dict[str, Any]) -> list[str]:
         "backend": "backend",
         "steps": "steps",
         "family": "file name",
+        "run": "run",
+        "stage": "stage",
     }
     out = []
     for c in KEY_COLUMNS:

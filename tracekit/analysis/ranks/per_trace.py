@@ -123,12 +123,18 @@ def meta_key(meta: dict[str, Any], regions: pl.DataFrame) -> dict[str, Any]:
     if regions.height and "depth" in regions.columns:
         top = sorted(set(regions.filter(pl.col("depth") == 0)["name"].cast(pl.String()).drop_nulls().to_list()))
     ws = dist.get("world_size")
+    raw = meta.get("layout")
+    layout: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return {
         "format": meta.get("format"),
         "device": devices[0].get("name") if devices else None,
         "world_size": int(ws) if ws is not None else None,
         "backend": dist.get("backend"),
         "top_regions": top,
+        # what the engine's file name says (sources/engine_names.py): run, stage, ranks in groups
+        "run": layout.get("run"),
+        "stage": layout.get("stage"),
+        "group_ranks": {k[:-5]: v for k, v in layout.items() if k.endswith("_rank") and isinstance(v, int)},
     }
 
 

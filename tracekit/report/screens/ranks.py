@@ -59,10 +59,17 @@ def jobs_line(doc: dict[str, Any]) -> str:
     parts = []
     for j in jobs:
         ids = j["traces"]
+        pairs = j.get("paired") or []
+        stage = (
+            f"; {j['key'].get('stage')} stage, paired with "
+            + ", ".join(f"job {p['job']} ({p['stage']})" for p in pairs)
+            if pairs
+            else ""
+        )
         if j.get("compared"):
-            parts.append(f"job {j['id']}: {fmt.count(len(ids), 'trace')} compared as ranks ({j['why']})")
+            parts.append(f"job {j['id']}: {fmt.count(len(ids), 'trace')} compared as ranks ({j['why']}{stage})")
         else:
-            parts.append(f"job {j['id']}: {ids[0]} alone, not compared")
+            parts.append(f"job {j['id']}: {ids[0]} alone, not compared" + (f" ({stage[2:]})" if stage else ""))
     return f"{fmt.count(len(jobs), 'job')}: " + "; ".join(parts) + "."
 
 
