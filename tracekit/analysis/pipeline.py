@@ -178,7 +178,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
         acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
-    if (note := replay_note(acts)) is not None:
+    if (note := replay_note(acts, trace.meta.get("capture"))) is not None:
         warnings.append(note)
     warnings.extend(unread_step_names(labels))
     warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))

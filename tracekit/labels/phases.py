@@ -16,6 +16,8 @@ Conventions recognised (see docs/phases.md for the evidence behind each):
   group's scheduled tokens (what follows varies across vLLM versions and is not read);
 - any name containing "prefill" or "decode" (case-insensitive; both → mixed), except "decoder",
   which names a model part, not the phase;
+- graph capture and warm-up spans (:data:`WARMUP_RE`: ``capture_<n>_…``, ``_dummy_run``,
+  ``_capture_graph``) → other, so their kernels stay out of the steady-state phases;
 - user rules ``REGEX=PHASE`` (:func:`parse_phase_map`), which win over all built-ins.
 """
 
@@ -51,6 +53,10 @@ _SGLANG_PHASE: Final = {
 }
 # Group 1 (the step's tokens) is absent in vLLM's native form.
 VLLM_RE: Final = r"^execute_(?:(\d+)_)?context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)"
+# Graph capture and warm-up: vLLM's ``capture_<n>_<MODE>`` / ``capture_<n>_draft_<MODE>`` labels and
+# ``_dummy_run`` steps, SGLang's ``capture_<bs>_<MODE>`` labels and ``_capture_graph`` spans. Not
+# steady-state work: phase other, whatever words they hold (``capture_32_DECODE``).
+WARMUP_RE: Final = r"^(?:capture_\d+_|_?dummy_run\b|_capture_graph\b|capture_graph_bs_\d+)"
 # Names that look like engine steps: one that no rule reads gets a warning (unread_step_names).
 STEP_LIKE_RE: Final = r"^(?i:execute_|step\[|step_|forward_step)"
 PROFILER_STEP_RE: Final = r"#(\d+)$"

@@ -1,7 +1,8 @@
 """Region labelling: every region gets a phase (prefill | decode | mixed | other), the one-line rule
 that gave it, a step number and the attributes its name carries. See docs/phases.md.
 
-Precedence for a region's own phase: user ``--phase-map`` rules (first match wins) → tracekit's
+Precedence for a region's own phase: user ``--phase-map`` rules (first match wins) → graph capture
+and warm-up spans (other) → tracekit's
 ``tk:`` names → SGLang ``step[…]`` → vLLM ``execute_…`` → names containing prefill/decode. A region
 with none of its own inherits its nearest ancestor's ("inherited from …"); else ``other``.
 When nothing is annotated, :func:`infer_phase_from_shapes` looks at the attention ops' query length.
@@ -51,10 +52,13 @@ def label_regions(
     sg, vl = ph.sglang_columns(name), ph.vllm_columns(name)
     up, urule = ph.user_phase(name, rules)
     kw = ph.keyword_phase(name)
-    own = pl.coalesce(up, pl.col("_tk_phase"), sg["phase"], vl["phase"], kw)
+    warm = name.str.contains(ph.WARMUP_RE)
+    own = pl.coalesce(up, pl.when(warm).then(pl.lit(ph.OTHER)), pl.col("_tk_phase"), sg["phase"], vl["phase"], kw)
     rule = (
         pl.when(up.is_not_null())
         .then(urule)
+        .when(warm)
+        .then(pl.lit("graph capture / warm-up (not a steady-state step)"))
         .when(pl.col("_tk_phase").is_not_null())
         .then(pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1))
         .when(sg["phase"].is_not_null())
