@@ -150,19 +150,21 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     from tracekit.analysis.communication import exposed
     from tracekit.analysis.features import detect as detect_features
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
+    from tracekit.costmodel.model import model_notes
     from tracekit.labels.phases import unread_step_names
     from tracekit.labels.regions import TK_KEYS, label_regions
     from tracekit.labels.tk_ints import out_of_range_warnings
     from tracekit.sources.kineto.capture.merge import replay_note
 
     comm = exposed(trace.kernels)
-    stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
+    # a model config given now (--model) changes costs: stored ones are not reused
+    stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if trace.read_in_part and (stored is None or phase_map is not None):
         # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
         from tracekit.tables.trace import read_dataset
 
         trace = read_dataset(trace.meta["dataset_path"], trace.trace_id)
-        stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
+        stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if stored is None:
         from tracekit.attribution.core import attribute
         from tracekit.costmodel.ops import trace_costs
@@ -180,6 +182,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
     if (note := replay_note(acts, trace.meta.get("capture"))) is not None:
         warnings.append(note)
+    warnings.extend(model_notes(costs))
     warnings.extend(unread_step_names(labels))
     warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))
     if not (labels["phase"] != "other").any():
