@@ -50,6 +50,7 @@ from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.speculative import speculative
 from tracekit.analysis.op_work import op_work
 from tracekit.analysis.serving.step_cost import kv_shape
+from tracekit.analysis.replay_estimate import estimate_replays, estimated_acts, mark_estimated
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.tables import schema
 from tracekit.tables.gather import take
@@ -79,6 +80,7 @@ class Inputs:
     sidecar: dict[str, Any] | None = None
     communication: pl.DataFrame | None = None  # communication.exposed of the kernels
     features: list[dict[str, Any]] | None = None  # analysis/features.py: what the run used
+    model: dict[str, Any] | None = None  # the model's config (--model): estimates for unmapped replays
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
         acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
-    if (note := replay_note(acts, trace.meta.get("capture"))) is not None:
+    if (note := replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))) is not None:
         warnings.append(note)
     warnings.extend(model_notes(costs))
     warnings.extend(unread_step_names(labels))
@@ -215,6 +217,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
+        model=trace.meta.get("model"),
     )
 
 
@@ -265,6 +268,10 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         warn.append(NO_CPU_WARNING)
     acts, tail = cost(f.take("activities"), f.costs)
     regions = f.take("labels").filter(pl.col("kind") != schema.REGION_GPU_USER)
+    # graph replays no capture mapped: estimated costs from the model's config (replay_estimate.py)
+    acts = estimate_replays(acts, regions, x.model)
+    est = estimated_acts(acts)
+    est_regions = f.region_links.join(est, on="act_id", how="semi")["region_id"].unique()
     units = phase_units(regions)
     reg, f.linked = region_metrics(regions, acts, f.region_links, x.cpu_only, units)
     f.shapes = f.costs.select([c for c in ("op_id", "input_dims") if c in f.costs.columns])
@@ -276,6 +283,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         reg = device_only_reason(reg)
     work = op_work(acts, f.prep["op_class"], f.shapes) if s.op_work else pl.DataFrame()
     reg = noise_reasons(reg, acts, f.in_unit, s.thresholds.min_coverage, x.cpu_only)
+    est_phases = f.in_unit.join(est, on="act_id", how="semi")["phase"].unique()
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
@@ -283,11 +291,16 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     if no_cpu and ph.height:
         ph = device_only_reason(ph)
     culprits = culprit_frame(f.take("region_culprits"), ph_cul, reg, ph)
+    if est.height:
+        reg = mark_estimated(reg, pl.col("region_id").is_in(est_regions.implode()))
+        ph = mark_estimated(ph, pl.col("phase").is_in(est_phases.implode()))
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
     whole, unattr = whole_trace(acts, s, x.device_name)
     if no_cpu:
         whole = device_only_reason(whole)
+    if est.height:
+        whole = mark_estimated(whole, pl.lit(True))
     tk, to, classes = tops(acts, regions, unit_ph, closure)
     lat = latency(latency_units(reg, tail), sidecar=x.sidecar, slo=s.slo)
     warn.extend(lat.scalars.get("notes") or [])

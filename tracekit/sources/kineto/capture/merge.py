@@ -243,11 +243,12 @@ def _apply(
     return kernels, launches, ops
 
 
-def replay_note(activities: pl.DataFrame, capture: Any = None) -> str | None:
+def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = False) -> str | None:
     """One line for the output when graph replays kept no ops (no capture trace, or none that
     matched): kernels, device time and graph launches, and the advice that fits: pass a capture
     when none was given, else why the given one did not map them. ``capture``: the trace's
-    ``meta["capture"]``. None when there are no such replays."""
+    ``meta["capture"]``; ``model``: a model config was given (their costs are estimated from it,
+    tracekit/analysis/replay_estimate.py). None when there are no such replays."""
     if "launch_name" not in activities.columns:
         return None
     # the name rule runs once per distinct launch name, not per activity
@@ -270,6 +271,11 @@ def replay_note(activities: pl.DataFrame, capture: Any = None) -> str | None:
         reasons = [str(r["reason"]) for r in info.get("launches") or [] if isinstance(r, dict) and r.get("reason")]
         why = reasons[0] if reasons else "the capture holds no graph (StreamBeginCapture…EndCapture)"
         advice = f"{count(len(files), 'capture file')} read, but they did not match: {why}"
+    advice += (
+        "; their FLOPs and bytes are estimated from --model and the step name"
+        if model
+        else "; --model CONFIG.json estimates their FLOPs and bytes"
+    )
     return (
         f"graph replay without capture trace: {count(g.height, 'kernel')}, {duration(ns)} of device time, in "
         f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes ({advice})"

@@ -1,0 +1,92 @@
+"""Replays without a capture trace (issue 26, item 2): a full-graph decode step whose one graph
+launch replays every kernel of a 2-layer model, no capture trace. Kernels are classed by name
+(gemm, attention, norm, elementwise); with --model and the step name's sums each class gets
+estimated FLOPs and bytes, and the verdict says it is an estimate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from golden.kineto import kernel, launch, region, write
+from kineto_events import cli_stdout
+from tracekit.analysis import analyze
+from tracekit.sources import load
+
+STEP = "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk55086sqsq32sqsk55086)"
+CONFIG = {  # a 2-layer Llama-3-8B-shaped model
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 2,
+    "torch_dtype": "bfloat16",
+}
+# per layer: (kernel, µs)
+LAYER = [
+    ("rms_norm_kernel", 5),
+    ("nvjet_gemm_qkv", 25),
+    ("paged_attention_v2_kernel", 80),
+    ("nvjet_gemm_o", 17),
+    ("fused_add_rms_norm_kernel", 5),
+    ("nvjet_gemm_gate_up", 75),
+    ("act_and_mul_kernel", 5),
+    ("nvjet_gemm_down", 35),
+]
+
+
+def _trace(tmp_path: Path) -> Path:
+    ev: list[dict[str, Any]] = [region(STEP, 0, 700), launch(10, 1, name="cudaGraphLaunch", dur=5)]
+    t = 20
+    for _ in range(2):
+        for name, us in LAYER:
+            ev.append(kernel(name, t, us, 1))
+            t += us
+    return write(tmp_path / "decode.json", ev)
+
+
+def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, capsys: Any) -> None:
+    path = _trace(tmp_path)
+    bare = analyze(load(path))
+    # Without the config: per-class time still (gemm 2·152 µs, attention 160, norm 20,
+    # elementwise 10) but no FLOPs: verdict unknown.
+    cls = bare.class_roofline.filter(pl.col("scope_kind") == "trace")
+    times = dict(zip(cls["op_class"], cls["device_time_ns"]))
+    assert times == {"gemm": 304_000, "attention": 160_000, "norm": 20_000, "elementwise": 10_000}
+    assert bare.regions.row(0, named=True)["bound"] == "unknown"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(CONFIG))
+    tr = load(path, model=cfg)
+    res = analyze(tr)
+    cls = res.class_roofline.filter(pl.col("scope_kind") == "trace")
+    got = {r["op_class"]: (r["flops"], r["bytes"]) for r in cls.iter_rows(named=True)}
+    # gemm, per layer: P = 4096·(32 + 8 + 8)·128 + 32·128·4096 + 3·4096·14336 = 218,103,808
+    # weights; FLOPs 2·32·P = 13,958,643,712; 2 layers: 27,917,287,424.
+    assert got["gemm"][0] == 27_917_287_424.0
+    # bytes: weights at 2 B, 2·218,103,808·2 = 872,415,232, + activations read and written once,
+    # 32·(4096 + 6144) + 32·(4096 + 4096) + 32·(4096 + 28672) + 32·(14336 + 4096) = 32·69,632 =
+    # 2,228,224 elements · 2 B · 2 layers = 8,912,896: 881,328,128.
+    assert got["gemm"][1] == 881_328_128.0
+    # attention from the sums (decode: Σq = Σq² = 32, Σk = Σq·k = 55,086): 2·32·256·55,086 =
+    # 902,529,024 per layer, bytes 2·(32·128·32 + 8·256·55086 + 32·128·32) = 226,156,544.
+    assert got["attention"] == (2 * 902_529_024.0, 2 * 226_156_544.0)
+    # norm: 2 per layer, 4·32·4096 + 2·32 = 524,352 FLOPs each; bytes (2·32·4096 + 4096)·2.
+    assert got["norm"] == (4 * 524_352.0, 4 * (2 * 32 * 4096 + 4096) * 2.0)
+    assert got["elementwise"] == (None, None)  # act_and_mul: no estimate (uncovered)
+    reg = res.regions.row(0, named=True)
+    # covered: all but the 2 elementwise kernels, (494 − 10) / 494 µs = 0.98
+    assert reg["coverage"] == 484_000 / 494_000 and reg["bound"] in ("bandwidth", "compute")
+    assert reg["estimated"] and reg["reason"].endswith(
+        "(FLOPs and bytes estimated: graph replay without capture, from --model and the step name)"
+    )
+    ph = res.phases.row(0, named=True)
+    assert ph["phase"] == "decode" and ph["estimated"] and "estimated" in ph["reason"]
+    # shown in the table, Markdown and JSON outputs
+    for fmt in ("text", "md", "json"):
+        out = cli_stdout(["analyze", str(path), "--model", str(cfg), "--format", fmt], capsys)
+        assert "FLOPs and bytes estimated" in out, fmt
+    html = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "html", "--no-plots"], capsys)
+    assert "FLOPs and bytes estimated" in html
