@@ -72,3 +72,51 @@ def test_capture_and_warmup_spans_stay_out_of_the_phases(tmp_path: Path) -> None
     res = analyze(tr)
     dec = res.phases.filter(pl.col("phase") == "decode").row(0, named=True)
     assert dec["busy_ns"] == 10_000
+
+
+ATOM_PREFILL = "prefill[bs=2 tok=14721 ctx=[7803, 6918]]"
+ATOM_PREFILL_DETAILED = "prefill[bs=2 tok=14721 ctx=[7803, 6918] sqsq=108745533 sqsk=108745533 sk=14721]"
+ATOM_DECODE_PADDED = "decode[bs=117/128 tok=117 d=117]"
+ATOM_DECODE_SPEC = "decode[bs=32 tok=128 d=32 spec=3 sqsq=512 sqsk=262144 sk=65536]"
+
+
+def test_atom_forms(tmp_path: Path) -> None:
+    # prefill[bs=2 tok=14721 …] → prefill, batch 2, tokens = prefill_tokens = 14721 (native and
+    # detailed); decode[bs=117/128 …] → decode, batch = decode_seqs = 117 (the real batch; 128 is
+    # the CUDA-graph padding); decode[bs=32 tok=128 spec=3 …] → decode, batch 32, tokens 128.
+    names = [ATOM_PREFILL, ATOM_PREFILL_DETAILED, ATOM_DECODE_PADDED, ATOM_DECODE_SPEC]
+    tr = load(tmp_path, [region(n, 100 * i, 50) for i, n in enumerate(names)])
+    r = _by_name(label_regions(tr))
+    for n in (ATOM_PREFILL, ATOM_PREFILL_DETAILED):
+        assert (r[n]["phase"], r[n]["batch"], r[n]["tokens"], r[n]["prefill_tokens"], r[n]["phase_rule"]) == (
+            "prefill",
+            2,
+            14721,
+            14721,
+            "ATOM prefill[…]",
+        )
+    d = r[ATOM_DECODE_PADDED]
+    assert (d["phase"], d["batch"], d["decode_seqs"], d["tokens"], d["phase_rule"]) == (
+        "decode",
+        117,
+        117,
+        117,
+        "ATOM decode[…]",
+    )
+    s = r[ATOM_DECODE_SPEC]
+    assert (s["phase"], s["batch"], s["tokens"]) == ("decode", 32, 128)
+    assert [r[n]["step"] for n in names] == [0, 1, 2, 3]  # one step family
+
+
+def test_nested_engine_annotations_counted_once(tmp_path: Path) -> None:
+    """SGLang's step[EXTEND …] holding vLLM-style execute_… (the shared SGLang prefill trace has
+    both): one phase unit, its 40 µs kernel counted once in the prefill phase, one step."""
+    outer = "step[EXTEND bs=2 toks=64]"
+    inner = "execute_64_context_2(sq64sk64sqsq2048sqsk2048)_generation_0(sq0sk0sqsq0sqsk0)"
+    ev = [region(outer, 0, 200), region(inner, 5, 190), launch(10, 1), kernel("k", 20, 40, 1)]
+    res = analyze(load(tmp_path, ev))
+    pre = res.phases.filter(pl.col("phase") == "prefill").row(0, named=True)
+    assert pre["busy_ns"] == 40_000 and pre["kernel_count"] == 1
+    units = res.regions.filter(pl.col("is_unit"))
+    assert units["name"].to_list() == [outer] and res.steps.height == 1
+    assert res.totals["output_tokens"] == 2  # one token per sequence of the one step (bs=2)
