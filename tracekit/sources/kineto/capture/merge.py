@@ -19,11 +19,15 @@ The rule (docs/kineto.md, "Graph replays and capture traces"):
   order. It matches a captured graph when the two node lists are equal (kernel names, or kinds
   when the capture has no names); failing that, when they hold the same names the same number
   of times (concurrent branches reorder start times), nodes pair by (name, occurrence).
-  Several matching graphs (the same kernels captured for several batch sizes) are told apart
-  by the batch size: the graph's (``execution_details.json`` ``batch_size``, or a
-  ``capture_<bs>_…`` annotation / ``bs_<bs>`` file name) against the launching region's
-  (``bs=``, ``execute_…_context_n…_generation_m…``). Still ambiguous, or no graph with the same
-  node counts: the replay is left as it was and a warning gives the counts — never a guess.
+  Graphs are keyed as engines key them: a replay's step (the innermost region whose name
+  states a key: vLLM's token count ``execute_<tokens>_…``, SGLang/ATOM ``bs=``) replays the graphs
+  captured for that key (``execution_details.json`` ``batch_size``, a ``capture_<n>_…`` label,
+  ``bs_<n>``), or for the next captured key up (padding). Within a step and capture file, one
+  graph with the replay's nodes is its match (by sequence); several identical ones (piecewise
+  graphs' middle layers) pair in order: the k-th such replay of the step with the k-th captured
+  (by order). Candidates in two files, too few captured, a key above every captured one, or no
+  graph with the same nodes: the replay is left as it was and a warning gives the counts and
+  the reason — never a guess.
 - A match copies the captured ops that are on the path of some node (each node's launching op
   and its ancestors inside the capture span) onto the graph launch's thread, laid out inside the
   graph-launch call in their captured order (their boundaries are ranked and spread evenly, so
@@ -34,8 +38,8 @@ The rule (docs/kineto.md, "Graph replays and capture traces"):
 Everything the merge did is in ``meta["capture"]`` (files, one row per graph launch: counts,
 status, reason) and the tables themselves, so an ingested dataset needs no capture file later.
 
-Here: the merge itself. Finding and reading capture files: ``capture_files.py`` (:func:`discover`);
-captured graphs, replays and matching them: ``capture_match.py``.
+Here: the merge itself. Finding and reading capture files: ``files.py`` (:func:`discover`);
+captured graphs, replays and matching them: ``match.py``.
 """
 
 from __future__ import annotations
