@@ -198,3 +198,12 @@ def test_bad_config_is_one_line(tmp_path: Path, text: str, why: str, capsys: Any
         assert exc.value.code != 0
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and why in err and "Traceback" not in err
+
+
+def test_kv_bytes_from_config_when_the_trace_has_no_attention_shapes(tmp_path: Path) -> None:
+    """No SDPA op with shapes: the serving block's KV bytes per token come from the config
+    (Llama-3-8B: 2·8·128·2 B·32 layers = 131,072 B), saying so."""
+    trace = _moe_trace(tmp_path, None)
+    assert analyze(load(trace)).serving["kv"]["bytes_per_token"] is None
+    kv = analyze(load(trace, model=_write(tmp_path, LLAMA3_8B))).serving["kv"]
+    assert kv["bytes_per_token"] == 131_072.0 and kv["layers"] == 32 and kv["source"].startswith("model config")

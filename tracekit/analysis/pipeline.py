@@ -213,12 +213,30 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         device_name=device_name if not cpu_only else "CPU",
         trace_info=trace_info,
         warnings=warnings,
-        kv=kv_shape(trace.ops, labels),
+        kv=_kv(kv_shape(trace.ops, labels), trace.meta.get("model"), warnings),
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
         model=trace.meta.get("model"),
     )
+
+
+def _kv(kv: dict[str, Any], model: dict[str, Any] | None, warnings: list[str]) -> dict[str, Any]:
+    """The KV bytes per token: the trace's attention shapes, else the model's config (--model);
+    where both say and differ, the trace's, with a warning naming the field."""
+    from tracekit.costmodel.model import kv_from_config
+
+    cfg = kv_from_config(model)
+    if cfg is None:
+        return kv
+    if kv.get("bytes_per_token") is None:
+        return cfg
+    if kv["bytes_per_token"] != cfg["bytes_per_token"]:
+        warnings.append(
+            f"model config gives {cfg['bytes_per_token']:g} KV bytes per token (num_key_value_heads, head_dim, "
+            f"num_hidden_layers) but the trace's attention shapes {kv['bytes_per_token']:g}: trace used"
+        )
+    return kv
 
 
 def analyze_tables(

@@ -102,3 +102,28 @@ def model_notes(costs: pl.DataFrame, limit: int = 5) -> list[str]:
         .sort("n", "name", descending=[True, False])
     )
     return [f"{note} ({n} × {name})" for name, note, n in notes.head(limit).iter_rows()]
+
+
+def kv_from_config(cfg: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """KV-cache bytes per token from the config, in the form of the trace's own estimate
+    (:func:`tracekit.analysis.serving.step_cost.kv_shape`): ``bytes_per_token``, ``layers``,
+    ``kv_heads``, ``head_dim``, ``element_bytes``, ``source``. None when the config does not say."""
+    total = kv_bytes_per_token(cfg)
+    if cfg is None or total is None:
+        return None
+    mla = _int(cfg, "kv_lora_rank") is not None
+    size = act_bytes(cfg)
+    how = (
+        "(kv_lora_rank + qk_rope_head_dim) · layers · element size (MLA latent)"
+        if mla
+        else "2 · num_key_value_heads · head_dim · layers · element size"
+    )
+    return {
+        "bytes_per_token": total,
+        "layers": _int(cfg, "num_hidden_layers"),
+        "kv_heads": None if mla else _int(cfg, "num_key_value_heads"),
+        "head_dim": None if mla else _int(cfg, "head_dim"),
+        "element_bytes": size,
+        "dtype": cfg.get("dtype"),
+        "source": f"model config {cfg.get('source')}: {how}",
+    }
