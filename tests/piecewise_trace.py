@@ -77,7 +77,9 @@ def _x(cat: str, name: str, ts: float, dur: float, args: dict[str, Any], pid: in
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def capture_doc(t: int, layers: int, names: bool = True, label: str | None = None) -> dict[str, Any]:
+def capture_doc(
+    t: int, layers: int, names: bool = True, label: str | None = None, labelled: bool = True
+) -> dict[str, Any]:
     """A capture trace: one BeginCapture…EndCapture per piece, each node an op with its launch
     call (named on the call when ``names``, as ROCm traces do), inside a ``capture_<t>_PIECEWISE`` label."""
     ev: list[dict[str, Any]] = []
@@ -104,7 +106,8 @@ def capture_doc(t: int, layers: int, names: bool = True, label: str | None = Non
         ev.append(_x("cuda_runtime", "cudaStreamEndCapture", ts, 1, {"correlation": corr}))
         corr += 1
         ts += 5
-    ev.insert(0, _x("user_annotation", label or f"capture_{t}_PIECEWISE", 50, ts, {}))
+    if labelled:
+        ev.insert(0, _x("user_annotation", label or f"capture_{t}_PIECEWISE", 50, ts, {}))
     return {"schemaVersion": 1, "deviceProperties": [], "traceEvents": ev}
 
 

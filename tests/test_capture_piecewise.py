@@ -121,3 +121,19 @@ def test_padded_key_rounds_up(tmp_path: Path) -> None:
     cap = merge_captures(load(trace, discover_captures=False), [d / "c.json.gz"]).meta["capture"]
     assert cap["mapped_launches"] == LAYERS + 1 and {r["gkey"] for r in cap["launches"]} == {8192}
     assert {r["batch"] for r in cap["launches"]} == {8000}
+
+
+def test_identical_graphs_without_a_key_are_not_paired_by_order(tmp_path: Path) -> None:
+    """A capture with no execution_details.json, no capture_<n>_ label and no bs_<n> name: its
+    graphs have no key, so identical ones could be several sizes' captures. The unique first and
+    last pieces map by sequence; the 4 identical middle ones are refused, saying why."""
+    with gzip.open(tmp_path / "cap.json.gz", "wt") as fh:
+        json.dump(P.capture_doc(P.T, LAYERS, labelled=False), fh)
+    trace = write_trace(tmp_path, P.main_events(LAYERS), name="step")
+    cap = merge_captures(load(trace, discover_captures=False), [tmp_path / "cap.json.gz"]).meta["capture"]
+    assert cap["paired"]["sequence"]["launches"] == 2 and cap["paired"]["none"]["launches"] == 4
+    rows = sorted(cap["launches"], key=lambda r: r["start_ns"])
+    assert rows[1]["reason"] == (
+        "4 captured graphs have these 5 nodes and no graph key (no execution_details.json entry, "
+        "capture_<n>_… label or bs_<n> file name), so the capture order does not pair them"
+    )

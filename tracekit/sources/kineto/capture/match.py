@@ -329,7 +329,9 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
         parts.append(c.with_columns(pl.lit(how).alias("how"), pl.lit(pref).alias("pref")))
     cand = pl.concat(parts, how="diagonal_relaxed").sort("correlation", "pref")
     cand = cand.filter(pl.col("pref") == pl.col("pref").min().over("correlation"))
-    ok = cand.filter((pl.col("_gn") == 1) | (pl.col("_rocc") == pl.col("_gocc")))
+    # in order only among graphs of a known key: identical graphs of unknown keys may be several
+    # sizes' captures in one file, and which size a step ran is then not known
+    ok = cand.filter((pl.col("_gn") == 1) | ((pl.col("_rocc") == pl.col("_gocc")) & pl.col("batch_g").is_not_null()))
     ok = ok.with_columns(
         pl.when(pl.col("_gn") == 1).then(pl.lit(BY_SEQUENCE)).otherwise(pl.lit(BY_ORDER)).alias("paired"),
         pl.len().over("correlation").alias("_n"),
@@ -347,7 +349,11 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
     short = (
         cand.filter(~pl.col("correlation").is_in(ok["correlation"].implode()))
         .group_by("correlation")
-        .agg(pl.col("_rocc").first().alias("_r"), pl.col("_gn").max().alias("_gmax"))
+        .agg(
+            pl.col("_rocc").first().alias("_r"),
+            pl.col("_gn").max().alias("_gmax"),
+            pl.col("batch_g").is_null().all().alias("_nokey"),
+        )
     )
     out = launches.join(
         pick.select("correlation", "graph", "how", "paired", pl.col("file")), on="correlation", how="left"
@@ -384,6 +390,15 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
                 )
             )
         )
+        .when(pl.col("_nokey").fill_null(False))
+        .then(
+            pl.format(
+                "{} captured graphs have these {} nodes and no graph key (no execution_details.json entry, "
+                "capture_<n>_… label or bs_<n> file name), so the capture order does not pair them",
+                pl.col("_gmax"),
+                pl.col("nodes"),
+            )
+        )
         .when(pl.col("_r").is_not_null())
         .then(
             pl.format(
@@ -403,4 +418,4 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    return out.with_columns(why.alias("reason")).drop("_k", "_bs", "_files", "_r", "_gmax")
+    return out.with_columns(why.alias("reason")).drop("_k", "_bs", "_files", "_r", "_gmax", "_nokey")
