@@ -207,3 +207,30 @@ def test_kv_bytes_from_config_when_the_trace_has_no_attention_shapes(tmp_path: P
     assert analyze(load(trace)).serving["kv"]["bytes_per_token"] is None
     kv = analyze(load(trace, model=_write(tmp_path, LLAMA3_8B))).serving["kv"]
     assert kv["bytes_per_token"] == 131_072.0 and kv["layers"] == 32 and kv["source"].startswith("model config")
+
+
+def test_dataset_keeps_the_config(tmp_path: Path) -> None:
+    """ingest --model: the dataset keeps meta["model"] and the MoE op's stored cost priced with it;
+    analysing the dataset later needs no --model."""
+    from tracekit.cli.main import main
+
+    out = tmp_path / "ds"
+    try:
+        main(
+            [
+                "ingest",
+                str(_moe_trace(tmp_path, None)),
+                "--out",
+                str(out),
+                "--model",
+                str(_write(tmp_path, GPT_OSS_120B)),
+            ]
+        )
+    except SystemExit as exc:
+        assert not exc.code
+    ds = load(out)
+    assert ds.meta["model"]["experts_per_token"] == 4 and "model_option" not in ds.meta
+    stored = pl.read_parquet(next((out / "op_costs").glob("trace_id=*/data.parquet")))
+    moe = ds.ops.select("op_id", "name").join(stored, on="op_id").filter(pl.col("name") == "vllm::moe_forward")
+    assert moe["flops"].to_list() == [1_592_524_800.0]  # as priced in-process above
+    assert analyze(ds).regions.row(0, named=True)["coverage"] == 1.0
