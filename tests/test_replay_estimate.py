@@ -90,3 +90,47 @@ def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, 
         assert "FLOPs and bytes estimated" in out, fmt
     html = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "html", "--no-plots"], capsys)
     assert "FLOPs and bytes estimated" in html
+
+
+GPT_OSS_20B = {  # openai/gpt-oss-20b config.json (the shared vLLM decode trace's model)
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_local_experts": 32,
+    "experts_per_token": 4,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_hidden_layers": 24,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "lm_head"],
+    },
+}
+
+
+def test_shared_vllm_decode_estimate_against_its_capture(shared_traces: Path, tmp_path: Path) -> None:
+    """The shared vLLM full-graph decode step read without its capture folder, with gpt-oss-20b's
+    config: the GEMM class's estimate against the costs the capture merge gives (TraceLens's
+    reference values for attention and MoE)."""
+    src = shared_traces / "kineto/tracelens/inference/vllm_decode_full/graph_execution.json.gz"
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(GPT_OSS_20B))
+    est = analyze(load(src, discover_captures=False, model=cfg))
+    merged = analyze(load(src))
+
+    def trace_row(res: Any, cls: str) -> dict[str, Any]:
+        cr = res.class_roofline
+        return dict(cr.filter((pl.col("scope_kind") == "trace") & (pl.col("op_class") == cls)).row(0, named=True))
+
+    g = trace_row(est, "gemm")
+    # T = 32, 24 layers: dense P = 2880·(64 + 16)·64 + 64·64·2880 = 26,542,080 → 2·32·P·24 =
+    # 40,768,634,880; experts 2·32·4·3·2880·2880·24 = 152,882,380,800; plus the eager lm_head
+    # GEMM's own op cost (2·32·2880·201088 = 37,064,540,160): 230,715,555,840.
+    assert g["flops"] == 40_768_634_880.0 + 152_882_380_800.0 + 37_064_540_160.0
+    m = trace_row(merged, "gemm")
+    assert abs(g["flops"] / m["flops"] - 1) < 0.05 and abs(g["bytes"] / m["bytes"] - 1) < 0.05
+    a, ma = trace_row(est, "attention"), trace_row(merged, "attention")
+    assert abs(a["flops"] / ma["flops"] - 1) < 0.1
+    reg = est.regions.row(0, named=True)
+    assert reg["coverage"] >= 0.85 and reg["bound"] == "bandwidth" and reg["estimated"]

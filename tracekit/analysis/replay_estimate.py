@@ -2,14 +2,16 @@
 "Replays without a capture trace").
 
 A replayed kernel with no captured op has a name and a duration but no shapes. Its family comes
-from its name: the op classes of :mod:`tracekit.analysis.regions.kernel_classes` (gemm, attention,
-norm, elementwise, communication, memcpy/memset, …), and ``moe`` for names holding ``moe`` or
-``expert``. With the model's config (``--model``, ``meta["model"]``) and the step's token counts
-from its name, a step's work per family is estimated for the whole model (every layer):
+from its name: the op classes of :mod:`tracekit.analysis.regions.kernel_classes` (gemm,
+attention, norm, elementwise, communication, memcpy/memset, …); a kernel no class claims whose
+name holds ``moe`` or ``expert`` (vLLM's ``fused_moe_kernel``) is a GEMM. With the model's config
+(``--model``, ``meta["model"]``) and the step's token counts from its name, a step's work per
+family is estimated for the whole model (every layer):
 
 - gemm: the dense projections, 2·T·P FLOPs with P = H·(H_q + 2·H_kv)·d + H_q·d·H (+ 3·H·I for a
-  dense SwiGLU MLP); bytes = P weights at the weight format + activations read and written once;
-- moe: :func:`tracekit.costmodel.engine.moe_cost` with the config's top-k, expert size and format
+  dense SwiGLU MLP); bytes = P weights at the dense weight format + activations read and written
+  once; for a MoE config plus the experts (grouped GEMMs):
+  :func:`tracekit.costmodel.engine.moe_cost` with the config's top-k, expert size and format
   (+ shared experts: 2·T·3·H·I_shared FLOPs, their weights);
 - attention: :func:`tracekit.costmodel.engine.attention_from_sums` from the step name's per-request
   sums (vLLM detailed form); no estimate without them;
@@ -31,7 +33,7 @@ import polars as pl
 from tracekit.analysis.regions.kernel_classes import op_class
 from tracekit.costmodel.context import step_sums
 from tracekit.costmodel.engine import attention_from_sums, moe_cost
-from tracekit.costmodel.model import act_bytes, attention_dims, weight_bytes
+from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
 
 ESTIMATED: Final = "estimated"
 _GRAPH_LAUNCH_RE: Final = r"^(cuda|hip|cu)GraphLaunch"
@@ -52,8 +54,8 @@ def step_work(
     (module docstring); ``sums``: (Σq, Σk, Σq², Σq·k) of the step's requests, for attention.
     Families the config cannot price are absent."""
     h, layers = _int(cfg, "hidden_size"), _int(cfg, "num_hidden_layers")
-    ab, wb, dims = act_bytes(cfg), weight_bytes(cfg), attention_dims(cfg)
-    if not h or not layers or ab is None or wb is None or dims is None or tokens <= 0:
+    ab, wb, dims, db = act_bytes(cfg), weight_bytes(cfg), attention_dims(cfg), dense_weight_bytes(cfg)
+    if not h or not layers or ab is None or wb is None or db is None or dims is None or tokens <= 0:
         return {}
     hq, hkv, dqk, dv = dims
     t = float(tokens)
@@ -63,7 +65,7 @@ def step_work(
     act = (
         t * (h + hq * dqk + 2 * hkv * dqk) + t * (hq * dv + h) + (t * (h + 2 * inter) + t * (inter + h) if inter else 0)
     )
-    out = {"gemm": (2.0 * t * p * layers, (p * wb + act * ab) * layers)}
+    out = {"gemm": (2.0 * t * p * layers, (p * db + act * ab) * layers)}
     if moe:
         k, i, e = _int(cfg, "experts_per_token"), _int(cfg, "moe_intermediate_size"), _int(cfg, "num_experts") or 1
         # the routed experts' weights are at the config's format; bf16 when unquantised
@@ -71,7 +73,9 @@ def step_work(
         sh = _int(cfg, "shared_intermediate_size")
         f += 2.0 * t * 3.0 * h * sh
         b += 3.0 * h * sh * wb
-        out["moe"] = (f * layers, b * layers)
+        # grouped-GEMM kernels run the experts: their work joins the gemm family's
+        g = out["gemm"]
+        out["gemm"] = (g[0] + f * layers, g[1] + b * layers)
     if sums is not None:
         f, b = attention_from_sums(hq, hkv, dqk, dv, ab, *map(float, sums))
         out["attention"] = (f * layers, b * layers)
@@ -103,10 +107,13 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     )
     if todo.height == 0:
         return acts
+    # MoE-named kernels no class claims (vLLM's fused_moe_kernel) are the experts' GEMMs;
+    # routing, padding and combine kernels keep their own class
+    cls = op_class(pl.col("name"), pl.col("kind"))
     todo = todo.with_columns(
-        pl.when(pl.col("name").str.contains(r"(?i)moe|expert"))
-        .then(pl.lit("moe"))
-        .otherwise(op_class(pl.col("name"), pl.col("kind")))
+        pl.when((cls == "other") & pl.col("name").str.contains(r"(?i)moe|expert"))
+        .then(pl.lit("gemm"))
+        .otherwise(cls)
         .alias("family")
     )
     sums = step_sums(labels).select("region_id", "sq", "sk", "sqsq", "sqsk")
@@ -140,7 +147,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     hit = pl.col("_ef").is_not_null()
     return out.with_columns(
         pl.when(hit).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
-        pl.when(hit).then(pl.lit(ESTIMATED)).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
+        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
         pl.when(hit).then(pl.col("_ef")).otherwise(pl.col("op_flops")).alias("op_flops"),
         pl.when(hit).then(pl.col("_eb")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
         pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),

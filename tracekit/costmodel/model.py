@@ -24,6 +24,14 @@ def weight_bytes(cfg: Mapping[str, Any] | None) -> float | None:
     return float(b) / 8.0 if isinstance(b, (int, float)) else None
 
 
+def dense_weight_bytes(cfg: Mapping[str, Any] | None) -> float | None:
+    """Bytes per weight of the dense (attention, non-expert) projections: the dtype's when the
+    quantisation leaves attention out (gpt-oss's MXFP4 covers the experts only), else
+    :func:`weight_bytes`."""
+    b = (cfg or {}).get("dense_weight_bits")
+    return float(b) / 8.0 if isinstance(b, (int, float)) else weight_bytes(cfg)
+
+
 def act_bytes(cfg: Mapping[str, Any] | None) -> float | None:
     """Bytes per activation / KV element: the config's dtype (bf16 and fp16 2, fp32 4)."""
     d = (cfg or {}).get("dtype")

@@ -20,6 +20,7 @@ Field names read (first present wins), from the configs of the model families in
 | kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim | MLA (DeepSeek-V2/V3) |
 | dtype | ``torch_dtype`` or ``dtype`` |
 | quant_method, weight_bits | ``quantization_config.quant_method`` (``fmt``/``quant_algo`` too) → bits per weight |
+| dense_weight_bits | the dtype's bits when ``modules_to_not_convert`` / ``ignore`` names attention, else weight_bits |
 """
 
 from __future__ import annotations
@@ -125,4 +126,10 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if bits is None and out["dtype"] is not None:
         bits = _DTYPE_BITS.get(out["dtype"].lower().removeprefix("torch."))
     out["weight_bits"] = bits
+    # Quantised MoE checkpoints often leave attention unquantised (gpt-oss: quantization_config
+    # modules_to_not_convert lists the self_attn modules): its projections are at the dtype.
+    skip = q.get("modules_to_not_convert") or q.get("ignore") or []
+    dense_plain = isinstance(skip, list) and any("attn" in str(m) for m in skip)
+    dtype_bits = _DTYPE_BITS.get((out["dtype"] or "").lower().removeprefix("torch."))
+    out["dense_weight_bits"] = dtype_bits if dense_plain and dtype_bits is not None else bits
     return out
