@@ -17,6 +17,7 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option, model_option
+from tracekit.errors import UsageError
 from tracekit.tables.results import analysis_options
 from tracekit.cli.options import (
     force_option,
@@ -210,6 +211,8 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     th = Thresholds.parse(a.thresholds)
     chosen = ranks.selection(a.source, a.trace_id, a.rank, a.compare)
     if chosen is not None and len(chosen) > 1:
+        if a.model:
+            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
         from tracekit.report.screens.ranks import render_text as render_ranks
 
         doc = ranks.compare_traces(a.source, chosen, a.hardware, pm, a.thresholds, a.workers, a.scheduler)

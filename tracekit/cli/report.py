@@ -84,6 +84,10 @@ def report(
 
     chosen = ranks.selection(trace, trace_id, rank, compare) if Path(trace).exists() else None
     if chosen is not None and len(chosen) > 1:
+        if model:
+            from tracekit.errors import UsageError
+
+            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
         from tracekit.labels.phases import parse_phase_map
         from tracekit.report.screens import ranks as ranks_report
 
