@@ -90,6 +90,16 @@ def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, 
         assert "FLOPs and bytes estimated" in out, fmt
     html = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "html", "--no-plots"], capsys)
     assert "FLOPs and bytes estimated" in html
+    # the per-class rows that count an estimate say so too (JSON flag; report's class table)
+    trace_cls = res.class_roofline.filter(pl.col("scope_kind") == "trace")
+    assert dict(zip(trace_cls["op_class"], trace_cls["estimated"])) == {
+        "gemm": True,
+        "attention": True,
+        "norm": True,
+        "elementwise": False,
+    }
+    md = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "md", "--no-plots"], capsys)
+    assert "gemm (estimated)" in md and "elementwise (estimated)" not in md
 
 
 GPT_OSS_20B = {  # openai/gpt-oss-20b config.json (the shared vLLM decode trace's model)

@@ -50,7 +50,13 @@ from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.speculative import speculative
 from tracekit.analysis.op_work import op_work
 from tracekit.analysis.serving.step_cost import kv_shape
-from tracekit.analysis.replay_estimate import estimate_replays, estimated_acts, mark_estimated
+from tracekit.analysis.replay_estimate import (
+    estimate_replays,
+    estimated_acts,
+    estimated_classes,
+    mark_classes,
+    mark_estimated,
+)
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.tables import schema
 from tracekit.tables.gather import take
@@ -290,6 +296,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     acts = estimate_replays(acts, regions, x.model)
     est = estimated_acts(acts)
     est_regions = f.region_links.join(est, on="act_id", how="semi")["region_id"].unique()
+    est_links = f.region_links.join(est, on="act_id", how="semi").select("act_id", "region_id")
     units = phase_units(regions)
     reg, f.linked = region_metrics(regions, acts, f.region_links, x.cpu_only, units)
     f.shapes = f.costs.select([c for c in ("op_id", "input_dims") if c in f.costs.columns])
@@ -302,6 +309,8 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     work = op_work(acts, f.prep["op_class"], f.shapes) if s.op_work else pl.DataFrame()
     reg = noise_reasons(reg, acts, f.in_unit, s.thresholds.min_coverage, x.cpu_only)
     est_phases = f.in_unit.join(est, on="act_id", how="semi")["phase"].unique()
+    if est.height:
+        cr = mark_classes(cr, estimated_classes(acts, est, est_links, f.in_unit.select("act_id", "phase")))
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )

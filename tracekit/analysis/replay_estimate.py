@@ -196,3 +196,35 @@ def mark_estimated(frame: pl.DataFrame, hit: pl.Expr) -> pl.DataFrame:
         .alias("reason"),
         hit.alias("estimated"),
     )
+
+
+def estimated_classes(
+    acts: pl.DataFrame, est: pl.DataFrame, region_links: pl.DataFrame, in_unit: pl.DataFrame
+) -> pl.DataFrame:
+    """(scope_kind, scope, op_class) of the class-roofline rows that count an estimated cost:
+    the estimated activities' classes in the whole trace, their phases and every region they fall
+    in (``region_links``: act_id, region_id; ``in_unit``: act_id, phase)."""
+    e = acts.join(est, on="act_id", how="semi").select(
+        "act_id", op_class(pl.col("name"), pl.col("kind")).alias("op_class")
+    )
+    parts = [
+        e.select(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope"), "op_class"),
+        in_unit.join(e, on="act_id").select(
+            pl.lit("phase").alias("scope_kind"), pl.col("phase").cast(pl.String).alias("scope"), "op_class"
+        ),
+        region_links.join(e, on="act_id").select(
+            pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String).alias("scope"), "op_class"
+        ),
+    ]
+    return pl.concat(parts).unique()
+
+
+def mark_classes(cr: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The class roofline with ``estimated`` true on the rows of ``keys``
+    (:func:`estimated_classes`), false elsewhere."""
+    if cr.height == 0:
+        return cr
+    hit = keys.with_columns(pl.lit(True).alias("estimated"))
+    return cr.join(hit, on=["scope_kind", "scope", "op_class"], how="left", maintain_order="left").with_columns(
+        pl.col("estimated").fill_null(False)
+    )
