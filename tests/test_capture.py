@@ -117,12 +117,14 @@ def test_capture_of_another_run_maps_nothing(shared_traces: Path) -> None:
     assert merged.kernels.equals(bare.kernels) and merged.ops.equals(bare.ops) and merged.launches.equals(bare.launches)
     w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
     assert w == [
-        "capture: 1 of 1 graph replay not mapped (544 kernels, 9.66 ms, left on their graph launch); first: "
-        "544 replayed nodes; no captured graph has the same nodes (captured graphs: 421 nodes)"
+        "capture: 1 graph replay: 1 not mapped (544 kernels, 9.66 ms, left on their graph launch); first not "
+        "mapped: 544 replayed nodes; no captured graph of key 32 has the same nodes (captured graphs: 421 nodes)"
     ]
     res = analyze(merged)
     note = [x for x in res.warnings if x.startswith("graph replay without capture trace")]
     assert note and "544 kernels, 9.66 ms" in note[0]
+    # The capture was given: the advice says why it did not map, not "pass --capture".
+    assert "--capture FILE" not in note[0] and "1 capture file read, but they did not match: 544 replayed" in note[0]
 
 
 def test_dataset_keeps_the_merge(shared_traces: Path, tmp_path: Path) -> None:
@@ -231,9 +233,4 @@ def test_batch_size_tells_identical_graphs_apart(shared_traces: Path, tmp_path: 
     merged = merge_captures(bare, [d / "a.json.gz", d / "b.json.gz"])
     assert merged.kernels.equals(bare.kernels) and merged.meta["capture"]["mapped_kernels"] == 0
     w = [x for x in merged.meta["warnings"] if x.startswith("capture:")]
-    assert (
-        w
-        and "2 captured graphs have these 421 nodes and the batch size does not single one out "
-        "(launch batch 32, graphs 32)"
-        in w[0]
-    )
+    assert w and "2 captured graphs in 2 capture files have these 421 nodes for graph key 32: the files overlap" in w[0]

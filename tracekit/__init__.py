@@ -14,17 +14,20 @@ if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
 
 
-def load(path: str, trace_id: str | None = None, captures: "list[str] | None" = None) -> "Trace":
+def load(
+    path: str, trace_id: str | None = None, captures: "list[str] | None" = None, model: str | None = None
+) -> "Trace":
     """Load a Kineto trace (``.json``/``.json.gz``), an Nsight Systems SQLite export, or an
     ingested Parquet dataset into a :class:`~tracekit.tables.trace.Trace`.
 
     ``captures``: vLLM/SGLang graph-capture traces whose ops the graph replays inherit; a
     ``capture_traces/`` folder beside a Kineto trace is found without asking (docs/kineto.md).
-    Raises :class:`~tracekit.errors.TracekitError` subclasses on bad input.
+    ``model``: the model's Hugging Face ``config.json``, which fills what the trace lacks
+    (``meta["model"]``; docs/costmodel.md). Raises :class:`~tracekit.errors.TracekitError` subclasses on bad input.
     """
     from tracekit.sources import load as _load
 
-    return _load(path, trace_id=trace_id, captures=captures)
+    return _load(path, trace_id=trace_id, captures=captures, model=model)
 
 
 _SUBPACKAGES = ("analysis", "attribution", "costmodel", "hardware", "labels", "report", "sources", "tables")

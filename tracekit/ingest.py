@@ -118,16 +118,20 @@ def expand_inputs(
     return list(dict.fromkeys(files)), errors
 
 
-def ingest_file(f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = ()) -> Ingested:
+def ingest_file(
+    f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = (), model: str | None = None
+) -> Ingested:
     """Ingest one trace file into the dataset ``out`` (its partitions replaced atomically).
     ``stream``: None = stream Kineto JSON of :data:`STREAM_BYTES` or more. ``captures``:
     graph-capture traces merged into its replays (with a ``capture_traces/`` folder beside it;
-    docs/kineto.md); a streamed ingest does not merge and says so. Raises TracekitError."""
+    docs/kineto.md); a streamed ingest does not merge and says so. ``model``: the model's
+    config.json, kept in the trace's meta and used by its stored costs (not by a streamed
+    ingest). Raises TracekitError."""
     from tracekit.sources import load, sniff
     from tracekit.sources.guard import reading
 
     with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
-        return _ingest_file(f, out, stream, captures, load, sniff)
+        return _ingest_file(f, out, stream, captures, partial(load, model=model), sniff)
 
 
 def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
@@ -169,14 +173,16 @@ def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[s
     return Ingested(str(f), str(meta.get("trace_id")), keep, heights, streamed, None, os.getpid(), _peak_rss_kb())
 
 
-def ingest_task(f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = ()) -> Ingested:
+def ingest_task(
+    f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = (), model: str | None = None
+) -> Ingested:
     """:func:`ingest_file` as a task: a bad trace (TracekitError) is an outcome with ``error``
     rather than an exception, so it is not retried; anything else raises and is retried."""
     from tracekit.errors import NotATraceError
 
     t0 = _cpu_s()
     try:
-        r = ingest_file(f, out, stream, captures)
+        r = ingest_file(f, out, stream, captures, model)
     except NotATraceError as exc:
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
@@ -207,6 +213,7 @@ def ingest_paths(
     memory_limit: str | int | None = "auto",
     force: bool = True,
     captures: Sequence[str] = (),
+    model: str | None = None,
 ) -> IngestRun:
     """Ingest every trace named by ``inputs`` into ``out``: one task per file, where ``where``
     says (default: :func:`tracekit.parallel.plan` for the file count). ``on_done`` sees each
@@ -220,6 +227,10 @@ def ingest_paths(
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: --out exists and is not a directory")
+    if model is not None:  # a bad config is one error before any trace is read
+        from tracekit.sources.model_config import read_model_config
+
+        read_model_config(model)
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
     held = set(dataset_trace_ids(root)) if root.is_dir() and not force else set()
@@ -260,7 +271,7 @@ def ingest_paths(
             on_done(result(o))
 
     outcomes = run_tasks(
-        partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures)),
+        partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures), model=model),
         files,
         where,
         on_done=done,

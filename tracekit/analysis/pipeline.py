@@ -51,6 +51,13 @@ from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.speculative import speculative
 from tracekit.analysis.op_work import op_work
 from tracekit.analysis.serving.step_cost import kv_shape
+from tracekit.analysis.replay_estimate import (
+    estimate_replays,
+    estimated_acts,
+    estimated_classes,
+    mark_classes,
+    mark_estimated,
+)
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.tables import schema
 from tracekit.tables.gather import take
@@ -80,6 +87,7 @@ class Inputs:
     sidecar: dict[str, Any] | None = None
     communication: pl.DataFrame | None = None  # communication.exposed of the kernels
     features: list[dict[str, Any]] | None = None  # analysis/features.py: what the run used
+    model: dict[str, Any] | None = None  # the model's config (--model): estimates for unmapped replays
 
 
 @dataclass(frozen=True)
@@ -151,19 +159,21 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     from tracekit.analysis.communication import exposed
     from tracekit.analysis.features import detect as detect_features
     from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
+    from tracekit.costmodel.model import model_notes
     from tracekit.labels.phases import unread_step_names
     from tracekit.labels.regions import TK_KEYS, label_regions
     from tracekit.labels.tk_ints import out_of_range_warnings
     from tracekit.sources.kineto.capture.merge import replay_note
 
     comm = exposed(trace.kernels)
-    stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
+    # a model config given now (--model) changes costs: stored ones are not reused
+    stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if trace.read_in_part and (stored is None or phase_map is not None):
         # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
         from tracekit.tables.trace import read_dataset
 
         trace = read_dataset(trace.meta["dataset_path"], trace.trace_id)
-        stored = read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
+        stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
     if stored is None:
         from tracekit.attribution.core import attribute
         from tracekit.costmodel.ops import trace_costs
@@ -179,8 +189,9 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     kern = trace.kernels
     if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
         acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
-    if (note := replay_note(acts)) is not None:
+    if (note := replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))) is not None:
         warnings.append(note)
+    warnings.extend(model_notes(costs))
     warnings.extend(unread_step_names(labels))
     warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))
     if not (labels["phase"] != "other").any():
@@ -209,11 +220,30 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         device_name=device_name if not cpu_only else "CPU",
         trace_info=trace_info,
         warnings=warnings,
-        kv=kv_shape(trace.ops, labels),
+        kv=_kv(kv_shape(trace.ops, labels), trace.meta.get("model"), warnings),
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
+        model=trace.meta.get("model"),
     )
+
+
+def _kv(kv: dict[str, Any], model: dict[str, Any] | None, warnings: list[str]) -> dict[str, Any]:
+    """The KV bytes per token: the trace's attention shapes, else the model's config (--model);
+    where both say and differ, the trace's, with a warning naming the field."""
+    from tracekit.costmodel.model import kv_from_config
+
+    cfg = kv_from_config(model)
+    if cfg is None:
+        return kv
+    if kv.get("bytes_per_token") is None:
+        return cfg
+    if kv["bytes_per_token"] != cfg["bytes_per_token"]:
+        warnings.append(
+            f"model config gives {cfg['bytes_per_token']:g} KV bytes per token (num_key_value_heads, head_dim, "
+            f"num_hidden_layers) but the trace's attention shapes {kv['bytes_per_token']:g}: trace used"
+        )
+    return kv
 
 
 def analyze_tables(
@@ -263,6 +293,11 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         warn.append(NO_CPU_WARNING)
     acts, tail = cost(f.take("activities"), f.costs)
     regions = f.take("labels").filter(pl.col("kind") != schema.REGION_GPU_USER)
+    # graph replays no capture mapped: estimated costs from the model's config (replay_estimate.py)
+    acts = estimate_replays(acts, regions, x.model)
+    est = estimated_acts(acts)
+    est_regions = f.region_links.join(est, on="act_id", how="semi")["region_id"].unique()
+    est_links = f.region_links.join(est, on="act_id", how="semi").select("act_id", "region_id")
     units = phase_units(regions)
     reg, f.linked = region_metrics(regions, acts, f.region_links, x.cpu_only, units)
     f.shapes = f.costs.select([c for c in ("op_id", "input_dims") if c in f.costs.columns])
@@ -274,6 +309,9 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         reg = device_only_reason(reg)
     work = op_work(acts, f.prep["op_class"], f.shapes) if s.op_work else pl.DataFrame()
     reg = noise_reasons(reg, acts, f.in_unit, s.thresholds.min_coverage, x.cpu_only)
+    est_phases = f.in_unit.join(est, on="act_id", how="semi")["phase"].unique()
+    if est.height:
+        cr = mark_classes(cr, estimated_classes(acts, est, est_links, f.in_unit.select("act_id", "phase")))
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
@@ -281,11 +319,16 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     if no_cpu and ph.height:
         ph = device_only_reason(ph)
     culprits = culprit_frame(f.take("region_culprits"), ph_cul, reg, ph)
+    if est.height:
+        reg = mark_estimated(reg, pl.col("region_id").is_in(est_regions.implode()))
+        ph = mark_estimated(ph, pl.col("phase").is_in(est_phases.implode()))
     if not (reg["phase"] != "other").any() and not any(w.startswith(NO_PHASES) for w in warn):
         warn.append(NO_PHASES)
     whole, unattr = whole_trace(acts, s, x.device_name)
     if no_cpu:
         whole = device_only_reason(whole)
+    if est.height:
+        whole = mark_estimated(whole, pl.lit(True))
     tk, to, classes = tops(acts, regions, unit_ph, closure)
     lat = latency(latency_units(reg, tail), sidecar=x.sidecar, slo=s.slo)
     warn.extend(lat.scalars.get("notes") or [])

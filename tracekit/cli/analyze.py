@@ -16,7 +16,8 @@ import click
 
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option
+from tracekit.cli.capture import capture_option, model_option
+from tracekit.errors import UsageError
 from tracekit.tables.results import analysis_options
 from tracekit.cli.options import (
     force_option,
@@ -54,6 +55,7 @@ class _Args:
     force: bool
     reuse: bool
     captures: tuple[str, ...]
+    model: str | None
 
 
 @click.command("analyze")
@@ -83,6 +85,7 @@ class _Args:
     "options of the unchanged trace and code, and store this one (tracekit/tables/results.py).",
 )
 @capture_option
+@model_option
 def analyze(**params: Any) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;
@@ -99,7 +102,7 @@ def analyze(**params: Any) -> None:
         out_path = check_out(a.out, a.force)
     bounded_allocator(a.source)
     options = analysis_options(a.hardware, a.phase_map, a.slo, a.thresholds)  # the stored results' key
-    one_stored = a.rank is None and not a.compare and not a.captures
+    one_stored = a.rank is None and not a.compare and not a.captures and not a.model
     reuse = a.reuse and one_stored and os.path.isdir(os.path.join(a.source, "meta"))
     stored = None
     if reuse:  # one trace of a dataset: a stored result prints without importing polars
@@ -190,7 +193,7 @@ def _early_file(a: _Args) -> Trace | None:
         *ANALYSIS_MODULES,
         "tracekit.report.formats.json_print" if a.fmt == "json" else "tracekit.report.screens.analyze",
     )
-    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=importer(warm))
+    return load(a.source, trace_id=a.trace_id, captures=list(a.captures), warm=importer(warm), model=a.model)
 
 
 def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | Iterator[bytes]:
@@ -208,6 +211,8 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
     th = Thresholds.parse(a.thresholds)
     chosen = ranks.selection(a.source, a.trace_id, a.rank, a.compare)
     if chosen is not None and len(chosen) > 1:
+        if a.model:
+            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
         from tracekit.report.screens.ranks import render_text as render_ranks
 
         doc = ranks.compare_traces(a.source, chosen, a.hardware, pm, a.thresholds, a.workers, a.scheduler)
@@ -229,6 +234,7 @@ def _analyze(a: _Args, store_options: dict[str, Any] | None) -> str | bytes | It
             list(a.captures),
             lean=pm is None,
             ensure=store_options is not None,
+            model=a.model,
         )
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them

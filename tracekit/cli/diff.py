@@ -6,7 +6,7 @@ import click
 
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option
+from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import (
     force_option,
     format_option,
@@ -44,6 +44,7 @@ from tracekit.report.output import check_out
     help="With --gate: compare runs whose features differ instead of refusing (exit 7).",
 )
 @capture_option
+@model_option
 def diff(
     a: str,
     b: str,
@@ -58,6 +59,7 @@ def diff(
     captures: tuple[str, ...],
     gate_pct: str | None,
     allow_feature_change: bool,
+    model: str | None,
 ) -> None:
     """Compare two traces (or datasets): A is before, B is after. With --gate PCT: exit 0 when
     no phase got slower by more than PCT beyond noise, 1 on a regression, 7 when the runs'
@@ -74,7 +76,9 @@ def diff(
     threshold = parse_threshold(gate_pct) if gate_pct is not None else None
     out_path = check_out(out, force) if out else None
     pm = list(phase_map) or None
-    ra = analyse_path(a, hardware=hardware, phase_map=pm, trace_id=trace_id, captures=list(captures), with_op_work=True)
+    ra = analyse_path(
+        a, hardware=hardware, phase_map=pm, trace_id=trace_id, captures=list(captures), with_op_work=True, model=model
+    )
     rb = analyse_path(
         b,
         hardware=hardware_b or hardware,
@@ -82,6 +86,7 @@ def diff(
         trace_id=trace_id_b,
         captures=list(captures),
         with_op_work=True,
+        model=model,
     )
     da, db = ra.report_data(), rb.report_data()
     kernels = (name_totals(ra.trace.kernels), name_totals(rb.trace.kernels))

@@ -14,7 +14,7 @@ from tracekit.numbers import count
 from tracekit.tuning import RETURN_PAGES, set_before_polars
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option
+from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import force_option, out_option
 from tracekit.cli.progress import Progress
 from tracekit.errors import TracekitError
@@ -56,6 +56,7 @@ from tracekit.parallel import Plan
     help="Memory limit per LocalCluster worker (e.g. 4GB; auto = memory / workers).",
 )
 @capture_option
+@model_option
 def ingest(
     traces: tuple[str, ...],
     out: Path,
@@ -65,6 +66,7 @@ def ingest(
     scheduler: str | None,
     memory_limit: str,
     captures: tuple[str, ...],
+    model: str | None,
 ) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 
@@ -106,6 +108,7 @@ def ingest(
             on_done=done,
             force=force,
             captures=captures,
+            model=model,
             memory_limit=None if memory_limit == "none" else memory_limit,
         )
     total, skipped = len(run.results) - len(run.skipped), len(run.skipped)

@@ -6,7 +6,7 @@ import click
 
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option
+from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import force_option, hardware_option, out_option
 from tracekit.report.output import check_out
 
@@ -18,8 +18,15 @@ from tracekit.report.output import check_out
 @hardware_option()
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @capture_option
+@model_option
 def label(
-    trace: str, out: str, force: bool, hardware: str | None, phase_map: tuple[str, ...], captures: tuple[str, ...]
+    trace: str,
+    out: str,
+    force: bool,
+    hardware: str | None,
+    phase_map: tuple[str, ...],
+    captures: tuple[str, ...],
+    model: str | None,
 ) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
@@ -34,7 +41,9 @@ def label(
     out_path = check_out(out, force, (".json", ".json.gz"))
     if sniff(trace) != KINETO:
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
-    analysed = analyse_path(trace, hardware=hardware, phase_map=list(phase_map) or None, captures=list(captures))
+    analysed = analyse_path(
+        trace, hardware=hardware, phase_map=list(phase_map) or None, captures=list(captures), model=model
+    )
     labels = lab.region_labels(analysed.trace.regions, analysed.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(trace), analysed.trace, labels, analysed.result.diagnostic, trace)
     write_atomic(out_path, writer.output_bytes(data, out_path.name))

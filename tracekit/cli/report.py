@@ -9,7 +9,7 @@ import click
 
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option
+from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import (
     force_option,
     format_option,
@@ -43,6 +43,7 @@ FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".jso
 @ranks_options
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @capture_option
+@model_option
 @regions_option(None, "Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(
     trace: str,
@@ -61,6 +62,7 @@ def report(
     no_plots: bool,
     regions: int | None,
     captures: tuple[str, ...],
+    model: str | None,
 ) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.
 
@@ -82,6 +84,10 @@ def report(
 
     chosen = ranks.selection(trace, trace_id, rank, compare) if Path(trace).exists() else None
     if chosen is not None and len(chosen) > 1:
+        if model:
+            from tracekit.errors import UsageError
+
+            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
         from tracekit.labels.phases import parse_phase_map
         from tracekit.report.screens import ranks as ranks_report
 
@@ -109,7 +115,13 @@ def report(
         sweep_table = read_table(sweep)
     tid = chosen[0] if chosen else trace_id
     analysed = analyse_path(
-        trace, hardware=hardware, phase_map=list(phase_map) or None, slo=slo, trace_id=tid, captures=list(captures)
+        trace,
+        hardware=hardware,
+        phase_map=list(phase_map) or None,
+        slo=slo,
+        trace_id=tid,
+        captures=list(captures),
+        model=model,
     )
     data = analysed.report_data()
     figs = [] if no_plots or fmt == "json" else figures.draw_all(data, sweep_table)

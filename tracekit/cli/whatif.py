@@ -7,6 +7,7 @@ import json
 import click
 
 from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, Finite
+from tracekit.cli.capture import model_option
 from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
 from tracekit.cli.outfile import emit
 from tracekit.errors import UsageError
@@ -60,6 +61,7 @@ from tracekit.errors import UsageError
 @trace_id_option()
 @out_option("Write here instead of stdout.")
 @force_option()
+@model_option
 def whatif(
     trace: str | None,
     prefill_workers: int,
@@ -77,6 +79,7 @@ def whatif(
     trace_id: str | None,
     out: str | None,
     force: bool,
+    model: str | None,
 ) -> None:
     """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
     from tracekit.report.output import check_out
@@ -94,7 +97,7 @@ def whatif(
         from tracekit.report.from_path import analyse_path
 
         Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
-        result = analyse_path(trace, slo=slo, trace_id=trace_id).result
+        result = analyse_path(trace, slo=slo, trace_id=trace_id, model=model).result
     doc = run_whatif(
         trace,
         result,

@@ -6,7 +6,10 @@
 - the top-k of a fused MoE op: from a top-k op under it (``TopK(logits, k, …)`` gives k as a
   concrete input; ``*topk_softmax(topk_weights [T, k], …)`` as a shape);
 - the expert weights' element size: from the names of the kernels the MoE op launched
-  (``mxfp4``/``fp4``/``e2m1`` → 0.5 byte, ``fp8``/``e4m3`` → 1).
+  (``mxfp4``/``fp4``/``e2m1`` → 0.5 byte, ``fp8``/``e4m3`` → 1);
+- what the trace lacks, from the model's config (``--model``, ``meta["model"]``): the top-k,
+  one expert's intermediate size and the weight format of a MoE op (TensorRT-LLM / FlashInfer
+  fused MoE paths trace no routing op). The trace wins where both say: a note names the field.
 
 :func:`hint_column` returns, per op row, the ``tk:key=value;…`` item that
 :mod:`tracekit.costmodel.ops` appends to the op's Concrete Inputs (null where there is none).
@@ -14,9 +17,12 @@
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import polars as pl
+
+from tracekit.costmodel.model import moe_hints
 
 from tracekit.costmodel.engine import HINT_PREFIX, MOE_OPS, STEP_PRICED
 from tracekit.tables.enclosing import innermost_rows
@@ -45,13 +51,16 @@ def hint_column(
     regions: pl.DataFrame | None,
     launched: pl.DataFrame | pl.LazyFrame | None,
     parent: pl.Series,
-) -> pl.Series:
-    """Per op row: the ``tk:…`` hint item or null. ``canon``: the op names as priced (serials
-    stripped); ``launched``: (op_id, kernel name) of device work, when known (a query is collected
-    only when some op is a MoE op: a trace's kernel names are large); ``parent``: each op's
-    parent row."""
+    model: Mapping[str, Any] | None = None,
+) -> tuple[pl.Series, pl.Series]:
+    """Per op row: the ``tk:…`` hint item or null, and a note where the trace and the model's
+    config disagree (null elsewhere). ``canon``: the op names as priced (serials stripped);
+    ``launched``: (op_id, kernel name) of device work, when known (a query is collected only when
+    some op is a MoE op: a trace's kernel names are large); ``parent``: each op's parent row;
+    ``model``: ``meta["model"]`` (--model), whose MoE fields fill what the trace lacks."""
     n = ops.height
     out = pl.repeat(None, n, dtype=pl.String, eager=True)
+    notes = pl.repeat(None, n, dtype=pl.String, eager=True)
     step = canon.is_in(list(STEP_PRICED))
     if regions is not None and regions.height and bool(step.any()):
         sums = step_sums(regions)
@@ -68,17 +77,53 @@ def hint_column(
     if bool(moe.any()):
         topk = _moe_topk(ops, canon, parent, moe)
         wsize = _moe_wsize(ops, moe, launched, parent)
-        extra = (
-            pl.DataFrame({"a": topk, "b": wsize})
-            .select(
-                pl.concat_str([pl.format("topk={}", "a"), pl.format("wsize={}", "b")], separator=";", ignore_nulls=True)
-            )
-            .to_series()
+        cfg = moe_hints(model)
+        fr = pl.DataFrame({"a": topk, "b": wsize}).with_columns(
+            pl.lit(cfg.get("topk"), pl.Float64).alias("ca"),
+            pl.lit(cfg.get("wsize"), pl.Float64).alias("cb"),
+            pl.lit(cfg.get("inter"), pl.Float64).alias("ci"),
         )
+        differ = [
+            pl.when(pl.col("a").is_not_null() & pl.col("ca").is_not_null() & (pl.col("a") != pl.col("ca"))).then(
+                pl.format(
+                    "model config num_experts_per_tok {} but the trace's top-k op gives {}",
+                    pl.col("ca").cast(pl.Int64),
+                    pl.col("a").cast(pl.Int64),
+                )
+            ),
+            # another format, not another convention: MXFP4's kernel-name 0.5 B vs the config's
+            # 0.53125 B (scales included) is the same format
+            pl.when(
+                pl.col("b").is_not_null()
+                & pl.col("cb").is_not_null()
+                & ((pl.col("b") - pl.col("cb")).abs() > 0.2 * pl.col("cb"))
+            ).then(
+                pl.format(
+                    "model config quantization_config gives {} B per weight but the kernel names say {} B", "cb", "b"
+                )
+            ),
+        ]
+        notes = fr.select(
+            pl.when(pl.lit(moe)).then(
+                pl.concat_str(differ, separator="; ", ignore_nulls=True).str.replace(r"^$", "") + pl.lit(": trace used")
+            )
+        ).to_series()
+        notes = pl.select(pl.when(notes.str.starts_with("model")).then(notes)).to_series()
+        extra = fr.select(
+            pl.concat_str(
+                [
+                    pl.format("topk={}", pl.coalesce("a", "ca")),
+                    pl.format("wsize={}", pl.coalesce("b", "cb")),
+                    pl.format("inter={}", "ci"),
+                ],
+                separator=";",
+                ignore_nulls=True,
+            )
+        ).to_series()
         extra = pl.select(pl.when(moe).then(extra)).to_series()
         out = pl.select(pl.concat_str([out, extra], separator=";", ignore_nulls=True)).to_series()
         out = pl.select(pl.when(out != "").then(out)).to_series()
-    return pl.select(pl.when(out.is_not_null()).then(pl.lit(HINT_PREFIX) + out)).to_series()
+    return pl.select(pl.when(out.is_not_null()).then(pl.lit(HINT_PREFIX) + out)).to_series(), notes
 
 
 def _nearest_ancestor(parent: pl.Series, rows: pl.Series, target: pl.Series) -> pl.Series:

@@ -28,7 +28,8 @@ nesting level.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import polars as pl
 
@@ -284,7 +285,10 @@ def _first_dtype(types: pl.Series) -> pl.Series:
 
 
 def op_costs(
-    ops: pl.DataFrame, regions: pl.DataFrame | None = None, launched: pl.DataFrame | pl.LazyFrame | None = None
+    ops: pl.DataFrame,
+    regions: pl.DataFrame | None = None,
+    launched: pl.DataFrame | pl.LazyFrame | None = None,
+    model: Mapping[str, Any] | None = None,
 ) -> pl.DataFrame:
     """The ops table plus ``flops``, ``bytes``, ``cost_model``, ``dtype``, ``covered`` and
     ``cost_note`` (why an op has no cost although a formula exists: its inputs contradict).
@@ -293,7 +297,10 @@ def op_costs(
     parent_id, input_dims, input_types, concrete_inputs; trace_id optional). ``regions`` (the
     trace's regions) and ``launched`` (``op_id, name``: the kernels each op launched) give the
     formulas that need them their context (tracekit/costmodel/context.py); without them those
-    ops get no cost (``launched`` as a query is collected only when some op is a MoE op). Units:
+    ops get no cost (``launched`` as a query is collected only when some op is a MoE op).
+    ``model``: the model's config (``meta["model"]``, --model) fills a MoE op's top-k, expert size
+    and weight format where the trace does not say; where both say and differ, the trace's is
+    used and ``cost_note`` names the field. Units:
     FLOPs and bytes per call. Pure; never raises on odd shapes (those ops get a null cost).
     """
     if "trace_id" not in ops.columns:
@@ -301,7 +308,7 @@ def op_costs(
     cols = ops.columns
     parent = _parent_rows(ops)
     canon = ops.select(canonical_name(pl.col("name"))).to_series()
-    hint = hint_column(ops, canon, regions, launched, parent)
+    hint, cfg_note = hint_column(ops, canon, regions, launched, parent, model)
     priced = (
         ops.lazy()
         .select("name", "input_dims", "input_types", "concrete_inputs")
@@ -359,7 +366,9 @@ def op_costs(
             .alias("cost_model"),
             pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
             (has_model | pl.col("_under")).alias("covered"),
-            note.alias("cost_note"),
+            pl.when(note.is_not_null() | cfg_note.is_not_null())
+            .then(pl.concat_str([note, cfg_note], separator="; ", ignore_nulls=True))
+            .alias("cost_note"),
         )
         .collect(engine="in-memory")
     )
@@ -378,7 +387,7 @@ def trace_costs(
         launched = activities.lazy().select("op_id", "name")
     if launched is not None:
         launched = launched.drop_nulls("op_id").unique()
-    return op_costs(trace.ops, trace.regions, launched)
+    return op_costs(trace.ops, trace.regions, launched, trace.meta.get("model"))
 
 
 def unmodelled(costed: pl.DataFrame) -> pl.DataFrame:

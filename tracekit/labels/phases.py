@@ -14,8 +14,12 @@ Conventions recognised (see docs/phases.md for the evidence behind each):
   decode, both > 0 → mixed. In the detailed form ``sq`` is the sum of query tokens and ``sk`` the
   sum of key/context tokens of those requests; in the native form the first integer is the
   group's scheduled tokens (what follows varies across vLLM versions and is not read);
+- AMD ATOM steps ``prefill[bs=… tok=… ctx=[…]]`` and ``decode[bs=real/padded tok=… d=…]``: phase
+  from the word, batch = the real batch, tokens = ``tok=``;
 - any name containing "prefill" or "decode" (case-insensitive; both → mixed), except "decoder",
   which names a model part, not the phase;
+- graph capture and warm-up spans (:data:`WARMUP_RE`: ``capture_<n>_…``, ``_dummy_run``,
+  ``_capture_graph``) → other, so their kernels stay out of the steady-state phases;
 - user rules ``REGEX=PHASE`` (:func:`parse_phase_map`), which win over all built-ins.
 """
 
@@ -51,6 +55,13 @@ _SGLANG_PHASE: Final = {
 }
 # Group 1 (the step's tokens) is absent in vLLM's native form.
 VLLM_RE: Final = r"^execute_(?:(\d+)_)?context_(\d+)\(([^)]*)\)_generation_(\d+)\(([^)]*)\)"
+# AMD ATOM: ``prefill[bs=2 tok=14721 ctx=[…]]``, ``decode[bs=117/128 tok=117 d=117]`` (real/padded
+# batch), detailed forms adding ``sqsq= sqsk= sk=``, speculative ``spec=``.
+ATOM_RE: Final = r"^(prefill|decode)\[(.*)\]$"
+# Graph capture and warm-up: vLLM's ``capture_<n>_<MODE>`` / ``capture_<n>_draft_<MODE>`` labels and
+# ``_dummy_run`` steps, SGLang's ``capture_<bs>_<MODE>`` labels and ``_capture_graph`` spans. Not
+# steady-state work: phase other, whatever words they hold (``capture_32_DECODE``).
+WARMUP_RE: Final = r"^(?:capture_\d+_|_?dummy_run\b|_capture_graph\b|capture_graph_bs_\d+)"
 # Names that look like engine steps: one that no rule reads gets a warning (unread_step_names).
 STEP_LIKE_RE: Final = r"^(?i:execute_|step\[|step_|forward_step)"
 PROFILER_STEP_RE: Final = r"#(\d+)$"
@@ -113,6 +124,19 @@ def sglang_columns(name: pl.Expr) -> dict[str, pl.Expr]:
         "phase": mode.str.to_uppercase().replace_strict(_SGLANG_PHASE, default=None, return_dtype=pl.String),
         "batch": _int(body.str.extract(r"\b(?:bs|batch)=(\d+)", 1)),
         "tokens": _int(body.str.extract(r"\b(?:toks|tokens)=(\d+)", 1)),
+    }
+
+
+def atom_columns(name: pl.Expr) -> dict[str, pl.Expr]:
+    """phase, batch (the real batch of ``bs=real[/padded]``), tokens (``tok=``) of AMD ATOM's
+    ``prefill[…]`` / ``decode[…]`` step names; nulls elsewhere. The padded batch is the graph key
+    (tracekit/sources/kineto/capture/match.py), not the batch."""
+    phase = name.str.extract(ATOM_RE, 1)
+    body = name.str.extract(ATOM_RE, 2)
+    return {
+        "phase": phase,
+        "batch": _int(body.str.extract(r"\bbs=(\d+)", 1)),
+        "tokens": _int(body.str.extract(r"\btok=(\d+)", 1)),
     }
 
 
@@ -184,6 +208,7 @@ def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
     read = (
         pl.col("phase_rule").str.starts_with("SGLang ")
         | pl.col("phase_rule").str.starts_with("vLLM ")
+        | pl.col("phase_rule").str.starts_with("ATOM ")
         | pl.col("phase_rule").str.starts_with("--phase-map ")
         | pl.col("phase_rule").str.starts_with("tk: ")
     )

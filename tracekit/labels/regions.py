@@ -1,7 +1,8 @@
 """Region labelling: every region gets a phase (prefill | decode | mixed | other), the one-line rule
 that gave it, a step number and the attributes its name carries. See docs/phases.md.
 
-Precedence for a region's own phase: user ``--phase-map`` rules (first match wins) → tracekit's
+Precedence for a region's own phase: user ``--phase-map`` rules (first match wins) → graph capture
+and warm-up spans (other) → tracekit's
 ``tk:`` names → SGLang ``step[…]`` → vLLM ``execute_…`` → names containing prefill/decode. A region
 with none of its own inherits its nearest ancestor's ("inherited from …"); else ``other``.
 When nothing is annotated, :func:`infer_phase_from_shapes` looks at the attention ops' query length.
@@ -48,13 +49,18 @@ def label_regions(
     q = q.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
     q = q.join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
     name = pl.col("name")
-    sg, vl = ph.sglang_columns(name), ph.vllm_columns(name)
+    sg, vl, at = ph.sglang_columns(name), ph.vllm_columns(name), ph.atom_columns(name)
     up, urule = ph.user_phase(name, rules)
     kw = ph.keyword_phase(name)
-    own = pl.coalesce(up, pl.col("_tk_phase"), sg["phase"], vl["phase"], kw)
+    warm = name.str.contains(ph.WARMUP_RE)
+    own = pl.coalesce(
+        up, pl.when(warm).then(pl.lit(ph.OTHER)), pl.col("_tk_phase"), sg["phase"], vl["phase"], at["phase"], kw
+    )
     rule = (
         pl.when(up.is_not_null())
         .then(urule)
+        .when(warm)
+        .then(pl.lit("graph capture / warm-up (not a steady-state step)"))
         .when(pl.col("_tk_phase").is_not_null())
         .then(pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1))
         .when(sg["phase"].is_not_null())
@@ -65,6 +71,8 @@ def label_regions(
                 "vLLM execute_…: {} context, {} generation requests", name.str.extract(ph.VLLM_RE, 2), vl["decode_seqs"]
             )
         )
+        .when(at["phase"].is_not_null())
+        .then(pl.lit("ATOM ") + at["phase"] + pl.lit("[…]"))
         .when(kw.is_not_null())
         .then(
             pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw))
@@ -73,15 +81,21 @@ def label_regions(
     q = q.with_columns(
         own.alias("_own"),
         rule.alias("_rule"),
-        pl.coalesce("_tk_batch", sg["batch"], vl["batch"]).alias("batch"),
-        pl.coalesce("_tk_tokens", sg["tokens"], vl["tokens"]).alias("tokens"),
+        pl.coalesce("_tk_batch", sg["batch"], vl["batch"], at["batch"]).alias("batch"),
+        pl.coalesce("_tk_tokens", sg["tokens"], vl["tokens"], at["tokens"]).alias("tokens"),
         pl.coalesce("_tk_ctx", vl["ctx"]).alias("ctx"),
         pl.coalesce(
-            "_tk_prefill_tokens", pl.when(sg["phase"] == ph.PREFILL).then(sg["tokens"]), vl["prefill_tokens"]
+            "_tk_prefill_tokens",
+            pl.when(sg["phase"] == ph.PREFILL).then(sg["tokens"]),
+            vl["prefill_tokens"],
+            pl.when(at["phase"] == ph.PREFILL).then(at["tokens"]),
         ).alias("prefill_tokens"),
-        pl.coalesce("_tk_decode_seqs", pl.when(sg["phase"] == ph.DECODE).then(sg["batch"]), vl["decode_seqs"]).alias(
-            "decode_seqs"
-        ),
+        pl.coalesce(
+            "_tk_decode_seqs",
+            pl.when(sg["phase"] == ph.DECODE).then(sg["batch"]),
+            vl["decode_seqs"],
+            pl.when(at["phase"] == ph.DECODE).then(at["batch"]),
+        ).alias("decode_seqs"),
         pl.col("_tk_prompt_tokens").alias("prompt_tokens"),
         pl.coalesce("_tk_kv_tokens", vl["kv_tokens"]).alias("kv_tokens"),
         pl.when(pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"))
@@ -90,6 +104,8 @@ def label_regions(
         .then(pl.lit("sglang step"))
         .when(vl["phase"].is_not_null())
         .then(pl.lit("vllm execute"))
+        .when(at["phase"].is_not_null())
+        .then(pl.lit("atom step"))
         .otherwise(name.str.replace(ph.PROFILER_STEP_RE, "#"))
         .alias("_family"),
         pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),

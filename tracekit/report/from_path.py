@@ -35,6 +35,7 @@ def analyse_path(
     trace_id: str | None = None,
     captures: list[str] | None = None,
     with_op_work: bool = False,
+    model: str | None = None,
 ) -> Analysed:
     """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`).
     Raises AnalysisError when there is nothing to report."""
@@ -44,7 +45,7 @@ def analyse_path(
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
-    trace = tracekit.load(str(p), trace_id=trace_id, captures=captures)
+    trace = tracekit.load(str(p), trace_id=trace_id, captures=captures, model=model)
     if trace.kernels.height == 0 and trace.ops.height == 0:
         raise AnalysisError(f"{p}: nothing to report: the trace has no device activity and no CPU operators")
     result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo, with_op_work=with_op_work)

@@ -89,6 +89,7 @@ def load(
     captures: Sequence[str | os.PathLike[str]] | None = None,
     discover_captures: bool = True,
     warm: Importer | None = None,
+    model: str | os.PathLike[str] | None = None,
 ) -> Trace:
     """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
 
@@ -96,10 +97,22 @@ def load(
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
     unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py). ``warm``: a callback
     that imports what the caller needs next (tracekit.tuning.importer); a source that reads while
-    polars loads runs it in a thread during the read (tracekit/sources/kineto/reading/early.py)."""
+    polars loads runs it in a thread during the read (tracekit/sources/kineto/reading/early.py).
+    ``model``: a Hugging Face ``config.json`` whose normalised fields go to ``meta["model"]``
+    (tracekit/sources/model_config.py; read first, so a bad config fails before the trace is read)."""
+    cfg = None
+    if model is not None:
+        from tracekit.sources.model_config import read_model_config
+
+        cfg = read_model_config(model)
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
-        return _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
+        trace = _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
+    if cfg is not None:
+        # model_option: this load was given the config (a reader note, never written back): costs
+        # stored without it are not reused (tracekit/analysis/pipeline.py)
+        trace.meta = {**trace.meta, "model": cfg, "model_option": True}
+    return trace
 
 
 def _load(

@@ -62,7 +62,7 @@ def write_part(frame: pl.DataFrame, path: Path) -> None:
 
 
 # Meta keys a reader adds (where the trace was read from, which columns): never written back.
-READER_NOTES = ("dataset_path", "dataset_columns", "dataset_rows")
+READER_NOTES = ("dataset_path", "dataset_columns", "dataset_rows", "model_option")
 
 
 @dataclass

@@ -263,18 +263,20 @@ def load_for_analysis(
     captures: list[str] | None = None,
     lean: bool = True,
     ensure: bool = False,
+    model: str | None = None,
 ) -> Trace:
     """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
     current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
     labels come stored); otherwise the whole trace (``tracekit.load``). With ``ensure`` its missing
     or stale derived tables are computed and stored (best effort): with ``lean`` first, from only
     the columns they need (:func:`tracekit.analysis.store.compute.store_derived`), and the trace then read with only
-    the analysis's columns; without, from the whole trace (:func:`ensure_derived`)."""
+    the analysis's columns; without, from the whole trace (:func:`ensure_derived`). ``model``: a
+    model config (--model): the whole trace is read with it and its costs are computed again."""
     import tracekit
     from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
 
-    if captures or not is_dataset(source):
-        return tracekit.load(str(source), trace_id=trace_id, captures=captures)
+    if captures or model or not is_dataset(source):
+        return tracekit.load(str(source), trace_id=trace_id, captures=captures, model=model)
     root = Path(source)
     tid = choose_trace(root, dataset_trace_ids(root), trace_id)
     if lean and stored_current(root, tid):

@@ -89,7 +89,7 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
             rows.append(
                 [
                     scope,
-                    str(c["op_class"]),
+                    str(c["op_class"]) + (" (estimated)" if c.get("estimated") else ""),
                     fmt.duration(c.get("device_time_ns") or 0),
                     _pct(c.get("share")),
                     fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),

@@ -81,10 +81,20 @@ def details(d: Path) -> list[dict[str, Any]]:
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
-def batch_of_file(path: Path) -> int | None:
-    """Batch size of a capture file: its ``execution_details.json`` entry, else a ``bs_<n>`` name."""
+def batch_of_file(path: Path, listed_only: bool = False) -> int | None:
+    """Graph key of a capture file: its ``execution_details.json`` ``batch_size`` (vLLM: the
+    padded token count the graph was captured for; SGLang: the batch size), else (unless
+    ``listed_only``) a ``bs_<n>`` file name (SGLang's ``bs_{n}_rank{r}.json.gz``)."""
     for e in details(path.parent):
         if e.get("file") == path.name and isinstance(e.get("batch_size"), int):
             return int(e["batch_size"])
     m = re.search(r"(?:^|[_-])bs[_-]?(\d+)", path.name)
-    return int(m.group(1)) if m else None
+    return int(m.group(1)) if m and not listed_only else None
+
+
+def mode_of_file(path: Path) -> str | None:
+    """``mode`` of a capture file's ``execution_details.json`` entry (``FULL`` or ``PIECEWISE``)."""
+    for e in details(path.parent):
+        if e.get("file") == path.name and isinstance(e.get("mode"), str):
+            return str(e["mode"])
+    return None

@@ -11,7 +11,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.sources.kineto.capture.files import batch_of_file
+from tracekit.sources.kineto.capture.files import batch_of_file, mode_of_file
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
 
@@ -20,23 +20,29 @@ _BEGIN_RE: Final = r"^(cuda|hip|cu)StreamBeginCapture"
 _END_RE: Final = r"^(cuda|hip|cu)StreamEndCapture"
 _KERNEL_CALL_RE: Final = r"(?i)launch(kernel|cooperative)|^cuLaunch|ModuleLaunch"
 
-_BATCH_PATTERNS: Final = (
-    r"\bbs=(\d+)",
-    r"^capture_(\d+)_",
-    r"^execute_context_(\d+)\(.*?_generation_(\d+)\(",
-    r"^execute_\d+_context_(\d+)\(.*?_generation_(\d+)\(",
-)
+# The graph key a step name states, first pattern that matches (docs/kineto.md, "Graph replays"):
+# vLLM keys its graphs by the step's token count (detailed form: the leading number; native form:
+# the context and generation parts' first integers added), SGLang and ATOM by batch size (``bs=``,
+# ATOM's padded ``bs=real/padded``), a capture label ``capture_<n>_…`` by its number.
+_VLLM_DETAILED_KEY: Final = r"^execute_(\d+)_context_\d+\("
+_VLLM_NATIVE_KEY: Final = r"^execute_context_\d+\((\d+)[^)]*\)_generation_\d+\((\d+)"
+_BS_KEY: Final = r"\bbs=(\d+)(?:/(\d+))?"
+CAPTURE_LABEL_RE: Final = r"^capture_(\d+)_"
+_DRAFT_LABEL_RE: Final = r"^capture_\d+_draft_"
 
 
-def region_batch(name: pl.Expr) -> pl.Expr:
-    """Batch size a region name states (SGLang ``bs=``, vLLM context + generation requests,
-    ``capture_<bs>_…``), else null. Used only to tell apart graphs captured per batch size."""
-    out: pl.Expr = pl.lit(None, pl.Int64)
-    for pat in reversed(_BATCH_PATTERNS):
-        a = name.str.extract(pat, 1).cast(pl.Int64, strict=False)
-        v = a + name.str.extract(pat, 2).cast(pl.Int64, strict=False) if "generation" in pat else a
-        out = pl.when(v.is_not_null()).then(v).otherwise(out)
-    return out
+def graph_key(name: pl.Expr) -> pl.Expr:
+    """The key a region name gives the graphs it replays (or, for a ``capture_<n>_…`` label, the
+    graph it captured): vLLM steps' token count, SGLang/ATOM ``bs=`` (the padded one of
+    ``bs=117/128``), else null."""
+    i = lambda pat, g: name.str.extract(pat, g).cast(pl.Int64, strict=False)  # noqa: E731
+    return pl.coalesce(
+        i(_VLLM_DETAILED_KEY, 1),
+        i(_VLLM_NATIVE_KEY, 1) + i(_VLLM_NATIVE_KEY, 2),
+        i(_BS_KEY, 2),
+        i(_BS_KEY, 1),
+        i(CAPTURE_LABEL_RE, 1),
+    )
 
 
 # ---------------------------------------------------------------- captured graphs
@@ -80,8 +86,8 @@ def captured_graphs(
             windows.append((pid, tid, open_.pop((pid, tid)), e))
     end_all = imax(la["end_ns"])
     windows += [(p, t, s, end_all) for (p, t), s in open_.items()]  # a capture never ended: to the end
-    batch_file = batch_of_file(path)
-    regions = capture.regions.filter(pl.col("name").str.contains(r"^capture_\d+_"))
+    listed, named_bs, mode = batch_of_file(path, listed_only=True), batch_of_file(path), mode_of_file(path)
+    regions = capture.regions.filter(pl.col("name").str.contains(CAPTURE_LABEL_RE))
     gl, nl, ol = [], [], []
     for i, (pid, tid, t0, t1) in enumerate(sorted(windows, key=lambda w: w[2])):
         g = first_graph + i
@@ -118,17 +124,25 @@ def captured_graphs(
         )
         bounds = pl.concat([wops["start_ns"], wops["end_ns"], nodes["start_ns"]]).unique().sort()
         rank = {v: k for k, v in enumerate(bounds.to_list())}
-        batch = batch_file
-        if batch is None and regions.height:
-            inside = regions.filter((pl.col("start_ns") <= t0) & (pl.col("end_ns") >= t0))
-            if inside.height:
-                batch = int(inside["name"].str.extract(r"^capture_(\d+)_", 1).cast(pl.Int64)[0])
+        # The graph's key: the file's execution_details.json entry, else the capture label around
+        # it (``capture_<n>_<MODE>``; vLLM's draft graphs ``capture_<n>_draft_<MODE>``), else a
+        # ``bs_<n>`` file name.
+        batch, draft = listed, False
+        inside = regions.filter((pl.col("start_ns") <= t0) & (pl.col("end_ns") >= t0)).sort("start_ns")
+        if inside.height:
+            label = str(inside["name"][-1])
+            if batch is None:
+                batch = int(inside["name"].str.extract(CAPTURE_LABEL_RE, 1).cast(pl.Int64)[-1])
+            draft = bool(re.search(_DRAFT_LABEL_RE, label))
+        batch = named_bs if batch is None else batch
         keys = nodes["key"]
         gl.append(
             {
                 "graph": g,
                 "file": str(path),
                 "batch": batch,
+                "mode": mode,
+                "draft": draft,
                 "nodes": nodes.height,
                 "named": named,
                 "bounds": len(rank),
@@ -168,6 +182,8 @@ def captured_graphs(
             "graph": pl.Int64(),
             "file": pl.String(),
             "batch": pl.Int64(),
+            "mode": pl.String(),
+            "draft": pl.Boolean(),
             "nodes": pl.Int64(),
             "named": pl.Boolean(),
             "bounds": pl.Int64(),
@@ -234,9 +250,17 @@ def replays(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     gl = gl.join(sigs, on="correlation", how="inner")
     reg = trace.regions.filter(pl.col("kind") != "gpu_user_annotation")
-    row = innermost_rows(gl.select("pid", "tid", pl.col("start_ns").alias("t")), reg, ["pid", "tid"], "region_id")
-    names = reg["name"].gather(row)
-    gl = gl.with_columns(names.alias("region")).with_columns(region_batch(pl.col("region")).alias("batch"))
+    pts = gl.select("pid", "tid", pl.col("start_ns").alias("t"))
+    row = innermost_rows(pts, reg, ["pid", "tid"], "region_id")
+    # The step: the innermost enclosing region whose name gives a graph key (vLLM execute_…,
+    # SGLang step[… bs=…]); its key and id group the replays that are paired in order.
+    steps = reg.with_columns(graph_key(pl.col("name")).alias("_key")).filter(pl.col("_key").is_not_null())
+    srow = innermost_rows(pts, steps, ["pid", "tid"], "region_id")
+    gl = gl.with_columns(
+        reg["name"].gather(row).alias("region"),
+        steps["region_id"].gather(srow).alias("step"),
+        steps["_key"].gather(srow).alias("batch"),
+    )
     return gl.select(
         "correlation",
         "pid",
@@ -249,68 +273,149 @@ def replays(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
         "sig",
         "msig",
         "ksig",
+        "step",
         "batch",
         "region",
     ), k
 
 
+BY_SEQUENCE: Final = "sequence"
+BY_ORDER: Final = "order"
+
+
+def resolve_keys(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.Series:
+    """Per launch: the captured key its step replays (``gkey``): the step's own key when a graph was
+    captured for it, else the smallest captured key above it (engines pad a step up to the next
+    captured size); null when the step states none or is above every captured key."""
+    keys = graphs["batch"].drop_nulls().unique().sort()
+    if keys.len() == 0:
+        return pl.repeat(None, launches.height, dtype=pl.Int64, eager=True)
+    k = keys.to_frame("gkey").with_columns(pl.col("gkey").alias("_k"))
+    want = launches.select(pl.col("batch").alias("_k")).with_row_index("_i")
+    hit = want.drop_nulls("_k").sort("_k").join_asof(k.sort("_k"), on="_k", strategy="forward")
+    return want.join(hit.select("_i", "gkey"), on="_i", how="left").sort("_i")["gkey"]
+
+
 def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
-    """One row per graph launch: graph (null when none), how it matched, and why not."""
+    """One row per graph launch: graph (null when none), how its nodes matched (``how``), how it
+    was paired (``paired``: by sequence, by order, or null) and why not (``reason``).
+
+    Candidates are the graphs captured for the step's key (:func:`resolve_keys`; every graph when
+    the step has no key, or the graph states none) whose nodes match (:data:`_MATCH_EXACT`, else
+    the names and counts, else the kinds for unnamed captures). Within one capture file and key,
+    a single graph with those nodes is the match (by sequence); several (the identical middle
+    layers of piecewise graphs) pair in order: the step's k-th replay with these nodes gets the
+    k-th such graph in capture order (by order). Candidates in more than one file are refused.
+    """
+    launches = launches.with_columns(resolve_keys(launches, graphs).alias("gkey"))
     named, unnamed = graphs.filter(pl.col("named")), graphs.filter(~pl.col("named"))
-    cand = (
-        pl.concat(
-            [
-                launches.join(named.select("graph", "sig", "batch", "file"), on="sig", suffix="_g").with_columns(
-                    pl.lit(_MATCH_EXACT).alias("how"), pl.lit(0).alias("pref")
-                ),
-                launches.join(
-                    named.select("graph", "msig", "nodes", "batch", "file"), on=["msig", "nodes"], suffix="_g"
-                ).with_columns(pl.lit(_MATCH_OCC).alias("how"), pl.lit(1).alias("pref")),
-                launches.join(
-                    unnamed.select("graph", pl.col("sig").alias("ksig"), "batch", "file"), on="ksig", suffix="_g"
-                ).with_columns(pl.lit(_MATCH_KIND).alias("how"), pl.lit(2).alias("pref")),
-            ],
-            how="diagonal_relaxed",
+    flavours = (
+        (named, ["sig"], _MATCH_EXACT, 0),
+        (named, ["msig", "nodes"], _MATCH_OCC, 1),
+        (unnamed.rename({"sig": "ksig"}), ["ksig"], _MATCH_KIND, 2),
+    )
+    parts = []
+    for g, on, how, pref in flavours:
+        # occurrence of these nodes among the step's replays (start order), and among the graphs
+        # of one file and key (capture order)
+        lo = launches.with_columns(pl.col("start_ns").rank("ordinal").over(["step", *on]).cast(pl.Int64).alias("_rocc"))
+        go = g.select("graph", "file", pl.col("batch").alias("batch_g"), *on).with_columns(
+            pl.col("graph").rank("ordinal").over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gocc"),
+            pl.len().over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gn"),
         )
-        .sort("correlation", "pref")
-        .unique(["correlation", "graph"], keep="first", maintain_order=True)
-    )
-    # Best kind of match only; then the batch size tells graphs apart.
+        c = lo.join(go, on=on, how="inner").filter(
+            pl.col("batch").is_null() | pl.col("batch_g").is_null() | (pl.col("batch_g") == pl.col("gkey"))
+        )
+        parts.append(c.with_columns(pl.lit(how).alias("how"), pl.lit(pref).alias("pref")))
+    cand = pl.concat(parts, how="diagonal_relaxed").sort("correlation", "pref")
     cand = cand.filter(pl.col("pref") == pl.col("pref").min().over("correlation"))
-    cand = cand.with_columns(
+    # in order only among graphs of a known key: identical graphs of unknown keys may be several
+    # sizes' captures in one file, and which size a step ran is then not known
+    ok = cand.filter((pl.col("_gn") == 1) | ((pl.col("_rocc") == pl.col("_gocc")) & pl.col("batch_g").is_not_null()))
+    ok = ok.with_columns(
+        pl.when(pl.col("_gn") == 1).then(pl.lit(BY_SEQUENCE)).otherwise(pl.lit(BY_ORDER)).alias("paired"),
         pl.len().over("correlation").alias("_n"),
-        (pl.col("batch_g") == pl.col("batch")).fill_null(False).alias("_same_bs"),
     )
-    cand = cand.with_columns(pl.col("_same_bs").sum().over("correlation").alias("_nbs"))
-    pick = cand.filter((pl.col("_n") == 1) | (pl.col("_same_bs") & (pl.col("_nbs") == 1)))
+    pick = ok.filter(pl.col("_n") == 1)
     amb = (
-        cand.filter(~pl.col("correlation").is_in(pick["correlation"].implode()))
+        ok.filter(pl.col("_n") > 1)
         .group_by("correlation")
-        .agg(pl.len().alias("_k"), pl.col("batch_g").unique().sort().alias("_bs"))
+        .agg(
+            pl.len().alias("_k"),
+            pl.col("file").n_unique().alias("_files"),
+            pl.col("batch_g").unique().sort().alias("_bs"),
+        )
     )
-    out = launches.join(pick.select("correlation", "graph", "how", pl.col("file")), on="correlation", how="left")
-    out = out.join(amb, on="correlation", how="left")
+    short = (
+        cand.filter(~pl.col("correlation").is_in(ok["correlation"].implode()))
+        .group_by("correlation")
+        .agg(
+            pl.col("_rocc").first().alias("_r"),
+            pl.col("_gn").max().alias("_gmax"),
+            pl.col("batch_g").is_null().all().alias("_nokey"),
+        )
+    )
+    out = launches.join(
+        pick.select("correlation", "graph", "how", "paired", pl.col("file")), on="correlation", how="left"
+    )
+    out = out.join(amb, on="correlation", how="left").join(short, on="correlation", how="left")
     counts = graphs["nodes"].unique().sort().to_list()
+    top = graphs["batch"].max()
+    key_txt = pl.col("gkey").cast(pl.String)
     why = (
         pl.when(pl.col("graph").is_not_null())
         .then(pl.lit(None, pl.String))
+        .when(pl.col("batch").is_not_null() & pl.col("gkey").is_null() & pl.lit(top is not None))
+        .then(pl.format("the step's graph key {} is above every captured key (largest {})", "batch", pl.lit(top)))
         .when(pl.col("_k").is_not_null())
         .then(
+            pl.when(pl.col("_files") > 1)
+            .then(
+                pl.format(
+                    "{} captured graphs in {} capture files have these {} nodes for graph key {}: the files "
+                    "overlap (pass only one of them with --capture)",
+                    pl.col("_k"),
+                    pl.col("_files"),
+                    pl.col("nodes"),
+                    pl.col("_bs").cast(pl.List(pl.String)).list.join("/"),
+                )
+            )
+            .otherwise(
+                pl.format(
+                    "{} captured graphs have these {} nodes (keys {}) and the launch is in no step that "
+                    "states a graph key (vLLM execute_…, SGLang step[… bs=…])",
+                    pl.col("_k"),
+                    pl.col("nodes"),
+                    pl.col("_bs").cast(pl.List(pl.String)).list.join("/"),
+                )
+            )
+        )
+        .when(pl.col("_nokey").fill_null(False))
+        .then(
             pl.format(
-                "{} captured graphs have these {} nodes and the batch size does not single one out "
-                "(launch batch {}, graphs {})",
-                pl.col("_k"),
+                "{} captured graphs have these {} nodes and no graph key (no execution_details.json entry, "
+                "capture_<n>_… label or bs_<n> file name), so the capture order does not pair them",
+                pl.col("_gmax"),
                 pl.col("nodes"),
-                pl.col("batch").cast(pl.String).fill_null("unknown"),
-                pl.col("_bs").cast(pl.List(pl.String)).list.join("/"),
+            )
+        )
+        .when(pl.col("_r").is_not_null())
+        .then(
+            pl.format(
+                "the step replays {} graphs with these {} nodes but {} were captured{}",
+                pl.col("_r"),
+                pl.col("nodes"),
+                pl.col("_gmax"),
+                pl.when(pl.col("gkey").is_not_null()).then(pl.lit(" for key ") + key_txt).otherwise(pl.lit("")),
             )
         )
         .otherwise(
             pl.format(
-                "{} replayed nodes; no captured graph has the same nodes (captured graphs: {} nodes)",
+                "{} replayed nodes; no captured graph{} has the same nodes (captured graphs: {} nodes)",
                 pl.col("nodes"),
+                pl.when(pl.col("gkey").is_not_null()).then(pl.lit(" of key ") + key_txt).otherwise(pl.lit("")),
                 pl.lit(", ".join(map(str, counts)) or "none"),
             )
         )
     )
-    return out.with_columns(why.alias("reason")).drop("_k", "_bs")
+    return out.with_columns(why.alias("reason")).drop("_k", "_bs", "_files", "_r", "_gmax", "_nokey")

@@ -19,11 +19,15 @@ The rule (docs/kineto.md, "Graph replays and capture traces"):
   order. It matches a captured graph when the two node lists are equal (kernel names, or kinds
   when the capture has no names); failing that, when they hold the same names the same number
   of times (concurrent branches reorder start times), nodes pair by (name, occurrence).
-  Several matching graphs (the same kernels captured for several batch sizes) are told apart
-  by the batch size: the graph's (``execution_details.json`` ``batch_size``, or a
-  ``capture_<bs>_…`` annotation / ``bs_<bs>`` file name) against the launching region's
-  (``bs=``, ``execute_…_context_n…_generation_m…``). Still ambiguous, or no graph with the same
-  node counts: the replay is left as it was and a warning gives the counts — never a guess.
+  Graphs are keyed as engines key them: a replay's step (the innermost region whose name
+  states a key: vLLM's token count ``execute_<tokens>_…``, SGLang/ATOM ``bs=``) replays the graphs
+  captured for that key (``execution_details.json`` ``batch_size``, a ``capture_<n>_…`` label,
+  ``bs_<n>``), or for the next captured key up (padding). Within a step and capture file, one
+  graph with the replay's nodes is its match (by sequence); several identical ones (piecewise
+  graphs' middle layers) pair in order: the k-th such replay of the step with the k-th captured
+  (by order). Candidates in two files, too few captured, a key above every captured one, or no
+  graph with the same nodes: the replay is left as it was and a warning gives the counts and
+  the reason — never a guess.
 - A match copies the captured ops that are on the path of some node (each node's launching op
   and its ancestors inside the capture span) onto the graph launch's thread, laid out inside the
   graph-launch call in their captured order (their boundaries are ranked and spread evenly, so
@@ -34,8 +38,8 @@ The rule (docs/kineto.md, "Graph replays and capture traces"):
 Everything the merge did is in ``meta["capture"]`` (files, one row per graph launch: counts,
 status, reason) and the tables themselves, so an ingested dataset needs no capture file later.
 
-Here: the merge itself. Finding and reading capture files: ``capture_files.py`` (:func:`discover`);
-captured graphs, replays and matching them: ``capture_match.py``.
+Here: the merge itself. Finding and reading capture files: ``files.py`` (:func:`discover`);
+captured graphs, replays and matching them: ``match.py``.
 """
 
 from __future__ import annotations
@@ -43,13 +47,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import polars as pl
 
 from tracekit.numbers import count, duration
 from tracekit.sources.kineto.capture.files import kernel_names
-from tracekit.sources.kineto.capture.match import GRAPH_LAUNCH_RE, captured_graphs, imax, match, replays
+from tracekit.sources.kineto.capture.match import (
+    BY_ORDER,
+    BY_SEQUENCE,
+    GRAPH_LAUNCH_RE,
+    captured_graphs,
+    imax,
+    match,
+    replays,
+)
 from tracekit.tables.intervals import SIBLING_OVERLAP_NS, nest
 from tracekit.tables.trace import Trace
 
@@ -90,25 +102,61 @@ def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> 
     nodes, cops = pl.concat(nl), pl.concat(ol)
     ok = m.filter(pl.col("graph").is_not_null()).sort("start_ns").with_row_index("r")
     out = _apply(trace, ok, nodes, cops, graphs, rnodes)
-    bad = m.filter(pl.col("graph").is_null())
-    if bad.height:
-        t = trace.kernels.filter(pl.col("correlation").is_in(bad["correlation"].implode()))
-        ns = int((t["end_ns"] - t["start_ns"]).sum() or 0)
-        first = bad.sort("start_ns").row(0, named=True)
-        warnings.append(
-            f"capture: {bad.height} of {count(m.height, 'graph replay')} not mapped "
-            f"({count(t.height, 'kernel')}, {duration(ns)}, left on their graph launch); first: {first['reason']}"
+    # Kernels and device time of each replay, for the counts by pairing.
+    per = (
+        trace.kernels.filter(pl.col("correlation").is_in(m["correlation"].implode()))
+        .group_by("correlation")
+        .agg(pl.len().alias("_kn"), (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_ns"))
+    )
+    m = m.join(per, on="correlation", how="left")
+    paired = {
+        k: {
+            "launches": int(sub.height),
+            "kernels": int(sub["_kn"].sum() or 0),
+            "ns": int(sub["_ns"].sum() or 0),
+        }
+        for k, sub in (
+            (BY_SEQUENCE, m.filter(pl.col("paired") == BY_SEQUENCE)),
+            (BY_ORDER, m.filter(pl.col("paired") == BY_ORDER)),
+            ("none", m.filter(pl.col("graph").is_null())),
         )
+    }
+    bad = m.filter(pl.col("graph").is_null())
+    if bad.height or paired[BY_ORDER]["launches"]:
+        warnings.append(_pairing_line(m.height, paired, bad))
     meta["capture"] = {
         "files": [str(p) for p in files],
         "graphs": graphs.height,
         "launches": m.select(
-            "correlation", "start_ns", "region", "nodes", "batch", "graph", "how", "file", "reason"
+            "correlation", "start_ns", "region", "nodes", "batch", "gkey", "graph", "how", "paired", "file", "reason"
         ).to_dicts(),
         "mapped_launches": ok.height,
         "mapped_kernels": int(ok["nodes"].sum() or 0),
+        "paired": paired,
     }
     return Trace(out[0], out[1], out[2], trace.regions, {**meta, "warnings": warnings})
+
+
+def _pairing_line(total: int, paired: dict[str, dict[str, int]], bad: pl.DataFrame) -> str:
+    """One warning line: how many replays were paired by node sequence, by capture order, or not at
+    all (with kernels and device time), and the first reason a replay was not mapped."""
+
+    words = {
+        BY_SEQUENCE: "paired by node sequence",
+        BY_ORDER: "paired by capture order among graphs with identical nodes",
+        "none": "not mapped",
+    }
+    parts = [
+        f"{p['launches']} {words[k]} ({count(p['kernels'], 'kernel')}, {duration(p['ns'])}"
+        + (", left on their graph launch)" if k == "none" else ")")
+        for k, p in paired.items()
+        if p["launches"]
+    ]
+    line = f"capture: {count(total, 'graph replay')}: " + ", ".join(parts)
+    if bad.height:
+        first = bad.sort("start_ns").row(0, named=True)
+        line += f"; first not mapped: {first['reason']}"
+    return line
 
 
 def _apply(
@@ -199,9 +247,12 @@ def _apply(
     return kernels, launches, ops
 
 
-def replay_note(activities: pl.DataFrame) -> str | None:
+def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = False) -> str | None:
     """One line for the output when graph replays kept no ops (no capture trace, or none that
-    matched): kernels, device time and graph launches; None when there are none."""
+    matched): kernels, device time and graph launches, and the advice that fits: pass a capture
+    when none was given, else why the given one did not map them. ``capture``: the trace's
+    ``meta["capture"]``; ``model``: a model config was given (their costs are estimated from it,
+    tracekit/analysis/replay_estimate.py). None when there are no such replays."""
     if "launch_name" not in activities.columns:
         return None
     # the name rule runs once per distinct launch name, not per activity
@@ -216,8 +267,20 @@ def replay_note(activities: pl.DataFrame) -> str | None:
     if g.height == 0:
         return None
     ns = int(g["dur_ns"].sum() or 0)
+    info: dict[str, Any] = capture if isinstance(capture, dict) else {}
+    files = list(info.get("files") or [])
+    if not files:
+        advice = "pass --capture FILE, or keep the capture_traces/ folder vLLM/SGLang write beside the trace"
+    else:
+        reasons = [str(r["reason"]) for r in info.get("launches") or [] if isinstance(r, dict) and r.get("reason")]
+        why = reasons[0] if reasons else "the capture holds no graph (StreamBeginCapture…EndCapture)"
+        advice = f"{count(len(files), 'capture file')} read, but they did not match: {why}"
+    advice += (
+        "; their FLOPs and bytes are estimated from --model and the step name"
+        if model
+        else "; --model CONFIG.json estimates their FLOPs and bytes"
+    )
     return (
         f"graph replay without capture trace: {count(g.height, 'kernel')}, {duration(ns)} of device time, in "
-        f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes (pass "
-        "--capture FILE, or keep the capture_traces/ folder vLLM/SGLang write beside the trace)"
+        f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes ({advice})"
     )

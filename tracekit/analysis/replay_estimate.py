@@ -1,0 +1,230 @@
+"""Estimated FLOPs and bytes for graph replays that no capture trace mapped (docs/kineto.md,
+"Replays without a capture trace").
+
+A replayed kernel with no captured op has a name and a duration but no shapes. Its family comes
+from its name: the op classes of :mod:`tracekit.analysis.regions.kernel_classes` (gemm,
+attention, norm, elementwise, communication, memcpy/memset, …); a kernel no class claims whose
+name holds ``moe`` or ``expert`` (vLLM's ``fused_moe_kernel``) is a GEMM. With the model's config
+(``--model``, ``meta["model"]``) and the step's token counts from its name, a step's work per
+family is estimated for the whole model (every layer):
+
+- gemm: the dense projections, 2·T·P FLOPs with P = H·(H_q + 2·H_kv)·d + H_q·d·H (+ 3·H·I for a
+  dense SwiGLU MLP); bytes = P weights at the dense weight format + activations read and written
+  once; for a MoE config plus the experts (grouped GEMMs):
+  :func:`tracekit.costmodel.engine.moe_cost` with the config's top-k, expert size and format
+  (+ shared experts: 2·T·3·H·I_shared FLOPs, their weights);
+- attention: :func:`tracekit.costmodel.engine.attention_from_sums` from the step name's per-request
+  sums (vLLM detailed form); no estimate without them;
+- norm: two RMSNorms per layer: 4·T·H + 2·T FLOPs and T·H read and written each, weight read.
+
+Each family's step total is spread over the step's replayed kernels of that family by duration,
+as each kernel's own cost (cost model ``estimated <family>``). Elementwise, communication, copies
+and other kernels keep no cost. Steps where some replay was mapped (captured ops) are not
+estimated: their captured costs stand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import polars as pl
+
+from tracekit.analysis.regions.kernel_classes import op_class
+from tracekit.costmodel.context import step_sums
+from tracekit.costmodel.engine import attention_from_sums, moe_cost
+from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
+
+ESTIMATED: Final = "estimated"
+_GRAPH_LAUNCH_RE: Final = r"^(cuda|hip|cu)GraphLaunch"
+_NODE_SUFFIX: Final = ":node"
+_DTYPE: Final = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+_MAX_DEPTH: Final = 64
+
+
+def _int(cfg: Mapping[str, Any], key: str) -> int:
+    v = cfg.get(key)
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def step_work(
+    cfg: Mapping[str, Any], tokens: int, sums: tuple[int, int, int, int] | None
+) -> dict[str, tuple[float, float]]:
+    """(FLOPs, bytes) per family of one step of ``tokens`` tokens through the whole model
+    (module docstring); ``sums``: (Σq, Σk, Σq², Σq·k) of the step's requests, for attention.
+    Families the config cannot price are absent."""
+    h, layers = _int(cfg, "hidden_size"), _int(cfg, "num_hidden_layers")
+    ab, wb, dims, db = act_bytes(cfg), weight_bytes(cfg), attention_dims(cfg), dense_weight_bytes(cfg)
+    if not h or not layers or ab is None or wb is None or db is None or dims is None or tokens <= 0:
+        return {}
+    hq, hkv, dqk, dv = dims
+    t = float(tokens)
+    moe = _int(cfg, "experts_per_token") > 0 and _int(cfg, "moe_intermediate_size") > 0
+    inter = 0 if moe else _int(cfg, "intermediate_size")
+    p = h * (hq * dqk + hkv * dqk + hkv * dv) + hq * dv * h + 3 * h * inter
+    act = (
+        t * (h + hq * dqk + 2 * hkv * dqk) + t * (hq * dv + h) + (t * (h + 2 * inter) + t * (inter + h) if inter else 0)
+    )
+    out = {"gemm": (2.0 * t * p * layers, (p * db + act * ab) * layers)}
+    if moe:
+        k, i, e = _int(cfg, "experts_per_token"), _int(cfg, "moe_intermediate_size"), _int(cfg, "num_experts") or 1
+        # the routed experts' weights are at the config's format; bf16 when unquantised
+        f, b = moe_cost(t, h, i, e, k, True, ab, wb)
+        sh = _int(cfg, "shared_intermediate_size")
+        f += 2.0 * t * 3.0 * h * sh
+        b += 3.0 * h * sh * wb
+        # grouped-GEMM kernels run the experts: their work joins the gemm family's
+        g = out["gemm"]
+        out["gemm"] = (g[0] + f * layers, g[1] + b * layers)
+    if sums is not None:
+        f, b = attention_from_sums(hq, hkv, dqk, dv, ab, *map(float, sums))
+        out["attention"] = (f * layers, b * layers)
+    out["norm"] = (2.0 * (4.0 * t * h + 2.0 * t) * layers, 2.0 * (2.0 * t * h + h) * ab * layers)
+    return out
+
+
+def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[str, Any] | None) -> pl.DataFrame:
+    """``acts`` (with their costs: regions/metrics.with_costs) where replayed kernels without an op
+    in a step with known tokens get estimated ``op_flops``/``op_bytes`` (module docstring):
+    ``cost_op_id`` a fresh negative id per kernel, ``cost_model`` ``estimated <family>``,
+    ``covered`` true. Unchanged without a model config or such kernels."""
+    need = {"launch_name", "op_id", "region_id", "name", "dur_ns", "act_id"}
+    if not model or acts.height == 0 or not need <= set(acts.columns) or "tokens" not in labels.columns:
+        return acts
+    graph = pl.col("launch_name").str.contains(_GRAPH_LAUNCH_RE)
+    replay = acts.select(
+        "act_id", "region_id", "name", "kind", "dur_ns", "op_id", graph.fill_null(False).alias("_g"), "launch_name"
+    ).filter(pl.col("_g"))
+    if replay.height == 0:
+        return acts
+    step = _step_of(labels, replay["region_id"].drop_nulls().unique())
+    replay = replay.join(step, on="region_id", how="inner")
+    mapped = replay.filter(pl.col("launch_name").str.ends_with(_NODE_SUFFIX))["step"].unique()
+    todo = replay.filter(
+        ~pl.col("launch_name").str.ends_with(_NODE_SUFFIX)
+        & pl.col("op_id").is_null()
+        & ~pl.col("step").is_in(mapped.implode())
+    )
+    if todo.height == 0:
+        return acts
+    # MoE-named kernels no class claims (vLLM's fused_moe_kernel) are the experts' GEMMs;
+    # routing, padding and combine kernels keep their own class
+    cls = op_class(pl.col("name"), pl.col("kind"))
+    todo = todo.with_columns(
+        pl.when((cls == "other") & pl.col("name").str.contains(r"(?i)moe|expert"))
+        .then(pl.lit("gemm"))
+        .otherwise(cls)
+        .alias("family")
+    )
+    sums = step_sums(labels).select("region_id", "sq", "sk", "sqsq", "sqsk")
+    steps = labels.select(pl.col("region_id").alias("step"), "tokens").join(
+        sums.rename({"region_id": "step"}), on="step", how="left"
+    )
+    rows = []
+    for sid, tok, sq, sk, sqsq, sqsk in steps.filter(pl.col("step").is_in(todo["step"].unique().implode())).iter_rows():
+        s = (int(sq), int(sk), int(sqsq), int(sqsk)) if sq is not None else None
+        for fam, (f, b) in step_work(model, int(tok or 0), s).items():
+            rows.append((sid, fam, f, b))  # one row per (step, family): a handful per step
+    if not rows:
+        return acts
+    work = pl.DataFrame(
+        rows, schema={"step": pl.Int64, "family": pl.String, "_f": pl.Float64, "_b": pl.Float64}, orient="row"
+    )
+    todo = todo.join(work, on=["step", "family"], how="inner").with_columns(
+        (pl.col("dur_ns") / pl.col("dur_ns").sum().over("step", "family")).alias("_share")
+    )
+    if todo.height == 0:
+        return acts
+    dtype = _DTYPE.get(str(model.get("dtype") or "").lower().removeprefix("torch."))
+    est = todo.select(
+        "act_id",
+        (-1 - pl.col("act_id")).alias("_cid"),
+        (pl.col("_f") * pl.col("_share")).alias("_ef"),
+        (pl.col("_b") * pl.col("_share")).alias("_eb"),
+        (pl.lit(ESTIMATED + " ") + pl.col("family")).alias("_cm"),
+    )
+    out = acts.join(est, on="act_id", how="left", maintain_order="left")
+    hit = pl.col("_ef").is_not_null()
+    return out.with_columns(
+        pl.when(hit).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
+        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
+        pl.when(hit).then(pl.col("_ef")).otherwise(pl.col("op_flops")).alias("op_flops"),
+        pl.when(hit).then(pl.col("_eb")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
+        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
+        pl.when(hit).then(pl.lit(dtype, pl.String)).otherwise(pl.col("dtype")).alias("dtype"),
+        (hit | pl.col("covered")).alias("covered"),
+    ).drop("_cid", "_ef", "_eb", "_cm")
+
+
+def _step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
+    """(region_id, step): the nearest region at or above each region (effective parents) whose
+    name gives its token count; regions with none are left out. One join per nesting level."""
+    tree = labels.select(
+        "region_id", pl.col("effective_parent_id").alias("_p"), pl.col("tokens").is_not_null().alias("_t")
+    )
+    cur = pl.DataFrame({"region_id": region_ids.cast(pl.Int64)}).with_columns(pl.col("region_id").alias("_at"))
+    found = []
+    for _ in range(_MAX_DEPTH):
+        cur = cur.join(tree.rename({"region_id": "_at"}), on="_at", how="inner")
+        found.append(cur.filter(pl.col("_t")).select("region_id", pl.col("_at").alias("step")))
+        cur = cur.filter(~pl.col("_t") & pl.col("_p").is_not_null()).select("region_id", pl.col("_p").alias("_at"))
+        if cur.height == 0:
+            break
+    return pl.concat(found) if found else pl.DataFrame(schema={"region_id": pl.Int64, "step": pl.Int64})
+
+
+ESTIMATE_NOTE: Final = "FLOPs and bytes estimated: graph replay without capture, from --model and the step name"
+
+
+def estimated_acts(acts: pl.DataFrame) -> pl.DataFrame:
+    """``act_id`` of the activities whose cost :func:`estimate_replays` estimated."""
+    if "cost_model" not in acts.columns:
+        return pl.DataFrame(schema={"act_id": pl.Int64})
+    return acts.filter(pl.col("cost_model").str.starts_with(ESTIMATED).fill_null(False)).select("act_id")
+
+
+def mark_estimated(frame: pl.DataFrame, hit: pl.Expr) -> pl.DataFrame:
+    """``frame`` (regions, phases or the whole trace, with ``reason``) where ``hit`` holds: the
+    verdict's reason ends with :data:`ESTIMATE_NOTE` and ``estimated`` is true (false elsewhere)."""
+    if frame.height == 0 or "reason" not in frame.columns:
+        return frame
+    hit = hit.fill_null(False)
+    return frame.with_columns(
+        pl.when(hit & pl.col("reason").is_not_null())
+        .then(pl.col("reason") + pl.lit(f" ({ESTIMATE_NOTE})"))
+        .otherwise(pl.col("reason"))
+        .alias("reason"),
+        hit.alias("estimated"),
+    )
+
+
+def estimated_classes(
+    acts: pl.DataFrame, est: pl.DataFrame, region_links: pl.DataFrame, in_unit: pl.DataFrame
+) -> pl.DataFrame:
+    """(scope_kind, scope, op_class) of the class-roofline rows that count an estimated cost:
+    the estimated activities' classes in the whole trace, their phases and every region they fall
+    in (``region_links``: act_id, region_id; ``in_unit``: act_id, phase)."""
+    e = acts.join(est, on="act_id", how="semi").select(
+        "act_id", op_class(pl.col("name"), pl.col("kind")).alias("op_class")
+    )
+    parts = [
+        e.select(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope"), "op_class"),
+        in_unit.join(e, on="act_id").select(
+            pl.lit("phase").alias("scope_kind"), pl.col("phase").cast(pl.String).alias("scope"), "op_class"
+        ),
+        region_links.join(e, on="act_id").select(
+            pl.lit("region").alias("scope_kind"), pl.col("region_id").cast(pl.String).alias("scope"), "op_class"
+        ),
+    ]
+    return pl.concat(parts).unique()
+
+
+def mark_classes(cr: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The class roofline with ``estimated`` true on the rows of ``keys``
+    (:func:`estimated_classes`), false elsewhere."""
+    if cr.height == 0:
+        return cr
+    hit = keys.with_columns(pl.lit(True).alias("estimated"))
+    return cr.join(hit, on=["scope_kind", "scope", "op_class"], how="left", maintain_order="left").with_columns(
+        pl.col("estimated").fill_null(False)
+    )

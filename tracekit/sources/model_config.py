@@ -1,0 +1,135 @@
+"""A model's Hugging Face ``config.json`` (``--model CONFIG.json``): the one module that knows its
+field names. It fills what a trace lacks (docs/costmodel.md, "The model's config"): MoE top-k and
+expert sizes when no routing op is traced, attention heads and head size, KV bytes per token, the
+weight format. :func:`read_model_config` returns a flat, normalised dict that is stored in
+``meta["model"]`` (so a dataset keeps it); :mod:`tracekit.costmodel.model` derives the numbers.
+
+Field names read (first present wins), from the configs of the model families in transformers:
+
+| normalised | config.json |
+|---|---|
+| hidden_size | ``hidden_size`` (``text_config`` when the top level has none: multimodal configs) |
+| num_hidden_layers | ``num_hidden_layers`` |
+| intermediate_size | ``intermediate_size`` (the dense MLP's; Mixtral and gpt-oss: each expert's) |
+| moe_intermediate_size | ``moe_intermediate_size`` (Qwen-MoE, DeepSeek), else ``intermediate_size`` for a MoE model |
+| num_experts | ``num_local_experts`` (Mixtral, gpt-oss), ``num_experts`` (Qwen-MoE), ``n_routed_experts`` (DeepSeek) |
+| experts_per_token | ``num_experts_per_tok``, ``experts_per_token`` (gpt-oss) |
+| shared_intermediate_size | ``shared_expert_intermediate_size`` (Qwen2-MoE), DeepSeek's ``n_shared_experts`` · I_moe |
+| num_attention_heads, num_key_value_heads | same names; KV heads default to the attention heads |
+| head_dim | ``head_dim``, else hidden_size / num_attention_heads |
+| kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim | MLA (DeepSeek-V2/V3) |
+| dtype | ``torch_dtype`` or ``dtype`` |
+| quant_method, weight_bits | ``quantization_config.quant_method`` (``fmt``/``quant_algo`` too) → bits per weight |
+| dense_weight_bits | the dtype's bits when ``modules_to_not_convert`` / ``ignore`` names attention, else weight_bits |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from tracekit.errors import UsageError
+
+# Bits per stored weight, scales included: MXFP4 = 4-bit E2M1 values in blocks of 32 sharing one
+# 8-bit E8M0 scale (4 + 8/32 = 4.25); NVFP4 = blocks of 16 with an FP8 E4M3 scale (4 + 8/16 =
+# 4.5); FP8 = 1 byte (its per-tensor or 128×128-block fp32 scales add < 0.002 bit: not counted).
+_QUANT_BITS: Final = (("mxfp4", 4.25), ("nvfp4", 4.5), ("fp4", 4.5), ("fp8", 8.0), ("e4m3", 8.0), ("int8", 8.0))
+_DTYPE_BITS: Final = {"bfloat16": 16.0, "float16": 16.0, "half": 16.0, "float32": 32.0, "float": 32.0}
+_INTS: Final = (
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "moe_intermediate_size",
+    "num_experts",
+    "experts_per_token",
+    "shared_intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+)
+
+
+def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
+    None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the
+    field) when the file cannot be read, is not a JSON object, has no positive ``hidden_size``,
+    holds a size that is not a positive integer, or routes each token to more experts than exist."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{p}: model config cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{p}: model config is not JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{p}: model config is not a JSON object (a Hugging Face config.json)")
+    cfg = raw
+    if "hidden_size" not in cfg and isinstance(raw.get("text_config"), dict):
+        cfg = {**raw["text_config"], "quantization_config": raw.get("quantization_config")}
+
+    def first(*keys: str) -> Any:
+        return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+
+    out: dict[str, Any] = {
+        "source": str(p),
+        "hidden_size": first("hidden_size", "d_model", "n_embd"),
+        "num_hidden_layers": first("num_hidden_layers", "n_layer"),
+        "intermediate_size": first("intermediate_size", "ffn_dim"),
+        "moe_intermediate_size": first("moe_intermediate_size"),
+        "num_experts": first("num_local_experts", "num_experts", "n_routed_experts"),
+        "experts_per_token": first("num_experts_per_tok", "experts_per_token"),
+        "shared_intermediate_size": first("shared_expert_intermediate_size"),
+        "num_attention_heads": first("num_attention_heads", "n_head"),
+        "num_key_value_heads": first("num_key_value_heads"),
+        "head_dim": first("head_dim"),
+        "kv_lora_rank": first("kv_lora_rank"),
+        "qk_rope_head_dim": first("qk_rope_head_dim"),
+        "qk_nope_head_dim": first("qk_nope_head_dim"),
+        "v_head_dim": first("v_head_dim"),
+    }
+    for k in _INTS:
+        v = out[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise UsageError(f"{p}: model config field {k} must be a positive integer, not {json.dumps(v)}")
+    if out["hidden_size"] is None:
+        raise UsageError(f"{p}: model config has no hidden_size (is it a Hugging Face config.json?)")
+    moe = out["num_experts"] is not None or out["experts_per_token"] is not None
+    if moe and out["moe_intermediate_size"] is None:
+        out["moe_intermediate_size"] = out["intermediate_size"]
+    shared = cfg.get("n_shared_experts")
+    if out["shared_intermediate_size"] is None and isinstance(shared, int) and shared > 0:
+        if out["moe_intermediate_size"] is not None:
+            out["shared_intermediate_size"] = shared * out["moe_intermediate_size"]
+    if out["num_experts"] and out["experts_per_token"] and out["experts_per_token"] > out["num_experts"]:
+        raise UsageError(
+            f"{p}: model config routes each token to {out['experts_per_token']} experts but has "
+            f"{out['num_experts']} (num_experts_per_tok > num_local_experts)"
+        )
+    if out["num_attention_heads"] is not None:
+        if out["num_key_value_heads"] is None:
+            out["num_key_value_heads"] = out["num_attention_heads"]
+        if out["head_dim"] is None:
+            out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
+    dtype = first("torch_dtype", "dtype")
+    out["dtype"] = str(dtype) if isinstance(dtype, str) else None
+    q = cfg.get("quantization_config")
+    q = q if isinstance(q, dict) else {}
+    words = " ".join(str(q.get(k) or "") for k in ("quant_method", "fmt", "quant_algo", "weight_dtype")).lower()
+    out["quant_method"] = str(q["quant_method"]) if isinstance(q.get("quant_method"), str) else None
+    bits = next((b for w, b in _QUANT_BITS if w in words), None)
+    if bits is None and out["dtype"] is not None:
+        bits = _DTYPE_BITS.get(out["dtype"].lower().removeprefix("torch."))
+    out["weight_bits"] = bits
+    # Quantised MoE checkpoints often leave attention unquantised (gpt-oss: quantization_config
+    # modules_to_not_convert lists the self_attn modules): its projections are at the dtype.
+    skip = q.get("modules_to_not_convert") or q.get("ignore") or []
+    dense_plain = isinstance(skip, list) and any("attn" in str(m) for m in skip)
+    dtype_bits = _DTYPE_BITS.get((out["dtype"] or "").lower().removeprefix("torch."))
+    out["dense_weight_bits"] = dtype_bits if dense_plain and dtype_bits is not None else bits
+    return out
