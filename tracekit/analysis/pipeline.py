@@ -292,7 +292,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
     if x.features is not None:
         totals["features"] = x.features
-    serving = serving_summary(lat.steps, lat.requests, reg, x.kv)
+    serving = serving_summary(lat.steps, lat.requests, reg, x.kv, x.sidecar)
     spec = speculative(reg, ph, lat.summary)
     if spec.height:  # only a speculative run gets the block (docs/serving.md)
         serving["speculative"] = spec.to_dicts()

@@ -6,8 +6,16 @@ import json
 
 import click
 
-from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, Finite
-from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
+from tracekit.cli.capture import capture_option
+from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, ArrivalSchedule, Finite
+from tracekit.cli.options import (
+    force_option,
+    format_option,
+    hardware_option,
+    out_option,
+    phase_map_option,
+    trace_id_option,
+)
 from tracekit.cli.outfile import emit
 from tracekit.errors import UsageError
 
@@ -44,10 +52,24 @@ from tracekit.errors import UsageError
 )
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS,e2el=MS for goodput.")
 @click.option(
+    "--arrival",
+    type=ArrivalSchedule(),
+    default=None,
+    help="Replay the traced requests at another load with the trace's scheduler settings and predict "
+    "TTFT / TPOT / E2E percentiles (docs/whatif.md).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0),
+    default=None,
+    help="Seed of --arrival poisson:R's draws when the trace's own schedule was not poisson (default: the trace's).",
+)
+@click.option(
     "--prefill-ms",
     type=NON_NEGATIVE,
     default=None,
-    help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps).",
+    help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps; with a trace, "
+    "replaces the trace's).",
 )
 @click.option("--tpot-ms", type=NON_NEGATIVE, default=None, help="Hand input: time per output token.")
 @click.option(
@@ -56,6 +78,9 @@ from tracekit.errors import UsageError
     default=None,
     help="Hand input: decode steps (output tokens produced by decode).",
 )
+@hardware_option()
+@phase_map_option()
+@capture_option
 @format_option(["text", "json"], default="text")
 @trace_id_option()
 @out_option("Write here instead of stdout.")
@@ -73,12 +98,18 @@ def whatif(
     prefill_ms: float | None,
     tpot_ms: float | None,
     decode_steps: int | None,
+    arrival: str | None,
+    seed: int | None,
+    hardware: str | None,
+    phase_map: tuple[str, ...],
+    captures: tuple[str, ...],
     fmt: str,
     trace_id: str | None,
     out: str | None,
     force: bool,
 ) -> None:
-    """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
+    """What halving prefill or TPOT saves, colocated vs disaggregated serving of the traced load, and
+    (--arrival) the traced workload at another load."""
     from tracekit.report.output import check_out
     from tracekit.report.screens.whatif import render
 
@@ -91,14 +122,18 @@ def whatif(
     result = None
     if trace is not None:
         from tracekit.analysis.serving.latency import Slo
+        from tracekit.labels.phases import parse_phase_map
         from tracekit.report.from_path import analyse_path
 
-        Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
-        result = analyse_path(trace, slo=slo, trace_id=trace_id).result
+        Slo.parse(slo)  # a bad --slo or --phase-map fails before the (slow) analysis
+        pm = parse_phase_map(phase_map) or None
+        result = analyse_path(
+            trace, hardware=hardware, phase_map=pm, slo=slo, trace_id=trace_id, captures=list(captures)
+        ).result
     doc = run_whatif(
         trace,
         result,
-        hand=hand if None not in hand else None,
+        hand=hand if any(v is not None for v in hand) else None,
         prefill_workers=prefill_workers,
         decode_workers=decode_workers,
         link_key=link_key,
@@ -107,5 +142,7 @@ def whatif(
         link_latency_us=link_latency_us,
         kv_bytes_per_token=kv_bytes_per_token,
         slo=slo,
+        arrival=arrival,
+        seed=seed,
     )
     emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path, fmt)

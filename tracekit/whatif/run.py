@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracekit.numbers import count, plain
-from tracekit.errors import UsageError
+from tracekit.errors import AnalysisError, UsageError
 from tracekit.hardware.links import link
-from tracekit.whatif import compare, inputs, sensitivity, traced_sensitivity
+from tracekit.numbers import count, plain
+from tracekit.whatif import compare, inputs, replay_lacks, summarise
+from tracekit.whatif.load import Arrival, arrival_times, errors, measured, replay
+from tracekit.whatif.sensitivity import measured_sensitivity, sensitivity, traced_sensitivity
+
+Hand = tuple[float | None, float | None, int | None]
 
 
 def run_whatif(
     trace: str | None,
     result: Any = None,
-    hand: tuple[float | None, float | None, int | None] | None = None,
+    hand: Hand | None = None,
     prefill_workers: int = 1,
     decode_workers: int = 1,
     link_key: str = "nvlink4",
@@ -23,27 +27,19 @@ def run_whatif(
     link_latency_us: float = 0.0,
     kv_bytes_per_token: float | None = None,
     slo: str | None = None,
+    arrival: str | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only)."""
+    """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only).
+    ``hand``: (prefill ms, TPOT ms, decode steps), any of them None; with a trace each given value
+    replaces the trace's. Raises AnalysisError naming what is missing when nothing can be answered,
+    or when ``arrival`` is asked for and the replay cannot run."""
     from tracekit.analysis.serving.latency import Slo
 
     slo_v = Slo.parse(slo)
     if not 0 < link_efficiency <= 1:
         raise UsageError("--link-efficiency must be in (0, 1]")
-    doc: dict[str, Any] = {"source": trace, "assumptions": {}, "notes": []}
-    if hand is not None:
-        p, t, n = hand
-        assert p is not None and t is not None and n is not None
-        if p < 0 or t < 0 or n < 0:
-            raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
-        doc["assumptions"]["hand input"] = (
-            f"prefill {plain(p)} ms, {count(n, 'decode step')} × TPOT {plain(t)} ms (options)"
-        )
-        doc["sensitivity"] = sensitivity([p], [n], [t])
-        if result is None:
-            return doc
-    doc["diagnostic"] = result.diagnostic
-    inp = inputs(result, kv_bytes_per_token)
+    arr = Arrival.parse(arrival) if arrival is not None else None
     if link_gbps is not None:
         if link_gbps <= 0:
             raise UsageError("--link-gbps must be > 0")
@@ -55,13 +51,62 @@ def run_whatif(
         }
     else:
         entry = link(link_key)
+    p, t, n = hand or (None, None, None)
+    if any(v is not None and v < 0 for v in (p, t, n)):
+        raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
+    doc: dict[str, Any] = {"source": trace, "assumptions": {}, "notes": []}
+    if p is not None and t is not None and n is not None:
+        doc["assumptions"]["hand input"] = (
+            f"prefill {plain(p)} ms, {count(n, 'decode step')} × TPOT {plain(t)} ms (options)"
+        )
+        doc["sensitivity"] = sensitivity([p], [n], [t])
+    if result is None:
+        if "sensitivity" not in doc:
+            raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
+        return doc
+    doc["diagnostic"] = result.diagnostic
+    if result.diagnostic:
+        doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
+    lacks = replay_lacks(result)
+    inp = None if lacks else inputs(result, kv_bytes_per_token)
+    if inp is not None:
+        doc["assumptions"].update(inp.sources)
+        c = inp.cost
+        doc["assumptions"]["step cost model"] = (
+            f"step ms = {plain(c.c0, 4)} + {plain(c.cp, 4)}·prefill tokens + {plain(c.cd, 4)}·decoding seqs "
+            f"+ {plain(c.ck, 4)}·their context tokens, each ≥ 0 (docs/whatif.md)"
+        )
+    if "sensitivity" not in doc:
+        s = traced_sensitivity(result, inp.requests, inp.cost, inp.policy) if inp and hand is None else {}
+        if s and inp is not None:
+            doc["sensitivity"] = s
+            doc["assumptions"]["sensitivity"] = (
+                "per traced request: prefill = the step-cost model's prefill of its prompt alone, in the "
+                f"runner's chunks of ≤ {min(inp.policy.chunk, inp.policy.token_budget)} tokens (assumptions "
+                "above); decode steps = output tokens − 1; TPOT = measured in the trace"
+            )
+        else:
+            ms, src, slacks = measured_sensitivity(result, p, t, n)
+            doc["sensitivity_sources"] = src
+            for k, v in src.items():
+                doc["assumptions"][f"sensitivity {k}"] = v
+            if ms is not None:
+                doc["sensitivity"] = ms
+            else:
+                doc["sensitivity_lacks"] = slacks
+    if inp is None:
+        doc["replay"] = {"lacks": lacks}
+        why = "the replay lacks " + "; ".join(lacks)
+        if arr is not None:
+            raise AnalysisError(f"what-if --arrival {arr}: {why}")
+        if "sensitivity" not in doc:
+            raise AnalysisError(
+                "what-if: nothing to answer from this trace: the sensitivity lacks "
+                + "; ".join(doc.get("sensitivity_lacks") or [])
+                + f"; {why}"
+            )
+        return doc
     bw = entry["gbps"] * 1e9 * link_efficiency
-    c = inp.cost
-    doc["assumptions"].update(inp.sources)
-    doc["assumptions"]["step cost model"] = (
-        f"step ms = {plain(c.c0, 4)} + {plain(c.cp, 4)}·prefill tokens + {plain(c.cd, 4)}·decoding seqs "
-        f"+ {plain(c.ck, 4)}·their context tokens (docs/whatif.md)"
-    )
     doc["assumptions"]["link"] = (
         f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "
         f"+ {link_latency_us} µs per transfer; source: {entry['source']}"
@@ -71,17 +116,27 @@ def run_whatif(
     )
     if slo_v is not None:
         doc["assumptions"]["slo"] = str(slo_v.as_dict())
-    if "sensitivity" not in doc:
-        s = traced_sensitivity(result, inp)
-        if s:
-            doc["sensitivity"] = s
-            doc["assumptions"]["sensitivity"] = (
-                "per traced request: prefill = the step-cost model's prefill of its prompt "
-                "alone; decode steps = output tokens − 1; TPOT = measured in the trace"
-            )
-    doc["compare"] = compare(
-        inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_v.as_dict() if slo_v else None
-    )
-    if result.diagnostic:
-        doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
+    if inp.kv_bytes_per_token is None:  # the other answers stand without it
+        doc["compare_lacks"] = (
+            f"KV bytes per token ({doc['assumptions'].get('kv_bytes_per_token')}): pass --kv-bytes-per-token"
+        )
+    else:
+        doc["compare"] = compare(
+            inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_v.as_dict() if slo_v else None
+        )
+    if arr is not None:
+        times, where = arrival_times(arr, inp.requests, inp.schedule, inp.seed if seed is None else seed)
+        slo_d = slo_v.as_dict() if slo_v else None
+        traced = summarise(replay(inp.requests, [r.arrival_ms for r in inp.requests], inp), slo_d)
+        meas = measured(result)
+        doc["load"] = {
+            "arrival": str(arr),
+            "arrivals": where,
+            "traced_schedule": inp.schedule,
+            "workers": 1,
+            "predicted": summarise(replay(inp.requests, times, inp), slo_d),
+            "replay_of_traced": traced,
+            "measured_traced": meas,
+            "error_at_traced_load": errors(traced, meas),
+        }
     return doc

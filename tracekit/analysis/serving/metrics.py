@@ -241,19 +241,23 @@ def _bucket(s: pl.DataFrame, col: str, buckets: int) -> tuple[pl.DataFrame, pl.E
 
 
 def serving_summary(
-    steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.DataFrame | None = None, kv: dict[str, Any] | None = None
+    steps: pl.DataFrame,
+    requests: pl.DataFrame,
+    regions: pl.DataFrame | None = None,
+    kv: dict[str, Any] | None = None,
+    sidecar: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The serving block of an analysis (``AnalysisResult.serving``, JSON ``totals.serving``):
     step time by composition, the interference fit (:mod:`tracekit.analysis.serving.interference`), and
     per request (when the trace names them) arrival, prompt and output tokens and token times,
     which the what-if (``tracekit.whatif``) replays."""
     from tracekit.analysis.serving.interference import interference
-    from tracekit.analysis.serving.step_cost import all_steps, fit_step_cost
+    from tracekit.analysis.serving.step_cost import all_steps, busy_gap_ms, fit_step_cost
 
     out: dict[str, Any] = {"composition": composition(steps).to_dicts() if steps.height else []}
-    out["step_cost"] = fit_step_cost(all_steps(steps)) if steps.height else {}
+    out["step_cost"] = fit_step_cost(all_steps(steps)) | {"gap_ms": busy_gap_ms(steps)} if steps.height else {}
     out["kv"] = kv or {}
-    out["scheduler"] = scheduler_limits(regions)
+    out["scheduler"] = scheduler_limits(regions, sidecar)
     treq = requests.filter(pl.col("source") == "trace") if requests.height else requests
     if has_request_encoding(steps):
         segs, arr, _ = request_tokens(steps)
@@ -280,17 +284,30 @@ def serving_summary(
     return out
 
 
-def scheduler_limits(regions: pl.DataFrame | None) -> dict[str, int]:
-    """``token_budget``, ``max_seqs``, ``chunk`` of the ``tk:run`` container (tracekit run serve), or {}."""
-    if regions is None or regions.height == 0 or "name" not in regions.columns:
-        return {}
-    run = regions.filter(pl.col("name").str.starts_with("tk:run ") & pl.col("name").str.contains(r"\btoken_budget="))
-    if run.height == 0:
-        return {}
-    name = str(run["name"][0])
-    out: dict[str, int] = {}
+def scheduler_limits(regions: pl.DataFrame | None, sidecar: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``token_budget``, ``max_seqs``, ``chunk`` of the ``tk:run`` container (tracekit run serve),
+    else of the runner's sidecar (``scheduler``); the sidecar's ``arrival`` schedule and ``seed``
+    where it has them (what ``whatif --arrival`` rescales); {} when neither says."""
+    out: dict[str, Any] = {}
+    side: dict[str, Any] = sidecar if isinstance(sidecar, dict) else {}
+    sch: dict[str, Any] = side["scheduler"] if isinstance(side.get("scheduler"), dict) else {}
     for key in ("token_budget", "max_seqs", "chunk"):
-        m = re.search(rf"(?:^|\s){key}=(\d+)", name)
-        if m:
-            out[key] = int(m.group(1))
+        v = sch.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out[key] = v
+    if regions is not None and regions.height and "name" in regions.columns:
+        run = regions.filter(
+            pl.col("name").str.starts_with("tk:run ") & pl.col("name").str.contains(r"\btoken_budget=")
+        )
+        if run.height:
+            name = str(run["name"][0])
+            for key in ("token_budget", "max_seqs", "chunk"):
+                m = re.search(rf"(?:^|\s){key}=(\d+)", name)
+                if m:
+                    out[key] = int(m.group(1))
+    if out and isinstance(sch.get("arrival"), str):
+        out["arrival"] = sch["arrival"]
+        seed = side["config"].get("seed") if isinstance(side.get("config"), dict) else None
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            out["seed"] = seed
     return out
