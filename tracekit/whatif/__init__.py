@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.analysis.serving.step_cost import OUTLIER_MADS
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.numbers import plain
 from tracekit.whatif.sensitivity import sensitivity, traced_sensitivity
@@ -118,6 +119,12 @@ def fit_text(sc: dict[str, Any]) -> str:
         parts.append(f"residual p10 / p50 / p90 {r[0]} / {r[1]} / {r[2]} ms")
     if sc.get("residual_rel_p90") is not None:
         parts.append(f"90 % of steps within ±{sc['residual_rel_p90'] * 100:.0f} % of the fit")
+    if sc.get("outliers"):
+        parts.append(
+            f"{sc['outliers']} step{'s' if sc['outliers'] != 1 else ''} slower than the fit by > "
+            f"{OUTLIER_MADS:g} robust deviations left out as host noise ({plain(sc['outlier_excess_ms'])} ms, "
+            f"{sc['noise_share'] * 100:.1f} % of the step time: the replay predicts a machine without it)"
+        )
     if sc.get("dropped"):
         parts.append(f"dropped (no variation): {', '.join(sc['dropped'])}")
     return ", ".join(parts)

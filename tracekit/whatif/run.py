@@ -13,6 +13,7 @@ from tracekit.whatif.load import Arrival, arrival_times, errors, measured, repla
 from tracekit.whatif.sensitivity import measured_sensitivity, sensitivity, traced_sensitivity
 
 Hand = tuple[float | None, float | None, int | None]
+NOISY_SHARE = 0.1  # host-noise outliers holding more of the step time than this: said in a note
 
 
 def run_whatif(
@@ -69,6 +70,13 @@ def run_whatif(
         doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
     lacks = replay_lacks(result)
     inp = None if lacks else inputs(result, kv_bytes_per_token)
+    sc = (getattr(result, "serving", None) or {}).get("step_cost") or {}
+    if inp is not None and (sc.get("noise_share") or 0.0) > NOISY_SHARE:
+        doc["notes"].append(
+            f"the traced run was noisy: {sc['outliers']} steps hold {sc['noise_share'] * 100:.0f} % of its step "
+            "time beyond the fit (host preemption); its measured latencies include that noise, the replay "
+            "predicts the machine without it"
+        )
     if inp is not None:
         doc["assumptions"].update(inp.sources)
         c = inp.cost

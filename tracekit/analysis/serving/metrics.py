@@ -191,7 +191,8 @@ def step_period_itl(steps: pl.DataFrame) -> pl.Series:
     s = steps.sort("cpu_start_ns").with_columns(
         pl.coalesce(pl.col("done_ns") - pl.col("done_ns").shift(1), pl.col("step_ns")).alias("_p")
     )
-    dec = s.filter(pl.col("phase").is_in(["decode", "mixed"]))
+    cold = (pl.col("cold_ns").fill_null(0) > 0) if "cold_ns" in s.columns else pl.lit(False)
+    dec = s.filter(pl.col("phase").is_in(["decode", "mixed"]) & ~cold)  # steady state: cold steps apart
     return (dec["_p"].cast(pl.Float64()) / 1e6).alias("itl_ms")
 
 
@@ -255,7 +256,8 @@ def serving_summary(
     from tracekit.analysis.serving.step_cost import all_steps, busy_gap_ms, fit_step_cost
 
     out: dict[str, Any] = {"composition": composition(steps).to_dicts() if steps.height else []}
-    out["step_cost"] = fit_step_cost(all_steps(steps)) | {"gap_ms": busy_gap_ms(steps)} if steps.height else {}
+    warm = steps.filter(pl.col("cold_ns").fill_null(0) == 0) if "cold_ns" in steps.columns else steps
+    out["step_cost"] = fit_step_cost(all_steps(warm)) | {"gap_ms": busy_gap_ms(steps)} if steps.height else {}
     out["kv"] = kv or {}
     out["scheduler"] = scheduler_limits(regions, sidecar)
     treq = requests.filter(pl.col("source") == "trace") if requests.height else requests

@@ -33,6 +33,10 @@ ELEMENT_BYTES = {
 # lie further than this share of their measured time from it (docs/whatif.md, "The fit").
 MIN_R2 = 0.5
 MAX_REL_RESIDUAL = 0.5
+# Steps slower than the fit by more than OUTLIER_MADS robust deviations are host noise (left out of
+# the fit, their excess time kept as noise per step), unless more than MAX_OUTLIER_SHARE of them are.
+OUTLIER_MADS = 5.0
+MAX_OUTLIER_SHARE = 0.1
 _DIMS2 = r"^\[\[(\d+), (\d+), (\d+), (\d+)\], \[(\d+), (\d+), (\d+), (\d+)\]"
 
 
@@ -42,7 +46,9 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     non-negative least squares (:mod:`tracekit.analysis.serving.nnls`: no term may make a step
     faster). Returns the coefficients (ms), ``n``, ``r2``, the residual spread (``residual_ms``:
     p10 / p50 / p90 of measured − fitted; ``residual_rel_p90``: p90 of |residual| / measured),
-    ``dropped`` terms, the ranges of P, D, ctx_d seen, and ``refused``: why the fit is too poor to
+    ``dropped`` terms, the ranges of P, D, ctx_d seen, the host-noise ``outliers`` left out
+    (:func:`inliers`) with their ``outlier_excess_ms`` and ``noise_share`` (of all step time), and
+    ``refused``: why the fit is too poor to
     simulate with (R² < :data:`MIN_R2` or ``residual_rel_p90`` > :data:`MAX_REL_RESIDUAL`), else None."""
     out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": [], "refused": None}
     s = steps.drop_nulls(["P", "D", "ms"]).with_columns(pl.col("dctx").fill_null(0))
@@ -63,10 +69,17 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     keep = [k for k, v in cols.items() if k == "intercept_ms" or float(np.ptp(v)) > 0]
     keep = keep[: max(1, min(len(keep), s.height - 1))]
     out["dropped"] = [k for k in TERMS if k not in keep]
-    x = np.column_stack([cols[k] for k in keep])
+    x_all = np.column_stack([cols[k] for k in keep])
+    inl = inliers(x_all, y)
+    x, y_all, y = x_all[inl], y, y[inl]
     coef = nnls(x, y)
     resid = y - x @ coef
     tss = float(((y - y.mean()) ** 2).sum())
+    excess = y_all[~inl] - x_all[~inl] @ coef
+    out["outliers"] = int((~inl).sum())
+    out["outlier_excess_ms"] = float(excess.sum())
+    # the outliers' share of the measured step time: the replay predicts a quiet machine, and says so
+    out["noise_share"] = float(excess.sum() / y_all.sum()) if y_all.sum() > 0 else 0.0
     out.update({k: float(c) for k, c in zip(keep, coef)})
     for k in out["dropped"]:
         out[k] = 0.0
@@ -77,6 +90,28 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     out["ranges"] = {c: [int(s[c].min()), int(s[c].max())] for c in ("P", "D", "dctx")}  # type: ignore[arg-type]
     out["refused"] = refusal(out["r2"], out["residual_rel_p90"])
     return out
+
+
+def inliers(x: Any, y: Any) -> Any:
+    """Steps kept by the fit: all but those slower than the fit by more than :data:`OUTLIER_MADS`
+    robust deviations (1.4826 × the median absolute deviation of the residuals) — a step the host
+    preempted (a busy machine) is slower, never faster — unless that would drop more than
+    :data:`MAX_OUTLIER_SHARE` of them (then the model, not the host, is at fault: all are kept).
+    Two rounds: fit, drop, fit again, drop."""
+    import numpy as np
+
+    from tracekit.analysis.serving.nnls import nnls
+
+    keep = np.ones(len(y), dtype=bool)
+    for _ in range(2):
+        r = y - x @ nnls(x[keep], y[keep])
+        med = float(np.median(r[keep]))
+        scale = 1.4826 * float(np.median(np.abs(r[keep] - med)))
+        new = r - med <= OUTLIER_MADS * scale if scale > 0 else np.ones(len(y), dtype=bool)
+        if (~new).sum() > MAX_OUTLIER_SHARE * len(y) or len(y) - (~new).sum() < x.shape[1] + 1:
+            return np.ones(len(y), dtype=bool)
+        keep = new
+    return keep
 
 
 def refusal(r2: float | None, rel_p90: float | None) -> str | None:
