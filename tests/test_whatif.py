@@ -298,6 +298,27 @@ def test_nnls_keeps_coefficients_non_negative() -> None:
     assert f["residual_ms"]["p90"] == pytest.approx(0.5)
 
 
+def test_host_noise_outliers_are_left_out_and_counted() -> None:
+    import polars as pl
+
+    from tracekit.analysis.serving.step_cost import fit_step_cost
+
+    # 11 steps of exactly 10 + 0.1·P ms; one of them (P = 50) preempted for 500 ms more. It lies
+    # far beyond 5 robust deviations: left out (1 ≤ 10 % of 11), the fit is exact on the other 10.
+    p = [0, 100, 0, 100, 50, 50, 0, 100, 20, 80, 40]
+    ms = [10 + 0.1 * v for v in p]
+    ms[5] += 500
+    f = fit_step_cost(pl.DataFrame({"P": p, "D": [1] * 11, "dctx": [0] * 11, "ms": ms}))
+    assert (f["intercept_ms"], f["per_prefill_token_ms"]) == pytest.approx((10.0, 0.1))
+    assert f["outliers"] == 1 and f["outlier_excess_ms"] == pytest.approx(500.0) and f["r2"] == pytest.approx(1.0)
+    # share of all step time: 500 / (Σ(10 + 0.1·P) + 500) = 500 / (110 + 54 + 500)
+    assert f["noise_share"] == pytest.approx(500 / (110 + 54 + 500))
+    # two such steps of 11 would be more than 10 %: kept, and the fit is then poor
+    ms[2] += 500
+    g = fit_step_cost(pl.DataFrame({"P": p, "D": [1] * 11, "dctx": [0] * 11, "ms": ms}))
+    assert g["outliers"] == 0 and g["refused"] is not None
+
+
 def test_a_poor_fit_is_refused() -> None:
     import polars as pl
 

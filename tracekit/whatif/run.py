@@ -8,7 +8,7 @@ from typing import Any
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.hardware.links import link
 from tracekit.numbers import count, plain
-from tracekit.whatif import compare, inputs, replay_lacks, summarise
+from tracekit.whatif import Inputs, compare, inputs, replay_lacks, summarise
 from tracekit.whatif.load import Arrival, arrival_times, errors, measured, replay
 from tracekit.whatif.sensitivity import measured_sensitivity, sensitivity, traced_sensitivity
 
@@ -41,17 +41,7 @@ def run_whatif(
     if not 0 < link_efficiency <= 1:
         raise UsageError("--link-efficiency must be in (0, 1]")
     arr = Arrival.parse(arrival) if arrival is not None else None
-    if link_gbps is not None:
-        if link_gbps <= 0:
-            raise UsageError("--link-gbps must be > 0")
-        entry: dict[str, Any] = {
-            "key": "custom",
-            "name": f"{link_gbps} GB/s",
-            "gbps": link_gbps,
-            "source": "option --link-gbps",
-        }
-    else:
-        entry = link(link_key)
+    entry = link_entry(link_key, link_gbps)
     p, t, n = hand or (None, None, None)
     if any(v is not None and v < 0 for v in (p, t, n)):
         raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
@@ -85,23 +75,7 @@ def run_whatif(
             f"+ {plain(c.ck, 4)}·their context tokens, each ≥ 0 (docs/whatif.md)"
         )
     if "sensitivity" not in doc:
-        s = traced_sensitivity(result, inp.requests, inp.cost, inp.policy) if inp and hand is None else {}
-        if s and inp is not None:
-            doc["sensitivity"] = s
-            doc["assumptions"]["sensitivity"] = (
-                "per traced request: prefill = the step-cost model's prefill of its prompt alone, in the "
-                f"runner's chunks of ≤ {min(inp.policy.chunk, inp.policy.token_budget)} tokens (assumptions "
-                "above); decode steps = output tokens − 1; TPOT = measured in the trace"
-            )
-        else:
-            ms, src, slacks = measured_sensitivity(result, p, t, n)
-            doc["sensitivity_sources"] = src
-            for k, v in src.items():
-                doc["assumptions"][f"sensitivity {k}"] = v
-            if ms is not None:
-                doc["sensitivity"] = ms
-            else:
-                doc["sensitivity_lacks"] = slacks
+        traced_or_measured(doc, result, inp, (p, t, n), hand is None)
     if inp is None:
         doc["replay"] = {"lacks": lacks}
         why = "the replay lacks " + "; ".join(lacks)
@@ -133,18 +107,58 @@ def run_whatif(
             inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_v.as_dict() if slo_v else None
         )
     if arr is not None:
-        times, where = arrival_times(arr, inp.requests, inp.schedule, inp.seed if seed is None else seed)
-        slo_d = slo_v.as_dict() if slo_v else None
-        traced = summarise(replay(inp.requests, [r.arrival_ms for r in inp.requests], inp), slo_d)
-        meas = measured(result)
-        doc["load"] = {
-            "arrival": str(arr),
-            "arrivals": where,
-            "traced_schedule": inp.schedule,
-            "workers": 1,
-            "predicted": summarise(replay(inp.requests, times, inp), slo_d),
-            "replay_of_traced": traced,
-            "measured_traced": meas,
-            "error_at_traced_load": errors(traced, meas),
-        }
+        doc["load"] = another_load(result, inp, arr, seed, slo_v.as_dict() if slo_v else None)
     return doc
+
+
+def traced_or_measured(doc: dict[str, Any], result: Any, inp: Inputs | None, hand: Hand, no_hand: bool) -> None:
+    """``doc``'s sensitivity: per traced request when the replay's inputs exist and no hand value
+    was given, else from the measured step times with the hand values replacing the trace's
+    (docs/whatif.md, "Sensitivity"); what it lacks otherwise."""
+    p, t, n = hand
+    s = traced_sensitivity(result, inp.requests, inp.cost, inp.policy) if inp is not None and no_hand else {}
+    if s and inp is not None:
+        doc["sensitivity"] = s
+        doc["assumptions"]["sensitivity"] = (
+            "per traced request: prefill = the step-cost model's prefill of its prompt alone, in the "
+            f"runner's chunks of ≤ {min(inp.policy.chunk, inp.policy.token_budget)} tokens (assumptions "
+            "above); decode steps = output tokens − 1; TPOT = measured in the trace"
+        )
+        return
+    ms, src, slacks = measured_sensitivity(result, p, t, n)
+    doc["sensitivity_sources"] = src
+    for k, v in src.items():
+        doc["assumptions"][f"sensitivity {k}"] = v
+    if ms is not None:
+        doc["sensitivity"] = ms
+    else:
+        doc["sensitivity_lacks"] = slacks
+
+
+def another_load(
+    result: Any, inp: Inputs, arr: Arrival, seed: int | None, slo: dict[str, float | None] | None
+) -> dict[str, Any]:
+    """The ``--arrival`` block: the prediction at the new schedule on one worker, the replay of
+    the traced arrivals, the measured figures and the model's error at the traced load."""
+    times, where = arrival_times(arr, inp.requests, inp.schedule, inp.seed if seed is None else seed)
+    traced = summarise(replay(inp.requests, [r.arrival_ms for r in inp.requests], inp), slo)
+    meas = measured(result)
+    return {
+        "arrival": str(arr),
+        "arrivals": where,
+        "traced_schedule": inp.schedule,
+        "workers": 1,
+        "predicted": summarise(replay(inp.requests, times, inp), slo),
+        "replay_of_traced": traced,
+        "measured_traced": meas,
+        "error_at_traced_load": errors(traced, meas),
+    }
+
+
+def link_entry(link_key: str, link_gbps: float | None) -> dict[str, Any]:
+    """The link table's entry for ``link_key``, or a custom one for ``--link-gbps``."""
+    if link_gbps is None:
+        return link(link_key)
+    if link_gbps <= 0:
+        raise UsageError("--link-gbps must be > 0")
+    return {"key": "custom", "name": f"{link_gbps} GB/s", "gbps": link_gbps, "source": "option --link-gbps"}

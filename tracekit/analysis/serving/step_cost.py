@@ -106,8 +106,9 @@ def inliers(x: Any, y: Any) -> Any:
     for _ in range(2):
         r = y - x @ nnls(x[keep], y[keep])
         med = float(np.median(r[keep]))
-        scale = 1.4826 * float(np.median(np.abs(r[keep] - med)))
-        new = r - med <= OUTLIER_MADS * scale if scale > 0 else np.ones(len(y), dtype=bool)
+        # a floor for a perfect fit of the rest (MAD 0): a millionth of the largest step time
+        scale = max(1.4826 * float(np.median(np.abs(r[keep] - med))), 1e-6 * float(np.abs(y).max()))
+        new = r - med <= OUTLIER_MADS * scale
         if (~new).sum() > MAX_OUTLIER_SHARE * len(y) or len(y) - (~new).sum() < x.shape[1] + 1:
             return np.ones(len(y), dtype=bool)
         keep = new
