@@ -130,3 +130,21 @@ def test_cold_windows_of_each_kind() -> None:
     assert causes[2] == "first call of Torch-Compiled Region: 0/0 (compilation)"
     assert causes[3] == "profiler warm-up step (stage=warmup)" and w["whole"].to_list()[3]
     assert causes[4] == "CUDA-graph capture (cudaStreamBeginCapture … cudaStreamEndCapture)"
+
+
+SGLANG_CAPTURE = Path("/work/shared/traces/kineto/tracelens/inference/sglang_decode/capture_traces/bs_32_rank0.json.gz")
+
+
+@pytest.mark.skipif(not SGLANG_CAPTURE.is_file(), reason="shared traces absent")
+def test_a_real_graph_capture_trace_is_all_cold() -> None:
+    # SGLang's capture trace: its one decode unit is the capture itself (capture_32_DECODE, holding
+    # _capture_graph and hipStreamBeginCapture … EndCapture): cold, and the decode phase has no warm
+    # step, so its figures stay (cold ones) and the summary says so. Its cost is capped at the step.
+    r = analyze(tracekit.load(str(SGLANG_CAPTURE)))
+    cs = r.totals["cold_start"]
+    assert cs["steps"] == 1 and cs["phases_all_cold"] == ["decode"]
+    assert cs["units"][0]["name"] == "capture_32_DECODE"
+    assert cs["by_cause"][0]["cause"] == "CUDA-graph capture capture_32_DECODE"
+    unit = r.regions.filter(pl.col("is_unit")).row(0, named=True)
+    assert cs["cost_ns"] == unit["cpu_end_ns"] - unit["cpu_start_ns"]
+    assert r.phases.filter(pl.col("phase") == "decode")["region_count"].to_list() == [1]
