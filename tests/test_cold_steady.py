@@ -148,3 +148,28 @@ def test_a_real_graph_capture_trace_is_all_cold() -> None:
     unit = r.regions.filter(pl.col("is_unit")).row(0, named=True)
     assert cs["cost_ns"] == unit["cpu_end_ns"] - unit["cpu_start_ns"]
     assert r.phases.filter(pl.col("phase") == "decode")["region_count"].to_list() == [1]
+
+
+def test_a_cold_step_of_a_serve_trace(tmp_path: Path) -> None:
+    from kineto_events import serve_trace
+    from test_whatif import SERVE_STEPS
+
+    # tests/test_whatif.py's serve trace (A: tokens at 20, 36, 48, 59 ms; B: arrives 5, tokens at
+    # 36, 48) with an engine warm-up run, _dummy_run, inside the decode step [36, 48): that step is
+    # cold (3 ms of it). A: TTFT 20 (warm prefill); TPOT = its warm decode gaps 36 − 20 = 16 and
+    # 59 − 48 = 11 → 13.5 (48 − 36 left out); E2E left out. B: TTFT 31; its only decode token came
+    # from the cold step: no TPOT, no E2E.
+    p = serve_trace(tmp_path, SERVE_STEPS, ops=[("gpu_model_runner._dummy_run", 37.0, 40.0)])
+    r = analyze(tracekit.load(str(p)))
+    req = {row["request"]: row for row in r.requests.filter(pl.col("source") == "trace").to_dicts()}
+    assert (req[0]["ttft_ms"], req[0]["tpot_ms"], req[0]["e2el_ms"]) == pytest.approx((20.0, 13.5, None))
+    assert (req[1]["ttft_ms"], req[1]["tpot_ms"], req[1]["e2el_ms"]) == (pytest.approx(31.0), None, None)
+    cs = r.totals["cold_start"]
+    assert cs["steps"] == 1 and cs["cost_ns"] == 3_000_000
+    assert cs["by_cause"][0]["cause"] == "warm-up run gpu_model_runner._dummy_run"
+    # the step-cost fit leaves the cold step out: 3 steps (P, D, ms) = (100, 0, 20), (50, 1, 16),
+    # (0, 1, 11) hold 2 terms at most: c0 + cp·P by least squares: mean P 50, mean ms 15.667,
+    # Sxy = 50 · 4.333 + 0 + (−50) · (−4.667) = 450, Sxx = 5,000 → cp 0.09, c0 = 15.667 − 4.5 = 11.167
+    sc = r.serving["step_cost"]
+    assert sc["n"] == 3 and sc["intercept_ms"] == pytest.approx(11.1667, abs=1e-3)
+    assert sc["per_prefill_token_ms"] == pytest.approx(0.09)

@@ -141,8 +141,22 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
     segs, arr, bad = request_tokens(steps)
     if bad:
         notes.append(f"{count(bad, 'request-list item')} in step names did not parse and were skipped")
+    # cold steps (tracekit/analysis/regions/cold.py) stay out of steady state: a request's TTFT only
+    # when none of its prefill chunks is cold, E2E only when none of its steps is, TPOT = the mean
+    # gap of its warm decode tokens (= (last − first) / (tokens − 1) without a cold step)
+    cold_steps = (
+        steps.filter(pl.col("cold_ns").fill_null(0) > 0).select(pl.col("step").cast(pl.Int64()))
+        if "cold_ns" in steps.columns and "step" in steps.columns
+        else pl.DataFrame(schema={"step": pl.Int64()})
+    )
+    segs = segs.with_columns(pl.col("step").is_in(cold_steps["step"].implode()).fill_null(False).alias("_cold"))
+    cold = segs.group_by("request").agg(
+        (pl.col("_cold") & (pl.col("kind") == "prefill")).any().alias("_cold_first"),
+        pl.col("_cold").any().alias("_cold_any"),
+    )
     toks = segs.filter(pl.col("samples")).sort("request", "done_ns")
     toks = toks.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_gap"))
+    warm_dec = (pl.col("kind") == "decode") & ~pl.col("_cold")
     g = (
         toks.group_by("request")
         .agg(
@@ -150,8 +164,10 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
             pl.col("done_ns").max().alias("_last"),
             pl.len().cast(pl.Int64()).alias("output_tokens"),
             (pl.col("kind") == "prefill").sum().alias("_nfirst"),
+            pl.col("_gap").filter(warm_dec).mean().alias("_tpot"),
         )
         .join(arr, on="request", how="left")
+        .join(cold, on="request", how="left")
     )
     complete = g.filter(pl.col("_first").is_not_null() & pl.col("arrival_ns").is_not_null() & (pl.col("_nfirst") == 1))
     dropped = g.height - complete.height
@@ -161,16 +177,14 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
             "left out of TTFT/TPOT/E2E"
         )
     keep = complete["request"].implode()
-    itl = toks.filter(pl.col("request").is_in(keep) & (pl.col("kind") == "decode"))["_gap"].drop_nulls()
+    itl = toks.filter(pl.col("request").is_in(keep) & warm_dec)["_gap"].drop_nulls()
     out = complete.sort("request").with_columns(
         pl.lit("trace").alias("source"),
         pl.lit(1).alias("sequences"),
         pl.col("arrival_ns").alias("start_ns"),
-        ((pl.col("_first") - pl.col("arrival_ns")) / 1e6).alias("ttft_ms"),
-        pl.when(pl.col("output_tokens") > 1)
-        .then((pl.col("_last") - pl.col("_first")) / 1e6 / (pl.col("output_tokens") - 1))
-        .alias("tpot_ms"),
-        ((pl.col("_last") - pl.col("arrival_ns")) / 1e6).alias("e2el_ms"),
+        pl.when(~pl.col("_cold_first")).then((pl.col("_first") - pl.col("arrival_ns")) / 1e6).alias("ttft_ms"),
+        pl.when(pl.col("output_tokens") > 1).then(pl.col("_tpot") / 1e6).alias("tpot_ms"),
+        pl.when(~pl.col("_cold_any")).then((pl.col("_last") - pl.col("arrival_ns")) / 1e6).alias("e2el_ms"),
         pl.lit(None, dtype=pl.Boolean()).alias("meets_slo"),
     )
     return (
