@@ -395,7 +395,20 @@ def test_sensitivity_from_real_traces() -> None:
     rc, out, err = _cli("whatif", pre, "--tpot-ms", "20", "--decode-steps", "100", "--format", "json")
     assert rc == 0, err
     s = json.loads(out)["sensitivity"]
-    assert s["save_half_tpot_ms"] == pytest.approx(1000.0) and s["prefill_ms"] > 100
+    prefill = s["prefill_ms"]
+    assert s["save_half_tpot_ms"] == pytest.approx(1000.0) and prefill > 100
+    # the prefill trace and the decode trace of one model together: each input from the trace that
+    # has it (prefill 1 step, decode 1 step), decode steps by hand; E2E = prefill + 100 × TPOT
+    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    s = doc["sensitivity"]
+    assert (s["prefill_ms"], s["tpot_ms"]) == pytest.approx((prefill, tpot))
+    assert s["e2el_ms"] == pytest.approx(prefill + 100 * tpot)
+    assert doc["assumptions"]["sensitivity tpot"].endswith(f"({dec}) (one token per sequence per step)")
+    assert doc["replay"]["lacks"] == ["one traced run (2 traces given: the replay reads one)"]
+    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--arrival", "burst")
+    assert rc == 5 and "the replay reads one" in err
 
 
 def test_whatif_takes_the_analysis_options(tmp_path: object) -> None:

@@ -21,7 +21,7 @@ from tracekit.errors import UsageError
 
 
 @click.command("whatif")
-@click.argument("trace", metavar="[TRACE_OR_DATASET]", required=False)
+@click.argument("traces", metavar="[TRACE_OR_DATASET]...", nargs=-1)
 @click.option("--prefill-workers", type=WORKERS, default=1, show_default=True, help="Prefill workers (disaggregated).")
 @click.option("--decode-workers", type=WORKERS, default=1, show_default=True, help="Decode workers (disaggregated).")
 @click.option(
@@ -86,7 +86,7 @@ from tracekit.errors import UsageError
 @out_option("Write here instead of stdout.")
 @force_option()
 def whatif(
-    trace: str | None,
+    traces: tuple[str, ...],
     prefill_workers: int,
     decode_workers: int,
     link_key: str,
@@ -109,7 +109,8 @@ def whatif(
     force: bool,
 ) -> None:
     """What halving prefill or TPOT saves, colocated vs disaggregated serving of the traced load, and
-    (--arrival) the traced workload at another load."""
+    (--arrival) the traced workload at another load. Several traces (e.g. a prefill trace and a
+    decode trace of one model): the sensitivity takes each input from the first that has it."""
     from tracekit.report.output import check_out
     from tracekit.report.screens.whatif import render
 
@@ -117,22 +118,22 @@ def whatif(
     from tracekit.whatif.run import run_whatif
 
     hand = (prefill_ms, tpot_ms, decode_steps)
-    if trace is None and None in hand:
+    if not traces and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
-    result = None
-    if trace is not None:
+    results = []
+    if traces:
         from tracekit.analysis.serving.latency import Slo
         from tracekit.labels.phases import parse_phase_map
         from tracekit.report.from_path import analyse_path
 
         Slo.parse(slo)  # a bad --slo or --phase-map fails before the (slow) analysis
         pm = parse_phase_map(phase_map) or None
-        result = analyse_path(
-            trace, hardware=hardware, phase_map=pm, slo=slo, trace_id=trace_id, captures=list(captures)
-        ).result
+        for t in traces:
+            a = analyse_path(t, hardware=hardware, phase_map=pm, slo=slo, trace_id=trace_id, captures=list(captures))
+            results.append((t, a.result))
     doc = run_whatif(
-        trace,
-        result,
+        traces[0] if traces else None,
+        results[0][1] if results else None,
         hand=hand if any(v is not None for v in hand) else None,
         prefill_workers=prefill_workers,
         decode_workers=decode_workers,
@@ -144,5 +145,6 @@ def whatif(
         slo=slo,
         arrival=arrival,
         seed=seed,
+        others=results[1:],
     )
     emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path, fmt)

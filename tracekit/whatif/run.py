@@ -30,11 +30,14 @@ def run_whatif(
     slo: str | None = None,
     arrival: str | None = None,
     seed: int | None = None,
+    others: list[tuple[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whatif document for ``result`` (the analysis of ``trace``; None with hand input only).
     ``hand``: (prefill ms, TPOT ms, decode steps), any of them None; with a trace each given value
-    replaces the trace's. Raises AnalysisError naming what is missing when nothing can be answered,
-    or when ``arrival`` is asked for and the replay cannot run."""
+    replaces the trace's. ``others``: more (trace, result) pairs, e.g. a decode trace beside a
+    prefill trace: the sensitivity takes each input from the first trace that has it; the replay
+    reads one traced run, so it does not run then. Raises AnalysisError naming what is missing when
+    nothing can be answered, or when ``arrival`` is asked for and the replay cannot run."""
     from tracekit.analysis.serving.latency import Slo
 
     slo_v = Slo.parse(slo)
@@ -45,7 +48,11 @@ def run_whatif(
     p, t, n = hand or (None, None, None)
     if any(v is not None and v < 0 for v in (p, t, n)):
         raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
-    doc: dict[str, Any] = {"source": trace, "assumptions": {}, "notes": []}
+    doc: dict[str, Any] = {
+        "source": ", ".join([str(trace), *[o[0] for o in others]]) if others else trace,
+        "assumptions": {},
+        "notes": [],
+    }
     if p is not None and t is not None and n is not None:
         doc["assumptions"]["hand input"] = (
             f"prefill {plain(p)} ms, {count(n, 'decode step')} × TPOT {plain(t)} ms (options)"
@@ -59,6 +66,8 @@ def run_whatif(
     if result.diagnostic:
         doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
     lacks = replay_lacks(result)
+    if others:
+        lacks = [f"one traced run ({len(others) + 1} traces given: the replay reads one)"]
     inp = None if lacks else inputs(result, kv_bytes_per_token)
     sc = (getattr(result, "serving", None) or {}).get("step_cost") or {}
     if inp is not None and (sc.get("noise_share") or 0.0) > NOISY_SHARE:
@@ -75,7 +84,7 @@ def run_whatif(
             f"+ {plain(c.ck, 4)}·their context tokens, each ≥ 0 (docs/whatif.md)"
         )
     if "sensitivity" not in doc:
-        traced_or_measured(doc, result, inp, (p, t, n), hand is None)
+        traced_or_measured(doc, [(trace, result), *(others or [])], inp, (p, t, n), hand is None)
     if inp is None:
         doc["replay"] = {"lacks": lacks}
         why = "the replay lacks " + "; ".join(lacks)
@@ -111,11 +120,14 @@ def run_whatif(
     return doc
 
 
-def traced_or_measured(doc: dict[str, Any], result: Any, inp: Inputs | None, hand: Hand, no_hand: bool) -> None:
+def traced_or_measured(
+    doc: dict[str, Any], results: list[tuple[str | None, Any]], inp: Inputs | None, hand: Hand, no_hand: bool
+) -> None:
     """``doc``'s sensitivity: per traced request when the replay's inputs exist and no hand value
     was given, else from the measured step times with the hand values replacing the trace's
     (docs/whatif.md, "Sensitivity"); what it lacks otherwise."""
     p, t, n = hand
+    result = results[0][1]
     s = traced_sensitivity(result, inp.requests, inp.cost, inp.policy) if inp is not None and no_hand else {}
     if s and inp is not None:
         doc["sensitivity"] = s
@@ -125,7 +137,7 @@ def traced_or_measured(doc: dict[str, Any], result: Any, inp: Inputs | None, han
             "above); decode steps = output tokens − 1; TPOT = measured in the trace"
         )
         return
-    ms, src, slacks = measured_sensitivity(result, p, t, n)
+    ms, src, slacks = measured_sensitivity(results, p, t, n)
     doc["sensitivity_sources"] = src
     for k, v in src.items():
         doc["assumptions"][f"sensitivity {k}"] = v

@@ -65,69 +65,77 @@ def traced_sensitivity(result: Any, requests: list[Any], cost: StepCost, pol: Po
     return out
 
 
-def _latency_p50(result: Any, phase: str, metric: str) -> tuple[float | None, int]:
-    lat = getattr(result, "latency", None)
-    if lat is None or lat.height == 0:
-        return None, 0
-    rows = lat.filter((lat["phase"] == phase) & (lat["metric"] == metric) & (lat["source"] == "trace")).to_dicts()
-    if not rows or rows[0].get("p50") is None:
-        return None, 0
-    return float(rows[0]["p50"]), int(rows[0]["count"] or 0)
+def _latency_p50(results: list[tuple[str | None, Any]], phase: str, metric: str) -> tuple[float | None, int, str]:
+    """The first result's trace p50 of (phase, metric): value, count, and " in TRACE" when several."""
+    for name, result in results:
+        lat = getattr(result, "latency", None)
+        if lat is None or lat.height == 0:
+            continue
+        rows = lat.filter((lat["phase"] == phase) & (lat["metric"] == metric) & (lat["source"] == "trace")).to_dicts()
+        if rows and rows[0].get("p50") is not None:
+            where = f" ({name})" if len(results) > 1 and name else ""
+            return float(rows[0]["p50"]), int(rows[0]["count"] or 0), where
+    return None, 0, ""
 
 
 def measured_sensitivity(
-    result: Any, prefill_ms: float | None = None, tpot_ms: float | None = None, decode_steps: int | None = None
+    results: list[tuple[str | None, Any]],
+    prefill_ms: float | None = None,
+    tpot_ms: float | None = None,
+    decode_steps: int | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, str], list[str]]:
-    """From the trace's measured step times (steady state: cold-start steps are left out of the
+    """From the traces' measured step times (steady state: cold-start steps are left out of the
     latency table): prefill = p50 prefill step time; TPOT = the trace's TPOT p50, else the p50
     decode step time (each decode step gives every sequence one token); decode steps per request
-    = mean output tokens − 1 of the trace's requests. A hand value (option) replaces the trace's.
-    Returns (the sensitivity or None, each input's source, what is lacking — one item per
-    missing input, naming the option that supplies it)."""
+    = mean output tokens − 1 of the trace's requests. ``results``: (trace name, analysis result),
+    each input taken from the first that has it (a prefill trace and a decode trace of one model
+    answer together). A hand value (option) replaces the traces'. Returns (the sensitivity or None,
+    each input's source, what is lacking — one item per missing input, naming the option that
+    supplies it)."""
     src: dict[str, str] = {}
     lacks: list[str] = []
+    some = "the traces" if len(results) > 1 else "the trace"
     p = prefill_ms
     if p is not None:
         src["prefill"] = f"{plain(p)} ms (option --prefill-ms)"
     else:
-        p, n = _latency_p50(result, "prefill", "step_time")
+        p, n, where = _latency_p50(results, "prefill", "step_time")
         if p is not None:
-            src["prefill"] = f"{plain(p)} ms: p50 of {count(n, 'prefill step')} measured in the trace"
+            src["prefill"] = f"{plain(p)} ms: p50 of {count(n, 'prefill step')} measured in the trace{where}"
         else:
-            lacks.append("a prefill step time (no prefill step in the trace: give --prefill-ms)")
+            lacks.append(f"a prefill step time (no prefill step in {some}: give --prefill-ms)")
     t = tpot_ms
     if t is not None:
         src["tpot"] = f"{plain(t)} ms (option --tpot-ms)"
     else:
-        t, n = _latency_p50(result, "decode", "tpot")
-        what = "TPOT p50 of {} measured in the trace"
+        t, n, where = _latency_p50(results, "decode", "tpot")
+        what, noun = "TPOT p50 of {} measured in the trace{}", "traced request"
         if t is None or n == 0:
-            t, n = _latency_p50(result, "decode", "step_time")
-            what = "p50 of {} measured in the trace (one token per sequence per step)"
+            t, n, where = _latency_p50(results, "decode", "step_time")
+            what = "p50 of {} measured in the trace{} (one token per sequence per step)"
             noun = "decode step"
-        else:
-            noun = "traced request"
         if t is not None:
-            src["tpot"] = f"{plain(t)} ms: " + what.format(count(n, noun))
+            src["tpot"] = f"{plain(t)} ms: " + what.format(count(n, noun), where)
         else:
-            lacks.append("a decode step time (no decode step in the trace: give --tpot-ms)")
+            lacks.append(f"a decode step time (no decode step in {some}: give --tpot-ms)")
     k: float | None = decode_steps
     if k is not None:
         src["decode steps"] = f"{decode_steps} (option --decode-steps)"
     else:
-        req = getattr(result, "requests", None)
-        tr = req.filter(req["source"] == "trace") if req is not None and req.height else None
-        outs = tr["output_tokens"].drop_nulls() if tr is not None else None
-        if outs is not None and outs.len():
-            k = float(outs.mean()) - 1  # type: ignore[operator]
-            src["decode steps"] = (
-                f"{plain(k)}: mean output tokens − 1 of {count(outs.len(), 'traced request')} "
-                "(the first token comes from the prefill)"
-            )
+        for name, result in results:
+            req = getattr(result, "requests", None)
+            tr = req.filter(req["source"] == "trace") if req is not None and req.height else None
+            outs = tr["output_tokens"].drop_nulls() if tr is not None else None
+            if outs is not None and outs.len():
+                k = float(outs.mean()) - 1  # type: ignore[operator]
+                where = f" ({name})" if len(results) > 1 and name else ""
+                src["decode steps"] = (
+                    f"{plain(k)}: mean output tokens − 1 of {count(outs.len(), 'traced request')}{where} "
+                    "(the first token comes from the prefill)"
+                )
+                break
         else:
-            lacks.append(
-                "decode steps per request (no request in the trace says its output length: give --decode-steps)"
-            )
+            lacks.append(f"decode steps per request (no request in {some} says its output length: give --decode-steps)")
     if lacks or p is None or t is None or k is None:
         return None, src, lacks
     out = sensitivity([p], [1], [t * k])  # k may be fractional (a mean): decode = k × TPOT
