@@ -52,3 +52,26 @@ def cli_stdout(args: list[str], capsys: Any) -> str:
     except SystemExit as exc:
         assert not exc.code, (args, exc.code, capsys.readouterr().err)
     return str(capsys.readouterr().out)
+
+
+def serve_trace(
+    folder: Any, steps: list[tuple[str, float, float, dict[str, Any]]], name: str = "serve", ops: Any = ()
+) -> Any:
+    """A CPU-only ``tracekit run serve``-style trace: one ``tk:run`` container (token budget 256,
+    max seqs 8, chunk 128) around ``steps`` — (kind, start ms, end ms, step attributes) — each a
+    ``tk:<kind>`` annotation over one ``aten::mm`` covering it (the op ends at the step's end, so
+    the step's time is exactly end − start). Times are shifted by 1 ms so the container starts first.
+    ``ops``: extra CPU ops (name, start ms, end ms) on the same thread."""
+    from tracekit.annotate import format_phase_name
+
+    def x(cat: str, nm: str, t0: float, t1: float) -> dict[str, Any]:
+        return {"ph": "X", "cat": cat, "name": nm, "pid": 1, "tid": 1, "ts": t0 * 1e3, "dur": (t1 - t0) * 1e3}
+
+    end = max(s[2] for s in steps)
+    run = format_phase_name("run", workload="serve", token_budget=256, max_seqs=8, chunk=128, stage="measured")
+    ev = [x("user_annotation", run, 0.0, end + 2.0)]
+    for i, (kind, t0, t1, attrs) in enumerate(steps):
+        ev.append(x("user_annotation", format_phase_name(kind, step=i, **attrs), t0 + 1.0, t1 + 1.0))
+        ev.append(x("cpu_op", "aten::mm", t0 + 1.001, t1 + 1.0))
+    ev += [x("cpu_op", nm, t0 + 1.0, t1 + 1.0) for nm, t0, t1 in ops]
+    return write_trace(folder, ev, name=name, devices=[])

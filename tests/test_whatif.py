@@ -124,33 +124,219 @@ def test_cli_seed_example_from_hand_input() -> None:
     assert "halving prefill saves 150 ms per request; halving TPOT saves 1,000 ms per request" in out
 
 
-def test_cli_whatif_on_a_serve_trace() -> None:
+# A constructed `run serve` trace (tests/kineto_events.serve_trace): token budget 256, max seqs 8,
+# chunk 128; steps cost exactly 10 ms + 0.1 ms per prefill token + 1 ms per decoding sequence, back
+# to back (no gap). A arrives at 0 (prompt 100, 4 tokens), B at 5 ms (prompt 50, 2 tokens):
+#   [0, 20)  prefill A:100!             10 + 10      → A's first token at 20
+#   [20, 36) mixed dc=A, pf B:50!        10 + 5 + 1   → B waited 15 ms; B's first token at 36
+#   [36, 48) decode A, B                 10 + 2       → B done
+#   [48, 59) decode A                    10 + 1       → A done
+# A: TTFT 20, TPOT (59 − 20) / 3 = 13, E2E 59.  B: TTFT 31, TPOT 12, E2E 43.
+SERVE_STEPS = [
+    ("prefill", 0, 20, dict(prefill_tokens=100, decode_seqs=0, tokens=100, seqs=1, budget=256, pf="0:100!", arr="0:0")),
+    (
+        "mixed",
+        20,
+        36,
+        dict(prefill_tokens=50, decode_seqs=1, tokens=51, seqs=2, budget=256, dc="0", pf="1:50!", arr="1:15000"),
+    ),
+    ("decode", 36, 48, dict(prefill_tokens=0, decode_seqs=2, tokens=2, seqs=2, budget=256, dc="0-1")),
+    ("decode", 48, 59, dict(prefill_tokens=0, decode_seqs=1, tokens=1, seqs=1, budget=256, dc="0")),
+]
+
+
+def _serve(tmp_path: object) -> str:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from kineto_events import serve_trace
+
+    return str(serve_trace(tmp_path, SERVE_STEPS))
+
+
+def test_cli_whatif_on_a_serve_trace(tmp_path: object) -> None:
     import json
 
-    trace = str(REPO / "sample_traces/serve/serve.pt.trace.json.gz")
-    rc, out, err = _cli("whatif", trace, "--link", "pcie4", "--slo", "ttft=500,tpot=50")
+    trace = _serve(tmp_path)
+    rc, out, err = _cli("whatif", trace, "--link", "pcie4", "--slo", "ttft=500,tpot=50", "--kv-bytes-per-token", "1000")
     assert rc == 0, err
     for needle in (
         "colocated ",
         "disaggregated ",
         "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
         "TPOT p99",
-        "verdict: disaggregation",
+        "verdict (from the table above): disaggregation",
         "PCIe 4.0 x16",
         "pcisig.com",
         "KV transfer per request",
-        "kv_bytes_per_token: trace shapes: 2 × 2 layers",
+        "R² 1.000",
+        "residual p10 / p50 / p90 0 / 0 / 0 ms",
     ):
         assert needle in out, needle
+    # Sensitivity per traced request, prefill costed as the runner's chunks (both prompts ≤ 128:
+    # one chunk each): A 10 + 10 = 20, B 10 + 5 = 15 ms; decode A 3 × 13 = 39, B 1 × 12 = 12 ms.
+    # E2E mean (59 + 27) / 2 = 43; halving prefill saves (20 + 15) / 4 = 8.75; TPOT (39 + 12) / 4 = 12.75.
     rc, out, err = _cli("whatif", trace, "--format", "json", "--kv-bytes-per-token", "1e9", "--link-gbps", "1")
     doc = json.loads(out)
-    # 1 GB per token over 1 GB/s: every transfer takes ≥ 16 s (prompts ≥ 16 tokens) — far more than
-    # the interference on this run: the verdict flips to "does not pay".
+    s = doc["sensitivity"]
+    assert (s["e2el_ms"], s["save_half_prefill_ms"], s["save_half_tpot_ms"]) == pytest.approx((43.0, 8.75, 12.75))
+    sc_text = doc["assumptions"]["step_cost"]
+    assert "non-negative least squares over 4 traced steps" in sc_text
+    # 1 GB per token over 1 GB/s: every transfer takes ≥ 50 s — far more than the interference.
     assert doc["compare"]["transfer_less_than_interference"] is False
-    assert doc["compare"]["disaggregated"]["mean_transfer_ms"] >= 16_000
+    assert doc["compare"]["disaggregated"]["mean_transfer_ms"] >= 50_000
     assert doc["assumptions"]["kv_bytes_per_token"] == "option --kv-bytes-per-token"
+    assert doc["compare"]["outcome"] == "does not pay"
+
+
+def test_conclusion_follows_the_table(tmp_path: object) -> None:
+    """Whatever the mechanism line says, the verdict is read off the simulated figures."""
+    import json
+
+    trace = _serve(tmp_path)
+    for kv in ("1", "1000", "1e6", "1e9"):
+        rc, out, err = _cli("whatif", trace, "--format", "json", "--kv-bytes-per-token", kv, "--link-gbps", "1")
+        assert rc == 0, err
+        c = json.loads(out)["compare"]
+        co, dis = c["colocated"], c["disaggregated"]
+        table = {
+            f"{lab} {q}": (dis[k][q], co[k][q])
+            for k, lab in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E"))
+            for q in ("p50", "p99")
+        }
+        for name, a, b in c["better"]:
+            assert table[name] == (a, b) and a < b
+        for name, a, b in c["worse"]:
+            assert table[name] == (a, b) and a > b
+        worse = any(a > b * 1.01 for a, b in table.values())
+        better = any(a < b * 0.99 for a, b in table.values())
+        want = {(True, False): "pays", (False, True): "does not pay", (True, True): "trade-off"}.get(
+            (better, worse), "no difference"
+        )
+        assert c["outcome"] == want, (kv, c["verdict"])
+
+
+def test_verdict_of_the_issue_numbers() -> None:
+    from tracekit.whatif.verdict import verdict
+
+    # issue 27: the mechanism said "pays" while the table showed TTFT p50 43.6 vs 28.1 ms.
+    def side(ttft: float, tpot: float, e2e: float) -> dict[str, object]:
+        return {
+            "ttft_ms": {"p50": ttft, "p99": ttft * 2},
+            "tpot_ms": {"p50": tpot, "p99": tpot * 2},
+            "e2el_ms": {"p50": e2e, "p99": e2e * 2},
+        }
+
+    v = verdict(side(28.1, 10.0, 300.0), side(43.6, 9.0, 320.0))
+    assert v["outcome"] == "trade-off"
+    assert [n for n, *_ in v["better"]] == ["TPOT p50", "TPOT p99"]
+    assert [n for n, *_ in v["worse"]] == ["TTFT p50", "TTFT p99", "E2E p50", "E2E p99"]
+    assert "worse TTFT p50 43.6 vs 28.1 ms" in v["text"]
+    assert verdict(side(28.1, 10.0, 300.0), side(40.0, 11.0, 330.0))["outcome"] == "does not pay"
+    assert verdict(side(28.1, 10.0, 300.0), side(28.2, 10.0, 300.0))["outcome"] == "no difference"  # < 1 %
+    # with an SLO, goodput decides
+    g = verdict(side(1, 1, 1) | {"goodput_req_per_s": 2.0}, side(9, 9, 9) | {"goodput_req_per_s": 3.0})
+    assert g["outcome"] == "pays" and g["text"].endswith("under the SLO")
+
+
+def test_arrival_replays_the_traced_requests(tmp_path: object) -> None:
+    import json
+
+    trace = _serve(tmp_path)
+    # burst: both at 0, admitted together: step [0, 25) prefills 100 + 50 (10 + 15) → both first
+    # tokens at 25; [25, 37) decodes both (B done), [37, 48), [48, 59) decode A.
+    # A: TTFT 25, TPOT (59 − 25) / 3 = 11.33, E2E 59; B: TTFT 25, TPOT 12, E2E 37.
+    rc, out, err = _cli("whatif", trace, "--arrival", "burst", "--format", "json")
+    assert rc == 0, err
+    ld = json.loads(out)["load"]
+    p = ld["predicted"]
+    assert p["ttft_ms"]["p50"] == pytest.approx(25.0)
+    assert p["tpot_ms"]["p50"] == pytest.approx((34 / 3 + 12) / 2)
+    assert p["e2el_ms"]["p50"] == pytest.approx(48.0)
+    # the traced arrivals replayed reproduce the measured requests exactly: error 0
+    assert all(abs(v) < 1e-9 for v in ld["error_at_traced_load"].values())
+    assert ld["measured_traced"]["ttft_ms"]["p50"] == pytest.approx((20 + 31) / 2)
+    # interval:1000: each request alone: A TTFT 20, 3 decode steps of 11 → TPOT 11, E2E 53;
+    # B TTFT 15, TPOT 11, E2E 26.
+    rc, out, err = _cli("whatif", trace, "--arrival", "interval:1000", "--format", "json")
+    p = json.loads(out)["load"]["predicted"]
+    assert (p["ttft_ms"]["p50"], p["tpot_ms"]["p50"], p["e2el_ms"]["p50"]) == pytest.approx((17.5, 11.0, 39.5))
+    rc, out, err = _cli("whatif", trace, "--arrival", "poisson:50")
+    assert rc == 0, err
+    assert "predicted at poisson:50" in out and "seed 0" in out  # no traced poisson schedule: drawn
+
+
+def test_arrival_rescales_a_traced_poisson_schedule() -> None:
+    from tracekit.whatif.load import Arrival, arrival_times
+
+    # traced at poisson:20 with arrivals 0, 30, 100 ms → at poisson:60 the same draws × 20 / 60
+    reqs = [SimRequest(i, a, 10, 2) for i, a in enumerate([0.0, 30.0, 100.0])]
+    t, src = arrival_times(Arrival.parse("poisson:60"), reqs, "poisson:20", 0)
+    assert t == pytest.approx([0.0, 10.0, 100 / 3]) and "× 20 / 60" in src
+
+
+def test_arrival_values_are_checked_by_the_cli(tmp_path: object) -> None:
+    trace = _serve(tmp_path)
+    for bad in ("poisson:0", "poisson:nan", "poisson:inf", "interval:-1", "uniform:3", "burst:2"):
+        rc, out, err = _cli("whatif", trace, "--arrival", bad)
+        assert rc == 2 and "Traceback" not in err and "--arrival" in err, (bad, err)
+
+
+def test_nnls_keeps_coefficients_non_negative() -> None:
+    import polars as pl
+
+    from tracekit.analysis.serving.step_cost import fit_step_cost
+
+    # Unconstrained: 11 + 0.1·P − 1·D fits exactly (a step getting faster with more sequences).
+    # Constrained (cd ≥ 0): cd = 0 and c0 + cp·P by least squares: P = 0 → mean(10, 9) = 9.5,
+    # P = 100 → mean(20, 19) = 19.5 → c0 9.5, cp 0.1; residuals ±0.5; TSS 101 → R² = 1 − 1/101.
+    steps = pl.DataFrame({"P": [0, 100, 0, 100], "D": [1, 1, 2, 2], "dctx": [0] * 4, "ms": [10.0, 20.0, 9.0, 19.0]})
+    f = fit_step_cost(steps)
+    assert f["per_decode_seq_ms"] == 0.0
+    assert (f["intercept_ms"], f["per_prefill_token_ms"]) == pytest.approx((9.5, 0.1))
+    assert f["r2"] == pytest.approx(1 - 1 / 101) and f["refused"] is None
+    assert f["residual_ms"]["p90"] == pytest.approx(0.5)
+
+
+def test_host_noise_outliers_are_left_out_and_counted() -> None:
+    import polars as pl
+
+    from tracekit.analysis.serving.step_cost import fit_step_cost
+
+    # 11 steps of exactly 10 + 0.1·P ms; one of them (P = 50) preempted for 500 ms more. It lies
+    # far beyond 5 robust deviations: left out (1 ≤ 10 % of 11), the fit is exact on the other 10.
+    p = [0, 100, 0, 100, 50, 50, 0, 100, 20, 80, 40]
+    ms = [10 + 0.1 * v for v in p]
+    ms[5] += 500
+    f = fit_step_cost(pl.DataFrame({"P": p, "D": [1] * 11, "dctx": [0] * 11, "ms": ms}))
+    assert (f["intercept_ms"], f["per_prefill_token_ms"]) == pytest.approx((10.0, 0.1))
+    assert f["outliers"] == 1 and f["outlier_excess_ms"] == pytest.approx(500.0) and f["r2"] == pytest.approx(1.0)
+    # share of all step time: 500 / (Σ(10 + 0.1·P) + 500) = 500 / (110 + 54 + 500)
+    assert f["noise_share"] == pytest.approx(500 / (110 + 54 + 500))
+    # two such steps of 11 would be more than 10 %: kept, and the fit is then poor
+    ms[2] += 500
+    g = fit_step_cost(pl.DataFrame({"P": p, "D": [1] * 11, "dctx": [0] * 11, "ms": ms}))
+    assert g["outliers"] == 0 and g["refused"] is not None
+
+
+def test_a_poor_fit_is_refused() -> None:
+    import polars as pl
+
+    from tracekit.analysis.serving.step_cost import fit_step_cost
+
+    # P explains nothing: P = 0 → 10, 30; P = 100 → 10, 30: cp = 0, c0 = 20, R² = 0 < 0.5.
+    steps = pl.DataFrame({"P": [0, 100, 0, 100], "D": [1] * 4, "dctx": [0] * 4, "ms": [10.0, 10.0, 30.0, 30.0]})
+    f = fit_step_cost(steps)
+    assert f["r2"] == pytest.approx(0.0) and f["refused"].startswith("R² 0.00 < 0.5")
+
+
+def test_chunked_prefill_is_costed_as_chunks() -> None:
+    from tracekit.whatif.sensitivity import chunked_prefill_ms
+
+    # 300 tokens in chunks of 128: 128 + 128 + 44 → (10 + 12.8) × 2 + (10 + 4.4) = 60 ms
+    assert chunked_prefill_ms(300, StepCost(10.0, 0.1), Policy(256, 8, 128)) == pytest.approx(60.0)
+    # the token budget caps a chunk too: budget 100 → 100 + 100 + 100 → 3 × 20 = 60... + intercepts
+    assert chunked_prefill_ms(300, StepCost(10.0, 0.1), Policy(100, 8, 128)) == pytest.approx(60.0)
 
 
 def test_cli_whatif_bad_input_is_one_line() -> None:
@@ -158,7 +344,81 @@ def test_cli_whatif_bad_input_is_one_line() -> None:
     assert rc != 0 and "Traceback" not in err and "--prefill-ms" in err
     rc, out, err = _cli("whatif", str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"), "--link", "smoke-signals")
     assert rc != 0 and "Traceback" not in err and "unknown link" in err
-    # a trace without request ids: no arrival pattern to replay, said in one line
+
+
+def test_a_trace_without_request_ids_gets_the_measured_sensitivity() -> None:
+    # the static-batch llm sample: prefill, decode steps, one request batch; no arrivals to replay
     llm = str(REPO / "sample_traces/llm/llm.pt.trace.json.gz")
     rc, out, err = _cli("whatif", llm)
-    assert rc != 0 and "Traceback" not in err and "no per-request arrivals" in err
+    assert rc == 0, err
+    assert "Replay: not run; it lacks per-request arrivals" in out
+    assert "from measured step times" in out and "halving prefill saves" in out
+    rc, out, err = _cli("whatif", llm, "--arrival", "poisson:10")
+    assert rc == 5 and "Traceback" not in err and "lacks per-request arrivals" in err
+
+
+def test_the_noisy_sample_serve_trace_is_refused_not_simulated() -> None:
+    # sample_traces/serve: decode steps of one composition take 6.1, 15.1 and 20.3 ms (a busy
+    # machine): 90 % of the steps lie within ±85 % of the fit — over the 50 % limit.
+    trace = str(REPO / "sample_traces/serve/serve.pt.trace.json.gz")
+    rc, out, err = _cli("whatif", trace)
+    assert rc == 0, err
+    assert "Replay: not run; it lacks a step-cost fit good enough to simulate with: residuals too wide" in out
+    assert "Colocated" not in out
+    rc, out, err = _cli("whatif", trace, "--arrival", "poisson:60")
+    assert rc == 5 and "residuals too wide" in err and "Traceback" not in err
+
+
+SGLANG = __import__("pathlib").Path("/work/shared/traces/kineto/tracelens/inference")
+
+
+@pytest.mark.skipif(not SGLANG.is_dir(), reason="shared traces absent")
+def test_sensitivity_from_real_traces() -> None:
+    # the SGLang decode trace: 1 decode step of 32 sequences → its measured step time is the TPOT;
+    # the prefill and the number of decode steps come from options. E2E = 987 + 100 × TPOT.
+    import json
+
+    dec = str(SGLANG / "sglang_decode/sglang_Qwen3-8B_decode.json.gz")
+    rc, out, err = _cli("whatif", dec, "--prefill-ms", "987", "--decode-steps", "100", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    s = doc["sensitivity"]
+    tpot = s["tpot_ms"]
+    assert "p50 of 1 decode step measured in the trace" in doc["assumptions"]["sensitivity tpot"]
+    assert s["e2el_ms"] == pytest.approx(987 + 100 * tpot) and s["save_half_tpot_ms"] == pytest.approx(50 * tpot)
+    assert "a step-cost fit: 1 step with a known composition: need ≥ 2" in doc["replay"]["lacks"][0]
+    # without options: one line naming every missing input and the option that supplies it
+    rc, out, err = _cli("whatif", dec)
+    assert rc == 5 and "Traceback" not in err
+    assert "give --prefill-ms" in err and "give --decode-steps" in err and "need ≥ 2" in err
+    pre = str(SGLANG / "sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
+    rc, out, err = _cli("whatif", pre, "--tpot-ms", "20", "--decode-steps", "100", "--format", "json")
+    assert rc == 0, err
+    s = json.loads(out)["sensitivity"]
+    prefill = s["prefill_ms"]
+    assert s["save_half_tpot_ms"] == pytest.approx(1000.0) and prefill > 100
+    # the prefill trace and the decode trace of one model together: each input from the trace that
+    # has it (prefill 1 step, decode 1 step), decode steps by hand; E2E = prefill + 100 × TPOT
+    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    s = doc["sensitivity"]
+    assert (s["prefill_ms"], s["tpot_ms"]) == pytest.approx((prefill, tpot))
+    assert s["e2el_ms"] == pytest.approx(prefill + 100 * tpot)
+    assert doc["assumptions"]["sensitivity tpot"].endswith(f"({dec}) (one token per sequence per step)")
+    assert doc["replay"]["lacks"] == ["one traced run (2 traces given: the replay reads one)"]
+    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--arrival", "burst")
+    assert rc == 5 and "the replay reads one" in err
+
+
+def test_whatif_takes_the_analysis_options(tmp_path: object) -> None:
+    # --phase-map turns the two decode steps into "other": the fit sees the other 2 steps only;
+    # --hardware is accepted like analyze's
+    trace = _serve(tmp_path)
+    rc, out, err = _cli("whatif", trace, "--hardware", "h100", "--kv-bytes-per-token", "1000")
+    assert rc == 0, err
+    assert "over 4 traced steps" in out
+    rc, out, err = _cli("whatif", trace, "--phase-map", "^tk:decode=other", "--prefill-ms", "1")
+    assert rc == 0 and "over 2 traced steps" in out, err
+    rc, out, err = _cli("whatif", trace, "--phase-map", "nonsense")
+    assert rc != 0 and "Traceback" not in err

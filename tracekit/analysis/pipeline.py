@@ -36,6 +36,7 @@ from tracekit.analysis.device import device_block, resolve_hardware
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
+from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
 from tracekit.analysis.regions.kernel_classes import is_communication
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES, phases_from_shapes
@@ -301,6 +302,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     units = phase_units(regions)
     reg, f.linked = region_metrics(regions, acts, f.region_links, x.cpu_only, units)
     f.shapes = f.costs.select([c for c in ("op_id", "input_dims") if c in f.costs.columns])
+    cold = cold_windows(f.costs if "name" in f.costs.columns else None, regions, x.launches)
     reg, f.region_culprits = idle(reg, acts, f.linked, x.launches, f.take("costs"))
     closure = region_closure(regions, acts)  # read by the class roofline, the tops and the shape roofline
     f.prep = prepare_roofline(acts)
@@ -312,10 +314,15 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     est_phases = f.in_unit.join(est, on="act_id", how="semi")["phase"].unique()
     if est.height:
         cr = mark_classes(cr, estimated_classes(acts, est, est_links, f.in_unit.select("act_id", "phase")))
+    reg = mark_cold(reg, cold)  # cold steps: left out of the phase figures and latency, costed apart
     shape_rf = shape_roofline(
         acts, f.take("shapes"), regions, unit_ph, s.hardware, s.thresholds, f.take("prep"), closure
     )
-    ph, ph_cul = phases(reg, acts, cr, unit_ph, f.take("in_unit"), f.region_culprits, f.take("linked"), x, s)
+    warm = warm_units(reg)
+    in_unit = f.take("in_unit")
+    if warm.height and not warm["is_unit"].equals(reg["is_unit"]):
+        in_unit = in_unit.join(warm.filter(pl.col("is_unit")).select("region_id"), on="region_id", how="semi")
+    ph, ph_cul = phases(warm, acts, cr, unit_ph, in_unit, f.region_culprits, f.take("linked"), x, s)
     if no_cpu and ph.height:
         ph = device_only_reason(ph)
     culprits = culprit_frame(f.take("region_culprits"), ph_cul, reg, ph)
@@ -334,9 +341,10 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     warn.extend(lat.scalars.get("notes") or [])
     totals = trace_totals(acts, whole, reg, excluded, s.thresholds, lat.scalars)
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
+    totals["cold_start"] = cold_summary(reg)
     if x.features is not None:
         totals["features"] = x.features
-    serving = serving_summary(lat.steps, lat.requests, reg, x.kv)
+    serving = serving_summary(lat.steps, lat.requests, reg, x.kv, x.sidecar)
     spec = speculative(reg, ph, lat.summary)
     if spec.height:  # only a speculative run gets the block (docs/serving.md)
         serving["speculative"] = spec.to_dicts()
@@ -361,7 +369,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
         class_roofline=cr,
         shape_roofline=shape_rf,
         op_work=work,
-        step_verdicts=step_verdicts(reg),
+        step_verdicts=step_verdicts(warm),
     )
     return result if x.communication is None else _with_exposed(result, x.communication)
 
@@ -487,7 +495,7 @@ def latency_units(reg: pl.DataFrame, tail: dict[str, Any] | None) -> pl.DataFram
             "cpu_start_ns",
             "cpu_end_ns",
             "last_ns",
-            *[c for c in ("phase_rule", *ATTR_COLUMNS) if c in reg.columns],
+            *[c for c in ("phase_rule", "cold_ns", *ATTR_COLUMNS) if c in reg.columns],
         )
     )
     if tail is not None:

@@ -24,6 +24,7 @@ from tracekit.cli.options import (
     format_option,
     hardware_option,
     out_option,
+    phase_map_option,
     regions_option,
     trace_id_option,
 )
@@ -62,13 +63,7 @@ class _Args:
 @click.argument("source", type=click.Path(exists=True, dir_okay=True))
 @hardware_option()
 @format_option(["text", "json", "md"], default="text")
-@click.option(
-    "--phase-map",
-    "phase_map",
-    multiple=True,
-    metavar="REGEX=PHASE",
-    help="Extra phase rule for region names (repeatable); PHASE is prefill, decode, mixed or other.",
-)
+@phase_map_option()
 @click.option("--slo", default=None, metavar="ttft=MS,tpot=MS", help="Objectives for goodput (ttft, tpot, e2el in ms).")
 @click.option("--thresholds", default=None, metavar="busy=0.5,coverage=0.5", help="Override classification thresholds.")
 @trace_id_option()

@@ -42,6 +42,22 @@ class Finite(click.ParamType):
         return f"Finite({self.low}, {self.high})"
 
 
+class ArrivalSchedule(click.ParamType):
+    """``poisson:R`` (R > 0 req/s), ``interval:MS`` (MS ≥ 0) or ``burst``, finite: parsed by
+    :class:`tracekit.whatif.load.Arrival` (the one parser), returned in its normal form."""
+
+    name = "poisson:R|interval:MS|burst"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from tracekit.errors import UsageError
+        from tracekit.whatif.load import Arrival
+
+        try:
+            return str(Arrival.parse(str(value)))
+        except UsageError as exc:
+            self.fail(str(exc).removeprefix(f"--arrival {str(value)!r}: "), param, ctx)
+
+
 NON_NEGATIVE = Finite(0.0)
 POSITIVE = Finite(0.0, low_open=True)
 WORKERS = click.IntRange(1, MAX_WORKERS)

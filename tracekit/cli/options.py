@@ -7,6 +7,7 @@
 - ``--regions N|all``: how many regions a text, Markdown or HTML output lists (``analyze``, ``report``).
 - ``--trace-id``: a trace of a dataset, by its id or any unique prefix of it.
 - ``--hardware``: the help lists every device name of the hardware table.
+- ``--phase-map REGEX=PHASE``: extra phase rules (``analyze``, ``whatif``, …), one definition.
 
 tests/test_cli_conventions.py walks click's command tree and checks each command against these.
 """
@@ -73,6 +74,17 @@ def hardware_help(prefix: str = "Device peaks") -> str:
 def hardware_option(*names: str, help: str | None = None) -> Callable[[F], F]:
     decls = names or ("--hardware",)
     return click.option(*decls, default=None, metavar="NAME|FILE", help=help or hardware_help())
+
+
+def phase_map_option() -> Callable[[F], F]:
+    """``--phase-map REGEX=PHASE`` (repeatable): extra phase rules for region names."""
+    return click.option(
+        "--phase-map",
+        "phase_map",
+        multiple=True,
+        metavar="REGEX=PHASE",
+        help="Extra phase rule for region names (repeatable); PHASE is prefill, decode, mixed or other.",
+    )
 
 
 def regions_option(default: str | None, help: str) -> Callable[[F], F]:

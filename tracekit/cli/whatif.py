@@ -6,15 +6,22 @@ import json
 
 import click
 
-from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, Finite
-from tracekit.cli.capture import model_option
-from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
+from tracekit.cli.capture import capture_option, model_option
+from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, ArrivalSchedule, Finite
+from tracekit.cli.options import (
+    force_option,
+    format_option,
+    hardware_option,
+    out_option,
+    phase_map_option,
+    trace_id_option,
+)
 from tracekit.cli.outfile import emit
 from tracekit.errors import UsageError
 
 
 @click.command("whatif")
-@click.argument("trace", metavar="[TRACE_OR_DATASET]", required=False)
+@click.argument("traces", metavar="[TRACE_OR_DATASET]...", nargs=-1)
 @click.option("--prefill-workers", type=WORKERS, default=1, show_default=True, help="Prefill workers (disaggregated).")
 @click.option("--decode-workers", type=WORKERS, default=1, show_default=True, help="Decode workers (disaggregated).")
 @click.option(
@@ -45,10 +52,24 @@ from tracekit.errors import UsageError
 )
 @click.option("--slo", default=None, help="ttft=MS,tpot=MS,e2el=MS for goodput.")
 @click.option(
+    "--arrival",
+    type=ArrivalSchedule(),
+    default=None,
+    help="Replay the traced requests at another load with the trace's scheduler settings and predict "
+    "TTFT / TPOT / E2E percentiles (docs/whatif.md).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0),
+    default=None,
+    help="Seed of --arrival poisson:R's draws when the trace's own schedule was not poisson (default: the trace's).",
+)
+@click.option(
     "--prefill-ms",
     type=NON_NEGATIVE,
     default=None,
-    help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps).",
+    help="Hand input: prefill time of one request (with --tpot-ms, --decode-steps; with a trace, "
+    "replaces the trace's).",
 )
 @click.option("--tpot-ms", type=NON_NEGATIVE, default=None, help="Hand input: time per output token.")
 @click.option(
@@ -57,13 +78,16 @@ from tracekit.errors import UsageError
     default=None,
     help="Hand input: decode steps (output tokens produced by decode).",
 )
+@hardware_option()
+@phase_map_option()
+@capture_option
 @format_option(["text", "json"], default="text")
 @trace_id_option()
 @out_option("Write here instead of stdout.")
 @force_option()
 @model_option
 def whatif(
-    trace: str | None,
+    traces: tuple[str, ...],
     prefill_workers: int,
     decode_workers: int,
     link_key: str,
@@ -75,13 +99,20 @@ def whatif(
     prefill_ms: float | None,
     tpot_ms: float | None,
     decode_steps: int | None,
+    arrival: str | None,
+    seed: int | None,
+    hardware: str | None,
+    phase_map: tuple[str, ...],
+    captures: tuple[str, ...],
     fmt: str,
     trace_id: str | None,
     out: str | None,
     force: bool,
     model: str | None,
 ) -> None:
-    """What halving prefill or TPOT saves, and colocated vs disaggregated serving of the traced load."""
+    """What halving prefill or TPOT saves, colocated vs disaggregated serving of the traced load, and
+    (--arrival) the traced workload at another load. Several traces (e.g. a prefill trace and a
+    decode trace of one model): the sensitivity takes each input from the first that has it."""
     from tracekit.report.output import check_out
     from tracekit.report.screens.whatif import render
 
@@ -89,19 +120,25 @@ def whatif(
     from tracekit.whatif.run import run_whatif
 
     hand = (prefill_ms, tpot_ms, decode_steps)
-    if trace is None and None in hand:
+    if not traces and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
-    result = None
-    if trace is not None:
+    results = []
+    if traces:
         from tracekit.analysis.serving.latency import Slo
+        from tracekit.labels.phases import parse_phase_map
         from tracekit.report.from_path import analyse_path
 
-        Slo.parse(slo)  # a bad --slo fails before the (slow) analysis
-        result = analyse_path(trace, slo=slo, trace_id=trace_id, model=model).result
+        Slo.parse(slo)  # a bad --slo or --phase-map fails before the (slow) analysis
+        pm = parse_phase_map(phase_map) or None
+        for t in traces:
+            a = analyse_path(
+                t, hardware=hardware, phase_map=pm, slo=slo, trace_id=trace_id, captures=list(captures), model=model
+            )
+            results.append((t, a.result))
     doc = run_whatif(
-        trace,
-        result,
-        hand=hand if None not in hand else None,
+        traces[0] if traces else None,
+        results[0][1] if results else None,
+        hand=hand if any(v is not None for v in hand) else None,
         prefill_workers=prefill_workers,
         decode_workers=decode_workers,
         link_key=link_key,
@@ -110,5 +147,8 @@ def whatif(
         link_latency_us=link_latency_us,
         kv_bytes_per_token=kv_bytes_per_token,
         slo=slo,
+        arrival=arrival,
+        seed=seed,
+        others=results[1:],
     )
     emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path, fmt)

@@ -1,12 +1,17 @@
 """``tracekit whatif``: what would change the latency, from measured costs only (docs/whatif.md).
 
 Reads only an :class:`~tracekit.analysis.result.AnalysisResult` (its ``serving`` block, ``requests``
-and ``latency``) plus options; never the trace. Two answers:
+and ``latency``) plus options; never the trace. Three answers:
 
-1. :func:`sensitivity` — the seed's question: per request E2E ≈ prefill + decode steps × TPOT, so
-   halving prefill saves prefill / 2 and halving TPOT saves decode steps × TPOT / 2.
+1. :mod:`tracekit.whatif.sensitivity` — the seed's question: per request E2E ≈ prefill + decode
+   steps × TPOT, so halving prefill saves prefill / 2 and halving TPOT saves decode steps × TPOT / 2.
 2. :func:`compare` — colocated vs disaggregated serving of the traced requests (their arrivals,
-   prompt and output lengths) by the simulation of :mod:`tracekit.whatif.sim`.
+   prompt and output lengths) by the simulation of :mod:`tracekit.whatif.sim`; the conclusion is
+   read off the simulated table (:mod:`tracekit.whatif.verdict`).
+3. :mod:`tracekit.whatif.load` — the traced workload at another arrival schedule.
+
+The replay (2, 3) needs a step-cost fit that is good enough (:func:`replay_lacks` says what is
+missing when it is not) and the traced requests' arrivals.
 """
 
 from __future__ import annotations
@@ -14,30 +19,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.numbers import plain
+from tracekit.analysis.serving.step_cost import OUTLIER_MADS
 from tracekit.errors import AnalysisError, UsageError
+from tracekit.numbers import plain
+from tracekit.whatif.sensitivity import sensitivity, traced_sensitivity
 from tracekit.whatif.sim import Policy, SimRequest, StepCost, metrics, simulate
+from tracekit.whatif.verdict import verdict
+
+__all__ = [
+    "Inputs",
+    "compare",
+    "inputs",
+    "percentile",
+    "replay_lacks",
+    "sensitivity",
+    "summarise",
+    "traced_sensitivity",
+]
 
 PCTS = (0.5, 0.9, 0.99)
-
-
-def sensitivity(prefill_ms: list[float], decode_steps: list[int], tpot_ms: list[float]) -> dict[str, Any]:
-    """Mean over requests of E2E = prefill + decode steps × TPOT, and what halving each saves.
-
-    The seed's example: ``sensitivity([300], [100], [20])`` → E2E 2,300 ms; halving prefill saves
-    150 ms, halving TPOT saves 1,000 ms."""
-    if not prefill_ms or not (len(prefill_ms) == len(decode_steps) == len(tpot_ms)):
-        raise UsageError("sensitivity needs one prefill time, decode-step count and TPOT per request")
-    n = len(prefill_ms)
-    dec = [s * t for s, t in zip(decode_steps, tpot_ms)]
-    return {
-        "requests": n,
-        "e2el_ms": sum(p + d for p, d in zip(prefill_ms, dec)) / n,
-        "prefill_ms": sum(prefill_ms) / n,
-        "decode_ms": sum(dec) / n,
-        "save_half_prefill_ms": sum(prefill_ms) / n / 2,
-        "save_half_tpot_ms": sum(dec) / n / 2,
-    }
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -58,7 +58,8 @@ def summarise(rows: list[dict[str, Any]], slo: dict[str, float | None] | None) -
         vals = [r[key] for r in rows if r[key] is not None]
         out[key] = {f"p{int(q * 100)}": percentile(vals, q) for q in PCTS}
     for key in ("interference_ms", "transfer_ms"):
-        out[f"mean_{key}"] = sum(r[key] for r in rows) / len(rows) if rows else None
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        out[f"mean_{key}"] = sum(vals) / len(vals) if vals else None
     if slo and rows:
         good = [r for r in rows if _meets(r, slo)]
         span_s = (max(r["_finish"] for r in rows) - min(r["_arrival"] for r in rows)) / 1e3
@@ -84,27 +85,67 @@ class Inputs:
     policy: Policy
     kv_bytes_per_token: float | None
     sources: dict[str, str]
+    schedule: str | None = None  # the traced arrival schedule (sidecar), e.g. "poisson:20"
+    seed: int = 0  # the traced run's seed (sidecar)
+
+
+def replay_lacks(result: Any) -> list[str]:
+    """What the replay lacks to run on ``result``, one item each (empty when it can run): a
+    step-cost fit (and why there is none), a fit good enough to simulate with (and why not), the
+    traced requests' arrivals."""
+    sv = getattr(result, "serving", None) or {}
+    sc = sv.get("step_cost") or {}
+    lacks: list[str] = []
+    if sc.get("intercept_ms") is None:
+        lacks.append(f"a step-cost fit: {sc.get('why_none') or 'the trace has no serving steps'}")
+    elif sc.get("refused"):
+        lacks.append(f"a step-cost fit good enough to simulate with: {sc['refused']} ({fit_text(sc)})")
+    if not sv.get("requests"):
+        lacks.append(
+            "per-request arrivals, prompt and output lengths (they come from the request ids of "
+            "`tracekit run serve` step names; vLLM / SGLang step names carry none)"
+        )
+    return lacks
+
+
+def fit_text(sc: dict[str, Any]) -> str:
+    """The fit's quality in words: R², the residual spread, the steps it used."""
+    parts = [f"non-negative least squares over {sc.get('n')} traced steps"]
+    if sc.get("r2") is not None:
+        parts.append(f"R² {sc['r2']:.3f}")
+    res = sc.get("residual_ms") or {}
+    if res:
+        r = [plain(round(res[q], 3) + 0.0) for q in ("p10", "p50", "p90")]  # + 0.0: no "-0"
+        parts.append(f"residual p10 / p50 / p90 {r[0]} / {r[1]} / {r[2]} ms")
+    if sc.get("residual_rel_p90") is not None:
+        parts.append(f"90 % of steps within ±{sc['residual_rel_p90'] * 100:.0f} % of the fit")
+    if sc.get("outliers"):
+        parts.append(
+            f"{sc['outliers']} step{'s' if sc['outliers'] != 1 else ''} slower than the fit by > "
+            f"{OUTLIER_MADS:g} robust deviations left out as host noise ({plain(sc['outlier_excess_ms'])} ms, "
+            f"{sc['noise_share'] * 100:.1f} % of the step time: the replay predicts a machine without it)"
+        )
+    if sc.get("dropped"):
+        parts.append(f"dropped (no variation): {', '.join(sc['dropped'])}")
+    return ", ".join(parts)
 
 
 def inputs(result: Any, kv_bytes_per_token: float | None = None, policy: Policy | None = None) -> Inputs:
-    """Measured inputs from an analysis result (docs/whatif.md, "Inputs"). AnalysisError when the
-    trace has no step-cost model or no per-request arrivals."""
-    sv = getattr(result, "serving", None) or {}
-    sc = sv.get("step_cost") or {}
-    if sc.get("intercept_ms") is None:
-        raise AnalysisError(
-            "what-if: the trace has no steps with a known composition to fit a step cost "
-            f"({sc.get('why_none') or 'no serving steps'})"
-        )
+    """Measured inputs from an analysis result (docs/whatif.md, "Inputs"). AnalysisError naming
+    everything the replay lacks (:func:`replay_lacks`) when it cannot run."""
+    lacks = replay_lacks(result)
+    if lacks:
+        raise AnalysisError("what-if replay: cannot run; it lacks " + "; ".join(lacks))
+    sv = result.serving
+    sc = sv["step_cost"]
     cost = StepCost(
-        sc["intercept_ms"], sc["per_prefill_token_ms"], sc["per_decode_seq_ms"], sc["per_decode_kv_token_ms"]
+        sc["intercept_ms"],
+        sc["per_prefill_token_ms"],
+        sc["per_decode_seq_ms"],
+        sc["per_decode_kv_token_ms"],
+        float(sc.get("gap_ms") or 0.0),
     )
-    rq = sv.get("requests") or []
-    if not rq:
-        raise AnalysisError(
-            "what-if: no per-request arrivals in this trace (they come from the request ids of "
-            "`tracekit run serve` step names); the sensitivity alone: tracekit whatif --prefill-ms … --tpot-ms …"
-        )
+    rq = sv["requests"]
     t0 = min(int(r["arrival_ns"]) for r in rq)
     reqs = [
         SimRequest(
@@ -126,20 +167,18 @@ def inputs(result: Any, kv_bytes_per_token: float | None = None, policy: Policy 
             if kv_bytes_per_token
             else str(kv.get("why_none"))
         )
-    r2 = sc.get("r2")
     sources = {
         "requests": f"{len(reqs)} traced requests: arrivals, prompt tokens (Σ pf= chunks), output tokens",
-        "step_cost": (
-            f"least squares over {sc.get('n')} traced steps, R² {r2:.3f}"
-            if r2 is not None
-            else f"least squares over {sc.get('n')} traced steps"
-        )
-        + (f"; dropped {sc['dropped']}" if sc.get("dropped") else ""),
-        "policy": ("tk:run annotation" if lim and policy is None else "options / defaults")
+        "step_cost": fit_text(sc),
+        "step gap": (
+            f"{plain(cost.gap)} ms added to every step: median host time between a step's end and the next "
+            "decoding step's start (the serving loop outside the step's annotation)"
+        ),
+        "policy": ("tk:run annotation / sidecar" if lim and policy is None else "options / defaults")
         + f": token budget {pol.token_budget}, max seqs {pol.max_seqs}, chunk {pol.chunk}",
         "kv_bytes_per_token": kv_src,
     }
-    return Inputs(reqs, cost, pol, kv_bytes_per_token, sources)
+    return Inputs(reqs, cost, pol, kv_bytes_per_token, sources, lim.get("arrival"), int(lim.get("seed") or 0))
 
 
 def compare(
@@ -176,15 +215,19 @@ def compare(
             r["_arrival"], r["_finish"] = arr[r["request"]], arr[r["request"]] + r["e2el_ms"]
     c, d = summarise(co, slo), summarise(dis, slo)
     xfer, removed = d["mean_transfer_ms"], c["mean_interference_ms"]
-    verdict = (
-        ("disaggregation pays: the KV transfer" if xfer < removed else "disaggregation does not pay: the KV transfer")
-        + f" ({plain(xfer)} ms per request) {'<' if xfer < removed else '≥'} "
+    v = verdict(c, d)
+    mechanism = (
+        f"the KV transfer ({plain(xfer)} ms per request) {'<' if xfer < removed else '≥'} "
         f"the interference it removes ({plain(removed)} ms per request)"
     )
     return {
         "colocated": c,
         "disaggregated": d,
-        "verdict": verdict,
+        "verdict": v["text"],
+        "outcome": v["outcome"],
+        "better": v["better"],
+        "worse": v["worse"],
+        "mechanism": mechanism,
         "transfer_less_than_interference": xfer < removed,
         "workers": {
             "prefill": prefill_workers,
@@ -192,24 +235,3 @@ def compare(
             "colocated": prefill_workers + decode_workers,
         },
     }
-
-
-def traced_sensitivity(result: Any, inp: Inputs) -> dict[str, Any]:
-    """The seed's question for the traced length distribution: per request, prefill = the step-cost
-    model's prefill of its prompt alone (c0 + cp · prompt tokens), decode steps = output tokens − 1
-    (the first token comes from the prefill), TPOT = its TPOT measured in the trace."""
-    tpot: dict[int, float] = {}
-    req = getattr(result, "requests", None)
-    if req is not None and req.height:
-        for r in req.filter(req["source"] == "trace").to_dicts():
-            if r.get("tpot_ms") is not None:
-                tpot[int(r["request"])] = float(r["tpot_ms"])
-    rs = [r for r in inp.requests if r.output > 1 and r.id in tpot]
-    if not rs:
-        return {}
-    out = sensitivity(
-        [inp.cost.c0 + inp.cost.cp * r.prompt for r in rs], [r.output - 1 for r in rs], [tpot[r.id] for r in rs]
-    )
-    out["mean_prompt_tokens"] = sum(r.prompt for r in rs) / len(rs)
-    out["mean_output_tokens"] = sum(r.output for r in rs) / len(rs)
-    return out

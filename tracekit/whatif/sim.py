@@ -4,8 +4,9 @@ Workers run continuous batching with the policy of ``tracekit run serve`` (workl
 each step decodes one token for every running sequence whose prompt is done, then spends the rest
 of the token budget on prompt chunks (≤ ``chunk`` per request; sequences already admitted first,
 then new ones while one of ``max_seqs`` slots is free). A step's duration comes from the measured
-step-cost model ``c0 + cp·P + cd·D + ck·K`` (P prefill tokens, D decoding sequences, K the sum of
-their contexts). Tokens exist at the end of the step that produced them.
+step-cost model ``c0 + cp·P + cd·D + ck·K`` (P prefill tokens, D decoding sequences, K = D × the
+longest of their contexts, as the fit reads it from ``decode_ctx``) plus the loop's gap between
+steps. Tokens exist at the end of the step that produced them.
 
 - **Colocated**: every worker does both; an arriving request goes to the worker with the fewest
   requests (waiting + running), ties to the lowest index.
@@ -14,7 +15,9 @@ their contexts). Tokens exist at the end of the step that produced them.
   bytes per token) then crosses the link of its prefill worker — one transfer at a time per link,
   FIFO — and joins the decode worker with the fewest requests, which only decodes.
 
-Deterministic: events at the same time are handled in the order they were scheduled.
+Deterministic: events at the same time are handled in the order they were scheduled; an idle
+worker plans its next step after every arrival of that instant (the runner admits every request
+that has arrived before it plans a step).
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ class StepCost:
     cp: float  # ms per prefill token
     cd: float = 0.0  # ms per decoding sequence
     ck: float = 0.0  # ms per context token read by a decoding sequence
+    gap: float = 0.0  # ms of the serving loop between steps (outside the step's annotation)
 
     def ms(self, p: int, d: int, k: int) -> float:
-        return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k)
+        return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k) + self.gap
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,8 @@ def simulate(
             return
         p = sum(n for _, n, d in segs if not d)
         dec = [s for s, _, d in segs if d]
-        k = sum(s.req.prompt + s.generated for s in dec)
+        # as the fit measures it (step_cost.py): D × the longest context among the decoding sequences
+        k = len(dec) * max((s.req.prompt + s.generated for s in dec), default=0)
         for s in dec:
             s.interference_ms += cost.cp * p
         w.busy = True
@@ -160,17 +165,16 @@ def simulate(
         push(r.arrival_ms, "arrive", r.id)
     while heap:
         t, _, kind, x = heapq.heappop(heap)
-        if kind == "arrive":
-            w = least(pw)
+        if kind in ("arrive", "kv_ready"):
+            w = least(pw if kind == "arrive" else dw)
             w.waiting.append(seqs[x])
             if not w.busy:
-                start(w, t)
-        elif kind == "kv_ready":
-            s = seqs[x]
-            w = least(dw)
-            w.waiting.append(s)
-            if not w.busy:
-                start(w, t)
+                # an idle worker plans its step after every arrival of this instant (as the runner
+                # admits all requests that have arrived before it plans): a "kick" queued behind them
+                w.busy = True
+                push(t, "kick", w)
+        elif kind == "kick":
+            start(x, t)
         else:
             w, segs = x
             for s, n, d in segs:

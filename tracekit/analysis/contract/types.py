@@ -216,6 +216,16 @@ class Thresholds(TypedDict):
     min_coverage: float
 
 
+class ColdStart(TypedDict):
+    """``totals.cold_start`` (tracekit/analysis/regions/cold.py, docs/analysis.md "Cold starts")."""
+
+    steps: int
+    cost_ns: int
+    by_cause: list[dict[str, Any]]  # cause, steps, cost_ns
+    units: list[dict[str, Any]]  # name, phase, cold_ns, cause
+    phases_all_cold: list[str]
+
+
 class Totals(TypedDict, total=False):
     activity_count: int
     device_time_ns: int
@@ -242,6 +252,7 @@ class Totals(TypedDict, total=False):
     communication: list[CommRow]
     serving: dict[str, Any]  # only for serving traces with request ids (docs/serving.md)
     idle_conserved: bool  # every region's idle causes add up to its idle time
+    cold_start: ColdStart  # issue 27: cold steps' cost, left out of steady state (docs/analysis.md)
     class_roofline: list[dict[str, Any]]
     top_shapes: list[dict[str, Any]]  # only for serving traces with request ids (docs/serving.md)
     warnings: list[str]

@@ -81,6 +81,13 @@ def step_table(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def cold_flag(steps: pl.DataFrame) -> pl.Expr:
+    """``_cold``: the step is a cold start (``cold_ns`` > 0, tracekit/analysis/regions/cold.py)."""
+    if "cold_ns" not in steps.columns:
+        return pl.lit(False).alias("_cold")
+    return (pl.col("cold_ns").fill_null(0) > 0).alias("_cold")
+
+
 def _pct_row(values: pl.Series, phase: str, metric: str, source: str, unit: str) -> dict[str, Any]:
     v = values.drop_nulls().cast(pl.Float64())
     row: dict[str, Any] = {"phase": phase, "metric": metric, "source": source, "unit": unit, "count": v.len()}
@@ -107,8 +114,9 @@ def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     s = steps.filter((pl.col("request") >= 1) & pl.col("phase").is_in(["prefill", "decode"]))
     if s.height == 0:
         return empty, pl.Series("itl_ms", [], dtype=pl.Float64())
-    s = s.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_itl"))
-    itl = s.filter(pl.col("phase") == "decode")["_itl"].drop_nulls().cast(pl.Float64()) / 1e6
+    s = s.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_itl"), cold_flag(s))
+    warm_dec = (pl.col("phase") == "decode") & ~pl.col("_cold")
+    itl = s.filter(warm_dec)["_itl"].drop_nulls().cast(pl.Float64()) / 1e6
     batch = pl.col("batch").fill_null(1) if "batch" in s.columns else pl.lit(1)
     g = (
         s.group_by("request")
@@ -117,15 +125,21 @@ def trace_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
             pl.col("done_ns").filter(pl.col("phase") == "prefill").first().alias("_first"),
             pl.col("done_ns").max().alias("_last"),
             (pl.col("phase") == "decode").sum().cast(pl.Int64()).alias("_n"),
+            pl.col("_itl").filter(warm_dec).mean().alias("_tpot"),
+            pl.col("_cold").filter(pl.col("phase") == "prefill").any().alias("_cold_first"),
+            pl.col("_cold").any().alias("_cold_any"),
             batch.filter(pl.col("phase") == "prefill").first().cast(pl.Int64()).alias("sequences"),
         )
         .sort("request")
     )
+    # steady state (cold steps, tracekit/analysis/regions/cold.py, left out): TPOT = the mean gap of
+    # the warm decode steps (= (last − first) / decode steps without a cold step); TTFT only with a
+    # warm prefill, E2E only without any cold step
     g = g.with_columns(
         pl.lit("trace").alias("source"),
-        ((pl.col("_first") - pl.col("start_ns")) / 1e6).alias("ttft_ms"),
-        pl.when(pl.col("_n") > 0).then((pl.col("_last") - pl.col("_first")) / 1e6 / pl.col("_n")).alias("tpot_ms"),
-        ((pl.col("_last") - pl.col("start_ns")) / 1e6).alias("e2el_ms"),
+        pl.when(~pl.col("_cold_first")).then((pl.col("_first") - pl.col("start_ns")) / 1e6).alias("ttft_ms"),
+        pl.when(pl.col("_n") > 0).then(pl.col("_tpot") / 1e6).alias("tpot_ms"),
+        pl.when(~pl.col("_cold_any")).then((pl.col("_last") - pl.col("start_ns")) / 1e6).alias("e2el_ms"),
         (pl.col("_n") + 1).cast(pl.Int64()).alias("output_tokens"),
         pl.lit(None, dtype=pl.Boolean()).alias("meets_slo"),
     )
@@ -224,8 +238,9 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     if omitted:
         notes.append(omitted_note(int(inferred.sum())))
     rows = []
+    warm = steps.filter(~cold_flag(steps)) if steps.height else steps  # steady state: cold steps apart
     for ph in ("prefill", "decode", "mixed"):
-        st = steps.filter(pl.col("phase") == ph)["step_ns"] if steps.height else pl.Series([], dtype=pl.Int64())
+        st = warm.filter(pl.col("phase") == ph)["step_ns"] if warm.height else pl.Series([], dtype=pl.Int64())
         if st.len():
             rows.append(_pct_row(st / 1e6, ph, "step_time", "trace", "ms"))
     if treq.height:

@@ -141,8 +141,22 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
     segs, arr, bad = request_tokens(steps)
     if bad:
         notes.append(f"{count(bad, 'request-list item')} in step names did not parse and were skipped")
+    # cold steps (tracekit/analysis/regions/cold.py) stay out of steady state: a request's TTFT only
+    # when none of its prefill chunks is cold, E2E only when none of its steps is, TPOT = the mean
+    # gap of its warm decode tokens (= (last − first) / (tokens − 1) without a cold step)
+    cold_steps = (
+        steps.filter(pl.col("cold_ns").fill_null(0) > 0).select(pl.col("step").cast(pl.Int64()))
+        if "cold_ns" in steps.columns and "step" in steps.columns
+        else pl.DataFrame(schema={"step": pl.Int64()})
+    )
+    segs = segs.with_columns(pl.col("step").is_in(cold_steps["step"].implode()).fill_null(False).alias("_cold"))
+    cold = segs.group_by("request").agg(
+        (pl.col("_cold") & (pl.col("kind") == "prefill")).any().alias("_cold_first"),
+        pl.col("_cold").any().alias("_cold_any"),
+    )
     toks = segs.filter(pl.col("samples")).sort("request", "done_ns")
     toks = toks.with_columns((pl.col("done_ns") - pl.col("done_ns").shift(1).over("request")).alias("_gap"))
+    warm_dec = (pl.col("kind") == "decode") & ~pl.col("_cold")
     g = (
         toks.group_by("request")
         .agg(
@@ -150,8 +164,10 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
             pl.col("done_ns").max().alias("_last"),
             pl.len().cast(pl.Int64()).alias("output_tokens"),
             (pl.col("kind") == "prefill").sum().alias("_nfirst"),
+            pl.col("_gap").filter(warm_dec).mean().alias("_tpot"),
         )
         .join(arr, on="request", how="left")
+        .join(cold, on="request", how="left")
     )
     complete = g.filter(pl.col("_first").is_not_null() & pl.col("arrival_ns").is_not_null() & (pl.col("_nfirst") == 1))
     dropped = g.height - complete.height
@@ -161,16 +177,14 @@ def encoded_requests(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, list
             "left out of TTFT/TPOT/E2E"
         )
     keep = complete["request"].implode()
-    itl = toks.filter(pl.col("request").is_in(keep) & (pl.col("kind") == "decode"))["_gap"].drop_nulls()
+    itl = toks.filter(pl.col("request").is_in(keep) & warm_dec)["_gap"].drop_nulls()
     out = complete.sort("request").with_columns(
         pl.lit("trace").alias("source"),
         pl.lit(1).alias("sequences"),
         pl.col("arrival_ns").alias("start_ns"),
-        ((pl.col("_first") - pl.col("arrival_ns")) / 1e6).alias("ttft_ms"),
-        pl.when(pl.col("output_tokens") > 1)
-        .then((pl.col("_last") - pl.col("_first")) / 1e6 / (pl.col("output_tokens") - 1))
-        .alias("tpot_ms"),
-        ((pl.col("_last") - pl.col("arrival_ns")) / 1e6).alias("e2el_ms"),
+        pl.when(~pl.col("_cold_first")).then((pl.col("_first") - pl.col("arrival_ns")) / 1e6).alias("ttft_ms"),
+        pl.when(pl.col("output_tokens") > 1).then(pl.col("_tpot") / 1e6).alias("tpot_ms"),
+        pl.when(~pl.col("_cold_any")).then((pl.col("_last") - pl.col("arrival_ns")) / 1e6).alias("e2el_ms"),
         pl.lit(None, dtype=pl.Boolean()).alias("meets_slo"),
     )
     return (
@@ -191,7 +205,8 @@ def step_period_itl(steps: pl.DataFrame) -> pl.Series:
     s = steps.sort("cpu_start_ns").with_columns(
         pl.coalesce(pl.col("done_ns") - pl.col("done_ns").shift(1), pl.col("step_ns")).alias("_p")
     )
-    dec = s.filter(pl.col("phase").is_in(["decode", "mixed"]))
+    cold = (pl.col("cold_ns").fill_null(0) > 0) if "cold_ns" in s.columns else pl.lit(False)
+    dec = s.filter(pl.col("phase").is_in(["decode", "mixed"]) & ~cold)  # steady state: cold steps apart
     return (dec["_p"].cast(pl.Float64()) / 1e6).alias("itl_ms")
 
 
@@ -241,19 +256,24 @@ def _bucket(s: pl.DataFrame, col: str, buckets: int) -> tuple[pl.DataFrame, pl.E
 
 
 def serving_summary(
-    steps: pl.DataFrame, requests: pl.DataFrame, regions: pl.DataFrame | None = None, kv: dict[str, Any] | None = None
+    steps: pl.DataFrame,
+    requests: pl.DataFrame,
+    regions: pl.DataFrame | None = None,
+    kv: dict[str, Any] | None = None,
+    sidecar: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The serving block of an analysis (``AnalysisResult.serving``, JSON ``totals.serving``):
     step time by composition, the interference fit (:mod:`tracekit.analysis.serving.interference`), and
     per request (when the trace names them) arrival, prompt and output tokens and token times,
     which the what-if (``tracekit.whatif``) replays."""
     from tracekit.analysis.serving.interference import interference
-    from tracekit.analysis.serving.step_cost import all_steps, fit_step_cost
+    from tracekit.analysis.serving.step_cost import all_steps, busy_gap_ms, fit_step_cost
 
     out: dict[str, Any] = {"composition": composition(steps).to_dicts() if steps.height else []}
-    out["step_cost"] = fit_step_cost(all_steps(steps)) if steps.height else {}
+    warm = steps.filter(pl.col("cold_ns").fill_null(0) == 0) if "cold_ns" in steps.columns else steps
+    out["step_cost"] = fit_step_cost(all_steps(warm)) | {"gap_ms": busy_gap_ms(steps)} if steps.height else {}
     out["kv"] = kv or {}
-    out["scheduler"] = scheduler_limits(regions)
+    out["scheduler"] = scheduler_limits(regions, sidecar)
     treq = requests.filter(pl.col("source") == "trace") if requests.height else requests
     if has_request_encoding(steps):
         segs, arr, _ = request_tokens(steps)
@@ -280,17 +300,30 @@ def serving_summary(
     return out
 
 
-def scheduler_limits(regions: pl.DataFrame | None) -> dict[str, int]:
-    """``token_budget``, ``max_seqs``, ``chunk`` of the ``tk:run`` container (tracekit run serve), or {}."""
-    if regions is None or regions.height == 0 or "name" not in regions.columns:
-        return {}
-    run = regions.filter(pl.col("name").str.starts_with("tk:run ") & pl.col("name").str.contains(r"\btoken_budget="))
-    if run.height == 0:
-        return {}
-    name = str(run["name"][0])
-    out: dict[str, int] = {}
+def scheduler_limits(regions: pl.DataFrame | None, sidecar: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``token_budget``, ``max_seqs``, ``chunk`` of the ``tk:run`` container (tracekit run serve),
+    else of the runner's sidecar (``scheduler``); the sidecar's ``arrival`` schedule and ``seed``
+    where it has them (what ``whatif --arrival`` rescales); {} when neither says."""
+    out: dict[str, Any] = {}
+    side: dict[str, Any] = sidecar if isinstance(sidecar, dict) else {}
+    sch: dict[str, Any] = side["scheduler"] if isinstance(side.get("scheduler"), dict) else {}
     for key in ("token_budget", "max_seqs", "chunk"):
-        m = re.search(rf"(?:^|\s){key}=(\d+)", name)
-        if m:
-            out[key] = int(m.group(1))
+        v = sch.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out[key] = v
+    if regions is not None and regions.height and "name" in regions.columns:
+        run = regions.filter(
+            pl.col("name").str.starts_with("tk:run ") & pl.col("name").str.contains(r"\btoken_budget=")
+        )
+        if run.height:
+            name = str(run["name"][0])
+            for key in ("token_budget", "max_seqs", "chunk"):
+                m = re.search(rf"(?:^|\s){key}=(\d+)", name)
+                if m:
+                    out[key] = int(m.group(1))
+    if out and isinstance(sch.get("arrival"), str):
+        out["arrival"] = sch["arrival"]
+        seed = side["config"].get("seed") if isinstance(side.get("config"), dict) else None
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            out["seed"] = seed
     return out

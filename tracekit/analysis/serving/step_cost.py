@@ -1,7 +1,7 @@
 """Measured serving costs for the what-if (docs/whatif.md): a step-cost model fitted to the trace's
 steps, and the KV-cache bytes per token from the attention shapes.
 
-Step cost (least squares over every step with a known composition)::
+Step cost (non-negative least squares over every step with a known composition)::
 
     step_ms = c0 + cp · P + cd · D + ck · (D · ctx_d)
 
@@ -29,19 +29,35 @@ ELEMENT_BYTES = {
     "c10::Float8_e4m3fn": 1,
     "c10::Float8_e5m2": 1,
 }
+# A fit is refused (the what-if does not simulate with it) below this R² or when 10 % of the steps
+# lie further than this share of their measured time from it (docs/whatif.md, "The fit").
+MIN_R2 = 0.5
+MAX_REL_RESIDUAL = 0.5
+# Steps slower than the fit by more than OUTLIER_MADS robust deviations are host noise (left out of
+# the fit, their excess time kept as noise per step), unless more than MAX_OUTLIER_SHARE of them are.
+OUTLIER_MADS = 5.0
+MAX_OUTLIER_SHARE = 0.1
 _DIMS2 = r"^\[\[(\d+), (\d+), (\d+), (\d+)\], \[(\d+), (\d+), (\d+), (\d+)\]"
 
 
 def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     """The step-cost model over ``steps`` (columns P, D, dctx, ms as from
-    :func:`tracekit.analysis.serving.interference.decoding_steps`, plus prefill-only steps). Returns the
-    coefficients (ms), ``n``, ``r2``, ``dropped`` terms and the ranges of P, D, ctx_d seen."""
-    out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": []}
+    :func:`tracekit.analysis.serving.interference.decoding_steps`, plus prefill-only steps), fitted by
+    non-negative least squares (:mod:`tracekit.analysis.serving.nnls`: no term may make a step
+    faster). Returns the coefficients (ms), ``n``, ``r2``, the residual spread (``residual_ms``:
+    p10 / p50 / p90 of measured − fitted; ``residual_rel_p90``: p90 of |residual| / measured),
+    ``dropped`` terms, the ranges of P, D, ctx_d seen, the host-noise ``outliers`` left out
+    (:func:`inliers`) with their ``outlier_excess_ms`` and ``noise_share`` (of all step time), and
+    ``refused``: why the fit is too poor to
+    simulate with (R² < :data:`MIN_R2` or ``residual_rel_p90`` > :data:`MAX_REL_RESIDUAL`), else None."""
+    out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": [], "refused": None}
     s = steps.drop_nulls(["P", "D", "ms"]).with_columns(pl.col("dctx").fill_null(0))
     if s.height < 2:
         out["why_none"] = f"{count(s.height, 'step')} with a known composition: need ≥ 2"
         return out
-    import numpy as np  # only to fit (least squares): summary and analysis start-up stay numpy-free
+    import numpy as np  # only to fit: summary and analysis start-up stay numpy-free
+
+    from tracekit.analysis.serving.nnls import nnls
 
     y = s["ms"].to_numpy().astype(float)
     cols = {
@@ -53,16 +69,79 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     keep = [k for k, v in cols.items() if k == "intercept_ms" or float(np.ptp(v)) > 0]
     keep = keep[: max(1, min(len(keep), s.height - 1))]
     out["dropped"] = [k for k in TERMS if k not in keep]
-    x = np.column_stack([cols[k] for k in keep])
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    x_all = np.column_stack([cols[k] for k in keep])
+    inl = inliers(x_all, y)
+    x, y_all, y = x_all[inl], y, y[inl]
+    coef = nnls(x, y)
     resid = y - x @ coef
     tss = float(((y - y.mean()) ** 2).sum())
+    excess = y_all[~inl] - x_all[~inl] @ coef
+    out["outliers"] = int((~inl).sum())
+    out["outlier_excess_ms"] = float(excess.sum())
+    # the outliers' share of the measured step time: the replay predicts a quiet machine, and says so
+    out["noise_share"] = float(excess.sum() / y_all.sum()) if y_all.sum() > 0 else 0.0
     out.update({k: float(c) for k, c in zip(keep, coef)})
     for k in out["dropped"]:
         out[k] = 0.0
     out["r2"] = 1 - float((resid**2).sum()) / tss if tss > 0 else None
+    out["residual_ms"] = {f"p{q}": float(np.percentile(resid, q)) for q in (10, 50, 90)}
+    rel = np.abs(resid) / np.where(y > 0, y, np.nan)
+    out["residual_rel_p90"] = float(np.nanpercentile(rel, 90)) if np.isfinite(rel).any() else None
     out["ranges"] = {c: [int(s[c].min()), int(s[c].max())] for c in ("P", "D", "dctx")}  # type: ignore[arg-type]
+    out["refused"] = refusal(out["r2"], out["residual_rel_p90"])
     return out
+
+
+def inliers(x: Any, y: Any) -> Any:
+    """Steps kept by the fit: all but those slower than the fit by more than :data:`OUTLIER_MADS`
+    robust deviations (1.4826 × the median absolute deviation of the residuals) — a step the host
+    preempted (a busy machine) is slower, never faster — unless that would drop more than
+    :data:`MAX_OUTLIER_SHARE` of them (then the model, not the host, is at fault: all are kept).
+    Two rounds: fit, drop, fit again, drop."""
+    import numpy as np
+
+    from tracekit.analysis.serving.nnls import nnls
+
+    keep = np.ones(len(y), dtype=bool)
+    for _ in range(2):
+        r = y - x @ nnls(x[keep], y[keep])
+        med = float(np.median(r[keep]))
+        # a floor for a perfect fit of the rest (MAD 0): a millionth of the largest step time
+        scale = max(1.4826 * float(np.median(np.abs(r[keep] - med))), 1e-6 * float(np.abs(y).max()))
+        new = r - med <= OUTLIER_MADS * scale
+        if (~new).sum() > MAX_OUTLIER_SHARE * len(y) or len(y) - (~new).sum() < x.shape[1] + 1:
+            return np.ones(len(y), dtype=bool)
+        keep = new
+    return keep
+
+
+def refusal(r2: float | None, rel_p90: float | None) -> str | None:
+    """Why a fit is too poor to simulate with, or None (docs/whatif.md, "The fit")."""
+    if r2 is not None and r2 < MIN_R2:
+        return f"R² {r2:.2f} < {MIN_R2}: the steps' composition explains too little of their time"
+    if rel_p90 is not None and rel_p90 > MAX_REL_RESIDUAL:
+        return (
+            f"residuals too wide: 90 % of steps within ±{rel_p90 * 100:.0f} % of the fit "
+            f"(limit ±{MAX_REL_RESIDUAL * 100:.0f} %)"
+        )
+    return None
+
+
+def busy_gap_ms(steps: pl.DataFrame) -> float | None:
+    """Median host time between one step's done and the next step's start when the next step
+    decodes (sequences were waiting, so the loop did not sleep for an arrival): the serving loop's
+    own time per step outside the step's annotation, which a replay adds to every step. None
+    without two such steps."""
+    if steps.height < 2 or not {"cpu_start_ns", "done_ns"} <= set(steps.columns):
+        return None
+    from tracekit.analysis.serving.interference import decoding_steps
+
+    dec = decoding_steps(steps).select("step_index")
+    s = steps.with_row_index("step_index").with_columns(pl.col("step_index").cast(pl.Int64()))
+    s = s.with_columns(((pl.col("cpu_start_ns") - pl.col("done_ns").shift(1)) / 1e6).alias("_gap"))
+    g = s.join(dec, on="step_index", how="semi")["_gap"].drop_nulls()
+    g = g.filter(g >= 0)
+    return float(g.median()) if g.len() else None  # type: ignore[arg-type]
 
 
 def all_steps(steps: pl.DataFrame) -> pl.DataFrame:

@@ -67,13 +67,19 @@ def analysis_rows() -> dict[str, pl.Expr]:
     """The rows the analysis reads of a dataset trace with current derived tables: of the launches,
     only the blocking calls, the cold-start launch calls (the only use of the launches then: the
     idle causes' ``blocking_calls``, tracekit/analysis/idle/causes.py; ``cold_launch`` gives the
-    same rows again on what it kept) and the graph launches (the features' CUDA/HIP graphs,
-    tracekit/analysis/features.py)."""
+    same rows again on what it kept), the graph launches (the features' CUDA/HIP graphs,
+    tracekit/analysis/features.py) and the graph-capture calls (cold-start windows,
+    tracekit/analysis/regions/cold.py; no launch call, so no change to the launch medians)."""
     from tracekit.analysis.features import GRAPH_LAUNCH_RE
     from tracekit.analysis.idle.causes import BLOCKING, cold_launch
+    from tracekit.analysis.regions.cold import CAPTURE_CALL
 
+    name = pl.col("name")
     return {
-        "launches": pl.col("name").str.contains(BLOCKING) | cold_launch() | pl.col("name").str.contains(GRAPH_LAUNCH_RE)
+        "launches": name.str.contains(BLOCKING)
+        | cold_launch()
+        | name.str.contains(GRAPH_LAUNCH_RE)
+        | name.str.contains(CAPTURE_CALL)
     }
 
 

@@ -76,12 +76,13 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     ]
     if doc["phases"]:
         rows = [[p["phase"], fmt.count(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
+        from tracekit.report.sections.cold_start import cold_start_lines
         from tracekit.report.sections.step_verdicts import step_verdict_lines
 
         out.append(
             Section(
                 "Phases",
-                paragraphs=step_verdict_lines(doc),
+                paragraphs=[*cold_start_lines(doc), *step_verdict_lines(doc)],
                 tables=[Table(["phase", "steps", *METRIC_HEADERS], rows)],
             )
         )

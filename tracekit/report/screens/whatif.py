@@ -23,16 +23,23 @@ def render(doc: dict[str, Any]) -> str:
         out += [f"- {k}: {v}" for k, v in doc["assumptions"].items()]
     s = doc.get("sensitivity")
     if s:
-        out += [
-            "",
-            "Sensitivity (E2E ≈ prefill + decode steps × TPOT, mean over "
-            f"{s['requests']} request{'s' if s['requests'] != 1 else ''})",
-        ]
+        basis = (
+            f"from measured step times: {_g(s['decode_steps'])} decode steps × TPOT {_g(s['tpot_ms'])} ms"
+            if "decode_steps" in s
+            else f"mean over {s['requests']} request{'s' if s['requests'] != 1 else ''}"
+        )
+        out += ["", f"Sensitivity (E2E ≈ prefill + decode steps × TPOT, {basis})"]
         out.append(f"E2E {_g(s['e2el_ms'])} ms = prefill {_g(s['prefill_ms'])} ms + decode {_g(s['decode_ms'])} ms")
         out.append(
             f"halving prefill saves {_g(s['save_half_prefill_ms'])} ms per request; "
             f"halving TPOT saves {_g(s['save_half_tpot_ms'])} ms per request"
         )
+    elif doc.get("sensitivity_lacks"):
+        out += ["", "Sensitivity: not computed; it lacks " + "; ".join(doc["sensitivity_lacks"])]
+    if doc.get("replay"):
+        out += ["", "Replay: not run; it lacks " + "; ".join(doc["replay"]["lacks"])]
+    if doc.get("compare_lacks"):
+        out += ["", f"Colocated vs disaggregated: not run; it lacks {doc['compare_lacks']}"]
     c = doc.get("compare")
     if c:
         w = c["workers"]
@@ -64,7 +71,37 @@ def render(doc: dict[str, Any]) -> str:
             "KV transfer per request (disaggregated, incl. waiting for the link): "
             f"{_g(c['disaggregated']['mean_transfer_ms'])} ms"
         )
-        out.append(f"verdict: {c['verdict']}")
+        out.append(f"mechanism: {c['mechanism']}")
+        out.append(f"verdict (from the table above): {c['verdict']}")
+    ld = doc.get("load")
+    if ld:
+        out += ["", f"Another load: --arrival {ld['arrival']} on {ld['workers']} worker (the traced setup)"]
+        out.append(f"arrivals: {ld['arrivals']}")
+        hdr = f"{'':28}" + "".join(f"{f'{m} {q}':>10}" for m in ("TTFT", "TPOT", "E2E") for q in ("p50", "p90", "p99"))
+        out.append(hdr + "  (ms)")
+        rows = (
+            (f"predicted at {ld['arrival']}", ld["predicted"]),
+            ("replay of the traced load", ld["replay_of_traced"]),
+            ("measured (traced load)", ld["measured_traced"]),
+        )
+        for name, m in rows:
+            if m:
+                out.append(
+                    f"{name:28}"
+                    + "".join(
+                        f"{_g(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p90", "p99")
+                    )
+                )
+        err = ld.get("error_at_traced_load") or {}
+        if any(v is not None for v in err.values()):
+            out.append(
+                "the model's error at the traced load (replay vs measured, p50): "
+                + ", ".join(
+                    f"{m} {err[k] * 100:+.0f} %"
+                    for k, m in (("ttft_p50", "TTFT"), ("tpot_p50", "TPOT"), ("e2el_p50", "E2E"))
+                    if err.get(k) is not None
+                )
+            )
     for note in doc.get("notes") or []:
         out.append(f"note: {note}")
     return "\n".join(out) + "\n"

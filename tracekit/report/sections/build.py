@@ -20,6 +20,7 @@ from tracekit.report.sections.features import features_section, rows_of
 from tracekit.report.sections.speculative import rows_of as speculative_rows
 from tracekit.report.sections.speculative import speculative_section
 from tracekit.report.sections.headline import is_phase_note, summary_section
+from tracekit.report.sections.cold_start import cold_start_lines
 from tracekit.report.sections.step_verdicts import step_verdict_lines
 from tracekit.report.names import cut_name
 
@@ -137,7 +138,7 @@ def _phases(d: ReportData) -> Section:
         )
         return s
     ph = _with_busy_fraction(d.phases)
-    s.paragraphs += step_verdict_lines(d.doc)
+    s.paragraphs += cold_start_lines(d.doc) + step_verdict_lines(d.doc)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
     s.tables.append(table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False, min_cov=min_coverage(d)))
     lat = latency_columns(ph)

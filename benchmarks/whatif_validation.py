@@ -1,0 +1,123 @@
+"""Validate ``tracekit whatif --arrival`` against measured runs (issue 27 item 6; docs/whatif.md,
+"Validation").
+
+Runs ``tracekit run serve`` at a fit rate and at a predict rate, interleaved, ``--rounds`` times
+(the same seed: the same prompts, output lengths and exponential draws), then for every fit run
+predicts the predict rate with ``tracekit whatif TRACE --arrival poisson:R`` and compares each
+prediction with each measured run: the error of every (fit run, measured run) pair, its median and
+range, and the spread of the measured runs themselves.
+
+    .venv/bin/python benchmarks/whatif_validation.py --out /tmp/whatif-val --rounds 3
+    .venv/bin/python benchmarks/whatif_validation.py --out /tmp/whatif-val --rounds 3 --skip-runs  # re-read
+
+Needs torch (the ``workloads`` extra). Each run takes ~25 s on a 2-core CPU: keep the machine quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KEYS = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "E2E"))
+QS = ("p50", "p90", "p99")
+
+
+def tracekit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True)
+
+
+def whatif(trace: Path, rate: float) -> dict[str, Any] | str:
+    p = tracekit("whatif", str(trace), "--arrival", f"poisson:{rate:g}", "--format", "json")
+    return json.loads(p.stdout) if p.returncode == 0 else p.stderr.strip()
+
+
+def measured(trace: Path) -> tuple[dict[str, Any], str | None]:
+    """The run's own TTFT / TPOT / E2E percentiles from the trace (``analyze`` JSON
+    ``totals.requests``, linear percentiles as everywhere), and why the run is no valid reference
+    (None when it is): its own step-cost fit refused, or host-noise outliers holding > 10 % of its
+    step time — the machine was loaded while it ran."""
+    from tracekit.whatif import percentile
+
+    doc = json.loads(tracekit("analyze", str(trace), "--format", "json").stdout)
+    rows = [r for r in doc["totals"]["requests"] if r.get("source") == "trace"]
+    pct = {
+        k: {q: percentile([r[k] for r in rows if r.get(k) is not None], int(q[1:]) / 100) for q in QS} for k, _ in KEYS
+    }
+    sc = doc["totals"]["serving"]["step_cost"]
+    why = sc.get("refused") or (
+        f"host noise {sc['noise_share'] * 100:.0f} % of its step time" if (sc.get("noise_share") or 0) > 0.1 else None
+    )
+    return pct, why
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=48)
+    ap.add_argument("--fit-rate", type=float, default=20.0)
+    ap.add_argument("--predict-rate", type=float, default=60.0)
+    ap.add_argument("--skip-runs", action="store_true", help="only read the runs already in --out")
+    a = ap.parse_args()
+    fit, pred = [], []
+    for i in range(1, a.rounds + 1):
+        for rate, into in ((a.fit_rate, fit), (a.predict_rate, pred)):
+            d = a.out / f"p{rate:g}_{i}"
+            if not a.skip_runs:
+                p = tracekit(
+                    "run", "serve", "--out", str(d), "--requests", str(a.requests),
+                    "--arrival", f"poisson:{rate:g}", "--force",
+                )  # fmt: skip
+                if p.returncode:
+                    print(p.stderr, file=sys.stderr)
+                    return 1
+            into.append(d / "serve.pt.trace.json.gz")
+    preds: list[tuple[str, dict[str, Any]]] = []
+    for t in fit:
+        d = whatif(t, a.predict_rate)
+        if isinstance(d, str):
+            print(f"fit {t.parent.name}: refused — {d}")
+            continue
+        e = d["load"]["error_at_traced_load"]
+        print(f"fit {t.parent.name}: {d['assumptions']['step_cost']}")
+        print(
+            f"    its error at the traced load (p50): TTFT {e['ttft_p50'] * 100:+.1f} %, "
+            f"TPOT {e['tpot_p50'] * 100:+.1f} %, E2E {e['e2el_p50'] * 100:+.1f} %"
+        )
+        preds.append((t.parent.name, d["load"]["predicted"]))
+    meas = []
+    for t in pred:
+        m, why = measured(t)
+        if why:
+            p50 = f"TTFT p50 {m['ttft_ms']['p50']:.1f} ms, TPOT p50 {m['tpot_ms']['p50']:.1f} ms"
+            print(f"measured {t.parent.name}: not a valid reference (a loaded machine): {why}; {p50}")
+        else:
+            meas.append((t.parent.name, m))
+    for name, p in preds:
+        print(f"predicted from {name}: " + ", ".join(f"{lab} p50 {p[k]['p50']:.1f} ms" for k, lab in KEYS))
+    for name, m in meas:
+        print(f"measured {name}: " + ", ".join(f"{lab} p50 {m[k]['p50']:.1f} ms" for k, lab in KEYS))
+    print(f"\n{'figure':10} {'pairs':>5} {'median':>8} {'min':>8} {'max':>8}   (prediction − measured) / measured")
+    for k, lab in KEYS:
+        for q in QS:
+            errs = [(p[k][q] - m[k][q]) / m[k][q] * 100 for _, p in preds for _, m in meas]
+            if errs:
+                print(
+                    f"{lab + ' ' + q:10} {len(errs):>5} {statistics.median(errs):>+7.1f}% "
+                    f"{min(errs):>+7.1f}% {max(errs):>+7.1f}%"
+                )
+    for k, lab in KEYS:
+        v = [m[k]["p50"] for _, m in meas]
+        if v:
+            rng = f"{min(v):.1f} – {max(v):.1f} ms (max / min {max(v) / min(v):.2f})"
+            print(f"measured {lab} p50 across the {len(v)} runs at {a.predict_rate:g}/s: {rng}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""Cold starts kept out of steady state (issue 27 item 4; docs/analysis.md, "Cold starts").
+
+A step that pays a one-off cost — a runtime launch call that blocks for long (lazy module
+loading, JIT, autotuning: :func:`tracekit.analysis.idle.causes.cold_launch`), the first call of a
+``Torch-Compiled Region`` (compilation), a CUDA/HIP-graph capture (a ``capture_*`` /
+``_capture_graph`` span, or a ``…StreamBeginCapture`` … ``…StreamEndCapture`` window on one
+thread), a ``_dummy_run`` (an engine's warm-up forward) or a profiler warm-up step (inside a
+``stage=warmup`` container) — measures cold behaviour, not the steady state. Such a phase unit is
+*cold*: ``cold_ns`` (the one-off cost it holds: the window's overlap with the step; for a compiled
+region's first call, its excess over the median of the later calls; a warm-up step counts whole)
+and ``cold_cause`` naming the call. The latency figures and the phase verdicts leave cold steps
+out, and the totals report their cost apart (:func:`cold_summary`).
+
+Windows are found on the host timeline; a step is cold when its host window ``[cpu_start_ns,
+cpu_end_ns)`` overlaps one. All vectorised polars.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tracekit.analysis.idle.causes import cold_launch
+
+# span names of a graph capture or an engine's warm-up forward (ops or annotations)
+CAPTURE_NAME = r"(?:^|[.:\s])(?:capture_\w*|_capture_graph)\b"
+DUMMY_RUN = r"_dummy_run\b"
+COMPILED = r"^Torch-Compiled Region"
+CAPTURE_CALL = r"(?i)^(?:cuda|hip|cu)StreamBeginCapture|^(?:cuda|hip|cu)StreamEndCapture"
+WARMUP_CONTAINER = r"(?:^|\s)stage=warmup(?:\s|$)"
+# a compiled region's first call is cold when it lasts at least this many times the median of the
+# later calls of the same region (a trace that starts warm keeps its first call)
+COMPILED_FACTOR = 2.0
+WINDOW_SCHEMA: dict[str, pl.DataType] = {
+    "s": pl.Int64(),
+    "e": pl.Int64(),
+    "cost_ns": pl.Int64(),
+    "cause": pl.String(),
+    "whole": pl.Boolean(),
+}
+
+
+def _named(frame: pl.DataFrame | None) -> pl.LazyFrame | None:
+    if frame is None or frame.height == 0 or not {"name", "start_ns", "end_ns"} <= set(frame.columns):
+        return None
+    return frame.lazy().select("name", pl.col("start_ns").cast(pl.Int64()), pl.col("end_ns").cast(pl.Int64()))
+
+
+def cold_windows(ops: pl.DataFrame | None, regions: pl.DataFrame | None, launches: pl.DataFrame | None) -> pl.DataFrame:
+    """Every cold-start window of the trace (``WINDOW_SCHEMA``: host start/end, the one-off cost
+    it stands for, its cause naming the call, ``whole``: the whole overlapping step is cold)."""
+    parts: list[pl.LazyFrame] = []
+    spans = [q for q in (_named(ops), _named(regions)) if q is not None]
+    if spans:
+        named = pl.concat(spans)
+        dur = pl.col("end_ns") - pl.col("start_ns")
+        parts.append(
+            named.filter(pl.col("name").str.contains(CAPTURE_NAME) | pl.col("name").str.contains(DUMMY_RUN)).select(
+                pl.col("start_ns").alias("s"),
+                pl.col("end_ns").alias("e"),
+                dur.alias("cost_ns"),
+                pl.when(pl.col("name").str.contains(DUMMY_RUN))
+                .then(pl.format("warm-up run {}", pl.col("name")))
+                .otherwise(pl.format("CUDA-graph capture {}", pl.col("name")))
+                .alias("cause"),
+                pl.lit(False).alias("whole"),
+            )
+        )
+        comp = (
+            named.filter(pl.col("name").str.contains(COMPILED))
+            .sort("start_ns")
+            .with_columns(dur.alias("d"), pl.int_range(pl.len()).over("name").alias("k"))
+        )
+        later = comp.filter(pl.col("k") > 0).group_by("name").agg(pl.col("d").median().alias("m"))
+        parts.append(
+            comp.filter(pl.col("k") == 0)
+            .join(later, on="name", how="inner")
+            .filter(pl.col("d") >= COMPILED_FACTOR * pl.col("m"))
+            .select(
+                pl.col("start_ns").alias("s"),
+                pl.col("end_ns").alias("e"),
+                (pl.col("d") - pl.col("m")).cast(pl.Int64()).alias("cost_ns"),
+                pl.format("first call of {} (compilation)", pl.col("name")).alias("cause"),
+                pl.lit(False).alias("whole"),
+            )
+        )
+    reg = _named(regions)
+    if reg is not None:
+        parts.append(
+            reg.filter(pl.col("name").str.contains(WARMUP_CONTAINER)).select(
+                pl.col("start_ns").alias("s"),
+                pl.col("end_ns").alias("e"),
+                (pl.col("end_ns") - pl.col("start_ns")).alias("cost_ns"),
+                pl.lit("profiler warm-up step (stage=warmup)").alias("cause"),
+                pl.lit(True).alias("whole"),
+            )
+        )
+    if (
+        launches is not None
+        and launches.height
+        and {"name", "pid", "tid", "start_ns", "end_ns"} <= set(launches.columns)
+    ):
+        lq = launches.lazy().select("name", "pid", "tid", "start_ns", "end_ns")
+        parts.append(
+            lq.filter(cold_launch()).select(
+                pl.col("start_ns").alias("s"),
+                pl.col("end_ns").alias("e"),
+                (pl.col("end_ns") - pl.col("start_ns")).alias("cost_ns"),
+                pl.format("{} blocked (lazy loading, JIT or autotuning)", pl.col("name")).alias("cause"),
+                pl.lit(False).alias("whole"),
+            )
+        )
+        cap = (
+            lq.filter(pl.col("name").str.contains(CAPTURE_CALL))
+            .sort("pid", "tid", "start_ns")
+            .with_columns(
+                pl.col("name").shift(-1).over("pid", "tid").alias("_next"),
+                pl.col("end_ns").shift(-1).over("pid", "tid").alias("_end"),
+            )
+            .filter(pl.col("name").str.contains("BeginCapture") & pl.col("_next").str.contains("EndCapture"))
+        )
+        parts.append(
+            cap.select(
+                pl.col("start_ns").alias("s"),
+                pl.col("_end").alias("e"),
+                (pl.col("_end") - pl.col("start_ns")).alias("cost_ns"),
+                pl.format("CUDA-graph capture ({} … {})", pl.col("name"), pl.col("_next")).alias("cause"),
+                pl.lit(False).alias("whole"),
+            )
+        )
+    if not parts:
+        return pl.DataFrame(schema=WINDOW_SCHEMA)
+    out = pl.concat([p.select([pl.col(c).cast(t) for c, t in WINDOW_SCHEMA.items()]) for p in parts])
+    return out.filter(pl.col("e") > pl.col("s")).collect(engine="in-memory")
+
+
+def mark_cold(reg: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """``reg`` with ``cold_ns`` (Int64: the one-off cost held by a phase unit, 0 when warm, null
+    for a region that is no unit) and ``cold_cause`` (the cause of its largest window)."""
+    unit = pl.col("is_unit").fill_null(False)
+    if reg.height == 0 or windows.height == 0:
+        return reg.with_columns(
+            pl.when(unit).then(pl.lit(0, dtype=pl.Int64())).alias("cold_ns"),
+            pl.lit(None, dtype=pl.String()).alias("cold_cause"),
+        )
+    units = reg.lazy().filter(unit).select("region_id", "cpu_start_ns", "cpu_end_ns")
+    hit = (
+        units.join_where(windows.lazy(), pl.col("s") < pl.col("cpu_end_ns"), pl.col("e") > pl.col("cpu_start_ns"))
+        .with_columns(
+            (pl.min_horizontal("e", "cpu_end_ns") - pl.max_horizontal("s", "cpu_start_ns")).alias("_ov"),
+            (pl.col("cpu_end_ns") - pl.col("cpu_start_ns")).alias("_len"),
+        )
+        .with_columns(
+            pl.when(pl.col("whole")).then(pl.col("_len")).otherwise(pl.min_horizontal("_ov", "cost_ns")).alias("_c")
+        )
+        .group_by("region_id")
+        .agg(
+            pl.min_horizontal(pl.col("_c").sum(), pl.col("_len").first()).cast(pl.Int64()).alias("cold_ns"),
+            pl.col("cause").sort_by("_c", descending=True).first().alias("cold_cause"),
+        )
+    )
+    return (
+        reg.lazy()
+        .drop(["cold_ns", "cold_cause"], strict=False)
+        .join(hit, on="region_id", how="left", maintain_order="left")
+        .with_columns(pl.when(unit).then(pl.col("cold_ns").fill_null(0)).alias("cold_ns"))
+        .collect(engine="in-memory")
+    )
+
+
+def warm_units(reg: pl.DataFrame) -> pl.DataFrame:
+    """``reg`` with ``is_unit`` false for cold units, except in a phase whose units are all cold
+    (its figures are then cold ones, said by :func:`cold_summary`): what the steady-state phase
+    figures are built from."""
+    if "cold_ns" not in reg.columns or reg.height == 0:
+        return reg
+    cold = pl.col("cold_ns").fill_null(0) > 0
+    unit = pl.col("is_unit").fill_null(False)
+    any_warm = (unit & ~cold).any().over("phase")
+    return reg.with_columns((unit & (~cold | ~any_warm)).alias("is_unit"))
+
+
+def cold_summary(reg: pl.DataFrame) -> dict[str, Any]:
+    """Cold-start cost apart from steady state: ``steps`` (cold phase units), ``cost_ns`` (their
+    one-off cost), ``by_cause`` (cause, steps, cost_ns; largest first), ``units`` (up to 10: name,
+    phase, cost_ns, cause) and ``phases_all_cold`` (phases with no warm step, whose figures stay
+    cold ones)."""
+    empty: dict[str, Any] = {"steps": 0, "cost_ns": 0, "by_cause": [], "units": [], "phases_all_cold": []}
+    if "cold_ns" not in reg.columns or reg.height == 0:
+        return empty
+    cold = reg.filter(pl.col("is_unit").fill_null(False) & (pl.col("cold_ns").fill_null(0) > 0))
+    if cold.height == 0:
+        return empty
+    units = reg.filter(pl.col("is_unit").fill_null(False))
+    warm = units.filter(pl.col("cold_ns").fill_null(0) == 0)["phase"].unique().to_list()
+    by = (
+        cold.group_by("cold_cause")
+        .agg(pl.len().cast(pl.Int64()).alias("steps"), pl.col("cold_ns").sum().cast(pl.Int64()).alias("cost_ns"))
+        .sort("cost_ns", "cold_cause", descending=[True, False])
+        .rename({"cold_cause": "cause"})
+    )
+    top = cold.sort("cold_ns", descending=True).head(10)
+    return {
+        "steps": cold.height,
+        "cost_ns": int(cold["cold_ns"].sum()),
+        "by_cause": by.to_dicts(),
+        "units": top.select("name", "phase", "cold_ns", pl.col("cold_cause").alias("cause")).to_dicts(),
+        "phases_all_cold": sorted(set(cold["phase"].to_list()) - set(warm)),
+    }
