@@ -3,6 +3,8 @@ the link table, and the command on a real serve trace."""
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from tracekit.errors import UsageError
@@ -369,11 +371,8 @@ def test_the_noisy_sample_serve_trace_is_refused_not_simulated() -> None:
     assert rc == 5 and "residuals too wide" in err and "Traceback" not in err
 
 
-SGLANG = __import__("pathlib").Path("/work/shared/traces/kineto/tracelens/inference")
-
-
-@pytest.mark.skipif(not SGLANG.is_dir(), reason="shared traces absent")
-def test_sensitivity_from_real_traces() -> None:
+def test_sensitivity_from_real_traces(shared_traces: pathlib.Path) -> None:
+    SGLANG = shared_traces / "kineto/tracelens/inference"
     # the SGLang decode trace: 1 decode step of 32 sequences → its measured step time is the TPOT;
     # the prefill and the number of decode steps come from options. E2E = 987 + 100 × TPOT.
     import json

@@ -341,7 +341,7 @@ def run(x: Inputs, s: Settings) -> AnalysisResult:
     warn.extend(lat.scalars.get("notes") or [])
     totals = trace_totals(acts, whole, reg, excluded, s.thresholds, lat.scalars)
     totals["idle_conserved"] = bool((reg["idle_causes_ns"] == reg["idle_ns"]).all()) if reg.height else True
-    totals["cold_start"] = cold_summary(reg)
+    totals["cold_start"] = cold_summary(reg, cold)
     if x.features is not None:
         totals["features"] = x.features
     serving = serving_summary(lat.steps, lat.requests, reg, x.kv, x.sidecar)

@@ -224,6 +224,7 @@ class ColdStart(TypedDict):
     by_cause: list[dict[str, Any]]  # cause, steps, cost_ns
     units: list[dict[str, Any]]  # name, phase, cold_ns, cause
     phases_all_cold: list[str]
+    outside: dict[str, Any]  # cold spans in no step: spans, cost_ns, by_cause (cause, spans, cost_ns)
 
 
 class Totals(TypedDict, total=False):

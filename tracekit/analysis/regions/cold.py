@@ -181,12 +181,56 @@ def warm_units(reg: pl.DataFrame) -> pl.DataFrame:
     return reg.with_columns((unit & (~cold | ~any_warm)).alias("is_unit"))
 
 
-def cold_summary(reg: pl.DataFrame) -> dict[str, Any]:
+def outside_units(windows: pl.DataFrame, reg: pl.DataFrame) -> dict[str, Any]:
+    """Cold windows that overlap no phase unit — a graph capture or an engine warm-up run outside
+    every step (their spans are phase ``other``, docs/phases.md rule 2) — merged where they overlap
+    (a capture span holding ``_capture_graph`` and its Begin…EndCapture window is one): ``spans``,
+    ``cost_ns`` (their merged host time) and ``by_cause`` (the longest window's cause per span)."""
+    none: dict[str, Any] = {"spans": 0, "cost_ns": 0, "by_cause": []}
+    if windows.height == 0:
+        return none
+    units = (
+        reg.filter(pl.col("is_unit").fill_null(False))
+        .select(pl.col("cpu_start_ns").alias("us"), pl.col("cpu_end_ns").alias("ue"))
+        .drop_nulls()
+        .sort("us")
+        if {"is_unit", "cpu_start_ns", "cpu_end_ns"} <= set(reg.columns)
+        else pl.DataFrame(schema={"us": pl.Int64(), "ue": pl.Int64()})
+    )
+    w = windows.select("s", "e", "cause").sort("e")
+    if units.height:  # the last unit starting before the window ends overlaps it when it ends after its start
+        w = w.join_asof(units, left_on="e", right_on="us", strategy="backward").filter(
+            pl.col("us").is_null() | (pl.col("ue") <= pl.col("s")) | (pl.col("us") >= pl.col("e"))
+        )
+    if w.height == 0:
+        return none
+    w = w.sort("s").with_columns((pl.col("s") > pl.col("e").cum_max().shift(1)).fill_null(True).cum_sum().alias("b"))
+    spans = w.group_by("b").agg(
+        pl.col("s").min(), pl.col("e").max(), pl.col("cause").sort_by(pl.col("e") - pl.col("s")).last()
+    )
+    spans = spans.with_columns((pl.col("e") - pl.col("s")).alias("cost_ns"))
+    by = (
+        spans.group_by("cause")
+        .agg(pl.len().cast(pl.Int64()).alias("spans"), pl.col("cost_ns").sum().cast(pl.Int64()))
+        .sort("cost_ns", "cause", descending=[True, False])
+    )
+    return {"spans": spans.height, "cost_ns": int(spans["cost_ns"].sum()), "by_cause": by.to_dicts()}
+
+
+def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame | None = None) -> dict[str, Any]:
     """Cold-start cost apart from steady state: ``steps`` (cold phase units), ``cost_ns`` (their
     one-off cost), ``by_cause`` (cause, steps, cost_ns; largest first), ``units`` (up to 10: name,
-    phase, cost_ns, cause) and ``phases_all_cold`` (phases with no warm step, whose figures stay
-    cold ones)."""
-    empty: dict[str, Any] = {"steps": 0, "cost_ns": 0, "by_cause": [], "units": [], "phases_all_cold": []}
+    phase, cost_ns, cause), ``phases_all_cold`` (phases with no warm step, whose figures stay
+    cold ones) and ``outside`` (:func:`outside_units`: cold spans in no step)."""
+    outside = outside_units(windows, reg) if windows is not None else {"spans": 0, "cost_ns": 0, "by_cause": []}
+    empty: dict[str, Any] = {
+        "steps": 0,
+        "cost_ns": 0,
+        "by_cause": [],
+        "units": [],
+        "phases_all_cold": [],
+        "outside": outside,
+    }
     if "cold_ns" not in reg.columns or reg.height == 0:
         return empty
     cold = reg.filter(pl.col("is_unit").fill_null(False) & (pl.col("cold_ns").fill_null(0) > 0))
@@ -207,4 +251,5 @@ def cold_summary(reg: pl.DataFrame) -> dict[str, Any]:
         "by_cause": by.to_dicts(),
         "units": top.select("name", "phase", "cold_ns", pl.col("cold_cause").alias("cause")).to_dicts(),
         "phases_all_cold": sorted(set(cold["phase"].to_list()) - set(warm)),
+        "outside": outside,
     }

@@ -71,12 +71,12 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
     mc = float(th["min_coverage"]) if th else DEFAULT_MIN_COVERAGE
     from tracekit.report.sections.above_roof import above_roof_lines
 
-    out = [
-        Section("Whole trace", paragraphs=above_roof_lines(doc), tables=[Table(METRIC_HEADERS, [_metric_row(t, mc)])])
-    ]
+    from tracekit.report.sections.cold_start import cold_start_lines
+
+    whole = above_roof_lines(doc) + ([] if doc["phases"] else cold_start_lines(doc))  # no phases: said here
+    out = [Section("Whole trace", paragraphs=whole, tables=[Table(METRIC_HEADERS, [_metric_row(t, mc)])])]
     if doc["phases"]:
         rows = [[p["phase"], fmt.count(p.get("region_count")), *_metric_row(p, mc)] for p in doc["phases"]]
-        from tracekit.report.sections.cold_start import cold_start_lines
         from tracekit.report.sections.step_verdicts import step_verdict_lines
 
         out.append(

@@ -136,6 +136,7 @@ def _phases(d: ReportData) -> Section:
             if said
             else "No phases: no annotation matched a phase rule and shapes did not allow inference."
         )
+        s.paragraphs += cold_start_lines(d.doc)  # a capture or warm-up run outside every step
         return s
     ph = _with_busy_fraction(d.phases)
     s.paragraphs += cold_start_lines(d.doc) + step_verdict_lines(d.doc)
