@@ -75,3 +75,51 @@ def test_is_communication_by_name_never_a_copy() -> None:
     )
     kinds = pl.Series(["kernel", "memcpy", "kernel", "kernel", "kernel"])
     assert is_communication(names, kinds).to_list() == [True, False, True, False, True]
+
+
+def test_collective_bytes_moved_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 item 4: a collective kernel's message from its Kineto args (In msg nelems × dtype);
+    the pure and the native readers agree, and the communication rows report bytes and bandwidth."""
+    from kineto_both import load_both
+
+    ev = [
+        _x("user_annotation", "step", 0, 100),
+        _x(
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+            10,
+            50,
+            tid=8,
+            pid=0,
+            device=0,
+            stream=8,
+            correlation=1,
+            **{"In msg nelems": 1_000_000, "dtype": "BFloat16", "Collective name": "allreduce"},
+        ),
+        _x(
+            "kernel",
+            "ncclDevKernel_AllGather_RING_LL",
+            60,
+            20,
+            tid=8,
+            pid=0,
+            device=0,
+            stream=8,
+            correlation=2,
+            **{"In msg nelems": 3, "dtype": "NotAType"},
+        ),
+        _x("kernel", "ampere_sgemm_64x64_nn", 80, 10, tid=7, pid=0, device=0, stream=7, correlation=3),
+    ]
+    p = Path(write_trace(tmp_path, ev))
+    pure, native, _ = load_both(p, monkeypatch)
+    # 1,000,000 bf16 elements = 2,000,000 B; an unknown type gives no size; a GEMM has none
+    assert pure.kernels["comm_bytes"].to_list() == native.kernels["comm_bytes"].to_list() == [2_000_000, None, None]
+    r = analyze(tracekit.load(str(p)))
+    whole = next(c for c in r.communication.to_dicts() if c["phase"] == "trace")
+    assert (whole["comm_count"], whole["comm_ns"], whole["comm_bytes"], whole["sized_ns"]) == (
+        2,
+        70_000,
+        2_000_000,
+        50_000,
+    )
+    assert whole["algbw_bytes_per_s"] == pytest.approx(2_000_000 / 50e-6)  # 40 GB/s over the sized kernel's 50 µs

@@ -159,13 +159,29 @@ def test_nccl_trace_exposed_communication_per_phase(shared_traces: Path) -> None
         tr.kernels, pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
     assert df["phase"].to_list() == ["trace", "unphased"]
-    assert df.row(0, named=True) | {"exposed_fraction": 0} == {
+    # bytes moved: each NCCL kernel's own args, In msg nelems × 4 (dtype Float), summed by hand
+    import gzip
+    import json
+
+    raw = json.loads(gzip.decompress((shared_traces / NCCL).read_bytes()))["traceEvents"]
+    sizes = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4}
+    moved = sum(
+        e["args"]["In msg nelems"] * sizes[e["args"]["dtype"]]
+        for e in raw
+        if e.get("cat") == "kernel" and "nccl" in e["name"].lower() and "In msg nelems" in e.get("args", {})
+    )
+    assert moved == 307_323_096
+    assert df.row(0, named=True) | {"exposed_fraction": 0, "algbw_bytes_per_s": 0} == {
         "phase": "trace",
         "comm_count": 21,
         "comm_ns": total,
         "exposed_ns": exp,
         "exposed_fraction": 0,
+        "comm_bytes": moved,
+        "sized_ns": total,  # every collective kernel of this trace states its message
+        "algbw_bytes_per_s": 0,
     }
+    assert df["algbw_bytes_per_s"][0] == pytest.approx(moved / (total * 1e-9))
 
 
 def test_selection_by_rank_and_prefix(ranks_ds: tuple[Path, dict[str, Any]]) -> None:

@@ -29,6 +29,9 @@ COMM_SCHEMA = {
     "comm_ns": pl.Int64(),
     "exposed_ns": pl.Int64(),
     "exposed_fraction": pl.Float64(),
+    "comm_bytes": pl.Int64(),  # Σ input messages of the kernels whose trace gives one (null: none does)
+    "sized_ns": pl.Int64(),  # Σ duration of those kernels
+    "algbw_bytes_per_s": pl.Float64(),  # comm_bytes / sized_ns: nccl-tests' algorithm bandwidth
 }
 
 
@@ -122,8 +125,9 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     comm_names = names.filter(op_class(pl.col("name")) == COMM_CLASS)["name"]
     is_comm = pl.col("name").is_in(pl.lit(comm_names).implode()).fill_null(False)
     k = kernels.lazy()  # lazy: the filters gather only the selected columns
+    size = pl.col("comm_bytes") if "comm_bytes" in kernels.columns else pl.lit(None, dtype=pl.Int64())
     comm = k.filter(kernel & is_comm).select(
-        "device", "stream", "name", "start_ns", "end_ns", pl.lit(COMM_CLASS).alias("op_class")
+        "device", "stream", "name", "start_ns", "end_ns", pl.lit(COMM_CLASS).alias("op_class"), size.alias("comm_bytes")
     )
     compute = k.filter(kernel & ~is_comm).select("device", "start_ns", "end_ns")
     comm_df, compute_df = pl.collect_all([comm, compute], engine="in-memory")
@@ -174,16 +178,25 @@ def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
         )
     else:
         q = q.with_columns(pl.lit(UNPHASED).alias("phase"))
+    sized = pl.col("comm_bytes").is_not_null() if "comm_bytes" in e.columns else pl.lit(False)
+    nbytes = pl.col("comm_bytes") if "comm_bytes" in e.columns else pl.lit(None, dtype=pl.Int64())
     aggs = [
         pl.len().cast(pl.Int64()).alias("comm_count"),
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("comm_ns"),
         pl.col("exposed_ns").sum().cast(pl.Int64()).alias("exposed_ns"),
+        pl.when(sized.any()).then(nbytes.sum()).cast(pl.Int64()).alias("comm_bytes"),
+        pl.col("dur_ns").filter(sized).sum().cast(pl.Int64()).alias("sized_ns"),
     ]
     per = q.group_by("phase").agg(aggs).sort("phase")
     whole = q.select(pl.lit("trace").alias("phase"), *aggs)
     out = pl.concat([whole, per])
     return (
-        out.with_columns((pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction"))
+        out.with_columns(
+            (pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction"),
+            pl.when(pl.col("sized_ns") > 0)
+            .then(pl.col("comm_bytes") / (pl.col("sized_ns") * 1e-9))
+            .alias("algbw_bytes_per_s"),
+        )
         .select(list(COMM_SCHEMA))
         .collect(engine="in-memory")
     )

@@ -41,6 +41,7 @@ KERNELS: Final[dict[str, pl.DataType]] = {
     "block_z": pl.Int64(),
     "registers_per_thread": pl.Int64(),
     "shared_memory": pl.Int64(),
+    "comm_bytes": pl.Int64(),  # a collective kernel's input message (Kineto: In msg nelems × dtype)
     "bytes": pl.Int64(),  # memcpy / memset only
     "copy_kind": pl.String(),  # e.g. HtoD, DtoH, DtoD (memcpy only)
     "graph_id": pl.Int64(),  # CUDA graph id when the kernel ran in a graph replay

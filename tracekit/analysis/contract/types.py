@@ -209,6 +209,9 @@ class CommRow(TypedDict):
     comm_ns: int
     exposed_ns: int
     exposed_fraction: float | None
+    comm_bytes: int | None  # Σ input messages the trace gives (Kineto: In msg nelems × dtype)
+    sized_ns: int  # time of the kernels with a message size
+    algbw_bytes_per_s: float | None  # comm_bytes / sized_ns
 
 
 class Thresholds(TypedDict):

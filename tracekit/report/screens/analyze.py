@@ -111,13 +111,16 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
                 fmt.duration(c["comm_ns"]),
                 fmt.duration(c["exposed_ns"]),
                 fmt.percent(c["exposed_fraction"], 0),
+                _si_or_dash(c.get("comm_bytes"), "B"),
+                _si_or_dash(c.get("algbw_bytes_per_s"), "B/s"),
             ]
             for c in comm
         ]
         out.append(
             Section(
-                "Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile)",
-                tables=[Table(["phase", "collectives", "time", "exposed", "exposed %"], rows)],
+                "Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile; "
+                "moved = input messages the trace gives, bandwidth = moved / their kernels' time)",
+                tables=[Table(["phase", "collectives", "time", "exposed", "exposed %", "moved", "bandwidth"], rows)],
             )
         )
     out.append(_attribution(doc))
@@ -264,3 +267,7 @@ def render(doc: AnalysisDoc, markdown: bool = False, regions: int = 40) -> str:
     from tracekit.report.formats.text import render_document as render_text
 
     return render_text(title, lead, secs, diagnostic)
+
+
+def _si_or_dash(v: float | None, unit: str) -> str:
+    return "–" if v is None else fmt.si(float(v), unit)

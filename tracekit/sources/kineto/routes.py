@@ -57,6 +57,8 @@ TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("graph_id", "int", "graph_id"),
         ("_grid", "raw", "grid"),
         ("_block", "raw", "block"),
+        ("_comm_nelems", "int", "comm_nelems"),
+        ("_comm_dtype", "raw", "comm_dtype"),
     ),
     "launches": (("_cat", "cat", ""), ("correlation", "int", "correlation"), ("external_id", "int", "external_id")),
     "ops": (

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { S_PH, S_CAT, S_NAME, S_ANAME, S_DIMS, S_TYPES, S_STRIDES, S_CONCRETE, S_GRID, S_BLOCK, NSTR };
+enum { S_PH, S_CAT, S_NAME, S_ANAME, S_DIMS, S_TYPES, S_STRIDES, S_CONCRETE, S_GRID, S_BLOCK, S_CDTYPE, NSTR };
 enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, I_SMEM, I_BYTES,
-       I_GRAPH, I_SEQ, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
+       I_GRAPH, I_SEQ, I_COMM, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
 #define N_PLAIN 4 /* S_PH..S_ANAME hold string contents; the others hold raw JSON text */
 
 #include "_kjson.h"
@@ -79,6 +79,7 @@ static int arg_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
     if (KEY("Concrete Inputs")) return S_CONCRETE;
     if (KEY("grid")) return S_GRID;
     if (KEY("block")) return S_BLOCK;
+    if (KEY("dtype")) return S_CDTYPE; /* a collective's element type (c10d kernels and ops) */
     *is_str = 0;
     if (KEY("External id")) return I_EXT;
     if (KEY("correlation")) return I_CORR;
@@ -89,6 +90,7 @@ static int arg_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
     if (KEY("bytes")) return I_BYTES;
     if (KEY("graph id")) return I_GRAPH;
     if (KEY("Sequence number")) return I_SEQ;
+    if (KEY("In msg nelems")) return I_COMM; /* a collective's input message, in elements */
     return -1;
 }
 
@@ -142,8 +144,8 @@ static int object(P *x, rec_t *r, int top) {
         if (esc) { r->slow = 1; f = -1; } /* an escaped key might name a field: let Python decide */
         if (f == -2) {
             /* A repeated "args" replaces the earlier one (as msgspec decodes it): forget its fields. */
-            memset(r->has_str + S_ANAME, 0, S_BLOCK - S_ANAME + 1);
-            memset(r->has_int + I_EXT, 0, I_SEQ - I_EXT + 1);
+            memset(r->has_str + S_ANAME, 0, S_CDTYPE - S_ANAME + 1);
+            memset(r->has_int + I_EXT, 0, I_COMM - I_EXT + 1);
             if (x->s[x->p] == '{') rc = object(x, r, 0);
             else { r->slow = 1; rc = value(x, 1); }
         } else if (f >= 0) {

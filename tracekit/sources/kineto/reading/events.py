@@ -29,6 +29,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     nbytes: Any = msgspec.field(default=None, name="bytes")
     graph_id: Any = msgspec.field(default=None, name="graph id")
     seq: Any = msgspec.field(default=None, name="Sequence number")
+    comm_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # a collective's input message
+    comm_dtype: msgspec.Raw = msgspec.field(default=NULL_RAW, name="dtype")  # and its element type
     input_dims: msgspec.Raw = msgspec.field(default=NULL_RAW, name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=NULL_RAW, name="Input type")
     input_strides: msgspec.Raw = msgspec.field(default=NULL_RAW, name="Input Strides")

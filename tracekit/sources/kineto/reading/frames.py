@@ -113,7 +113,8 @@ def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame
                 .then(pl.col("name").str.extract(r"Memcpy (\w+)"))
                 .alias("copy_kind"),
             )
-            .drop("_cat", "_grid", "_block")
+            .with_columns(comm_bytes(pl.col("_comm_nelems"), pl.col("_comm_dtype")).alias("comm_bytes"))
+            .drop("_cat", "_grid", "_block", "_comm_nelems", "_comm_dtype")
         )
     elif table == "launches":
         lf = lf.with_columns(pl.col("_cat").replace_strict(LAUNCH_CATS, return_dtype=pl.String()).alias("api")).drop(
@@ -137,3 +138,38 @@ def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame
     lf = lf.with_columns(pl.col("name").cast(pl.Categorical()))
     key = pl.struct(DEDUPE_KEYS[table]).hash(seed=7).alias("_key")
     return lf.with_columns(key).collect(engine="in-memory")  # the engine the eager steps ran on
+
+
+# c10::ScalarType names as Kineto writes a collective's ``dtype`` arg → bytes per element
+COMM_DTYPE_BYTES: dict[str, int] = {
+    "Byte": 1,
+    "Char": 1,
+    "Bool": 1,
+    "Short": 2,
+    "Int": 4,
+    "Long": 8,
+    "Half": 2,
+    "BFloat16": 2,
+    "Float": 4,
+    "Double": 8,
+    "ComplexHalf": 4,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1,
+}
+
+
+def comm_bytes(nelems: pl.Expr, dtype_json: pl.Expr) -> pl.Expr:
+    """A collective kernel's input message in bytes: its ``In msg nelems`` arg × the size of its
+    ``dtype`` arg (JSON text of a c10 scalar type name); null when either is absent, the type is
+    not one of :data:`COMM_DTYPE_BYTES`, or the product is negative or beyond int64."""
+    size = dtype_json.str.strip_chars('"').replace_strict(COMM_DTYPE_BYTES, default=None, return_dtype=pl.Int64())
+    n = nelems.cast(pl.Int64(), strict=False)
+    ok = (n >= 0) & (n <= (2**62) // 16)
+    return pl.when(ok).then(n * size).otherwise(None).cast(pl.Int64())

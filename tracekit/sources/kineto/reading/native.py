@@ -41,6 +41,7 @@ STR_FIELDS = (
     "concrete_inputs",
     "grid",
     "block",
+    "comm_dtype",
 )
 INT_FIELDS = (
     "pid",
@@ -57,6 +58,7 @@ INT_FIELDS = (
     "bytes",
     "graph_id",
     "sequence_number",
+    "comm_nelems",
     "_ev",
 )
 
