@@ -147,6 +147,11 @@ def test_straggler_view_names_the_slowed_rank_and_step(
     r0 = next(c for c in doc["communication"] if c["rank"] == 0 and c["phase"] == "trace")
     assert (r0["comm_count"], r0["comm_ns"], r0["exposed_ns"]) == (21, total, exp)
     assert 0 < exp < total  # some of it overlaps the backward pass's compute, most does not
+    # the messages the kernels state, through the dataset too (test_nccl_trace_exposed_communication_per_phase)
+    assert r0["comm_bytes"] == 307_323_096 and r0["sized_ns"] == total
+    code, text, err = tk("analyze", str(ds), "--workers", "1")
+    assert code == 0, err
+    assert "moved" in text and "bandwidth" in text and "307 MB" in text
 
 
 def test_nccl_trace_exposed_communication_per_phase(shared_traces: Path) -> None:

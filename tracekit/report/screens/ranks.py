@@ -212,7 +212,7 @@ def sections(doc: dict[str, Any]) -> list[Section]:
         f"Steps by max/median step time across ranks (top {len(rows)})",
     )
     comm = Table(
-        ["rank", "phase", "collectives", "comm time", "exposed", "exposed %"],
+        ["rank", "phase", "collectives", "comm time", "exposed", "exposed %", "moved", "bandwidth"],
         [
             [
                 str(c["rank"]),
@@ -221,10 +221,13 @@ def sections(doc: dict[str, Any]) -> list[Section]:
                 _d(c["comm_ns"]),
                 _d(c["exposed_ns"]),
                 _p(c.get("exposed_fraction")),
+                "-" if c.get("comm_bytes") is None else fmt.si(float(c["comm_bytes"]), "B"),
+                "-" if c.get("algbw_bytes_per_s") is None else fmt.si(float(c["algbw_bytes_per_s"]), "B/s"),
             ]
             for c in doc["communication"]
         ],
-        "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device",
+        "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device; "
+        "moved = the input messages the trace states, bandwidth = moved / those kernels' time",
         collapsed=len(doc["communication"]) > 24,
     )
     comm_note = [] if doc["communication"] else ["No communication kernels (NCCL / RCCL collectives) in these traces."]
