@@ -75,3 +75,8 @@ def serve_trace(
         ev.append(x("cpu_op", "aten::mm", t0 + 1.001, t1 + 1.0))
     ev += [x("cpu_op", nm, t0 + 1.0, t1 + 1.0) for nm, t0, t1 in ops]
     return write_trace(folder, ev, name=name, devices=[])
+
+
+def event(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
+    """One complete ("X") event; ``args`` as given (keys with spaces through ``**{...}``)."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}

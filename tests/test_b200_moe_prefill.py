@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kineto_events import event
 
 import tracekit
 from tracekit.analysis import analyze
@@ -64,21 +65,17 @@ LAYER: list[tuple[str, list[Any], list[str], str, int]] = [
 ]
 
 
-def _x(cat: str, name: str, ts: int, dur: int, pid: int, tid: int, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
 def _trace(tmp_path: Path) -> Path:
     ev: list[dict[str, Any]] = []
     t_cpu, t_gpu, c = 10, 100, 0
     for _ in range(2):
         for name, dims, types, kname, us in LAYER:
             c += 1
-            ev.append(_x("cpu_op", name, t_cpu, 4, 1, 1, **{"External id": c, "Input Dims": dims, "Input type": types}))
-            ev.append(_x("cuda_runtime", "cudaLaunchKernel", t_cpu + 1, 2, 1, 1, correlation=c, **{"External id": c}))
-            ev.append(_x("kernel", kname, t_gpu, us, 0, 7, device=0, stream=7, correlation=c))
+            ev.append(event("cpu_op", name, t_cpu, 4, **{"External id": c, "Input Dims": dims, "Input type": types}))
+            ev.append(event("cuda_runtime", "cudaLaunchKernel", t_cpu + 1, 2, correlation=c, **{"External id": c}))
+            ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=c))
             t_cpu, t_gpu = t_cpu + 5, t_gpu + us
-    step = _x("user_annotation", "execute_context_1(888_788544)_generation_0(0)", 0, t_gpu + 10, 1, 1)
+    step = event("user_annotation", "execute_context_1(888_788544)_generation_0(0)", 0, t_gpu + 10)
     p = tmp_path / "b200_prefill.json"
     p.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": B200, "traceEvents": [step, *ev]}))
     return p

@@ -4,18 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import tracekit
 from tracekit.analysis import analyze
 from tracekit.analysis.regions.kernel_classes import is_communication
+from kineto_events import event as _x
 from kineto_events import write_trace
-
-
-def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 def _trace(tmp_path: Path) -> Path:

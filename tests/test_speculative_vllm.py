@@ -7,14 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kineto_events import event as _x
 from kineto_events import write_trace
 
 import tracekit
 from tracekit.analysis import analyze
-
-
-def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 def _launch(ev: list[dict[str, Any]], c: int, t: float, kernel_at: float, kernel_us: float, m: int) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.analysis.regions.kernel_classes import op_class
+from tracekit.analysis.regions.kernel_classes import communication_names
 
 COMM_CLASS = "communication"
 UNPHASED = "unphased"
@@ -115,14 +115,14 @@ def covered_until(df: pl.LazyFrame, col: str, blocks: pl.LazyFrame, alias: str) 
 
 
 def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(communication kernels: ``device, stream, name, start_ns, end_ns, op_class``; compute
+    """(communication kernels: ``device, stream, name, start_ns, end_ns, op_class, comm_bytes``; compute
     kernels: ``device, start_ns, end_ns``) of a kernels table (``kind == 'kernel'``)."""
     kernel = pl.col("kind") == "kernel"
     # the name rules run once per distinct name, not per kernel (names average ~200 bytes); the
     # rows are then picked by name, without a join that copies every kernel row (which raised this
     # step's peak on a big trace)
     names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine="in-memory")
-    comm_names = names.filter(op_class(pl.col("name")) == COMM_CLASS)["name"]
+    comm_names = communication_names(names["name"])
     is_comm = pl.col("name").is_in(pl.lit(comm_names).implode()).fill_null(False)
     k = kernels.lazy()  # lazy: the filters gather only the selected columns
     size = pl.col("comm_bytes") if "comm_bytes" in kernels.columns else pl.lit(None, dtype=pl.Int64())

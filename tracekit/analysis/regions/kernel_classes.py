@@ -45,11 +45,17 @@ def op_class(names: pl.Expr, kinds: pl.Expr | None = None) -> pl.Expr:
     return pl.when(copy).then(pl.lit(MEMCPY)).otherwise(expr)
 
 
-def is_communication(names: pl.Series, kinds: pl.Series | None = None) -> pl.Series:
-    """Whether each activity is communication (class ``communication`` of :func:`op_class`): the
-    rule runs once per distinct name, then a set lookup per activity."""
+def communication_names(names: pl.Series) -> pl.Series:
+    """The distinct names among ``names`` whose class is ``communication`` (the name rules run once
+    per distinct name, never per row; names average ~200 bytes)."""
     distinct = pl.DataFrame({"name": names.cast(pl.String())}).unique()
-    hits = distinct.filter(op_class(pl.col("name")) == "communication")["name"]
+    return distinct.filter(op_class(pl.col("name")) == "communication")["name"]
+
+
+def is_communication(names: pl.Series, kinds: pl.Series | None = None) -> pl.Series:
+    """Whether each activity is communication (class ``communication`` of :func:`op_class`):
+    :func:`communication_names`, then a set lookup per activity."""
+    hits = communication_names(names)
     out = names.cast(pl.String()).is_in(hits.implode()) if hits.len() else pl.repeat(False, names.len(), eager=True)
     if kinds is not None:  # a memcpy/memset is a copy whatever its name
         out = out & ~kinds.is_in(["memcpy", "memset"]).fill_null(False)

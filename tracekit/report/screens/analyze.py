@@ -111,8 +111,8 @@ def sections(doc: AnalysisDoc, regions: int = 40) -> tuple[str, list[str], list[
                 fmt.duration(c["comm_ns"]),
                 fmt.duration(c["exposed_ns"]),
                 fmt.percent(c["exposed_fraction"], 0),
-                _si_or_dash(c.get("comm_bytes"), "B"),
-                _si_or_dash(c.get("algbw_bytes_per_s"), "B/s"),
+                fmt.value("comm_bytes", c.get("comm_bytes")),
+                fmt.value("algbw_bytes_per_s", c.get("algbw_bytes_per_s")),
             ]
             for c in comm
         ]
@@ -267,7 +267,3 @@ def render(doc: AnalysisDoc, markdown: bool = False, regions: int = 40) -> str:
     from tracekit.report.formats.text import render_document as render_text
 
     return render_text(title, lead, secs, diagnostic)
-
-
-def _si_or_dash(v: float | None, unit: str) -> str:
-    return "–" if v is None else fmt.si(float(v), unit)

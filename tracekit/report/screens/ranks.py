@@ -221,8 +221,8 @@ def sections(doc: dict[str, Any]) -> list[Section]:
                 _d(c["comm_ns"]),
                 _d(c["exposed_ns"]),
                 _p(c.get("exposed_fraction")),
-                "-" if c.get("comm_bytes") is None else fmt.si(float(c["comm_bytes"]), "B"),
-                "-" if c.get("algbw_bytes_per_s") is None else fmt.si(float(c["algbw_bytes_per_s"]), "B/s"),
+                fmt.value("comm_bytes", c.get("comm_bytes")),
+                fmt.value("algbw_bytes_per_s", c.get("algbw_bytes_per_s")),
             ]
             for c in doc["communication"]
         ],
