@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pytest
 
 import tracekit
 from tracekit.analysis import analyze
 from tracekit.analysis import pipeline as core
+from tracekit.analysis.runner import execute
 from tracekit.analysis.roofline.points import class_roofline, shape_roofline
 
 SAMPLED = "kineto/hta/trace_filter/sampled_rank-1.json.gz"
@@ -30,22 +30,24 @@ def test_analyze_json_is_the_same_every_run(shared_traces: Path) -> None:
         assert analyze(tr).to_json_bytes() == first
 
 
+def _state_before(path: Path, label: str, keep: tuple[str, ...]) -> Any:
+    """The analysis state of the trace at ``path`` just before the step ``label``, ``keep`` kept."""
+    upto = [s.label for s in core.STEPS].index(label)
+    state = core.start(core.prepare(tracekit.load(str(path))), core.Settings())
+    return execute(core.STEPS[:upto], state, keep=keep)
+
+
 def roofline_args(path: Path) -> dict[str, tuple[Any, ...]]:
-    """The arguments ``analyze`` passes to the class and the shape roofline for the trace at ``path``."""
-    seen: dict[str, tuple[Any, ...]] = {}
-
-    def spy(name: str, f: Any) -> Any:
-        def call(*args: Any) -> pl.DataFrame:
-            seen[name] = args
-            return f(*args)
-
-        return call
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(core, "class_roofline", spy("class", class_roofline))
-        mp.setattr(core, "shape_roofline", spy("shape", shape_roofline))
-        analyze(tracekit.load(str(path)))
-    return seen
+    """The arguments ``analyze`` passes to the class roofline (in the verdicts step) and the shape
+    roofline for the trace at ``path``."""
+    common = ("hardware", "thresholds", "prep", "closure")
+    v = _state_before(path, "verdicts", ("activities", "regions", "region_rows", *common))
+    units = v.region_rows.filter(pl.col("is_unit")).select("region_id", "phase")
+    s = _state_before(path, "shape_roofline", ("activities", "shapes", "regions", "unit_phase", *common))
+    return {
+        "class": (v.activities, v.regions, units, *(getattr(v, c) for c in common)),
+        "shape": (s.activities, s.shapes, s.regions, s.unit_phase, *(getattr(s, c) for c in common)),
+    }
 
 
 def _shuffled(df: pl.DataFrame, seed: int) -> pl.DataFrame:

@@ -1,0 +1,493 @@
+"""The analysis steps (tracekit/analysis/pipeline.py lists them in order). Each is a small function
+of state fields — its parameter names — that returns the fields it writes (tracekit/analysis/runner.py).
+The formulas live in the modules these call (docs/analysis.md names them)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from tracekit.analysis.communication import exposed_by_phase
+from tracekit.analysis.device import device_block
+from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
+from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
+from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
+from tracekit.analysis.op_work import op_work as op_work_rows
+from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
+from tracekit.analysis.regions.kernel_classes import is_communication
+from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
+from tracekit.analysis.regions.phases_from_shapes import NO_PHASES
+from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.step_noise import noise_reasons
+from tracekit.analysis.regions.step_verdicts import step_verdicts as step_verdict_rows
+from tracekit.analysis.regions.tops import region_closure, tops
+from tracekit.analysis.replay_estimate import (
+    estimate_replays,
+    estimated_acts,
+    estimated_classes,
+    mark_classes,
+    mark_estimated,
+)
+from tracekit.analysis.result import CPU_DIAGNOSTIC, AnalysisResult
+from tracekit.analysis.roofline.points import class_roofline as class_roofline_rows
+from tracekit.analysis.roofline.points import dominant_class
+from tracekit.analysis.roofline.points import prepare as prepare_roofline
+from tracekit.analysis.roofline.points import shape_roofline as shape_roofline_rows
+from tracekit.analysis.runner import step
+from tracekit.analysis.serving.latency import Latency, Slo
+from tracekit.analysis.serving.latency import latency as latency_of
+from tracekit.analysis.serving.metrics import serving_summary
+from tracekit.analysis.serving.speculative import speculative
+from tracekit.analysis.verdict import Thresholds, classify
+from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
+from tracekit.tables import schema
+
+if TYPE_CHECKING:
+    from tracekit.hardware.peaks import Hardware
+
+ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
+OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
+
+
+@step("no_cpu", "warnings")
+def device_only(
+    costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool, trace_info: dict[str, Any], warnings: list[str]
+) -> tuple[bool, list[str]]:
+    """Whether the trace has device events and not one CPU-side op (device_only.py), warned once."""
+    no_cpu = has_no_cpu_ops(costs, activities, cpu_only, trace_info.get("format"))
+    return no_cpu, [*warnings, NO_CPU_WARNING] if no_cpu else warnings
+
+
+@step("activities", "tail")
+def cost(activities: pl.DataFrame, costs: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any] | None]:
+    """Each activity with its owning op's FLOPs, bytes, dtype and coverage flag (regions/metrics.py)
+    and whether it is communication; activities that end an iteration launched before the trace began
+    get that reason (labels/infer.py) and the tail's summary, which latency reads."""
+    acts = with_costs(activities, costs)
+    acts = acts.with_columns(is_communication(acts["name"], acts["kind"]).alias("comm"))
+    tail = tail_summary(acts)
+    if tail is not None:  # said, and kept out of latency
+        acts = acts.with_columns(
+            pl.when(previous_iteration_tail(acts))
+            .then(pl.lit(TAIL_REASON))
+            .otherwise(pl.col("unattributed_reason"))
+            .alias("unattributed_reason")
+        )
+    return acts, tail
+
+
+@step("regions")
+def judged_regions(labels: pl.DataFrame) -> pl.DataFrame:
+    """The labelled regions the analysis judges: host annotations and NVTX ranges, not the device-side
+    copies of annotations (``gpu_user_annotation``)."""
+    return labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
+
+
+@step("activities")
+def estimate(activities: pl.DataFrame, regions: pl.DataFrame, model: dict[str, Any] | None) -> pl.DataFrame:
+    """Graph replays no capture mapped, with costs estimated from the model's config (replay_estimate.py)."""
+    return estimate_replays(activities, regions, model)
+
+
+@step("estimated", "estimated_regions", "estimated_links")
+def estimated(activities: pl.DataFrame, region_links: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
+    """The activities whose cost was estimated, the regions they fall in and their links."""
+    est = estimated_acts(activities)
+    links = region_links.join(est, on="act_id", how="semi")
+    return est, links["region_id"].unique(), links.select("act_id", "region_id")
+
+
+@step("region_rows", "linked")
+def region_rows(
+    regions: pl.DataFrame, activities: pl.DataFrame, region_links: pl.DataFrame, cpu_only: bool
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Region rows with device metrics in their host-clock windows, phase units marked (regions/rollup.py),
+    and the activities linked to each window."""
+    return region_metrics(regions, activities, region_links, cpu_only, phase_units(regions))
+
+
+@step("shapes")
+def shapes(costs: pl.DataFrame) -> pl.DataFrame:
+    """The ops' ids and input shapes, all the shape roofline reads of the op table."""
+    return costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+
+
+@step("cold")
+def cold(costs: pl.DataFrame, regions: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFrame:
+    """Cold-start windows: blocking launches, first compiled calls, graph capture, warm-up (regions/cold.py)."""
+    return cold_windows(costs if "name" in costs.columns else None, regions, launches)
+
+
+@step("region_rows", "region_culprits")
+def idle(
+    region_rows: pl.DataFrame,
+    activities: pl.DataFrame,
+    linked: pl.DataFrame,
+    launches: pl.DataFrame | None,
+    costs: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every idle ns of each region's window given one cause (idle/causes.py), with its culprits; the
+    host layers read the ops' columns from ``costs`` and the blocking calls from ``launches``."""
+    ops = costs if OP_COLUMNS <= set(costs.columns) else None
+    host = analysis_host(region_rows, activities, launches, ops)
+    return region_idle(region_rows, linked, launches, ops, host)
+
+
+@step("closure")
+def closure(regions: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
+    """Each region with its enclosing regions (regions/tops.py), read by the class and shape rooflines
+    and the tops."""
+    return region_closure(regions, activities)
+
+
+@step("prep")
+def roofline_inputs(activities: pl.DataFrame) -> pl.DataFrame:
+    """Each activity's class and its share of its op's FLOPs and bytes (roofline/points.py)."""
+    return prepare_roofline(activities)
+
+
+@step("region_rows", "class_roofline", "unit_phase", "in_unit", "excluded")
+def verdicts(
+    region_rows: pl.DataFrame,
+    activities: pl.DataFrame,
+    regions: pl.DataFrame,
+    region_links: pl.DataFrame,
+    prep: pl.DataFrame,
+    closure: pl.DataFrame,
+    hardware: Hardware | None,
+    thresholds: Thresholds,
+    device_name: str | None,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, int]:
+    """The per-class roofline of every scope (roofline/points.py), then each region's verdict and
+    reason with its dominant class (verdict.py); regions without span or work are excluded and
+    counted; each phase unit's phase and each activity's phase unit."""
+    units_q = region_rows.lazy().filter(pl.col("is_unit")).select("region_id", "phase").collect(engine="in-memory")
+    cr = class_roofline_rows(activities, regions, units_q, hardware, thresholds, prep, closure)
+    top_cls = dominant_class(cr, "region").select(
+        pl.col("scope").cast(pl.Int64()).alias("region_id"), "class_top", "class_above_roof"
+    )
+    reg = classify(derived(region_rows.join(top_cls, on="region_id", how="left")), hardware, thresholds, device_name)
+    excluded = int(reg["bound"].null_count())
+    reg_q = reg.lazy().filter(pl.col("bound").is_not_null()).sort("start_ns", "region_id")
+    # each activity's phase: the phase of its (single) enclosing phase unit
+    unit_q = reg_q.filter(pl.col("is_unit")).select("region_id", "phase")
+    in_unit_q = (
+        region_links.lazy()
+        .select("act_id", "region_id")
+        .join(unit_q, on="region_id", maintain_order="left")
+        .unique("act_id", keep="first", maintain_order=True)
+    )
+    reg, unit_ph, in_unit = pl.collect_all([reg_q, unit_q, in_unit_q], engine="in-memory")
+    return reg, cr, unit_ph, in_unit, excluded
+
+
+@step("frame")
+def device_only_mark(frame: pl.DataFrame, no_cpu: bool) -> pl.DataFrame:
+    """On a trace without CPU-side ops, the verdicts' low-coverage cause says what to record (device_only.py)."""
+    return device_only_reason(frame) if no_cpu else frame
+
+
+@step("op_work")
+def op_work(activities: pl.DataFrame, prep: pl.DataFrame, shapes: pl.DataFrame, with_op_work: bool) -> pl.DataFrame:
+    """Device time per op and input shapes, every row, when asked for (diff's matching, op_work.py)."""
+    return op_work_rows(activities, prep["op_class"], shapes) if with_op_work else pl.DataFrame()
+
+
+@step("region_rows")
+def noise(
+    region_rows: pl.DataFrame, activities: pl.DataFrame, in_unit: pl.DataFrame, thresholds: Thresholds, cpu_only: bool
+) -> pl.DataFrame:
+    """Step verdicts that host noise or low coverage decided say so (regions/step_noise.py)."""
+    return noise_reasons(region_rows, activities, in_unit, thresholds.min_coverage, cpu_only)
+
+
+@step("class_roofline", "estimated_phases")
+def estimated_class_rows(
+    class_roofline: pl.DataFrame,
+    activities: pl.DataFrame,
+    estimated: pl.DataFrame,
+    estimated_links: pl.DataFrame,
+    in_unit: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.Series]:
+    """The class-roofline rows that count an estimated cost marked, and the phases holding one."""
+    phases = in_unit.join(estimated, on="act_id", how="semi")["phase"].unique()
+    if estimated.height:
+        keys = estimated_classes(activities, estimated, estimated_links, in_unit.select("act_id", "phase"))
+        class_roofline = mark_classes(class_roofline, keys)
+    return class_roofline, phases
+
+
+@step("region_rows")
+def cold_mark(region_rows: pl.DataFrame, cold: pl.DataFrame) -> pl.DataFrame:
+    """Steps overlapping a cold window marked with its cost and cause, to be left out of the steady
+    state (regions/cold.py)."""
+    return mark_cold(region_rows, cold)
+
+
+@step("shape_roofline")
+def shape_roofline(
+    activities: pl.DataFrame,
+    shapes: pl.DataFrame,
+    regions: pl.DataFrame,
+    unit_phase: pl.DataFrame,
+    hardware: Hardware | None,
+    thresholds: Thresholds,
+    prep: pl.DataFrame,
+    closure: pl.DataFrame,
+) -> pl.DataFrame:
+    """The roofline point of every op shape per scope (roofline/points.py)."""
+    return shape_roofline_rows(activities, shapes, regions, unit_phase, hardware, thresholds, prep, closure)
+
+
+@step("warm", "in_unit")
+def warm(region_rows: pl.DataFrame, in_unit: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The regions without their cold steps (unless a phase has no warm one) and the activities of the
+    warm steps, which the phase figures read."""
+    w = warm_units(region_rows)
+    if w.height and not w["is_unit"].equals(region_rows["is_unit"]):
+        in_unit = in_unit.join(w.filter(pl.col("is_unit")).select("region_id"), on="region_id", how="semi")
+    return w, in_unit
+
+
+@step("phase_rows", "phase_culprits")
+def phases(
+    warm: pl.DataFrame,
+    activities: pl.DataFrame,
+    class_roofline: pl.DataFrame,
+    unit_phase: pl.DataFrame,
+    in_unit: pl.DataFrame,
+    region_culprits: pl.DataFrame,
+    linked: pl.DataFrame,
+    hardware: Hardware | None,
+    thresholds: Thresholds,
+    device_name: str | None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Phase rows from their activities (regions/rollup.py), their idle causes from their regions',
+    their dominant class, verdict and launch delays; and the phases' culprits."""
+    acts_ph = gather_acts(in_unit.select("act_id", "phase"), activities, ["dur_ns", "covered", "dtype", "comm"])
+    ph = phase_metrics(warm, acts_ph)
+    ph, ph_cul = phase_idle(derived(ph) if ph.height else ph, warm, region_culprits)
+    if ph.height:
+        ph = ph.join(dominant_class(class_roofline, "phase").rename({"scope": "phase"}), on="phase", how="left")
+        ph = classify(ph, hardware, thresholds, device_name).join(
+            launch_delay(linked.join(unit_phase, on="region_id")), on="phase", how="left"
+        )
+    return ph, ph_cul
+
+
+@step("culprits")
+def culprits(
+    region_culprits: pl.DataFrame, phase_culprits: pl.DataFrame, region_rows: pl.DataFrame, phase_rows: pl.DataFrame
+) -> pl.DataFrame:
+    """The idle culprits of every region and phase in one frame (idle/culprits.py)."""
+    return culprit_frame(region_culprits, phase_culprits, region_rows, phase_rows)
+
+
+@step("warnings")
+def no_phases(region_rows: pl.DataFrame, warnings: list[str]) -> list[str]:
+    """A warning when no region has a phase (unless one already says so)."""
+    if (region_rows["phase"] != "other").any() or any(w.startswith(NO_PHASES) for w in warnings):
+        return warnings
+    return [*warnings, NO_PHASES]
+
+
+@step("whole", "unattributed")
+def whole_trace(
+    activities: pl.DataFrame, hardware: Hardware | None, thresholds: Thresholds, device_name: str | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The whole trace's metrics and verdict, and the unattributed device time by reason."""
+    whole = group_metrics(activities.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_all")), "_all")
+    whole = whole.with_columns((pl.col("last_ns") - pl.col("first_ns")).alias("span_ns"))
+    whole = classify(derived(whole), hardware, thresholds, device_name)
+    unattr = (
+        activities.lazy()
+        .select("region_id", "unattributed_reason", "dur_ns")
+        .filter(pl.col("region_id").is_null())
+        .group_by(pl.col("unattributed_reason").fill_null("unknown").alias("reason"))
+        .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("time_ns"))
+        .sort("time_ns", descending=True)
+        .collect(engine="in-memory")
+    )
+    return whole, unattr
+
+
+@step("region_rows", "phase_rows", "whole")
+def estimated_mark(
+    region_rows: pl.DataFrame,
+    phase_rows: pl.DataFrame,
+    whole: pl.DataFrame,
+    estimated: pl.DataFrame,
+    estimated_regions: pl.Series,
+    estimated_phases: pl.Series,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The verdicts that count an estimated cost say so (replay_estimate.py), in regions, phases and
+    the whole trace."""
+    if not estimated.height:
+        return region_rows, phase_rows, whole
+    return (
+        mark_estimated(region_rows, pl.col("region_id").is_in(estimated_regions.implode())),
+        mark_estimated(phase_rows, pl.col("phase").is_in(estimated_phases.implode())),
+        mark_estimated(whole, pl.lit(True)),
+    )
+
+
+@step("top_kernels", "top_ops", "op_classes")
+def top(
+    activities: pl.DataFrame, regions: pl.DataFrame, unit_phase: pl.DataFrame, closure: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The top kernels and ops of every scope and the time per op class (regions/tops.py)."""
+    return tops(activities, regions, unit_phase, closure)
+
+
+@step("latency", "warnings")
+def latency(
+    region_rows: pl.DataFrame,
+    tail: dict[str, Any] | None,
+    sidecar: dict[str, Any] | None,
+    slo: Slo | None,
+    warnings: list[str],
+) -> tuple[Latency, list[str]]:
+    """TTFT, TPOT and ITL with percentiles, per step and request, from the warm phase units
+    (serving/latency.py); a step is timed from when the previous iteration's tail left the device."""
+    lat = latency_of(latency_units(region_rows, tail), sidecar=sidecar, slo=slo)
+    return lat, [*warnings, *(lat.scalars.get("notes") or [])]
+
+
+def latency_units(reg: pl.DataFrame, tail: dict[str, Any] | None) -> pl.DataFrame:
+    """The phase units (one per forward step) with their host-clock start, end and the step
+    attributes the latency reads. A step's work cannot start before the previous iteration's tail
+    has left the device: latency is measured from then, not from a CPU start that queued behind it."""
+    q = (
+        reg.lazy()
+        .filter(pl.col("is_unit"))
+        .select(
+            "region_id",
+            "name",
+            "phase",
+            "step",
+            "cpu_start_ns",
+            "cpu_end_ns",
+            "last_ns",
+            *[c for c in ("phase_rule", "cold_ns", *ATTR_COLUMNS) if c in reg.columns],
+        )
+    )
+    if tail is not None:
+        q = q.with_columns(pl.max_horizontal("cpu_start_ns", pl.lit(tail["end_ns"])).alias("cpu_start_ns"))
+    return q.collect(engine="in-memory")
+
+
+@step("totals")
+def totals(
+    activities: pl.DataFrame,
+    whole: pl.DataFrame,
+    region_rows: pl.DataFrame,
+    excluded: int,
+    thresholds: Thresholds,
+    latency: Latency,
+    cold: pl.DataFrame,
+    features: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """The whole trace's totals: attributed time, idle conservation, cold starts and the run's features."""
+    out = trace_totals(activities, whole, region_rows, excluded, thresholds, latency.scalars)
+    out["idle_conserved"] = (
+        bool((region_rows["idle_causes_ns"] == region_rows["idle_ns"]).all()) if region_rows.height else True
+    )
+    out["cold_start"] = cold_summary(region_rows, cold)
+    if features is not None:
+        out["features"] = features
+    return out
+
+
+@step("serving")
+def serving(
+    latency: Latency,
+    region_rows: pl.DataFrame,
+    phase_rows: pl.DataFrame,
+    kv: dict[str, Any] | None,
+    sidecar: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Serving metrics (serving/metrics.py) and, for a speculative run, its cycle (serving/speculative.py)."""
+    out = serving_summary(latency.steps, latency.requests, region_rows, kv, sidecar)
+    spec = speculative(region_rows, phase_rows, latency.summary)
+    if spec.height:  # only a speculative run gets the block (docs/serving.md)
+        out["speculative"] = spec.to_dicts()
+    return out
+
+
+@step("step_verdicts")
+def step_verdicts(warm: pl.DataFrame) -> pl.DataFrame:
+    """Each phase's step verdicts: the median step and the ones that differ (regions/step_verdicts.py)."""
+    return step_verdict_rows(warm)
+
+
+@step("communication")
+def communication(communication: pl.DataFrame | None, region_rows: pl.DataFrame) -> pl.DataFrame:
+    """The communication kernels' time and exposed part per phase (communication.py), in the phase
+    units' windows."""
+    if communication is None:
+        return pl.DataFrame()
+    units = (
+        region_rows.lazy()
+        .filter(pl.col("is_unit"))
+        .select(
+            "phase",
+            pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
+            pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end"),
+        )
+        .collect(engine="in-memory")
+        if region_rows.height
+        else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
+    )
+    return exposed_by_phase(communication, units)
+
+
+@step("result")
+def result(
+    trace_info: dict[str, Any],
+    hardware: Hardware | None,
+    device_name: str | None,
+    cpu_only: bool,
+    region_rows: pl.DataFrame,
+    phase_rows: pl.DataFrame,
+    unattributed: pl.DataFrame,
+    top_kernels: pl.DataFrame,
+    top_ops: pl.DataFrame,
+    totals: dict[str, Any],
+    latency: Latency,
+    warnings: list[str],
+    op_classes: pl.DataFrame,
+    serving: dict[str, Any],
+    culprits: pl.DataFrame,
+    class_roofline: pl.DataFrame,
+    shape_roofline: pl.DataFrame,
+    op_work: pl.DataFrame,
+    step_verdicts: pl.DataFrame,
+    communication: pl.DataFrame,
+) -> AnalysisResult:
+    """The :class:`AnalysisResult` of every field above."""
+    out = AnalysisResult(
+        trace=trace_info,
+        device=device_block(hardware, device_name, cpu_only),
+        diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
+        regions=region_rows,
+        phases=phase_rows,
+        unattributed=unattributed,
+        top_kernels=top_kernels,
+        top_ops=top_ops,
+        totals=totals,
+        latency=latency.summary,
+        steps=latency.steps,
+        requests=latency.requests,
+        decode_by_ctx=latency.decode_by_ctx,
+        warnings=warnings,
+        op_classes=op_classes,
+        serving=serving,
+        idle_culprits=culprits,
+        class_roofline=class_roofline,
+        shape_roofline=shape_roofline,
+        op_work=op_work,
+        step_verdicts=step_verdicts,
+    )
+    return out if not communication.width else replace(out, communication=communication)
