@@ -13,6 +13,7 @@ import pytest
 
 import tracekit
 from tracekit.sources import registry
+from tracekit.sources.protocol import Capabilities
 from tracekit.tables import schema
 from tracekit.tables.trace import Trace
 
@@ -24,6 +25,7 @@ class KernelLines:
 
     name: str = "kernel-lines"
     suffixes: tuple[str, ...] = (".klines",)
+    capabilities: Capabilities = Capabilities()  # records kernels alone: claims nothing
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return head.startswith(MAGIC)

@@ -65,6 +65,14 @@ def find_sidecar(trace: str | os.PathLike[str] | None) -> Path | None:
     return p if stat.S_ISREG(st.st_mode) else None
 
 
+# Graph replays in the launch table (sources write them, analyses read them): a graph launch call's
+# name (any version suffix: cudaGraphLaunch_v10000), the same anchored to a whole call name, and
+# the suffix the capture merge gives the per-kernel launch of a replay it mapped to its ops.
+GRAPH_LAUNCH_PREFIX_RE: Final = r"^(cuda|hip|cu)GraphLaunch"
+GRAPH_LAUNCH_RE: Final = r"^(?:cuda|hip|cu)GraphLaunch(?:_v\d+)?$"  # not hipGraphLaunch:node (one per replayed kernel)
+GRAPH_NODE_SUFFIX: Final = ":node"
+
+
 def read_sidecar(trace: str | os.PathLike[str] | None) -> dict[str, Any] | None:
     """The sidecar beside ``trace`` as a dict; None when missing, not a regular file, unreadable or not
     a JSON object."""

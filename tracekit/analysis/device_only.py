@@ -9,7 +9,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.sources.kineto import NAME as KINETO
+from tracekit.sources.protocol import Capabilities
 from tracekit.analysis.verdict import LOW_COVERAGE_CAUSE
 
 RECORD_HINT: Final = "record with torch.profiler(activities=[CPU, CUDA], record_shapes=True)"
@@ -20,11 +20,12 @@ WARNING: Final = (
 )
 
 
-def has_no_cpu_ops(costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool, fmt: object) -> bool:
-    """A Kineto trace with device activities but not one CPU-side op (``costs``: the ops table
-    with their costs). Nsight traces have ops only where NVTX ranges carry shapes
-    (docs/nsys.md): the profiler hint is not theirs, and they keep the generic reason."""
-    return fmt == KINETO and not cpu_only and costs.height == 0 and activities.height > 0
+def has_no_cpu_ops(costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool, caps: Capabilities) -> bool:
+    """A trace of a format that records CPU-side ops beside device activity, with device
+    activities but not one op (``costs``: the ops table with their costs). Where ops come only from
+    annotations that carry shapes (Nsight's NVTX, docs/nsys.md) the profiler hint is not theirs,
+    and they keep the generic reason."""
+    return caps.cpu_ops_with_device and not cpu_only and costs.height == 0 and activities.height > 0
 
 
 def device_only_reason(verdicts: pl.DataFrame) -> pl.DataFrame:

@@ -31,6 +31,8 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.conventions import GRAPH_LAUNCH_RE
+
 from tracekit.numbers import count
 
 SCHEMA = {"feature": pl.String(), "state": pl.String(), "detail": pl.String()}
@@ -54,7 +56,6 @@ VERIFY_RE = r"(?i)target_verify|\bverify|spec_?verify"
 DRAFT_RE = r"(?i)draft|\bmtp\b|eagle"
 SPEC_NAME_RE = r"(?i)target_verify|draft_extend|spec_?decod|eagle|\bmtp\b|draft_model"
 STEP_LIKE_RE = r"^(?i:execute_|step\[|tk:)"
-GRAPH_LAUNCH_RE = r"^(?:cuda|hip|cu)GraphLaunch(?:_v\d+)?$"  # not hipGraphLaunch:node (one per replayed kernel)
 COMPILED_OP_RE = r"CompiledFunction|Torch-Compiled Region|CompiledFxGraph|torch_compile"
 INDUCTOR_KERNEL_RE = r"^triton_(?:poi|red|per|tem|for|mm|bmm)_"
 QUANT = (

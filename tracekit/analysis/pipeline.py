@@ -30,11 +30,14 @@ import polars as pl
 from tracekit.analysis import steps as st
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
+from tracekit.analysis.replay_estimate import replay_note
 from tracekit.analysis.result import AnalysisResult
 from tracekit.analysis.runner import Step, check, execute
 from tracekit.analysis.serving.latency import Slo, read_sidecar
 from tracekit.analysis.serving.step_cost import kv_shape
 from tracekit.analysis.verdict import Thresholds
+from tracekit.sources.protocol import UNKNOWN, Capabilities
+from tracekit.sources.registry import capabilities
 from tracekit.tables.gather import take
 
 if TYPE_CHECKING:
@@ -97,6 +100,7 @@ class Inputs:
     communication: pl.DataFrame | None = None  # communication.exposed of the kernels
     features: list[dict[str, Any]] | None = None  # analysis/features.py: what the run used
     model: dict[str, Any] | None = None  # the model's config (--model): estimates for unmapped replays
+    capabilities: Capabilities = UNKNOWN  # what the trace's format records (tracekit/sources/protocol.py)
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ class State:
     communication: pl.DataFrame | None  # the kernels' exposed frame, then the rows per phase
     features: list[dict[str, Any]] | None
     model: dict[str, Any] | None
+    capabilities: Capabilities
     # Settings
     hardware: Hardware | None
     thresholds: Thresholds
@@ -270,7 +275,6 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     from tracekit.labels.phases import unread_step_names
     from tracekit.labels.regions import TK_KEYS, label_regions
     from tracekit.labels.tk_ints import out_of_range_warnings
-    from tracekit.sources.kineto.capture.merge import replay_note
 
     comm = exposed(trace.kernels)
     # a model config given now (--model) changes costs: stored ones are not reused
@@ -332,6 +336,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         communication=comm,
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
         model=trace.meta.get("model"),
+        capabilities=capabilities(trace.meta.get("format")),
     )
 
 

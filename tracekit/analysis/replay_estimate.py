@@ -30,14 +30,15 @@ from typing import Any, Final
 
 import polars as pl
 
+from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE, GRAPH_NODE_SUFFIX
+from tracekit.numbers import count, duration
+
 from tracekit.analysis.regions.kernel_classes import op_class
 from tracekit.costmodel.context import step_sums
 from tracekit.costmodel.engine import attention_from_sums, moe_cost
 from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
 
 ESTIMATED: Final = "estimated"
-_GRAPH_LAUNCH_RE: Final = r"^(cuda|hip|cu)GraphLaunch"
-_NODE_SUFFIX: Final = ":node"
 _DTYPE: Final = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 _MAX_DEPTH: Final = 64
 
@@ -91,7 +92,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     need = {"launch_name", "op_id", "region_id", "name", "dur_ns", "act_id"}
     if not model or acts.height == 0 or not need <= set(acts.columns) or "tokens" not in labels.columns:
         return acts
-    graph = pl.col("launch_name").str.contains(_GRAPH_LAUNCH_RE)
+    graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
     replay = acts.select(
         "act_id", "region_id", "name", "kind", "dur_ns", "op_id", graph.fill_null(False).alias("_g"), "launch_name"
     ).filter(pl.col("_g"))
@@ -99,9 +100,9 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         return acts
     step = _step_of(labels, replay["region_id"].drop_nulls().unique())
     replay = replay.join(step, on="region_id", how="inner")
-    mapped = replay.filter(pl.col("launch_name").str.ends_with(_NODE_SUFFIX))["step"].unique()
+    mapped = replay.filter(pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX))["step"].unique()
     todo = replay.filter(
-        ~pl.col("launch_name").str.ends_with(_NODE_SUFFIX)
+        ~pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX)
         & pl.col("op_id").is_null()
         & ~pl.col("step").is_in(mapped.implode())
     )
@@ -227,4 +228,46 @@ def mark_classes(cr: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     hit = keys.with_columns(pl.lit(True).alias("estimated"))
     return cr.join(hit, on=["scope_kind", "scope", "op_class"], how="left", maintain_order="left").with_columns(
         pl.col("estimated").fill_null(False)
+    )
+
+
+def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = False) -> str | None:
+    """One line for the output when graph replays kept no ops (no capture trace, or none that
+    matched): kernels, device time and graph launches, and the advice that fits: pass a capture
+    when none was given, else why the given one did not map them. ``capture``: the trace's
+    ``meta["capture"]``; ``model``: a model config was given (their costs are estimated from it,
+    tracekit/analysis/replay_estimate.py). None when there are no such replays."""
+    if "launch_name" not in activities.columns:
+        return None
+    # the name rule runs once per distinct launch name, not per activity
+    graph = (
+        activities.select(pl.col("launch_name").unique())
+        .filter(
+            pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
+            & ~pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX)
+        )
+        .get_column("launch_name")
+    )
+    if graph.len() == 0:
+        return None
+    g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
+    if g.height == 0:
+        return None
+    ns = int(g["dur_ns"].sum() or 0)
+    info: dict[str, Any] = capture if isinstance(capture, dict) else {}
+    files = list(info.get("files") or [])
+    if not files:
+        advice = "pass --capture FILE, or keep the capture_traces/ folder vLLM/SGLang write beside the trace"
+    else:
+        reasons = [str(r["reason"]) for r in info.get("launches") or [] if isinstance(r, dict) and r.get("reason")]
+        why = reasons[0] if reasons else "the capture holds no graph (StreamBeginCapture…EndCapture)"
+        advice = f"{count(len(files), 'capture file')} read, but they did not match: {why}"
+    advice += (
+        "; their FLOPs and bytes are estimated from --model and the step name"
+        if model
+        else "; --model CONFIG.json estimates their FLOPs and bytes"
+    )
+    return (
+        f"graph replay without capture trace: {count(g.height, 'kernel')}, {duration(ns)} of device time, in "
+        f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes ({advice})"
     )

@@ -42,6 +42,7 @@ from tracekit.analysis.serving.metrics import serving_summary
 from tracekit.analysis.serving.speculative import speculative
 from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
+from tracekit.sources.protocol import Capabilities
 from tracekit.tables import schema
 
 if TYPE_CHECKING:
@@ -53,10 +54,10 @@ OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "par
 
 @step("no_cpu", "warnings")
 def device_only(
-    costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool, trace_info: dict[str, Any], warnings: list[str]
+    costs: pl.DataFrame, activities: pl.DataFrame, cpu_only: bool, capabilities: Capabilities, warnings: list[str]
 ) -> tuple[bool, list[str]]:
     """Whether the trace has device events and not one CPU-side op (device_only.py), warned once."""
-    no_cpu = has_no_cpu_ops(costs, activities, cpu_only, trace_info.get("format"))
+    no_cpu = has_no_cpu_ops(costs, activities, cpu_only, capabilities)
     return no_cpu, [*warnings, NO_CPU_WARNING] if no_cpu else warnings
 
 

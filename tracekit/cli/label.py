@@ -36,10 +36,10 @@ def label(
     from tracekit.report.from_path import analyse_path
     from tracekit.sources import sniff
     from tracekit.sources.kineto import writer
-    from tracekit.sources.kineto.source import NAME as KINETO
+    from tracekit.sources.registry import capabilities
 
     out_path = check_out(out, force, (".json", ".json.gz"))
-    if sniff(trace) != KINETO:
+    if not capabilities(sniff(trace)).writes_labels:
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
     analysed = analyse_path(
         trace, hardware=hardware, phase_map=list(phase_map) or None, captures=list(captures), model=model

@@ -9,6 +9,7 @@ source's ``name``: listed once, in its own package.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,10 +20,28 @@ if TYPE_CHECKING:
 HEAD_BYTES = 64  # what sniff is given of a file's start
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a format records, for the analyses and renderers to ask instead of its name."""
+
+    # CPU-side ops are recorded beside device activity unless the profiler was told not to: a
+    # trace with kernels and no op was recorded without the CPU activity (the hint says how to).
+    cpu_ops_with_device: bool = False
+    # op shapes come from annotations that carry them (NVTX ranges with PyProf-style arguments),
+    # so a trace without shapes needs other annotations, not other profiler options
+    shapes_from_annotations: bool = False
+    # `tracekit label` can write the labels back into a file of this format
+    writes_labels: bool = False
+
+
+UNKNOWN = Capabilities()  # a format no source registers (an old or foreign dataset): claim nothing
+
+
 class Source(Protocol):
     """One trace format."""
 
     name: str  # the format name (meta["format"], docs/schema.md)
+    capabilities: Capabilities  # what its traces record
     suffixes: tuple[str, ...]  # file names a folder given to `tracekit ingest` is searched for
 
     def sniff(self, path: Path, head: bytes) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from tracekit.errors import UsageError
 from tracekit.sources.kineto.source import KinetoSource
 from tracekit.sources.nsys.source import NsysSource
-from tracekit.sources.protocol import Source
+from tracekit.sources.protocol import UNKNOWN, Capabilities, Source
 
 SOURCES: tuple[Source, ...] = (NsysSource(), KinetoSource())
 DATASET = "dataset"  # the format name of an ingested dataset (a folder)
@@ -28,3 +28,9 @@ def source(name: str) -> Source:
 def suffixes() -> tuple[str, ...]:
     """Every file-name ending a registered source reads (for folders given to ingest)."""
     return tuple(dict.fromkeys(x for s in SOURCES for x in s.suffixes))
+
+
+def capabilities(name: object) -> Capabilities:
+    """What traces of the format ``name`` (a trace's ``meta["format"]``) record; nothing is claimed
+    for a name no source registers."""
+    return next((s.capabilities for s in SOURCES if s.name == name), UNKNOWN)

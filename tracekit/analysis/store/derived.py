@@ -70,7 +70,7 @@ def analysis_rows() -> dict[str, pl.Expr]:
     same rows again on what it kept), the graph launches (the features' CUDA/HIP graphs,
     tracekit/analysis/features.py) and the graph-capture calls (cold-start windows,
     tracekit/analysis/regions/cold.py; no launch call, so no change to the launch medians)."""
-    from tracekit.analysis.features import GRAPH_LAUNCH_RE
+    from tracekit.conventions import GRAPH_LAUNCH_RE
     from tracekit.analysis.idle.causes import BLOCKING, cold_launch
     from tracekit.analysis.regions.cold import CAPTURE_CALL
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import NotATraceError
-from tracekit.sources.protocol import GZIP_MAGIC, looks_textual
+from tracekit.sources.protocol import GZIP_MAGIC, Capabilities, looks_textual
 from tracekit.tuning import Importer, importer
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ ARRAY_WINDOW = 1 << 20  # bytes of a JSON array searched for a trace event
 
 
 class KinetoSource:
+    capabilities: Capabilities = Capabilities(cpu_ops_with_device=True, writes_labels=True)
     name: str = NAME
     suffixes: tuple[str, ...] = (".json", ".json.gz", ".gz")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.conventions import TABLES
 from tracekit.errors import UnsupportedFormatError
-from tracekit.sources.protocol import GZIP_MAGIC
+from tracekit.sources.protocol import GZIP_MAGIC, Capabilities
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
@@ -24,6 +24,7 @@ REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
 class NsysSource:
+    capabilities: Capabilities = Capabilities(shapes_from_annotations=True)
     name: str = NAME
     suffixes: tuple[str, ...] = (".sqlite", ".db")
 

@@ -12,10 +12,10 @@ from typing import Final
 import polars as pl
 
 from tracekit.sources.kineto.capture.files import batch_of_file, mode_of_file
+from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
 
-GRAPH_LAUNCH_RE: Final = r"^(cuda|hip|cu)GraphLaunch"
 _BEGIN_RE: Final = r"^(cuda|hip|cu)StreamBeginCapture"
 _END_RE: Final = r"^(cuda|hip|cu)StreamEndCapture"
 _KERNEL_CALL_RE: Final = r"(?i)launch(kernel|cooperative)|^cuLaunch|ModuleLaunch"
@@ -226,7 +226,7 @@ def replays(trace: Trace) -> tuple[pl.DataFrame, pl.DataFrame]:
     start_ns, end_ns, name, api, nodes, sig, msig, ksig (kinds only), batch (of the launching
     region), region; nodes: correlation, row (in ``trace.kernels``), key, kkey (kind), occ."""
     gl = (
-        trace.launches.filter(pl.col("name").str.contains(GRAPH_LAUNCH_RE) & pl.col("correlation").is_not_null())
+        trace.launches.filter(pl.col("name").str.contains(GRAPH_LAUNCH_PREFIX_RE) & pl.col("correlation").is_not_null())
         .sort("start_ns")
         .unique("correlation", keep="first", maintain_order=True)
     )

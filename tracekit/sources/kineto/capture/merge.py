@@ -47,16 +47,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any, Final
 
 import polars as pl
 
+from tracekit.conventions import GRAPH_NODE_SUFFIX
 from tracekit.numbers import count, duration
 from tracekit.sources.kineto.capture.files import kernel_names
 from tracekit.sources.kineto.capture.match import (
     BY_ORDER,
     BY_SEQUENCE,
-    GRAPH_LAUNCH_RE,
     captured_graphs,
     imax,
     match,
@@ -64,8 +63,6 @@ from tracekit.sources.kineto.capture.match import (
 )
 from tracekit.tables.intervals import SIBLING_OVERLAP_NS, nest
 from tracekit.tables.trace import Trace
-
-NODE_SUFFIX: Final = ":node"
 
 
 # ---------------------------------------------------------------- the merge
@@ -210,7 +207,7 @@ def _apply(
     add_l = new_l.select(
         pl.lit(trace.trace_id, pl.String).alias("trace_id"),
         "api",
-        (pl.col("name") + NODE_SUFFIX).alias("name"),
+        (pl.col("name") + GRAPH_NODE_SUFFIX).alias("name"),
         "pid",
         "tid",
         pl.col("t").alias("start_ns"),
@@ -245,42 +242,3 @@ def _apply(
     ops = allops.join(dp, on="op_id", how="left", maintain_order="left").select(ops.columns)
     ops = ops.with_columns(pl.col("depth").cast(trace.ops.schema["depth"]))
     return kernels, launches, ops
-
-
-def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = False) -> str | None:
-    """One line for the output when graph replays kept no ops (no capture trace, or none that
-    matched): kernels, device time and graph launches, and the advice that fits: pass a capture
-    when none was given, else why the given one did not map them. ``capture``: the trace's
-    ``meta["capture"]``; ``model``: a model config was given (their costs are estimated from it,
-    tracekit/analysis/replay_estimate.py). None when there are no such replays."""
-    if "launch_name" not in activities.columns:
-        return None
-    # the name rule runs once per distinct launch name, not per activity
-    graph = (
-        activities.select(pl.col("launch_name").unique())
-        .filter(pl.col("launch_name").str.contains(GRAPH_LAUNCH_RE) & ~pl.col("launch_name").str.ends_with(NODE_SUFFIX))
-        .get_column("launch_name")
-    )
-    if graph.len() == 0:
-        return None
-    g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
-    if g.height == 0:
-        return None
-    ns = int(g["dur_ns"].sum() or 0)
-    info: dict[str, Any] = capture if isinstance(capture, dict) else {}
-    files = list(info.get("files") or [])
-    if not files:
-        advice = "pass --capture FILE, or keep the capture_traces/ folder vLLM/SGLang write beside the trace"
-    else:
-        reasons = [str(r["reason"]) for r in info.get("launches") or [] if isinstance(r, dict) and r.get("reason")]
-        why = reasons[0] if reasons else "the capture holds no graph (StreamBeginCapture…EndCapture)"
-        advice = f"{count(len(files), 'capture file')} read, but they did not match: {why}"
-    advice += (
-        "; their FLOPs and bytes are estimated from --model and the step name"
-        if model
-        else "; --model CONFIG.json estimates their FLOPs and bytes"
-    )
-    return (
-        f"graph replay without capture trace: {count(g.height, 'kernel')}, {duration(ns)} of device time, in "
-        f"{count(g['correlation'].n_unique(), 'graph launch', 'graph launches')} without ops or shapes ({advice})"
-    )
