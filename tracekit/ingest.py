@@ -26,6 +26,19 @@ from tracekit.parallel import Outcome, Plan, run_tasks
 from tracekit.sources.kineto.reading.window import json_size as json_size  # re-exported: cli/ingest.py, tests
 
 from tracekit.sources.kineto.source import STREAM_BYTES  # noqa: E402,F401 - re-exported: cli/ingest.py, tests
+from tracekit.sources import find_traces
+from tracekit.sources import load
+from tracekit.sources import sniff
+from tracekit.sources.guard import reading
+from tracekit.tables import locks
+from tracekit.tables.ids import make_trace_id
+from tracekit.tables.staging import writing
+from tracekit.sources.registry import source
+from tracekit.errors import NotATraceError
+import ctypes
+from tracekit.parallel import plan
+from tracekit.tables.layout import dataset_trace_ids
+from tracekit.tables.staging import sweep_stale
 
 GLOB_CHARS = ("*", "?", "[")
 # What computing the derived tables imports (tracekit/analysis/store/derived.py compute_derived): imported
@@ -94,7 +107,6 @@ def expand_inputs(
     """Trace files named by ``inputs`` (files, directories — every trace under them — and glob
     patterns), minus any inside ``out``; and one failed :class:`Ingested` per input that named
     nothing. Files found inside a directory argument are added to ``from_dir``."""
-    from tracekit.sources import find_traces
 
     files: list[Path] = []
     errors: list[Ingested] = []
@@ -127,8 +139,6 @@ def ingest_file(
     docs/kineto.md); a streamed ingest does not merge and says so. ``model``: the model's
     config.json, kept in the trace's meta and used by its stored costs (not by a streamed
     ingest). Raises TracekitError."""
-    from tracekit.sources import load, sniff
-    from tracekit.sources.guard import reading
 
     with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
         return _ingest_file(f, out, stream, captures, partial(load, model=model), sniff)
@@ -138,9 +148,6 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
     """:func:`ingest_file` under the trace's writer lock (tracekit/tables/locks.py), held from
     before anything is staged until the trace and its derived tables are committed: a second
     ingest of the same trace into ``out`` waits for this one."""
-    from tracekit.tables import locks
-    from tracekit.tables.ids import make_trace_id
-    from tracekit.tables.staging import writing
 
     tid = make_trace_id(f)
     with writing(out):  # only the output's errors here; the input's are reading()'s
@@ -153,7 +160,6 @@ def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str
 
 
 def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-    from tracekit.sources.registry import source
 
     src = source(sniff(f))
     written = src.ingest(f, out, stream, [Path(c) for c in captures])  # the source's own writer, if any
@@ -178,7 +184,6 @@ def ingest_task(
 ) -> Ingested:
     """:func:`ingest_file` as a task: a bad trace (TracekitError) is an outcome with ``error``
     rather than an exception, so it is not retried; anything else raises and is retried."""
-    from tracekit.errors import NotATraceError
 
     t0 = _cpu_s()
     try:
@@ -196,7 +201,6 @@ def _release_heap() -> None:
     a worker that ingests many traces starts each one from its baseline, not from the high-water
     heap of the previous one. Once per task, not per allocation (Dask's ``MALLOC_TRIM_THRESHOLD_``
     does the latter, at ≈ 40 % more CPU: tracekit/parallel.py). A no-op off glibc."""
-    import ctypes
 
     try:
         ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols: glibc's, where it is glibc
@@ -220,9 +224,6 @@ def ingest_paths(
     file's :class:`Ingested` as it finishes. A bad trace does not stop the others. Without
     ``force`` a trace the dataset already holds is refused (an error outcome), not replaced. A
     file inside a directory argument that is no trace at all (NotATraceError) is ``skipped``."""
-    from tracekit.parallel import plan
-    from tracekit.tables.ids import make_trace_id
-    from tracekit.tables.layout import dataset_trace_ids
 
     root = Path(out)
     if root.exists() and not root.is_dir():
@@ -287,8 +288,6 @@ def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:
     the trace again under a new staging name): those whose trace no live writer holds (another
     ingest of the same trace may be running; its staging directory is kept). Returns what was
     removed."""
-    from tracekit.tables.ids import make_trace_id
-    from tracekit.tables.staging import sweep_stale
 
     tids = set()
     for f in files:

@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.analysis.verdict import peaks_frame
+from tracekit.hardware.peaks import Hardware as Hw
+from tracekit.hardware.peaks import get
+from tracekit.hardware.peaks import load_hardware_file
+from tracekit.hardware.peaks import lookup
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -17,8 +21,6 @@ def resolve_hardware(
     hardware: Hardware | str | os.PathLike[str] | None, devices: list[dict[str, Any]]
 ) -> Hardware | None:
     """A Hardware from a file path, a table name, an object, or the trace's devices (None if unknown)."""
-    from tracekit.hardware.peaks import Hardware as Hw
-    from tracekit.hardware.peaks import get, load_hardware_file, lookup
 
     if isinstance(hardware, Hw):
         return hardware

@@ -16,6 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.tables.gather import take
+from tracekit.analysis.regions.metrics import positions
 
 NO_OP = "(no op)"
 SCHEMA = {
@@ -37,7 +38,6 @@ def op_work(acts: pl.DataFrame, op_class: pl.Series, costs: pl.DataFrame) -> pl.
     need = {"cost_op_id", "name", "dur_ns"}
     if acts.height == 0 or not need <= set(acts.columns) or op_class.len() != acts.height:
         return pl.DataFrame(schema=SCHEMA)
-    from tracekit.analysis.regions.metrics import positions
 
     # the op that owns the work's cost, else the op that launched it; activities are summed per
     # (op id, kernel name) first, so shapes are gathered per op, not per activity

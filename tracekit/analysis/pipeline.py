@@ -39,6 +39,16 @@ from tracekit.analysis.verdict import Thresholds
 from tracekit.sources.protocol import UNKNOWN, Capabilities
 from tracekit.sources.registry import capabilities
 from tracekit.tables.gather import take
+from tracekit.analysis.communication import exposed
+from tracekit.analysis.features import detect as detect_features
+from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS
+from tracekit.analysis.store.derived import read_derived
+from tracekit.costmodel.model import model_notes
+from tracekit.labels.phases import unread_step_names
+from tracekit.labels.regions import TK_KEYS
+from tracekit.labels.regions import label_regions
+from tracekit.labels.tk_ints import out_of_range_warnings
+from tracekit.costmodel.model import kv_from_config
 
 if TYPE_CHECKING:
     from tracekit.analysis.serving.latency import Latency
@@ -268,13 +278,6 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     """Step ``prepare``: the trace's attribution, labels and costs (stored or computed), the copy
     bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
     facts (device, warnings, KV shape, sidecar, communication)."""
-    from tracekit.analysis.communication import exposed
-    from tracekit.analysis.features import detect as detect_features
-    from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
-    from tracekit.costmodel.model import model_notes
-    from tracekit.labels.phases import unread_step_names
-    from tracekit.labels.regions import TK_KEYS, label_regions
-    from tracekit.labels.tk_ints import out_of_range_warnings
 
     comm = exposed(trace.kernels)
     # a model config given now (--model) changes costs: stored ones are not reused
@@ -343,7 +346,6 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
 def _kv(kv: dict[str, Any], model: dict[str, Any] | None, warnings: list[str]) -> dict[str, Any]:
     """The KV bytes per token: the trace's attention shapes, else the model's config (--model);
     where both say and differ, the trace's, with a warning naming the field."""
-    from tracekit.costmodel.model import kv_from_config
 
     cfg = kv_from_config(model)
     if cfg is None:

@@ -24,6 +24,8 @@ from tracekit.analysis.contract.rows import (
     strip_keys,
 )
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
+from tracekit.analysis.verdict import BOUNDS
+import uuid
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
 
@@ -134,7 +136,6 @@ def step_verdict_summary(sv: pl.DataFrame, phase: str) -> dict[str, Any]:
     the order of verdict.BOUNDS), ``median_step`` and the steps whose verdict differs from the
     median step's (``disagreeing_count``; the first :data:`STEP_DISAGREEING_JSON` in start order),
     each ``{region_id, step, name, span_ns, bound, reason}``."""
-    from tracekit.analysis.verdict import BOUNDS
 
     rows = sv.filter(pl.col("phase") == phase).to_dicts() if sv.height and "phase" in sv.columns else []
     keys = ("region_id", "step", "name", "span_ns", "bound", "reason")
@@ -245,7 +246,6 @@ class AnalysisResult:
         rows each, made as they are read. The rows of the arrays, in order, are the elements of
         ``regions`` (tracekit/report/formats/json_print.py ``document_parts`` prints them). The frames are
         read, not copied: the result must not change until the chunks are read."""
-        import uuid
 
         token = f"tracekit:regions:{uuid.uuid4().hex}"
         reg, extra = self._region_frames()

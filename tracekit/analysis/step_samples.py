@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from tracekit.analysis.serving.latency import trace_requests
+from tracekit.analysis.serving.speculative import spec_regions
 
 SCHEMA = {
     "phase": pl.String(),
@@ -54,8 +56,6 @@ def _long(df: pl.DataFrame, phase: pl.Expr, metric: str, value: pl.Expr, stats: 
 
 def samples(result: Any) -> pl.DataFrame:
     """The per-step samples of an :class:`~tracekit.analysis.AnalysisResult` (``SCHEMA``)."""
-    from tracekit.analysis.serving.latency import trace_requests
-    from tracekit.analysis.serving.speculative import spec_regions
 
     steps: pl.DataFrame = result.steps
     out = [pl.DataFrame(schema=SCHEMA)]

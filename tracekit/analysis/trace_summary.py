@@ -19,6 +19,7 @@ from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.tables import schema
 from tracekit.tables.intervals import union_length
 from tracekit.tables.trace import Trace
+from tracekit.tables.trace import scan_table
 
 
 def time_span(trace: Trace) -> tuple[int | None, int | None]:
@@ -136,7 +137,6 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
 def dataset_overview(path: str | Path) -> list[dict[str, Any]]:
     """One row per trace of a dataset (id, format, device, rank, device-activity count), read
     lazily with :func:`tracekit.tables.trace.scan_table`."""
-    from tracekit.tables.trace import scan_table
 
     meta = scan_table(path, "meta").select("trace_id", "format", "device_name", "rank").collect()
     counts = scan_table(path, "kernels").group_by("trace_id").agg(pl.len().alias("kernels")).collect()

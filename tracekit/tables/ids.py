@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import hashlib
+import re
 
 
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}
@@ -17,8 +19,6 @@ def make_trace_id(path: str | os.PathLike[str]) -> str:
     MiB let two files that differ later replace each other). Hashing reads the file once more
     (blake2b, about 1 GB/s: small next to reading it as a trace).
     """
-    import hashlib
-    import re
 
     p = Path(path)
     st = p.stat()

@@ -25,6 +25,7 @@ from typing import Any
 from tracekit.errors import UsageError
 from tracekit.numbers import plain
 from tracekit.whatif.sim import SimRequest, metrics, simulate
+from tracekit.whatif import summarise
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,6 @@ def replay(reqs: list[SimRequest], arrivals: list[float], inp: Any) -> list[dict
 
 def measured(result: Any) -> dict[str, Any]:
     """The traced requests' TTFT / TPOT / E2E p50 / p90 / p99 (trace-derived, linear percentiles)."""
-    from tracekit.whatif import summarise
 
     req = getattr(result, "requests", None)
     if req is None or req.height == 0:

@@ -11,6 +11,7 @@ from tracekit.numbers import count, plain
 from tracekit.whatif import Inputs, compare, inputs, replay_lacks, summarise
 from tracekit.whatif.load import Arrival, arrival_times, errors, measured, replay
 from tracekit.whatif.sensitivity import measured_sensitivity, sensitivity, traced_sensitivity
+from tracekit.analysis.serving.latency import Slo
 
 Hand = tuple[float | None, float | None, int | None]
 NOISY_SHARE = 0.1  # host-noise outliers holding more of the step time than this: said in a note
@@ -38,7 +39,6 @@ def run_whatif(
     prefill trace: the sensitivity takes each input from the first trace that has it; the replay
     reads one traced run, so it does not run then. Raises AnalysisError naming what is missing when
     nothing can be answered, or when ``arrival`` is asked for and the replay cannot run."""
-    from tracekit.analysis.serving.latency import Slo
 
     slo_v = Slo.parse(slo)
     if not 0 < link_efficiency <= 1:

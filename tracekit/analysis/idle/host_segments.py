@@ -5,6 +5,7 @@ ops' self time). The idle causes (tracekit/analysis/idle/causes.py) cut idle pie
 from __future__ import annotations
 
 import polars as pl
+from tracekit.analysis.regions.metrics import positions
 
 
 def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = True) -> pl.DataFrame:
@@ -69,7 +70,6 @@ def op_segments(ops: pl.DataFrame | None, threads: pl.DataFrame, names: bool = T
 
 
 def _op_names(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
-    from tracekit.analysis.regions.metrics import positions
 
     return ops["name"].gather(positions(op_ids, ops["op_id"])).alias("op")
 

@@ -33,6 +33,14 @@ import polars as pl
 from tracekit.analysis.communication import COMM_SCHEMA
 from tracekit.analysis.ranks.jobs import describe, group_jobs, job_keys
 from tracekit.analysis.ranks.per_trace import IDLE_SCHEMA, PHASE_SCHEMA, STEP_SCHEMA, RankPieces, RankTask, rank_pieces
+from tracekit.errors import UsageError
+from tracekit.tables.trace import META_TABLE
+from tracekit.tables.trace import dataset_trace_ids
+from tracekit.tables.trace import scan_table
+from tracekit.errors import AnalysisError
+from tracekit.parallel import plan
+from tracekit.parallel import run_tasks
+from tracekit.analysis.contract.rows import clean
 
 STRAGGLER_RATIO = 1.1  # a step is a straggler step when its slowest rank takes ≥ 1.1 × the median
 
@@ -63,7 +71,6 @@ class RanksResult:
     ranks_from: str = "meta"
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.analysis.contract.rows import clean
 
         worst = self.stragglers.sort("ratio", descending=True, nulls_last=True).head(1).to_dicts()
         return clean(
@@ -96,7 +103,6 @@ class JobsResult:
         """One job holding every trace: that job's ranks document plus ``jobs``. Otherwise the
         ``jobs``, every trace with its job, and ``comparisons`` (one ranks document per job of
         ≥ 2 traces, with its ``job`` id); nothing compared across jobs."""
-        from tracekit.analysis.contract.rows import clean
 
         if len(self.jobs) == 1 and len(self.comparisons) == 1:
             return {**self.comparisons[0][1].to_json(), "jobs": clean(self.jobs), "failed": self.failed}
@@ -291,8 +297,6 @@ def select_traces(
     dataset: str | os.PathLike[str], trace_ids: list[str] | None = None, ranks: list[int] | None = None
 ) -> list[str]:
     """Trace ids of the dataset chosen by id prefixes and/or recorded ranks (all when neither)."""
-    from tracekit.errors import UsageError
-    from tracekit.tables.trace import META_TABLE, dataset_trace_ids, scan_table
 
     ids = dataset_trace_ids(dataset)
     if trace_ids:
@@ -308,7 +312,6 @@ def select_traces(
 
 def parse_ranks(text: str | None) -> list[int] | None:
     """``"0,2,4-7"`` → [0, 2, 4, 5, 6, 7]; None stays None. Raises UsageError."""
-    from tracekit.errors import UsageError
 
     if not text:
         return None
@@ -334,8 +337,6 @@ def analyze_ranks(
     """One :func:`rank_pieces` task per trace (``where``: a :class:`tracekit.parallel.Plan`;
     default by trace count), then :func:`compare_jobs` (ranks compared within each job). A trace whose
     analysis fails is listed in ``failed`` with its reason; the others are compared."""
-    from tracekit.errors import AnalysisError
-    from tracekit.parallel import plan, run_tasks
 
     root = str(Path(dataset).resolve())
     tasks = [RankTask(root, t, hardware, phase_map, thresholds) for t in trace_ids]

@@ -13,6 +13,9 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.communication import comm_by_phase
+from tracekit.analysis.pipeline import analyze
+from tracekit.tables.trace import read_dataset
+from tracekit.analysis.idle.causes import CAUSES
 
 PROFILER_STEP = r"^ProfilerStep#\d+$"
 IDLE_SCHEMA = {"step": pl.Int64(), "cause": pl.String(), "idle_ns": pl.Int64()}
@@ -57,8 +60,6 @@ class RankTask:
 
 def rank_pieces(task: RankTask) -> RankPieces:
     """Read one trace from the dataset, analyse it and keep its pieces (runs as a Dask task)."""
-    from tracekit.analysis.pipeline import analyze
-    from tracekit.tables.trace import read_dataset
 
     trace = read_dataset(task.dataset, trace_id=task.trace_id)
     res = analyze(trace, hardware=task.hardware, phase_map=task.phase_map, thresholds=task.thresholds)
@@ -142,7 +143,6 @@ def step_idle(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Idle time by cause of each step (the analysis' ``idle_<cause>_ns`` region columns,
     tracekit/analysis/idle/causes.py): ``step, cause, idle_ns``; plus ``top`` (cause ``idle_top``: the
     largest culprit in words) carried separately by :func:`step_frame`'s caller."""
-    from tracekit.analysis.idle.causes import CAUSES
 
     cols = [f"idle_{c}_ns" for c in CAUSES]
     if steps.height == 0 or not all(c in regions.columns for c in cols):

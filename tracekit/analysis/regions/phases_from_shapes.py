@@ -8,6 +8,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analysis.regions.tops import SYNTHETIC_ID
+from tracekit.labels.infer import infer_region_phases
+from tracekit.labels.infer import previous_iteration_tail
+from tracekit.labels.regions import attention_query_lengths
+from tracekit.labels.regions import infer_phase_from_shapes
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
@@ -26,8 +30,6 @@ def phases_from_shapes(
     one synthetic whole-trace region (id −1, kind ``inferred``) holds every activity except the
     previous-iteration tail, so the phase tables say what the shapes imply; the note says so
     either way."""
-    from tracekit.labels.infer import infer_region_phases, previous_iteration_tail
-    from tracekit.labels.regions import attention_query_lengths, infer_phase_from_shapes
 
     q = attention_query_lengths(trace.ops)  # read by both inferences
     labelled, n = infer_region_phases(trace, labels, q)

@@ -23,6 +23,7 @@ from tracekit.analysis.verdict import Thresholds, above_roof_expr, fmt_dur, fmt_
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
 from tracekit.analysis.regions.tops import region_closure
 from tracekit.tables.gather import take
+from tracekit.analysis.regions.metrics import positions
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -290,7 +291,6 @@ def shape_roofline(
     ``prep`` and ``closure`` as there. One lazy plan after the op positions, collected once."""
     if "input_dims" not in costs.columns:
         return pl.DataFrame()
-    from tracekit.analysis.regions.metrics import positions
 
     costed = (prepare(acts) if prep is None else prep).filter(pl.col("cost_op_id").is_not_null())
     bits = frac_bits(costed)

@@ -20,6 +20,10 @@ from tracekit.analysis.serving.schemas import BYCTX_SCHEMA, LATENCY_SCHEMA, REQU
 from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.pipeline imports it from here)
 from tracekit.analysis.serving.sidecar_fields import request_rows
 from tracekit.errors import UsageError
+from tracekit.analysis.serving import metrics as serving
+from tracekit.analysis.serving.basis import NOT_SERVING
+from tracekit.analysis.serving.basis import inferred_steps
+from tracekit.analysis.serving.basis import omitted_note
 
 PCTS = (0.5, 0.9, 0.99)
 SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
@@ -203,8 +207,6 @@ def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
 
 def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo | None = None) -> Latency:
     """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
-    from tracekit.analysis.serving import metrics as serving
-    from tracekit.analysis.serving.basis import NOT_SERVING, inferred_steps, omitted_note
 
     steps = step_table(units)
     notes: list[str] = []

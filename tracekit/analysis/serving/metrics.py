@@ -23,6 +23,10 @@ import polars as pl
 
 from tracekit.numbers import count
 from tracekit.analysis.serving.schemas import REQUEST_SCHEMA
+from tracekit.analysis.serving.interference import interference
+from tracekit.analysis.serving.step_cost import all_steps
+from tracekit.analysis.serving.step_cost import busy_gap_ms
+from tracekit.analysis.serving.step_cost import fit_step_cost
 
 TOKEN_SCHEMA: dict[str, pl.DataType] = {
     "request": pl.Int64(),
@@ -266,8 +270,6 @@ def serving_summary(
     step time by composition, the interference fit (:mod:`tracekit.analysis.serving.interference`), and
     per request (when the trace names them) arrival, prompt and output tokens and token times,
     which the what-if (``tracekit.whatif``) replays."""
-    from tracekit.analysis.serving.interference import interference
-    from tracekit.analysis.serving.step_cost import all_steps, busy_gap_ms, fit_step_cost
 
     out: dict[str, Any] = {"composition": composition(steps).to_dicts() if steps.height else []}
     warm = steps.filter(pl.col("cold_ns").fill_null(0) == 0) if "cold_ns" in steps.columns else steps

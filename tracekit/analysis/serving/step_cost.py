@@ -17,6 +17,8 @@ from tracekit.numbers import count
 from typing import Any
 
 import polars as pl
+from tracekit.analysis.serving.nnls import nnls
+from tracekit.analysis.serving.interference import decoding_steps
 
 TERMS = ("intercept_ms", "per_prefill_token_ms", "per_decode_seq_ms", "per_decode_kv_token_ms")
 ELEMENT_BYTES = {
@@ -56,8 +58,6 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
         out["why_none"] = f"{count(s.height, 'step')} with a known composition: need ≥ 2"
         return out
     import numpy as np  # only to fit: summary and analysis start-up stay numpy-free
-
-    from tracekit.analysis.serving.nnls import nnls
 
     y = s["ms"].to_numpy().astype(float)
     cols = {
@@ -100,8 +100,6 @@ def inliers(x: Any, y: Any) -> Any:
     Two rounds: fit, drop, fit again, drop."""
     import numpy as np
 
-    from tracekit.analysis.serving.nnls import nnls
-
     keep = np.ones(len(y), dtype=bool)
     for _ in range(2):
         r = y - x @ nnls(x[keep], y[keep])
@@ -134,7 +132,6 @@ def busy_gap_ms(steps: pl.DataFrame) -> float | None:
     without two such steps."""
     if steps.height < 2 or not {"cpu_start_ns", "done_ns"} <= set(steps.columns):
         return None
-    from tracekit.analysis.serving.interference import decoding_steps
 
     dec = decoding_steps(steps).select("step_index")
     s = steps.with_row_index("step_index").with_columns(pl.col("step_index").cast(pl.Int64()))
@@ -146,7 +143,6 @@ def busy_gap_ms(steps: pl.DataFrame) -> float | None:
 
 def all_steps(steps: pl.DataFrame) -> pl.DataFrame:
     """Every step with P, D, dctx, ms: the decoding steps plus prefill-only steps (D = 0)."""
-    from tracekit.analysis.serving.interference import decoding_steps
 
     dec = decoding_steps(steps).select("P", "D", "dctx", "ms")
     if steps.height == 0 or "prefill_tokens" not in steps.columns:

@@ -25,6 +25,15 @@ import polars as pl
 
 from tracekit.analysis.store import key as d
 from tracekit.tables import schema
+from tracekit.tables.locks import trace_lock
+from tracekit.attribution.core import attribute
+from tracekit.costmodel.ops import trace_costs
+from tracekit.labels.regions import label_regions
+from tracekit.tables.layout import DATA_FILE
+from tracekit.tables.gather import take
+from tracekit.tables.trace import read_dataset
+from tracekit.tables.trace import remove_partition
+from tracekit.tables.trace import write_part
 
 # What attribute() reads of the canonical tables (tracekit/attribution). The kernels' ``name`` is
 # not among them: see the module docstring.
@@ -57,19 +66,12 @@ def store_derived(root: Path, trace_id: str) -> None:
     (each partition written to a temporary name and renamed; ``derived_key`` removed first and
     written last, so an interruption leaves tables without a key, which are never read). Under
     the trace's writer lock, not waited for: DatasetError while another writer holds it."""
-    from tracekit.tables.locks import trace_lock
 
     with trace_lock(root, trace_id, wait_s=0):
         _store_derived(root, trace_id)
 
 
 def _store_derived(root: Path, trace_id: str) -> None:
-    from tracekit.attribution.core import attribute
-    from tracekit.costmodel.ops import trace_costs
-    from tracekit.labels.regions import label_regions
-    from tracekit.tables.layout import DATA_FILE
-    from tracekit.tables.gather import take
-    from tracekit.tables.trace import read_dataset, remove_partition
 
     remove_partition(root, d.KEY, trace_id)
     trace = read_dataset(root, trace_id, columns=ATTRIBUTION_COLUMNS, sparse=SPARSE)
@@ -100,8 +102,6 @@ def _store_derived(root: Path, trace_id: str) -> None:
 def put(root: Path, name: str, trace_id: str, frame: pl.DataFrame) -> Path:
     """Write ``frame`` as the partition of ``trace_id`` in the table ``name`` of ``root``: to a
     temporary folder, then renamed over the old partition. The file's path."""
-    from tracekit.tables.layout import DATA_FILE
-    from tracekit.tables.trace import remove_partition, write_part
 
     dest = root / name / f"trace_id={trace_id}"
     tmp = root / name / f".tmp-{trace_id}-{uuid.uuid4().hex[:8]}"

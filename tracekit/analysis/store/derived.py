@@ -44,6 +44,25 @@ from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store
     key_frame,
     source_files,
 )
+from tracekit.conventions import GRAPH_LAUNCH_RE
+from tracekit.analysis.idle.causes import BLOCKING
+from tracekit.analysis.idle.causes import cold_launch
+from tracekit.analysis.regions.cold import CAPTURE_CALL
+from tracekit.attribution.core import attribute
+from tracekit.costmodel.ops import trace_costs
+from tracekit.labels.regions import label_regions
+from tracekit.tables.trace import write_dataset
+from tracekit.analysis.store.compute import store_derived
+from tracekit.errors import DatasetError
+from tracekit.tables.locks import trace_lock
+from tracekit.analysis.store.compute import put
+from tracekit.tables.trace import remove_partition
+import json
+from tracekit.tables.layout import DATA_FILE
+import tracekit
+from tracekit.tables.layout import choose_trace
+from tracekit.tables.layout import dataset_trace_ids
+from tracekit.tables.layout import is_dataset
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
@@ -70,9 +89,6 @@ def analysis_rows() -> dict[str, pl.Expr]:
     same rows again on what it kept), the graph launches (the features' CUDA/HIP graphs,
     tracekit/analysis/features.py) and the graph-capture calls (cold-start windows,
     tracekit/analysis/regions/cold.py; no launch call, so no change to the launch medians)."""
-    from tracekit.conventions import GRAPH_LAUNCH_RE
-    from tracekit.analysis.idle.causes import BLOCKING, cold_launch
-    from tracekit.analysis.regions.cold import CAPTURE_CALL
 
     name = pl.col("name")
     return {
@@ -118,9 +134,6 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
     """Attribution (activities, links), region labels and op costs of ``trace``, as dataset tables
     (of a trace already in a dataset, :func:`tracekit.analysis.store.compute.store_derived` makes the same tables
     reading only what they need)."""
-    from tracekit.attribution.core import attribute
-    from tracekit.costmodel.ops import trace_costs
-    from tracekit.labels.regions import label_regions
 
     att = attribute(trace)
     costs = trace_costs(trace, att.activities)
@@ -138,7 +151,6 @@ def compute_derived(trace: Trace) -> dict[str, pl.DataFrame]:
 def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     """Write ``trace`` and its derived tables into the dataset at ``out_dir`` in one atomic commit
     (what ``tracekit ingest`` calls)."""
-    from tracekit.tables.trace import write_dataset
 
     return write_dataset(trace, out_dir, extra=lambda: compute_derived(trace))
 
@@ -155,7 +167,6 @@ def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     only the columns they need (:func:`tracekit.analysis.store.compute.store_derived`). Each partition is written to
     a temporary name and renamed; ``derived_key`` goes last, so an interrupted call leaves tables
     without a key, which :func:`read_derived` ignores."""
-    from tracekit.analysis.store.compute import store_derived
 
     store_derived(Path(dataset), trace_id)
 
@@ -172,8 +183,6 @@ def ensure_derived(trace: Trace) -> bool:
         return False
     if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
         return False
-    from tracekit.errors import DatasetError
-    from tracekit.tables.locks import trace_lock
 
     try:
         with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
@@ -184,8 +193,6 @@ def ensure_derived(trace: Trace) -> bool:
 
 
 def _store(root: Path, trace_id: str, trace: Trace) -> None:
-    from tracekit.analysis.store.compute import put
-    from tracekit.tables.trace import remove_partition
 
     remove_partition(root, KEY, trace_id)
     tables = compute_derived(trace)
@@ -197,8 +204,6 @@ def _store(root: Path, trace_id: str, trace: Trace) -> None:
 def _stored_lean(root: Path, trace_id: str) -> bool:
     """:func:`tracekit.analysis.store.compute.store_derived`, best effort: False when the dataset could not be read
     or written (e.g. read-only)."""
-    from tracekit.analysis.store.compute import store_derived
-    from tracekit.errors import DatasetError
 
     try:
         store_derived(root, trace_id)
@@ -239,7 +244,6 @@ def _key_files(root: Path, tid: str, rows: dict[str, int]) -> tuple[dict[str, Pa
 def _columns_as_written(files: dict[str, Path], recorded: Any) -> bool:
     """Whether each stored derived table holds the columns the key recorded when it was written
     (a file renamed, swapped or rewritten since is not read: the analysis recomputes it)."""
-    import json
 
     try:
         want = json.loads(recorded) if isinstance(recorded, str) else None
@@ -251,7 +255,6 @@ def _columns_as_written(files: dict[str, Path], recorded: Any) -> bool:
 def stored_current(dataset: str | os.PathLike[str], trace_id: str) -> bool:
     """True when the trace ``trace_id`` of ``dataset`` has current derived tables, judged without
     reading its tables (row counts from the Parquet footers)."""
-    from tracekit.tables.layout import DATA_FILE
 
     root = Path(dataset)
     try:
@@ -278,8 +281,6 @@ def load_for_analysis(
     the columns they need (:func:`tracekit.analysis.store.compute.store_derived`), and the trace then read with only
     the analysis's columns; without, from the whole trace (:func:`ensure_derived`). ``model``: a
     model config (--model): the whole trace is read with it and its costs are computed again."""
-    import tracekit
-    from tracekit.tables.layout import choose_trace, dataset_trace_ids, is_dataset
 
     if captures or model or not is_dataset(source):
         return tracekit.load(str(source), trace_id=trace_id, captures=captures, model=model)

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from tracekit.tables import schema
+from tracekit import __version__
 
 DERIVED_FORMAT = 2  # 2: the key holds the stored tables' column names
 ACTIVITIES, LINKS, LABELS, COSTS, KEY = (
@@ -53,7 +54,6 @@ def source_files() -> list[Path]:
 def derived_key() -> str:
     """``tracekit <version>; schema <n>; derived <n>; code <sha256 prefix>`` — the code hash covers
     the path and content of every :func:`source_files` file."""
-    from tracekit import __version__
 
     pkg = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()

@@ -22,6 +22,7 @@ from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
 from tracekit.tables.trace import DATA_FILE, commit_with_meta, write_part
+from tracekit.tables.ids import make_trace_id
 
 
 def ingest_kineto(
@@ -30,7 +31,6 @@ def ingest_kineto(
     """Write the canonical tables of the Kineto trace at ``path`` into the dataset ``out_dir``;
     return its meta and table heights. Replaces an earlier ingest of the same trace id, derived
     tables included. Raises what ``load_kineto`` raises, and DatasetError for a bad ``out_dir``."""
-    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     with guard.reading(p):

@@ -36,6 +36,7 @@ from tracekit.sources.kineto.reading.events import decode_events
 from tracekit.sources.kineto.reading.scanraw import RawWindow
 from tracekit.sources.kineto.tables import Collector
 from tracekit.tables.trace import Trace
+from tracekit.tables.ids import make_trace_id
 
 
 _EXTRA_KEYS = (
@@ -168,7 +169,6 @@ def read_kineto(
     ``spill_dir``: built batches go there instead of memory (bounded-memory ingest). ``early``:
     the same file already read while polars loaded (tracekit/sources/kineto/reading/early.py): its
     record is replayed into the tables instead of reading the file again."""
-    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     if p.is_dir():

@@ -30,6 +30,7 @@ from tracekit.sources.nsys.nvtx import number_ops, op_rows
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
 from tracekit.tables.trace import DATA_FILE, commit_with_meta
+from tracekit.tables.ids import make_trace_id
 
 
 def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None) -> str:
@@ -38,7 +39,6 @@ def ingest_nsys(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], t
     Returns the trace id. Replaces an earlier ingest of the same trace id. Raises what
     :func:`~tracekit.sources.nsys.loader.load_nsys` raises, and DatasetError for an unusable ``out_dir``.
     """
-    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     with guard.reading(p):

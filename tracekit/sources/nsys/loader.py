@@ -43,6 +43,7 @@ from tracekit.sources.nsys.tables import (
 )
 from tracekit.tables.trace import Trace
 from tracekit.sources.nsys import NAME
+from tracekit.tables.ids import make_trace_id
 
 # Any of these marks an nsys export (StringIds is in every export; the rest are lazy).
 EXPORT_MARKERS = {
@@ -167,7 +168,6 @@ def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trac
     truncated database, or a file locked by a writer; EmptyTraceError when the export holds no
     CUDA activity, runtime calls nor NVTX ranges.
     """
-    from tracekit.tables.ids import make_trace_id
 
     p = Path(path)
     tid = trace_id or make_trace_id(p)

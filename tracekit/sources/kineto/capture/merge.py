@@ -63,6 +63,7 @@ from tracekit.sources.kineto.capture.match import (
 )
 from tracekit.tables.intervals import SIBLING_OVERLAP_NS, nest
 from tracekit.tables.trace import Trace
+from tracekit.sources import load
 
 
 # ---------------------------------------------------------------- the merge
@@ -72,7 +73,6 @@ def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> 
     ``meta["capture"]`` records every graph launch and ``meta["warnings"]`` the problems.
     Raises nothing for a capture that does not fit (it maps nothing and says so); a capture file
     that cannot be read raises the loader's one-line error."""
-    from tracekit.sources import load
 
     files = [Path(c) for c in captures]
     gl: list[pl.DataFrame] = []
