@@ -28,27 +28,27 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.analysis import steps as st
+from tracekit.analysis.communication import exposed
 from tracekit.analysis.device import resolve_hardware
+from tracekit.analysis.features import detect as detect_features
 from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
 from tracekit.analysis.replay_estimate import replay_note
 from tracekit.analysis.result import AnalysisResult
 from tracekit.analysis.runner import Step, check, execute
 from tracekit.analysis.serving.latency import Slo, read_sidecar
 from tracekit.analysis.serving.step_cost import kv_shape
+from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
 from tracekit.analysis.verdict import Thresholds
+from tracekit.attribution.core import attribute
+from tracekit.costmodel.model import kv_from_config, model_notes
+from tracekit.costmodel.ops import trace_costs
+from tracekit.labels.phases import unread_step_names
+from tracekit.labels.regions import TK_KEYS, label_regions
+from tracekit.labels.tk_ints import out_of_range_warnings
 from tracekit.sources.protocol import UNKNOWN, Capabilities
 from tracekit.sources.registry import capabilities
 from tracekit.tables.gather import take
-from tracekit.analysis.communication import exposed
-from tracekit.analysis.features import detect as detect_features
-from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS
-from tracekit.analysis.store.derived import read_derived
-from tracekit.costmodel.model import model_notes
-from tracekit.labels.phases import unread_step_names
-from tracekit.labels.regions import TK_KEYS
-from tracekit.labels.regions import label_regions
-from tracekit.labels.tk_ints import out_of_range_warnings
-from tracekit.costmodel.model import kv_from_config
+from tracekit.tables.trace import read_dataset
 
 if TYPE_CHECKING:
     from tracekit.analysis.serving.latency import Latency
@@ -275,55 +275,18 @@ def analyze_tables(
 
 
 def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
-    """Step ``prepare``: the trace's attribution, labels and costs (stored or computed), the copy
-    bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
-    facts (device, warnings, KV shape, sidecar, communication)."""
-
+    """The inputs of the steps: the trace's attribution, labels and costs (stored or computed), the
+    copy bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
+    facts (device, warnings, KV shape, sidecar, communication, what its format records)."""
     comm = exposed(trace.kernels)
-    # a model config given now (--model) changes costs: stored ones are not reused
-    stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
-    if trace.read_in_part and (stored is None or phase_map is not None):
-        # read in part (derived.load_for_analysis) but the tables must be computed: read it whole
-        from tracekit.tables.trace import read_dataset
-
-        trace = read_dataset(trace.meta["dataset_path"], trace.trace_id)
-        stored = None if trace.meta.get("model_option") else read_derived(trace, ANALYSIS_ACTIVITY_COLUMNS)
-    if stored is None:
-        from tracekit.attribution.core import attribute
-        from tracekit.costmodel.ops import trace_costs
-
-        att = attribute(trace)
-        acts, links, cpu_only = att.activities, att.region_links, bool(att.cpu_only)
-        costs = trace_costs(trace, acts)
-        labels = label_regions(trace, phase_map=phase_map, tree=att.region_tree)
-    else:
-        acts, links, cpu_only, costs = stored.activities, stored.region_links, stored.cpu_only, stored.costs
-        labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)
+    trace, acts, links, cpu_only, costs, labels = _attributed(trace, phase_map)
+    acts = _with_copy_bytes(acts, trace.kernels, cpu_only)
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
-    kern = trace.kernels
-    if not cpu_only and "bytes" in kern.columns and acts.height and int(acts["act_id"].max()) < kern.height:  # type: ignore[arg-type]
-        acts = acts.with_columns(take(kern["bytes"], acts["act_id"]).alias("copy_bytes"))  # act_id = kernels row
-    if (note := replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))) is not None:
-        warnings.append(note)
-    warnings.extend(model_notes(costs))
-    warnings.extend(unread_step_names(labels))
-    warnings.extend(out_of_range_warnings(labels["name"], TK_KEYS))
+    warnings.extend(_notes(trace, acts, costs, labels))
     if not (labels["phase"] != "other").any():
         labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)
-    devices = list(trace.meta.get("devices") or [])
-    names = [str(d.get("name") or "") for d in devices]
-    device_name = next((n for n in names if n), None)
-    if device_name is None and devices:
-        device_name = f"unnamed device ({devices[0].get('num_sms') or '?'} SMs/CUs)"
-    dist = trace.meta.get("distributed") or {}
-    trace_info = {
-        "id": trace.trace_id,
-        "source": str(trace.meta.get("source", "")),
-        "format": trace.meta.get("format"),
-        "rank": dist.get("rank"),
-        "world_size": dist.get("world_size"),
-    }
+    trace_info = _trace_info(trace)
     return Inputs(
         activities=acts,
         region_links=links,
@@ -331,7 +294,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         costs=costs,
         launches=trace.launches,
         cpu_only=cpu_only,
-        device_name=device_name if not cpu_only else "CPU",
+        device_name="CPU" if cpu_only else _device_name(list(trace.meta.get("devices") or [])),
         trace_info=trace_info,
         warnings=warnings,
         kv=_kv(kv_shape(trace.ops, labels), trace.meta.get("model"), warnings),
@@ -341,6 +304,66 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         model=trace.meta.get("model"),
         capabilities=capabilities(trace.meta.get("format")),
     )
+
+
+def _attributed(
+    trace: Trace, phase_map: Any
+) -> tuple[Trace, pl.DataFrame, pl.DataFrame, bool, pl.DataFrame, pl.DataFrame]:
+    """(trace, activities, region links, cpu_only, op costs, labels): stored at ingest when current
+    and no model config is given now (it changes costs), else computed; a trace read in part whose
+    tables must be computed is read whole first (the trace returned)."""
+
+    def stored_of(t: Trace) -> Any:
+        return None if t.meta.get("model_option") else read_derived(t, ANALYSIS_ACTIVITY_COLUMNS)
+
+    stored = stored_of(trace)
+    if trace.read_in_part and (stored is None or phase_map is not None):
+        trace = read_dataset(trace.meta["dataset_path"], trace.trace_id)
+        stored = stored_of(trace)
+    if stored is None:
+        att = attribute(trace)
+        labels = label_regions(trace, phase_map=phase_map, tree=att.region_tree)
+        return trace, att.activities, att.region_links, bool(att.cpu_only), trace_costs(trace, att.activities), labels
+    labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)
+    return trace, stored.activities, stored.region_links, stored.cpu_only, stored.costs, labels
+
+
+def _with_copy_bytes(acts: pl.DataFrame, kernels: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
+    """The activities with the bytes of their memcpy rows (``act_id`` is the kernels' row)."""
+    if cpu_only or "bytes" not in kernels.columns or not acts.height or int(acts["act_id"].max()) >= kernels.height:  # type: ignore[arg-type]
+        return acts
+    return acts.with_columns(take(kernels["bytes"], acts["act_id"]).alias("copy_bytes"))
+
+
+def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.DataFrame) -> list[str]:
+    """What the inputs say of themselves: replays without ops, the model config's notes, step names
+    not read, attribute values out of range."""
+    note = replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))
+    return [
+        *([note] if note is not None else []),
+        *model_notes(costs),
+        *unread_step_names(labels),
+        *out_of_range_warnings(labels["name"], TK_KEYS),
+    ]
+
+
+def _device_name(devices: list[dict[str, Any]]) -> str | None:
+    """The first named device, else an unnamed one by its SM/CU count; None without devices."""
+    name = next((str(d.get("name")) for d in devices if d.get("name")), None)
+    if name is None and devices:
+        return f"unnamed device ({devices[0].get('num_sms') or '?'} SMs/CUs)"
+    return name
+
+
+def _trace_info(trace: Trace) -> dict[str, Any]:
+    dist = trace.meta.get("distributed") or {}
+    return {
+        "id": trace.trace_id,
+        "source": str(trace.meta.get("source", "")),
+        "format": trace.meta.get("format"),
+        "rank": dist.get("rank"),
+        "world_size": dist.get("world_size"),
+    }
 
 
 def _kv(kv: dict[str, Any], model: dict[str, Any] | None, warnings: list[str]) -> dict[str, Any]:
