@@ -182,7 +182,6 @@ def classify(
     ``above_roof``: either fraction of peak is above 1 (null when neither is known).
     """
     th = thresholds or Thresholds()
-    device = hardware.name if hardware is not None else None
     # one lazy query (in-memory engine, as the eager steps were): a small trace pays per query
     out = df.lazy().join(peaks_frame(hardware).lazy(), on="dtype", how="left")
     out = out.with_columns(
@@ -190,115 +189,142 @@ def classify(
         (pl.col("achieved_bytes_per_s") / pl.col("peak_bytes_per_s")).alias("frac_peak_bytes"),
     )
     out = out.with_columns(above_roof_expr().alias(ABOVE_ROOF_COLUMN))
-    no_work = pl.col("kernel_count").fill_null(0) == 0
-    has_span = pl.col("span_ns").fill_null(0) > 0
-    overhead = pl.col("busy_ratio") < th.overhead_busy_ratio
-    low_cov = pl.col("coverage").fill_null(0) < th.min_coverage
-    no_peak = pl.col("ridge").is_null()
-    no_bytes = pl.col("intensity").is_null()
-    compute = pl.col("intensity") >= pl.col("ridge")
-    bound = (
-        pl.when(no_work & has_span)
+    cols = set(df.columns)
+    bound = _bound(th)
+    reason = _base_reason(cols, th, hardware.name if hardware is not None else None, device_name)
+    reason = _with_lever(reason, bound, cols)
+    reason, class_above = _with_class(reason, bound, cols)
+    reason = _with_above_roof(reason, class_above)
+    return (
+        out.with_columns(bound.alias("bound"), reason.alias("reason"))
+        .drop("class_above_roof", strict=False)
+        .collect(engine="in-memory")
+    )
+
+
+def _conditions(th: Thresholds) -> dict[str, pl.Expr]:
+    """The tests the bound and the reason take in the same order."""
+    return {
+        "no_work": pl.col("kernel_count").fill_null(0) == 0,
+        "has_span": pl.col("span_ns").fill_null(0) > 0,
+        "overhead": pl.col("busy_ratio") < th.overhead_busy_ratio,
+        "low_cov": pl.col("coverage").fill_null(0) < th.min_coverage,
+        "no_peak": pl.col("ridge").is_null(),
+        "no_bytes": pl.col("intensity").is_null(),
+        "compute": pl.col("intensity") >= pl.col("ridge"),
+    }
+
+
+def _bound(th: Thresholds) -> pl.Expr:
+    """overhead / unknown / compute / bandwidth, null for a row with neither span nor work."""
+    c = _conditions(th)
+    return (
+        pl.when(c["no_work"] & c["has_span"])
         .then(pl.lit("overhead"))
-        .when(no_work)
+        .when(c["no_work"])
         .then(pl.lit(None, dtype=pl.String()))
-        .when(overhead)
+        .when(c["overhead"])
         .then(pl.lit("overhead"))
-        .when(low_cov | no_peak | no_bytes)
+        .when(c["low_cov"] | c["no_peak"] | c["no_bytes"])
         .then(pl.lit("unknown"))
-        .when(compute)
+        .when(c["compute"])
         .then(pl.lit("compute"))
         .otherwise(pl.lit("bandwidth"))
     )
+
+
+def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name: str | None) -> pl.Expr:
+    """Why the bound is what it is, with the numbers that decided it."""
+    c = _conditions(th)
     busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
     gaps_txt = pl.format("{} gaps, largest {}", pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns")))
-    why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in df.columns else gaps_txt
+    why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in cols else gaps_txt
     if device is None:
         peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
     else:
         peak_txt = pl.format(
             "no {} peak for {}; pass --hardware FILE", pl.col("dtype").fill_null("dtype"), pl.lit(device)
         )
-    reason = (
-        pl.when(no_work & has_span)
-        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
-        .when(no_work)
-        .then(pl.lit("zero span and no device work: excluded"))
-        .when(overhead)
-        .then(pl.format("{}: {}", busy_txt, why_idle))
-        .when(low_cov)
-        .then(
-            pl.format(
-                "cost model covers {} of busy time{} (< {}); {}",
-                fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
-                pl.when(pl.col("comm_busy_ns").fill_null(0) > 0)
-                .then(pl.lit(" outside communication"))
-                .otherwise(pl.lit(""))
-                if "comm_busy_ns" in df.columns
-                else pl.lit(""),
-                fmt_pct(pl.lit(th.min_coverage)),
-                pl.lit(LOW_COVERAGE_CAUSE),
-            )
-        )
-        .when(no_peak)
-        .then(pl.format("{}; {}", busy_txt, peak_txt))
-        .when(no_bytes)
-        .then(pl.lit("no bytes from the cost model: intensity undefined"))
-        .when(compute)
-        .then(
-            pl.format(
-                "intensity {} FLOP/B ≥ ridge {} FLOP/B ({}); {}",
-                fmt_num(pl.col("intensity")),
-                fmt_num(pl.col("ridge")),
-                pl.col("dtype"),
-                busy_txt,
-            )
-        )
-        .otherwise(
-            pl.format(
-                "intensity {} FLOP/B < ridge {} FLOP/B ({}); {}",
-                fmt_num(pl.col("intensity")),
-                fmt_num(pl.col("ridge")),
-                pl.col("dtype"),
-                busy_txt,
-            )
-        )
+    outside = (
+        pl.when(pl.col("comm_busy_ns").fill_null(0) > 0).then(pl.lit(" outside communication")).otherwise(pl.lit(""))
+        if "comm_busy_ns" in cols
+        else pl.lit("")
     )
-    if "idle_top" in df.columns:  # the biggest idle lever of a compute/bandwidth row
-        idle_share = 1 - pl.col("busy_ratio")
-        lever = (
-            bound.is_in(["compute", "bandwidth"]) & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
+    low_cov = pl.format(
+        "cost model covers {} of busy time{} (< {}); {}",
+        fmt_pct(pl.col("coverage").fill_null(0), th.min_coverage),
+        outside,
+        fmt_pct(pl.lit(th.min_coverage)),
+        pl.lit(LOW_COVERAGE_CAUSE),
+    )
+
+    def ridge(sign: str) -> pl.Expr:
+        return pl.format(
+            f"intensity {{}} FLOP/B {sign} ridge {{}} FLOP/B ({{}}); {{}}",
+            fmt_num(pl.col("intensity")),
+            fmt_num(pl.col("ridge")),
+            pl.col("dtype"),
+            busy_txt,
         )
-        reason = (
-            pl.when(lever)
-            .then(pl.format("{}; idle {} of window, largest: {}", reason, fmt_pct(idle_share), pl.col("idle_top")))
-            .otherwise(reason)
-        )
+
+    return (
+        pl.when(c["no_work"] & c["has_span"])
+        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
+        .when(c["no_work"])
+        .then(pl.lit("zero span and no device work: excluded"))
+        .when(c["overhead"])
+        .then(pl.format("{}: {}", busy_txt, why_idle))
+        .when(c["low_cov"])
+        .then(low_cov)
+        .when(c["no_peak"])
+        .then(pl.format("{}; {}", busy_txt, peak_txt))
+        .when(c["no_bytes"])
+        .then(pl.lit("no bytes from the cost model: intensity undefined"))
+        .when(c["compute"])
+        .then(ridge("≥"))
+        .otherwise(ridge("<"))
+    )
+
+
+def _with_lever(reason: pl.Expr, bound: pl.Expr, cols: set[str]) -> pl.Expr:
+    """A compute/bandwidth row idle for a large share of its window names the biggest idle lever."""
+    if "idle_top" not in cols:
+        return reason
+    idle_share = 1 - pl.col("busy_ratio")
+    lever = bound.is_in(["compute", "bandwidth"]) & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
+    return (
+        pl.when(lever)
+        .then(pl.format("{}; idle {} of window, largest: {}", reason, fmt_pct(idle_share), pl.col("idle_top")))
+        .otherwise(reason)
+    )
+
+
+def _with_class(reason: pl.Expr, bound: pl.Expr, cols: set[str]) -> tuple[pl.Expr, pl.Expr]:
+    """Which op class dominates, at what % of its roof (analysis/roofline/points.py), and whether that
+    class is above its roof."""
+    if "class_top" not in cols:
+        return reason, pl.lit(False)
+    bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
+    reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
+    above = bounded & pl.col("class_above_roof").fill_null(False) if "class_above_roof" in cols else pl.lit(False)
+    return reason, above
+
+
+def _with_above_roof(reason: pl.Expr, class_above: pl.Expr) -> pl.Expr:
+    """Above the roof: the figure, then the words every renderer uses (conventions.ABOVE_ROOF)."""
     above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
-    class_above = pl.lit(False)
-    if "class_top" in df.columns:  # which op class dominates, at what % of its roof (analysis/roofline/points.py)
-        bounded = bound.is_in(["compute", "bandwidth"]) & pl.col("class_top").is_not_null()
-        reason = pl.when(bounded).then(pl.format("{}; {}", reason, pl.col("class_top"))).otherwise(reason)
-        if "class_above_roof" in df.columns:
-            class_above = bounded & pl.col("class_above_roof").fill_null(False)
-    # above the roof: the figure, then the words every renderer uses (conventions.ABOVE_ROOF)
     flops_over = pl.col("frac_peak_flops").fill_null(0) >= pl.col("frac_peak_bytes").fill_null(0)
     figure = (
         pl.when(flops_over)
         .then(pl.format("FLOP/s at {} of peak", fmt_pct(pl.col("frac_peak_flops"))))
         .otherwise(pl.format("B/s at {} of peak", fmt_pct(pl.col("frac_peak_bytes"))))
     )
-    reason = (
+    return (
         pl.when(above)
         .then(pl.format("{}; {} — {}", reason, figure, pl.lit(ABOVE_ROOF)))
         .when(class_above)  # the class's figure already says "(above the roof)": only why, and what to do
         .then(pl.format("{}: {}", reason, pl.lit(ABOVE_ROOF.split(": ", 1)[1])))
         .otherwise(reason)
-    )
-    return (
-        out.with_columns(bound.alias("bound"), reason.alias("reason"))
-        .drop("class_above_roof", strict=False)
-        .collect(engine="in-memory")
     )
 
 
