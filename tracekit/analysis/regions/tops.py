@@ -3,6 +3,9 @@ sums per innermost region spread through the region tree. See docs/analysis.md."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import class_totals
@@ -75,30 +78,52 @@ def tops(
     so the cost does not grow with nesting depth × activities. ``closure``: the
     :func:`region_closure` of ``regions`` and ``acts`` when the caller has it.
     """
-    # An op is named by the op that owns its cost when there is one (aten::rms_norm, not the
-    # aten::pow it launched through), else by the launching op. Kernel names average ~400 bytes
-    # in real traces: names are grouped as categoricals and scopes as integers
-    # (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
-    order = [*PHASES, "other"]
     closure = region_closure(regions, acts) if closure is None else closure
     # One lazy plan from here on, collected once for the three outputs (a small trace pays per
     # polars query, not per row), by the in-memory engine as the eager steps were (the streaming
     # one divides by a window sum through its reciprocal: one ulp apart in the printed shares).
-    # The join is eager: its row order decides which phase is "first" (a lazy join's order is
-    # not observed, and the optimizer then keeps any row).
-    cl = closure.lazy()
-    leaf_phase = (
+    a0 = _named(acts)
+    # The kernels' partial sums are collected first, by the streaming engine: counts and integer
+    # sums (exact in any order), with only the groups held, not beside the ops' activity-scale
+    # steps in the plan below (the 860 MB replica: the tops' transient ~55 → ~35 MB).
+    kpre = _kernel_sums(a0).collect(engine="streaming").lazy()
+    spread = partial(_spread, leaf_phase=_leaf_phase(closure, unit_ph), closure=closure.lazy())
+    tk = spread(kpre).group_by(*_KEYS, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    # the kind decides the memcpy/memset class; the top-kernel rows stay per name
+    names = tk.group_by(*_KEYS, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
+    to = _top_ops(a0, spread)
+    k_out, o_out, c_out = pl.collect_all(
+        [_scoped(names), _scoped(to), _scoped(class_totals(tk, _KEYS), rank=False)], engine="in-memory"
+    )
+    return k_out, o_out, c_out
+
+
+# Kernel names average ~400 bytes in real traces: names are grouped as categoricals and scopes as
+# integers (_sk: 0 trace, 1 phase, 2 region; _sc: 0, the phase's index, the region id) until the end.
+_KEYS = ["_sk", "_sc"]
+_ORDER = [*PHASES, "other"]
+
+
+def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
+    """Each innermost region's phase index. The join is eager: its row order decides which phase is
+    "first" (a lazy join's order is not observed, and the optimizer then keeps any row)."""
+    return (
         closure.join(unit_ph, on="region_id")
         .lazy()
         .unique("_leaf", keep="first")
         .select(
             "_leaf",
             pl.col("phase")
-            .replace_strict(order, list(range(len(order))), default=len(order), return_dtype=pl.Int64())
+            .replace_strict(_ORDER, list(range(len(_ORDER))), default=len(_ORDER), return_dtype=pl.Int64())
             .alias("_sc"),
         )
     )
-    a0 = acts.select(
+
+
+def _named(acts: pl.DataFrame) -> pl.DataFrame:
+    """The activities' columns the tops read. An op is named by the op that owns its cost when there
+    is one (aten::rms_norm, not the aten::pow it launched through), else by the launching op."""
+    return acts.select(
         "region_id",
         "dur_ns",
         "op_flops",
@@ -108,16 +133,40 @@ def tops(
         pl.coalesce("cost_op_id", "op_id").alias("top_op_id"),
         pl.coalesce("cost_op_name", "op_name", pl.lit("(no op)")).cast(pl.Categorical()).alias("name"),
     )
-    kpre = (
+
+
+def _kernel_sums(a0: pl.DataFrame) -> pl.LazyFrame:
+    """Count and device time per (innermost region, kernel name, kind)."""
+    return (
         a0.lazy()
         .group_by("region_id", pl.col("_kname").alias("name"), "kind")
         .agg(pl.len().cast(pl.Int64()).alias("count"), pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"))
     )
-    # Op instances: an op's values (cost, name) are the same on all its activities. An op whose
-    # activities all lie in one innermost region (nearly all) is summed per (region, op name)
-    # before spreading: ``_new`` marks its first activity there. Ops in several regions (first
-    # activities in more than one region), and activities without an op ("(no op)", one
-    # instance per scope), stay per op so that an enclosing scope counts them once.
+
+
+def _spread(pre: pl.LazyFrame, leaf_phase: pl.LazyFrame, closure: pl.LazyFrame) -> pl.LazyFrame:
+    """Partial sums per innermost region spread to the whole trace, its phase and every enclosing region."""
+    leaf = pre.rename({"region_id": "_leaf"})
+    return pl.concat(
+        [
+            leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
+            leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(pl.lit(1, dtype=pl.Int64()).alias("_sk")),
+            leaf.join(closure, on="_leaf", nulls_equal=True)
+            .with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
+            .rename({"region_id": "_sc"}),
+        ],
+        how="diagonal_relaxed",
+    ).drop("_leaf")
+
+
+def _top_ops(a0: pl.DataFrame, spread: Callable[[pl.LazyFrame], pl.LazyFrame]) -> pl.LazyFrame:
+    """Count, device time, FLOPs and bytes per (scope, op name).
+
+    Op instances: an op's values (cost, name) are the same on all its activities. An op whose
+    activities all lie in one innermost region (nearly all) is summed per (region, op name) before
+    spreading: ``_new`` marks its first activity there. Ops in several regions (first activities in
+    more than one region), and activities without an op ("(no op)", one instance per scope), stay
+    per op so that an enclosing scope counts them once."""
     a = (
         a0.lazy()
         .with_columns(_first_of(a0, "region_id", "top_op_id").alias("_new"))
@@ -136,48 +185,16 @@ def tops(
             once[1].is_not_null().any().alias("_hasb"),
         )
     )
+    firsts = [pl.col("op_flops").first(), pl.col("op_bytes").first(), pl.col("name").first()]
     several = (
         a.filter(pl.col("_multi"))
         .group_by("region_id", "top_op_id")
-        .agg(
-            pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"),
-            pl.col("op_flops").first(),
-            pl.col("op_bytes").first(),
-            pl.col("name").first(),
-        )
+        .agg(pl.col("dur_ns").sum().cast(pl.Int64()).alias("device_time_ns"), *firsts)
     )
-
-    # The kernels' partial sums are collected first, by the streaming engine: counts and integer
-    # sums (exact in any order), with only the groups held, not beside the ops' activity-scale
-    # steps in the plan below (the 860 MB replica: the tops' transient ~55 → ~35 MB).
-    kpre = kpre.collect(engine="streaming").lazy()
-
-    def spread(pre: pl.LazyFrame) -> pl.LazyFrame:
-        leaf = pre.rename({"region_id": "_leaf"})
-        return pl.concat(
-            [
-                leaf.with_columns(pl.lit(0, dtype=pl.Int64()).alias("_sk"), pl.lit(0, dtype=pl.Int64()).alias("_sc")),
-                leaf.join(leaf_phase, on="_leaf", nulls_equal=True).with_columns(
-                    pl.lit(1, dtype=pl.Int64()).alias("_sk")
-                ),
-                leaf.join(cl, on="_leaf", nulls_equal=True)
-                .with_columns(pl.lit(2, dtype=pl.Int64()).alias("_sk"))
-                .rename({"region_id": "_sc"}),
-            ],
-            how="diagonal_relaxed",
-        ).drop("_leaf")
-
-    keys = ["_sk", "_sc"]
-    tk = spread(kpre).group_by(*keys, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
     per_op = (
         spread(several)
-        .group_by(*keys, "top_op_id")
-        .agg(
-            pl.col("device_time_ns").sum(),
-            pl.col("op_flops").first(),
-            pl.col("op_bytes").first(),
-            pl.col("name").first(),
-        )
+        .group_by(*_KEYS, "top_op_id")
+        .agg(pl.col("device_time_ns").sum(), *firsts)
         .with_columns(
             pl.lit(1, dtype=pl.Int64()).alias("count"),
             pl.col("op_flops").is_not_null().alias("_hasf"),
@@ -185,9 +202,9 @@ def tops(
         )
         .drop("top_op_id")
     )
-    to = (
+    return (
         pl.concat([spread(single), per_op], how="diagonal_relaxed")
-        .group_by(*keys, "name")
+        .group_by(*_KEYS, "name")
         .agg(
             pl.col("count").sum(),
             pl.col("device_time_ns").sum(),
@@ -196,27 +213,21 @@ def tops(
         )
     )
 
-    def scoped(df: pl.LazyFrame, rank: bool = True) -> pl.LazyFrame:
-        kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
-        scope = (
-            pl.when(pl.col("_sk") == 0)
-            .then(pl.lit("trace"))
-            .when(pl.col("_sk") == 1)
-            .then(
-                pl.col("_sc").replace_strict(list(range(len(order))), order, default="other", return_dtype=pl.String())
-            )
-            .otherwise(pl.col("_sc").cast(pl.String()))
-        )
-        cols = df.collect_schema().names()
-        df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in cols])
-        top = rank_top(df, keys) if rank else df
-        return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
-            "scope_kind", "scope", pl.exclude("scope_kind", "scope", *keys)
-        )
 
-    # the kind decides the memcpy/memset class; the top-kernel rows stay per name
-    names = tk.group_by(*keys, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
-    k_out, o_out, c_out = pl.collect_all(
-        [scoped(names), scoped(to), scoped(class_totals(tk, keys), rank=False)], engine="in-memory"
+def _scoped(df: pl.LazyFrame, rank: bool = True) -> pl.LazyFrame:
+    """The integer scope keys as ``scope_kind`` and ``scope`` names, names as strings, the top rows
+    of each scope when ``rank``."""
+    kind = pl.col("_sk").replace_strict([0, 1, 2], ["trace", "phase", "region"], return_dtype=pl.String())
+    scope = (
+        pl.when(pl.col("_sk") == 0)
+        .then(pl.lit("trace"))
+        .when(pl.col("_sk") == 1)
+        .then(pl.col("_sc").replace_strict(list(range(len(_ORDER))), _ORDER, default="other", return_dtype=pl.String()))
+        .otherwise(pl.col("_sc").cast(pl.String()))
     )
-    return k_out, o_out, c_out
+    cols = df.collect_schema().names()
+    df = df.with_columns(*[pl.col(c).cast(pl.String()) for c in ("name", "kind") if c in cols])
+    top = rank_top(df, _KEYS) if rank else df
+    return top.with_columns(kind.alias("scope_kind"), scope.alias("scope")).select(
+        "scope_kind", "scope", pl.exclude("scope_kind", "scope", *_KEYS)
+    )
