@@ -42,12 +42,31 @@ def innermost_rows(
     )
     if iv.height == 0 or pts.height == 0:
         return pl.repeat(None, n, dtype=pl.Int64, eager=True)
-    lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
     dmax = iv["depth"].max() if "depth" in iv.columns and iv["depth"].null_count() == 0 else None
     d = int(dmax) + 1 if isinstance(dmax, int) and dmax >= 0 else 0
-    if d and _small_ids(group, iv, pts) and (iv.height + 1) * (hi - lo + 3) * d < 2**62:
+    # each point's match placed at its row (null: none), in the same query
+    found = (
+        pl.LazyFrame({"_i": pl.int_range(n, dtype=pl.Int64, eager=True)})
+        .join(
+            _latest_start(iv, pts, group, t, d).drop_nulls("_row").select("_i", "_row"),
+            on="_i",
+            how="left",
+            maintain_order="left",
+        )
+        .select(pl.col("_row").cast(pl.Int64).alias("literal"))
+        .collect(engine="in-memory")
+        .to_series()
+    )
+    return _walk_up(found, intervals, points[t], id_col, d + 1 if d else iv.height + 1)
+
+
+def _latest_start(iv: pl.DataFrame, pts: pl.DataFrame, group: list[str], t: str, d: int) -> pl.LazyFrame:
+    """(``_i``, ``_row``): each point's latest-starting interval of its group with start ≤ t (ties:
+    the innermost), by an as-of join on one int64 key where it cannot overflow, else with ``by``."""
+    lo, hi = int(iv["start_ns"].min()), int(iv["start_ns"].max())  # type: ignore[arg-type]
+    span = (hi - lo + 3) * d
+    if d and _small_ids(group, iv, pts) and (iv.height + 1) * span < 2**62:
         # thread numbers (dense, by a join with the sorted distinct threads) inside the query
-        span = (hi - lo + 3) * d
         code = (pl.col(group[0]) * 2**31 + pl.col(group[1])).alias("_c")
         uniq = iv.lazy().select(code).unique().sort("_c").with_row_index("_g")
         g = pl.col("_g").cast(pl.Int64)
@@ -58,27 +77,17 @@ def innermost_rows(
             .select((g * span + (pl.col("start_ns") - lo + 1) * d + pl.col("depth")).alias("_rk"), "_row")
             .sort("_rk", "_row")  # ties: row order
         )
-        q = (
+        left = (
             pts.lazy()
             .select(code, t, "_i")
             .join(uniq, on="_c", how="left", maintain_order="left")  # a thread without intervals: null
             .select((g * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i")
-            .drop_nulls()
-            .sort("_lk")
-            .join_asof(keyed, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
-            .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
         )
-    elif d and (code_ := _thread_code(group, iv, pts)) is not None and (code_[2] + 1) * (hi - lo + 3) * d < 2**62:
+    elif d and (code_ := _thread_code(group, iv, pts)) is not None and (code_[2] + 1) * span < 2**62:
         g_iv, g_pt, _ = code_
-        span = (hi - lo + 3) * d
         keyed = _sort_pairs(g_iv * span + (iv["start_ns"] - lo + 1) * d + iv["depth"], iv["_row"])
-        q = (
-            pts.lazy()
-            .select((pl.lit(g_pt) * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i")
-            .drop_nulls()
-            .sort("_lk")
-            .join_asof(keyed, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
-            .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
+        left = pts.lazy().select(
+            (pl.lit(g_pt) * span + (pl.col(t).clip(lo - 1, hi) - lo + 1) * d + (d - 1)).alias("_lk"), "_i"
         )
     else:
         right = (
@@ -86,23 +95,26 @@ def innermost_rows(
             .sort(["start_ns", "end_ns"], descending=[False, True])
             .select(*group, "_row", pl.col("start_ns").alias("_rk"))
         )
-        q = (
+        return (
             pts.lazy()
             .sort(t)
             .join_asof(right, left_on=t, right_on="_rk", by=group, strategy="backward", check_sortedness=False)
         )
-    # each point's match placed at its row (null: none), in the same query
-    found = (
-        pl.LazyFrame({"_i": pl.int_range(n, dtype=pl.Int64, eager=True)})
-        .join(q.drop_nulls("_row").select("_i", "_row"), on="_i", how="left", maintain_order="left")
-        .select(pl.col("_row").cast(pl.Int64).alias("literal"))
-        .collect(engine="in-memory")
-        .to_series()
+    return (
+        left.drop_nulls()
+        .sort("_lk")
+        .join_asof(keyed, left_on="_lk", right_on="_rk", strategy="backward", check_sortedness=False)
+        .filter(pl.col("_lk") // span == pl.col("_rk") // span)  # the match must be in the point's own group
     )
-    ends, parents, ids, ts = intervals["end_ns"], intervals["parent_id"], intervals[id_col], points[t]
+
+
+def _walk_up(found: pl.Series, intervals: pl.DataFrame, ts: pl.Series, id_col: str, levels: int) -> pl.Series:
+    """``found`` with each match that ended before its point replaced by its nearest ancestor that
+    still holds it, one nesting level per iteration (few points walk up: one query per level)."""
+    n = found.len()
+    ends, parents, ids = intervals["end_ns"], intervals["parent_id"], intervals[id_col]
     by_row: bool | None = None  # whether ids are row numbers: asked once, when a point walks to a parent
-    for _ in range(d + 1 if d else iv.height + 1):
-        # Few points walk up: their rows and their intervals' parents (one query per level).
+    for _ in range(levels):
         f = pl.lit(found)
         walk = f.is_not_null() & (pl.lit(ends).gather(f) < pl.lit(ts))
         step = pl.select(
