@@ -75,66 +75,18 @@ def captured_graphs(
     (key = kernel name, or ``kernel``/``memcpy``/``memset`` when unnamed; occ = occurrence of the
     key; t_rank = rank of its call time among the graph's boundaries). ``ops``: the captured ops
     on some node's path, with ranked start/end."""
-    la, ops = capture.launches, capture.ops
-    marks = la.filter(pl.col("name").str.contains(_BEGIN_RE) | pl.col("name").str.contains(_END_RE)).sort("start_ns")
-    windows: list[tuple[int, int, int, int]] = []
-    open_: dict[tuple[int, int], int] = {}
-    for pid, tid, nm, s, e in marks.select("pid", "tid", "name", "start_ns", "end_ns").iter_rows():
-        if re.search(_BEGIN_RE, nm):
-            open_[(pid, tid)] = s
-        elif (pid, tid) in open_:
-            windows.append((pid, tid, open_.pop((pid, tid)), e))
-    end_all = imax(la["end_ns"])
-    windows += [(p, t, s, end_all) for (p, t), s in open_.items()]  # a capture never ended: to the end
+    la = capture.launches
     listed, named_bs, mode = batch_of_file(path, listed_only=True), batch_of_file(path), mode_of_file(path)
     regions = capture.regions.filter(pl.col("name").str.contains(CAPTURE_LABEL_RE))
     gl, nl, ol = [], [], []
-    for i, (pid, tid, t0, t1) in enumerate(sorted(windows, key=lambda w: w[2])):
+    for i, (pid, tid, t0, t1) in enumerate(sorted(_capture_windows(la), key=lambda w: w[2])):
         g = first_graph + i
         calls = la.filter((pl.col("pid") == pid) & (pl.col("tid") == tid) & pl.col("start_ns").is_between(t0, t1))
-        calls = calls.join(names, on="correlation", how="left")
-        kind = (
-            pl.when(pl.col("kernel").is_not_null() | pl.col("name").str.contains(_KERNEL_CALL_RE))
-            .then(pl.lit("kernel"))
-            .when(pl.col("name").str.contains("(?i)memcpy"))
-            .then(pl.lit("memcpy"))
-            .when(pl.col("name").str.contains("(?i)memset"))
-            .then(pl.lit("memset"))
-        )
-        nodes = calls.with_columns(kind.alias("_kind")).filter(pl.col("_kind").is_not_null()).sort("start_ns")
-        named = bool(nodes.height) and nodes.filter(pl.col("_kind") == "kernel")["kernel"].null_count() == 0
-        nodes = nodes.with_columns(
-            pl.coalesce("kernel", "_kind").alias("key") if named else pl.col("_kind").alias("key")
-        )
-        # Ops on some node's path: the op named by the launch's External id (on this thread,
-        # inside the span), and its ancestors inside the span.
-        wops = ops.filter(
-            (pl.col("pid") == pid) & (pl.col("tid") == tid) & (pl.col("start_ns") >= t0) & (pl.col("end_ns") <= t1)
-        )
-        keep = set(
-            wops.filter(pl.col("external_id").is_in(nodes["external_id"].drop_nulls().implode()))["op_id"].to_list()
-        )
-        parent = dict(zip(wops["op_id"].to_list(), wops["parent_id"].to_list()))
-        frontier = set(keep)
-        while frontier:
-            frontier = {parent[o] for o in frontier if parent.get(o) in parent} - keep
-            keep |= frontier
-        wops = wops.filter(pl.col("op_id").is_in(sorted(keep))).sort(
-            "start_ns", pl.col("end_ns"), descending=[False, True]
-        )
+        nodes, named = _graph_nodes(calls.join(names, on="correlation", how="left"))
+        wops = _ops_on_paths(capture.ops, nodes, pid, tid, t0, t1)
         bounds = pl.concat([wops["start_ns"], wops["end_ns"], nodes["start_ns"]]).unique().sort()
         rank = {v: k for k, v in enumerate(bounds.to_list())}
-        # The graph's key: the file's execution_details.json entry, else the capture label around
-        # it (``capture_<n>_<MODE>``; vLLM's draft graphs ``capture_<n>_draft_<MODE>``), else a
-        # ``bs_<n>`` file name.
-        batch, draft = listed, False
-        inside = regions.filter((pl.col("start_ns") <= t0) & (pl.col("end_ns") >= t0)).sort("start_ns")
-        if inside.height:
-            label = str(inside["name"][-1])
-            if batch is None:
-                batch = int(inside["name"].str.extract(CAPTURE_LABEL_RE, 1).cast(pl.Int64)[-1])
-            draft = bool(re.search(_DRAFT_LABEL_RE, label))
-        batch = named_bs if batch is None else batch
+        batch, draft = _graph_key(regions, t0, listed, named_bs)
         keys = nodes["key"]
         gl.append(
             {
@@ -176,24 +128,86 @@ def captured_graphs(
                 "concrete_inputs",
             )
         )
-    graphs = pl.DataFrame(
-        gl,
-        schema={
-            "graph": pl.Int64(),
-            "file": pl.String(),
-            "batch": pl.Int64(),
-            "mode": pl.String(),
-            "draft": pl.Boolean(),
-            "nodes": pl.Int64(),
-            "named": pl.Boolean(),
-            "bounds": pl.Int64(),
-            "sig": pl.UInt64(),
-            "msig": pl.UInt64(),
-        },
-    )
+    graphs = pl.DataFrame(gl, schema=_GRAPH_SCHEMA)
     nodes_all = pl.concat(nl) if nl else pl.DataFrame(schema=_NODE_SCHEMA)
     ops_all = pl.concat(ol) if ol else pl.DataFrame(schema=_OP_SCHEMA)
     return graphs, nodes_all, ops_all
+
+
+_GRAPH_SCHEMA = {
+    "graph": pl.Int64(),
+    "file": pl.String(),
+    "batch": pl.Int64(),
+    "mode": pl.String(),
+    "draft": pl.Boolean(),
+    "nodes": pl.Int64(),
+    "named": pl.Boolean(),
+    "bounds": pl.Int64(),
+    "sig": pl.UInt64(),
+    "msig": pl.UInt64(),
+}
+
+
+def _capture_windows(la: pl.DataFrame) -> list[tuple[int, int, int, int]]:
+    """(pid, tid, start, end) of each capture: a ``*StreamBeginCapture`` to the next
+    ``*StreamEndCapture`` on its thread; one never ended runs to the end of the trace."""
+    marks = la.filter(pl.col("name").str.contains(_BEGIN_RE) | pl.col("name").str.contains(_END_RE)).sort("start_ns")
+    windows: list[tuple[int, int, int, int]] = []
+    open_: dict[tuple[int, int], int] = {}
+    for pid, tid, nm, s, e in marks.select("pid", "tid", "name", "start_ns", "end_ns").iter_rows():
+        if re.search(_BEGIN_RE, nm):
+            open_[(pid, tid)] = s
+        elif (pid, tid) in open_:
+            windows.append((pid, tid, open_.pop((pid, tid)), e))
+    end_all = imax(la["end_ns"])
+    return windows + [(p, t, s, end_all) for (p, t), s in open_.items()]
+
+
+def _graph_nodes(calls: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """The graph's nodes in call order (its kernel launches, memcpy and memset calls), each with its
+    ``key`` (the kernel name when every kernel call names one, else the kind), and whether named."""
+    kind = (
+        pl.when(pl.col("kernel").is_not_null() | pl.col("name").str.contains(_KERNEL_CALL_RE))
+        .then(pl.lit("kernel"))
+        .when(pl.col("name").str.contains("(?i)memcpy"))
+        .then(pl.lit("memcpy"))
+        .when(pl.col("name").str.contains("(?i)memset"))
+        .then(pl.lit("memset"))
+    )
+    nodes = calls.with_columns(kind.alias("_kind")).filter(pl.col("_kind").is_not_null()).sort("start_ns")
+    named = bool(nodes.height) and nodes.filter(pl.col("_kind") == "kernel")["kernel"].null_count() == 0
+    return nodes.with_columns(
+        pl.coalesce("kernel", "_kind").alias("key") if named else pl.col("_kind").alias("key")
+    ), named
+
+
+def _ops_on_paths(ops: pl.DataFrame, nodes: pl.DataFrame, pid: int, tid: int, t0: int, t1: int) -> pl.DataFrame:
+    """Ops on some node's path: the op named by the launch's External id (on this thread, inside the
+    span), and its ancestors inside the span; by start, the enclosing first."""
+    wops = ops.filter(
+        (pl.col("pid") == pid) & (pl.col("tid") == tid) & (pl.col("start_ns") >= t0) & (pl.col("end_ns") <= t1)
+    )
+    keep = set(wops.filter(pl.col("external_id").is_in(nodes["external_id"].drop_nulls().implode()))["op_id"].to_list())
+    parent = dict(zip(wops["op_id"].to_list(), wops["parent_id"].to_list()))
+    frontier = set(keep)
+    while frontier:
+        frontier = {parent[o] for o in frontier if parent.get(o) in parent} - keep
+        keep |= frontier
+    return wops.filter(pl.col("op_id").is_in(sorted(keep))).sort("start_ns", pl.col("end_ns"), descending=[False, True])
+
+
+def _graph_key(regions: pl.DataFrame, t0: int, listed: int | None, named_bs: int | None) -> tuple[int | None, bool]:
+    """(batch key, draft) of the graph captured from ``t0``: the file's execution_details.json entry,
+    else the capture label around it (``capture_<n>_<MODE>``; vLLM's draft graphs
+    ``capture_<n>_draft_<MODE>``), else a ``bs_<n>`` file name."""
+    batch, draft = listed, False
+    inside = regions.filter((pl.col("start_ns") <= t0) & (pl.col("end_ns") >= t0)).sort("start_ns")
+    if inside.height:
+        label = str(inside["name"][-1])
+        if batch is None:
+            batch = int(inside["name"].str.extract(CAPTURE_LABEL_RE, 1).cast(pl.Int64)[-1])
+        draft = bool(re.search(_DRAFT_LABEL_RE, label))
+    return (named_bs if batch is None else batch), draft
 
 
 def imax(s: pl.Series, default: int = 0) -> int:
