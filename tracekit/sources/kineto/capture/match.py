@@ -322,27 +322,7 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
     k-th such graph in capture order (by order). Candidates in more than one file are refused.
     """
     launches = launches.with_columns(resolve_keys(launches, graphs).alias("gkey"))
-    named, unnamed = graphs.filter(pl.col("named")), graphs.filter(~pl.col("named"))
-    flavours = (
-        (named, ["sig"], _MATCH_EXACT, 0),
-        (named, ["msig", "nodes"], _MATCH_OCC, 1),
-        (unnamed.rename({"sig": "ksig"}), ["ksig"], _MATCH_KIND, 2),
-    )
-    parts = []
-    for g, on, how, pref in flavours:
-        # occurrence of these nodes among the step's replays (start order), and among the graphs
-        # of one file and key (capture order)
-        lo = launches.with_columns(pl.col("start_ns").rank("ordinal").over(["step", *on]).cast(pl.Int64).alias("_rocc"))
-        go = g.select("graph", "file", pl.col("batch").alias("batch_g"), *on).with_columns(
-            pl.col("graph").rank("ordinal").over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gocc"),
-            pl.len().over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gn"),
-        )
-        c = lo.join(go, on=on, how="inner").filter(
-            pl.col("batch").is_null() | pl.col("batch_g").is_null() | (pl.col("batch_g") == pl.col("gkey"))
-        )
-        parts.append(c.with_columns(pl.lit(how).alias("how"), pl.lit(pref).alias("pref")))
-    cand = pl.concat(parts, how="diagonal_relaxed").sort("correlation", "pref")
-    cand = cand.filter(pl.col("pref") == pl.col("pref").min().over("correlation"))
+    cand = _candidates(launches, graphs)
     # in order only among graphs of a known key: identical graphs of unknown keys may be several
     # sizes' captures in one file, and which size a step ran is then not known
     ok = cand.filter((pl.col("_gn") == 1) | ((pl.col("_rocc") == pl.col("_gocc")) & pl.col("batch_g").is_not_null()))
@@ -373,10 +353,43 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
         pick.select("correlation", "graph", "how", "paired", pl.col("file")), on="correlation", how="left"
     )
     out = out.join(amb, on="correlation", how="left").join(short, on="correlation", how="left")
+    return out.with_columns(_why_not(graphs).alias("reason")).drop("_k", "_bs", "_files", "_r", "_gmax", "_nokey")
+
+
+def _candidates(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
+    """Each launch with the graphs its nodes match, by the most exact rule that finds one (exact
+    sequence, names and counts, kinds of an unnamed capture), with the occurrence of these nodes
+    among the step's replays (``_rocc``, start order) and among the graphs of one file and key
+    (``_gocc`` of ``_gn``, capture order)."""
+    named, unnamed = graphs.filter(pl.col("named")), graphs.filter(~pl.col("named"))
+    flavours = (
+        (named, ["sig"], _MATCH_EXACT, 0),
+        (named, ["msig", "nodes"], _MATCH_OCC, 1),
+        (unnamed.rename({"sig": "ksig"}), ["ksig"], _MATCH_KIND, 2),
+    )
+    parts = []
+    for g, on, how, pref in flavours:
+        # occurrence of these nodes among the step's replays (start order), and among the graphs
+        # of one file and key (capture order)
+        lo = launches.with_columns(pl.col("start_ns").rank("ordinal").over(["step", *on]).cast(pl.Int64).alias("_rocc"))
+        go = g.select("graph", "file", pl.col("batch").alias("batch_g"), *on).with_columns(
+            pl.col("graph").rank("ordinal").over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gocc"),
+            pl.len().over(["file", "batch_g", *on]).cast(pl.Int64).alias("_gn"),
+        )
+        c = lo.join(go, on=on, how="inner").filter(
+            pl.col("batch").is_null() | pl.col("batch_g").is_null() | (pl.col("batch_g") == pl.col("gkey"))
+        )
+        parts.append(c.with_columns(pl.lit(how).alias("how"), pl.lit(pref).alias("pref")))
+    cand = pl.concat(parts, how="diagonal_relaxed").sort("correlation", "pref")
+    return cand.filter(pl.col("pref") == pl.col("pref").min().over("correlation"))
+
+
+def _why_not(graphs: pl.DataFrame) -> pl.Expr:
+    """Why a launch's replay was left unmapped (null when mapped), from the columns :func:`match` joins."""
     counts = graphs["nodes"].unique().sort().to_list()
     top = graphs["batch"].max()
     key_txt = pl.col("gkey").cast(pl.String)
-    why = (
+    return (
         pl.when(pl.col("graph").is_not_null())
         .then(pl.lit(None, pl.String))
         .when(pl.col("batch").is_not_null() & pl.col("gkey").is_null() & pl.lit(top is not None))
@@ -432,4 +445,3 @@ def match(launches: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
             )
         )
     )
-    return out.with_columns(why.alias("reason")).drop("_k", "_bs", "_files", "_r", "_gmax", "_nokey")
