@@ -48,6 +48,46 @@ def run_whatif(
     p, t, n = hand or (None, None, None)
     if any(v is not None and v < 0 for v in (p, t, n)):
         raise UsageError("--prefill-ms, --tpot-ms and --decode-steps must be ≥ 0")
+    doc = _hand_doc(trace, others, p, t, n)
+    if result is None:
+        if "sensitivity" not in doc:
+            raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
+        return doc
+    lacks = (
+        [f"one traced run ({len(others) + 1} traces given: the replay reads one)"] if others else replay_lacks(result)
+    )
+    inp = None if lacks else inputs(result, kv_bytes_per_token)
+    _traced_notes(doc, result, inp)
+    if "sensitivity" not in doc:
+        traced_or_measured(doc, [(trace, result), *(others or [])], inp, (p, t, n), hand is None)
+    if inp is None:
+        return _without_replay(doc, lacks, arr)
+    doc["assumptions"]["link"] = (
+        f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "
+        f"+ {link_latency_us} µs per transfer; source: {entry['source']}"
+    )
+    doc["assumptions"]["colocated"] = (
+        f"{prefill_workers + decode_workers} workers doing both phases (same worker count)"
+    )
+    slo_d = slo_v.as_dict() if slo_v is not None else None
+    if slo_d is not None:
+        doc["assumptions"]["slo"] = str(slo_d)
+    if inp.kv_bytes_per_token is None:  # the other answers stand without it
+        doc["compare_lacks"] = (
+            f"KV bytes per token ({doc['assumptions'].get('kv_bytes_per_token')}): pass --kv-bytes-per-token"
+        )
+    else:
+        bw = entry["gbps"] * 1e9 * link_efficiency
+        doc["compare"] = compare(inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_d)
+    if arr is not None:
+        doc["load"] = another_load(result, inp, arr, seed, slo_d)
+    return doc
+
+
+def _hand_doc(
+    trace: str | None, others: list[tuple[str, Any]] | None, p: float | None, t: float | None, n: int | None
+) -> dict[str, Any]:
+    """The document's start: its source, and the sensitivity of the hand input when it is whole."""
     doc: dict[str, Any] = {
         "source": ", ".join([str(trace), *[o[0] for o in others]]) if others else trace,
         "assumptions": {},
@@ -58,65 +98,45 @@ def run_whatif(
             f"prefill {plain(p)} ms, {count(n, 'decode step')} × TPOT {plain(t)} ms (options)"
         )
         doc["sensitivity"] = sensitivity([p], [n], [t])
-    if result is None:
-        if "sensitivity" not in doc:
-            raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
-        return doc
+    return doc
+
+
+def _traced_notes(doc: dict[str, Any], result: Any, inp: Any) -> None:
+    """What the traced run adds to ``doc``: the CPU diagnostic, a noisy run's note, the replay's
+    inputs and its step-cost model."""
     doc["diagnostic"] = result.diagnostic
     if result.diagnostic:
         doc["notes"].append("costs measured on a CPU: the answer is about this CPU run, not a GPU deployment")
-    lacks = replay_lacks(result)
-    if others:
-        lacks = [f"one traced run ({len(others) + 1} traces given: the replay reads one)"]
-    inp = None if lacks else inputs(result, kv_bytes_per_token)
+    if inp is None:
+        return
     sc = (getattr(result, "serving", None) or {}).get("step_cost") or {}
-    if inp is not None and (sc.get("noise_share") or 0.0) > NOISY_SHARE:
+    if (sc.get("noise_share") or 0.0) > NOISY_SHARE:
         doc["notes"].append(
             f"the traced run was noisy: {sc['outliers']} steps hold {sc['noise_share'] * 100:.0f} % of its step "
             "time beyond the fit (host preemption); its measured latencies include that noise, the replay "
             "predicts the machine without it"
         )
-    if inp is not None:
-        doc["assumptions"].update(inp.sources)
-        c = inp.cost
-        doc["assumptions"]["step cost model"] = (
-            f"step ms = {plain(c.c0, 4)} + {plain(c.cp, 4)}·prefill tokens + {plain(c.cd, 4)}·decoding seqs "
-            f"+ {plain(c.ck, 4)}·their context tokens, each ≥ 0 (docs/whatif.md)"
-        )
-    if "sensitivity" not in doc:
-        traced_or_measured(doc, [(trace, result), *(others or [])], inp, (p, t, n), hand is None)
-    if inp is None:
-        doc["replay"] = {"lacks": lacks}
-        why = "the replay lacks " + "; ".join(lacks)
-        if arr is not None:
-            raise AnalysisError(f"what-if --arrival {arr}: {why}")
-        if "sensitivity" not in doc:
-            raise AnalysisError(
-                "what-if: nothing to answer from this trace: the sensitivity lacks "
-                + "; ".join(doc.get("sensitivity_lacks") or [])
-                + f"; {why}"
-            )
-        return doc
-    bw = entry["gbps"] * 1e9 * link_efficiency
-    doc["assumptions"]["link"] = (
-        f"{entry['name']}: {entry['gbps']} GB/s per direction × efficiency {link_efficiency} "
-        f"+ {link_latency_us} µs per transfer; source: {entry['source']}"
+    doc["assumptions"].update(inp.sources)
+    c = inp.cost
+    doc["assumptions"]["step cost model"] = (
+        f"step ms = {plain(c.c0, 4)} + {plain(c.cp, 4)}·prefill tokens + {plain(c.cd, 4)}·decoding seqs "
+        f"+ {plain(c.ck, 4)}·their context tokens, each ≥ 0 (docs/whatif.md)"
     )
-    doc["assumptions"]["colocated"] = (
-        f"{prefill_workers + decode_workers} workers doing both phases (same worker count)"
-    )
-    if slo_v is not None:
-        doc["assumptions"]["slo"] = str(slo_v.as_dict())
-    if inp.kv_bytes_per_token is None:  # the other answers stand without it
-        doc["compare_lacks"] = (
-            f"KV bytes per token ({doc['assumptions'].get('kv_bytes_per_token')}): pass --kv-bytes-per-token"
-        )
-    else:
-        doc["compare"] = compare(
-            inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_v.as_dict() if slo_v else None
-        )
+
+
+def _without_replay(doc: dict[str, Any], lacks: list[str], arr: Any) -> dict[str, Any]:
+    """The document when the replay cannot run: what it lacks; AnalysisError when ``--arrival`` was
+    asked for, or when the sensitivity has no answer either."""
+    doc["replay"] = {"lacks": lacks}
+    why = "the replay lacks " + "; ".join(lacks)
     if arr is not None:
-        doc["load"] = another_load(result, inp, arr, seed, slo_v.as_dict() if slo_v else None)
+        raise AnalysisError(f"what-if --arrival {arr}: {why}")
+    if "sensitivity" not in doc:
+        raise AnalysisError(
+            "what-if: nothing to answer from this trace: the sensitivity lacks "
+            + "; ".join(doc.get("sensitivity_lacks") or [])
+            + f"; {why}"
+        )
     return doc
 
 
