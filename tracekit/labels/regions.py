@@ -48,6 +48,24 @@ def label_regions(
     )
     q = q.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
     q = q.join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
+    q = q.with_columns(*_own_labels(rules), *_step_attributes())
+    df = _inherit(q.collect(engine="in-memory"))
+    occurrence = (pl.col("start_ns").rank("ordinal").over(["kind", "_family"]) - 1).cast(pl.Int64)
+    keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
+    return (
+        df.lazy()
+        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
+        .with_columns(pl.col("_tk_attrs").alias("attrs"))
+        .select(keep)
+        .sort("region_id")
+        .collect(engine="in-memory")
+    )
+
+
+def _own_labels(rules: ph.PhaseRules) -> tuple[pl.Expr, pl.Expr]:
+    """``_own`` (the phase a region's own name gives, by the first rule that applies: the user's
+    --phase-map, warm-up/capture names, tk: annotations, SGLang, vLLM, ATOM step names, keywords)
+    and ``_rule`` (which rule, in words)."""
     name = pl.col("name")
     sg, vl, at = ph.sglang_columns(name), ph.vllm_columns(name), ph.atom_columns(name)
     up, urule = ph.user_phase(name, rules)
@@ -78,9 +96,15 @@ def label_regions(
             pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw))
         )
     )
-    q = q.with_columns(
-        own.alias("_own"),
-        rule.alias("_rule"),
+    return own.alias("_own"), rule.alias("_rule")
+
+
+def _step_attributes() -> list[pl.Expr]:
+    """The step attributes a region's name states (tk: annotations first, then the engines' step
+    names), the step family and an explicit step number."""
+    name = pl.col("name")
+    sg, vl, at = ph.sglang_columns(name), ph.vllm_columns(name), ph.atom_columns(name)
+    return [
         pl.coalesce("_tk_batch", sg["batch"], vl["batch"], at["batch"]).alias("batch"),
         pl.coalesce("_tk_tokens", sg["tokens"], vl["tokens"], at["tokens"]).alias("tokens"),
         pl.coalesce("_tk_ctx", vl["ctx"]).alias("ctx"),
@@ -109,18 +133,7 @@ def label_regions(
         .otherwise(name.str.replace(ph.PROFILER_STEP_RE, "#"))
         .alias("_family"),
         pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
-    )
-    df = _inherit(q.collect(engine="in-memory"))
-    occurrence = (pl.col("start_ns").rank("ordinal").over(["kind", "_family"]) - 1).cast(pl.Int64)
-    keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
-    return (
-        df.lazy()
-        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
-        .with_columns(pl.col("_tk_attrs").alias("attrs"))
-        .select(keep)
-        .sort("region_id")
-        .collect(engine="in-memory")
-    )
+    ]
 
 
 def _int(expr: pl.Expr) -> pl.Expr:
