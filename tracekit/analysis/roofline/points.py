@@ -228,39 +228,8 @@ def class_roofline(
     )
     rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums, bits)
     rows = rows.with_columns(pl.col("flops_known") > 0, pl.col("bytes_known") > 0)
-    # dominant dtype per row: the covered dtype with most time, floating point first
-    dt = (
-        a.filter(pl.col("covered_time_ns") > 0)
-        .group_by("region_id", "op_class", "dtype")
-        .agg(pl.col("covered_time_ns").sum())
-    )
-    dt = _scope_rows(dt, cl, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"], bits)
-    dt = (
-        dt.drop_nulls("dtype")
-        .with_columns(pl.col("dtype").str.contains(r"^(fp|bf|tf)").alias("_f"))
-        .sort(
-            ["scope_kind", "scope", "op_class", "_f", "covered_time_ns", "dtype"],
-            descending=[False, False, False, True, True, False],
-        )
-        .unique(["scope_kind", "scope", "op_class"], keep="first")
-        .select("scope_kind", "scope", "op_class", "dtype")
-    )
-    # median kernel time for the trace and each phase (regions: the mean)
-    ph = a.select("region_id", "op_class", "dur_ns").join(
-        leaf_phase.rename({"_leaf": "region_id"}), on="region_id", how="left", nulls_equal=True
-    )
-    med = pl.concat(
-        [
-            ph.group_by("op_class")
-            .agg(pl.col("dur_ns").median().alias("kernel_median_ns"))
-            .with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")),
-            ph.drop_nulls("scope")
-            .group_by("scope", "op_class")
-            .agg(pl.col("dur_ns").median().alias("kernel_median_ns"))
-            .with_columns(pl.lit("phase").alias("scope_kind")),
-        ],
-        how="diagonal_relaxed",
-    )
+    dt = _dominant_dtype(a, cl, leaf_phase, bits)
+    med = _median_kernel(a, leaf_phase)
     keys = ["scope_kind", "scope", "op_class"]
     rows = (
         rows.join(dt, on=keys, how="left")
@@ -274,6 +243,47 @@ def class_roofline(
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
+
+
+def _dominant_dtype(
+    a: pl.LazyFrame, cl: pl.LazyFrame, leaf_phase: pl.LazyFrame, bits: dict[str, int | None]
+) -> pl.LazyFrame:
+    """The dominant dtype of each (scope, class) row: the covered dtype with most time, floating point first."""
+    dt = (
+        a.filter(pl.col("covered_time_ns") > 0)
+        .group_by("region_id", "op_class", "dtype")
+        .agg(pl.col("covered_time_ns").sum())
+    )
+    dt = _scope_rows(dt, cl, leaf_phase, ["op_class", "dtype"], ["covered_time_ns"], bits)
+    return (
+        dt.drop_nulls("dtype")
+        .with_columns(pl.col("dtype").str.contains(r"^(fp|bf|tf)").alias("_f"))
+        .sort(
+            ["scope_kind", "scope", "op_class", "_f", "covered_time_ns", "dtype"],
+            descending=[False, False, False, True, True, False],
+        )
+        .unique(["scope_kind", "scope", "op_class"], keep="first")
+        .select("scope_kind", "scope", "op_class", "dtype")
+    )
+
+
+def _median_kernel(a: pl.LazyFrame, leaf_phase: pl.LazyFrame) -> pl.LazyFrame:
+    """The median kernel time of each class for the trace and each phase (regions get the mean)."""
+    ph = a.select("region_id", "op_class", "dur_ns").join(
+        leaf_phase.rename({"_leaf": "region_id"}), on="region_id", how="left", nulls_equal=True
+    )
+    return pl.concat(
+        [
+            ph.group_by("op_class")
+            .agg(pl.col("dur_ns").median().alias("kernel_median_ns"))
+            .with_columns(pl.lit("trace").alias("scope_kind"), pl.lit("trace").alias("scope")),
+            ph.drop_nulls("scope")
+            .group_by("scope", "op_class")
+            .agg(pl.col("dur_ns").median().alias("kernel_median_ns"))
+            .with_columns(pl.lit("phase").alias("scope_kind")),
+        ],
+        how="diagonal_relaxed",
+    )
 
 
 def shape_roofline(
