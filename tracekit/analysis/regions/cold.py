@@ -54,46 +54,12 @@ def cold_windows(ops: pl.DataFrame | None, regions: pl.DataFrame | None, launche
     spans = [q for q in (_named(ops), _named(regions)) if q is not None]
     if spans:
         named = pl.concat(spans)
-        dur = pl.col("end_ns") - pl.col("start_ns")
-        parts.append(
-            named.filter(pl.col("name").str.contains(CAPTURE_NAME) | pl.col("name").str.contains(DUMMY_RUN)).select(
-                pl.col("start_ns").alias("s"),
-                pl.col("end_ns").alias("e"),
-                dur.alias("cost_ns"),
-                pl.when(pl.col("name").str.contains(DUMMY_RUN))
-                .then(pl.format("warm-up run {}", pl.col("name")))
-                .otherwise(pl.format("CUDA-graph capture {}", pl.col("name")))
-                .alias("cause"),
-                pl.lit(False).alias("whole"),
-            )
-        )
-        comp = (
-            named.filter(pl.col("name").str.contains(COMPILED))
-            .sort("start_ns")
-            .with_columns(dur.alias("d"), pl.int_range(pl.len()).over("name").alias("k"))
-        )
-        later = comp.filter(pl.col("k") > 0).group_by("name").agg(pl.col("d").median().alias("m"))
-        parts.append(
-            comp.filter(pl.col("k") == 0)
-            .join(later, on="name", how="inner")
-            .filter(pl.col("d") >= COMPILED_FACTOR * pl.col("m"))
-            .select(
-                pl.col("start_ns").alias("s"),
-                pl.col("end_ns").alias("e"),
-                (pl.col("d") - pl.col("m")).cast(pl.Int64()).alias("cost_ns"),
-                pl.format("first call of {} (compilation)", pl.col("name")).alias("cause"),
-                pl.lit(False).alias("whole"),
-            )
-        )
+        parts += [_capture_spans(named), _first_compiled_calls(named)]
     reg = _named(regions)
     if reg is not None:
         parts.append(
             reg.filter(pl.col("name").str.contains(WARMUP_CONTAINER)).select(
-                pl.col("start_ns").alias("s"),
-                pl.col("end_ns").alias("e"),
-                (pl.col("end_ns") - pl.col("start_ns")).alias("cost_ns"),
-                pl.lit("profiler warm-up step (stage=warmup)").alias("cause"),
-                pl.lit(True).alias("whole"),
+                *_window(pl.col("end_ns"), pl.lit("profiler warm-up step (stage=warmup)"), whole=True)
             )
         )
     if (
@@ -101,38 +67,72 @@ def cold_windows(ops: pl.DataFrame | None, regions: pl.DataFrame | None, launche
         and launches.height
         and {"name", "pid", "tid", "start_ns", "end_ns"} <= set(launches.columns)
     ):
-        lq = launches.lazy().select("name", "pid", "tid", "start_ns", "end_ns")
-        parts.append(
-            lq.filter(cold_launch()).select(
-                pl.col("start_ns").alias("s"),
-                pl.col("end_ns").alias("e"),
-                (pl.col("end_ns") - pl.col("start_ns")).alias("cost_ns"),
-                pl.format("{} blocked (lazy loading, JIT or autotuning)", pl.col("name")).alias("cause"),
-                pl.lit(False).alias("whole"),
-            )
-        )
-        cap = (
-            lq.filter(pl.col("name").str.contains(CAPTURE_CALL))
-            .sort("pid", "tid", "start_ns")
-            .with_columns(
-                pl.col("name").shift(-1).over("pid", "tid").alias("_next"),
-                pl.col("end_ns").shift(-1).over("pid", "tid").alias("_end"),
-            )
-            .filter(pl.col("name").str.contains("BeginCapture") & pl.col("_next").str.contains("EndCapture"))
-        )
-        parts.append(
-            cap.select(
-                pl.col("start_ns").alias("s"),
-                pl.col("_end").alias("e"),
-                (pl.col("_end") - pl.col("start_ns")).alias("cost_ns"),
-                pl.format("CUDA-graph capture ({} … {})", pl.col("name"), pl.col("_next")).alias("cause"),
-                pl.lit(False).alias("whole"),
-            )
-        )
+        parts += _launch_windows(launches.lazy().select("name", "pid", "tid", "start_ns", "end_ns"))
     if not parts:
         return pl.DataFrame(schema=WINDOW_SCHEMA)
     out = pl.concat([p.select([pl.col(c).cast(t) for c, t in WINDOW_SCHEMA.items()]) for p in parts])
     return out.filter(pl.col("e") > pl.col("s")).collect(engine="in-memory")
+
+
+def _window(end: pl.Expr, cause: pl.Expr, cost: pl.Expr | None = None, whole: bool = False) -> list[pl.Expr]:
+    """A window's columns from ``start_ns`` to ``end``, costing its length unless ``cost`` says."""
+    return [
+        pl.col("start_ns").alias("s"),
+        end.alias("e"),
+        (end - pl.col("start_ns") if cost is None else cost).alias("cost_ns"),
+        cause.alias("cause"),
+        pl.lit(whole).alias("whole"),
+    ]
+
+
+def _capture_spans(named: pl.LazyFrame) -> pl.LazyFrame:
+    """Graph-capture and warm-up-run spans (ops or regions), each costing its length."""
+    dummy = pl.col("name").str.contains(DUMMY_RUN)
+    cause = (
+        pl.when(dummy)
+        .then(pl.format("warm-up run {}", pl.col("name")))
+        .otherwise(pl.format("CUDA-graph capture {}", pl.col("name")))
+    )
+    return named.filter(pl.col("name").str.contains(CAPTURE_NAME) | dummy).select(*_window(pl.col("end_ns"), cause))
+
+
+def _first_compiled_calls(named: pl.LazyFrame) -> pl.LazyFrame:
+    """The first call of a compiled region at least :data:`COMPILED_FACTOR` × the median of its later
+    calls, costing the excess."""
+    comp = (
+        named.filter(pl.col("name").str.contains(COMPILED))
+        .sort("start_ns")
+        .with_columns(
+            (pl.col("end_ns") - pl.col("start_ns")).alias("d"), pl.int_range(pl.len()).over("name").alias("k")
+        )
+    )
+    later = comp.filter(pl.col("k") > 0).group_by("name").agg(pl.col("d").median().alias("m"))
+    cause = pl.format("first call of {} (compilation)", pl.col("name"))
+    return (
+        comp.filter(pl.col("k") == 0)
+        .join(later, on="name", how="inner")
+        .filter(pl.col("d") >= COMPILED_FACTOR * pl.col("m"))
+        .select(*_window(pl.col("end_ns"), cause, cost=(pl.col("d") - pl.col("m")).cast(pl.Int64())))
+    )
+
+
+def _launch_windows(lq: pl.LazyFrame) -> list[pl.LazyFrame]:
+    """Blocking cold launch calls, and Begin…EndCapture call pairs on one thread."""
+    blocked = pl.format("{} blocked (lazy loading, JIT or autotuning)", pl.col("name"))
+    cap = (
+        lq.filter(pl.col("name").str.contains(CAPTURE_CALL))
+        .sort("pid", "tid", "start_ns")
+        .with_columns(
+            pl.col("name").shift(-1).over("pid", "tid").alias("_next"),
+            pl.col("end_ns").shift(-1).over("pid", "tid").alias("_end"),
+        )
+        .filter(pl.col("name").str.contains("BeginCapture") & pl.col("_next").str.contains("EndCapture"))
+    )
+    pair = pl.format("CUDA-graph capture ({} … {})", pl.col("name"), pl.col("_next"))
+    return [
+        lq.filter(cold_launch()).select(*_window(pl.col("end_ns"), blocked)),
+        cap.select(*_window(pl.col("_end"), pair)),
+    ]
 
 
 def mark_cold(reg: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
