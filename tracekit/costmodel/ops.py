@@ -309,6 +309,36 @@ def op_costs(
     parent = _parent_rows(ops)
     canon = ops.select(canonical_name(pl.col("name"))).to_series()
     hint, cfg_note = hint_column(ops, canon, regions, launched, parent, model)
+    per, note = _priced(ops, canon, hint)
+    modelled = per.get_column("_modelled").alias("_model")
+    rank = pl.select(pl.when(modelled).then(per.get_column("_rank"))).to_series()
+
+    # Count once per stack: resolve composite parents and folded children.
+    desc_rank, desc_bytes = _descendant_totals(parent, rank, per.get_column("_bytes"))
+    # Defer to descendants of a higher class always; to same-class descendants only when they
+    # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
+    # when they are a sliver of it (sum -> fill_ of the output, div_ -> copy_ of a scalar).
+    in_child = pl.select(
+        (modelled & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes")))).fill_null(False)
+    ).to_series()
+    under = _under(parent, modelled & ~in_child)
+    # Computed on the derived single-chunk columns, then appended: no expression touches ``ops``.
+    out = (
+        per.lazy()
+        .with_columns(
+            in_child.alias("_in_child"),
+            under.alias("_under"),
+            _first_dtype(ops.get_column("input_types")).alias("_first"),
+        )
+        .select(*_cost_columns(note, cfg_note))
+        .collect(engine="in-memory")
+    )
+    return ops.select(cols).hstack(out)
+
+
+def _priced(ops: pl.DataFrame, canon: pl.Series, hint: pl.Series) -> tuple[pl.DataFrame, pl.Series]:
+    """Each op's formula result, priced once per distinct signature (``_flops, _bytes, _model,
+    _mdtype, _rank``, null where its inputs contradict, and ``_modelled``), and the formulas' notes."""
     priced = (
         ops.lazy()
         .select("name", "input_dims", "input_types", "concrete_inputs")
@@ -326,53 +356,35 @@ def op_costs(
     per = pl.DataFrame(
         {c: take(sig.get_column(c), sig_row) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank", "_note")}
     )
-    note = per.get_column("_note")
     ok = pl.col("_model") != CONTRADICTION
-    per = per.select(
+    per_ok = per.select(
         *[pl.when(ok).then(pl.col(c)).alias(c) for c in ("_flops", "_bytes", "_model", "_mdtype", "_rank")],
         pl.when(ok).then(pl.col("_model")).is_not_null().alias("_modelled"),  # (one query for the three)
     )
-    modelled = per.get_column("_modelled").alias("_model")
-    rank = pl.select(pl.when(modelled).then(per.get_column("_rank"))).to_series()
+    return per_ok, per.get_column("_note")
 
-    # Count once per stack: resolve composite parents and folded children.
-    desc_rank, desc_bytes = _descendant_totals(parent, rank, per.get_column("_bytes"))
-    # Defer to descendants of a higher class always; to same-class descendants only when they
-    # move at least half the parent's bytes (linear -> addmm, mean -> sum, add_ -> add_), not
-    # when they are a sliver of it (sum -> fill_ of the output, div_ -> copy_ of a scalar).
-    in_child = pl.select(
-        (modelled & ((desc_rank > rank) | (desc_bytes >= DEFER_SHARE * per.get_column("_bytes")))).fill_null(False)
-    ).to_series()
-    under = _under(parent, modelled & ~in_child)
+
+def _cost_columns(note: pl.Series, cfg_note: pl.Series) -> list[pl.Expr]:
+    """The output columns: FLOPs and bytes where the op owns its cost, the model (or where the cost
+    is counted instead), dtype, covered, and the notes."""
     has_model = pl.col("_model").is_not_null()
     own = has_model & ~pl.col("_in_child") & ~pl.col("_under")
     in_parent = has_model & ~pl.col("_in_child") & pl.col("_under")
-    # Computed on the derived single-chunk columns, then appended: no expression touches ``ops``.
-    out = (
-        per.lazy()
-        .with_columns(
-            in_child.alias("_in_child"),
-            under.alias("_under"),
-            _first_dtype(ops.get_column("input_types")).alias("_first"),
-        )
-        .select(
-            pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
-            pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
-            pl.when(pl.col("_in_child"))
-            .then(pl.lit(COUNTED_IN_CHILD))
-            .when(in_parent)
-            .then(pl.lit(COUNTED_IN_PARENT))
-            .otherwise(pl.col("_model"))
-            .alias("cost_model"),
-            pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
-            (has_model | pl.col("_under")).alias("covered"),
-            pl.when(note.is_not_null() | cfg_note.is_not_null())
-            .then(pl.concat_str([note, cfg_note], separator="; ", ignore_nulls=True))
-            .alias("cost_note"),
-        )
-        .collect(engine="in-memory")
-    )
-    return ops.select(cols).hstack(out)
+    return [
+        pl.when(own).then(pl.col("_flops")).otherwise(None).cast(pl.Float64()).alias("flops"),
+        pl.when(own).then(pl.col("_bytes")).otherwise(None).cast(pl.Float64()).alias("bytes"),
+        pl.when(pl.col("_in_child"))
+        .then(pl.lit(COUNTED_IN_CHILD))
+        .when(in_parent)
+        .then(pl.lit(COUNTED_IN_PARENT))
+        .otherwise(pl.col("_model"))
+        .alias("cost_model"),
+        pl.coalesce(pl.col("_mdtype"), pl.col("_first")).alias("dtype"),
+        (has_model | pl.col("_under")).alias("covered"),
+        pl.when(note.is_not_null() | cfg_note.is_not_null())
+        .then(pl.concat_str([note, cfg_note], separator="; ", ignore_nulls=True))
+        .alias("cost_note"),
+    ]
 
 
 def trace_costs(
