@@ -109,47 +109,10 @@ def attribute(trace: Trace, release: bool = False) -> Attribution:
     if cpu_only:
         acts = cpu_op_activities(trace.ops)
         acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
-        reg = launch_regions(
-            acts.select(
-                pl.col("launch_pid").alias("pid"),
-                pl.col("launch_tid").alias("tid"),
-                pl.col("launch_start_ns").alias("t"),
-            ),
-            regions,
-            thread_links,
-        )
-        rrow, via, why = reg["_row"], reg["_via"], reg["_why"]
-        link = pl.repeat(code(OP_LINK_SELF), acts.height, dtype=pl.UInt8, eager=True)
+        link, rrow, via, why = _cpu_links(acts, regions, thread_links)
     else:
         acts = device_activities(trace.kernels)
-        lau, pos = launch_index(trace.launches, acts["correlation"])
-        # Per-launch answers → per activity, by position (a graph launch's kernels share one);
-        # each table's columns taken as soon as its rows are known (``release``: then let go).
-        lrow = take(lau["_row"], pos)
-        launches = trace.launches
-        launch_cols = [
-            take(launches["name"], lrow).alias("launch_name"),
-            take(launches["pid"], lrow).alias("launch_pid"),
-            take(launches["tid"], lrow).alias("launch_tid"),
-            take(launches["start_ns"], lrow).alias("launch_start_ns"),
-            take(launches["end_ns"], lrow).alias("launch_end_ns"),
-        ]
-        del launches, lrow
-        if release:
-            trace.launches = trace.launches.clear()
-        lops = launch_ops(lau, trace.ops)
-        orow, link = take(lops["_row"], pos), take(lops["_link"], pos)
-        ops = trace.ops
-        launch_cols += [take(ops["op_id"], orow).alias("op_id"), take(ops["name"], orow).alias("op_name")]
-        del ops, lops, orow
-        if release:
-            trace.ops = trace.ops.clear()
-        reg = launch_regions(lau, regions, thread_links)
-        rrow, via = take(reg["_row"], pos), take(reg["_via"], pos)
-        why = pl.select(
-            pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(take(reg["_why"], pos))
-        ).to_series()
-        del lau, reg
+        launch_cols, (link, rrow, via, why) = _device_links(trace, acts, regions, thread_links, release)
     if release:
         trace.kernels, trace.launches, trace.ops = trace.kernels.clear(), trace.launches.clear(), trace.ops.clear()
     total_count = acts.height
@@ -175,3 +138,55 @@ def attribute(trace: Trace, release: bool = False) -> Attribution:
         "region_via": counts(via),
     }
     return Attribution(acts, links, cpu_only, total_count, total_dur, tree, thread_links, stats)
+
+
+_Links = tuple[pl.Series, pl.Series, pl.Series, pl.Series]  # op link, region row, region via, reason codes
+
+
+def _cpu_links(acts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame) -> _Links:
+    """A CPU-only trace: each op stretch is its own launch, in the region around its start."""
+    reg = launch_regions(
+        acts.select(
+            pl.col("launch_pid").alias("pid"),
+            pl.col("launch_tid").alias("tid"),
+            pl.col("launch_start_ns").alias("t"),
+        ),
+        regions,
+        thread_links,
+    )
+    link = pl.repeat(code(OP_LINK_SELF), acts.height, dtype=pl.UInt8, eager=True)
+    return link, reg["_row"], reg["_via"], reg["_why"]
+
+
+def _device_links(
+    trace: Trace, acts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.DataFrame, release: bool
+) -> tuple[list[pl.Series], _Links]:
+    """Each device activity's launch and op columns, and its links: per-launch answers → per
+    activity, by position (a graph launch's kernels share one); each table's columns taken as soon
+    as its rows are known (``release``: then let go)."""
+    lau, pos = launch_index(trace.launches, acts["correlation"])
+    lrow = take(lau["_row"], pos)
+    launches = trace.launches
+    launch_cols = [
+        take(launches["name"], lrow).alias("launch_name"),
+        take(launches["pid"], lrow).alias("launch_pid"),
+        take(launches["tid"], lrow).alias("launch_tid"),
+        take(launches["start_ns"], lrow).alias("launch_start_ns"),
+        take(launches["end_ns"], lrow).alias("launch_end_ns"),
+    ]
+    del launches, lrow
+    if release:
+        trace.launches = trace.launches.clear()
+    lops = launch_ops(lau, trace.ops)
+    orow, link = take(lops["_row"], pos), take(lops["_link"], pos)
+    ops = trace.ops
+    launch_cols += [take(ops["op_id"], orow).alias("op_id"), take(ops["name"], orow).alias("op_name")]
+    del ops, lops, orow
+    if release:
+        trace.ops = trace.ops.clear()
+    reg = launch_regions(lau, regions, thread_links)
+    rrow, via = take(reg["_row"], pos), take(reg["_via"], pos)
+    why = pl.select(
+        pl.when(pos.is_null()).then(pl.lit(code(REASON_NO_LAUNCH), pl.UInt8)).otherwise(take(reg["_why"], pos))
+    ).to_series()
+    return launch_cols, (link, rrow, via, why)
