@@ -33,15 +33,15 @@ def render_document(
 ) -> str:
     """A titled document of sections as plain text (the ``analyze`` screen): the title, the
     CPU-diagnostic label, the lead lines, then each section's underlined title, its paragraphs and
-    its tables (cells longer than ``max_width`` cut with an ellipsis)."""
+    its tables, a blank line between two (cells longer than ``max_width`` cut with an ellipsis)."""
     out = [title]
     if diagnostic:
         out.append(f"*** {diagnostic} ***")
     out += lead
     for s in sections:
         out += ["", s.title, "=" * len(s.title), *s.paragraphs]
-        for t in s.tables:
-            out.append(text_table(t, max_width))
+        for i, t in enumerate(s.tables):
+            out += [*([""] if i else []), text_table(t, max_width)]
     return "\n".join(out) + "\n"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracekit.report.sections.blocks import Section, Table
+from tracekit.report.sections.blocks import Document, Section, Table
 
 TITLE = "Features (what must match before two runs are compared)"
 
@@ -23,6 +23,10 @@ def features_section(rows: Sequence[Mapping[str, Any]]) -> Section:
         return Section(TITLE)
     body = [[str(r.get("feature")), str(r.get("state")), str(r.get("detail") or "")] for r in rows]
     return Section(TITLE, tables=[Table(["feature", "state", "evidence"], body)], anchor="features")
+
+
+def features(d: Document) -> Section:
+    return features_section(rows_of(d.doc["totals"]))
 
 
 def features_pair_table(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> Table:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracekit.report import fmt
-from tracekit.report.sections.blocks import Section, Table
+from tracekit.report.sections.blocks import Document, Section, Table
 
 TITLE = "Speculative decoding (draft and verify)"
 HEADERS = [
@@ -51,3 +51,7 @@ def speculative_section(rows: Sequence[Mapping[str, Any]]) -> Section:
         for r in rows
     ]
     return Section(TITLE, tables=[Table(HEADERS, body)], anchor="speculative")
+
+
+def speculative(d: Document) -> Section:
+    return speculative_section(rows_of(d.doc["totals"]))
