@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.report import fmt
 from tracekit.report.plots.figures import Plot
 from tracekit.report.plots.canvas import MissingPlotData, figure
+from tracekit.report.formats import html, markdown
 from tracekit.report.formats.text import render_document
 from tracekit.report.sections import communication
 from tracekit.report.sections.blocks import Section, Table
@@ -268,27 +269,9 @@ def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
 
 
 def render_md(doc: dict[str, Any], figs: list[Plot] | None, plot_dir: Path | None, prefix: str) -> str:
-    from tracekit.report.formats.markdown import plot_lines, section_lines
-
-    lines = [f"# tracekit ranks report: {fmt.md_escape(doc.get('dataset', ''))}", ""]
-    for s in all_sections(doc):
-        lines += section_lines(s, {})
-    if figs:
-        lines += plot_lines(figs, plot_dir, prefix)
-    return "\n".join(lines).rstrip() + "\n"
+    text = markdown.render_document(f"tracekit ranks report: {doc.get('dataset', '')}", [], all_sections(doc))
+    return text + ("\n" + "\n".join(markdown.plot_lines(figs, plot_dir, prefix)).rstrip() + "\n" if figs else "")
 
 
 def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
-    from tracekit.report.formats.html import CSP, CSS, plot_html, section_html
-
-    title = f"tracekit ranks report: {doc.get('dataset', '')}"
-    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(section_html(s) for s in all_sections(doc))]
-    if figs:
-        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figs) + "</section>")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{fmt.html_escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
+    return html.page(f"tracekit ranks report: {doc.get('dataset', '')}", all_sections(doc), figs)
