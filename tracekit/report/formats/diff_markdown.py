@@ -29,10 +29,8 @@ MOVED = 0.01  # a phase figure "moved" when it changed by at least 1 %
 
 
 def _cut(t: Table) -> Table:
-    def c(s: str) -> str:
-        return cut_name(s, CELL_CHARS)
-
-    return Table([c(h) for h in t.headers], [[c(x) for x in r] for r in t.rows], c(t.caption), t.collapsed)
+    headers, *rows = [[cut_name(c, CELL_CHARS) for c in r] for r in [t.headers, *t.rows]]
+    return Table(headers, rows, cut_name(t.caption, CELL_CHARS), t.collapsed)
 
 
 def _fit(t: Table, budget: int) -> list[str] | None:

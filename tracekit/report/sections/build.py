@@ -92,6 +92,7 @@ def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def environment(doc: Document) -> Section:
+    """Environment rows (trace metadata, sidecar), else the device block."""
     d = doc.report
     s = Section("Environment", anchor="environment")
     rows = [[str(k), fmt.value(str(k), v)] for k, v in d.environment.get("rows", [])]
@@ -106,6 +107,7 @@ def environment(doc: Document) -> Section:
 
 
 def phases(doc: Document) -> Section:
+    """The phases' time and verdict, work and rates, and latency tables."""
     d = doc.report
     s = Section("Phases", anchor="phases")
     if d.phases.height == 0:
@@ -145,6 +147,7 @@ def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def regions(doc: Document) -> Section:
+    """Every region, most device time first; names cut to the width (full text kept)."""
     d = doc.report
     s = Section("Regions", anchor="regions")
     r = _with_busy_fraction(by_device_time(d.regions))
@@ -169,6 +172,7 @@ def regions(doc: Document) -> Section:
 
 
 def top(doc: Document) -> Section:
+    """The top kernels and operators per phase (the whole trace's when there are no phases)."""
     d = doc.report
     s = Section("Top kernels and operators per phase", anchor="top")
     for what, df, every in (("kernels", d.top_kernels, d.top_kernels_all), ("operators", d.top_ops, d.top_ops_all)):
@@ -184,8 +188,6 @@ def top(doc: Document) -> Section:
             continue
         name = "name" if "name" in df.columns else df.columns[0]
         cols = [name] + [c for c in df.columns if c not in (name, "phase", "trace_id", "rank", "scope_kind", "scope")]
-        if df.height == 0:
-            continue
         if "phase" in df.columns:
             for (p,), g in df.group_by("phase", maintain_order=True):
                 s.tables.append(table(g.head(TOP_N), cols, caption=f"top {what}: {p}", collapse=True))
@@ -195,6 +197,7 @@ def top(doc: Document) -> Section:
 
 
 def unattributed(doc: Document) -> Section:
+    """Unattributed device time by reason."""
     d = doc.report
     s = Section("Unattributed device time", anchor="unattributed")
     u = d.unattributed
@@ -206,6 +209,7 @@ def unattributed(doc: Document) -> Section:
 
 
 def coverage(doc: Document) -> Section:
+    """Cost-model coverage: whole trace, per phase, and the top operators without a model."""
     d = doc.report
     s = Section("Cost-model coverage", anchor="coverage")
     cov = d.whole.get("coverage")

@@ -32,5 +32,6 @@ def cells(c: Mapping[str, Any]) -> list[str]:
 
 
 def communication(d: Document) -> Section | None:
+    """The communication rows of ``totals.communication``; none without collectives."""
     rows = d.doc["totals"].get("communication") or []
     return Section(TITLE, tables=[Table(HEADERS, [cells(c) for c in rows])], anchor="communication") if rows else None

@@ -14,6 +14,7 @@ from tracekit.report.model import ReportData
 
 
 def summary(doc: Document) -> Section:
+    """The trace, the verdicts with their reasons, and what is missing."""
     d = doc.report
     s = Section("Summary", anchor="summary")
     tr = d.doc.get("trace") or {}

@@ -30,6 +30,8 @@ Builder = Callable[[Document], "Section | list[Section] | None"]
 
 @dataclass(frozen=True)
 class Entry:
+    """One section: its name, its builder, and the outputs it appears in."""
+
     name: str
     build: Builder
     outputs: frozenset[Output]

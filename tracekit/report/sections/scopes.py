@@ -53,6 +53,7 @@ def metric_row(r: Mapping[str, Any], min_cov: float) -> list[str]:
 
 
 def whole_trace(d: Document) -> Section:
+    """The whole trace's metric row, with the above-the-roof warning (and cold starts when there are no phases)."""
     doc = d.doc
     lines = above_roof_lines(doc) + ([] if doc["phases"] else cold_start_lines(doc))  # no phases: said here
     row = metric_row(doc["totals"].get("trace") or {}, min_coverage(doc))
@@ -60,6 +61,7 @@ def whole_trace(d: Document) -> Section:
 
 
 def phases(d: Document) -> Section | None:
+    """One metric row per phase, with its steps' verdicts and cold starts; none without phases."""
     doc, mc = d.doc, min_coverage(d.doc)
     if not doc["phases"]:
         return None
@@ -72,6 +74,7 @@ def phases(d: Document) -> Section | None:
 
 
 def latency(d: Document) -> list[Section]:
+    """TTFT / TPOT / ITL percentiles per phase with output tokens/s and goodput, and decode step time by context."""
     doc, tot = d.doc, d.doc["totals"]
     rows = [
         [
@@ -156,6 +159,7 @@ def regions(d: Document) -> Section:
 
 
 def attribution(d: Document) -> Section:
+    """Device time = attributed + unattributed (by reason), the conservation check and the warnings."""
     tot, un, tr = d.doc["totals"], d.doc["unattributed"], d.doc["trace"]
     lines = [
         f"device time {fmt.duration(tot.get('device_time_ns') or 0)} = attributed "

@@ -36,10 +36,6 @@ CAUSE_LABEL = {
 }
 
 
-def _pct(x: Any) -> str:
-    return fmt.percent(None if x is None else float(x), 0)
-
-
 def _scopes(doc: Mapping[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
     """Phases, then the ``regions`` regions with most idle time."""
     out = [(f"phase {p['phase']}", p) for p in doc.get("phases") or []]
@@ -61,7 +57,7 @@ def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> l
                     str(c.get("call") or fmt.DASH),
                     str(c.get("op") or fmt.DASH),
                     fmt.duration(c["idle_ns"]),
-                    _pct(c.get("share")),
+                    fmt.percent(c.get("share"), 0),
                     fmt.count(c.get("count")),
                 ]
             )
@@ -93,7 +89,7 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                     scope,
                     str(c["op_class"]) + (" (estimated)" if c.get("estimated") else ""),
                     fmt.duration(c.get("device_time_ns") or 0),
-                    _pct(c.get("share")),
+                    fmt.percent(c.get("share"), 0),
                     fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),
                     str(c.get("dtype") or fmt.DASH),
                     fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
