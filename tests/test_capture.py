@@ -152,7 +152,7 @@ def test_low_coverage_prints_dashes_not_numbers(shared_traces: Path) -> None:
     """SGLang decode without its capture: coverage 0.3 % → FLOPs, bytes and rates print as "–"
     in the table, Markdown and HTML; the JSON keeps the values with the coverage beside them."""
     from tracekit.report.screens.analyze import render
-    from tracekit.report.sections import build as sections
+    from tracekit.report.sections.registry import report_sections
     from tracekit.report.from_path import report_data
 
     tr = load(shared_traces / SGLANG / "sglang_Qwen3-8B_decode.json.gz", discover_captures=False)
@@ -164,13 +164,13 @@ def test_low_coverage_prints_dashes_not_numbers(shared_traces: Path) -> None:
     row = text.split("Whole trace")[1].splitlines()[4].split()  # "474 ms  2 %  556  558  –  …"
     # span, busy, gaps, kernels, then FLOPs bytes FLOP/B FLOP/s B/s all "–", then the coverage
     assert row[6:11] == ["–"] * 5 and row[11] == "0.3"
-    secs = {s.title: s for s in sections.build(report_data(tr, res))}
+    secs = {s.title: s for s in report_sections(report_data(tr, res))}
     reg = secs["Regions"].tables[0]
     fl = reg.headers.index(next(h for h in reg.headers if h.lower().startswith("flop")))
     assert all(r[fl] == "–" for r in reg.rows)
     # With the capture the same cells are numbers.
     res = analyze(tracekit.load(str(shared_traces / SGLANG / "sglang_Qwen3-8B_decode.json.gz")))
-    reg = {s.title: s for s in sections.build(report_data(tr, res))}["Regions"].tables[0]
+    reg = {s.title: s for s in report_sections(report_data(tr, res))}["Regions"].tables[0]
     assert all(r[fl] != "–" for r in reg.rows)
 
 

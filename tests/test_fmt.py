@@ -68,9 +68,9 @@ def test_short_kernel_names() -> None:
 
 
 def test_diff_share_deltas_in_percentage_points() -> None:
-    from tracekit.report.formats.text import _delta
+    from tracekit.report.sections.diff import delta
 
     # busy 60 % -> 65 %: B − A is +5.0 pp, not "5.0 %" (which would read as a relative change)
-    assert _delta("busy_ratio", 0.05) == "+5.0 pp"
-    assert _delta("coverage", -0.1) == "-10.0 pp"
-    assert _delta("span_ns", 2_500_000) == "2.5 ms"
+    assert delta("busy_ratio", 0.05) == "+5.0 pp"
+    assert delta("coverage", -0.1) == "-10.0 pp"
+    assert delta("span_ns", 2_500_000) == "2.5 ms"

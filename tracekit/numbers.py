@@ -58,6 +58,15 @@ def ms(ns: float | None) -> str:
     return DASH if ns is None else f"{plain(ns / 1e6)} ms"
 
 
+def figure(v: Any) -> str:
+    """A figure in a sentence or under a unit heading: three significant digits, whole numbers
+    with thousands separators from 100 up (2,300); "–" for none."""
+    if v is None:
+        return DASH
+    f = float(v)
+    return f"{f:,.0f}" if abs(f) >= 100 else plain(f)
+
+
 def count(n: Any, noun: str | None = None, plural_form: str | None = None) -> str:
     """An integer count with separators (15630.0 → "15,630"); with ``noun`` it agrees in number
     ("1 token", "2 tokens"; irregular plurals via ``plural_form``)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from tracekit.analysis.contract.rows import clean
 from tracekit.conventions import MEASURED_COLUMNS
 from tracekit.report.model import ReportData
 from tracekit.report.sections.features import rows_of
@@ -68,8 +69,6 @@ class Diff:
         return [f"{side}: {d}" for side, d in (("A", self.diagnostic_a), ("B", self.diagnostic_b)) if d]
 
     def to_json(self) -> dict[str, Any]:
-        from tracekit.report.formats.json import clean
-
         return clean(
             {
                 "a": self.a_label,

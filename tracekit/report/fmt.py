@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from tracekit.numbers import DASH, count, duration, ms, plain, plural, si  # noqa: F401 - the one formatter
+from tracekit.numbers import DASH, count, duration, figure, ms, plain, plural, si  # noqa: F401 - the one formatter
 
 
 def percent(fraction: float | None, digits: int = 1) -> str:
@@ -41,6 +41,11 @@ def roof_percent(fraction: float | None, digits: int = 1) -> str:
         return DASH
     text = percent(fraction, digits)
     return f"{text} {ABOVE_ROOF_CELL}" if float(fraction) > 1.0 else text
+
+
+def signed_duration(ns: float | None) -> str:
+    """A change of time with its sign: "+1.2 ms", "−3 µs" (a minus sign); "–" for none."""
+    return DASH if ns is None else ("+" if ns >= 0 else "−") + duration(abs(float(ns)))
 
 
 def pp(delta_fraction: float | None, digits: int = 1) -> str:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from tracekit.report import fmt
 from tracekit.report.fmt import md_escape
 from tracekit.report.formats.markdown import table_block
-from tracekit.report.formats.text import diff_tables, gate_table, long_table, matched_table, moved_table
+from tracekit.report.names import cut_name
 from tracekit.report.sections.blocks import Table
+from tracekit.report.sections.diff import diff_tables, gate_table, long_table, matched_table, moved_table
 from tracekit.report.sections.features import features_pair_table
 
 if TYPE_CHECKING:
@@ -28,10 +29,8 @@ MOVED = 0.01  # a phase figure "moved" when it changed by at least 1 %
 
 
 def _cut(t: Table) -> Table:
-    def c(s: str) -> str:
-        return s if len(s) <= CELL_CHARS else s[: CELL_CHARS - 1] + "…"
-
-    return Table([c(h) for h in t.headers], [[c(x) for x in r] for r in t.rows], c(t.caption), t.collapsed)
+    headers, *rows = [[cut_name(c, CELL_CHARS) for c in r] for r in [t.headers, *t.rows]]
+    return Table(headers, rows, cut_name(t.caption, CELL_CHARS), t.collapsed)
 
 
 def _fit(t: Table, budget: int) -> list[str] | None:

@@ -13,6 +13,7 @@ remote loads is defence in depth, not the escaping itself (tests check both).
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 
 from tracekit.report import fmt
 from tracekit.report.plots import draw as plotmod
@@ -20,7 +21,7 @@ from tracekit.report.plots.figures import Plot
 from tracekit.report.fmt import html_escape as esc
 from tracekit.report.model import ReportData
 from tracekit.report.sections.blocks import Section, Table
-from tracekit.report.sections.build import build
+from tracekit.report.sections.registry import SECTIONS, Entry, report_sections
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """
@@ -108,19 +109,26 @@ def plot_html(f: Plot) -> str:
     )
 
 
-def render(data: ReportData, figures: list[Plot] | None = None, max_regions: int | None = None) -> str:
-    """The complete HTML document as text. ``max_regions``: rows of the regions table (None:
-    :data:`MAX_REGIONS`; -1: all)."""
+def render(
+    data: ReportData,
+    figures: list[Plot] | None = None,
+    max_regions: int | None = None,
+    registry: Sequence[Entry] = SECTIONS,
+) -> str:
+    """The complete HTML document as text: the report's sections of ``registry``. ``max_regions``:
+    rows of the regions table (None: :data:`MAX_REGIONS`; -1: all)."""
     rows = MAX_REGIONS if max_regions is None else (None if max_regions < 0 else max_regions)
-    body = [f"<h1>tracekit report: {esc(data.title)}</h1>"]
-    body += [section_html(s, rows) for s in build(data)]
+    return page(f"tracekit report: {data.title}", report_sections(data, registry), figures, rows)
+
+
+def page(title: str, sections: list[Section], figures: list[Plot] | None, max_rows: int | None = MAX_REGIONS) -> str:
+    """A self-contained HTML page: the title, the sections, then the plots."""
+    body = [f"<h1>{esc(title)}</h1>", *(section_html(s, max_rows) for s in sections)]
     if figures:
         body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figures) + "</section>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>tracekit report: {esc(data.title)}</title><style>{CSS}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n"
     )

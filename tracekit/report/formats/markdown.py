@@ -12,12 +12,14 @@ Markdown punctuation / table pipes backslash-escaped), so names from a trace sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.report import fmt
 from tracekit.report.fmt import md_escape
 from tracekit.report.sections.blocks import Section, Table
+from tracekit.report.sections.registry import SECTIONS, Entry, report_sections
 
 if TYPE_CHECKING:  # the analyze screen renders Markdown without polars or matplotlib
     from tracekit.report.model import ReportData
@@ -146,18 +148,18 @@ def render(
     plot_prefix: str = "",
     max_regions: int | None = None,
     max_chars: int = MAX_CHARS,
+    registry: Sequence[Entry] = SECTIONS,
 ) -> str:
     """The Markdown text. Drawn plots are written as PNG into ``plot_dir`` and linked as
     ``plot_prefix + <kind>.png``; without ``plot_dir`` the report says where plots would be.
 
     ``max_regions``: None sizes the regions table to keep the whole text under ``max_chars``;
-    a number shows at most that many regions (``-1``: all of them, whatever the size)."""
-    from tracekit.report.sections.build import build
-
-    sections = build(data)
+    a number shows at most that many regions (``-1``: all of them, whatever the size). The
+    sections are the report's of ``registry``."""
+    secs = report_sections(data, registry)
     title = [f"# tracekit report: {md_escape(data.title)}", ""]
     plots = plot_lines(figures, plot_dir, plot_prefix) if figures else []
-    cappable = [t for s in sections for t in s.tables if t.cappable]
+    cappable = [t for s in secs for t in s.tables if t.cappable]
     sized = max_regions is None
     cap: dict[int, int] = {}
     if max_regions is not None:
@@ -165,10 +167,8 @@ def render(
     else:
         cap = {id(t): 0 for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
-    fixed = _size(title) + _size(plots) + _size([x for s in sections for x in section_lines(s, cap)])
-    names = _full_name_lines(
-        _full_names(sections, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62
-    )
+    fixed = _size(title) + _size(plots) + _size([x for s in secs for x in section_lines(s, cap)])
+    names = _full_name_lines(_full_names(secs, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62)
     if sized:
         room = max_chars - fixed - _size(names) - 600  # 600: the left-out line and a names summary
         for t in cappable:
@@ -180,9 +180,9 @@ def render(
                 used, n = used + w, n + 1
             cap[id(t)] = n
             room -= used
-    lines = title + [x for s in sections for x in section_lines(s, cap)] + names
+    lines = title + [x for s in secs for x in section_lines(s, cap)] + names
     budget = max_chars - _size(lines) - _size(plots) if sized else 1 << 62
-    lines += _full_name_lines(_full_names(sections, cap, True), budget, "cut region name")
+    lines += _full_name_lines(_full_names(secs, cap, True), budget, "cut region name")
     lines += plots
     return "\n".join(lines).rstrip() + "\n"
 

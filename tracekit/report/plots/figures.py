@@ -35,7 +35,7 @@ def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -
     """One plot of ``kind`` (see :data:`plots.KINDS`) from the report model. Raises MissingPlotData."""
     makers: dict[str, Callable[[], "Figure"]] = {
         "roofline": lambda: plots.roofline(
-            data.regions, data.phases, data.device, data.class_roofline, min_coverage(data)
+            data.regions, data.phases, data.device, data.class_roofline, min_coverage(data.doc)
         ),
         "timeline": lambda: plots.timeline(data.regions, data.activities),
         "decode": lambda: plots.decode_vs_context(data.regions),

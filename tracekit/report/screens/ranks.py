@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 from tracekit.report import fmt
 from tracekit.report.plots.figures import Plot
 from tracekit.report.plots.canvas import MissingPlotData, figure
+from tracekit.report.formats import html, markdown
+from tracekit.report.formats.text import render_document
+from tracekit.report.sections import communication
 from tracekit.report.sections.blocks import Section, Table
 
 if TYPE_CHECKING:
@@ -24,23 +27,6 @@ if TYPE_CHECKING:
 
 HEATMAP_TITLE = "Step time by rank × step"
 MAX_STRAGGLER_ROWS = 20
-
-
-def _d(ns: Any) -> str:
-    return "-" if ns is None else fmt.duration(float(ns))
-
-
-def _p(x: Any) -> str:
-    return "-" if x is None else f"{100 * float(x):.0f} %"
-
-
-def _signed(ns: Any) -> str:
-    """A duration with its sign (``+``, or ``−`` below zero); ``-`` when there is none."""
-    return "-" if ns is None else ("+" if ns >= 0 else "−") + _d(abs(ns))
-
-
-def _r(x: Any) -> str:
-    return "-" if x is None else f"{float(x):.2f}×"
 
 
 def comparisons(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -81,11 +67,9 @@ def jobs_sections(doc: dict[str, Any]) -> list[Section]:
             str(j["id"]),
             ", ".join(j["traces"]),
             "compared as ranks" if j.get("compared") else "alone",
-            str(j["key"].get("device") or "-"),
-            str(j["key"].get("format") or "-"),
-            "-" if j["key"].get("world_size") is None else str(j["key"]["world_size"]),
-            str(j["key"].get("family") or "-"),
-            str(j["key"].get("steps") or "-"),
+            *(str(j["key"].get(k) or fmt.DASH) for k in ("device", "format")),
+            fmt.count(j["key"].get("world_size")),
+            *(str(j["key"].get(k) or fmt.DASH) for k in ("family", "steps")),
         ]
         for j in jobs
     ]
@@ -123,15 +107,16 @@ def summary(doc: dict[str, Any]) -> list[str]:
     if w and w.get("ranks", 0) > 1:
         text = (
             f"Slowest step: step {w['step']} ({w.get('name')}, phase {w.get('phase')}) on rank {w['slowest_rank']}: "
-            f"{_d(w['max_ns'])} vs median {_d(w['median_ns'])} across {fmt.count(w['ranks'], 'rank')} "
-            f"({_r(w['ratio'])})."
+            f"{fmt.value('max_ns', w['max_ns'])} vs median {fmt.value('median_ns', w['median_ns'])} across "
+            f"{fmt.count(w['ranks'], 'rank')} ({fmt.ratio(w['ratio'])})."
         )
         if w.get("op_class"):
-            text += f" Most excess device time: {w['op_class']} (+{_d(w.get('op_class_excess_ns'))})"
+            text += f" Most excess device time: {w['op_class']} ({fmt.signed_duration(w.get('op_class_excess_ns'))})"
             if w.get("idle_excess_ns") is not None:
-                text += f"; idle {'+' if w['idle_excess_ns'] >= 0 else '−'}{_d(abs(w['idle_excess_ns']))} vs the others"
+                text += f"; idle {fmt.signed_duration(w['idle_excess_ns'])} vs the others"
             if w.get("idle_cause"):
-                text += f", most of it {w['idle_cause'].replace('_', ' ')} (+{_d(w.get('idle_cause_excess_ns'))})"
+                cause, excess = w["idle_cause"].replace("_", " "), fmt.signed_duration(w.get("idle_cause_excess_ns"))
+                text += f", most of it {cause} ({excess})"
             text += "."
         if w.get("idle_top"):
             text += f" Its largest idle culprit: {w['idle_top']}."
@@ -156,7 +141,7 @@ def sections(doc: dict[str, Any]) -> list[Section]:
     """Ranks, per-rank × phase, stragglers, communication — renderer-neutral."""
     traces = Table(
         ["rank", "trace id", "device", "source"],
-        [[str(t["rank"]), t["trace_id"], str(t.get("device") or "-"), t["source"]] for t in doc["traces"]],
+        [[str(t["rank"]), t["trace_id"], str(t.get("device") or fmt.DASH), t["source"]] for t in doc["traces"]],
         collapsed=len(doc["traces"]) > 12,
     )
     per = Table(
@@ -165,12 +150,12 @@ def sections(doc: dict[str, Any]) -> list[Section]:
             [
                 str(r["rank"]),
                 r["phase"],
-                _d(r.get("span_ns")),
-                _d(r.get("busy_ns")),
-                _p(r.get("busy_ratio")),
-                str(r.get("step_count") or 0),
-                _d(r.get("step_median_ns")),
-                str(r.get("bound") or "-"),
+                fmt.value("span_ns", r.get("span_ns")),
+                fmt.value("busy_ns", r.get("busy_ns")),
+                fmt.percent(r.get("busy_ratio"), 0),
+                fmt.count(r.get("step_count") or 0),
+                fmt.value("step_median_ns", r.get("step_median_ns")),
+                str(r.get("bound") or fmt.DASH),
                 str(r.get("reason") or ""),
             ]
             for r in doc["per_rank"]
@@ -200,32 +185,21 @@ def sections(doc: dict[str, Any]) -> list[Section]:
                 str(s.get("phase")),
                 str(s["ranks"]),
                 str(s["slowest_rank"]),
-                _d(s["max_ns"]),
-                _d(s["median_ns"]),
-                _r(s.get("ratio")),
-                f"{s.get('op_class') or '-'} (+{_d(s.get('op_class_excess_ns'))})",
-                f"{_d(s.get('idle_ns'))} ({_signed(s.get('idle_excess_ns'))})",
-                f"{(s.get('idle_cause') or '-').replace('_', ' ')} (+{_d(s.get('idle_cause_excess_ns'))})",
+                fmt.value("max_ns", s["max_ns"]),
+                fmt.value("median_ns", s["median_ns"]),
+                fmt.ratio(s.get("ratio")),
+                f"{s.get('op_class') or fmt.DASH} ({fmt.signed_duration(s.get('op_class_excess_ns'))})",
+                f"{fmt.value('idle_ns', s.get('idle_ns'))} ({fmt.signed_duration(s.get('idle_excess_ns'))})",
+                f"{(s.get('idle_cause') or fmt.DASH).replace('_', ' ')} "
+                f"({fmt.signed_duration(s.get('idle_cause_excess_ns'))})",
             ]
             for s in rows
         ],
         f"Steps by max/median step time across ranks (top {len(rows)})",
     )
     comm = Table(
-        ["rank", "phase", "collectives", "comm time", "exposed", "exposed %", "moved", "bandwidth"],
-        [
-            [
-                str(c["rank"]),
-                c["phase"],
-                str(c["comm_count"]),
-                _d(c["comm_ns"]),
-                _d(c["exposed_ns"]),
-                _p(c.get("exposed_fraction")),
-                fmt.value("comm_bytes", c.get("comm_bytes")),
-                fmt.value("algbw_bytes_per_s", c.get("algbw_bytes_per_s")),
-            ]
-            for c in doc["communication"]
-        ],
+        ["rank", *communication.HEADERS],
+        [[str(c["rank"]), *communication.cells(c)] for c in doc["communication"]],
         "Communication kernels (NCCL/RCCL) per phase; exposed = not overlapped by compute on the device; "
         "moved = the input messages the trace states, bandwidth = moved / those kernels' time",
         collapsed=len(doc["communication"]) > 24,
@@ -290,43 +264,14 @@ def render_text(doc: dict[str, Any], markdown: bool = False) -> str:
     """Plain-text tables (``tracekit analyze``) or Markdown."""
     if markdown:
         return render_md(doc, None, None, "")
-    out = [f"tracekit analyze: {doc.get('dataset', '')} ({fmt.count(len(doc['traces']), 'trace')})", ""]
-    for s in all_sections(doc):
-        out += [s.title, "=" * len(s.title), *s.paragraphs]
-        for t in s.tables:
-            widths = [max(len(h), *(len(r[i]) for r in t.rows)) if t.rows else len(h) for i, h in enumerate(t.headers)]
-            line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-            out += ([t.caption] if t.caption else []) + [
-                line(t.headers),
-                line(["-" * w for w in widths]),
-                *[line(r) for r in t.rows],
-            ]
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    title = f"tracekit analyze: {doc.get('dataset', '')} ({fmt.count(len(doc['traces']), 'trace')})"
+    return render_document(title, [], all_sections(doc))
 
 
 def render_md(doc: dict[str, Any], figs: list[Plot] | None, plot_dir: Path | None, prefix: str) -> str:
-    from tracekit.report.formats.markdown import plot_lines, section_lines
-
-    lines = [f"# tracekit ranks report: {fmt.md_escape(doc.get('dataset', ''))}", ""]
-    for s in all_sections(doc):
-        lines += section_lines(s, {})
-    if figs:
-        lines += plot_lines(figs, plot_dir, prefix)
-    return "\n".join(lines).rstrip() + "\n"
+    text = markdown.render_document(f"tracekit ranks report: {doc.get('dataset', '')}", [], all_sections(doc))
+    return text + ("\n" + "\n".join(markdown.plot_lines(figs, plot_dir, prefix)).rstrip() + "\n" if figs else "")
 
 
 def render_html(doc: dict[str, Any], figs: list[Plot] | None) -> str:
-    from tracekit.report.formats.html import CSP, CSS, plot_html, section_html
-
-    title = f"tracekit ranks report: {doc.get('dataset', '')}"
-    body = [f"<h1>{fmt.html_escape(title)}</h1>", *(section_html(s) for s in all_sections(doc))]
-    if figs:
-        body.append('<section id="plots"><h2>Plots</h2>' + "\n".join(plot_html(f) for f in figs) + "</section>")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{fmt.html_escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
+    return html.page(f"tracekit ranks report: {doc.get('dataset', '')}", all_sections(doc), figs)

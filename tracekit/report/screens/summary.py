@@ -5,15 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit.report import fmt
-
-
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
-
-
-def _cut(s: Any, n: int) -> str:
-    t = str(s).replace("\r", " ").replace("\n", " ")  # a name is one line of the screen
-    return t if len(t) <= n else t[: n - 1] + "…"
+from tracekit.report.names import cut_name
 
 
 def _devices_text(devices: list[dict[str, Any]]) -> str:
@@ -43,7 +35,7 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     if dist.get("world_size"):
         out.append(f"rank      {dist.get('rank')} of {dist.get('world_size')} ({dist.get('backend') or '?'})")
     t = s["time"]
-    out.append(f"span      {_ms(t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
+    out.append(f"span      {fmt.value('span_ns', t['span_ns'])}  (first {t['first_ns']} ns, last {t['last_ns']} ns)")
     c = s["counts"]
     act = ", ".join(f"{fmt.count(v)} {k}" for k, v in c["device_activity"].items()) or "no device activity"
     out.append(
@@ -52,25 +44,28 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     )
     for d in s["devices_busy"]:
         out.append(
-            f"device {d['device']}  busy {_ms(d['busy_ns'])} = {d['busy_pct'] or 0:.1f}% of span "
-            f"({d['count']} activities)"
+            f"device {d['device']}  busy {fmt.value('busy_ns', d['busy_ns'])} = "
+            f"{fmt.value('busy_pct', d['busy_pct'] or 0)} of span "
+            f"({fmt.count(d['count'], 'activity', 'activities')})"
         )
     if s["streams"]:
         out.append(
             "streams   "
             + "  ".join(
-                f"{r['device']}/{r['stream']}: {r['busy_pct'] or 0:.1f}% ({r['count']})" for r in s["streams"][:12]
+                f"{r['device']}/{r['stream']}: {fmt.value('busy_pct', r['busy_pct'] or 0)} ({fmt.count(r['count'])})"
+                for r in s["streams"][:12]
             )
         )
     if s["top_kernels"]:
         out.append("top kernels by total time")
         for r in s["top_kernels"]:
-            out.append(f"  {r['pct']:5.1f}%  {_ms(r['total_ns']):>14}  ×{r['count']:<6} {_cut(r['name'], width - 40)}")
+            share, time = fmt.value("time_pct", r["pct"]), fmt.value("total_ns", r["total_ns"])
+            out.append(f"  {share:>7}  {time:>10}  ×{fmt.count(r['count']):<6} {cut_name(str(r['name']), width - 40)}")
     ann = s["annotations"]
     if ann["distinct"]:
-        out.append(f"annotations ({ann['distinct']} distinct names)")
+        out.append(f"annotations ({fmt.count(ann['distinct'])} distinct names)")
         for r in ann["top"]:
-            out.append(f"  ×{r['count']:<6} {r['kind']:<20} {_cut(r['name'], width - 32)}")
+            out.append(f"  ×{fmt.count(r['count']):<6} {r['kind']:<20} {cut_name(str(r['name']), width - 32)}")
     else:
         out.append("annotations none")
     p = s["parse"]
@@ -80,7 +75,7 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
         f"{fmt.count(p['skipped'])} not modelled, {fmt.count(dropped)} dropped"
     )
     for reason, n in sorted(p["dropped"].items(), key=lambda kv: -kv[1])[:6]:
-        out.append(f"  dropped {n}: {reason}")
+        out.append(f"  dropped {fmt.count(n)}: {reason}")
     for w in p["warnings"][:6]:
-        out.append(f"  warning: {_cut(w, width - 11)}")
+        out.append(f"  warning: {cut_name(str(w), width - 11)}")
     return "\n".join(out)

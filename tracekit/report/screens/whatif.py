@@ -1,17 +1,10 @@
 """Text of ``tracekit whatif`` (docs/whatif.md): assumptions first, then the answers."""
 
 from __future__ import annotations
-from tracekit.numbers import plain
 
 from typing import Any
 
-
-def _g(x: Any) -> str:
-    """Three significant digits; whole numbers with thousands separators from 100 up (2,300)."""
-    if x is None:
-        return "–"
-    v = float(x)
-    return f"{v:,.0f}" if abs(v) >= 100 else plain(v)
+from tracekit.report import fmt
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -24,15 +17,19 @@ def render(doc: dict[str, Any]) -> str:
     s = doc.get("sensitivity")
     if s:
         basis = (
-            f"from measured step times: {_g(s['decode_steps'])} decode steps × TPOT {_g(s['tpot_ms'])} ms"
+            f"from measured step times: {fmt.figure(s['decode_steps'])} decode steps "
+            f"× TPOT {fmt.figure(s['tpot_ms'])} ms"
             if "decode_steps" in s
             else f"mean over {s['requests']} request{'s' if s['requests'] != 1 else ''}"
         )
         out += ["", f"Sensitivity (E2E ≈ prefill + decode steps × TPOT, {basis})"]
-        out.append(f"E2E {_g(s['e2el_ms'])} ms = prefill {_g(s['prefill_ms'])} ms + decode {_g(s['decode_ms'])} ms")
         out.append(
-            f"halving prefill saves {_g(s['save_half_prefill_ms'])} ms per request; "
-            f"halving TPOT saves {_g(s['save_half_tpot_ms'])} ms per request"
+            f"E2E {fmt.figure(s['e2el_ms'])} ms = prefill {fmt.figure(s['prefill_ms'])} ms "
+            f"+ decode {fmt.figure(s['decode_ms'])} ms"
+        )
+        out.append(
+            f"halving prefill saves {fmt.figure(s['save_half_prefill_ms'])} ms per request; "
+            f"halving TPOT saves {fmt.figure(s['save_half_tpot_ms'])} ms per request"
         )
     elif doc.get("sensitivity_lacks"):
         out += ["", "Sensitivity: not computed; it lacks " + "; ".join(doc["sensitivity_lacks"])]
@@ -57,19 +54,21 @@ def render(doc: dict[str, Any]) -> str:
             m = c[name]
             out.append(
                 f"{name:16}"
-                + "".join(f"{_g(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p99"))
+                + "".join(
+                    f"{fmt.figure(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p99")
+                )
             )
         for name in ("colocated", "disaggregated"):
             m = c[name]
             if m.get("goodput_fraction") is not None:
                 out.append(
-                    f"goodput {name}: {_g(m['goodput_req_per_s'])} req/s, "
+                    f"goodput {name}: {fmt.figure(m['goodput_req_per_s'])} req/s, "
                     f"{m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
                 )
         out.append(
-            f"interference per request (colocated replay): {_g(c['colocated']['mean_interference_ms'])} ms; "
+            f"interference per request (colocated replay): {fmt.figure(c['colocated']['mean_interference_ms'])} ms; "
             "KV transfer per request (disaggregated, incl. waiting for the link): "
-            f"{_g(c['disaggregated']['mean_transfer_ms'])} ms"
+            f"{fmt.figure(c['disaggregated']['mean_transfer_ms'])} ms"
         )
         out.append(f"mechanism: {c['mechanism']}")
         out.append(f"verdict (from the table above): {c['verdict']}")
@@ -89,7 +88,9 @@ def render(doc: dict[str, Any]) -> str:
                 out.append(
                     f"{name:28}"
                     + "".join(
-                        f"{_g(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p90", "p99")
+                        f"{fmt.figure(m[k][q]):>10}"
+                        for k in ("ttft_ms", "tpot_ms", "e2el_ms")
+                        for q in ("p50", "p90", "p99")
                     )
                 )
         err = ld.get("error_at_traced_load") or {}

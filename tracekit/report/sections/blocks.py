@@ -1,6 +1,7 @@
-"""The renderer-neutral building blocks of a report: a :class:`Section` holds paragraphs and
-:class:`Table` s of formatted cells; :func:`table` formats a frame into one (short names with the
-full text kept, "–" for measured columns below the coverage threshold).
+"""The renderer-neutral building blocks of every output: a :class:`Document` is what a section
+builder reads, a :class:`Section` holds paragraphs and :class:`Table` s of formatted cells;
+:func:`table` formats a frame into one (short names with the full text kept, "–" for measured
+columns below the coverage threshold).
 
 Cells are formatted but *not* escaped: the Markdown and HTML renderers escape every cell and
 every paragraph, so a kernel named ``<script>…`` can never become markup.
@@ -9,7 +10,8 @@ every paragraph, so a kernel named ``<script>…`` can never become markup.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.report import fmt
 from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
@@ -19,15 +21,35 @@ from tracekit.report.names import short_name
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.analysis.contract.types import AnalysisDoc
+
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
 NAME_COLUMNS = ("name",)  # shortened to names.WIDTH characters; the full name goes on hover / in details
 
 
-def min_coverage(d: ReportData) -> float:
-    """The coverage threshold the analysis judged with (``totals.thresholds.min_coverage``), else the default."""
-    th = d.totals.get("thresholds") if isinstance(d.totals, dict) else None
-    v = th.get("min_coverage") if isinstance(th, dict) else None
+def min_coverage(doc: Mapping[str, Any]) -> float:
+    """The coverage threshold the analysis judged with (``totals.thresholds.min_coverage`` of the
+    analysis document), else the default."""
+    th = (doc.get("totals") or {}).get("thresholds")
+    v = th.get("min_coverage") if isinstance(th, Mapping) else None
     return float(v) if isinstance(v, (int, float)) else DEFAULT_MIN_COVERAGE
+
+
+@dataclass(frozen=True)
+class Document:
+    """What a section builder reads: the analysis document (docs/json.md), how many regions the
+    screen lists (-1: all), and for the report its frames (None on the ``analyze`` screen)."""
+
+    doc: AnalysisDoc
+    regions: int = 40
+    frames: ReportData | None = None
+
+    @property
+    def report(self) -> ReportData:
+        """The report's frames; a builder tagged only for the report may read them."""
+        if self.frames is None:
+            raise ValueError("this section reads the report's frames: tag it for the report only")
+        return self.frames
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""The report's content as a small renderer-neutral structure (sections of text and tables):
-:func:`build` gives every section in order. The blocks (Section, Table, ``table()``) are in
-tracekit/report/sections/blocks.py; the Summary section and the headline in tracekit/report/sections/headline.py.
+"""The sections only the report shows, built from its frames (tracekit/report/model.py):
+environment, phases, regions, top kernels and operators, unattributed time, coverage. Builders of
+the section registry (tracekit/report/sections/registry.py), which orders them among the sections
+every output shares. The blocks (Section, Table, ``table()``) are in tracekit/report/sections/blocks.py.
 
 Cells are formatted but *not* escaped: the Markdown and HTML renderers escape every cell and
 every paragraph, so a kernel named ``<script>…`` can never become markup.
@@ -9,17 +10,11 @@ every paragraph, so a kernel named ``<script>…`` can never become markup.
 from __future__ import annotations
 
 import re
-from typing import Any
-
 import polars as pl
 
 from tracekit.report import fmt
-from tracekit.report.model import ReportData
-from tracekit.report.sections.blocks import LONG_LIST, Section, Table, min_coverage, table
-from tracekit.report.sections.features import features_section, rows_of
-from tracekit.report.sections.speculative import rows_of as speculative_rows
-from tracekit.report.sections.speculative import speculative_section
-from tracekit.report.sections.headline import is_phase_note, summary_section
+from tracekit.report.sections.blocks import LONG_LIST, Document, Section, Table, min_coverage, table
+from tracekit.report.sections.headline import is_phase_note
 from tracekit.report.sections.cold_start import cold_start_lines
 from tracekit.report.sections.step_verdicts import step_verdict_lines
 from tracekit.report.names import cut_name
@@ -96,25 +91,9 @@ def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def build(data: ReportData) -> list[Section]:
-    """All sections of a report, in order."""
-    out = [
-        summary_section(data),
-        _environment(data),
-        _phases(data),
-        _why(data),
-        _serving(data),
-        features_section(rows_of(data.totals)),
-        speculative_section(speculative_rows(data.totals)),
-        _regions(data),
-        _top(data),
-        _unattributed(data),
-        _coverage(data),
-    ]
-    return [s for s in out if s.paragraphs or s.tables]
-
-
-def _environment(d: ReportData) -> Section:
+def environment(doc: Document) -> Section:
+    """Environment rows (trace metadata, sidecar), else the device block."""
+    d = doc.report
     s = Section("Environment", anchor="environment")
     rows = [[str(k), fmt.value(str(k), v)] for k, v in d.environment.get("rows", [])]
     if not rows:
@@ -127,7 +106,9 @@ def _environment(d: ReportData) -> Section:
     return s
 
 
-def _phases(d: ReportData) -> Section:
+def phases(doc: Document) -> Section:
+    """The phases' time and verdict, work and rates, and latency tables."""
+    d = doc.report
     s = Section("Phases", anchor="phases")
     if d.phases.height == 0:
         said = [m for m in d.missing if is_phase_note(m) and m != "no phases found"]
@@ -141,7 +122,9 @@ def _phases(d: ReportData) -> Section:
     ph = _with_busy_fraction(d.phases)
     s.paragraphs += cold_start_lines(d.doc) + step_verdict_lines(d.doc)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
-    s.tables.append(table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False, min_cov=min_coverage(d)))
+    s.tables.append(
+        table(ph, PHASE_WORK_COLUMNS, caption="work and rates", collapse=False, min_cov=min_coverage(d.doc))
+    )
     lat = latency_columns(ph)
     if lat:
         s.tables.append(table(ph, ["phase", *lat], caption="latency (TTFT / TPOT / ITL percentiles)", collapse=False))
@@ -163,42 +146,15 @@ def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
     return regions.sort(keys, descending=True, nulls_last=True, maintain_order=True)
 
 
-def _why(d: ReportData) -> Section:
-    """Idle time by cause and the per-class roofline (tracekit/report/sections/why.py)."""
-    from tracekit.report.sections.why import CLASS_HEADERS, IDLE_HEADERS, class_rows, idle_rows, launch_delay_lines
-
-    s = Section("Why: idle time by cause, per-class roofline", anchor="why")
-    idle = idle_rows(d.doc)
-    if idle:
-        s.tables.append(
-            Table(
-                IDLE_HEADERS,
-                idle,
-                "idle time by cause: top culprits per phase and per region with most idle",
-                collapsed=len(idle) > 2 * LONG_LIST,
-            )
-        )
-    s.paragraphs.extend(launch_delay_lines(d.doc))
-    cls = class_rows(d.doc)
-    if cls:
-        s.tables.append(
-            Table(
-                CLASS_HEADERS,
-                cls,
-                "per-class roofline: % of the attainable roof at the class's own intensity and dtype",
-                collapsed=len(cls) > 2 * LONG_LIST,
-            )
-        )
-    return s
-
-
-def _regions(d: ReportData) -> Section:
+def regions(doc: Document) -> Section:
+    """Every region, most device time first; names cut to the width (full text kept)."""
+    d = doc.report
     s = Section("Regions", anchor="regions")
     r = _with_busy_fraction(by_device_time(d.regions))
     if r.height == 0:
         return s
     cols = [c for c in REGION_COLUMNS if c in r.columns]
-    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first", min_cov=min_coverage(d))
+    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first", min_cov=min_coverage(d.doc))
     if "name" in cols:  # region names are the user's own annotations: cut to the width, never rewritten
         i = cols.index("name")
         names = [str(n) for n in r["name"].to_list()]
@@ -215,7 +171,9 @@ def _regions(d: ReportData) -> Section:
     return s
 
 
-def _top(d: ReportData) -> Section:
+def top(doc: Document) -> Section:
+    """The top kernels and operators per phase (the whole trace's when there are no phases)."""
+    d = doc.report
     s = Section("Top kernels and operators per phase", anchor="top")
     for what, df, every in (("kernels", d.top_kernels, d.top_kernels_all), ("operators", d.top_ops, d.top_ops_all)):
         if df.height == 0 and every.height and "scope_kind" in every.columns:
@@ -230,8 +188,6 @@ def _top(d: ReportData) -> Section:
             continue
         name = "name" if "name" in df.columns else df.columns[0]
         cols = [name] + [c for c in df.columns if c not in (name, "phase", "trace_id", "rank", "scope_kind", "scope")]
-        if df.height == 0:
-            continue
         if "phase" in df.columns:
             for (p,), g in df.group_by("phase", maintain_order=True):
                 s.tables.append(table(g.head(TOP_N), cols, caption=f"top {what}: {p}", collapse=True))
@@ -240,7 +196,9 @@ def _top(d: ReportData) -> Section:
     return s
 
 
-def _unattributed(d: ReportData) -> Section:
+def unattributed(doc: Document) -> Section:
+    """Unattributed device time by reason."""
+    d = doc.report
     s = Section("Unattributed device time", anchor="unattributed")
     u = d.unattributed
     if u.height == 0:
@@ -250,7 +208,9 @@ def _unattributed(d: ReportData) -> Section:
     return s
 
 
-def _coverage(d: ReportData) -> Section:
+def coverage(doc: Document) -> Section:
+    """Cost-model coverage: whole trace, per phase, and the top operators without a model."""
+    d = doc.report
     s = Section("Cost-model coverage", anchor="coverage")
     cov = d.whole.get("coverage")
     if cov is not None:
@@ -271,27 +231,4 @@ def _coverage(d: ReportData) -> Section:
             s.tables.append(table(unmodelled, cols, caption="top operators without a cost model", collapse=True))
     if not s.tables and cov is None:
         s.paragraphs.append("This result reports no coverage.")
-    return s
-
-
-def flat_items(obj: Any) -> list[tuple[str, Any]]:
-    """(key, value) pairs of a nested dict, for small key/value tables."""
-    out: list[tuple[str, Any]] = []
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if isinstance(v, dict):
-                out.extend((f"{k}.{kk}", vv) for kk, vv in flat_items(v))
-            else:
-                out.append((str(k), v))
-    return out
-
-
-def _serving(d: ReportData) -> Section:
-    """Prefill–decode interference in one sentence (docs/serving.md); empty without decoding steps."""
-    from tracekit.report.sections.serving import interference_sentence
-
-    s = Section("Serving", anchor="serving")
-    text = interference_sentence((d.doc.get("totals") or {}).get("serving"))
-    if text:
-        s.paragraphs.append(text)
     return s

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tracekit.report.sections.blocks import Section, Table
+from tracekit.report.sections.blocks import Document, Section, Table
 
 TITLE = "Features (what must match before two runs are compared)"
 
@@ -17,12 +17,10 @@ def rows_of(totals: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [r for r in rows or [] if isinstance(r, Mapping)]
 
 
-def features_section(rows: Sequence[Mapping[str, Any]]) -> Section:
-    """One run's features: feature, state, evidence. No table when the result has none."""
-    if not rows:
-        return Section(TITLE)
-    body = [[str(r.get("feature")), str(r.get("state")), str(r.get("detail") or "")] for r in rows]
-    return Section(TITLE, tables=[Table(["feature", "state", "evidence"], body)], anchor="features")
+def features(d: Document) -> Section | None:
+    """What the run had switched on (``totals.features``): feature, state, evidence; none without them."""
+    body = [[str(r.get("feature")), str(r.get("state")), str(r.get("detail") or "")] for r in rows_of(d.doc["totals"])]
+    return Section(TITLE, tables=[Table(["feature", "state", "evidence"], body)], anchor="features") if body else None
 
 
 def features_pair_table(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> Table:

@@ -8,12 +8,14 @@ from __future__ import annotations
 from tracekit.sources.nsys import NAME as NSYS
 from tracekit.report import fmt
 from tracekit.report.sections.above_roof import above_roof_lines
-from tracekit.report.sections.blocks import Section, Table, min_coverage
+from tracekit.report.sections.blocks import Document, Section, Table, min_coverage
 from tracekit.report.sections.low_coverage import MEASURED, low_coverage
 from tracekit.report.model import ReportData
 
 
-def summary_section(d: ReportData) -> Section:
+def summary(doc: Document) -> Section:
+    """The trace, the verdicts with their reasons, and what is missing."""
+    d = doc.report
     s = Section("Summary", anchor="summary")
     tr = d.doc.get("trace") or {}
     s.paragraphs.append(
@@ -45,7 +47,7 @@ def summary_section(d: ReportData) -> Section:
     )
     tot = d.totals
     rows = [[fmt.label(k), fmt.value(k, tot[k])] for k in keys if tot.get(k) is not None]
-    low = low_coverage(w, min_coverage(d))
+    low = low_coverage(w, min_coverage(d.doc))
     rows += [
         [f"whole trace {fmt.label(k)}", "–" if low and k in MEASURED else fmt.value(k, w[k])]
         for k in (

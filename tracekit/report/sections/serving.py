@@ -2,9 +2,11 @@
 its numbers as a small table (docs/serving.md)."""
 
 from __future__ import annotations
-from tracekit.report import fmt
 
 from typing import Any
+
+from tracekit.report import fmt
+from tracekit.report.sections.blocks import Document, Section
 
 
 def interference_sentence(serving: dict[str, Any] | None) -> str | None:
@@ -26,25 +28,26 @@ def interference_sentence(serving: dict[str, Any] | None) -> str | None:
         )
     sig = "significant" if inf.get("significant") else "not significant"
     text = (
-        f"prefill–decode interference: each co-scheduled prefill token adds {_g(b * 1e3)} µs "
-        f"to a decode step (95 % CI {_g(inf['ci95_low'] * 1e3)}–{_g(inf['ci95_high'] * 1e3)} µs, "
+        f"prefill–decode interference: each co-scheduled prefill token adds {fmt.figure(b * 1e3)} µs "
+        f"to a decode step (95 % CI {fmt.figure(inf['ci95_low'] * 1e3)}–{fmt.figure(inf['ci95_high'] * 1e3)} µs, "
         f"{sig}; {fmt.count(inf['matched_steps'], 'step')} in "
         f"{fmt.count(inf['matched_cells'], 'matched batch×context cell')})"
     )
     if inf.get("mean_mixed_step_inflation_ms") is not None:
         text += (
-            f"; mixed steps ({_g(inf.get('mean_prefill_tokens_per_mixed_step'))} prefill tokens on "
-            f"average) are inflated by {_g(inf['mean_mixed_step_inflation_ms'])} ms"
+            f"; mixed steps ({fmt.figure(inf.get('mean_prefill_tokens_per_mixed_step'))} prefill tokens on "
+            f"average) are inflated by {fmt.figure(inf['mean_mixed_step_inflation_ms'])} ms"
         )
     share = inf.get("tpot_p99_share_explained")
     if share is not None:
         text += (
-            f"; it explains {share * 100:.0f} % of TPOT p99 ({_g(inf.get('tpot_p99_ms'))} → "
-            f"{_g(inf.get('tpot_p99_without_ms'))} ms without it)"
+            f"; it explains {share * 100:.0f} % of TPOT p99 ({fmt.figure(inf.get('tpot_p99_ms'))} → "
+            f"{fmt.figure(inf.get('tpot_p99_without_ms'))} ms without it)"
         )
     return text
 
 
-def _g(x: Any) -> str:
-    """Three significant digits (the project's convention for durations in sentences)."""
-    return "–" if x is None else fmt.plain(float(x))
+def serving(d: Document) -> Section | None:
+    """Prefill–decode interference in one sentence (docs/serving.md); none without decoding steps."""
+    text = interference_sentence(d.doc["totals"].get("serving"))
+    return Section("Serving", [text], anchor="serving") if text else None

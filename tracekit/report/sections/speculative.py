@@ -3,11 +3,11 @@ tokens per verify step and their part of TPOT (tracekit/analysis/serving/specula
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tracekit.report import fmt
-from tracekit.report.sections.blocks import Section, Table
+from tracekit.report.sections.blocks import Document, Section, Table
 
 TITLE = "Speculative decoding (draft and verify)"
 HEADERS = [
@@ -31,10 +31,9 @@ def rows_of(totals: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [r for r in rows or [] if isinstance(r, Mapping)]
 
 
-def speculative_section(rows: Sequence[Mapping[str, Any]]) -> Section:
-    """One row per phase; an empty section (not shown) for a run without speculative steps."""
-    if not rows:
-        return Section(TITLE)
+def speculative(d: Document) -> Section | None:
+    """Draft and verify, one row per phase (``totals.serving.speculative``); none without speculative steps."""
+    rows = rows_of(d.doc["totals"])
     body = [
         [
             str(r.get("phase")),
@@ -50,4 +49,4 @@ def speculative_section(rows: Sequence[Mapping[str, Any]]) -> Section:
         ]
         for r in rows
     ]
-    return Section(TITLE, tables=[Table(HEADERS, body)], anchor="speculative")
+    return Section(TITLE, tables=[Table(HEADERS, body)], anchor="speculative") if rows else None

@@ -1,6 +1,6 @@
 """Why a verdict: idle time by cause and the per-class roofline, as plain rows of formatted
-strings from the analysis JSON document (docs/json.md). Shared by ``tracekit analyze`` (table,
-Markdown) and the report's "Why" section; each renderer escapes and lays them out itself."""
+strings from the analysis JSON document (docs/json.md): one section, shown by ``tracekit analyze``
+and by the report; each renderer escapes and lays it out itself."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tracekit.report import fmt
+from tracekit.report.names import cut_name
+from tracekit.report.sections.blocks import LONG_LIST, Document, Section, Table
 
 IDLE_HEADERS = ["scope", "idle", "#", "cause", "call", "op", "time", "share of idle", "count"]
 CLASS_HEADERS = [
@@ -34,15 +36,11 @@ CAUSE_LABEL = {
 }
 
 
-def _pct(x: Any) -> str:
-    return fmt.percent(None if x is None else float(x), 0)
-
-
 def _scopes(doc: Mapping[str, Any], regions: int) -> list[tuple[str, dict[str, Any]]]:
     """Phases, then the ``regions`` regions with most idle time."""
     out = [(f"phase {p['phase']}", p) for p in doc.get("phases") or []]
     regs = sorted(doc.get("regions") or [], key=lambda r: -(r.get("idle_ns") or 0))[:regions]
-    return out + [(f"region {str(r.get('name'))[:40]}", r) for r in regs]
+    return out + [(f"region {cut_name(str(r.get('name')), 40)}", r) for r in regs]
 
 
 def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> list[list[str]]:
@@ -59,7 +57,7 @@ def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> l
                     str(c.get("call") or fmt.DASH),
                     str(c.get("op") or fmt.DASH),
                     fmt.duration(c["idle_ns"]),
-                    _pct(c.get("share")),
+                    fmt.percent(c.get("share"), 0),
                     fmt.count(c.get("count")),
                 ]
             )
@@ -91,7 +89,7 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                     scope,
                     str(c["op_class"]) + (" (estimated)" if c.get("estimated") else ""),
                     fmt.duration(c.get("device_time_ns") or 0),
-                    _pct(c.get("share")),
+                    fmt.percent(c.get("share"), 0),
                     fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),
                     str(c.get("dtype") or fmt.DASH),
                     fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
@@ -102,3 +100,20 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 ]
             )
     return rows
+
+
+def why(d: Document) -> Section:
+    """Idle time by cause (top culprits per phase and per region with most idle), the launch
+    delays, and the per-class roofline."""
+    s = Section("Why: idle time by cause, per-class roofline", launch_delay_lines(d.doc), anchor="why")
+    for headers, rows, caption in (
+        (IDLE_HEADERS, idle_rows(d.doc), "idle time by cause: top culprits per phase and per region with most idle"),
+        (
+            CLASS_HEADERS,
+            class_rows(d.doc),
+            "per-class roofline: % of the attainable roof at the class's own intensity and dtype",
+        ),
+    ):
+        if rows:
+            s.tables.append(Table(headers, rows, caption, collapsed=len(rows) > 2 * LONG_LIST))
+    return s
