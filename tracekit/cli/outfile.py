@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from tracekit.cli.term import clean, echo
+from tracekit.commands.output import Output
+from tracekit.report.formats.json_print import safe
+from tracekit.report.output import write_atomic
 
 
 def cleaned(text: str | bytes, fmt: str) -> bytes:
     """The bytes of a report file of format ``fmt`` (``json`` or a text format) holding ``text``."""
     if fmt == "json":
-        from tracekit.report.formats.json_print import safe
-
         return safe(text.encode("utf-8") if isinstance(text, str) else bytes(text))
     s = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
     return clean(s).encode("utf-8")
@@ -29,8 +30,6 @@ def cleaned(text: str | bytes, fmt: str) -> bytes:
 
 def write_report(path: Path, text: str | bytes, fmt: str) -> Path:
     """:func:`tracekit.report.output.write_atomic` of :func:`cleaned` ``text``."""
-    from tracekit.report.output import write_atomic
-
     return write_atomic(path, cleaned(text, fmt))
 
 
@@ -43,3 +42,18 @@ def emit(text: str | bytes, out: Any = None, fmt: str = "text") -> None:
         return
     write_report(out, text, fmt)
     echo(f"wrote {out}", err=True)
+
+
+def show(o: Output) -> None:
+    """A service's output (tracekit/commands/output.py): printed, or written to its file (cleaned)
+    with its notes on stderr; then its error raised."""
+    if o.out is None:
+        # bytes (a JSON document, whole or in pieces) are already terminal safe: report/formats/json_print.py
+        for piece in [o.body] if isinstance(o.body, (str, bytes)) else o.body:
+            echo(piece, nl=False)
+    else:
+        write_report(o.out, o.body if isinstance(o.body, (str, bytes)) else b"".join(o.body), o.fmt)
+        for line in o.notes:
+            echo(line, err=True)
+    if o.error is not None:
+        raise o.error

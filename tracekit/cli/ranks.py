@@ -1,14 +1,11 @@
-"""Shared by ``tracekit analyze`` and ``tracekit report``: choosing several traces of a dataset and
-comparing them across ranks (tracekit/analysis/ranks/compare.py) with a progress bar. See docs/scale.md."""
+"""The options shared by ``tracekit analyze`` and ``tracekit report`` to choose several traces of a
+dataset and compare them across ranks (tracekit/commands/ranks.py). See docs/scale.md."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
-
-from tracekit.errors import UsageError
 
 OPTIONS = [
     click.option(
@@ -46,55 +43,3 @@ def ranks_options(f: Any) -> Any:
     for opt in reversed(OPTIONS):
         f = opt(f)
     return f
-
-
-def selection(source: str, trace_id: str | None, rank: str | None, compare: tuple[str, ...] = ()) -> list[str] | None:
-    """The dataset's traces chosen by ``--compare`` prefixes and ``--rank`` (all of them when neither);
-    None when one trace is meant (a file, ``--trace-id``, a dataset of one) and the usual path
-    applies. Several ids mean a comparison across ranks; one id means that trace."""
-    several = rank is not None or bool(compare)
-    meta = Path(source) / "meta"  # a dataset (tables/trace.py's is_dataset), told without importing polars
-    if not meta.is_dir():
-        if several:
-            raise UsageError(f"{source}: --rank / --compare need an ingested dataset (tracekit ingest)")
-        return None
-    if trace_id is not None:
-        if several:
-            raise UsageError("--trace-id picks one trace; --rank / --compare choose several to compare")
-        return None
-    if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
-        return None
-    from tracekit.analysis.ranks.compare import parse_ranks, select_traces
-
-    return select_traces(source, list(compare) or None, parse_ranks(rank))
-
-
-def compare_traces(
-    source: str,
-    ids: list[str],
-    hardware: str | None,
-    phase_map: Any,
-    thresholds: str | None,
-    workers: int | None,
-    scheduler: str | None,
-) -> dict[str, Any]:
-    """Every chosen trace analysed as a task, then compared: the ranks JSON document."""
-    from tracekit.analysis.ranks.compare import analyze_ranks
-    from tracekit.cli.progress import Progress
-    from tracekit.parallel import plan
-
-    where = plan(len(ids), workers, scheduler)
-    with Progress(len(ids), "analyze") as bar:
-        result = analyze_ranks(
-            source,
-            ids,
-            where,
-            hardware=hardware,
-            phase_map=phase_map,
-            thresholds=thresholds,
-            on_done=lambda o: bar.update(1),
-        )
-    doc = result.to_json()
-    doc["dataset"] = str(Path(source))
-    doc["ran_on"] = where.describe()
-    return doc

@@ -1,0 +1,119 @@
+"""The ``analyze`` service: per-region and per-phase verdicts of a trace, or ranks compared.
+
+:func:`analyze` checks the output path, sets polars' allocator for the input, prints a stored
+result of the same options when one is current (tracekit/tables/results.py), starts a trace file's
+early read, and only then imports its heavy half (:mod:`tracekit.commands.analyze_compute`): the
+one lazy import of this layer (tracekit/commands/__init__.py says why). No polars at module level.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracekit.commands.output import Lines, Output, Progress, output
+from tracekit.conventions import TABLES
+from tracekit.report.output import check_out
+from tracekit.sources import load
+from tracekit.tables.results import analysis_options, lookup
+from tracekit.tuning import analysis_setting, importer, set_before_polars
+
+if TYPE_CHECKING:
+    from tracekit.tables.trace import Trace
+
+
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    """``tracekit analyze``'s options (the field names are the click parameters')."""
+
+    source: str
+    hardware: str | None = None
+    fmt: str = "text"
+    phase_map: tuple[str, ...] = ()
+    slo: str | None = None
+    thresholds: str | None = None
+    trace_id: str | None = None
+    rank: str | None = None
+    compare: tuple[str, ...] = ()
+    workers: int | None = None
+    scheduler: str | None = None
+    regions: int = 40
+    out: str | None = None
+    force: bool = False
+    reuse: bool = True
+    captures: tuple[str, ...] = ()
+    model: str | None = None
+
+    @property
+    def stored(self) -> bool:
+        """One trace of a dataset, reuse on: its result may be read from, and stored in, the dataset."""
+        one = self.rank is None and not self.compare and not self.captures and not self.model
+        return self.reuse and one and os.path.isdir(os.path.join(self.source, "meta"))
+
+
+def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
+    """The analysis of ``req.source`` as ``req.fmt`` (JSON: docs/json.md), from the stored result
+    when one is current; ``progress`` counts a comparison's per-trace tasks. Raises UsageError
+    (options, output path), AnalysisError and the loaders' errors."""
+    out = check_out(req.out, req.force) if req.out else None
+    bounded_allocator(req.source)
+    options = analysis_options(req.hardware, req.phase_map, req.slo, req.thresholds)  # the stored results' key
+    stored = lookup(req.source, req.trace_id, options) if req.stored else None
+    if stored is not None and req.fmt == "json":  # printed without importing polars
+        return output(stored, req.fmt, out)
+    early = [] if stored is not None else _early_file(req)
+    from tracekit.commands import analyze_compute  # polars: after the allocator, while the early read runs
+
+    if stored is not None:
+        return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+    body = analyze_compute.compute(req, options if req.stored else None, early, progress)
+    return output(body, req.fmt, out)
+
+
+def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
+    """The jemalloc setting (``_RJEM_MALLOC_CONF``) for analysing ``source``
+    (:func:`tracekit.tuning.analysis_setting` of its canonical Parquet bytes; None for a trace file)."""
+    root = Path(source)
+    if not (root / "meta").is_dir():
+        return None
+    return analysis_setting(sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet")), cpus)
+
+
+def bounded_allocator(source: str) -> bool:
+    """Before polars is loaded, and unless the user set it: :func:`analysis_allocator`'s setting
+    for ``source``. True when set."""
+    return set_before_polars(lambda: analysis_allocator(source))
+
+
+# What the analysis of a trace file imports after loading it: imported in the early read's thread
+# instead (tracekit/sources/kineto/reading/early.py), while the file is read. tests/test_kineto_early.py
+# checks that the analysis then imports no tracekit module of its own.
+ANALYSIS_MODULES = (
+    "tracekit.analysis",
+    "tracekit.analysis.communication",
+    "tracekit.analysis.features",
+    "tracekit.analysis.store.derived",
+    "tracekit.analysis.serving.basis",
+    "tracekit.analysis.serving.interference",
+    "tracekit.attribution.core",
+    "tracekit.costmodel.ops",
+    "tracekit.labels.infer",
+    "tracekit.labels.regions",
+    "tracekit.sources.kineto.capture.merge",
+)
+
+
+def _early_file(req: AnalyzeRequest) -> list[Trace]:
+    """A trace file analysed with no option that must be checked before any work (--phase-map,
+    --slo, --thresholds, --rank, --compare): the trace, read while the analysis loads
+    (tracekit/sources/kineto/reading/early.py), alone in a list; an empty list otherwise."""
+    if req.phase_map or req.slo or req.thresholds or req.rank is not None or req.compare or os.path.isdir(req.source):
+        return []
+    warm = (
+        *ANALYSIS_MODULES,
+        "tracekit.report.formats.json_print" if req.fmt == "json" else "tracekit.report.screens.analyze",
+    )
+    return [load(req.source, trace_id=req.trace_id, captures=list(req.captures), warm=importer(warm), model=req.model)]
+

@@ -1,0 +1,90 @@
+"""The heavy half of the ``analyze`` service: load, analyse (or compare ranks), store, render.
+
+Imported by :mod:`tracekit.commands.analyze` once polars may load (tracekit/commands/__init__.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from tracekit.analysis import Slo, Thresholds
+from tracekit.analysis import analyze as run_analysis
+from tracekit.analysis.store.derived import load_for_analysis
+from tracekit.commands import ranks
+from tracekit.commands.output import Progress
+from tracekit.errors import UsageError
+from tracekit.labels.phases import parse_phase_map
+from tracekit.report.formats.json_print import document, document_parts
+from tracekit.report.screens import analyze as analyze_screen
+from tracekit.report.screens.ranks import render_text as render_ranks
+from tracekit.tables.results import store, storing
+
+if TYPE_CHECKING:
+    from tracekit.commands.analyze import AnalyzeRequest
+    from tracekit.tables.trace import Trace
+
+
+def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
+    """The output of one trace's analysis from its JSON document (compact or indented bytes).
+    JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python
+    and many times slower on a big document; non-ASCII is written as UTF-8 instead of
+    \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py)."""
+    if fmt == "json":
+        return document(doc_json)
+    return analyze_screen.render(msgspec.json.decode(doc_json), markdown=fmt == "md", regions=regions)
+
+
+def compute(
+    req: AnalyzeRequest, store_options: dict[str, Any] | None, early: list[Trace], progress: Progress
+) -> str | bytes | Iterator[bytes]:
+    """Load (unless read ``early``: taken out of the list, so that no caller's frame keeps the trace
+    alive while the analysis releases its tables) and analyse, or compare ranks; with ``store_options`` store one
+    trace's document in its dataset for the next run. One trace's JSON document not stored comes
+    in pieces, each made as it is printed (report/formats/json_print.py ``document_parts``)."""
+    pm = parse_phase_map(req.phase_map) or None  # checked before any work: one-line UsageError
+    slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
+    chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
+    if chosen is not None and len(chosen) > 1:
+        if req.model:
+            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
+        doc = ranks.compare_traces(
+            req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress
+        )
+        if req.fmt == "json":
+            return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
+        return render_ranks(doc, markdown=req.fmt == "md")
+    # a dataset trace with current derived tables: only the columns the analysis reads; with
+    # reuse on, derived tables it lacks are computed and stored first
+    trace = early.pop() if early else load_for_analysis(
+        req.source,
+        chosen[0] if chosen else req.trace_id,
+        list(req.captures),
+        lean=pm is None,
+        ensure=store_options is not None,
+        model=req.model,
+    )
+    # the trace's tables are read no more here: released by the analysis as it finishes with them
+    result = run_analysis(trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True)
+    in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
+    # The trace's tables are released before the document is built (not held beside the result's
+    # frames and the document's Python objects), the result's frames before it is indented (not
+    # held beside the document and its copies): a lower peak on a big trace.
+    del trace
+    keep = store_options if in_dataset else None
+    if req.fmt == "json":
+        # never the whole document at once: its compact form, the indented one and the copy
+        # with the newline were each held whole (and storing it, another copy: the first analysis
+        # of a big dataset peaked there)
+        skeleton, placeholder, chunks = result.to_json_parts()
+        del result  # the chunks keep the region rows only
+        parts = document_parts(skeleton, placeholder, chunks)
+        return parts if keep is None else storing(req.source, trace_id, keep, source or None, parts)  # stored as printed
+    compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
+    del result
+    if keep is not None:
+        store(req.source, trace_id, keep, source or None, document(compact))
+    return screen(compact, req.fmt, req.regions)

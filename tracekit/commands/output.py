@@ -1,0 +1,63 @@
+"""What a service hands back to its command: the output, where it goes, and an error to raise after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+from tracekit.errors import TracekitError
+
+
+@dataclass(frozen=True)
+class Output:
+    """``body`` (text, bytes, or bytes in pieces, each made as it is printed) printed, or written to
+    ``out`` (a path checked before the work) as a file of format ``fmt`` (``json`` keeps JSON escapes)
+    followed by the ``notes`` lines on stderr; then ``error``, when set, is raised (the exit code)."""
+
+    body: str | bytes | Iterator[bytes]
+    fmt: str = "text"
+    out: Path | None = None
+    notes: tuple[str, ...] = ()
+    error: TracekitError | None = None
+
+
+def output(body: str | bytes | Iterator[bytes], fmt: str, out: Path | None, *notes: str) -> Output:
+    """An :class:`Output` whose file, when written, is named on stderr (``wrote PATH``) before ``notes``."""
+    return Output(body, fmt, out, (f"wrote {out}", *notes))
+
+
+class Bar(Protocol):
+    """A progress bar (tracekit.cli.progress.Progress): lines written through it show above it."""
+
+    def update(self, n: int = 1, detail: str = "") -> None: ...
+
+    def write(self, line: str) -> None: ...
+
+
+Progress = Callable[[int, str], AbstractContextManager[Bar]]
+
+
+class Lines:
+    """A :data:`Progress` that draws nothing and keeps the lines written through it (tests, scripts)."""
+
+    def __init__(self, total: int = 0, label: str = "") -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, total: int, label: str) -> Lines:
+        return self
+
+    def __enter__(self) -> Lines:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        pass
+
+    def update(self, n: int = 1, detail: str = "") -> None:
+        pass
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)

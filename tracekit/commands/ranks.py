@@ -1,0 +1,59 @@
+"""Shared by the analyze and report services: choosing several traces of a dataset and comparing them
+across ranks (tracekit/analysis/ranks/compare.py), one task per trace. See docs/scale.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tracekit.analysis.ranks.compare import analyze_ranks, parse_ranks, select_traces
+from tracekit.commands.output import Lines, Progress
+from tracekit.errors import UsageError
+from tracekit.parallel import plan
+
+
+def selection(source: str, trace_id: str | None, rank: str | None, compare: tuple[str, ...] = ()) -> list[str] | None:
+    """The dataset's traces chosen by ``--compare`` prefixes and ``--rank`` (all of them when neither);
+    None when one trace is meant (a file, ``--trace-id``, a dataset of one) and the usual path
+    applies. Several ids mean a comparison across ranks; one id means that trace."""
+    several = rank is not None or bool(compare)
+    meta = Path(source) / "meta"  # a dataset (tables/trace.py's is_dataset)
+    if not meta.is_dir():
+        if several:
+            raise UsageError(f"{source}: --rank / --compare need an ingested dataset (tracekit ingest)")
+        return None
+    if trace_id is not None:
+        if several:
+            raise UsageError("--trace-id picks one trace; --rank / --compare choose several to compare")
+        return None
+    if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
+        return None
+    return select_traces(source, list(compare) or None, parse_ranks(rank))
+
+
+def compare_traces(
+    source: str,
+    ids: list[str],
+    hardware: str | None,
+    phase_map: Any,
+    thresholds: str | None,
+    workers: int | None,
+    scheduler: str | None,
+    progress: Progress = Lines(),
+) -> dict[str, Any]:
+    """Every chosen trace analysed as a task (``progress`` counts them), then compared: the ranks JSON document."""
+    where = plan(len(ids), workers, scheduler)
+    with progress(len(ids), "analyze") as bar:
+        result = analyze_ranks(
+            source,
+            ids,
+            where,
+            hardware=hardware,
+            phase_map=phase_map,
+            thresholds=thresholds,
+            on_done=lambda o: bar.update(1),
+        )
+    doc = result.to_json()
+    doc["dataset"] = str(Path(source))
+    doc["ran_on"] = where.describe()
+    return doc
