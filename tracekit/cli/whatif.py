@@ -1,8 +1,10 @@
-"""``tracekit whatif``: sensitivity and colocated-vs-disaggregated serving from measured costs (docs/whatif.md)."""
+"""``tracekit whatif``: sensitivity and colocated-vs-disaggregated serving from measured costs (docs/whatif.md).
+
+Thin: options → :func:`tracekit.commands.whatif.whatif` → printed or written."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import click
 
@@ -16,8 +18,9 @@ from tracekit.cli.options import (
     phase_map_option,
     trace_id_option,
 )
-from tracekit.cli.outfile import emit
-from tracekit.errors import UsageError
+from tracekit.cli.outfile import show
+from tracekit.commands.whatif import WhatifRequest
+from tracekit.commands.whatif import whatif as run_whatif
 
 
 @click.command("whatif")
@@ -86,69 +89,8 @@ from tracekit.errors import UsageError
 @out_option("Write here instead of stdout.")
 @force_option()
 @model_option
-def whatif(
-    traces: tuple[str, ...],
-    prefill_workers: int,
-    decode_workers: int,
-    link_key: str,
-    link_gbps: float | None,
-    link_efficiency: float,
-    link_latency_us: float,
-    kv_bytes_per_token: float | None,
-    slo: str | None,
-    prefill_ms: float | None,
-    tpot_ms: float | None,
-    decode_steps: int | None,
-    arrival: str | None,
-    seed: int | None,
-    hardware: str | None,
-    phase_map: tuple[str, ...],
-    captures: tuple[str, ...],
-    fmt: str,
-    trace_id: str | None,
-    out: str | None,
-    force: bool,
-    model: str | None,
-) -> None:
+def whatif(**params: Any) -> None:
     """What halving prefill or TPOT saves, colocated vs disaggregated serving of the traced load, and
     (--arrival) the traced workload at another load. Several traces (e.g. a prefill trace and a
     decode trace of one model): the sensitivity takes each input from the first that has it."""
-    from tracekit.report.output import check_out
-    from tracekit.report.screens.whatif import render
-
-    out_path = check_out(out, force) if out else None
-    from tracekit.whatif.run import run_whatif
-
-    hand = (prefill_ms, tpot_ms, decode_steps)
-    if not traces and None in hand:
-        raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
-    results = []
-    if traces:
-        from tracekit.analysis.serving.latency import Slo
-        from tracekit.labels.phases import parse_phase_map
-        from tracekit.report.from_path import analyse_path
-
-        Slo.parse(slo)  # a bad --slo or --phase-map fails before the (slow) analysis
-        pm = parse_phase_map(phase_map) or None
-        for t in traces:
-            a = analyse_path(
-                t, hardware=hardware, phase_map=pm, slo=slo, trace_id=trace_id, captures=list(captures), model=model
-            )
-            results.append((t, a.result))
-    doc = run_whatif(
-        traces[0] if traces else None,
-        results[0][1] if results else None,
-        hand=hand if any(v is not None for v in hand) else None,
-        prefill_workers=prefill_workers,
-        decode_workers=decode_workers,
-        link_key=link_key,
-        link_gbps=link_gbps,
-        link_efficiency=link_efficiency,
-        link_latency_us=link_latency_us,
-        kv_bytes_per_token=kv_bytes_per_token,
-        slo=slo,
-        arrival=arrival,
-        seed=seed,
-        others=results[1:],
-    )
-    emit(json.dumps(doc, indent=2) + "\n" if fmt == "json" else render(doc), out_path, fmt)
+    show(run_whatif(WhatifRequest(**params)))

@@ -1,0 +1,84 @@
+"""The ``diff`` service: per-phase and per-region-kind deltas of two traces, and the CI gate (docs/ci.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tracekit.analysis.step_samples import samples
+from tracekit.commands.output import Output, output
+from tracekit.errors import GateRegression, NotComparableError, TracekitError
+from tracekit.report.diff import Diff, name_totals, top_totals
+from tracekit.report.diff import diff as diff_fn
+from tracekit.report.formats.diff_markdown import render_md
+from tracekit.report.formats.text import render_diff
+from tracekit.report.from_path import Analysed, analyse_path
+from tracekit.report.gate import gate, parse_threshold
+from tracekit.report.output import check_out
+
+
+@dataclass(frozen=True)
+class DiffRequest:
+    """``tracekit diff``'s options (the field names are the click parameters'): A is before, B after."""
+
+    a: str
+    b: str
+    fmt: str = "text"
+    out: str | None = None
+    force: bool = False
+    hardware: str | None = None
+    hardware_b: str | None = None
+    trace_id: str | None = None
+    trace_id_b: str | None = None
+    phase_map: tuple[str, ...] = ()
+    captures: tuple[str, ...] = ()
+    gate_pct: str | None = None
+    allow_feature_change: bool = False
+    model: str | None = None
+
+
+def diff(req: DiffRequest) -> Output:
+    """The comparison of ``req.a`` and ``req.b`` as text, Markdown or JSON; with ``gate_pct`` its
+    error is the gate's failure (GateRegression, exit 1; NotComparableError, exit 7), raised once
+    the output is out. Raises UsageError (options, output path) and the analyses' errors."""
+    threshold = parse_threshold(req.gate_pct) if req.gate_pct is not None else None
+    out = check_out(req.out, req.force) if req.out else None
+    ra, rb = _analysed(req, req.a, req.hardware, req.trace_id), _analysed(req, req.b, req.hardware_b, req.trace_id_b)
+    da, db = ra.report_data(), rb.report_data()
+    d = diff_fn(
+        da,
+        db,
+        kernels=(name_totals(ra.trace.kernels), name_totals(rb.trace.kernels)),
+        ops=(top_totals(da.top_ops_all), top_totals(db.top_ops_all)),
+        labels=(req.a, req.b),
+        work=(ra.result.op_work, rb.result.op_work),
+        classes=(ra.result.op_classes, rb.result.op_classes),
+    )
+    if threshold is not None:
+        g = gate(
+            samples(ra.result), samples(rb.result), threshold, d.features_a, d.features_b, req.allow_feature_change
+        )
+        d = replace(d, gate=g)
+    text = render_md(d) if req.fmt == "md" else render_diff(d, req.fmt)
+    return replace(output(text, req.fmt, out), error=_gate_error(d))
+
+
+def _analysed(req: DiffRequest, path: str, hardware: str | None, trace_id: str | None) -> Analysed:
+    """One side, analysed with the operators' work (matched across hardware); B's peaks default to A's."""
+    return analyse_path(
+        path,
+        hardware=hardware or req.hardware,
+        phase_map=list(req.phase_map) or None,
+        trace_id=trace_id,
+        captures=list(req.captures),
+        with_op_work=True,
+        model=req.model,
+    )
+
+
+def _gate_error(d: Diff) -> TracekitError | None:
+    """The gate's failure as the error its exit code names; None when it passed or did not run."""
+    if d.gate is not None and d.gate.exit_code == NotComparableError.exit_code:
+        return NotComparableError(d.gate.verdict())
+    if d.gate is not None and d.gate.exit_code == GateRegression.exit_code:
+        return GateRegression(d.gate.verdict())
+    return None
