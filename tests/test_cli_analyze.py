@@ -81,10 +81,10 @@ def test_dataset_gives_same_result(tmp_path: Path) -> None:
 
 
 def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
-    # cli/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
+    # commands/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
     # analysed with one jemalloc arena per CPU and pages returned after 0.5 s; a smaller dataset,
     # derived tables and stored results not counted, or a trace file: polars' default (None).
-    from tracekit.cli.analyze import analysis_allocator
+    from tracekit.commands.analyze import analysis_allocator
     from tracekit.tuning import BIG_DATASET_BYTES
 
     ds = tmp_path / "ds"
@@ -113,7 +113,7 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
     # `analyze --format json` (nothing stored) prints the document a chunk of region rows at a
     # time (report/jsonout.document_parts): the same text as the whole document, never held at
     # once (the 860 MB replica's compact, indented and newline-terminated copies: ~300 MB).
-    import tracekit.cli.analyze as cli
+    import tracekit.cli.outfile as cli  # where the command prints
     from tracekit.analysis import result
     from tracekit.analysis.contract import rows as result_rows
     from tracekit.report.formats.json_print import document

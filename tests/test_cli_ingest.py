@@ -229,7 +229,7 @@ def test_allocator_returns_pages_only_where_memory_must_stay_bounded(monkeypatch
     does without it (it cost ≈ 0.25 s of an ingest of df_index_resolver), and so does an Nsight
     export, read in chunks of one size (≈ 1 s of CPU of 10 on a 133 MB export, for ≈ 40 MB of
     peak); a streamed trace (``--stream``, or JSON at or above STREAM_BYTES) and Dask tasks get it."""
-    from tracekit.cli import ingest as cli_ingest
+    from tracekit.commands import ingest as cli_ingest
     from tracekit.parallel import Plan
 
     serial, local = Plan("serial", 1), Plan("local", 2)

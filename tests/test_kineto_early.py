@@ -18,7 +18,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import kineto_trace_files
-from tracekit.cli.analyze import ANALYSIS_MODULES
+from tracekit.commands.analyze import ANALYSIS_MODULES
 from tracekit.errors import TracekitError
 from tracekit.ingest import ingest_file
 from tracekit.sources import load
@@ -211,7 +211,7 @@ def test_analyze_and_summary_of_a_file_read_early_and_print_the_same(
 def test_analyze_of_a_file_releases_the_trace_before_encoding(
     shared_traces: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The trace read early (cli/analyze.py `_early_file`) is released before the document is
+    """The trace read early (commands/analyze.py `_early_file`) is released before the document is
     built, as a trace loaded the other way is: no Trace is alive when the result is encoded."""
     import gc
 
@@ -219,7 +219,7 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
     from tracekit.cli.main import main
     from tracekit.tables.trace import Trace
 
-    real = AnalysisResult.to_json_parts  # the printed JSON (cli/analyze.py: nothing stored)
+    real = AnalysisResult.to_json_parts  # the printed JSON (commands/analyze_compute.py: nothing stored)
     alive: list[int] = []
 
     def traces() -> set[int]:  # Trace objects alive now (type(), not isinstance: no proxy lookups)
@@ -240,7 +240,7 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
 
 _AFTER_LOAD = """
 import contextlib, io, json, shutil, sys, tempfile
-from tracekit.cli.analyze import ANALYSIS_MODULES
+from tracekit.commands.analyze import ANALYSIS_MODULES
 from tracekit.ingest import DERIVED_MODULES
 from tracekit.sources import load
 for m in (*ANALYSIS_MODULES, *DERIVED_MODULES, "tracekit.report.formats.json_print"):
@@ -262,7 +262,7 @@ print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith("tr
 
 def test_the_warm_modules_are_all_that_analysis_and_ingest_import_after_the_load(shared_traces: Path) -> None:
     """`analyze FILE` and `ingest` name the modules their work imports after the load
-    (cli/analyze.py ANALYSIS_MODULES, ingest.py DERIVED_MODULES), so that the early read imports
+    (commands/analyze.py ANALYSIS_MODULES, ingest.py DERIVED_MODULES), so that the early read imports
     them in its thread while the file is read. With those imported first, analysing
     nccl_data (JSON document) and writing its derived tables import no other tracekit module."""
     path = str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")
