@@ -3,8 +3,8 @@ and why. Both are measured as commands (BENCHMARKS.md, "Process tuning"); neithe
 
 - **polars' allocator** (``_RJEM_MALLOC_CONF``), chosen by a command for its input before polars is
   loaded (it is read once, when polars' library loads): `tracekit ingest` returns freed pages at
-  once where memory must stay bounded (cli/ingest.py), `tracekit analyze` of a big dataset keeps
-  fewer arenas (cli/analyze.py). docs/kineto.md and docs/analysis.md give the figures.
+  once where memory must stay bounded (commands/ingest.py), `tracekit analyze` of a big dataset keeps
+  fewer arenas (commands/analyze.py). docs/kineto.md and docs/analysis.md give the figures.
 - **Import warming**: a command that reads one Kineto file before polars is loaded imports the
   modules it needs next in a thread while the file is read (tracekit/sources/kineto/reading/early.py).
   The command names those modules (literal names, so the import contract sees them) and hands

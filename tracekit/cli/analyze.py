@@ -23,7 +23,8 @@ from tracekit.cli.options import (
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
 from tracekit.cli.ranks import ranks_options
-from tracekit.commands import analyze as service
+from tracekit.commands.analyze import analyze as run_analyze
+from tracekit.commands.analyze_request import AnalyzeRequest
 
 
 @click.command("analyze")
@@ -55,4 +56,4 @@ def analyze(**params: Any) -> None:
 
     A dataset of several traces (or those chosen by --compare prefixes / --rank) is compared
     across ranks, one analysis task per trace: per rank × phase, straggler steps, communication."""
-    show(service.analyze(service.AnalyzeRequest(**params), Progress))
+    show(run_analyze(AnalyzeRequest(**params), Progress))

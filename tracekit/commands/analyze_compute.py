@@ -15,6 +15,7 @@ from tracekit.analysis import Slo, Thresholds
 from tracekit.analysis import analyze as run_analysis
 from tracekit.analysis.store.derived import load_for_analysis
 from tracekit.commands import ranks
+from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
@@ -24,7 +25,6 @@ from tracekit.report.screens.ranks import render_text as render_ranks
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
-    from tracekit.commands.analyze import AnalyzeRequest
     from tracekit.tables.trace import Trace
 
 
@@ -59,13 +59,17 @@ def compute(
         return render_ranks(doc, markdown=req.fmt == "md")
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
-    trace = early.pop() if early else load_for_analysis(
-        req.source,
-        chosen[0] if chosen else req.trace_id,
-        list(req.captures),
-        lean=pm is None,
-        ensure=store_options is not None,
-        model=req.model,
+    trace = (
+        early.pop()
+        if early
+        else load_for_analysis(
+            req.source,
+            chosen[0] if chosen else req.trace_id,
+            list(req.captures),
+            lean=pm is None,
+            ensure=store_options is not None,
+            model=req.model,
+        )
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them
     result = run_analysis(trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True)
@@ -82,7 +86,9 @@ def compute(
         skeleton, placeholder, chunks = result.to_json_parts()
         del result  # the chunks keep the region rows only
         parts = document_parts(skeleton, placeholder, chunks)
-        return parts if keep is None else storing(req.source, trace_id, keep, source or None, parts)  # stored as printed
+        return (
+            parts if keep is None else storing(req.source, trace_id, keep, source or None, parts)
+        )  # stored as printed
     compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
     del result
     if keep is not None:

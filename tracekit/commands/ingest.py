@@ -82,7 +82,9 @@ def _closing(run: IngestRun, out: Path, where: Plan) -> list[str]:
         if not_traces
         else []
     ) + ([f"skipped {dups} duplicate input{'' if dups == 1 else 's'}"] if dups else [])
-    lines = [f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else "")]
+    lines = [
+        f"ingested {len(run.ok)} of {total} traces into {out}" + (f"; {', '.join(said)} (listed above)" if said else "")
+    ]
     runs = engine_runs([Path(r.path).name for r in run.ok])
     if runs and (len(runs) > 1 or any(stages for *_, stages in runs)):
         listed = "; ".join(

@@ -1,0 +1,36 @@
+"""``tracekit analyze``'s options as one typed request: shared by both halves of the service
+(:mod:`tracekit.commands.analyze`, :mod:`tracekit.commands.analyze_compute`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AnalyzeRequest:
+    """``tracekit analyze``'s options (the field names are the click parameters')."""
+
+    source: str
+    hardware: str | None = None
+    fmt: str = "text"
+    phase_map: tuple[str, ...] = ()
+    slo: str | None = None
+    thresholds: str | None = None
+    trace_id: str | None = None
+    rank: str | None = None
+    compare: tuple[str, ...] = ()
+    workers: int | None = None
+    scheduler: str | None = None
+    regions: int = 40
+    out: str | None = None
+    force: bool = False
+    reuse: bool = True
+    captures: tuple[str, ...] = ()
+    model: str | None = None
+
+    @property
+    def stored(self) -> bool:
+        """One trace of a dataset, reuse on: its result may be read from, and stored in, the dataset."""
+        one = self.rank is None and not self.compare and not self.captures and not self.model
+        return self.reuse and one and os.path.isdir(os.path.join(self.source, "meta"))
