@@ -27,7 +27,7 @@ class Output:
 
 def output(body: str | bytes | Iterator[bytes], fmt: str, out: Path | None, *notes: str) -> Output:
     """An :class:`Output` whose file, when written, is named on stderr (``wrote PATH``) before ``notes``."""
-    return Output(body, fmt, out, (f"wrote {out}", *notes))
+    return Output(body, fmt, out, (f"wrote {out}", *notes) if out is not None else ())
 
 
 class Bar(Protocol):

@@ -59,7 +59,7 @@ class _Target:
 
     def output(self, text: str, figs: list[Any], *notes: str) -> Output:
         plots = f" and plots in {self.plot_dir}" if self.plot_dir and figs else ""
-        return Output(text, self.fmt, self.out, (f"wrote {self.out}{plots}", *notes))
+        return Output(text, self.fmt, self.out, (f"wrote {self.out}{plots}", *notes) if self.out else ())
 
 
 def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
