@@ -47,7 +47,7 @@ def test_ingest_then_analyze_stores_and_reuses_the_result(shared_traces: Path, t
     o = ingest(IngestRequest((str(shared_traces / NCCL),), tmp_path / "ds"), bar)
     assert o.body == f"ingested 1 of 1 traces into {tmp_path / 'ds'}\n" and o.error is None
     # one line per trace as it lands: 3,774 device activities and 72 regions of 40,573 events
-    assert len(bar.lines) == 1 and "3,774 device activities" in bar.lines[0] and "72 regions" in bar.lines[0]
+    assert len(bar) == 1 and "3,774 device activities" in bar[0] and "72 regions" in bar[0]
     req = AnalyzeRequest(str(tmp_path / "ds"), fmt="json", out=str(tmp_path / "a.json"))
     first = analyze(req)
     assert first.out == tmp_path / "a.json" and first.notes == (f"wrote {tmp_path / 'a.json'}",)
@@ -66,7 +66,7 @@ def test_a_failed_input_comes_back_as_the_error_to_raise_after_the_lines(tmp_pat
     cut.write_bytes(b'{"traceEvents": [{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"du')
     bar = Lines()
     o = ingest(IngestRequest((str(cut),), tmp_path / "ds"), bar)
-    assert bar.lines == [f"{cut}: error: {cut}: trace has no events (file is cut off)"]
+    assert bar == [f"{cut}: error: {cut}: trace has no events (file is cut off)"]
     assert o.body == f"ingested 0 of 1 traces into {tmp_path / 'ds'}\n"
     assert (
         isinstance(o.error, TracekitError)

@@ -15,6 +15,8 @@ from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, out_option
 from tracekit.errors import UsageError
+from tracekit.hardware.calibrate import boot_time, measure, stale_reason
+from tracekit.report import fmt
 
 
 @click.command("calibrate")
@@ -50,9 +52,6 @@ def calibrate(device: str, out: str, threads: int, quick: bool, reuse: bool, for
     """Measure copy bandwidth (large tensor copy) and matmul FLOP/s per dtype (fp32, bf16, and
     fp16/tf32 on CUDA) with torch, or numpy when torch is absent. CPU results are labelled
     "CPU diagnostic — not GPU evidence"; a ridge below 1 FLOP/B or the numpy fallback is flagged."""
-    from tracekit.hardware.calibrate import boot_time, measure, stale_reason
-    from tracekit.report import fmt
-
     path = Path(out)
     if reuse and path.exists():
         why: str | None

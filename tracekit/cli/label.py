@@ -8,7 +8,13 @@ from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import force_option, hardware_option, out_option
-from tracekit.report.output import check_out
+from tracekit.errors import UsageError
+from tracekit.report.from_path import analyse_path
+from tracekit.report.output import check_out, write_atomic
+from tracekit.report.screens import label as lab
+from tracekit.sources import sniff
+from tracekit.sources.kineto import writer
+from tracekit.sources.registry import capabilities
 
 
 @click.command("label")
@@ -30,14 +36,6 @@ def label(
 ) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
-    from tracekit.errors import UsageError
-    from tracekit.report.screens import label as lab
-    from tracekit.report.output import write_atomic
-    from tracekit.report.from_path import analyse_path
-    from tracekit.sources import sniff
-    from tracekit.sources.kineto import writer
-    from tracekit.sources.registry import capabilities
-
     out_path = check_out(out, force, (".json", ".json.gz"))
     if not capabilities(sniff(trace)).writes_labels:
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")

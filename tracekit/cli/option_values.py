@@ -12,6 +12,9 @@ from typing import Any
 
 import click
 
+from tracekit.errors import UsageError
+from tracekit.whatif.load import Arrival
+
 # Workers a whatif simulation may be given (each is an object and a queue in the simulation):
 # far above any real serving deployment, far below what would exhaust memory.
 MAX_WORKERS = 4096
@@ -49,9 +52,6 @@ class ArrivalSchedule(click.ParamType):
     name = "poisson:R|interval:MS|burst"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from tracekit.errors import UsageError
-        from tracekit.whatif.load import Arrival
-
         try:
             return str(Arrival.parse(str(value)))
         except UsageError as exc:

@@ -11,9 +11,6 @@ escapes (:func:`tracekit.report.formats.json_print.safe`), the same characters o
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from tracekit.cli.term import clean, echo
 from tracekit.commands.output import Output
 from tracekit.report.formats.json_print import safe
@@ -28,31 +25,16 @@ def cleaned(text: str | bytes, fmt: str) -> bytes:
     return clean(s).encode("utf-8")
 
 
-def write_report(path: Path, text: str | bytes, fmt: str) -> Path:
-    """:func:`tracekit.report.output.write_atomic` of :func:`cleaned` ``text``."""
-    return write_atomic(path, cleaned(text, fmt))
-
-
-def emit(text: str | bytes, out: Any = None, fmt: str = "text") -> None:
-    """A command's output: printed (:func:`echo`), or, with ``out`` (a path checked before the work
-    by :func:`tracekit.report.output.check_out`), written there atomically with the terminal's
-    cleaning (tracekit/cli/outfile.py; ``fmt`` "json" keeps JSON escapes) and named on stderr."""
-    if out is None:
-        echo(text, nl=False)
-        return
-    write_report(out, text, fmt)
-    echo(f"wrote {out}", err=True)
-
-
 def show(o: Output) -> None:
-    """A service's output (tracekit/commands/output.py): printed, or written to its file (cleaned)
-    with its notes on stderr; then its error raised."""
+    """A service's output (tracekit/commands/output.py): printed, or written to its file atomically
+    (:func:`tracekit.report.output.write_atomic` of :func:`cleaned`) with its notes on stderr; then
+    its error raised."""
     if o.out is None:
         # bytes (a JSON document, whole or in pieces) are already terminal safe: report/formats/json_print.py
         for piece in [o.body] if isinstance(o.body, (str, bytes)) else o.body:
             echo(piece, nl=False)
     else:
-        write_report(o.out, o.body if isinstance(o.body, (str, bytes)) else b"".join(o.body), o.fmt)
+        write_atomic(o.out, cleaned(o.body if isinstance(o.body, (str, bytes)) else b"".join(o.body), o.fmt))
         for line in o.notes:
             echo(line, err=True)
     if o.error is not None:

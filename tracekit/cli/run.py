@@ -16,7 +16,8 @@ from tracekit.numbers import count, plain
 from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, out_option
-from tracekit.errors import MissingDependencyError
+from tracekit.errors import MissingDependencyError, UsageError
+from tracekit.report import fmt  # the one number formatter
 
 INSTALL_HINT = "pip install 'tracekit[workloads]'"
 
@@ -30,18 +31,6 @@ def require_torch() -> None:
 @click.group("run")
 def run() -> None:
     """Run a workload under torch.profiler (needs tracekit[workloads])."""
-
-
-def _fmt_rate(v: float, unit: str) -> str:
-    from tracekit.report import fmt  # the one number formatter
-
-    return fmt.si(v, unit)
-
-
-def _fmt_ns(ns: float) -> str:
-    from tracekit.report import fmt
-
-    return fmt.duration(ns)
 
 
 @run.command("phase-shape")
@@ -107,7 +96,6 @@ def phase_shape(
 def _ready(device: str, out: Path, force: bool) -> Path:
     """The output directory checked (before torch is even imported), then the checks that need
     torch (the extra installed, the device present), then the directory made."""
-    from tracekit.errors import UsageError
     from tracekit.workloads.sidecar import prepare_out_dir
 
     if out.exists() and not out.is_dir():
@@ -126,8 +114,6 @@ NOISY = 2.0  # repeats whose slowest / fastest exceeds this are flagged as noise
 
 def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
     # Each column is right-aligned and separated by two spaces, so wide values never run together.
-    from tracekit.report import fmt
-
     # time = median of the repeats; spread = slowest / fastest repeat (> 2x: the timing is noise)
     echo(
         f"{'kind':<8}{'m':>6}{'d':>6} {'dtype':<5}{'FLOP/B':>9}  {'time':>11}  {'spread':>7}  {'achieved':>15}"
@@ -214,9 +200,9 @@ def llm(**kw: Any) -> None:
     steps = t["decode_step_ns"]
     if steps:
         echo(
-            f"prefill {_fmt_ns(t['prefill_ns'])}; {len(steps)} decode steps, median "
-            f"{_fmt_ns(sorted(steps)[len(steps) // 2])}; "
-            f"cold start TTFT {_fmt_ns(res.summary['cold_start']['ttft_ns'])}"
+            f"prefill {fmt.duration(t['prefill_ns'])}; {len(steps)} decode steps, median "
+            f"{fmt.duration(sorted(steps)[len(steps) // 2])}; "
+            f"cold start TTFT {fmt.duration(res.summary['cold_start']['ttft_ns'])}"
         )
     _print_files(res.summary, res.trace, res.sidecar)
 
@@ -278,10 +264,10 @@ def serve(**kw: Any) -> None:
 def _print_requests(summary: dict[str, Any]) -> None:
     echo(f"{'req':>4}{'prompt':>8}{'output':>8}{'arrival':>12}{'TTFT':>12}{'TPOT':>12}")
     for r in summary["requests"]:
-        tpot = _fmt_ns(r["tpot_ns"]) if r["tpot_ns"] is not None else "-"
+        tpot = fmt.duration(r["tpot_ns"]) if r["tpot_ns"] is not None else "-"
         echo(
-            f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{_fmt_ns(r['arrival_ns']):>12}"
-            f"{_fmt_ns(r['ttft_ns']):>12}{tpot:>12}"
+            f"{r['id']:>4}{r['prompt_tokens']:>8}{r['output_tokens']:>8}{fmt.duration(r['arrival_ns']):>12}"
+            f"{fmt.duration(r['ttft_ns']):>12}{tpot:>12}"
         )
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
-from tracekit.cli.outfile import emit
+from tracekit.cli.outfile import show
+from tracekit.commands.output import output
 
 
 @click.command("summary")
@@ -43,7 +44,9 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int, out: str | Non
     if trace is None and trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
         rows = dataset_overview(path)
         if fmt == "json":
-            emit(json.dumps({"dataset": str(path), "traces": rows}, indent=2, default=str) + "\n", out_path, fmt)
+            show(
+                output(json.dumps({"dataset": str(path), "traces": rows}, indent=2, default=str) + "\n", fmt, out_path)
+            )
         else:
             lines = [f"dataset {path}: {count(len(rows), 'trace')} (choose one with --trace-id)"]
             lines += [
@@ -52,10 +55,10 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int, out: str | Non
                 f"{count(r['kernels'], 'device activity', 'device activities')}"
                 for r in rows
             ]
-            emit("\n".join(lines) + "\n", out_path)
+            show(output("\n".join(lines) + "\n", "text", out_path))
         return
     if trace is None:
         trace = load(str(path), trace_id=trace_id)
     s = summarize(trace, top=top)
     text = json.dumps(s, indent=2, default=str) if fmt == "json" else render_text(s)
-    emit(text if text.endswith("\n") else text + "\n", out_path, fmt)
+    show(output(text if text.endswith("\n") else text + "\n", fmt, out_path))

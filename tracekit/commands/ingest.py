@@ -33,14 +33,14 @@ class IngestRequest:
     model: str | None = None
 
 
-def ingest(req: IngestRequest, progress: Progress = Lines()) -> Output:
+def ingest(req: IngestRequest, progress: Progress | None = None) -> Output:
     """Ingest ``req.traces`` into ``req.out``: a line per trace written through ``progress``'s bar
     as it lands; back, the closing lines and, when some failed, the TracekitError listing them.
     Raises UsageError (no inputs, bad options)."""
     files, _ = expand_inputs(req.traces, req.out)
     where = plan(len(files), req.workers, req.scheduler)
     bounded_allocator(files, req.stream, where)
-    with progress(len(files), "ingest") as bar:
+    with (Lines() if progress is None else progress)(len(files), "ingest") as bar:
         if where.mode != "serial":
             bar.write(f"ingest: {len(files)} traces on a {where.describe()}")
         run = ingest_paths(

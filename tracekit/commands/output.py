@@ -1,12 +1,12 @@
-"""What a service hands back to its command: the output, where it goes, and an error to raise after."""
+"""What a service hands back to its command (the output, where it goes, an error to raise after),
+and the progress bar a command lends it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Protocol
 
 from tracekit.errors import TracekitError
@@ -41,23 +41,14 @@ class Bar(Protocol):
 Progress = Callable[[int, str], AbstractContextManager[Bar]]
 
 
-class Lines:
+class Lines(list[str]):
     """A :data:`Progress` that draws nothing and keeps the lines written through it (tests, scripts)."""
 
-    def __init__(self, total: int = 0, label: str = "") -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, total: int, label: str) -> Lines:
-        return self
-
-    def __enter__(self) -> Lines:
-        return self
-
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        pass
+    def __call__(self, total: int, label: str) -> AbstractContextManager[Lines]:
+        return nullcontext(self)
 
     def update(self, n: int = 1, detail: str = "") -> None:
         pass
 
     def write(self, line: str) -> None:
-        self.lines.append(line)
+        self.append(line)

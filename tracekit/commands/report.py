@@ -54,9 +54,6 @@ class _Target:
     out: Path | None
     plot_dir: Path | None
 
-    def prefix(self) -> str:
-        return f"{self.plot_dir.name}/" if self.plot_dir else ""
-
     def output(self, text: str, figs: list[Any], *notes: str) -> Output:
         plots = f" and plots in {self.plot_dir}" if self.plot_dir and figs else ""
         return Output(text, self.fmt, self.out, (f"wrote {self.out}{plots}", *notes) if self.out else ())
@@ -89,7 +86,7 @@ def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
     elif to.fmt == "html":
         text = html.render(data, figs, req.regions)
     else:
-        text = markdown.render(data, figs, to.plot_dir, to.prefix(), req.regions)
+        text = markdown.render(data, figs, to.plot_dir, f"{to.plot_dir.name}/" if to.plot_dir else "", req.regions)
     return to.output(text, figs, *(headline(data) if to.out else ()))
 
 
@@ -115,5 +112,5 @@ def _ranks(req: ReportRequest, chosen: list[str], to: _Target, progress: Progres
     elif to.fmt == "html":
         text = ranks_report.render_html(doc, figs)
     else:
-        text = ranks_report.render_md(doc, figs, to.plot_dir, to.prefix())
+        text = ranks_report.render_md(doc, figs, to.plot_dir, f"{to.plot_dir.name}/" if to.plot_dir else "")
     return to.output(text, figs)

@@ -53,20 +53,12 @@ def whatif(req: WhatifRequest) -> Output:
     if not req.traces and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
     results = _analysed(req)
+    knobs = ("prefill_workers", "decode_workers", "link_key", "link_gbps", "link_efficiency", "link_latency_us")
     doc = run_whatif(
         req.traces[0] if req.traces else None,
         results[0][1] if results else None,
         hand=hand if any(v is not None for v in hand) else None,
-        prefill_workers=req.prefill_workers,
-        decode_workers=req.decode_workers,
-        link_key=req.link_key,
-        link_gbps=req.link_gbps,
-        link_efficiency=req.link_efficiency,
-        link_latency_us=req.link_latency_us,
-        kv_bytes_per_token=req.kv_bytes_per_token,
-        slo=req.slo,
-        arrival=req.arrival,
-        seed=req.seed,
+        **{k: getattr(req, k) for k in (*knobs, "kv_bytes_per_token", "slo", "arrival", "seed")},
         others=results[1:],
     )
     return output(json.dumps(doc, indent=2) + "\n" if req.fmt == "json" else render(doc), req.fmt, out)
