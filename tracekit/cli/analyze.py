@@ -10,19 +10,20 @@ from typing import Any
 
 import click
 
-from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import (
+    capture_option,
     force_option,
     format_option,
     hardware_option,
+    model_option,
     out_option,
     phase_map_option,
+    ranks_options,
     regions_option,
     trace_id_option,
 )
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
-from tracekit.cli.ranks import ranks_options
 from tracekit.commands.analyze import analyze as run_analyze
 from tracekit.commands.analyze_request import AnalyzeRequest
 

@@ -8,12 +8,13 @@ from typing import Any
 
 import click
 
-from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import (
+    capture_option,
     force_option,
     format_option,
     hardware_help,
     hardware_option,
+    model_option,
     out_option,
     trace_id_option,
 )

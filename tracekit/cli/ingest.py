@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli.capture import capture_option, model_option
-from tracekit.cli.options import force_option, out_option
+from tracekit.cli.options import capture_option, force_option, model_option, out_option
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
 from tracekit.commands.ingest import IngestRequest

@@ -6,8 +6,7 @@ import click
 
 from tracekit.cli.term import echo
 
-from tracekit.cli.capture import capture_option, model_option
-from tracekit.cli.options import force_option, hardware_option, out_option
+from tracekit.cli.options import capture_option, force_option, hardware_option, model_option, out_option
 from tracekit.errors import UsageError
 from tracekit.report.from_path import analyse_path
 from tracekit.report.output import check_out, write_atomic

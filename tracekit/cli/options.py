@@ -8,6 +8,8 @@
 - ``--trace-id``: a trace of a dataset, by its id or any unique prefix of it.
 - ``--hardware``: the help lists every device name of the hardware table.
 - ``--phase-map REGEX=PHASE``: extra phase rules (``analyze``, ``whatif``, …), one definition.
+- ``--capture TRACE`` (ingest, analyze, report, diff, label), ``--model CONFIG.json`` (those and
+  whatif), the ranks options (analyze, report).
 
 tests/test_cli_conventions.py walks click's command tree and checks each command against these.
 """
@@ -113,3 +115,64 @@ def _parse_regions(ctx: click.Context, param: click.Parameter, value: str | None
     if n < 0:
         raise click.BadParameter(f"{value!r}: give a number of regions or 'all'")
     return n
+
+
+capture_option = click.option(
+    "--capture",
+    "captures",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="TRACE",
+    help="Graph-capture trace whose ops the CUDA/HIP graph replays inherit (repeatable); a "
+    "capture_traces/ folder beside the trace is used without it.",
+)
+
+model_option = click.option(
+    "--model",
+    "model",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="CONFIG.json",
+    help="The model's Hugging Face config.json: fills what the trace lacks (MoE top-k and expert "
+    "size, attention heads, KV bytes per token, weight format); the trace wins where both say.",
+)
+
+
+RANKS_OPTIONS = [
+    click.option(
+        "--rank",
+        "rank",
+        default=None,
+        metavar="0,2,4-7",
+        help="Traces of a dataset with these recorded ranks (compared across ranks when several).",
+    ),
+    click.option(
+        "--compare",
+        "compare",
+        multiple=True,
+        metavar="ID_PREFIX",
+        help="Traces of a dataset whose id starts with this (repeatable), compared across ranks. "
+        "A dataset of several traces is compared whole without it; either way the traces are grouped "
+        "into jobs and ranks are compared only within a job (docs/scale.md).",
+    ),
+    click.option(
+        "--workers",
+        type=int,
+        default=None,
+        help="Dask LocalCluster workers for the per-trace analyses (default: one per core; 1 = serial).",
+    ),
+    click.option(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Run the per-trace analyses on this Dask cluster (default: $DASK_SCHEDULER_ADDRESS).",
+    ),
+]
+
+
+def ranks_options(f: F) -> F:
+    """``--rank``, ``--compare``, ``--workers``, ``--scheduler``: several traces of a dataset compared
+    across ranks (``analyze``, ``report``; tracekit/commands/ranks.py, docs/scale.md)."""
+    for opt in reversed(RANKS_OPTIONS):
+        f = opt(f)
+    return f

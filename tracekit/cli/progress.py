@@ -72,10 +72,6 @@ class Progress:
             self.detail = detail
         self._draw()
 
-    def set_detail(self, detail: str) -> None:
-        self.detail = detail
-        self._draw()
-
     def write(self, line: str) -> None:
         self._clear()
         print(clean(line), file=self.out, flush=True)

@@ -8,18 +8,19 @@ from typing import Any
 
 import click
 
-from tracekit.cli.capture import capture_option, model_option
 from tracekit.cli.options import (
+    capture_option,
     force_option,
     format_option,
     hardware_option,
+    model_option,
     out_option,
+    ranks_options,
     regions_option,
     trace_id_option,
 )
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
-from tracekit.cli.ranks import ranks_options
 from tracekit.commands.report import FORMATS, ReportRequest
 from tracekit.commands.report import report as run_report
 

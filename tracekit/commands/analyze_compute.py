@@ -17,7 +17,6 @@ from tracekit.analysis.store.derived import load_for_analysis
 from tracekit.commands import ranks
 from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
-from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
 from tracekit.report.screens import analyze as analyze_screen
@@ -49,10 +48,8 @@ def compute(
     slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
     chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
     if chosen is not None and len(chosen) > 1:
-        if req.model:
-            raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
         doc = ranks.compare_traces(
-            req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress
+            req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress, req.model
         )
         if req.fmt == "json":
             return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())

@@ -40,8 +40,12 @@ def compare_traces(
     workers: int | None,
     scheduler: str | None,
     progress: Progress = Lines(),
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """Every chosen trace analysed as a task (``progress`` counts them), then compared: the ranks JSON document."""
+    """Every chosen trace analysed as a task (``progress`` counts them), then compared: the ranks JSON
+    document. Raises UsageError for ``model`` (--model is for one trace)."""
+    if model:
+        raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
     where = plan(len(ids), workers, scheduler)
     with progress(len(ids), "analyze") as bar:
         result = analyze_ranks(

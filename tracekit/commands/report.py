@@ -102,10 +102,10 @@ def _target(req: ReportRequest) -> _Target:
 
 def _ranks(req: ReportRequest, chosen: list[str], to: _Target, progress: Progress) -> Output:
     """The ranks report of the ``chosen`` traces of a dataset."""
-    if req.model:
-        raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
     pm = parse_phase_map(req.phase_map) or None
-    doc = ranks.compare_traces(req.trace, chosen, req.hardware, pm, None, req.workers, req.scheduler, progress)
+    doc = ranks.compare_traces(
+        req.trace, chosen, req.hardware, pm, None, req.workers, req.scheduler, progress, req.model
+    )
     figs = [] if req.no_plots or to.fmt == "json" else ranks_report.figures(doc)
     if to.fmt == "json":
         text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
