@@ -182,7 +182,7 @@ sys.stderr.write("EARLY " + repr(calls) + "\\n")
 @pytest.mark.parametrize(
     ("args", "warm"),
     [
-        (["analyze", "{p}", "--format", "json"], [*ANALYSIS_MODULES, "tracekit.report.formats.json_print"]),
+        (["analyze", "{p}", "--format", "json"], [*ANALYSIS_MODULES, "tracekit.commands.analyze_compute"]),
         (
             ["summary", "{p}", "--format", "json"],
             ["tracekit.analysis.trace_summary", "tracekit.report.screens.summary"],

@@ -82,8 +82,6 @@ def _early_file(req: AnalyzeRequest) -> list[Trace]:
     (tracekit/sources/kineto/reading/early.py), alone in a list; an empty list otherwise."""
     if req.phase_map or req.slo or req.thresholds or req.rank is not None or req.compare or os.path.isdir(req.source):
         return []
-    warm = (
-        *ANALYSIS_MODULES,
-        "tracekit.report.formats.json_print" if req.fmt == "json" else "tracekit.report.screens.analyze",
-    )
-    return [load(req.source, trace_id=req.trace_id, captures=list(req.captures), warm=importer(warm), model=req.model)]
+    screen = ("tracekit.report.screens.analyze",) if req.fmt != "json" else ()
+    warm = importer((*ANALYSIS_MODULES, "tracekit.commands.analyze_compute", *screen))  # what the service imports next
+    return [load(req.source, trace_id=req.trace_id, captures=list(req.captures), warm=warm, model=req.model)]

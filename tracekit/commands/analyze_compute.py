@@ -6,6 +6,7 @@ Imported by :mod:`tracekit.commands.analyze` once polars may load (tracekit/comm
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -14,13 +15,10 @@ import msgspec
 from tracekit.analysis import Slo, Thresholds
 from tracekit.analysis import analyze as run_analysis
 from tracekit.analysis.store.derived import load_for_analysis
-from tracekit.commands import ranks
 from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
-from tracekit.report.screens import analyze as analyze_screen
-from tracekit.report.screens.ranks import render_text as render_ranks
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
@@ -34,6 +32,8 @@ def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
     \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py)."""
     if fmt == "json":
         return document(doc_json)
+    from tracekit.report.screens import analyze as analyze_screen  # not for JSON: see commands/__init__.py
+
     return analyze_screen.render(msgspec.json.decode(doc_json), markdown=fmt == "md", regions=regions)
 
 
@@ -46,14 +46,9 @@ def compute(
     in pieces, each made as it is printed (report/formats/json_print.py ``document_parts``)."""
     pm = parse_phase_map(req.phase_map) or None  # checked before any work: one-line UsageError
     slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
-    chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
+    chosen = _chosen(req)
     if chosen is not None and len(chosen) > 1:
-        doc = ranks.compare_traces(
-            req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress, req.model
-        )
-        if req.fmt == "json":
-            return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
-        return render_ranks(doc, markdown=req.fmt == "md")
+        return _compared(req, chosen, pm, progress)
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
     trace = (
@@ -91,3 +86,26 @@ def compute(
     if keep is not None:
         store(req.source, trace_id, keep, source or None, document(compact))
     return screen(compact, req.fmt, req.regions)
+
+
+def _chosen(req: AnalyzeRequest) -> list[str] | None:
+    """The traces of a dataset chosen (:func:`tracekit.commands.ranks.selection`); None for a trace
+    file without --rank / --compare, told without importing the comparison (commands/__init__.py)."""
+    if req.rank is None and not req.compare and not os.path.isdir(os.path.join(req.source, "meta")):
+        return None
+    from tracekit.commands import ranks
+
+    return ranks.selection(req.source, req.trace_id, req.rank, req.compare)
+
+
+def _compared(req: AnalyzeRequest, chosen: list[str], pm: Any, progress: Progress) -> str | bytes:
+    """The ``chosen`` traces analysed and compared across ranks: the ranks document as JSON or its screen."""
+    from tracekit.commands import ranks
+    from tracekit.report.screens.ranks import render_text
+
+    doc = ranks.compare_traces(
+        req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress, req.model
+    )
+    if req.fmt == "json":
+        return document(json.dumps(doc, allow_nan=False, ensure_ascii=False).encode())
+    return render_text(doc, markdown=req.fmt == "md")
