@@ -250,6 +250,14 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         (pl.col("covered").fill_null(False) & ~comm).alias("covered"),
         comm.alias("comm"),
     )
+    q, packed, t0 = _ordered(acts, q, key)
+    return _busy_sums(q, key, packed, t0)
+
+
+def _ordered(acts: pl.DataFrame, q: pl.LazyFrame, key: str) -> tuple[pl.LazyFrame, bool, int]:
+    """``q`` in (key, start) order with ``_first`` (a group's first row) and, where one int64 cannot
+    overflow, the group packed into shifted times ``_s``/``_e`` with its ``_floor``; whether it is
+    packed; the earliest start."""
     kd = acts.schema[key]
     int_key = kd.is_integer() and acts[key].null_count() == 0
     # the bounds as Series minima and maxima (no polars query)
@@ -289,6 +297,12 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         q = w.lazy()
     else:
         q = q.with_columns(first.alias("_first"))
+    return q, packed, int(t0)
+
+
+def _busy_sums(q: pl.LazyFrame, key: str, packed: bool, t0: int) -> pl.LazyFrame:
+    """Per group: kernels, first and last, busy (the union), covered and non-communication busy,
+    device time, median kernel, gaps between the union's pieces."""
     if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
