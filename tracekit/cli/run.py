@@ -32,12 +32,6 @@ def run() -> None:
     """Run a workload under torch.profiler (needs tracekit[workloads])."""
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    from tracekit.report import fmt  # the one number formatter
-
-    return fmt.si(v, unit)
-
-
 def _fmt_ns(ns: float) -> str:
     from tracekit.report import fmt
 

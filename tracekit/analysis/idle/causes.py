@@ -108,16 +108,11 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
+def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
     """Idle stretches of each window: ``region_id, pid, tid, s, e`` = window minus the union of
     the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
     all of its region's activities (tracekit/analysis/regions/windows.py), so the gaps between the busy
-    stretches, the head and the tail are the idle time."""
-    return _idle_pieces_q(win, linked).collect(engine="in-memory")
-
-
-def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
-    """:func:`idle_pieces` as a lazy plan after the union (a step of the caller's query)."""
+    stretches, the head and the tail are the idle time. A lazy plan after the union."""
     b = union(linked, "region_id", "start_ns", "end_ns")
     w = win.lazy().select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
     bq = b.lazy().join(w, on="region_id", how="inner", maintain_order="left")

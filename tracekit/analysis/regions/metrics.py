@@ -121,15 +121,6 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     return out
 
 
-def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
-    """``op_id, cost_op_id`` for each launching op in ``op_ids`` that has a cost owner
-    (see :func:`owner_positions`)."""
-    pos = positions(op_ids.drop_nulls().unique(), costs["op_id"]).drop_nulls()
-    owner = take(owner_positions(costs, pos), pos)
-    ids = costs["op_id"].cast(pl.Int64())
-    return pl.DataFrame({"op_id": take(ids, pos), "cost_op_id": take(ids, owner)}).drop_nulls("cost_op_id")
-
-
 COST_COLUMNS = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "covered")
 
 
