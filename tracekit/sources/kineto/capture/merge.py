@@ -167,21 +167,7 @@ def _apply(
     ext_span = max(imax(nodes["cap_ext"]), imax(cops["cap_ext"])) + 1
     corr_base = max(imax(kernels["correlation"]), imax(launches["correlation"])) + 1
     op_base = imax(ops["op_id"], -1) + 1
-    # Spread the graph's ranked boundaries evenly over the graph-launch call (≥ 1 ns apart).
-    lay = ok.join(graphs.select("graph", "bounds"), on="graph").select(
-        "r",
-        "graph",
-        "correlation",
-        "pid",
-        "tid",
-        "start_ns",
-        "name",
-        "api",
-        (
-            pl.max_horizontal(pl.col("end_ns") - pl.col("start_ns"), pl.col("bounds")).cast(pl.Float64)
-            / pl.max_horizontal(pl.col("bounds"), pl.lit(1))
-        ).alias("_step"),
-    )
+    lay = _laid_out(ok, graphs)
     at = lambda c: pl.col("start_ns") + (pl.col(c) * pl.col("_step")).floor().cast(pl.Int64)  # noqa: E731
     ext = lambda: pl.when(pl.col("cap_ext").is_not_null()).then(ext_base + pl.col("r") * ext_span + pl.col("cap_ext"))  # noqa: E731
     new_ops = lay.join(cops, on="graph").sort("r", "s_rank", "e_rank", descending=[False, False, True])
@@ -218,6 +204,25 @@ def _apply(
     kernels = _remapped(kernels, new_l, rnodes, ok, graphs)
     launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
     return kernels, launches, _renested(ops, new_ops, ok.select("pid", "tid").unique())
+
+
+def _laid_out(ok: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
+    """The mapped launches with ``_step``: the graph's ranked boundaries spread evenly over the
+    graph-launch call (≥ 1 ns apart)."""
+    return ok.join(graphs.select("graph", "bounds"), on="graph").select(
+        "r",
+        "graph",
+        "correlation",
+        "pid",
+        "tid",
+        "start_ns",
+        "name",
+        "api",
+        (
+            pl.max_horizontal(pl.col("end_ns") - pl.col("start_ns"), pl.col("bounds")).cast(pl.Float64)
+            / pl.max_horizontal(pl.col("bounds"), pl.lit(1))
+        ).alias("_step"),
+    )
 
 
 def _remapped(
