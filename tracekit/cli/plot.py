@@ -13,11 +13,27 @@ from tracekit.cli.term import echo
 from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
 from tracekit.report.output import check_out
 
-KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep", "latency-throughput")
+
+class PlotKinds(click.Choice):
+    """The registered plot kinds (tracekit/report/plots/kinds.py), read when the command line is
+    parsed: plotting's modules load only for ``tracekit plot``, and a kind registered later is offered."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from tracekit.report.plots.kinds import KINDS
+
+        return tuple(KINDS)
+
+    @choices.setter
+    def choices(self, _: object) -> None:
+        pass
 
 
 @click.command("plot")
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=PlotKinds())
 @click.argument("trace", metavar="TRACE_OR_DATASET_OR_SWEEP_TABLE")
 @out_option("Output file, .png or .svg.", required=True)
 @force_option()
@@ -38,10 +54,12 @@ def plot(
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
     from tracekit.report.plots import figures
     from tracekit.report.plots import draw as plots
+    from tracekit.report.plots.kinds import KINDS
     from tracekit.report.from_path import analyse_path, read_table
 
     out_path = check_out(out, force, (".png", ".svg"))
-    if kind == "latency-throughput":
+    reads = KINDS[kind].reads
+    if reads == "serve sweep":
         from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
 
         sweep_table = read_serve_sweep(trace)
@@ -52,7 +70,7 @@ def plot(
                 f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)"
             )
         fig = latency_throughput(sweep_table, _slo(slo), sweep_diagnostic(trace))
-    elif kind == "sweep":
+    elif reads == "phase-shape table":
         table = read_table(trace)
         fig = plots.sweep(table, _sweep_device(trace, hardware))
     else:
