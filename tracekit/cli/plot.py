@@ -11,25 +11,18 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
+from tracekit.report import device_peaks
 from tracekit.report.output import check_out
+from tracekit.report.plots.kinds import KINDS
 
 
 class PlotKinds(click.Choice):
-    """The registered plot kinds (tracekit/report/plots/kinds.py), read when the command line is
-    parsed: plotting's modules load only for ``tracekit plot``, and a kind registered later is offered."""
+    """The registered plot kinds, read when the command line is parsed (one registered later too)."""
 
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
-    def choices(self) -> tuple[str, ...]:
-        from tracekit.report.plots.kinds import KINDS
-
-        return tuple(KINDS)
-
-    @choices.setter
-    def choices(self, _: object) -> None:
-        pass
+    choices = property(lambda self: tuple(KINDS), lambda self, _: None)  # type: ignore[assignment]
 
 
 @click.command("plot")
@@ -54,7 +47,6 @@ def plot(
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
     from tracekit.report.plots import figures
     from tracekit.report.plots import draw as plots
-    from tracekit.report.plots.kinds import KINDS
     from tracekit.report.from_path import analyse_path, read_table
 
     out_path = check_out(out, force, (".png", ".svg"))
@@ -100,13 +92,7 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
         hw = resolve_hardware(None, [{"name": name}])
     else:
         hw = resolve_hardware(name, [])
-    if hw is None:
-        return {}
-    return {
-        "name": hw.name,
-        "peak_flops_per_s": dict(hw.peak_flops_per_s),
-        "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
-    }
+    return {} if hw is None else device_peaks(hw)
 
 
 def _slo(text: str | None) -> dict[str, Any] | None:
