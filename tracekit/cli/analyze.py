@@ -18,6 +18,7 @@ from tracekit.cli.term import echo
 
 from tracekit.cli.capture import capture_option, model_option
 from tracekit.errors import UsageError
+from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import analysis_options
 from tracekit.cli.options import (
     force_option,
@@ -98,7 +99,7 @@ def analyze(**params: Any) -> None:
     bounded_allocator(a.source)
     options = analysis_options(a.hardware, a.phase_map, a.slo, a.thresholds)  # the stored results' key
     one_stored = a.rank is None and not a.compare and not a.captures and not a.model
-    reuse = a.reuse and one_stored and os.path.isdir(os.path.join(a.source, "meta"))
+    reuse = a.reuse and one_stored and is_dataset(a.source)
     stored = None
     if reuse:  # one trace of a dataset: a stored result prints without importing polars
         from tracekit.tables.results import lookup
@@ -127,9 +128,9 @@ def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
 
     from tracekit.tuning import analysis_setting
 
-    root = Path(source)
-    if not (root / "meta").is_dir():
+    if not is_dataset(source):
         return None
+    root = Path(source)
     return analysis_setting(sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet")), cpus)
 
 

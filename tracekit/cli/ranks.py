@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tracekit.errors import UsageError
+from tracekit.tables.layout import dataset_trace_ids, is_dataset
 
 OPTIONS = [
     click.option(
@@ -53,8 +54,7 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
     None when one trace is meant (a file, ``--trace-id``, a dataset of one) and the usual path
     applies. Several ids mean a comparison across ranks; one id means that trace."""
     several = rank is not None or bool(compare)
-    meta = Path(source) / "meta"  # a dataset (tables/trace.py's is_dataset), told without importing polars
-    if not meta.is_dir():
+    if not is_dataset(source):  # told without importing polars
         if several:
             raise UsageError(f"{source}: --rank / --compare need an ingested dataset (tracekit ingest)")
         return None
@@ -62,7 +62,7 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
         if several:
             raise UsageError("--trace-id picks one trace; --rank / --compare choose several to compare")
         return None
-    if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
+    if not several and len(dataset_trace_ids(source)) <= 1:
         return None
     from tracekit.analysis.ranks.compare import parse_ranks, select_traces
 

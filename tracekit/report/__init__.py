@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from tracekit.report.model import ReportData
     from tracekit.report.plots.draw import MissingPlotData
 
-PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
-
 __all__ = [
     "ReportData",
     "MissingPlotData",
@@ -50,8 +48,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``ReportData`` and ``MissingPlotData`` on first use: importing any ``tracekit.report``
-    module (the CLI's output helpers) must not import polars (tests/test_startup.py)."""
+    """``ReportData``, ``MissingPlotData`` and ``PLOTS`` (the names of the registered plot kinds,
+    tracekit/report/plots/kinds.py) on first use: importing any ``tracekit.report`` module (the
+    CLI's output helpers) must not import polars (tests/test_startup.py)."""
     if name == "ReportData":
         from tracekit.report.model import ReportData
 
@@ -60,6 +59,10 @@ def __getattr__(name: str) -> Any:
         from tracekit.report.plots.draw import MissingPlotData
 
         return MissingPlotData
+    if name == "PLOTS":
+        from tracekit.report.plots.kinds import KINDS
+
+        return tuple(KINDS)
     raise AttributeError(f"module 'tracekit.report' has no attribute {name!r}")
 
 

@@ -40,8 +40,6 @@ from tracekit.report.plots.timeline import timeline  # noqa: F401 (re-exported)
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
-
 
 # ---------------------------------------------------------------- decode vs context
 
