@@ -56,3 +56,37 @@ def test_a_dated_heading_is_caught(heading: str) -> None:
 def test_current_headings_pass() -> None:
     text = "# Benchmarks\n## The 860 MB replica\n## Ranks on Dask (quiet machine)\n### Targets: 10× HTA\n"
     assert dated_headings(text) == []
+
+
+def _tree_block() -> str:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return doc[doc.index("## The tree") : doc.index("Where a new thing goes")]
+
+
+def unnamed_modules(tree: str, root: Path = REPO / "tracekit") -> list[str]:
+    """The modules under ``root`` whose name the architecture page's tree does not mention."""
+    return [
+        str(p.relative_to(root))
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "__init__.py" and not re.search(rf"(?<![\w.]){re.escape(p.stem)}(?![\w])", tree)
+    ]
+
+
+def test_architecture_names_every_module() -> None:
+    # docs/architecture.md's tree names every module (issue 34 item 7): a module added without a
+    # line there fails here.
+    assert unnamed_modules(_tree_block()) == []
+
+
+def test_an_unnamed_module_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "steps.py").write_text("")
+    (tmp_path / "analysis" / "hidden_thing.py").write_text("")
+    assert unnamed_modules("analysis/  steps (the steps)", tmp_path) == ["analysis/hidden_thing.py"]
+
+
+def test_architecture_says_where_each_new_thing_goes() -> None:
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    where = doc[doc.index("Where a new thing goes") :].split("\n\n")[0]
+    for thing in ("format", "FLOPs", "step", "section", "plot", "command"):
+        assert thing in where, thing
