@@ -162,7 +162,7 @@ def _text(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
 # instead (tracekit/sources/kineto/reading/early.py), while the file is read. tests/test_kineto_early.py
 # checks that the analysis then imports no tracekit module of its own.
 ANALYSIS_MODULES = (
-    "tracekit.analysis",
+    "tracekit.analysis.pipeline",
     "tracekit.analysis.communication",
     "tracekit.analysis.features",
     "tracekit.analysis.store.derived",
