@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.errors import UsageError
 from tracekit.report.plots import draw as plots
 from tracekit.report.plots.kinds import KINDS
 from tracekit.report.plots.latency import is_serve_sweep
@@ -28,8 +29,6 @@ def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -
     """One plot of ``kind`` (a name in :data:`kinds.KINDS`) from the report model and, for a kind
     that reads one, the table given beside the trace. Raises MissingPlotData."""
     if kind not in KINDS:
-        from tracekit.errors import UsageError
-
         raise UsageError(f"unknown plot {kind!r}; choose one of {', '.join(KINDS)}")
     return plots.stamp(KINDS[kind].draw(data, sweep_table), data.diagnostic)
 
