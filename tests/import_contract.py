@@ -2,9 +2,11 @@
 
 import-linter (``lint-imports`` in .ci/run) sees ``import`` statements only. This reader also sees
 the ways around them: an attribute path through the package root (``import tracekit`` then
-``tracekit.report.fmt``), ``importlib.import_module`` / ``__import__`` with a literal name, a
-dotted module name written as a string (a list of modules to import later), and any by-name import
-whose name is not a literal (refused: pass a callback down instead). The layers are the ones
+``tracekit.report.fmt``, or through an alias: ``import tracekit as tk`` then ``tk.report.fmt``),
+``getattr(tracekit, "report")`` and ``importlib.import_module`` / ``__import__`` with a literal name,
+a dotted module name written as a string (a list of modules to import later), and any by-name import
+whose name is not a literal, a ``getattr`` on a tracekit module included (refused: pass a callback
+down instead). The layers are the ones
 ``[tool.importlinter]`` in pyproject.toml declares; ``tracekit.workloads`` (the top-level
 workloads/ folder) may import only the bottom layers (annotate, conventions, errors) and itself.
 
@@ -32,7 +34,7 @@ class Import:
     module: str  # the importing module
     line: int
     target: str  # the imported module (or "<dynamic>")
-    how: str  # "import", "from", "attribute", "import_module", "string"
+    how: str  # "import", "from", "attribute", "getattr", "import_module", "string"
     names: tuple[str, ...] = ()  # for "from": the names taken
 
 
@@ -58,14 +60,16 @@ def _resolve(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
-def _attribute_path(node: ast.Attribute) -> str | None:
+def _attribute_path(node: ast.expr, names: dict[str, str]) -> str | None:
+    """The dotted module path an expression names, when it starts at a name bound to a tracekit
+    module (``names``: ``tracekit`` and the aliases of ``import tracekit… as x``), else None."""
     parts: list[str] = []
-    cur: ast.expr = node
+    cur = node
     while isinstance(cur, ast.Attribute):
         parts.append(cur.attr)
         cur = cur.value
-    if isinstance(cur, ast.Name) and cur.id == "tracekit":
-        return ".".join(["tracekit", *reversed(parts)])
+    if isinstance(cur, ast.Name) and cur.id in names:
+        return ".".join([names[cur.id], *reversed(parts)])
     return None
 
 
@@ -79,6 +83,14 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
         and n.body
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
+    }
+    # the names bound to a tracekit module: the root package, and every alias of an imported one
+    names = {"tracekit": "tracekit"} | {
+        a.asname: a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import)
+        for a in n.names
+        if a.asname and a.name.split(".")[0] == "tracekit"
     }
     out: list[Import] = []
     for node in ast.walk(tree):
@@ -102,7 +114,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
                 else:
                     out.append(Import(name, node.lineno, _resolve(base, known) or base, "from", (a.name,)))
         elif isinstance(node, ast.Attribute):
-            dotted = _attribute_path(node)
+            dotted = _attribute_path(node, names)
             if dotted and "." in dotted:
                 tgt = _resolve(dotted, known)
                 if tgt and tgt != "tracekit":
@@ -116,6 +128,14 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> list[Import]:
                     out.append(Import(name, node.lineno, _resolve(arg.value, known) or arg.value, "import_module"))
                 else:
                     out.append(Import(name, node.lineno, "<dynamic>", "import_module"))
+            elif fname == "getattr" and len(node.args) >= 2 and (owner := _attribute_path(node.args[0], names)):
+                arg = node.args[1]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    tgt = _resolve(f"{owner}.{arg.value}", known)
+                    if tgt and tgt != "tracekit":
+                        out.append(Import(name, node.lineno, tgt, "getattr"))
+                else:
+                    out.append(Import(name, node.lineno, "<dynamic>", "getattr"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             v = node.value
             if v.startswith("tracekit.") and " " not in v and v in known:

@@ -43,17 +43,6 @@ def write_trace(folder: Any, events: list[dict[str, Any]], name: str = "t", devi
     return p
 
 
-def cli_stdout(args: list[str], capsys: Any) -> str:
-    """What ``tracekit ARGS`` prints, run in-process; a non-zero exit fails with its stderr."""
-    from tracekit.cli.main import main
-
-    try:
-        main(args)
-    except SystemExit as exc:
-        assert not exc.code, (args, exc.code, capsys.readouterr().err)
-    return str(capsys.readouterr().out)
-
-
 def serve_trace(
     folder: Any, steps: list[tuple[str, float, float, dict[str, Any]]], name: str = "serve", ops: Any = ()
 ) -> Any:

@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import run_cli, write_tiny_trace  # noqa: E402
+from cli_run import tk, tk_out  # noqa: E402
+from test_report_helpers import write_tiny_trace  # noqa: E402
 
 import tracekit  # noqa: E402
 from tracekit.analysis import analyze  # noqa: E402
@@ -66,10 +67,9 @@ def test_right_peaks_flag_nothing(files: tuple[Path, Path]) -> None:
     assert not any("above the roof" in r for r in res.regions["reason"].to_list())
 
 
-def test_every_output_flags_it(files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_output_flags_it(files: tuple[Path, Path], tmp_path: Path) -> None:
     trace, hw = files
-    assert run_cli(["analyze", str(trace), "--hardware", str(hw), "--format", "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = json.loads(tk_out("analyze", trace, "--hardware", hw, "--format", "json"))
     assert doc["totals"]["trace"]["above_roof"] is True
     assert [p["above_roof"] for p in doc["phases"]] == [True, True]
     assert all(r["above_roof"] for r in doc["regions"])
@@ -80,20 +80,17 @@ def test_every_output_flags_it(files: tuple[Path, Path], tmp_path: Path, capsys:
         "WARNING: 9 figures above 100 % (whole trace: FLOP/s at 961 % of peak; phase prefill: FLOP/s at "
         f"1398 % of peak; phase prefill gemm: 1398 % of roof; and 6 others) — {ABOVE_ROOF}"
     )
-    assert run_cli(["analyze", str(trace), "--hardware", str(hw)]) == 0
-    text = capsys.readouterr().out
+    text = tk_out("analyze", trace, "--hardware", hw)
     assert warning in text and "1398 % (above the roof)" in text  # the per-class table's % of roof
     for fmt_name in ("md", "html"):
         out = tmp_path / f"r.{fmt_name}"
-        assert run_cli(["report", str(trace), "--hardware", str(hw), "-o", str(out)]) == 0
+        assert tk("report", str(trace), "--hardware", str(hw), "-o", str(out)).code == 0
         body = out.read_text()
         esc = (lambda s: s) if fmt_name == "md" else fmt.html_escape
         assert esc(warning) in body, fmt_name
         assert "1398.1 % (above the roof)" in body  # phases' "of peak FLOP/s" column
         assert esc(f"FLOP/s at 1398 % of peak — {ABOVE_ROOF}") in body  # the prefill verdict's reason
-    capsys.readouterr()
-    assert run_cli(["analyze", str(trace)]) == 0
-    assert "above the roof" not in capsys.readouterr().out
+    assert "above the roof" not in tk_out("analyze", trace)
 
 
 def test_roof_percent() -> None:

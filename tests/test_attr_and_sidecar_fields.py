@@ -5,26 +5,16 @@ type (``"many"``) made the analysis fail. Now the value is dropped and counted i
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
 
 from kineto_events import kernel
+from cli_run import tk_out
 
 HUGE = "99999999999999999999"  # > 2^63 - 1 = 9223372036854775807
-
-
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        rc = main(list(args))
-    assert rc in (0, None), args
-    return out.getvalue()
 
 
 def _region(name: str, ts: int) -> dict[str, object]:
@@ -44,15 +34,15 @@ def test_tk_attribute_beyond_int64_is_dropped_and_counted(tmp_path: Path, stream
     ]
     trace.write_text(json.dumps({"traceEvents": events}))
     ds = tmp_path / "ds"
-    assert "ingested 1 of 1 traces" in _cli("ingest", str(trace), "--out", str(ds), stream)
-    doc = json.loads(_cli("analyze", str(ds), "--format", "json"))
+    assert "ingested 1 of 1 traces" in tk_out("ingest", str(trace), "--out", str(ds), stream)
+    doc = json.loads(tk_out("analyze", str(ds), "--format", "json"))
     want = f"2 tk: attribute values beyond int64 dropped (ctx ×1, step ×1; e.g. ctx=-{HUGE})"
     assert want in doc["totals"]["warnings"]
     regions = {r["phase"]: r for r in doc["regions"]}
     assert (regions["prefill"]["batch"], regions["prefill"]["ctx"]) == (1, 4)
     assert (regions["decode"]["step"], regions["decode"]["batch"], regions["decode"]["ctx"]) == (2, None, None)
     assert (
-        json.loads(_cli("analyze", str(trace), "--format", "json"))["totals"]["warnings"] == doc["totals"]["warnings"]
+        json.loads(tk_out("analyze", str(trace), "--format", "json"))["totals"]["warnings"] == doc["totals"]["warnings"]
     )
 
 
@@ -72,7 +62,7 @@ def test_sidecar_fields_of_wrong_type_or_range(tmp_path: Path) -> None:
         '{"ttft_ms": NaN, "output_tokens": -3, "e2el_ms": Infinity}, 5,'
         '{"ttft_ms": 1e308, "output_tokens": 2.5}]}'
     )
-    doc = json.loads(_cli("analyze", str(trace), "--format", "json"))
+    doc = json.loads(tk_out("analyze", str(trace), "--format", "json"))
     want = (
         "sidecar: 10 request fields of the wrong type or range dropped (e2el_ms, output_tokens, tpot_ns, "
         "ttft_ms), 1 item of 'requests' that are not objects skipped"
@@ -80,4 +70,4 @@ def test_sidecar_fields_of_wrong_type_or_range(tmp_path: Path) -> None:
     assert want in doc["totals"]["warnings"]
     side = doc["totals"]["latency"]["prefill"]["ttft_sidecar"]
     assert (side["count"], side["p50"]) == (1, 12.0)
-    _cli("report", str(trace), "--format", "md", "--out", str(tmp_path / "r.md"))
+    tk_out("report", str(trace), "--format", "md", "--out", str(tmp_path / "r.md"))

@@ -30,9 +30,9 @@ from test_report_helpers import (
     sample_doc,
     sample_top_kernels,
     sample_top_ops,
-    run_cli,
     write_tiny_trace,
 )  # noqa: E402
+from cli_run import tk_out  # noqa: E402
 
 FLAGS = [
     "--headless",
@@ -129,7 +129,7 @@ def test_html_report_in_browser(tmp_path: Path) -> None:
 def test_cli_html_report_in_browser(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "tiny.json")
     page = tmp_path / "tiny.html"
-    assert run_cli(["report", str(trace), "--format", "html", "--out", str(page)]) == 0
+    tk_out("report", trace, "--format", "html", "--out", page)
     text = page.read_text()
     assert EVIL not in text
     check_report_page(page, tmp_path)
@@ -226,6 +226,6 @@ def test_html_report_fits_1400_px(tmp_path: Path) -> None:
     trace = tmp_path / "long_names.json"
     trace.write_text(json.dumps(doc))
     page = tmp_path / "report.html"
-    assert run_cli(["report", str(trace), "--format", "html", "--out", str(page)]) == 0
+    tk_out("report", trace, "--format", "html", "--out", page)
     scroll, client = page_width(page, tmp_path, 1400)
     assert scroll <= client, f"the page scrolls sideways: {scroll} px of content in a {client} px window"

@@ -8,35 +8,31 @@ from pathlib import Path
 import pytest
 
 from tracekit.hardware.calibrate import CPU_DIAGNOSTIC
-from tracekit.cli.main import main
+from cli_run import tk, tk_out
 from tracekit.hardware.peaks import load_hardware_file
 
 
-def test_calibrate_cpu_quick_writes_loadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrate_cpu_quick_writes_loadable_file(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "hw.json"
-    main(["calibrate", "--device", "cpu", "--quick", "--out", str(out)])
+    said = tk_out("calibrate", "--device", "cpu", "--quick", "--out", out)
     doc = json.loads(out.read_text())
     assert doc["diagnostic"] == CPU_DIAGNOSTIC and doc["measured"]["device"] == "cpu"
     assert set(doc["peak_flops_per_s"]) >= {"fp32"}
     hw = load_hardware_file(out)
     assert hw.mem_bandwidth_bytes_per_s > 1e6 and hw.peak("fp32") > 1e6  # a real measurement, not 0
     assert hw.diagnostic == CPU_DIAGNOSTIC and hw.ridge("fp32") > 0
-    assert "CPU diagnostic" in capsys.readouterr().out
+    assert "CPU diagnostic" in said
     # refuses to overwrite without --force: one-line error, exit code 2
-    with pytest.raises(SystemExit) as exc:
-        main(["calibrate", "--device", "cpu", "--quick", "--out", str(out)])
-    assert exc.value.code == 2
+    assert tk("calibrate", "--device", "cpu", "--quick", "--out", out).code == 2
 
 
-def test_calibrate_cuda_absent_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrate_cuda_absent_is_a_clear_error(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(SystemExit) as exc:
-        main(["calibrate", "--device", "cuda", "--out", str(tmp_path / "x.json")])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
+    code, _, err = tk("calibrate", "--device", "cuda", "--out", tmp_path / "x.json")
+    assert code == 2
     assert err.count("\n") == 1 and "no CUDA device" in err
 
 
@@ -126,20 +122,16 @@ def test_stale_reason_names_why_a_kept_ceiling_is_measured_again() -> None:
     assert stale_reason({"key": "h100"}, "cpu", 1, False, now=now) == "not a calibration written by tracekit calibrate"
 
 
-def test_calibrate_reuse_keeps_a_fresh_file_and_remeasures_a_flagged_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_calibrate_reuse_keeps_a_fresh_file_and_remeasures_a_flagged_one(tmp_path: Path) -> None:
     import time
 
     out = tmp_path / "cal.json"
     doc = _calibration(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     out.write_text(json.dumps(doc))
-    main(["calibrate", "--device", "cpu", "--threads", "1", "--out", str(out), "--reuse"])
-    assert "kept" in capsys.readouterr().out
+    assert "kept" in tk_out("calibrate", "--device", "cpu", "--threads", "1", "--out", out, "--reuse")
     assert json.loads(out.read_text()) == doc  # untouched
     doc["measured"]["warnings"] = ["repeats vary 3.1x"]  # type: ignore[index]
     out.write_text(json.dumps(doc))
-    main(["calibrate", "--device", "cpu", "--threads", "1", "--out", str(out), "--reuse", "--quick"])
-    said = capsys.readouterr().out
+    said = tk_out("calibrate", "--device", "cpu", "--threads", "1", "--out", out, "--reuse", "--quick")
     assert "measuring" in said and "measured with full sizes, asked otherwise" in said
     assert json.loads(out.read_text())["measured"]["quick"] is True  # measured again, written

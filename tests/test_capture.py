@@ -128,11 +128,11 @@ def test_capture_of_another_run_maps_nothing(shared_traces: Path) -> None:
 
 
 def test_dataset_keeps_the_merge(shared_traces: Path, tmp_path: Path) -> None:
-    from tracekit.cli.main import main
+    from cli_run import tk_out
 
     src = shared_traces / VLLM / "graph_execution.json.gz"
     out = tmp_path / "ds"
-    main(["ingest", str(src), "--out", str(out)])
+    tk_out("ingest", src, "--out", out)
     ds = tracekit.load(str(out))
     assert ds.meta["capture"]["mapped_kernels"] == 421
     # The dataset's op-cost table holds the replayed ops' per-call costs (TraceLens: 0.902529024 GFLOP).

@@ -21,7 +21,8 @@ from tracekit.sources import load
 from tracekit.sources.kineto.capture.merge import merge_captures
 
 import piecewise_trace as P
-from kineto_events import cli_stdout, write_trace
+from cli_run import tk_out
+from kineto_events import write_trace
 
 LAYERS = 5  # pieces: first, 4 identical middle ones, last
 
@@ -66,7 +67,7 @@ def test_piecewise_step_pairs_every_replay(tmp_path: Path) -> None:
     assert not any(w.startswith("graph replay without capture trace") for w in res.warnings)
 
 
-def test_kernel_kinds_only_and_capture_option(tmp_path: Path, capsys: object) -> None:
+def test_kernel_kinds_only_and_capture_option(tmp_path: Path) -> None:
     """A CUDA capture names no kernel on its launch calls: pieces match by node kinds (2, 5 and 4
     nodes), still in order; and the same capture given with --capture (no capture_traces/ folder
     beside the trace, the key from the ``capture_8192_PIECEWISE`` label) maps every replay."""
@@ -78,10 +79,7 @@ def test_kernel_kinds_only_and_capture_option(tmp_path: Path, capsys: object) ->
     (tmp_path / "b").mkdir()
     shutil.copy(src, tmp_path / "b" / "piece_capture.json.gz")
     alone = write_trace(tmp_path / "b", P.main_events(LAYERS), name="step")
-    out = cli_stdout(
-        ["analyze", str(alone), "--capture", str(tmp_path / "b" / "piece_capture.json.gz"), "--format", "json"],
-        capsys,
-    )
+    out = tk_out("analyze", str(alone), "--capture", str(tmp_path / "b" / "piece_capture.json.gz"), "--format", "json")
     doc = json.loads(out)
     reg = doc["regions"][0]
     assert reg["coverage"] >= 0.9 and reg["bound"] in ("compute", "bandwidth")

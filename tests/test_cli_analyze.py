@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
+from cli_run import tk, tk_process
 
 REPO = Path(__file__).resolve().parent.parent
 LLM = REPO / "sample_traces/llm/llm.pt.trace.json.gz"
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["analyze", *args])
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_json_contract_on_runner_trace(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run([str(LLM), "--format", "json", "--slo", "ttft=1000,tpot=1000"], capsys)
+def test_json_contract_on_runner_trace() -> None:
+    code, out, _ = tk("analyze", str(LLM), "--format", "json", "--slo", "ttft=1000,tpot=1000")
     assert code == 0
     doc = json.loads(out)
     assert set(doc) == {"version", "trace", "device", "diagnostic", "regions", "phases", "unattributed", "totals"}
@@ -38,10 +26,10 @@ def test_json_contract_on_runner_trace(capsys: pytest.CaptureFixture[str]) -> No
     assert t["goodput_fraction"] == 1.0
 
 
-def test_markdown_and_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run([str(LLM), "--format", "markdown"], capsys)
+def test_markdown_and_table() -> None:
+    code, out, _ = tk("analyze", str(LLM), "--format", "markdown")
     assert code == 0 and "## Phases" in out and "| prefill |" in out
-    code, out, _ = _run([str(LLM), "--thresholds", "busy=0.01"], capsys)
+    code, out, _ = tk("analyze", str(LLM), "--thresholds", "busy=0.01")
     # With busy=0.01 nothing on this CPU trace is overhead-bound by the busy rule.
     assert code == 0 and "Phases" in out and "busy 5 % of span:" not in out
 
@@ -55,15 +43,15 @@ def test_markdown_and_table(capsys: pytest.CaptureFixture[str]) -> None:
         (["--thresholds", "busy=2"], "--thresholds"),
     ],
 )
-def test_bad_options_one_line(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run([str(LLM), *args], capsys)
+def test_bad_options_one_line(args: list[str], needle: str) -> None:
+    code, out, err = tk("analyze", str(LLM), *args)
     assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_not_a_trace_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
-    p = subprocess.run([sys.executable, "-m", "tracekit.cli.main", "analyze", str(bad)], capture_output=True, text=True)
+    p = tk_process("analyze", bad)
     assert p.returncode != 0 and "Traceback" not in p.stderr and p.stderr.startswith("tracekit: error:")
 
 
@@ -109,7 +97,7 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     assert analysis_allocator(str(trace), cpus=3) is None
 
 
-def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     # `analyze --format json` (nothing stored) prints the document a chunk of region rows at a
     # time (report/jsonout.document_parts): the same text as the whole document, never held at
     # once (the 860 MB replica's compact, indented and newline-terminated copies: ~300 MB).
@@ -134,7 +122,7 @@ def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setattr(cli, "echo", echo)
     monkeypatch.setattr(result.AnalysisResult, "to_json_parts", parts)
     monkeypatch.setattr(result_rows, "ROW_CHUNK", 2)
-    code, out, _ = _run([str(LLM), "--format", "json"], capsys)
+    code, out, _ = tk("analyze", str(LLM), "--format", "json")
     assert code == 0 and len(wholes) == 1
     whole = wholes[0]
     assert out.encode() == b"".join(pieces) == whole

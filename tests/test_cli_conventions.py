@@ -15,10 +15,11 @@ from pathlib import Path
 import click
 import pytest
 
-from tracekit.cli.main import cli, main
+from tracekit.cli.main import cli
 from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.hardware.peaks import table_keys
 from golden import kineto as gk
+from cli_run import tk
 
 REPO = Path(__file__).resolve().parent.parent
 LLM = REPO / "sample_traces/llm/llm.pt.trace.json.gz"  # a CPU run: every output carries the diagnostic
@@ -89,16 +90,6 @@ def gpu_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(args)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 # One invocation per command that writes: OUT is replaced by the output path, TRACE by the tiny trace.
 SAMPLES: dict[tuple[str, ...], list[str]] = {
     ("analyze",): ["analyze", "TRACE", "--format", "json"],
@@ -121,28 +112,24 @@ def test_every_writing_command_has_a_sample() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(SAMPLES), ids=" ".join)
-def test_force_is_needed_to_overwrite(
-    path: tuple[str, ...], gpu_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_force_is_needed_to_overwrite(path: tuple[str, ...], gpu_trace: Path, tmp_path: Path) -> None:
     out = tmp_path / ("out" + SUFFIX.get(path, ".json"))
     args = [str(gpu_trace) if a == "TRACE" else a for a in SAMPLES[path]] + ["-o", str(out)]
-    code, _, err = _run(args, capsys)
+    code, _, err = tk(*args)
     assert code == 0 and out.exists(), err
     before = out.stat().st_mtime_ns if out.is_file() else None
-    code, stdout, err = _run(args, capsys)
+    code, stdout, err = tk(*args)
     assert code != 0 and "--force" in stdout + err and "Traceback" not in err
     if before is not None:
         assert out.stat().st_mtime_ns == before
-    code, _, err = _run([*args, "--force"], capsys)
+    code, _, err = tk(*args, "--force")
     assert code == 0, err
 
 
 @pytest.mark.parametrize("path", RUNS, ids=" ".join)
-def test_run_refuses_a_non_empty_directory(
-    path: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_run_refuses_a_non_empty_directory(path: tuple[str, ...], tmp_path: Path) -> None:
     (tmp_path / "old.txt").write_text("keep me")
-    code, _, err = _run([*path, "--out", str(tmp_path)], capsys)
+    code, _, err = tk(*path, "--out", str(tmp_path))
     assert code != 0 and "pass --force to overwrite" in err and (tmp_path / "old.txt").read_text() == "keep me"
 
 
@@ -155,16 +142,12 @@ def test_run_refuses_a_non_empty_directory(
     ),
     ids=" ".join,
 )
-def test_md_and_markdown_are_one_format(
-    path: tuple[str, ...], gpu_trace: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_md_and_markdown_are_one_format(path: tuple[str, ...], gpu_trace: Path) -> None:
     base = SAMPLES[path]
     args = [str(gpu_trace) if a == "TRACE" else a for a in base if a not in ("--format", "json")]
     outs = []
     for name in ("md", "markdown"):
-        code, out, err = _run(
-            [*args, "--format", name, "--no-plots"] if path == ("report",) else [*args, "--format", name], capsys
-        )
+        code, out, err = tk(*args, "--format", name, *(["--no-plots"] if path == ("report",) else []))
         assert code == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
@@ -173,29 +156,27 @@ def test_md_and_markdown_are_one_format(
         assert XSS not in outs[0] and "&lt;img src=x onerror=alert(1)&gt;" in outs[0]
 
 
-def test_trace_id_prefix(gpu_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_id_prefix(gpu_trace: Path, tmp_path: Path) -> None:
     ds = tmp_path / "ds"
     second = tmp_path / "gpu2.json"
     shutil.copy(gpu_trace, second)
-    assert _run(["ingest", str(gpu_trace), str(second), "-o", str(ds)], capsys)[0] == 0
+    assert tk("ingest", str(gpu_trace), str(second), "-o", str(ds))[0] == 0
     from tracekit.tables.trace import dataset_trace_ids
 
     a, b = dataset_trace_ids(ds)  # gpu-…, gpu2-…: "gpu2" is a unique prefix, "gpu" is not
-    code, out, _ = _run(["analyze", str(ds), "--trace-id", "gpu2", "--format", "json"], capsys)
+    code, out, _ = tk("analyze", str(ds), "--trace-id", "gpu2", "--format", "json")
     assert code == 0 and f'"id": "{b}"' in out
-    code, _, err = _run(["analyze", str(ds), "--trace-id", "gpu", "--format", "json"], capsys)
+    code, _, err = tk("analyze", str(ds), "--trace-id", "gpu", "--format", "json")
     assert code != 0 and "ambiguous" in err and len(err.strip().splitlines()) == 1
-    code, out, err = _run(
-        ["diff", str(ds), str(ds), "--trace-id", a[:6], "--trace-id-b", "gpu2", "--format", "json"], capsys
-    )
+    code, out, err = tk("diff", str(ds), str(ds), "--trace-id", a[:6], "--trace-id-b", "gpu2", "--format", "json")
     assert code == 0, err
     assert '"a": "' in out
 
 
-def test_cpu_diagnostic_on_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["diff", str(LLM), str(LLM)], capsys)
+def test_cpu_diagnostic_on_every_output(tmp_path: Path) -> None:
+    code, out, err = tk("diff", str(LLM), str(LLM))
     assert code == 0 and f"A: {CPU_DIAGNOSTIC}" in out and f"B: {CPU_DIAGNOSTIC}" in out, err
-    code, out, err = _run(["diff", str(LLM), str(LLM), "--format", "md"], capsys)
+    code, out, err = tk("diff", str(LLM), str(LLM), "--format", "md")
     assert code == 0 and CPU_DIAGNOSTIC in out
     from tracekit.report.plots import figures
     from tracekit.report.from_path import analyse_path

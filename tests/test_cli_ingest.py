@@ -15,9 +15,9 @@ import pytest
 
 from conftest import SHARED_TRACES
 from tracekit.cli import progress
-from tracekit.cli.main import main
 from tracekit.sources import load, make_trace_id
 from tracekit.tables.trace import dataset_trace_ids, read_dataset, scan_table
+from cli_run import tk
 
 SMALL = [
     "kineto/hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
@@ -27,25 +27,13 @@ SMALL = [
 TABLES = ("kernels", "launches", "ops", "regions")
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_ingest_directory_reingest_identical_and_scan(
-    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ingest_directory_reingest_identical_and_scan(tmp_path: Path, shared_traces: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
     for rel in SMALL:
         shutil.copy(shared_traces / rel, src / Path(rel).name)
     out = tmp_path / "ds"
-    code, stdout, _ = run(["ingest", str(src), "--out", str(out)], capsys)
+    code, stdout, _ = tk("ingest", str(src), "--out", str(out))
     assert code == 0
     lines = [ln for ln in stdout.splitlines() if ln.startswith(str(src))]
     assert len(lines) == 3  # one line per trace
@@ -57,9 +45,9 @@ def test_ingest_directory_reingest_identical_and_scan(
 
     # Re-ingest: same ids, byte-identical files, equal frames, no staging left behind.
     # Re-ingesting needs --force (the CLI convention): refused in one line, the dataset untouched.
-    code, stdout, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out)], capsys)
+    code, stdout, _ = tk("ingest", str(src / Path(SMALL[0]).name), "--out", str(out))
     assert code != 0 and f"trace {make_trace_id(src / Path(SMALL[0]).name)} is already in {out}; pass --force" in stdout
-    code, _, _ = run(["ingest", str(src / Path(SMALL[0]).name), "--out", str(out), "--force"], capsys)
+    code, _, _ = tk("ingest", str(src / Path(SMALL[0]).name), "--out", str(out), "--force")
     assert code == 0
     assert dataset_trace_ids(out) == ids
     for t in TABLES:
@@ -82,16 +70,14 @@ def test_ingest_directory_reingest_identical_and_scan(
     assert scan_table(out, "kernels").select(pl.col("trace_id").unique()).collect().height == 2
 
 
-def test_ingest_reports_each_failure_and_continues(
-    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ingest_reports_each_failure_and_continues(tmp_path: Path, shared_traces: Path) -> None:
     src = tmp_path / "in"
     src.mkdir()
     shutil.copy(shared_traces / SMALL[0], src / "good.json.gz")
     (src / "broken.json").write_text("this is not json")
     (src / "empty.json").write_text("")
     out = tmp_path / "ds"
-    code, stdout, err = run(["ingest", str(src), "--out", str(out)], capsys)
+    code, stdout, err = tk("ingest", str(src), "--out", str(out))
     assert code != 0
     assert "ingested 1 of 3 traces" in stdout
     assert sum(1 for ln in stdout.splitlines() if ": error: " in ln) == 2
@@ -101,7 +87,7 @@ def test_ingest_reports_each_failure_and_continues(
 
 
 def test_ingest_sends_sqlite_through_the_chunked_writer(
-    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, shared_traces: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An Nsight export goes through ingest_nsys (bounded memory), never the in-memory loader,
     and yields the same rows as load_nsys (row order and ids aside)."""
@@ -125,7 +111,7 @@ def test_ingest_sends_sqlite_through_the_chunked_writer(
     out = tmp_path / "ds"
     stale = out / "region_labels" / f"trace_id={make_trace_id(db)}"
     stale.mkdir(parents=True)  # a derived table of an earlier ingest: must not survive
-    code, stdout, err = run(["ingest", str(db), "--out", str(out)], capsys)
+    code, stdout, err = tk("ingest", str(db), "--out", str(out))
     assert code == 0, err
     assert calls == [make_trace_id(db)] and not stale.exists()
     # The export has 21 device activities, 968 runtime calls, 652 NVTX ranges (load_nsys agrees).
@@ -139,7 +125,7 @@ def test_ingest_sends_sqlite_through_the_chunked_writer(
         assert got.select(cols).sort(key).equals(want.select(cols).sort(key)), name
 
 
-def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_json_and_text(tmp_path: Path) -> None:
     # Hand-made trace: stream 7 runs [200, 230] and [220, 240] µs (union 40 µs), stream 8
     # runs [300, 310] µs; the span is 90 µs (cpu op) .. 310 µs = 220 µs.
     evs = [
@@ -178,7 +164,7 @@ def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str
     ]
     f = tmp_path / "t.json"
     f.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "Fake GPU", "numSms": 4}], "traceEvents": evs}))
-    code, stdout, _ = run(["summary", str(f), "--format", "json"], capsys)
+    code, stdout, _ = tk("summary", str(f), "--format", "json")
     assert code == 0
     s = json.loads(stdout)
     assert s["time"]["span_ns"] == 220_000
@@ -190,15 +176,15 @@ def test_summary_json_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert s["top_kernels"][0]["pct"] == pytest.approx(40 / 60 * 100)
     assert s["annotations"]["top"][0]["name"] == "tk:prefill step=0" and s["annotations"]["top"][0]["count"] == 1
     assert s["cpu_only"] is False and s["diagnostic"] is None
-    code, stdout, _ = run(["summary", str(f)], capsys)
+    code, stdout, _ = tk("summary", str(f))
     assert code == 0 and "Fake GPU" in stdout and "22.7 % of span" in stdout  # busy 50 of 220 µs: 22.7 %
 
 
-def test_summary_cpu_only_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_summary_cpu_only_says_so(tmp_path: Path) -> None:
     evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50}]
     f = tmp_path / "cpu.json"
     f.write_text(json.dumps({"traceEvents": evs}))
-    code, stdout, _ = run(["summary", str(f)], capsys)
+    code, stdout, _ = tk("summary", str(f))
     assert code == 0 and "CPU diagnostic — not GPU evidence" in stdout
 
 
@@ -288,7 +274,7 @@ def test_user_allocator_setting_told_from_polars_own() -> None:
     assert user_setting("dirty_decay_ms:500,muzzy_decay_ms:1000,narenas:1")
 
 
-def test_every_partition_is_zstd_with_statistics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_partition_is_zstd_with_statistics(tmp_path: Path) -> None:
     """Every Parquet file `tracekit ingest` writes, canonical, meta and derived alike, goes through
     tracekit.tables.trace.write_part: zstd (level 1, which Parquet does not record) with
     statistics. The alexnet trace: 4 canonical + meta + 5 derived tables = 10 files, each with
@@ -296,7 +282,7 @@ def test_every_partition_is_zstd_with_statistics(tmp_path: Path, capsys: pytest.
     import pyarrow.parquet as pq
 
     out = tmp_path / "ds"
-    code, _, err = run(["ingest", str(SHARED_TRACES / SMALL[0]), "--out", str(out)], capsys)
+    code, _, err = tk("ingest", str(SHARED_TRACES / SMALL[0]), "--out", str(out))
     assert code == 0, err
     files = sorted(out.glob("*/trace_id=*/data.parquet"))
     assert len(files) == 10, files

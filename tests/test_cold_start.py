@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import run_cli  # noqa: E402
+from cli_run import tk_out  # noqa: E402
 
 import tracekit  # noqa: E402
 from tracekit.analysis import analyze  # noqa: E402
@@ -116,19 +115,14 @@ def test_the_rule_needs_the_ratio_to_the_median() -> None:
     assert kept.select(cold_launch().alias("c"))["c"].to_list() == [True, False]
 
 
-def test_dataset_and_trace_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dataset_and_trace_agree(tmp_path: Path) -> None:
     src = tmp_path / "cold.json"
     src.write_text(json.dumps(_doc(331_600)))
     out = tmp_path / "ds"
-    assert run_cli(["ingest", str(src), "--out", str(out)]) == 0
-    capsys.readouterr()
-    docs = []
-    for target in (src, out):
-        assert run_cli(["analyze", str(target), "--format", "json"]) == 0
-        docs.append(json.loads(capsys.readouterr().out))
+    tk_out("ingest", src, "--out", out)
+    docs = [json.loads(tk_out("analyze", target, "--format", "json")) for target in (src, out)]
     got = [d["regions"][0]["idle_cold_start_ns"] for d in docs]
     assert got == [331_600_000, 331_600_000]
     cul = docs[1]["regions"][0]["idle_culprits"][0]
     assert (cul["cause"], cul["call"], cul["op"]) == ("cold_start", "hipLaunchKernel", "aten::mm")
-    assert run_cli(["analyze", str(src)]) == 0
-    assert "(f) cold start (blocking launch call)" in capsys.readouterr().out
+    assert "(f) cold start (blocking launch call)" in tk_out("analyze", src)

@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kineto_events import cli_stdout, write_trace  # noqa: E402
+from cli_run import tk_out
+from kineto_events import write_trace  # noqa: E402
 
 import tracekit  # noqa: E402
 from tracekit.analysis import analyze  # noqa: E402
@@ -86,12 +87,12 @@ def test_no_cold_step_changes_nothing(tmp_path: Path) -> None:
     assert tpot["p50"] == pytest.approx((9.9 + 5 + 5) / 3)
 
 
-def test_cold_start_line_in_text_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cold_start_line_in_text_and_json(tmp_path: Path) -> None:
     p = str(write_trace(tmp_path, events(300_000)))
-    out = cli_stdout(["analyze", p], capsys)
+    out = tk_out("analyze", p)
     assert "cold start: 300 ms in 1 step, left out of steady state" in out
     assert "cudaLaunchKernel blocked" in out
-    doc = json.loads(cli_stdout(["analyze", p, "--format", "json"], capsys))
+    doc = json.loads(tk_out("analyze", p, "--format", "json"))
     assert doc["totals"]["cold_start"]["cost_ns"] == 300_000_000
 
 

@@ -35,16 +35,13 @@ def _writer(k: int, trace: str, out: str, rounds: int, barrier: Any, errors: Any
     """One writer process: ``rounds`` ingests of ``trace`` into ``out``, each started together with
     the other writers' (a barrier), alternating the streamed and in-memory writers; after each
     round, writer 0 checks that the dataset holds every table of the trace."""
-    from tracekit.cli.main import main
+    from cli_run import tk
 
     for r in range(rounds):
         barrier.wait()
         mode = "--stream" if (r + k) % 2 else "--no-stream"
         force = [] if r == 0 and k == 0 else ["--force"]  # round 0: a first ingest races the others
-        try:
-            rc = main(["ingest", trace, "--out", out, mode, *force])
-        except SystemExit as e:
-            rc = e.code
+        rc = tk("ingest", trace, "--out", out, mode, *force).code
         if rc:
             errors.put(f"writer {k} round {r}: exit {rc}")
         barrier.wait()

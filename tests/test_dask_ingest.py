@@ -20,6 +20,7 @@ import pytest
 
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.trace import DATA_FILE, dataset_trace_ids
+from cli_run import tk
 
 distributed = pytest.importorskip("distributed")  # the `dask` extra; CI installs it (Makefile)
 
@@ -100,23 +101,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.close()
 
 
-def tk(*args: str) -> subprocess.CompletedProcess[str]:
-    """`tracekit ARGS` in this process (no interpreter start-up): exit code, stdout, stderr."""
-    import contextlib
-    import io
-
-    from tracekit.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
-
-
 def copy_inputs(shared: Path, dest: Path, rels: list[str]) -> list[Path]:
     dest.mkdir()
     out = []
@@ -150,22 +134,22 @@ def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(
     r1 = tk("ingest", str(tmp_path / "in"), "--out", str(serial), "--workers", "1")
     r2 = tk("ingest", str(tmp_path / "in"), "--out", str(dask_ds), "--scheduler", cluster.address)
     for r in (r1, r2):
-        assert r.returncode == 1, r.stderr
-        assert "ingested 3 of 4 traces" in r.stdout
-        assert "Traceback" not in r.stdout + r.stderr
+        assert r.code == 1, r.err
+        assert "ingested 3 of 4 traces" in r.out
+        assert "Traceback" not in r.out + r.err
         # Reported at the end, with its reason, in one line.
-        last = r.stderr.strip().splitlines()[-1]
+        last = r.err.strip().splitlines()[-1]
         assert (
             last == "tracekit: error: 1 of 4 inputs failed: zz-broken.json (trace has no events (file is cut off))"
         ), last
-    assert f"on a dask cluster at {cluster.address}" in r2.stdout
+    assert f"on a dask cluster at {cluster.address}" in r2.out
     assert dataset_trace_ids(dask_ds) == sorted(make_trace_id(f) for f in files)
     assert_same_dataset(dask_ds, serial)
     # Analysis across the traces, one task each on the cluster: the same document as serially.
     a1 = tk("analyze", str(dask_ds), "--format", "json", "--workers", "1")
     a2 = tk("analyze", str(dask_ds), "--format", "json", "--scheduler", cluster.address)
-    assert a1.returncode == 0 and a2.returncode == 0, a2.stderr
-    d1, d2 = json.loads(a1.stdout), json.loads(a2.stdout)
+    assert a1.code == 0 and a2.code == 0, a2.err
+    d1, d2 = json.loads(a1.out), json.loads(a2.out)
     assert d2.pop("ran_on") == f"dask cluster at {cluster.address}" and d1.pop("ran_on") == "serial, in this process"
     assert d1 == d2 and len(d1["traces"]) == 3 and not d1["failed"]
 
@@ -178,12 +162,12 @@ def test_progress_bar_across_tasks_on_a_tty(
     files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:2])
     monkeypatch.setattr(progress, "enabled", lambda stream=None: True)  # as on a terminal
     r = tk("ingest", *map(str, files), "--out", str(tmp_path / "ds"), "--scheduler", cluster.address)
-    assert r.returncode == 0, r.stderr
+    assert r.code == 0, r.err
     # The bar is redrawn in place on stderr after each task: 0/2, then 1/2, then 2/2.
-    frames = [f for f in r.stderr.split("\r\x1b[2K") if f.startswith("ingest [")]
+    frames = [f for f in r.err.split("\r\x1b[2K") if f.startswith("ingest [")]
     assert [f.split("] ")[1].split()[0] for f in frames][:1] == ["0/2"] and "2/2" in frames[-1]
     assert any(f.split("] ")[1].startswith("1/2") for f in frames)
-    assert "\r" not in r.stdout  # the per-trace lines stay clean
+    assert "\r" not in r.out  # the per-trace lines stay clean
 
 
 def test_scheduler_from_the_environment(
@@ -195,7 +179,7 @@ def test_scheduler_from_the_environment(
     files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:1])
     monkeypatch.setenv(parallel.SCHEDULER_ENV, cluster.address)
     r = tk("ingest", str(files[0]), "--out", str(tmp_path / "ds"))
-    assert r.returncode == 0 and f"on a dask cluster at {cluster.address}" in r.stdout, r.stderr
+    assert r.code == 0 and f"on a dask cluster at {cluster.address}" in r.out, r.err
     assert dataset_trace_ids(tmp_path / "ds") == [make_trace_id(files[0])]
     # The rules of parallel.plan: the variable names the cluster; --workers 1 still means serial;
     # --workers with --scheduler is refused in one line.
@@ -211,14 +195,11 @@ def test_workers_without_dask_say_how_to_install(
     tmp_path: Path, shared_traces: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tracekit import parallel
-    from tracekit.cli.main import main
 
     files = copy_inputs(shared_traces, tmp_path / "in", SMALL[:2])
     monkeypatch.setattr(parallel, "have_dask", lambda: False)
     monkeypatch.delenv(parallel.SCHEDULER_ENV, raising=False)
-    with pytest.raises(SystemExit) as exc:
-        main(["ingest", *map(str, files), "--out", str(tmp_path / "ds"), "--workers", "2"])
-    assert exc.value.code != 0
+    assert tk("ingest", *files, "--out", tmp_path / "ds", "--workers", "2").code != 0
     assert not (tmp_path / "ds").exists()  # refused before any work
     assert parallel.plan(2).mode == "serial"  # default without Dask: serial
     with pytest.raises(Exception, match=r"pip install 'tracekit\[dask\]'"):
@@ -236,7 +217,7 @@ def test_killed_worker_mid_ingest_leaves_a_complete_dataset(
         files.append(src / f"rank{i}.json.gz")
         shutil.copy(shared_traces / BIG, files[-1])
     ref = tmp_path / "ref"
-    assert tk("ingest", str(files[0]), "--out", str(ref), "--workers", "1").returncode == 0
+    assert tk("ingest", str(files[0]), "--out", str(ref), "--workers", "1").code == 0
     out = tmp_path / "ds"
     proc = subprocess.Popen(
         [*TK, "ingest", str(src), "--out", str(out), "--scheduler", cluster.address],

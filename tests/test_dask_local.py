@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("distributed")  # the `dask` extra; CI installs it (Makefile)
 
 from test_dask_ingest import SMALL, assert_same_dataset, copy_inputs  # noqa: E402
+from cli_run import tk_process  # noqa: E402
 
 
 def _py(code: str, **env: str) -> str:
@@ -62,13 +63,7 @@ def test_no_dask_warning_when_its_default_port_is_taken(tmp_path: Path) -> None:
         holder.listen(1)
     try:
         src = Path(__file__).resolve().parent.parent / "sample_traces" / "llm" / "llm.pt.trace.json.gz"
-        p = subprocess.run(
-            [sys.executable, "-m", "tracekit.cli.main", "ingest", str(src), "--out", str(tmp_path / "ds")]
-            + ["--workers", "2"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        p = tk_process("ingest", src, "--out", tmp_path / "ds", "--workers", "2")
     finally:
         holder.close()
     assert p.returncode == 0, p.stderr

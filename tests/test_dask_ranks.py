@@ -5,9 +5,7 @@ Dask path of the same tasks is tested in test_dask_ingest.py on a real cluster."
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,22 +16,11 @@ import pytest
 
 from tracekit.analysis.communication import comm_by_phase, exposed
 from tracekit.analysis.ranks.compare import parse_ranks
-from tracekit.cli.main import main
 from tracekit.errors import UsageError
+from cli_run import tk
 
 NCCL = "kineto/hta/nccl_parser_config/nccl_data.json.gz"
 REPO = Path(__file__).resolve().parent.parent
-
-
-def tk(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def kern(rows: list[tuple[str, int, int, int, int]]) -> pl.DataFrame:

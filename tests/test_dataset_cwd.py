@@ -5,24 +5,14 @@ another folder. The source is now stored as an absolute path."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
 
 from kineto_events import kernel
-
-
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        rc = main(list(args))
-    assert rc in (0, None)
-    return out.getvalue()
+from cli_run import tk_out
 
 
 def _run_folder(folder: Path, ttft_ms: float) -> None:
@@ -47,7 +37,7 @@ def _run_folder(folder: Path, ttft_ms: float) -> None:
 
 
 def _ttft_p50(ds: Path, *extra: str) -> float | None:
-    lat = json.loads(_cli("analyze", str(ds), "--format", "json", *extra))["totals"]["latency"]
+    lat = json.loads(tk_out("analyze", str(ds), "--format", "json", *extra))["totals"]["latency"]
     side = lat.get("prefill", {}).get("ttft_sidecar")
     return None if side is None else float(side["p50"])
 
@@ -60,7 +50,7 @@ def test_sidecar_found_from_any_directory(tmp_path: Path, monkeypatch: pytest.Mo
     _run_folder(tmp_path / "B", 99999.0)
     ds = tmp_path / "ds"
     monkeypatch.chdir(tmp_path / "A")
-    _cli("ingest", "t.json", "--out", str(ds))
+    tk_out("ingest", "t.json", "--out", str(ds))
     for cwd in (tmp_path / "A", tmp_path / "B", Path("/")):
         monkeypatch.chdir(cwd)
         assert _ttft_p50(ds, reuse) == 252.0, cwd

@@ -6,8 +6,6 @@ not were a ColumnNotFoundError; a stored result cut short (its check line intact
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,20 +13,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracekit.cli.main import main
 from tracekit.tables.layout import dataset_trace_ids
 
 from kineto_events import kernel
-
-
-def _cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(args))
-        except SystemExit as e:
-            rc = e.code
-    return int(rc or 0), out.getvalue(), err.getvalue()
+from cli_run import tk
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +34,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     trace = tmp / "t.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    assert _cli("ingest", str(trace), "--out", str(tmp / "ds"))[0] == 0
+    assert tk("ingest", str(trace), "--out", str(tmp / "ds"))[0] == 0
     return tmp / "ds"
 
 
@@ -112,7 +100,7 @@ def test_tampered_dataset_is_one_line(dataset: Path, tmp_path: Path, case: str, 
     ds, tid = _copy(dataset, tmp_path)
     table, fn, want = CASES[case]
     _edit(ds, table, tid, fn)
-    rc, out, err = _cli(cmd[0], str(ds), *cmd[1:])
+    rc, out, err = tk(cmd[0], str(ds), *cmd[1:])
     assert rc == 4 and "Traceback" not in out + err  # DatasetError's exit code
     assert err.strip().splitlines() == [f"tracekit: error: {ds}: " + want.format(tid=tid)]
 
@@ -123,13 +111,13 @@ def test_tampered_derived_table_is_recomputed(dataset: Path, tmp_path: Path, tab
     """The derived tables are a cache: one whose columns changed since its key was written (renamed)
     or whose ids were nulled is not read; the analysis recomputes it and prints what the untouched
     dataset gives."""
-    want = _cli("analyze", str(dataset), "--format", "json", "--no-reuse")[1]
+    want = tk("analyze", str(dataset), "--format", "json", "--no-reuse")[1]
     ds, tid = _copy(dataset, tmp_path)
     if how == "renamed":
         _edit(ds, table, tid, lambda d: d.rename({c: c + "_x" for c in d.columns}))
     else:
         _edit(ds, table, tid, lambda d: d.with_columns(pl.lit(None).cast(d.schema[c]).alias(c) for c in d.columns))
-    rc, out, err = _cli("analyze", str(ds), "--format", "json", "--no-reuse")
+    rc, out, err = tk("analyze", str(ds), "--format", "json", "--no-reuse")
     assert rc == 0, err
     assert json.loads(out)["regions"] == json.loads(want)["regions"]
 
@@ -138,14 +126,14 @@ def test_stored_result_cut_short_is_recomputed(dataset: Path, tmp_path: Path) ->
     """A stored result whose document lost its second half (check line intact) is not printed:
     the analysis runs again and prints the whole document (before: the half, exit 0)."""
     ds, _ = _copy(dataset, tmp_path)
-    rc, first, _ = _cli("analyze", str(ds), "--format", "json")
+    rc, first, _ = tk("analyze", str(ds), "--format", "json")
     assert rc == 0
     [entry] = list((ds / "analysis_results").glob("*/*.json"))
     head, _, rest = entry.read_bytes().partition(b"\n")
     assert rest.startswith(first.encode())  # the stored document is what was printed
     for fmt in ("json", "table"):
         entry.write_bytes(head + b"\n" + rest[: len(rest) // 2])
-        rc, out, err = _cli("analyze", str(ds), "--format", fmt)
+        rc, out, err = tk("analyze", str(ds), "--format", fmt)
         assert rc == 0 and "Traceback" not in err
         if fmt == "json":
             assert out == first

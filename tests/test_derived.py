@@ -13,6 +13,7 @@ import tracekit
 from tracekit.analysis import analyze
 from tracekit.analysis.store.derived import DERIVED_TABLES, KEY, LABELS, read_derived, write_with_derived
 from tracekit.tables.trace import write_dataset
+from cli_run import tk_out
 
 QWEN = "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 SGLANG = "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
@@ -92,9 +93,7 @@ def test_phase_map_relabels_but_reuses_attribution(shared_traces: Path, tmp_path
 
 
 def test_ingest_cli_stores_derived_tables(shared_traces: Path, tmp_path: Path) -> None:
-    from tracekit.cli.main import main
-
-    main(["ingest", str(shared_traces / QWEN), "--out", str(tmp_path / "ds")])
+    tk_out("ingest", shared_traces / QWEN, "--out", tmp_path / "ds")
     back = tracekit.load(str(tmp_path / "ds"))
     assert read_derived(back) is not None
 
@@ -117,25 +116,14 @@ def test_first_analysis_stores_missing_derived_tables(shared_traces: Path, tmp_p
     # A streamed ingest writes no derived tables; the first `tracekit analyze DS` computes and
     # stores them (ensure_derived), so the next analysis — here --no-reuse, which bypasses the
     # stored result — reads them: same document. --no-reuse itself stores nothing.
-    import contextlib
-    import io
-
-    from tracekit.cli.main import main
-
-    def run(*args: str) -> str:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            main(list(args))
-        return out.getvalue()
-
     ds = tmp_path / "ds"
-    run("ingest", str(shared_traces / QWEN), "--out", str(ds), "--stream")
+    tk_out("ingest", str(shared_traces / QWEN), "--out", str(ds), "--stream")
     assert read_derived(tracekit.load(str(ds))) is None  # streamed: none stored
-    plain = run("analyze", str(ds), "--format", "json", "--no-reuse")
+    plain = tk_out("analyze", str(ds), "--format", "json", "--no-reuse")
     assert read_derived(tracekit.load(str(ds))) is None  # --no-reuse writes nothing
-    first = run("analyze", str(ds), "--format", "json")
+    first = tk_out("analyze", str(ds), "--format", "json")
     assert read_derived(tracekit.load(str(ds))) is not None
-    again = run("analyze", str(ds), "--format", "json", "--no-reuse")
+    again = tk_out("analyze", str(ds), "--format", "json", "--no-reuse")
     assert json.loads(plain) == json.loads(first) == json.loads(again)
     assert not [p for p in ds.rglob(".tmp-*")]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 import tracekit
 from tracekit.analysis.pipeline import analyze
-from kineto_events import cli_stdout, write_trace
+from cli_run import tk_out
+from kineto_events import write_trace
 
 
 def _device_only(with_cpu_op: bool) -> list[dict[str, Any]]:
@@ -40,7 +40,7 @@ def _device_only(with_cpu_op: bool) -> list[dict[str, Any]]:
     return ev
 
 
-def test_device_events_only_says_so_and_keeps_class_time(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_device_events_only_says_so_and_keeps_class_time(tmp_path: Path) -> None:
     path = write_trace(tmp_path, _device_only(False))
     doc = analyze(tracekit.load(str(path))).to_json()
     reason = doc["totals"]["trace"]["reason"]
@@ -51,7 +51,7 @@ def test_device_events_only_says_so_and_keeps_class_time(tmp_path: Path, capsys:
     # per-class time from kernel names alone: gemm 10 × 8 µs, elementwise 20 × 8 µs, reduction 10 × 8 µs
     classes = {c["op_class"]: c["device_time_ns"] for c in doc["totals"]["class_roofline"]}
     assert classes == {"gemm": 80_000, "elementwise": 160_000, "reduction": 80_000}
-    out = cli_stdout(["analyze", str(path)], capsys)
+    out = tk_out("analyze", str(path))
     assert "no CPU-side ops in the trace" in out and "elementwise  160 µs" in out
 
 

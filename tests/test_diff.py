@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import run_cli, sample_doc, write_tiny_trace  # noqa: E402
+from cli_run import tk, tk_out  # noqa: E402
+from test_report_helpers import sample_doc, write_tiny_trace  # noqa: E402
 
 from tracekit.report import diff, model  # noqa: E402
 
@@ -67,12 +68,11 @@ def test_moved_kernels() -> None:
     assert sorted(k.rows()) == [("x", 2, 7), ("y", 1, 1)]
 
 
-def test_cli_diff_h100_vs_mi300x(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_diff_h100_vs_mi300x(shared_traces: Path) -> None:
     base = shared_traces / "kineto/tracelens"
     a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
     b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-    assert run_cli(["diff", str(a), str(b), "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(tk_out("diff", a, b, "--format", "json"))
     whole = {r["metric"]: r for r in out["phases"] if r["phase"] == "whole trace"}
     # the same forward on two GPUs: identical FLOPs (same shapes), different time
     assert whole["flops"]["delta"] == 0 and whole["flops"]["a"] > 0
@@ -81,28 +81,26 @@ def test_cli_diff_h100_vs_mi300x(shared_traces: Path, capsys: pytest.CaptureFixt
     assert any(k["count_a"] == 0 for k in out["kernels"]) and any(k["count_b"] == 0 for k in out["kernels"])
     ops = {o["name"]: o for o in out["ops"]}
     assert "aten::mm" in ops and ops["aten::mm"]["count_a"] == ops["aten::mm"]["count_b"]
-    assert run_cli(["diff", str(a), str(b)]) == 0
-    text = capsys.readouterr().out
+    text = tk_out("diff", a, b)
     assert "verdicts" in text and "kernels that moved most" in text
 
 
-def test_cli_diff_md_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_diff_md_and_bad_input(tmp_path: Path) -> None:
     t = write_tiny_trace(tmp_path / "t.json")
     out = tmp_path / "d.md"
-    assert run_cli(["diff", str(t), str(t), "--format", "md", "--out", str(out)]) == 0
+    tk_out("diff", t, t, "--format", "md", "--out", out)
     text = out.read_text()
     assert text.startswith("# tracekit diff") and "&lt;script&gt;" in text and "<script>" not in text
-    assert run_cli(["diff", str(t), str(tmp_path / "missing.json")]) != 0
-    err = capsys.readouterr().err
+    code, _, err = tk("diff", t, tmp_path / "missing.json")
+    assert code != 0
     assert "missing.json" in err and "Traceback" not in err
 
 
-def test_cli_diff_matches_ops_across_kernel_families(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_diff_matches_ops_across_kernel_families(shared_traces: Path) -> None:
     base = shared_traces / "kineto/tracelens"
     a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
     b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-    assert run_cli(["diff", str(a), str(b), "--format", "json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(tk_out("diff", a, b, "--format", "json"))
     rows = {(r["op"], r["shape"]): r for r in out["matched_ops"]}
     # Qwen1.5-0.5B, 24 layers, batch 16 × 559 tokens = 8,944 rows: the gate and up projections
     # are two aten::mm [8944,1024]×[1024,2816] per layer, 48 calls on either GPU, done by a cuBLAS
@@ -123,12 +121,11 @@ def test_cli_diff_matches_ops_across_kernel_families(shared_traces: Path, capsys
     assert classes["gemm"]["time_a_ns"] > 0 and classes["gemm"]["time_b_ns"] > 0
 
 
-def test_cli_gate_on_a_single_inferred_step(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_gate_on_a_single_inferred_step(shared_traces: Path) -> None:
     base = shared_traces / "kineto/tracelens"
     a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
     b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-    assert run_cli(["diff", str(a), str(b), "--format", "json", "--gate", "5%"]) == 0
-    g = json.loads(capsys.readouterr().out)["gate"]
+    g = json.loads(tk_out("diff", a, b, "--format", "json", "--gate", "5%"))["gate"]
     # one forward, its phase inferred from shapes: one prefill step a side, so the threshold alone,
     # and no TTFT (an inferred phase is not a serving measurement: docs/serving.md)
     metrics = {(c["phase"], c["metric"]) for c in g["checks"]}

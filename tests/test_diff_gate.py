@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from serving_traces import PREFIX_PREFILL_NAME, write_serving_trace  # noqa: E402
-from test_report_helpers import run_cli  # noqa: E402
+from cli_run import tk, tk_out  # noqa: E402
 
 from tracekit.analysis import features  # noqa: E402
 from tracekit.report import gate as gate_mod  # noqa: E402
@@ -118,18 +118,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _gate_json(a: Path, b: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
-    code = run_cli(["diff", str(a), str(b), "--format", "json", "--gate", "5%", *extra])
-    out = capsys.readouterr()
-    return code, json.loads(out.out), out.err
+def _gate_json(a: Path, b: Path, *extra: str) -> tuple[int, dict, str]:
+    code, out, err = tk("diff", a, b, "--format", "json", "--gate", "5%", *extra)
+    return code, json.loads(out), err
 
 
 def _check(doc: dict, phase: str, metric: str, stat: str = "p50") -> dict:
     return next(c for c in doc["gate"]["checks"] if (c["phase"], c["metric"], c["stat"]) == (phase, metric, stat))
 
 
-def test_cli_rerun_and_small_shift_pass(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc, _ = _gate_json(runs["base"], runs["rerun"], capsys)
+def test_cli_rerun_and_small_shift_pass(runs: dict[str, Path]) -> None:
+    code, doc, _ = _gate_json(runs["base"], runs["rerun"])
     assert code == 0 and doc["gate"]["verdict"].startswith("gate: PASS")
     # a decode step: 10 µs launch lead + gemm 300 µs + attention 100 µs = 410 µs, each kernel ±3 %
     dec = _check(doc, "decode", "step time")
@@ -139,13 +138,13 @@ def test_cli_rerun_and_small_shift_pass(runs: dict[str, Path], capsys: pytest.Ca
     pre = _check(doc, "prefill", "step time")
     assert pre["a"] == pytest.approx(2_510_000, rel=0.03) and pre["ci_low"] is None
     # +1 % decode: 10 + 404 = 414 µs, +1.0 %: inside the gate
-    code, doc, _ = _gate_json(runs["base"], runs["plus1"], capsys)
+    code, doc, _ = _gate_json(runs["base"], runs["plus1"])
     assert code == 0
     assert _check(doc, "decode", "step time")["change"] == pytest.approx(0.0098, abs=0.015)
 
 
-def test_cli_regression_fails_naming_decode(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc, err = _gate_json(runs["base"], runs["plus25"], capsys)
+def test_cli_regression_fails_naming_decode(runs: dict[str, Path]) -> None:
+    code, doc, err = _gate_json(runs["base"], runs["plus25"])
     # +25 % decode kernels: 10 + 500 = 510 µs a step against 410: +24.4 %, far past 5 % + noise
     assert code == 1
     dec = _check(doc, "decode", "step time")
@@ -155,27 +154,22 @@ def test_cli_regression_fails_naming_decode(runs: dict[str, Path], capsys: pytes
     assert "gate: FAIL: decode step time p50 +2" in err
 
 
-def test_cli_prefix_caching_is_not_comparable(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc, err = _gate_json(runs["base"], runs["prefix"], capsys)
+def test_cli_prefix_caching_is_not_comparable(runs: dict[str, Path]) -> None:
+    code, doc, err = _gate_json(runs["base"], runs["prefix"])
     assert code == gate_mod.EXIT_NOT_COMPARABLE == 7
     assert "NOT COMPARABLE" in err and "prefix caching: no vs yes" in err
     fb = {r["feature"]: r for r in doc["features_b"]}
     assert fb["prefix caching"]["state"] == "yes" and "1,024 cached tokens" in fb["prefix caching"]["detail"]
-    code, doc, _ = _gate_json(runs["base"], runs["prefix"], capsys, "--allow-feature-change")
+    code, doc, _ = _gate_json(runs["base"], runs["prefix"], "--allow-feature-change")
     assert code == 0 and any("prefix caching: no vs yes" in n for n in doc["gate"]["notes"])
     # without --gate the diff lists both sides' features and exits 0
-    assert run_cli(["diff", str(runs["base"]), str(runs["prefix"])]) == 0
-    text = capsys.readouterr().out
+    text = tk_out("diff", runs["base"], runs["prefix"])
     assert "prefix caching" in text and "DIFFERS" in text
 
 
-def test_cli_md_starts_with_the_verdict(
-    runs: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_cli_md_starts_with_the_verdict(runs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "d.md"
-    assert (
-        run_cli(["diff", str(runs["base"]), str(runs["plus25"]), "--gate", "5", "--format", "md", "-o", str(out)]) == 1
-    )
+    assert tk("diff", str(runs["base"]), str(runs["plus25"]), "--gate", "5", "--format", "md", "-o", str(out)).code == 1
     text = out.read_text()
     first, rest = text.split("\n", 1)
     assert first.startswith("**gate: FAIL: decode step time p50") and len(text) < 65_536
@@ -255,19 +249,18 @@ def test_sglang_speculative_modes_are_decode() -> None:
     assert got["phase"].to_list() == ["decode", "decode"] and got["tokens"].to_list() == [16, 4]
 
 
-def test_speculative_split_and_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_speculative_split_and_diff(tmp_path: Path) -> None:
     # no jitter: 40 iterations of a draft step (gemm 40 + attention 10 = 50 µs busy) and a verify
     # step (300 + 100 = 400 µs): decode busy 40 · 450 µs = 18 ms, verify 16 ms (88.9 %), draft
     # 2 ms (11.1 %), 16 tokens per verify step (toks=16). B's draft kernels take twice as long:
     # draft 4 ms, decode busy 20 ms, draft share 20 %.
     a = write_serving_trace(tmp_path / "a.json", 1, jitter=0, speculative=True)
     b = write_serving_trace(tmp_path / "b.json", 1, jitter=0, speculative=True, draft_scale=2.0)
-    assert run_cli(["analyze", str(a), "--format", "json"]) == 0
-    spec = json.loads(capsys.readouterr().out)["totals"]["serving"]["speculative"][0]
+    spec = json.loads(tk_out("analyze", a, "--format", "json"))["totals"]["serving"]["speculative"][0]
     assert (spec["phase"], spec["verify_steps"], spec["draft_regions"]) == ("decode", 40, 40)
     assert (spec["verify_ns"], spec["draft_ns"], spec["tokens_per_verify"]) == (16_000_000, 2_000_000, 16.0)
     assert spec["draft_share"] == pytest.approx(2 / 18) and spec["verify_share"] == pytest.approx(16 / 18)
-    code, doc, err = _gate_json(a, b, capsys)
+    code, doc, err = _gate_json(a, b)
     rows = {r["metric"]: r for r in doc["speculative"]}
     assert (rows["draft_ns"]["a"], rows["draft_ns"]["b"]) == (2_000_000, 4_000_000)
     assert rows["draft_share"]["b"] == pytest.approx(4 / 20)

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tracekit.cli.main import cli  # noqa: E402
+from cli_run import tk_out  # noqa: E402
 
 MODEL = [
     "--layers",
@@ -35,20 +35,13 @@ MODEL = [
 
 def _run(tmp: Path, batch: int) -> Path:
     out = tmp / f"b{batch}"
-    res = cli.main(
-        args=["run", "llm", *MODEL, "--batch", str(batch), "--out", str(out)],
-        prog_name="tracekit",
-        standalone_mode=False,
-    )
-    assert res is None or res == 0
+    tk_out("run", "llm", *MODEL, "--batch", str(batch), "--out", out)
     return out / "llm.pt.trace.json.gz"
 
 
-def test_batch_2_vs_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_batch_2_vs_4(tmp_path: Path) -> None:
     a, b = _run(tmp_path, 2), _run(tmp_path, 4)
-    capsys.readouterr()
-    cli.main(args=["diff", str(a), str(b), "--format", "json"], prog_name="tracekit", standalone_mode=False)
-    doc = json.loads(capsys.readouterr().out)
+    doc = json.loads(tk_out("diff", a, b, "--format", "json"))
     rows = {(r["phase"], r["metric"]): r for r in doc["phases"]}
     # Same prompt length (32) and output length (5) for every request: doubling the batch doubles
     # M of every GEMM, the B of every attention and the rows of every norm/elementwise op, so the

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report_helpers import sample_doc  # noqa: E402
 
-from tracekit.cli.main import main  # noqa: E402
+from cli_run import tk_out  # noqa: E402
 from tracekit.report import fmt, model  # noqa: E402
 from tracekit.report.formats import markdown  # noqa: E402
 from tracekit.report.screens.analyze import render as screen  # noqa: E402
@@ -48,25 +48,21 @@ def test_a_new_section_is_one_function_and_one_registry_line() -> None:
     assert line not in screen(doc) and line not in markdown.render(data)  # the registry itself is unchanged
 
 
-def test_report_shows_the_communication_rows_of_analyze(
-    shared_traces: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_report_shows_the_communication_rows_of_analyze(shared_traces: Path) -> None:
     """The NCCL training trace (no phase annotations: a "trace" and an "unphased" row, the same
     21 collectives): its kernels' 'In msg nelems' × 4 B (Float) add up to 307,323,096 B
     (tests/test_dask_ranks.py sums them from the raw JSON) → "307 MB" at 3 significant digits; the
     bandwidth is those bytes over the collectives' own time. `tracekit report --format md` shows
     the same rows as the `analyze` screen."""
     path = str(shared_traces / NCCL)
-    main(["analyze", path, "--format", "json"])
-    doc = json.loads(capsys.readouterr().out)
+    doc = json.loads(tk_out("analyze", path, "--format", "json"))
     rows = doc["totals"]["communication"]
     assert [(c["phase"], c["comm_count"], c["comm_bytes"]) for c in rows] == [
         ("trace", 21, 307_323_096),
         ("unphased", 21, 307_323_096),
     ]
     assert rows[0]["algbw_bytes_per_s"] == pytest.approx(307_323_096 / (rows[0]["sized_ns"] * 1e-9))
-    main(["report", path, "--format", "md", "--no-plots"])
-    md = capsys.readouterr().out
+    md = tk_out("report", path, "--format", "md", "--no-plots")
     assert "## Communication" in md
     md_rows = [
         line.strip("| ").split(" | ") for line in md.splitlines() if line.startswith(("| trace |", "| unphased |"))

@@ -20,23 +20,13 @@ from tracekit.report.output import write_atomic
 from tracekit.tables import staging
 
 from kineto_events import KERNEL  # noqa: E402
+from cli_run import tk_process
 
 
 def _trace(tmp_path: Path, name: str = "run.pt.trace.json") -> Path:
     p = tmp_path / name
     p.write_text(json.dumps({"traceEvents": [KERNEL]}))
     return p
-
-
-def _cli(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-        **kw,
-    )  # type: ignore[call-overload]
 
 
 def test_atomic_writer_ignores_planted_symlinks(tmp_path: Path) -> None:
@@ -101,7 +91,7 @@ def test_passwords_in_sidecar_values_are_redacted(tmp_path: Path) -> None:
     rows = dict(environment({}, None, trace)["rows"])
     assert rows["runner config.database_url"] == "postgresql://***@db.internal/prod"
     assert rows["runner config.conn"] == "host=db password=*** port=5"
-    proc = _cli("report", str(trace), "--format", "md")
+    proc = tk_process("report", str(trace), "--format", "md")
     assert proc.returncode == 0, proc.stderr
     assert "hunter2" not in proc.stdout
 
@@ -126,7 +116,7 @@ def test_stale_staging_is_swept_and_live_one_kept(tmp_path: Path) -> None:
         assert live.stdout is not None
         live_dir = Path(live.stdout.readline().strip())
         assert live_dir.is_dir() and not dead.exists()  # the live writer swept the dead one
-        proc = _cli("ingest", str(_trace(tmp_path, "t.json")), "--out", str(out))
+        proc = tk_process("ingest", str(_trace(tmp_path, "t.json")), "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         assert live_dir.is_dir() and not old.exists()
         assert [p.name for p in out.iterdir() if p.name.startswith(".staging-")] == [live_dir.name]
@@ -136,7 +126,7 @@ def test_stale_staging_is_swept_and_live_one_kept(tmp_path: Path) -> None:
 
 
 def test_read_only_output_is_one_line(tmp_path: Path) -> None:
-    proc = _cli("ingest", str(_trace(tmp_path)), "--out", "/proc/tracekit-cannot-write-here")
+    proc = tk_process("ingest", str(_trace(tmp_path)), "--out", "/proc/tracekit-cannot-write-here")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr + proc.stdout
     assert "cannot write the dataset" in proc.stdout + proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -162,7 +152,7 @@ def test_full_disk_is_one_line_and_cleans_up(tmp_path: Path, stream: str) -> Non
         resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
-    proc = _cli("ingest", str(trace), "--out", str(out), stream, preexec_fn=limit)
+    proc = tk_process("ingest", str(trace), "--out", str(out), stream, preexec_fn=limit)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr + proc.stdout
     assert f"{out}: cannot write the dataset" in proc.stdout

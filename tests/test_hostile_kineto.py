@@ -18,6 +18,7 @@ import pytest
 from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.trace import Trace
+from cli_run import tk_process
 
 TABLES = ("kernels", "launches", "ops", "regions")
 
@@ -58,13 +59,6 @@ def both(path: Path, mp: pytest.MonkeyPatch) -> tuple[Trace, Trace]:
     return pure, native
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    return subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
-
-
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode not in (0, 1), proc.stderr  # 1 = an uncaught exception
     assert "Traceback" not in proc.stderr
@@ -90,7 +84,7 @@ def test_first_op_of_a_batch_dropped_nests(
     assert native.ops["depth"].to_list() == [0, 1]
     assert native.ops["parent_id"].to_list() == [None, native.ops["op_id"][0]]
     assert sum(native.meta["parse_stats"]["dropped"].values()) == 1
-    assert cli("summary", str(p)).returncode == 0
+    assert tk_process("summary", str(p)).returncode == 0
 
 
 def test_first_annotation_dropped_nests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,7 +186,7 @@ def test_number_beyond_float_in_list_args(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.mark.parametrize("key", ['"sch\x01ema"', '"sch\\qema"'])
 def test_bad_top_level_key_is_one_line(tmp_path: Path, key: str) -> None:
     p = write(tmp_path, "{" + key + ': 1, "traceEvents": [' + json.dumps(K(0)) + "]}")
-    line = one_line_error(cli("summary", str(p)))
+    line = one_line_error(tk_process("summary", str(p)))
     assert str(p) in line and "malformed JSON at byte 1" in line
 
 
@@ -210,7 +204,7 @@ def test_base_time_beyond_range_is_ignored_and_counted(
     # The base is not added (it would push every time past int64): times stay as in the file.
     assert pure.kernels["start_ns"].to_list() == [100_000, 110_000]
     assert pure.meta["parse_stats"]["coerced"] == {"baseTimeNanoseconds: beyond ±2^62 ns (ignored)": 1}
-    assert cli("summary", str(write(tmp_path, doc([K(0)], baseTimeNanoseconds=base), "c.json"))).returncode == 0
+    assert tk_process("summary", str(write(tmp_path, doc([K(0)], baseTimeNanoseconds=base), "c.json"))).returncode == 0
 
 
 # ---------------------------------------------------------------- silent wrong numbers
@@ -269,7 +263,7 @@ def test_same_name_size_and_first_mib_get_different_ids(tmp_path: Path) -> None:
     fb = write(b, doc(pad + [K(99_998)]), "t.json")
     assert fa.stat().st_size == fb.stat().st_size and fa.read_bytes()[: 1 << 20] == fb.read_bytes()[: 1 << 20]
     out = tmp_path / "ds"
-    proc = cli("ingest", str(fa), str(fb), "--out", str(out))
+    proc = tk_process("ingest", str(fa), str(fb), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "ingested 2 of 2" in proc.stdout
     assert len(list((out / "meta").iterdir())) == 2  # the second no longer replaces the first
@@ -280,7 +274,7 @@ def test_same_content_twice_is_said(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     fa = write(tmp_path / "a", doc([K(0)]), "t.json")  # same name and content: the same trace id
     fb = write(tmp_path / "b", doc([K(0)]), "t.json")
-    proc = cli("ingest", str(fa), str(fb), "--out", str(tmp_path / "ds"))
+    proc = tk_process("ingest", str(fa), str(fb), "--out", str(tmp_path / "ds"))
     assert proc.returncode == 0, proc.stderr
     assert f"{fb}: skipped: same content as {fa}" in proc.stdout
     assert "ingested 1 of 1 traces" in proc.stdout and "skipped 1 duplicate input (listed above)" in proc.stdout
@@ -290,7 +284,7 @@ def test_one_bad_file_among_many(tmp_path: Path) -> None:
     good = write(tmp_path, doc([K(0)]), "good.json")
     bad = write(tmp_path, '{"traceEvents": [' + json.dumps(K(0)) + '], "a\\qb": 1', "bad.json")
     worse = write(tmp_path, '{"sch\\qema": 1, "traceEvents": []}', "worse.json")
-    proc = cli("ingest", str(worse), str(good), str(bad), "--out", str(tmp_path / "ds"))
+    proc = tk_process("ingest", str(worse), str(good), str(bad), "--out", str(tmp_path / "ds"))
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stderr.strip().startswith("tracekit: error: 1 of 3 inputs failed: worse.json (")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from tracekit.errors import TraceFormatError
 from tracekit.sources import load
 from tracekit.sources.nsys.loader import load_nsys
+from cli_run import tk_process
 
 SMALL = "nsys/fuser/report1_64ee035d.sqlite"  # 19 kernels, 652 NVTX events
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -32,16 +31,6 @@ def _copy(shared: Path, tmp: Path, *stmts: str, name: str = "x.sqlite") -> Path:
     conn.commit()
     conn.close()
     return dst
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +87,7 @@ def test_bad_cells_drop_rows_and_count(
 def test_bad_metadata_cells_load(shared_traces: Path, tmp_path: Path, baseline: dict[str, int], case: str) -> None:
     tr = load_nsys(_copy(shared_traces, tmp_path, META_EDITS[case]))
     assert tr.kernels.height == baseline["kernels"]
-    proc = _cli("summary", str(_copy(shared_traces, tmp_path, META_EDITS[case], name="c.sqlite")))
+    proc = tk_process("summary", str(_copy(shared_traces, tmp_path, META_EDITS[case], name="c.sqlite")))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
 
 
@@ -166,7 +155,7 @@ def test_corrupt_pages_one_line(shared_traces: Path, tmp_path: Path) -> None:
     for off in range(4096 * 20, 4096 * 60, 97):
         data[off] ^= 0x5A
     p.write_bytes(bytes(data))
-    proc = _cli("summary", str(p))
+    proc = tk_process("summary", str(p))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and str(p) in proc.stderr
 

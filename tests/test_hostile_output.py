@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +13,11 @@ import pytest
 from tracekit.cli.term import clean
 
 from kineto_events import kernel  # noqa: E402
+from cli_run import tk_process
 
 ESC_NAME = "a\nb|c\x1b]0;pwned\x07\x1b[31m\u202eevil"
 MARKUP = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<base href=//evil>"]
 MATH_DEVICE = "$\\frac{a}{$ GPU"
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
 
 
 @pytest.fixture
@@ -59,27 +47,27 @@ def test_clean_makes_controls_visible() -> None:
 
 @pytest.mark.parametrize("cmd", [["summary"], ["analyze"], ["analyze", "--format", "md"], ["report", "--format", "md"]])
 def test_no_terminal_control_reaches_stdout(hostile: Path, cmd: list[str]) -> None:
-    proc = _cli(*cmd, str(hostile))
+    proc = tk_process(*cmd, str(hostile))
     assert proc.returncode == 0, proc.stderr
     for bad in ("\x1b", "\x07", "\u202e"):
         assert bad not in proc.stdout and bad not in proc.stderr
 
 
 def test_diff_strips_controls(hostile: Path) -> None:
-    proc = _cli("diff", str(hostile), str(hostile))
+    proc = tk_process("diff", str(hostile), str(hostile))
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
 
 
 def test_summary_name_stays_on_one_line(hostile: Path) -> None:
-    out = _cli("summary", str(hostile)).stdout
+    out = tk_process("summary", str(hostile)).stdout
     line = next(ln for ln in out.splitlines() if "pwned" in ln)
     assert line.rstrip().endswith("\\x1b[31m\\u202eevil") and "a b|c\\x1b]0;pwned\\x07" in line
 
 
 @pytest.mark.parametrize("cmd", [["analyze", "--format", "md"], ["report", "--format", "md"]])
 def test_markdown_escapes_markup_and_newlines(hostile: Path, cmd: list[str]) -> None:
-    out = _cli(*cmd, str(hostile)).stdout
+    out = tk_process(*cmd, str(hostile)).stdout
     for raw in MARKUP:
         assert raw not in out
     assert "&lt;base href=//evil&gt;" in out
@@ -91,7 +79,7 @@ def test_markdown_escapes_markup_and_newlines(hostile: Path, cmd: list[str]) -> 
 def test_error_line_strips_controls(tmp_path: Path) -> None:
     p = tmp_path / "bad\x1b]0;x\x07.json"
     p.write_text("not json")
-    proc = _cli("summary", str(p))
+    proc = tk_process("summary", str(p))
     assert proc.returncode != 0
     assert "\x1b" not in proc.stderr and "\\x1b]0;x\\x07" in proc.stderr
 
@@ -110,14 +98,14 @@ def math_trace(shared_traces: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 def test_plot_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> None:
     png = tmp_path / "roof.png"
-    proc = _cli("plot", "roofline", str(math_trace), "--hardware", "h100-sxm", "--out", str(png))
+    proc = tk_process("plot", "roofline", str(math_trace), "--hardware", "h100-sxm", "--out", str(png))
     assert proc.returncode == 0, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_report_with_mathtext_device_name(math_trace: Path, tmp_path: Path) -> None:
     html = tmp_path / "r.html"
-    proc = _cli("report", str(math_trace), "--hardware", "h100-sxm", "--format", "html", "--out", str(html))
+    proc = tk_process("report", str(math_trace), "--hardware", "h100-sxm", "--format", "html", "--out", str(html))
     assert proc.returncode == 0, proc.stderr
     assert "data:image/png;base64" in html.read_text()
 
@@ -141,14 +129,14 @@ def test_json_output_is_terminal_safe_and_still_valid_json(hostile: Path, tmp_pa
     # ESC_NAME holds ESC and BEL (JSON escapes them as \u001b, \u0007) and U+202E, which JSON would
     # print raw: report/formats/json_print.py writes it as the escape \u202e. Parsing gives the name back
     # exactly, from the computed output and from the stored result of a dataset (printed as stored).
-    proc = _cli("analyze", "--format", "json", str(hostile))
+    proc = tk_process("analyze", "--format", "json", str(hostile))
     assert proc.returncode == 0, proc.stderr
     assert "\u202e" not in proc.stdout and "\x1b" not in proc.stdout and "\\u202e" in proc.stdout
     assert any(ESC_NAME in v for v in _strings(json.loads(proc.stdout)))
     ds = tmp_path / "ds"
-    assert _cli("ingest", str(hostile), "--out", str(ds)).returncode == 0
-    first = _cli("analyze", "--format", "json", str(ds))
-    second = _cli("analyze", "--format", "json", str(ds))  # the stored result, written as stored
+    assert tk_process("ingest", str(hostile), "--out", str(ds)).returncode == 0
+    first = tk_process("analyze", "--format", "json", str(ds))
+    second = tk_process("analyze", "--format", "json", str(ds))  # the stored result, written as stored
     assert first.returncode == second.returncode == 0
     assert first.stdout == second.stdout and "\u202e" not in second.stdout
     assert any(ESC_NAME in v for v in _strings(json.loads(second.stdout)))

@@ -1,6 +1,7 @@
 """The import contract, read from the source (tests/import_contract.py; docs/architecture.md, "The
 contract"): the tree keeps it, and each way around import-linter that a planted file tries is
-caught — an upward import through the package root, ``importlib.import_module`` of an upper layer,
+caught — an upward import through the package root (or an alias of it, or ``getattr`` on it),
+``importlib.import_module`` of an upper layer,
 a module name kept as a string for later, a by-name import of a name that is not a literal,
 workloads/ reaching past layer 0, a ``_private`` name taken from another module, an import cycle."""
 
@@ -36,6 +37,26 @@ PLANTED = {
         "tracekit/sources/planted.py",
         "import tracekit\n\n\ndef f() -> object:\n    return tracekit.report.fmt.plain(1.0)\n",
         "tracekit.sources.planted imports tracekit.report.fmt from a higher layer (attribute)",
+    ),
+    "an alias of the package": (
+        "tracekit/sources/planted.py",
+        "import tracekit as tk\n\n\ndef f() -> object:\n    return tk.report.fmt.plain(1.0)\n",
+        "tracekit.sources.planted imports tracekit.report.fmt from a higher layer (attribute)",
+    ),
+    "getattr literal": (
+        "tracekit/sources/planted.py",
+        'import tracekit\n\n\ndef f() -> object:\n    return getattr(tracekit, "report")\n',
+        "tracekit.sources.planted imports tracekit.report from a higher layer (getattr)",
+    ),
+    "getattr through an alias": (
+        "tracekit/sources/planted.py",
+        'import tracekit as tk\n\n\ndef f() -> object:\n    return getattr(tk.report, "fmt")\n',
+        "tracekit.sources.planted imports tracekit.report.fmt from a higher layer (getattr)",
+    ),
+    "getattr not a literal": (
+        "tracekit/sources/planted.py",
+        "import tracekit\n\n\ndef f(name: str) -> object:\n    return getattr(tracekit, name)\n",
+        "a module imported by a name that is not a literal",
     ),
     "import_module literal": (
         "tracekit/sources/planted.py",
@@ -99,13 +120,15 @@ def test_a_planted_way_around_is_caught(tree: Path, case: str) -> None:
 
 
 def test_the_allowed_forms_pass(tree: Path) -> None:
-    """A lower layer, a same-layer group member, the root package's lazy re-exports and a
-    compiled extension's private module name are not violations."""
+    """A lower layer (by name, through an alias, by ``getattr``), a same-layer group member, the
+    root package's lazy re-exports, ``getattr`` on a non-module and a compiled extension's private
+    module name are not violations."""
     path = tree / "tracekit/report/planted.py"
     path.write_text(
-        "import importlib\n\nimport tracekit\nfrom tracekit.analysis import pipeline\n"
+        "import importlib\n\nimport tracekit\nimport tracekit as tk\nfrom tracekit.analysis import pipeline\n"
         "from tracekit.tables.schema import TABLES\n\n\n"
-        "def f() -> object:\n    return tracekit.tables.schema, pipeline, TABLES\n"
+        "def f(o: object, name: str) -> object:\n"
+        '    return tracekit.tables.schema, tk.analysis, getattr(tk, "tables"), getattr(o, name), pipeline, TABLES\n'
     )
     try:
         assert violations(tree) == []

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tracekit.cli.main import main
+from cli_run import tk, tk_process
 from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.kineto.reading import window
 from tracekit.sources.kineto.loader import load_kineto
@@ -243,18 +243,16 @@ def test_base_time_and_fractional_ns(tmp_path: Path) -> None:
     assert tr.meta["time_base"] == "baseTimeNanoseconds"
 
 
-def test_cli_errors_are_one_line_with_nonzero_exit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_errors_are_one_line_with_nonzero_exit(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("not json at all")
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     for args in (["summary", str(bad)], ["ingest", str(empty_dir), "--out", str(tmp_path / "ds")]):
-        with pytest.raises(SystemExit) as exc:
-            main(args)
-        assert exc.value.code != 0
-        err = capsys.readouterr()
-        assert "Traceback" not in err.err + err.out
-        lines = [ln for ln in err.err.splitlines() if ln.startswith("tracekit: error:")]
+        code, out, err = tk(*args)
+        assert code != 0
+        assert "Traceback" not in err + out
+        lines = [ln for ln in err.splitlines() if ln.startswith("tracekit: error:")]
         assert len(lines) == 1
 
 
@@ -299,8 +297,6 @@ def test_json_array_without_trace_events_is_refused(tmp_path: Path, shared_trace
     """A JSON array that is a config list, not trace events: one-line refusal for a file; skipped
     and listed (not fatal) when its folder is ingested (issue 17)."""
     import gzip
-    import subprocess
-    import sys
 
     from tracekit.errors import NotATraceError
     from tracekit.sources import sniff
@@ -315,13 +311,12 @@ def test_json_array_without_trace_events_is_refused(tmp_path: Path, shared_trace
     ev = tmp_path / "events.json"
     ev.write_text('[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]')
     assert sniff(ev) == "kineto"  # an array of trace events is still a trace
-    exe = [sys.executable, "-m", "tracekit.cli.main"]
-    r = subprocess.run([*exe, "summary", str(cfg)], capture_output=True, text=True)
+    r = tk_process("summary", cfg)
     assert r.returncode == 3 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     # The capture_traces/ folder itself: inside a directory argument it belongs to the trace beside
     # it and is merged on load, not walked (docs/kineto.md).
     folder = shared_traces / "kineto/tracelens/inference/sglang_decode/capture_traces"
-    r = subprocess.run([*exe, "ingest", str(folder), "--out", str(tmp_path / "ds")], capture_output=True, text=True)
+    r = tk_process("ingest", folder, "--out", tmp_path / "ds")
     assert r.returncode == 0, r.stderr
     assert f"{cfg}: skipped: a JSON array with no trace events" in r.stdout
     assert "ingested 1 of 1 traces" in r.stdout and "skipped 1 file that is not a trace" in r.stdout

@@ -209,14 +209,14 @@ def test_analyze_and_summary_of_a_file_read_early_and_print_the_same(
 
 
 def test_analyze_of_a_file_releases_the_trace_before_encoding(
-    shared_traces: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trace read early (commands/analyze.py `_early_file`) is released before the document is
     built, as a trace loaded the other way is: no Trace is alive when the result is encoded."""
     import gc
 
+    from cli_run import tk_out
     from tracekit.analysis.result import AnalysisResult
-    from tracekit.cli.main import main
     from tracekit.tables.trace import Trace
 
     real = AnalysisResult.to_json_parts  # the printed JSON (commands/analyze_compute.py: nothing stored)
@@ -233,8 +233,8 @@ def test_analyze_of_a_file_releases_the_trace_before_encoding(
         return real(self)
 
     monkeypatch.setattr(AnalysisResult, "to_json_parts", spy)
-    main(["analyze", str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz"), "--format", "json"])
-    assert json.loads(capsys.readouterr().out)["trace"]["id"]
+    out = tk_out("analyze", shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz", "--format", "json")
+    assert json.loads(out)["trace"]["id"]
     assert alive == [0]
 
 

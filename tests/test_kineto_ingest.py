@@ -83,10 +83,8 @@ def test_streamed_ingest_equals_load(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_cli_streams_large_traces(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
+    from cli_run import tk
     from tracekit.ingest import STREAM_BYTES, json_size
-    from tracekit.cli.main import cli
 
     # gzip's ISIZE trailer gives the JSON size: 53,733,385 bytes for df_index_resolver.
     assert json_size(SHARED_TRACES / "kineto/hta/df_index_resolver/df_index_resolver.json.gz") == 53_733_385
@@ -96,12 +94,12 @@ def test_cli_streams_large_traces(tmp_path: Path) -> None:
     assert json_size(cut) <= 150_000_000 < STREAM_BYTES
     assert STREAM_BYTES == 256 << 20
     src = SHARED_TRACES / "kineto/hta/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
-    res = CliRunner().invoke(cli, ["ingest", str(src), "--out", str(tmp_path / "ds"), "--stream"])
-    assert res.exit_code == 0, res.output
-    assert "streamed with bounded memory" in res.output
+    code, out, err = tk("ingest", src, "--out", tmp_path / "ds", "--stream")
+    assert code == 0, err
+    assert "streamed with bounded memory" in out + err
     assert not (tmp_path / "ds" / "derived_key").exists()  # derived tables left to the analysis
-    res = CliRunner().invoke(cli, ["ingest", str(src), "--out", str(tmp_path / "ds"), "--force"])  # small: in memory
-    assert res.exit_code == 0 and "streamed" not in res.output
+    code, out, err = tk("ingest", src, "--out", tmp_path / "ds", "--force")  # small: in memory
+    assert code == 0 and "streamed" not in out + err
     assert (tmp_path / "ds" / "derived_key").exists()
 
 

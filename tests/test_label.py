@@ -13,7 +13,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import kineto_trace_files  # noqa: E402
-from test_report_helpers import run_cli, write_tiny_trace  # noqa: E402
+from cli_run import tk  # noqa: E402
+from test_report_helpers import write_tiny_trace  # noqa: E402
 
 import tracekit  # noqa: E402
 from tracekit.report.screens.label import label_bytes, region_labels  # noqa: E402
@@ -47,7 +48,7 @@ def test_us_text_is_exact() -> None:
 def test_label_tiny_trace(tmp_path: Path) -> None:
     src = write_tiny_trace(tmp_path / "tiny.json")
     out = tmp_path / "labelled.json"
-    assert run_cli(["label", str(src), "--out", str(out)]) == 0
+    assert tk("label", str(src), "--out", str(out)).code == 0
     doc = json.loads(out.read_text())
     ann = [e for e in doc["traceEvents"] if e.get("cat") == "user_annotation"]
     # the three annotations of the tiny trace, in order: prefill, decode, decode
@@ -71,13 +72,13 @@ def test_label_tiny_trace(tmp_path: Path) -> None:
     assert b.meta["parse_stats"]["skipped"]["tracekit [X]"] == 3
     assert b.meta["parse_stats"]["events_read"] == a.meta["parse_stats"]["events_read"] + 3 + 4  # 3 X + 4 M events
     # Labelling a labelled trace is refused in one line (its events already have tk_ args).
-    assert run_cli(["label", str(out), "--out", str(tmp_path / "twice.json")]) == 2
+    assert tk("label", str(out), "--out", str(tmp_path / "twice.json")).code == 2
 
 
 def test_label_cpu_trace_carries_the_diagnostic(tmp_path: Path) -> None:
     src = Path(__file__).resolve().parent.parent / "sample_traces/llm/llm.pt.trace.json.gz"
     out = tmp_path / "llm.labelled.json"
-    assert run_cli(["label", str(src), "-o", str(out)]) == 0
+    assert tk("label", str(src), "-o", str(out)).code == 0
     doc = json.loads(out.read_text())
     diag = "CPU diagnostic — not GPU evidence"
     assert doc["tracekit_label"]["diagnostic"] == diag
@@ -86,14 +87,12 @@ def test_label_cpu_trace_carries_the_diagnostic(tmp_path: Path) -> None:
     assert any(e.get("name") == "process_name" and diag in e["args"]["name"] for e in doc["traceEvents"])
 
 
-def test_ns_resolution_trace_regions_all_found(
-    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ns_resolution_trace_regions_all_found(tmp_path: Path, shared_traces: Path) -> None:
     # Fractional-ns timestamps: the old float re-reading matched 0 of 70 regions and moved kernel starts.
     src = next((shared_traces / "kineto/hta/ns_resolution_trace").glob("*.json.gz"))
     out = tmp_path / "ns.json.gz"
-    assert run_cli(["label", str(src), "--out", str(out)]) == 0
-    msg = capsys.readouterr().err
+    code, _, msg = tk("label", src, "--out", out)
+    assert code == 0
     assert "not found" not in msg
     doc = json.loads(gzip.decompress(out.read_bytes()))
     n = doc["tracekit_label"]["regions_labelled"]
@@ -135,18 +134,18 @@ def test_label_round_trip_every_shared_trace(path: Path, tmp_path: Path) -> None
     _same_tables(analysed.trace, tracekit.load(str(out), captures=captures))
 
 
-def test_label_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_label_bad_input(tmp_path: Path) -> None:
     src = write_tiny_trace(tmp_path / "tiny.json")
     out = tmp_path / "x.json"
     out.write_text("{}")
-    assert run_cli(["label", str(src), "--out", str(out)]) == 2
-    err = capsys.readouterr().err
+    code, _, err = tk("label", src, "--out", out)
+    assert code == 2
     assert "already exists; pass --force" in err and "Traceback" not in err and err.count("\n") == 1
-    assert run_cli(["label", str(src), "--out", str(tmp_path / "nodir" / "x.json")]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert run_cli(["label", str(src), "--out", str(tmp_path / "x.txt")]) == 2
-    assert ".json or .json.gz" in capsys.readouterr().err
-    assert run_cli(["label", str(src), "--out", str(out), "--force"]) == 0
+    code, _, err = tk("label", src, "--out", tmp_path / "nodir" / "x.json")
+    assert code == 2 and "does not exist" in err
+    code, _, err = tk("label", src, "--out", tmp_path / "x.txt")
+    assert code == 2 and ".json or .json.gz" in err
+    assert tk("label", str(src), "--out", str(out), "--force").code == 0
     assert pl.DataFrame(json.loads(out.read_text())["traceEvents"], strict=False).height > 0
 
 

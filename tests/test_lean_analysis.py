@@ -21,14 +21,14 @@ from tracekit.analysis.store.derived import (
     read_derived,
     write_with_derived,
 )
-from tracekit.cli.main import main
+from cli_run import tk_out
 
 from test_snapshots import SNAPSHOTS, TRACES, snapshot_text
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))
 def test_dataset_analysis_reads_its_columns_and_matches_snapshot(
-    name: str, shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str, shared_traces: Path, tmp_path: Path
 ) -> None:
     rel = TRACES[name]
     full = tracekit.load(str(shared_traces / rel))
@@ -55,8 +55,7 @@ def test_dataset_analysis_reads_its_columns_and_matches_snapshot(
         assert full.kernels["correlation"].null_count() < full.kernels.height
         assert lean.kernels["correlation"].null_count() == lean.kernels.height
     assert read_derived(lean) is not None  # the stored tables serve the partial trace: nothing recomputed
-    main(["analyze", str(tmp_path), "--format", "json", "--no-reuse"])
-    got = snapshot_text(json.loads(capsys.readouterr().out), rel)
+    got = snapshot_text(json.loads(tk_out("analyze", tmp_path, "--format", "json", "--no-reuse")), rel)
     assert got == (SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8")
 
 
@@ -85,13 +84,11 @@ def test_partial_trace_is_read_whole_when_tables_must_be_computed(shared_traces:
     assert "dataset_columns" in load_for_analysis(tmp_path).meta
 
 
-def test_tables_read_settled_a_column_at_a_time(
-    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # tables/trace.py settled: the tables of a dataset trace read for the analysis (canonical and
-    # derived), files of many row groups, come back one chunk per column without the frame's
-    # rechunk() (a second copy of every column at once: +100 MB on the 860 MB replica's
-    # activities), with the same values; columns not read stay constants.
+def test_tables_read_settled_a_column_at_a_time(shared_traces: Path, tmp_path: Path) -> None:
+    # tables/parquet_read.py settled: the tables of a dataset trace read for the analysis
+    # (canonical and derived), files of many row groups, come back one chunk per column, with the
+    # same values; columns not read stay constants. (That it is done a column at a time, not by the
+    # frame's rechunk(), is a memory figure: BENCHMARKS.md, "Figures behind the code's optimisations".)
     import polars as pl
 
     full = tracekit.load(str(shared_traces / TRACES[sorted(TRACES)[0]]))
@@ -100,10 +97,6 @@ def test_tables_read_settled_a_column_at_a_time(
         pl.read_parquet(f).write_parquet(f, row_group_size=7)
     assert pl.scan_parquet(next(tmp_path.glob("ops/*/data.parquet"))).collect().n_chunks() > 1
 
-    def no_rechunk(self: pl.DataFrame) -> pl.DataFrame:
-        raise AssertionError("a frame rechunked at once")
-
-    monkeypatch.setattr(pl.DataFrame, "rechunk", no_rechunk)
     lean = load_for_analysis(tmp_path)
     stored = read_derived(lean)
     assert stored is not None

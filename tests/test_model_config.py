@@ -21,6 +21,7 @@ from tracekit.costmodel.ops import trace_costs
 from tracekit.errors import UsageError
 from tracekit.sources import load
 from tracekit.sources.model_config import read_model_config
+from cli_run import tk, tk_out
 
 LLAMA3_8B = {  # dense GQA (meta-llama/Meta-Llama-3-8B config.json)
     "architectures": ["LlamaForCausalLM"],
@@ -185,18 +186,15 @@ def test_trace_wins_and_says_which_field(tmp_path: Path) -> None:
         ('{"hidden_size": 64, "num_local_experts": 4, "num_experts_per_tok": 8}', "routes each token to 8 experts"),
     ],
 )
-def test_bad_config_is_one_line(tmp_path: Path, text: str, why: str, capsys: Any) -> None:
-    from tracekit.cli.main import main
-
+def test_bad_config_is_one_line(tmp_path: Path, text: str, why: str) -> None:
     bad = _write(tmp_path, text, "bad.json")
     with pytest.raises(UsageError, match=why):
         read_model_config(bad)
     trace = _moe_trace(tmp_path, None)
     for cmd in (["analyze", str(trace)], ["ingest", str(trace), "--out", str(tmp_path / "ds")]):
-        with pytest.raises(SystemExit) as exc:
-            main([*cmd, "--model", str(bad)])
-        assert exc.value.code != 0
-        err = capsys.readouterr().err.strip()
+        code, _, err = tk(*cmd, "--model", bad)
+        assert code != 0
+        err = err.strip()
         assert len(err.splitlines()) == 1 and why in err and "Traceback" not in err
 
 
@@ -212,22 +210,17 @@ def test_kv_bytes_from_config_when_the_trace_has_no_attention_shapes(tmp_path: P
 def test_dataset_keeps_the_config(tmp_path: Path) -> None:
     """ingest --model: the dataset keeps meta["model"] and the MoE op's stored cost priced with it;
     analysing the dataset later needs no --model."""
-    from tracekit.cli.main import main
-
     out = tmp_path / "ds"
-    try:
-        main(
-            [
-                "ingest",
-                str(_moe_trace(tmp_path, None)),
-                "--out",
-                str(out),
-                "--model",
-                str(_write(tmp_path, GPT_OSS_120B)),
-            ]
-        )
-    except SystemExit as exc:
-        assert not exc.code
+    tk_out(
+        *[
+            "ingest",
+            str(_moe_trace(tmp_path, None)),
+            "--out",
+            str(out),
+            "--model",
+            str(_write(tmp_path, GPT_OSS_120B)),
+        ]
+    )
     ds = load(out)
     assert ds.meta["model"]["experts_per_token"] == 4 and "model_option" not in ds.meta
     stored = pl.read_parquet(next((out / "op_costs").glob("trace_id=*/data.parquet")))

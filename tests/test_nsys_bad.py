@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormat
 from tracekit.sources import load, sniff
 from tracekit.sources.nsys.loader import load_nsys
 from tracekit.sources.nsys.sql import LockedError
+from cli_run import tk_process
 
 SAXPY = "nsys/pipit/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
 XENT = "nsys/fuser/report1_a0498920_crossentropy.sqlite"
@@ -52,12 +51,7 @@ def test_nsys_rep_is_refused_with_export_hint(shared_traces: Path, tmp_path: Pat
 def test_nsys_rep_through_cli(shared_traces: Path) -> None:
     if importlib.util.find_spec("tracekit.cli.summary") is None:
         pytest.skip("tracekit summary is not built yet (issue: ingest/summary helper)")
-    proc = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "summary", str(shared_traces / REP)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = tk_process("summary", shared_traces / REP, timeout=120)
     assert proc.returncode == UnsupportedFormatError.exit_code
     assert "nsys export --type sqlite" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

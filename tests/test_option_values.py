@@ -8,14 +8,12 @@ was refused."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
+from cli_run import tk
 
 from kineto_events import kernel
 
@@ -36,14 +34,9 @@ def trace(tmp_path: Path) -> Path:
 
 
 def _invoke(*args: str) -> tuple[int, str]:
-    """``tracekit ARGS`` through main(), the CLI's error boundary: (exit code, stdout + stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(list(args))
-        except SystemExit as e:
-            rc = e.code
-    return int(rc or 0), out.getvalue() + err.getvalue()
+    """``tracekit ARGS``: (exit code, stdout + stderr)."""
+    code, out, err = tk(*args)
+    return code, out + err
 
 
 @pytest.mark.parametrize(

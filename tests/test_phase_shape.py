@@ -71,12 +71,12 @@ def test_tiny_sweep_writes_traces_table_and_sidecars(tmp_path: Path) -> None:
 
 
 @pytest.mark.torch
-def test_cli_prints_one_row_per_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_one_row_per_shape(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from tracekit.cli.main import main
+    from cli_run import tk_out
 
-    main(
-        [
+    out = tk_out(
+        *[
             "run",
             "phase-shape",
             "--d",
@@ -98,8 +98,7 @@ def test_cli_prints_one_row_per_shape(tmp_path: Path, capsys: pytest.CaptureFixt
             "--out",
             str(tmp_path / "o"),
         ]
-    )
-    out = capsys.readouterr().out.splitlines()
+    ).splitlines()
     rows = [ln.split() for ln in out if ln.startswith(("prefill", "decode"))]
     # intensity d=128 fp32: m=32 → 2·32·128/((128+64)·4) = 10.67; m=8 → 2048/576 = 3.56
     assert [(r[0], r[1], r[4]) for r in rows] == [

@@ -64,9 +64,9 @@ def test_a_made_up_step_is_one_tuple_entry(shared_traces: Path) -> None:
 def test_a_step_reading_what_nothing_wrote_is_refused() -> None:
     steps = (*pipeline.STEPS[:2], busy_share)  # ``region_rows`` and ``whole`` come later
     with pytest.raises(ValueError, match=r"busy_share reads \['region_rows', 'whole'\]"):
-        check(steps, pipeline.GIVEN, [*pipeline.State.__annotations__, "busy_share"])
+        check(steps, pipeline.GIVEN, [*pipeline.FIELDS, "busy_share"])
     with pytest.raises(ValueError, match="'typo' is not a field of the state"):
-        check((pipeline.STEPS[0], step("typo")(lambda: None)), pipeline.GIVEN, pipeline.State.__annotations__)
+        check((pipeline.STEPS[0], step("typo")(lambda: None)), pipeline.GIVEN, pipeline.FIELDS)
 
 
 def test_each_field_goes_before_its_last_reader() -> None:

@@ -12,8 +12,6 @@ vLLM-style traces (tests/serving_traces.py, jitter 0: every kernel at its base t
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import sys
 from pathlib import Path
@@ -25,22 +23,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from serving_traces import write_serving_trace  # noqa: E402
 
 from tracekit.analysis.ranks.jobs import KEY_SCHEMA, family, group_jobs, step_kinds  # noqa: E402
-from tracekit.cli.main import main  # noqa: E402
+from cli_run import tk
 
 H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85899345920, "computeMajor": 9, "numSms": 132}]
 MI300X = [{"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 206158430208, "computeMajor": 9, "numSms": 304}]
 B200 = [{"id": 0, "name": "NVIDIA B200", "totalGlobalMem": 193273528320, "computeMajor": 10, "numSms": 148}]
-
-
-def tk(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def rank_trace(path: Path, rank: int | None, world: int | None, devices: list[dict[str, Any]], **kw: Any) -> None:

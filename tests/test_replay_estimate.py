@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 
 from golden.kineto import kernel, launch, region, write
-from kineto_events import cli_stdout
+from cli_run import tk_out
 from tracekit.analysis import analyze
 from tracekit.sources import load
 
@@ -48,7 +48,7 @@ def _trace(tmp_path: Path) -> Path:
     return write(tmp_path / "decode.json", ev)
 
 
-def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, capsys: Any) -> None:
+def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path) -> None:
     path = _trace(tmp_path)
     bare = analyze(load(path))
     # Without the config: per-class time still (gemm 2·152 µs, attention 160, norm 20,
@@ -86,9 +86,9 @@ def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, 
     assert ph["phase"] == "decode" and ph["estimated"] and "estimated" in ph["reason"]
     # shown in the table, Markdown and JSON outputs
     for fmt in ("text", "md", "json"):
-        out = cli_stdout(["analyze", str(path), "--model", str(cfg), "--format", fmt], capsys)
+        out = tk_out("analyze", str(path), "--model", str(cfg), "--format", fmt)
         assert "FLOPs and bytes estimated" in out, fmt
-    html = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "html", "--no-plots"], capsys)
+    html = tk_out("report", str(path), "--model", str(cfg), "--format", "html", "--no-plots")
     assert "FLOPs and bytes estimated" in html
     # the per-class rows that count an estimate say so too (JSON flag; report's class table)
     trace_cls = res.class_roofline.filter(pl.col("scope_kind") == "trace")
@@ -98,7 +98,7 @@ def test_graph_decode_without_capture_gets_an_estimated_verdict(tmp_path: Path, 
         "norm": True,
         "elementwise": False,
     }
-    md = cli_stdout(["report", str(path), "--model", str(cfg), "--format", "md", "--no-plots"], capsys)
+    md = tk_out("report", str(path), "--model", str(cfg), "--format", "md", "--no-plots")
     assert "gemm (estimated)" in md and "elementwise (estimated)" not in md
 
 

@@ -7,22 +7,23 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import EVIL, run_cli, tiny_trace_doc, write_tiny_trace  # noqa: E402
+from cli_run import Run, tk  # noqa: E402
+from test_report_helpers import EVIL, tiny_trace_doc, write_tiny_trace  # noqa: E402
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str], needle: str) -> None:
-    err = capsys.readouterr().err
-    assert needle in err, err
+def _one_line_error(code: int, run: Run, needle: str) -> None:
+    """``run`` exited with ``code`` and said why in one line of stderr holding ``needle``."""
+    err = run.err
+    assert run.code == code and needle in err, err
     assert "Traceback" not in err and err.strip().count("\n") == 0, err
 
 
 def test_report_md_with_plots(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "tiny.json")
     out = tmp_path / "r.md"
-    assert run_cli(["report", str(trace), "--out", str(out)]) == 0
+    assert tk("report", str(trace), "--out", str(out)).code == 0
     text = out.read_text()
     assert EVIL not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     # the tiny trace: prefill kernel 30 µs in a window 0–300 µs (CPU start → next step); decode
@@ -50,7 +51,7 @@ def test_report_json_and_sidecar(tmp_path: Path) -> None:
         )
     )
     out = tmp_path / "r.json"
-    assert run_cli(["report", str(trace), "--out", str(out)]) == 0  # format from the suffix
+    assert tk("report", str(trace), "--out", str(out)).code == 0  # format from the suffix
     doc = json.loads(out.read_text())
     env = dict((k, v) for k, v in doc["environment"])
     assert env["runner config.batch"] == 4 and env["runner config.token_budget"] == 256
@@ -67,7 +68,7 @@ def test_report_trace_without_shapes(tmp_path: Path) -> None:
     p = tmp_path / "noshapes.json"
     p.write_text(json.dumps(doc))
     out = tmp_path / "r.md"
-    assert run_cli(["report", str(p), "--out", str(out)]) == 0
+    assert tk("report", str(p), "--out", str(out)).code == 0
     text = out.read_text()
     assert "unknown" in text  # no shapes → coverage 0 and verdict unknown, never a made-up number
     assert "Roofline: not drawn — roofline: no region or phase has FLOPs" in text
@@ -77,24 +78,24 @@ def test_plot_cli(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "tiny.json")
     for kind, suffix in (("roofline", "svg"), ("timeline", "png"), ("decode", "png"), ("breakdown", "svg")):
         out = tmp_path / f"{kind}.{suffix}"
-        assert run_cli(["plot", kind, str(trace), "--out", str(out)]) == 0
+        assert tk("plot", kind, str(trace), "--out", str(out)).code == 0
         head = out.read_bytes()[:300]
         assert head.startswith(b"\x89PNG") if suffix == "png" else b"<svg" in head
 
 
-def test_bad_input_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_one_line(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "tiny.json")
-    assert run_cli(["report", str(trace), "--out", str(tmp_path / "nope" / "r.md")]) == 2
-    _one_line_error(capsys, "does not exist")
+    _one_line_error(2, tk("report", str(trace), "--out", str(tmp_path / "nope" / "r.md")), "does not exist")
     existing = tmp_path / "r.html"
     existing.write_text("old")
-    assert run_cli(["report", str(trace), "--out", str(existing)]) == 2
-    _one_line_error(capsys, "already exists; pass --force")
+    _one_line_error(2, tk("report", str(trace), "--out", str(existing)), "already exists; pass --force")
     assert existing.read_text() == "old"
-    assert run_cli(["report", str(trace), "--format", "html", "--out", str(tmp_path / "r.txt")]) == 2
-    _one_line_error(capsys, "output must end in .html or .htm")
-    assert run_cli(["plot", "roofline", str(trace), "--out", str(tmp_path / "x.jpg")]) == 2
-    _one_line_error(capsys, ".png or .svg")
+    _one_line_error(
+        2,
+        tk("report", str(trace), "--format", "html", "--out", str(tmp_path / "r.txt")),
+        "output must end in .html or .htm",
+    )
+    _one_line_error(2, tk("plot", "roofline", str(trace), "--out", str(tmp_path / "x.jpg")), ".png or .svg")
     # no device work and no CPU operators: nothing to report
     empty = tmp_path / "empty.json"
     empty.write_text(
@@ -114,17 +115,19 @@ def test_bad_input_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
             }
         )
     )
-    assert run_cli(["report", str(empty)]) == 5
-    _one_line_error(capsys, "nothing to report")
+    _one_line_error(5, tk("report", str(empty)), "nothing to report")
     # a plot whose data is missing says what is missing
-    assert run_cli(["plot", "sweep", str(tmp_path), "--out", str(tmp_path / "s.png")]) == 2
-    _one_line_error(capsys, "no phase_shape.parquet or phase_shape.csv")
+    _one_line_error(
+        2,
+        tk("plot", "sweep", str(tmp_path), "--out", str(tmp_path / "s.png")),
+        "no phase_shape.parquet or phase_shape.csv",
+    )
 
 
 def test_report_real_trace_html(tmp_path: Path, shared_traces: Path) -> None:
     src = shared_traces / "kineto/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
     out = tmp_path / "sglang.html"
-    assert run_cli(["report", str(src), "--out", str(out)]) == 0
+    assert tk("report", str(src), "--out", str(out)).code == 0
     page = out.read_text()
     assert 'id="phase-table"' in page and ">prefill<" in page
     assert "<script" not in page.lower()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
 from tracekit.conventions import TERMINAL_UNSAFE
 
 from kineto_events import kernel
+from cli_run import tk_out
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # write "echo pwned" to the clipboard
 KERNEL_NAME = f"gemm{OSC52}\u202eevil\x00nul\x9bcsi"
@@ -32,14 +32,6 @@ def trace(tmp_path: Path) -> Path:
     return p
 
 
-def _run(*args: str) -> None:
-    try:
-        rc = main(list(args))
-    except SystemExit as e:
-        rc = e.code
-    assert rc in (0, None), args
-
-
 @pytest.mark.parametrize(
     "cmd, fmt",
     [
@@ -54,7 +46,7 @@ def _run(*args: str) -> None:
 def test_text_report_files_show_controls_as_escapes(trace: Path, tmp_path: Path, cmd: str, fmt: str) -> None:
     out = tmp_path / f"out.{fmt}"
     args = [cmd, str(trace)] + ([str(trace)] if cmd == "diff" else [])
-    _run(*args, "--format", fmt, "--no-plots" if cmd == "report" else "--force", "--out", str(out))
+    tk_out(*args, "--format", fmt, "--no-plots" if cmd == "report" else "--force", "--out", str(out))
     text = out.read_text(encoding="utf-8")
     assert RAW.findall(text) == []
     # the kernel's name is in every one of them, its controls as visible escapes (Markdown
@@ -69,7 +61,7 @@ def test_json_report_files_keep_the_names_as_json_escapes(trace: Path, tmp_path:
     """JSON: C0 controls are JSON escapes already; C1 and bidi marks become \\uXXXX escapes.
     Parsed, the names are exactly those of the trace."""
     out = tmp_path / "out.json"
-    _run(cmd, str(trace), "--format", "json", "--out", str(out))
+    tk_out(cmd, str(trace), "--format", "json", "--out", str(out))
     raw = out.read_text(encoding="utf-8")
     assert RAW.findall(raw) == [] and "\\u202e" in raw and "\\u009b" in raw
     doc = json.loads(raw)

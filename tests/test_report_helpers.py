@@ -318,14 +318,3 @@ def write_tiny_trace(path: Any) -> Any:
     p = Path(path)
     p.write_text(json.dumps(tiny_trace_doc()))
     return p
-
-
-def run_cli(args: list[str]) -> int:
-    """Run the CLI in-process through its error boundary; the exit code (0 on success)."""
-    from tracekit.cli.main import main
-
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import run_cli  # noqa: E402
+from cli_run import tk  # noqa: E402
 
 CE = "nsys/fuser/report1_a0498920_crossentropy.sqlite"
 
@@ -95,9 +95,9 @@ def test_kernel_names_short_with_full_name_kept(ce_data) -> None:  # type: ignor
 
 def test_cli_regions_option(shared_traces: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.md"
-    assert run_cli(["report", str(shared_traces / CE), "--out", str(out), "--no-plots", "--regions", "3"]) == 0
+    assert tk("report", str(shared_traces / CE), "--out", str(out), "--no-plots", "--regions", "3").code == 0
     assert len(_region_rows(out.read_text())) == 3
-    assert run_cli(["report", str(shared_traces / CE), "--out", str(out), "--force", "--regions", "x"]) == 2
+    assert tk("report", str(shared_traces / CE), "--out", str(out), "--force", "--regions", "x").code == 2
 
 
 def test_analyze_screen_leads_with_device_time_and_one_formatter(shared_traces: Path) -> None:

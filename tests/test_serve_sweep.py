@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -13,6 +11,7 @@ from tracekit.errors import UsageError
 from tracekit.report.plots.latency import latency_throughput, per_rate, read_serve_sweep
 from tracekit.report.plots.draw import MissingPlotData
 from tracekit.workloads.serve_sweep import parse_rates, rows_of
+from cli_run import tk_out, tk_process
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_traces" / "serve_sweep"
@@ -72,25 +71,16 @@ def test_sample_sweep_table_has_three_rates_and_plots() -> None:
 
 def test_report_includes_latency_throughput_with_a_serve_sweep(tmp_path: Path) -> None:
     out = tmp_path / "r.md"
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tracekit.cli.main",
-            "report",
-            str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"),
-            "--sweep",
-            str(SAMPLE),
-            "--slo",
-            "ttft=300,tpot=40",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "MPLBACKEND": "Agg"},
+    tk_out(
+        "report",
+        REPO / "sample_traces/serve/serve.pt.trace.json.gz",
+        "--sweep",
+        SAMPLE,
+        "--slo",
+        "ttft=300,tpot=40",
+        "--out",
+        out,
     )
-    assert p.returncode == 0, p.stderr
     text = out.read_text()
     assert (
         "Latency vs throughput (arrival-rate sweep)" in text
@@ -108,12 +98,10 @@ def test_rate_sweep_outputs_carry_the_cpu_label(tmp_path: Path) -> None:
 
     out = tmp_path / "sweep"
     small = ["--layers", "1", "--d-model", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "256"]
-    p = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "run", "serve", *small, "--max-context", "64", "--threads", "1"]
-        + ["--requests", "2", "--prompt-len", "fixed:8", "--output-len", "fixed:2", "--token-budget", "16"]
-        + ["--max-seqs", "2", "--chunk", "8", "--warmup-requests", "0", "--rate-sweep", "50,100", "--out", str(out)],
-        capture_output=True,
-        text=True,
+    p = tk_process(
+        *["run", "serve", *small, "--max-context", "64", "--threads", "1"],
+        *["--requests", "2", "--prompt-len", "fixed:8", "--output-len", "fixed:2", "--token-budget", "16"],
+        *["--max-seqs", "2", "--chunk", "8", "--warmup-requests", "0", "--rate-sweep", "50,100", "--out", out],
         timeout=600,
     )
     assert p.returncode == 0, p.stderr

@@ -13,7 +13,8 @@ import tracekit
 from tracekit.analysis.pipeline import analyze
 from tracekit.analysis.serving.latency import latency
 from tracekit.analysis.serving.basis import NOT_SERVING
-from kineto_events import cli_stdout, write_trace
+from cli_run import tk_out
+from kineto_events import write_trace
 
 BF = "c10::BFloat16"
 
@@ -52,7 +53,7 @@ def _block_forward(step_name: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path) -> None:
     path = write_trace(tmp_path, _block_forward("ProfilerStep#1"))
     r = analyze(tracekit.load(str(path)), slo="ttft=100,tpot=100")
     doc = r.to_json()
@@ -66,11 +67,11 @@ def test_phase_inferred_from_shapes_gets_no_serving_figures(tmp_path: Path, caps
     assert r.latency["p50"].to_list() == [1.0]
     assert any(w.startswith("TTFT, TPOT, ITL, output tokens/s and goodput: inferred") for w in r.warnings)
     for fmt in ("table", "md"):
-        out = cli_stdout(["analyze", str(path), "--format", fmt, "--slo", "ttft=100,tpot=100"], capsys)
+        out = tk_out("analyze", str(path), "--format", fmt, "--slo", "ttft=100,tpot=100")
         assert "TTFT, TPOT, ITL, output tokens/s, goodput: inferred — not a serving measurement" in out
         assert "ttft" not in out and "tok/s" not in out and "goodput 0" not in out
     html = tmp_path / "r.html"
-    cli_stdout(["report", str(path), "--out", str(html)], capsys)
+    tk_out("report", str(path), "--out", str(html))
     text = html.read_text()
     assert "No TTFT / TPOT / ITL: inferred — not a serving measurement" in text
     assert '<td>serving figures</td><td class="wrap">inferred — not a serving measurement</td>' in text

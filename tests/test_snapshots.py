@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tracekit.cli.main import main
+from cli_run import tk_out
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "analyze"
 UPDATE = os.environ.get("TRACEKIT_UPDATE_SNAPSHOTS") == "1"
@@ -54,10 +54,9 @@ def snapshot_text(doc: dict[str, Any], rel: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))
-def test_analyze_json_snapshot(name: str, shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_analyze_json_snapshot(name: str, shared_traces: Path) -> None:
     rel = TRACES[name]
-    main(["analyze", str(shared_traces / rel), "--format", "json"])
-    got = snapshot_text(json.loads(capsys.readouterr().out), rel)
+    got = snapshot_text(json.loads(tk_out("analyze", shared_traces / rel, "--format", "json")), rel)
     path = SNAPSHOTS / f"{name}.json"
     if UPDATE:
         path.write_text(got, encoding="utf-8")

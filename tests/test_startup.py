@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_TRACES
+from cli_run import tk_process
 
 HEAVY = ("polars", "pyarrow", "numpy", "pandas", "matplotlib", "torch", "dask")
 SMALL = SHARED_TRACES / "kineto/hta/nccl_parser_config/nccl_data.json.gz"
@@ -57,12 +58,7 @@ def imported(*args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("startup") / "ds"
-    r = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = tk_process("ingest", str(SMALL), "--out", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     return out
 
@@ -96,12 +92,7 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
     options, unchanged trace, reads it (nothing heavy imported) and prints the same bytes; other
     options compute again; re-ingesting the trace removes the stored results."""
     ds = tmp_path / "ds"
-    r = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = tk_process("ingest", str(SMALL), "--out", str(ds))
     assert r.returncode == 0, r.stderr[-2000:]
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     assert imported("analyze", str(ds), "--format", "json", "-o", str(first)) == ["polars"]
@@ -116,12 +107,7 @@ def test_reanalysis_of_a_dataset_reads_the_stored_result(tmp_path: Path) -> None
     # table format from the stored document: its renderer (report/screens/analyze.py → report/sections/build.py)
     # imports polars today, nothing heavier
     assert imported("analyze", str(ds)) in ([], ["polars"])
-    r = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds), "--force"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    r = tk_process("ingest", str(SMALL), "--out", str(ds), "--force")
     assert r.returncode == 0, r.stderr[-2000:]
     assert not list((ds / "analysis_results").rglob("*.json"))
     assert imported("analyze", str(ds), "--format", "json", "-o", str(second), "--force") == ["polars"]
@@ -181,11 +167,7 @@ def test_console_script_prints_a_stored_result_before_click(tmp_path: Path) -> N
     json` without importing click or polars: the same bytes as the click command. Any other
     spelling, other options, or no stored result: it defers to the click command."""
     ds = tmp_path / "ds"
-    r = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", "ingest", str(SMALL), "--out", str(ds)],
-        capture_output=True,
-        timeout=300,
-    )
+    r = tk_process("ingest", str(SMALL), "--out", str(ds))
     assert r.returncode == 0, r.stderr[-2000:]
 
     def fast(*args: str) -> dict[str, object]:

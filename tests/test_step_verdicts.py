@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import run_cli  # noqa: E402
+from cli_run import tk_out  # noqa: E402
 
 import tracekit  # noqa: E402
 from tracekit.analysis import analyze  # noqa: E402
@@ -72,7 +72,7 @@ def trace(tmp_path: Path) -> Path:
     return p
 
 
-def test_steps_verdicts_median_and_disagreeing(trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_steps_verdicts_median_and_disagreeing(trace: Path) -> None:
     res = analyze(tracekit.load(str(trace)))
     reg = {r["step"]: r for r in res.regions.to_dicts()}
     # windows (periods): 100, 150, 100 µs; busy 80, 20, 80 µs → 80 %, 13 %, 80 %.
@@ -91,8 +91,7 @@ def test_steps_verdicts_median_and_disagreeing(trace: Path, capsys: pytest.Captu
         f"({reg[2]['reason']})"
     ]
     assert reg[2]["reason"].startswith("busy 13 % of window: 118.0 µs after the last kernel")
-    assert run_cli(["analyze", str(trace)]) == 0
-    assert line[0] in capsys.readouterr().out
+    assert line[0] in tk_out("analyze", trace)
 
 
 def assert_sv(sv: dict[str, Any]) -> int:

@@ -17,7 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import REPO, SHARED_TRACES
-from kineto_events import cli_stdout
+from cli_run import tk_out
 
 SCIENTIFIC = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][+-]?\d+(?![\w])")
 # a count of one with a plural noun, or a "(s)" plural
@@ -71,18 +71,18 @@ TRACES = {
 }
 
 
-def outputs(trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+def outputs(trace: Path, tmp_path: Path) -> dict[str, str]:
     t = str(trace)
     got = {
-        "analyze text": cli_stdout(["analyze", t], capsys),
-        "analyze md": cli_stdout(["analyze", t, "--format", "md"], capsys),
-        "summary": cli_stdout(["summary", t], capsys),
-        "diff text": cli_stdout(["diff", t, t], capsys),
-        "diff md": cli_stdout(["diff", t, t, "--format", "md"], capsys),
+        "analyze text": tk_out("analyze", t),
+        "analyze md": tk_out("analyze", t, "--format", "md"),
+        "summary": tk_out("summary", t),
+        "diff text": tk_out("diff", t, t),
+        "diff md": tk_out("diff", t, t, "--format", "md"),
     }
     for fmt in ("md", "html"):
         out = tmp_path / f"report.{fmt}"
-        cli_stdout(["report", t, "--format", fmt, "--no-plots", "--out", str(out), "--force"], capsys)
+        tk_out("report", t, "--format", fmt, "--no-plots", "--out", str(out), "--force")
         got[f"report {fmt}"] = out.read_text()
     return got
 
@@ -117,9 +117,9 @@ def test_the_gfm_check_can_fail() -> None:
         check("x text", "took 1.44e+03 ms")
 
 
-def test_counts_of_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_counts_of_one(tmp_path: Path) -> None:
     trace = one_of_each(tmp_path)
-    got = outputs(trace, tmp_path, capsys)
+    got = outputs(trace, tmp_path)
     for name, text in got.items():
         check(name, text)
     # the counts of one are there, in the singular
@@ -131,14 +131,14 @@ def test_counts_of_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.parametrize("name", sorted(TRACES))
-def test_real_traces(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for out, text in outputs(TRACES[name], tmp_path, capsys).items():
+def test_real_traces(name: str, tmp_path: Path) -> None:
+    for out, text in outputs(TRACES[name], tmp_path).items():
         check(f"{name} {out}", text)
 
 
-def test_whatif_text(capsys: pytest.CaptureFixture[str]) -> None:
-    check("whatif", cli_stdout(["whatif", str(TRACES["serve"])], capsys))
+def test_whatif_text() -> None:
+    check("whatif", tk_out("whatif", str(TRACES["serve"])))
     check(
         "whatif hand",
-        cli_stdout(["whatif", "--prefill-ms", "1", "--tpot-ms", "0.00001", "--decode-steps", "1"], capsys),
+        tk_out("whatif", "--prefill-ms", "1", "--tpot-ms", "0.00001", "--decode-steps", "1"),
     )

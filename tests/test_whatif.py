@@ -11,6 +11,7 @@ from tracekit.errors import UsageError
 from tracekit.hardware.links import LINKS, link
 from tracekit.whatif import percentile, sensitivity
 from tracekit.whatif.sim import Policy, SimRequest, StepCost, metrics, simulate
+from cli_run import tk
 
 # step = 10 ms + 0.1 ms per prefill token + 1 ms per decoding sequence (no context term)
 COST = StepCost(c0=10.0, cp=0.1, cd=1.0, ck=0.0)
@@ -106,21 +107,8 @@ def test_link_table_has_sources() -> None:
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
-def _cli(*args: str) -> tuple[int, str, str]:
-    import subprocess
-    import sys
-
-    p = subprocess.run(
-        [sys.executable, "-m", "tracekit.cli.main", *args],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "MPLBACKEND": "Agg"},
-    )
-    return p.returncode, p.stdout, p.stderr
-
-
 def test_cli_seed_example_from_hand_input() -> None:
-    rc, out, err = _cli("whatif", "--prefill-ms", "300", "--tpot-ms", "20", "--decode-steps", "100")
+    rc, out, err = tk("whatif", "--prefill-ms", "300", "--tpot-ms", "20", "--decode-steps", "100")
     assert rc == 0, err
     assert "E2E 2,300 ms = prefill 300 ms + decode 2,000 ms" in out
     assert "halving prefill saves 150 ms per request; halving TPOT saves 1,000 ms per request" in out
@@ -160,7 +148,7 @@ def test_cli_whatif_on_a_serve_trace(tmp_path: object) -> None:
     import json
 
     trace = _serve(tmp_path)
-    rc, out, err = _cli("whatif", trace, "--link", "pcie4", "--slo", "ttft=500,tpot=50", "--kv-bytes-per-token", "1000")
+    rc, out, err = tk("whatif", trace, "--link", "pcie4", "--slo", "ttft=500,tpot=50", "--kv-bytes-per-token", "1000")
     assert rc == 0, err
     for needle in (
         "colocated ",
@@ -178,7 +166,7 @@ def test_cli_whatif_on_a_serve_trace(tmp_path: object) -> None:
     # Sensitivity per traced request, prefill costed as the runner's chunks (both prompts ≤ 128:
     # one chunk each): A 10 + 10 = 20, B 10 + 5 = 15 ms; decode A 3 × 13 = 39, B 1 × 12 = 12 ms.
     # E2E mean (59 + 27) / 2 = 43; halving prefill saves (20 + 15) / 4 = 8.75; TPOT (39 + 12) / 4 = 12.75.
-    rc, out, err = _cli("whatif", trace, "--format", "json", "--kv-bytes-per-token", "1e9", "--link-gbps", "1")
+    rc, out, err = tk("whatif", trace, "--format", "json", "--kv-bytes-per-token", "1e9", "--link-gbps", "1")
     doc = json.loads(out)
     s = doc["sensitivity"]
     assert (s["e2el_ms"], s["save_half_prefill_ms"], s["save_half_tpot_ms"]) == pytest.approx((43.0, 8.75, 12.75))
@@ -197,7 +185,7 @@ def test_conclusion_follows_the_table(tmp_path: object) -> None:
 
     trace = _serve(tmp_path)
     for kv in ("1", "1000", "1e6", "1e9"):
-        rc, out, err = _cli("whatif", trace, "--format", "json", "--kv-bytes-per-token", kv, "--link-gbps", "1")
+        rc, out, err = tk("whatif", trace, "--format", "json", "--kv-bytes-per-token", kv, "--link-gbps", "1")
         assert rc == 0, err
         c = json.loads(out)["compare"]
         co, dis = c["colocated"], c["disaggregated"]
@@ -248,7 +236,7 @@ def test_arrival_replays_the_traced_requests(tmp_path: object) -> None:
     # burst: both at 0, admitted together: step [0, 25) prefills 100 + 50 (10 + 15) → both first
     # tokens at 25; [25, 37) decodes both (B done), [37, 48), [48, 59) decode A.
     # A: TTFT 25, TPOT (59 − 25) / 3 = 11.33, E2E 59; B: TTFT 25, TPOT 12, E2E 37.
-    rc, out, err = _cli("whatif", trace, "--arrival", "burst", "--format", "json")
+    rc, out, err = tk("whatif", trace, "--arrival", "burst", "--format", "json")
     assert rc == 0, err
     ld = json.loads(out)["load"]
     p = ld["predicted"]
@@ -260,10 +248,10 @@ def test_arrival_replays_the_traced_requests(tmp_path: object) -> None:
     assert ld["measured_traced"]["ttft_ms"]["p50"] == pytest.approx((20 + 31) / 2)
     # interval:1000: each request alone: A TTFT 20, 3 decode steps of 11 → TPOT 11, E2E 53;
     # B TTFT 15, TPOT 11, E2E 26.
-    rc, out, err = _cli("whatif", trace, "--arrival", "interval:1000", "--format", "json")
+    rc, out, err = tk("whatif", trace, "--arrival", "interval:1000", "--format", "json")
     p = json.loads(out)["load"]["predicted"]
     assert (p["ttft_ms"]["p50"], p["tpot_ms"]["p50"], p["e2el_ms"]["p50"]) == pytest.approx((17.5, 11.0, 39.5))
-    rc, out, err = _cli("whatif", trace, "--arrival", "poisson:50")
+    rc, out, err = tk("whatif", trace, "--arrival", "poisson:50")
     assert rc == 0, err
     assert "predicted at poisson:50" in out and "seed 0" in out  # no traced poisson schedule: drawn
 
@@ -280,7 +268,7 @@ def test_arrival_rescales_a_traced_poisson_schedule() -> None:
 def test_arrival_values_are_checked_by_the_cli(tmp_path: object) -> None:
     trace = _serve(tmp_path)
     for bad in ("poisson:0", "poisson:nan", "poisson:inf", "interval:-1", "uniform:3", "burst:2"):
-        rc, out, err = _cli("whatif", trace, "--arrival", bad)
+        rc, out, err = tk("whatif", trace, "--arrival", bad)
         assert rc == 2 and "Traceback" not in err and "--arrival" in err, (bad, err)
 
 
@@ -342,20 +330,20 @@ def test_chunked_prefill_is_costed_as_chunks() -> None:
 
 
 def test_cli_whatif_bad_input_is_one_line() -> None:
-    rc, out, err = _cli("whatif")
+    rc, out, err = tk("whatif")
     assert rc != 0 and "Traceback" not in err and "--prefill-ms" in err
-    rc, out, err = _cli("whatif", str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"), "--link", "smoke-signals")
+    rc, out, err = tk("whatif", str(REPO / "sample_traces/serve/serve.pt.trace.json.gz"), "--link", "smoke-signals")
     assert rc != 0 and "Traceback" not in err and "unknown link" in err
 
 
 def test_a_trace_without_request_ids_gets_the_measured_sensitivity() -> None:
     # the static-batch llm sample: prefill, decode steps, one request batch; no arrivals to replay
     llm = str(REPO / "sample_traces/llm/llm.pt.trace.json.gz")
-    rc, out, err = _cli("whatif", llm)
+    rc, out, err = tk("whatif", llm)
     assert rc == 0, err
     assert "Replay: not run; it lacks per-request arrivals" in out
     assert "from measured step times" in out and "halving prefill saves" in out
-    rc, out, err = _cli("whatif", llm, "--arrival", "poisson:10")
+    rc, out, err = tk("whatif", llm, "--arrival", "poisson:10")
     assert rc == 5 and "Traceback" not in err and "lacks per-request arrivals" in err
 
 
@@ -363,11 +351,11 @@ def test_the_noisy_sample_serve_trace_is_refused_not_simulated() -> None:
     # sample_traces/serve: decode steps of one composition take 6.1, 15.1 and 20.3 ms (a busy
     # machine): 90 % of the steps lie within ±85 % of the fit — over the 50 % limit.
     trace = str(REPO / "sample_traces/serve/serve.pt.trace.json.gz")
-    rc, out, err = _cli("whatif", trace)
+    rc, out, err = tk("whatif", trace)
     assert rc == 0, err
     assert "Replay: not run; it lacks a step-cost fit good enough to simulate with: residuals too wide" in out
     assert "Colocated" not in out
-    rc, out, err = _cli("whatif", trace, "--arrival", "poisson:60")
+    rc, out, err = tk("whatif", trace, "--arrival", "poisson:60")
     assert rc == 5 and "residuals too wide" in err and "Traceback" not in err
 
 
@@ -378,7 +366,7 @@ def test_sensitivity_from_real_traces(shared_traces: pathlib.Path) -> None:
     import json
 
     dec = str(SGLANG / "sglang_decode/sglang_Qwen3-8B_decode.json.gz")
-    rc, out, err = _cli("whatif", dec, "--prefill-ms", "987", "--decode-steps", "100", "--format", "json")
+    rc, out, err = tk("whatif", dec, "--prefill-ms", "987", "--decode-steps", "100", "--format", "json")
     assert rc == 0, err
     doc = json.loads(out)
     s = doc["sensitivity"]
@@ -387,18 +375,18 @@ def test_sensitivity_from_real_traces(shared_traces: pathlib.Path) -> None:
     assert s["e2el_ms"] == pytest.approx(987 + 100 * tpot) and s["save_half_tpot_ms"] == pytest.approx(50 * tpot)
     assert "a step-cost fit: 1 step with a known composition: need ≥ 2" in doc["replay"]["lacks"][0]
     # without options: one line naming every missing input and the option that supplies it
-    rc, out, err = _cli("whatif", dec)
+    rc, out, err = tk("whatif", dec)
     assert rc == 5 and "Traceback" not in err
     assert "give --prefill-ms" in err and "give --decode-steps" in err and "need ≥ 2" in err
     pre = str(SGLANG / "sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
-    rc, out, err = _cli("whatif", pre, "--tpot-ms", "20", "--decode-steps", "100", "--format", "json")
+    rc, out, err = tk("whatif", pre, "--tpot-ms", "20", "--decode-steps", "100", "--format", "json")
     assert rc == 0, err
     s = json.loads(out)["sensitivity"]
     prefill = s["prefill_ms"]
     assert s["save_half_tpot_ms"] == pytest.approx(1000.0) and prefill > 100
     # the prefill trace and the decode trace of one model together: each input from the trace that
     # has it (prefill 1 step, decode 1 step), decode steps by hand; E2E = prefill + 100 × TPOT
-    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--format", "json")
+    rc, out, err = tk("whatif", pre, dec, "--decode-steps", "100", "--format", "json")
     assert rc == 0, err
     doc = json.loads(out)
     s = doc["sensitivity"]
@@ -406,7 +394,7 @@ def test_sensitivity_from_real_traces(shared_traces: pathlib.Path) -> None:
     assert s["e2el_ms"] == pytest.approx(prefill + 100 * tpot)
     assert doc["assumptions"]["sensitivity tpot"].endswith(f"({dec}) (one token per sequence per step)")
     assert doc["replay"]["lacks"] == ["one traced run (2 traces given: the replay reads one)"]
-    rc, out, err = _cli("whatif", pre, dec, "--decode-steps", "100", "--arrival", "burst")
+    rc, out, err = tk("whatif", pre, dec, "--decode-steps", "100", "--arrival", "burst")
     assert rc == 5 and "the replay reads one" in err
 
 
@@ -414,10 +402,10 @@ def test_whatif_takes_the_analysis_options(tmp_path: object) -> None:
     # --phase-map turns the two decode steps into "other": the fit sees the other 2 steps only;
     # --hardware is accepted like analyze's
     trace = _serve(tmp_path)
-    rc, out, err = _cli("whatif", trace, "--hardware", "h100", "--kv-bytes-per-token", "1000")
+    rc, out, err = tk("whatif", trace, "--hardware", "h100", "--kv-bytes-per-token", "1000")
     assert rc == 0, err
     assert "over 4 traced steps" in out
-    rc, out, err = _cli("whatif", trace, "--phase-map", "^tk:decode=other", "--prefill-ms", "1")
+    rc, out, err = tk("whatif", trace, "--phase-map", "^tk:decode=other", "--prefill-ms", "1")
     assert rc == 0 and "over 2 traced steps" in out, err
-    rc, out, err = _cli("whatif", trace, "--phase-map", "nonsense")
+    rc, out, err = tk("whatif", trace, "--phase-map", "nonsense")
     assert rc != 0 and "Traceback" not in err

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.cli.main import main
+from cli_run import tk
 from tracekit.errors import MissingDependencyError
 
 
-def _fails(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(["run", *args])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
+def _fails(args: list[str]) -> str:
+    code, _, err = tk("run", *args)
+    assert code == 2
+    err = err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("tracekit: error: "), err
     return err
 
@@ -39,27 +38,25 @@ def _fails(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["serve", "--dtype", "fp8"], "unknown dtype"),
     ],
 )
-def test_bad_input_is_one_line(
-    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_is_one_line(args: list[str], needle: str, tmp_path: Path) -> None:
     out = tmp_path / "o"
-    assert needle in _fails([*args, "--out", str(out)], capsys)
+    assert needle in _fails([*args, "--out", str(out)])
     assert not out.exists()  # nothing was started
 
 
-def test_out_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_out_is_a_file(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_text("x")
     for cmd in ("phase-shape", "llm", "serve"):
-        assert "is not a directory" in _fails([cmd, "--out", str(f)], capsys)
+        assert "is not a directory" in _fails([cmd, "--out", str(f)])
 
 
-def test_cuda_without_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cuda_without_gpu(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     for cmd in ("phase-shape", "llm", "serve"):
-        assert "no CUDA GPU is available" in _fails([cmd, "--device", "cuda", "--out", str(tmp_path / "o")], capsys)
+        assert "no CUDA GPU is available" in _fails([cmd, "--device", "cuda", "--out", str(tmp_path / "o")])
 
 
 def test_missing_torch_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,9 @@ import polars as pl
 import pytest
 
 from tracekit.analysis.verdict import NO_VALUE, fmt_dur, fmt_num, fmt_pct, ratio
-from tracekit.cli.main import main
 
 from nsys_export import write_export
+from cli_run import tk_out
 
 
 def _ev(cat: str, name: str, ts: float, dur: float, pid: int = 1, tid: int = 1, **args: Any) -> dict[str, Any]:
@@ -50,17 +50,9 @@ def _trace(path: Path, gemm_us: float, dims: list[list[float]] | None = None) ->
     return path
 
 
-def _run(*args: str) -> None:
-    try:
-        rc = main(list(args))
-    except SystemExit as e:  # a typed error: one line, its exit code
-        rc = e.code
-    assert rc in (0, None), args
-
-
 def _doc(path: Path, tmp_path: Path, *extra: str) -> dict[str, Any]:
     out = tmp_path / f"{path.stem}.out.json"
-    _run("analyze", str(path), "--format", "json", "--out", str(out), *extra)
+    tk_out("analyze", str(path), "--format", "json", "--out", str(out), *extra)
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
 
@@ -102,7 +94,7 @@ def test_zero_length_step_every_command(tmp_path: Path) -> None:
         ["plot", "timeline", str(t), "--out", str(tmp_path / "t.png")],
         ["plot", "breakdown", str(t), "--out", str(tmp_path / "b.png")],
     ):
-        _run(*cmd)
+        tk_out(*cmd)
     # the decode phase's memset: 0 ns, share null ("–" in the report's tables); in the whole trace
     # it is 0 ns of 3 µs: 0 %
     md = (tmp_path / "r.md").read_text()
@@ -119,7 +111,7 @@ def test_all_device_work_zero_length_shares_null(tmp_path: Path) -> None:
     assert {r["op_class"] for r in rows} == {"gemm", "memcpy/memset"}
     assert [r["share"] for r in rows] == [None, None]
     assert all(r["frac_roof"] is None and r["achieved_flops_per_s"] is None for r in rows)
-    _run("diff", str(t), str(_trace(tmp_path / "other.json", gemm_us=3)))
+    tk_out("diff", str(t), str(_trace(tmp_path / "other.json", gemm_us=3)))
 
 
 def test_nsight_rows_with_end_equal_to_start(tmp_path: Path) -> None:
@@ -130,8 +122,8 @@ def test_nsight_rows_with_end_equal_to_start(tmp_path: Path) -> None:
     doc = _doc(n, tmp_path)
     assert [p["device_time_ns"] for p in doc["phases"]] == [0, 0]
     assert [r["share"] for r in doc["totals"]["class_roofline"]] == [None] * len(doc["totals"]["class_roofline"])
-    _run("report", str(n), "--format", "md", "--out", str(tmp_path / "n.md"))
-    _run("plot", "timeline", str(n), "--out", str(tmp_path / "n.png"))
+    tk_out("report", str(n), "--format", "md", "--out", str(tmp_path / "n.md"))
+    tk_out("plot", "timeline", str(n), "--out", str(tmp_path / "n.png"))
 
 
 @pytest.mark.parametrize(
@@ -152,7 +144,7 @@ def test_overflowing_shapes_and_tiny_kernels(tmp_path: Path, dims: list[list[flo
     for row in doc["totals"]["class_roofline"]:
         for k in ("share", "intensity", "achieved_flops_per_s", "achieved_bytes_per_s", "frac_roof"):
             assert row[k] is None or math.isfinite(row[k]), (k, row[k])
-    _run("report", str(t), "--hardware", "h100-sxm", "--format", "md", "--out", str(tmp_path / "b.md"))
+    tk_out("report", str(t), "--hardware", "h100-sxm", "--format", "md", "--out", str(tmp_path / "b.md"))
 
 
 def test_hardware_file_whose_ridge_overflows(tmp_path: Path) -> None:
@@ -164,5 +156,5 @@ def test_hardware_file_whose_ridge_overflows(tmp_path: Path) -> None:
     doc = _doc(t, tmp_path, "--hardware", str(hw))
     for row in doc["totals"]["class_roofline"]:
         assert row["frac_roof"] is None or math.isfinite(row["frac_roof"])
-    _run("report", str(t), "--hardware", str(hw), "--format", "md", "--out", str(tmp_path / "h.md"))
-    _run("plot", "roofline", str(t), "--hardware", str(hw), "--out", str(tmp_path / "h.png"))
+    tk_out("report", str(t), "--hardware", str(hw), "--format", "md", "--out", str(tmp_path / "h.md"))
+    tk_out("plot", "roofline", str(t), "--hardware", str(hw), "--out", str(tmp_path / "h.png"))

@@ -35,19 +35,9 @@ COMM_SCHEMA = {
 }
 
 
-def merged_blocks(iv: pl.DataFrame) -> pl.DataFrame:
+def _merged(iv: pl.LazyFrame) -> pl.LazyFrame:
     """Disjoint blocks (``device``, ``b_start``, ``b_end``) covering the union of intervals per device,
     with ``b_before`` = covered length of the device's earlier blocks."""
-    if iv.height == 0:
-        return pl.DataFrame(
-            schema={"device": pl.Int64(), "b_start": pl.Int64(), "b_end": pl.Int64(), "b_before": pl.Int64()}
-        )
-    # one query (a small trace pays per polars query); in-memory engine, as the eager steps
-    return _merged(iv.lazy()).collect(engine="in-memory")
-
-
-def _merged(iv: pl.LazyFrame) -> pl.LazyFrame:
-    """:func:`merged_blocks` as a lazy query."""
     w = iv.select("device", "start_ns", "end_ns").sort("device", "start_ns")
     w = w.with_columns(pl.col("end_ns").cum_max().shift(1).over("device").alias("_prev"))
     w = w.with_columns(

@@ -125,30 +125,8 @@ class Settings:
 
 class State:
     """Every field a step reads or writes, by name (the runner sets and deletes them): the
-    :class:`Inputs` and :class:`Settings` fields, then what the steps add."""
+    :class:`Inputs` and :class:`Settings` fields (:data:`GIVEN`), then what the steps add, below."""
 
-    # Inputs
-    activities: pl.DataFrame  # attribution's activities (cost: with their ops' costs)
-    region_links: pl.DataFrame  # activity → every region it falls in
-    labels: pl.DataFrame  # regions with phase labels
-    costs: pl.DataFrame  # op costs with the op columns
-    launches: pl.DataFrame | None
-    cpu_only: bool
-    device_name: str | None
-    trace_info: dict[str, Any]
-    warnings: list[str]
-    kv: dict[str, Any] | None
-    sidecar: dict[str, Any] | None
-    communication: pl.DataFrame | None  # the kernels' exposed frame, then the rows per phase
-    features: list[dict[str, Any]] | None
-    model: dict[str, Any] | None
-    capabilities: Capabilities
-    # Settings
-    hardware: Hardware | None
-    thresholds: Thresholds
-    slo: Slo | None
-    with_op_work: bool
-    # added by the steps
     no_cpu: bool
     tail: dict[str, Any] | None
     regions: pl.DataFrame
@@ -186,7 +164,8 @@ class State:
 
 
 GIVEN = (*Inputs.__dataclass_fields__, *Settings.__dataclass_fields__)
-check(STEPS, GIVEN, State.__annotations__)
+FIELDS = (*GIVEN, *State.__annotations__)
+check(STEPS, GIVEN, FIELDS)
 
 
 def analyze(
@@ -233,8 +212,7 @@ def run(x: Inputs, s: Settings, steps: tuple[Step, ...] = STEPS) -> AnalysisResu
 def start(x: Inputs, s: Settings) -> State:
     """The state before the first step: ``x``'s and ``s``'s fields (``x``'s frames moved out of it)."""
     state = State()
-    state.__dict__.update(vars(x), **vars(s))
-    state.warnings = list(x.warnings)
+    state.__dict__.update(vars(x), **vars(s), warnings=list(x.warnings))
     x.activities = x.region_links = x.labels = x.costs = pl.DataFrame()
     return state
 

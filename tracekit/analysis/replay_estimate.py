@@ -117,20 +117,9 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         .otherwise(cls)
         .alias("family")
     )
-    sums = step_sums(labels).select("region_id", "sq", "sk", "sqsq", "sqsk")
-    steps = labels.select(pl.col("region_id").alias("step"), "tokens").join(
-        sums.rename({"region_id": "step"}), on="step", how="left"
-    )
-    rows = []
-    for sid, tok, sq, sk, sqsq, sqsk in steps.filter(pl.col("step").is_in(todo["step"].unique().implode())).iter_rows():
-        s = (int(sq), int(sk), int(sqsq), int(sqsk)) if sq is not None else None
-        for fam, (f, b) in step_work(model, int(tok or 0), s).items():
-            rows.append((sid, fam, f, b))  # one row per (step, family): a handful per step
-    if not rows:
+    work = _step_work(labels, todo["step"].unique(), model)
+    if work is None:
         return acts
-    work = pl.DataFrame(
-        rows, schema={"step": pl.Int64, "family": pl.String, "_f": pl.Float64, "_b": pl.Float64}, orient="row"
-    )
     todo = todo.join(work, on=["step", "family"], how="inner").with_columns(
         (pl.col("dur_ns") / pl.col("dur_ns").sum().over("step", "family")).alias("_share")
     )
@@ -155,6 +144,26 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         pl.when(hit).then(pl.lit(dtype, pl.String)).otherwise(pl.col("dtype")).alias("dtype"),
         (hit | pl.col("covered")).alias("covered"),
     ).drop("_cid", "_ef", "_eb", "_cm")
+
+
+def _step_work(labels: pl.DataFrame, step_ids: pl.Series, model: Mapping[str, Any]) -> pl.DataFrame | None:
+    """(step, family, _f, _b): each step's FLOPs and bytes per kernel family from the model's config
+    and the step's tokens and attention sums (one row per (step, family): a handful per step); None
+    when there is none."""
+    sums = step_sums(labels).select("region_id", "sq", "sk", "sqsq", "sqsk")
+    steps = labels.select(pl.col("region_id").alias("step"), "tokens").join(
+        sums.rename({"region_id": "step"}), on="step", how="left"
+    )
+    rows = []
+    for sid, tok, sq, sk, sqsq, sqsk in steps.filter(pl.col("step").is_in(step_ids.implode())).iter_rows():
+        s = (int(sq), int(sk), int(sqsq), int(sqsk)) if sq is not None else None
+        for fam, (f, b) in step_work(model, int(tok or 0), s).items():
+            rows.append((sid, fam, f, b))
+    if not rows:
+        return None
+    return pl.DataFrame(
+        rows, schema={"step": pl.Int64, "family": pl.String, "_f": pl.Float64, "_b": pl.Float64}, orient="row"
+    )
 
 
 def _step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:

@@ -279,6 +279,24 @@ class AnalysisResult:
         reg, frames = self._region_frames()
         return reg, extra_lists(reg, frames)
 
+    def _totals(self, lat: list[dict[str, Any]], *trace_scope: dict[str, Any]) -> dict[str, Any]:
+        """The document's totals: the result's, with the whole trace's tops, classes, roofline rows and
+        shapes (``trace_scope``, in that order), latency by phase, requests, warnings, serving and
+        communication."""
+        totals = dict(self.totals)
+        for key, rows in zip(("top_kernels", "top_ops", "op_classes", "class_roofline", "top_shapes"), trace_scope):
+            totals[key] = rows.get("trace", [])
+        totals["latency"] = {
+            str(ph): {latency_key(x): strip_keys(x, "metric", "phase") for x in lat if x.get("phase") == ph}
+            for ph in dict.fromkeys(x.get("phase") for x in lat)
+        }
+        totals["requests"] = records(self.requests, list(self.requests.columns))
+        totals["warnings"] = list(self.warnings)
+        if self.serving:
+            totals["serving"] = self.serving
+        totals["communication"] = records(self.communication, list(self.communication.columns))
+        return totals
+
     def _document(self, regions_token: str | None = None) -> dict[str, Any]:
         """The document before NaN / inf become null (see :meth:`to_json`); with
         ``regions_token``, that string in place of the regions (:meth:`to_json_parts`)."""
@@ -317,21 +335,7 @@ class AnalysisResult:
             p["top_shapes"] = shape_p.get(name, [])
             p["step_verdicts"] = step_verdict_summary(self.step_verdicts, name)
         un = self.unattributed
-        totals = dict(self.totals)
-        totals["top_kernels"] = tk.get("trace", [])
-        totals["top_ops"] = to.get("trace", [])
-        totals["op_classes"] = tc.get("trace", [])
-        totals["class_roofline"] = troof.get("trace", [])
-        totals["top_shapes"] = tshape.get("trace", [])
-        totals["latency"] = {
-            str(ph): {latency_key(x): strip_keys(x, "metric", "phase") for x in lat if x.get("phase") == ph}
-            for ph in dict.fromkeys(x.get("phase") for x in lat)
-        }
-        totals["requests"] = records(self.requests, list(self.requests.columns))
-        totals["warnings"] = list(self.warnings)
-        if self.serving:
-            totals["serving"] = self.serving
-        totals["communication"] = records(self.communication, list(self.communication.columns))
+        totals = self._totals(lat, tk, to, tc, troof, tshape)
         return {
             "version": JSON_VERSION,
             "trace": self.trace,

@@ -60,12 +60,15 @@ class Step:
         return replace(self, reads=reads, writes=writes, label=label)
 
 
-def step(*writes: str) -> Callable[[Callable[..., Any]], Step]:
-    """Make a function a :class:`Step` that writes ``writes`` (its parameters are what it reads)."""
+def step(*writes: str, name: str | None = None, **fields: str) -> Callable[[Callable[..., Any]], Step]:
+    """Make a function a :class:`Step` that writes ``writes``: its parameters are what it reads,
+    each the field of its name unless ``fields`` maps it to another (an existing function registered
+    as it is: ``step("prep", acts="activities", name="roofline_inputs")(prepare)``)."""
 
     def make(fn: Callable[..., Any]) -> Step:
         params = tuple(inspect.signature(fn).parameters)
-        return Step(fn, params, params, tuple(writes), fn.__name__)
+        reads = tuple(fields.get(p, p) for p in params)
+        return Step(fn, params, reads, tuple(writes), name or fn.__name__)
 
     return make
 

@@ -86,12 +86,6 @@ def judged_regions(labels: pl.DataFrame) -> pl.DataFrame:
     return labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
 
 
-@step("activities")
-def estimate(activities: pl.DataFrame, regions: pl.DataFrame, model: dict[str, Any] | None) -> pl.DataFrame:
-    """Graph replays no capture mapped, with costs estimated from the model's config (replay_estimate.py)."""
-    return estimate_replays(activities, regions, model)
-
-
 @step("estimated", "estimated_regions", "estimated_links")
 def estimated(activities: pl.DataFrame, region_links: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
     """The activities whose cost was estimated, the regions they fall in and their links."""
@@ -134,19 +128,6 @@ def idle(
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(region_rows, activities, launches, ops)
     return region_idle(region_rows, linked, launches, ops, host)
-
-
-@step("closure")
-def closure(regions: pl.DataFrame, activities: pl.DataFrame) -> pl.DataFrame:
-    """Each region with its enclosing regions (regions/tops.py), read by the class and shape rooflines
-    and the tops."""
-    return region_closure(regions, activities)
-
-
-@step("prep")
-def roofline_inputs(activities: pl.DataFrame) -> pl.DataFrame:
-    """Each activity's class and its share of its op's FLOPs and bytes (roofline/points.py)."""
-    return prepare_roofline(activities)
 
 
 @step("region_rows", "class_roofline", "unit_phase", "in_unit", "excluded")
@@ -218,28 +199,6 @@ def estimated_class_rows(
         keys = estimated_classes(activities, estimated, estimated_links, in_unit.select("act_id", "phase"))
         class_roofline = mark_classes(class_roofline, keys)
     return class_roofline, phases
-
-
-@step("region_rows")
-def cold_mark(region_rows: pl.DataFrame, cold: pl.DataFrame) -> pl.DataFrame:
-    """Steps overlapping a cold window marked with its cost and cause, to be left out of the steady
-    state (regions/cold.py)."""
-    return mark_cold(region_rows, cold)
-
-
-@step("shape_roofline")
-def shape_roofline(
-    activities: pl.DataFrame,
-    shapes: pl.DataFrame,
-    regions: pl.DataFrame,
-    unit_phase: pl.DataFrame,
-    hardware: Hardware | None,
-    thresholds: Thresholds,
-    prep: pl.DataFrame,
-    closure: pl.DataFrame,
-) -> pl.DataFrame:
-    """The roofline point of every op shape per scope (roofline/points.py)."""
-    return shape_roofline_rows(activities, shapes, regions, unit_phase, hardware, thresholds, prep, closure)
 
 
 @step("warm", "in_unit")
@@ -334,14 +293,6 @@ def estimated_mark(
     )
 
 
-@step("top_kernels", "top_ops", "op_classes")
-def top(
-    activities: pl.DataFrame, regions: pl.DataFrame, unit_phase: pl.DataFrame, closure: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The top kernels and ops of every scope and the time per op class (regions/tops.py)."""
-    return tops(activities, regions, unit_phase, closure)
-
-
 @step("latency", "warnings")
 def latency(
     region_rows: pl.DataFrame,
@@ -417,12 +368,6 @@ def serving(
     return out
 
 
-@step("step_verdicts")
-def step_verdicts(warm: pl.DataFrame) -> pl.DataFrame:
-    """Each phase's step verdicts: the median step and the ones that differ (regions/step_verdicts.py)."""
-    return step_verdict_rows(warm)
-
-
 @step("communication")
 def communication(communication: pl.DataFrame | None, region_rows: pl.DataFrame) -> pl.DataFrame:
     """The communication kernels' time and exposed part per phase (communication.py), in the phase
@@ -492,3 +437,15 @@ def result(
         step_verdicts=step_verdicts,
     )
     return out if not communication.width else replace(out, communication=communication)
+
+
+# Existing functions registered as they are (their docstrings say what they add).
+estimate = step("activities", name="estimate", acts="activities", labels="regions")(estimate_replays)
+closure = step("closure", name="closure", acts="activities")(region_closure)
+roofline_inputs = step("prep", name="roofline_inputs", acts="activities")(prepare_roofline)
+cold_mark = step("region_rows", name="cold_mark", reg="region_rows", windows="cold")(mark_cold)
+shape_roofline = step(
+    "shape_roofline", name="shape_roofline", acts="activities", costs="shapes", unit_ph="unit_phase", th="thresholds"
+)(shape_roofline_rows)
+top = step("top_kernels", "top_ops", "op_classes", name="top", acts="activities", unit_ph="unit_phase")(tops)
+step_verdicts = step("step_verdicts", name="step_verdicts", reg="warm")(step_verdict_rows)

@@ -32,10 +32,11 @@ def stored_document(argv: list[str]) -> bytes | None:
         del rest[rest.index("--format") : rest.index("--format") + 2]
     else:
         return None
-    if len(rest) != 1 or rest[0].startswith("-") or not os.path.isdir(os.path.join(rest[0], "meta")):
-        return None
+    from tracekit.tables.layout import is_dataset
     from tracekit.tables.results import analysis_options, lookup
 
+    if len(rest) != 1 or rest[0].startswith("-") or not is_dataset(rest[0]):
+        return None
     try:
         return lookup(rest[0], None, analysis_options(None, (), None, None))
     except Exception:  # noqa: BLE001 - whatever went wrong, the command itself decides and reports

@@ -11,20 +11,22 @@ import click
 from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, hardware_option, out_option, trace_id_option
-from tracekit.analysis import resolve_hardware
-from tracekit.analysis.serving.latency import Slo
-from tracekit.errors import UsageError
-from tracekit.report.from_path import analyse_path, read_table
+from tracekit.report import device_peaks
 from tracekit.report.output import check_out
-from tracekit.report.plots import draw as plots
-from tracekit.report.plots import figures
-from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
+from tracekit.report.plots.kinds import KINDS
 
-KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep", "latency-throughput")
+
+class PlotKinds(click.Choice):
+    """The registered plot kinds, read when the command line is parsed (one registered later too)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    choices = property(lambda self: tuple(KINDS), lambda self, _: None)  # type: ignore[assignment]
 
 
 @click.command("plot")
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=PlotKinds())
 @click.argument("trace", metavar="TRACE_OR_DATASET_OR_SWEEP_TABLE")
 @out_option("Output file, .png or .svg.", required=True)
 @force_option()
@@ -43,15 +45,24 @@ def plot(
     slo: str | None,
 ) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
+    from tracekit.report.plots import figures
+    from tracekit.report.plots import draw as plots
+    from tracekit.report.from_path import analyse_path, read_table
+
     out_path = check_out(out, force, (".png", ".svg"))
-    if kind == "latency-throughput":
+    reads = KINDS[kind].reads
+    if reads == "serve sweep":
+        from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
+
         sweep_table = read_serve_sweep(trace)
         if sweep_table is None:
+            from tracekit.errors import UsageError
+
             raise UsageError(
                 f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)"
             )
         fig = latency_throughput(sweep_table, _slo(slo), sweep_diagnostic(trace))
-    elif kind == "sweep":
+    elif reads == "phase-shape table":
         table = read_table(trace)
         fig = plots.sweep(table, _sweep_device(trace, hardware))
     else:
@@ -65,6 +76,8 @@ def plot(
 
 def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
     """Peaks for the sweep's roofs: --hardware, else the device named in phase_shape_sweep.json."""
+    from tracekit.analysis import resolve_hardware
+
     name = hardware
     if name is None:
         p = Path(table_path)
@@ -79,15 +92,11 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
         hw = resolve_hardware(None, [{"name": name}])
     else:
         hw = resolve_hardware(name, [])
-    if hw is None:
-        return {}
-    return {
-        "name": hw.name,
-        "peak_flops_per_s": dict(hw.peak_flops_per_s),
-        "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
-    }
+    return {} if hw is None else device_peaks(hw)
 
 
 def _slo(text: str | None) -> dict[str, Any] | None:
+    from tracekit.analysis.serving.latency import Slo
+
     v = Slo.parse(text)
     return v.as_dict() if v else None

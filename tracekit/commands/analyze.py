@@ -17,6 +17,7 @@ from tracekit.commands.output import Lines, Output, Progress, output
 from tracekit.conventions import TABLES
 from tracekit.report.output import check_out
 from tracekit.sources import load
+from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import analysis_options, lookup
 from tracekit.tuning import analysis_setting, importer, set_before_polars
 
@@ -46,9 +47,9 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
 def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
     """The jemalloc setting (``_RJEM_MALLOC_CONF``) for analysing ``source``
     (:func:`tracekit.tuning.analysis_setting` of its canonical Parquet bytes; None for a trace file)."""
-    root = Path(source)
-    if not (root / "meta").is_dir():
+    if not is_dataset(source):
         return None
+    root = Path(source)
     return analysis_setting(sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet")), cpus)
 
 
@@ -62,7 +63,7 @@ def bounded_allocator(source: str) -> bool:
 # instead (tracekit/sources/kineto/reading/early.py), while the file is read. tests/test_kineto_early.py
 # checks that the analysis then imports no tracekit module of its own.
 ANALYSIS_MODULES = (
-    "tracekit.analysis",
+    "tracekit.analysis.pipeline",
     "tracekit.analysis.communication",
     "tracekit.analysis.features",
     "tracekit.analysis.store.derived",

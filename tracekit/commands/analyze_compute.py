@@ -6,7 +6,6 @@ Imported by :mod:`tracekit.commands.analyze` once polars may load (tracekit/comm
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
+from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def compute(
 def _chosen(req: AnalyzeRequest) -> list[str] | None:
     """The traces of a dataset chosen (:func:`tracekit.commands.ranks.selection`); None for a trace
     file without --rank / --compare, told without importing the comparison (commands/__init__.py)."""
-    if req.rank is None and not req.compare and not os.path.isdir(os.path.join(req.source, "meta")):
+    if req.rank is None and not req.compare and not is_dataset(req.source):
         return None
     from tracekit.commands import ranks
 

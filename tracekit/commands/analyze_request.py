@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from tracekit.tables.layout import is_dataset
 
 
 @dataclass(frozen=True)
@@ -33,4 +34,4 @@ class AnalyzeRequest:
     def stored(self) -> bool:
         """One trace of a dataset, reuse on: its result may be read from, and stored in, the dataset."""
         one = self.rank is None and not self.compare and not self.captures and not self.model
-        return self.reuse and one and os.path.isdir(os.path.join(self.source, "meta"))
+        return self.reuse and one and is_dataset(self.source)

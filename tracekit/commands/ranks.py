@@ -10,6 +10,7 @@ from tracekit.analysis.ranks.compare import analyze_ranks, parse_ranks, select_t
 from tracekit.commands.output import Lines, Progress
 from tracekit.errors import UsageError
 from tracekit.parallel import plan
+from tracekit.tables.layout import dataset_trace_ids, is_dataset
 
 
 def selection(source: str, trace_id: str | None, rank: str | None, compare: tuple[str, ...] = ()) -> list[str] | None:
@@ -17,8 +18,7 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
     None when one trace is meant (a file, ``--trace-id``, a dataset of one) and the usual path
     applies. Several ids mean a comparison across ranks; one id means that trace."""
     several = rank is not None or bool(compare)
-    meta = Path(source) / "meta"  # a dataset (tables/trace.py's is_dataset)
-    if not meta.is_dir():
+    if not is_dataset(source):
         if several:
             raise UsageError(f"{source}: --rank / --compare need an ingested dataset (tracekit ingest)")
         return None
@@ -26,7 +26,7 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
         if several:
             raise UsageError("--trace-id picks one trace; --rank / --compare choose several to compare")
         return None
-    if not several and sum(1 for _ in meta.glob("trace_id=*/data.parquet")) <= 1:
+    if not several and len(dataset_trace_ids(source)) <= 1:
         return None
     return select_traces(source, list(compare) or None, parse_ranks(rank))
 

@@ -59,56 +59,19 @@ def hint_column(
     some op is a MoE op: a trace's kernel names are large); ``parent``: each op's parent row;
     ``model``: ``meta["model"]`` (--model), whose MoE fields fill what the trace lacks."""
     n = ops.height
-    out = pl.repeat(None, n, dtype=pl.String, eager=True)
+    out = _step_hints(ops, canon, regions)
     notes = pl.repeat(None, n, dtype=pl.String, eager=True)
-    step = canon.is_in(list(STEP_PRICED))
-    if regions is not None and regions.height and bool(step.any()):
-        sums = step_sums(regions)
-        if sums.height:
-            rows = step.arg_true()
-            pts = ops.select("pid", "tid", pl.col("start_ns").alias("t"))[rows]
-            hit = innermost_rows(pts, sums, ["pid", "tid"], "region_id")
-            # innermost_rows walks parent_id within ``sums`` only: a summed region is the answer.
-            txt = sums.select(pl.format("sq={};sk={};sqsq={};sqsk={}", "sq", "sk", "sqsq", "sqsk")).to_series()
-            got = hit.is_not_null()
-            if got.any():
-                out = out.scatter(rows.filter(got), take(txt, hit.filter(got)))
     moe = canon.is_in(list(MOE_OPS))
     if bool(moe.any()):
-        topk = _moe_topk(ops, canon, parent, moe)
-        wsize = _moe_wsize(ops, moe, launched, parent)
-        cfg = moe_hints(model)
-        fr = pl.DataFrame({"a": topk, "b": wsize}).with_columns(
-            pl.lit(cfg.get("topk"), pl.Float64).alias("ca"),
-            pl.lit(cfg.get("wsize"), pl.Float64).alias("cb"),
-            pl.lit(cfg.get("inter"), pl.Float64).alias("ci"),
+        fr = pl.DataFrame(
+            {"a": _moe_topk(ops, canon, parent, moe), "b": _moe_wsize(ops, moe, launched, parent)}
+        ).with_columns(
+            *[
+                pl.lit(moe_hints(model).get(k), pl.Float64).alias(c)
+                for k, c in (("topk", "ca"), ("wsize", "cb"), ("inter", "ci"))
+            ]
         )
-        differ = [
-            pl.when(pl.col("a").is_not_null() & pl.col("ca").is_not_null() & (pl.col("a") != pl.col("ca"))).then(
-                pl.format(
-                    "model config num_experts_per_tok {} but the trace's top-k op gives {}",
-                    pl.col("ca").cast(pl.Int64),
-                    pl.col("a").cast(pl.Int64),
-                )
-            ),
-            # another format, not another convention: MXFP4's kernel-name 0.5 B vs the config's
-            # 0.53125 B (scales included) is the same format
-            pl.when(
-                pl.col("b").is_not_null()
-                & pl.col("cb").is_not_null()
-                & ((pl.col("b") - pl.col("cb")).abs() > 0.2 * pl.col("cb"))
-            ).then(
-                pl.format(
-                    "model config quantization_config gives {} B per weight but the kernel names say {} B", "cb", "b"
-                )
-            ),
-        ]
-        notes = fr.select(
-            pl.when(pl.lit(moe)).then(
-                pl.concat_str(differ, separator="; ", ignore_nulls=True).str.replace(r"^$", "") + pl.lit(": trace used")
-            )
-        ).to_series()
-        notes = pl.select(pl.when(notes.str.starts_with("model")).then(notes)).to_series()
+        notes = _moe_notes(fr, moe)
         extra = fr.select(
             pl.concat_str(
                 [
@@ -124,6 +87,54 @@ def hint_column(
         out = pl.select(pl.concat_str([out, extra], separator=";", ignore_nulls=True)).to_series()
         out = pl.select(pl.when(out != "").then(out)).to_series()
     return pl.select(pl.when(out.is_not_null()).then(pl.lit(HINT_PREFIX) + out)).to_series(), notes
+
+
+def _step_hints(ops: pl.DataFrame, canon: pl.Series, regions: pl.DataFrame | None) -> pl.Series:
+    """Per op row: the step's query/key sums (``sq=…;sk=…;sqsq=…;sqsk=…``) for the ops priced from
+    their step (the innermost summed region around them), else null."""
+    out = pl.repeat(None, ops.height, dtype=pl.String, eager=True)
+    step = canon.is_in(list(STEP_PRICED))
+    if regions is None or not regions.height or not bool(step.any()):
+        return out
+    sums = step_sums(regions)
+    if not sums.height:
+        return out
+    rows = step.arg_true()
+    pts = ops.select("pid", "tid", pl.col("start_ns").alias("t"))[rows]
+    hit = innermost_rows(pts, sums, ["pid", "tid"], "region_id")
+    # innermost_rows walks parent_id within ``sums`` only: a summed region is the answer.
+    txt = sums.select(pl.format("sq={};sk={};sqsq={};sqsk={}", "sq", "sk", "sqsq", "sqsk")).to_series()
+    got = hit.is_not_null()
+    return out.scatter(rows.filter(got), take(txt, hit.filter(got))) if got.any() else out
+
+
+def _moe_notes(fr: pl.DataFrame, moe: pl.Series) -> pl.Series:
+    """Per MoE op: where the trace (``a`` top-k, ``b`` bytes per weight) and the model's config
+    (``ca``, ``cb``) disagree, what differs and that the trace's value is used; null elsewhere."""
+    differ = [
+        pl.when(pl.col("a").is_not_null() & pl.col("ca").is_not_null() & (pl.col("a") != pl.col("ca"))).then(
+            pl.format(
+                "model config num_experts_per_tok {} but the trace's top-k op gives {}",
+                pl.col("ca").cast(pl.Int64),
+                pl.col("a").cast(pl.Int64),
+            )
+        ),
+        # another format, not another convention: MXFP4's kernel-name 0.5 B vs the config's
+        # 0.53125 B (scales included) is the same format
+        pl.when(
+            pl.col("b").is_not_null()
+            & pl.col("cb").is_not_null()
+            & ((pl.col("b") - pl.col("cb")).abs() > 0.2 * pl.col("cb"))
+        ).then(
+            pl.format("model config quantization_config gives {} B per weight but the kernel names say {} B", "cb", "b")
+        ),
+    ]
+    notes = fr.select(
+        pl.when(pl.lit(moe)).then(
+            pl.concat_str(differ, separator="; ", ignore_nulls=True).str.replace(r"^$", "") + pl.lit(": trace used")
+        )
+    ).to_series()
+    return pl.select(pl.when(notes.str.starts_with("model")).then(notes)).to_series()
 
 
 def _nearest_ancestor(parent: pl.Series, rows: pl.Series, target: pl.Series) -> pl.Series:

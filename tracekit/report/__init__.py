@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from tracekit.report.model import ReportData
     from tracekit.report.plots.draw import MissingPlotData
 
-PLOTS = ("roofline", "timeline", "decode", "breakdown", "sweep")
-
 __all__ = [
     "ReportData",
     "MissingPlotData",
@@ -50,29 +48,34 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``ReportData`` and ``MissingPlotData`` on first use: importing any ``tracekit.report``
-    module (the CLI's output helpers) must not import polars (tests/test_startup.py)."""
+    """``ReportData``, ``MissingPlotData`` and ``PLOTS`` (the names of the registered plot kinds,
+    tracekit/report/plots/kinds.py) on first use: importing any ``tracekit.report`` module (the
+    CLI's output helpers) must not import polars (tests/test_startup.py)."""
     if name == "ReportData":
-        from tracekit.report.model import ReportData
+        from tracekit.report.model import ReportData  # lazy: keeps `import tracekit.report` light
 
         return ReportData
     if name == "MissingPlotData":
-        from tracekit.report.plots.draw import MissingPlotData
+        from tracekit.report.plots.draw import MissingPlotData  # lazy: keeps `import tracekit.report` light
 
         return MissingPlotData
+    if name == "PLOTS":
+        from tracekit.report.plots.kinds import KINDS  # lazy: keeps `import tracekit.report` light
+
+        return tuple(KINDS)
     raise AttributeError(f"module 'tracekit.report' has no attribute {name!r}")
 
 
 def report_data(trace: Any, result: Any, path: str | Path | None = None) -> ReportData:
     """The report model of an analysed trace (``tracekit.load`` + ``tracekit.analysis.analyze``)."""
-    from tracekit.report.from_path import report_data as _rd
+    from tracekit.report.from_path import report_data as _rd  # lazy: keeps `import tracekit.report` light
 
     return _rd(trace, result, path)
 
 
 def verdicts(data: ReportData) -> list[str]:
     """The answer in a few lines: CPU-diagnostic label, each phase's verdict and reason, peaks used."""
-    from tracekit.report.sections.headline import headline
+    from tracekit.report.sections.headline import headline  # lazy: keeps `import tracekit.report` light
 
     return headline(data)
 
@@ -80,15 +83,15 @@ def verdicts(data: ReportData) -> list[str]:
 def to_markdown(data: ReportData, max_regions: int | None = None) -> str:
     """The Markdown report (plots listed, not embedded). ``max_regions``: None fits the text under
     60,000 characters; N shows N regions; -1 all."""
-    from tracekit.report.formats.markdown import render
+    from tracekit.report.formats.markdown import render  # lazy: keeps `import tracekit.report` light
 
     return render(data, None, max_regions=max_regions)
 
 
 def to_html(data: ReportData, plots: bool = True, max_regions: int | None = None) -> str:
     """The self-contained HTML report, with every plot that can be drawn."""
-    from tracekit.report.plots import figures
-    from tracekit.report.formats.html import render
+    from tracekit.report.plots import figures  # lazy: keeps `import tracekit.report` light
+    from tracekit.report.formats.html import render  # lazy: keeps `import tracekit.report` light
 
     return render(data, figures.draw_all(data) if plots else None, max_regions)
 
@@ -99,20 +102,18 @@ def draw(
     """One plot of :data:`PLOTS`. ``sweep``: a sweep table (:func:`read_sweep`) for ``"sweep"``,
     drawn against ``device`` (:func:`device_peaks`) or the report's device; ``data`` may then be
     None. Raises MissingPlotData saying what is missing."""
-    from tracekit.report.plots import figures
-    from tracekit.report.plots import draw as plots
-    from tracekit.report.plots.draw import MissingPlotData
+    from tracekit.report.plots import draw as plots, figures  # lazy: keeps `import tracekit.report` light
 
     if kind == "sweep" and sweep is not None and (data is None or device is not None):
         return plots.sweep(sweep, device or {})
     if data is None:
-        raise MissingPlotData(f"{kind}: needs the report data of an analysed trace")
+        raise plots.MissingPlotData(f"{kind}: needs the report data of an analysed trace")
     return figures.draw(kind, data, sweep)
 
 
 def to_png(fig: "Figure", dpi: int = 100) -> bytes:
     """A figure as PNG bytes (for ``IPython.display.Image``)."""
-    from tracekit.report.plots import draw as plots
+    from tracekit.report.plots import draw as plots  # lazy: keeps `import tracekit.report` light
 
     return plots.to_bytes(fig, "png", dpi)
 
@@ -120,7 +121,7 @@ def to_png(fig: "Figure", dpi: int = 100) -> bytes:
 def read_sweep(path: str | Path) -> "pl.DataFrame":
     """A phase-shape sweep table (its folder, CSV or Parquet) with the spread of its repeats
     (``time_min_ns``, ``time_max_ns``, ``spread`` = slowest / fastest, ``repeats``)."""
-    from tracekit.report.from_path import read_table
+    from tracekit.report.from_path import read_table  # lazy: keeps `import tracekit.report` light
 
     return read_table(path)
 

@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.analysis.contract.rows import clean
+from tracekit.analysis.serving.speculative import METRICS as SPEC_METRICS
+from tracekit.analysis.serving.speculative import SCHEMA as SPEC_SCHEMA
 from tracekit.conventions import MEASURED_COLUMNS
 from tracekit.report.model import ReportData
 from tracekit.report.sections.features import rows_of
+from tracekit.report.sections.speculative import rows_of as spec_rows
 
 if TYPE_CHECKING:
     from tracekit.report.gate import Gate
@@ -167,17 +170,14 @@ def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
 def speculative_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     """Draft and verify per phase (tracekit/analysis/serving/speculative.py) of both runs, long;
     empty when neither run decodes speculatively."""
-    from tracekit.analysis.serving.speculative import METRICS, SCHEMA
-    from tracekit.report.sections.speculative import rows_of as spec_rows
-
     ra, rb = spec_rows(a.totals), spec_rows(b.totals)
     if not ra and not rb:
         return pl.DataFrame()
 
     def frame(rows: list[Any]) -> pl.DataFrame:
-        return pl.DataFrame([{k: r.get(k) for k in SCHEMA} for r in rows], schema=SCHEMA, orient="row")
+        return pl.DataFrame([{k: r.get(k) for k in SPEC_SCHEMA} for r in rows], schema=SPEC_SCHEMA, orient="row")
 
-    return compare(frame(ra), frame(rb), "phase", METRICS)
+    return compare(frame(ra), frame(rb), "phase", SPEC_METRICS)
 
 
 def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:

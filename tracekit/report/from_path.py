@@ -12,7 +12,11 @@ from typing import Any
 
 import polars as pl
 
+import tracekit
+from tracekit.analysis import analyze
+from tracekit.conventions import read_sidecar
 from tracekit.errors import AnalysisError, UsageError
+from tracekit.report.output import table_file
 from tracekit.report.sections.environment import environment
 from tracekit.report.model import ReportData, from_result
 
@@ -39,9 +43,6 @@ def analyse_path(
 ) -> Analysed:
     """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`).
     Raises AnalysisError when there is nothing to report."""
-    import tracekit
-    from tracekit.analysis import analyze
-
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
@@ -71,14 +72,9 @@ def report_data(trace: Any, result: Any, path: str | Path | None = None) -> Repo
 
 def read_table(path: str | Path) -> pl.DataFrame:
     """A sweep table (CSV or Parquet; a directory means its phase_shape.parquet / .csv)."""
-    p = Path(path)
-    if p.is_dir():
-        for name in ("phase_shape.parquet", "phase_shape.csv"):
-            if (p / name).is_file():
-                p = p / name
-                break
-        else:
-            raise UsageError(f"{p}: no phase_shape.parquet or phase_shape.csv in this directory")
+    p = table_file(path, "phase_shape")
+    if p is None:
+        raise UsageError(f"{Path(path)}: no phase_shape.parquet or phase_shape.csv in this directory")
     if not p.is_file():
         raise UsageError(f"{p}: no such file")
     try:
@@ -95,8 +91,6 @@ def with_spread(table: pl.DataFrame, folder: Path) -> pl.DataFrame:
     """Sweep tables written before the runner recorded the spread of repeats get it from each
     shape's sidecar (``step_times_ns``, ``warmup.gemms_per_step``): ``time_max_ns`` (slowest step
     per GEMM), ``spread`` (slowest / fastest step) and ``repeats``. Other tables pass unchanged."""
-    from tracekit.conventions import read_sidecar
-
     if "spread" in table.columns or "trace" not in table.columns:
         return table
     tmax: list[float | None] = []

@@ -2,15 +2,16 @@
 than PCT, beyond the run-to-run noise? (docs/ci.md)
 
 Each check is one (phase, metric, statistic) of the two runs' per-step samples
-(tracekit/analysis/step_samples.py): the change is ``stat(B) / stat(A) − 1``. Its noise is a
-seeded bootstrap: both sides' steps are resampled with replacement :data:`RESAMPLES` times (within
-each kind of step, the name with numbers as N: a draft step is drawn only for a draft step), the
-statistic recomputed, and the 2.5th–97.5th percentiles of the resampled changes are the 95 %
-interval. A check **regresses** when the interval's low end is above PCT: B is slower by more
-than PCT even at the favourable end of the noise. With fewer than :data:`MIN_SAMPLES` samples on
-a side (a single prefill step, one request) there is no noise estimate: the check regresses when
-the change itself is above PCT ("threshold alone"), and only the headline figures (:data:`HEADLINE`,
-median or total) are tested so. Only slowdowns fail; B faster always passes.
+(tracekit/analysis/step_samples.py): the change is ``stat(B) / stat(A) − 1``. Its noise is a seeded
+bootstrap (tracekit/report/bootstrap.py): both sides' steps are resampled with replacement
+:data:`~tracekit.report.bootstrap.RESAMPLES` times (within each kind of step, the name with numbers
+as N: a draft step is drawn only for a draft step), the statistic recomputed, and the 2.5th–97.5th
+percentiles of the resampled changes are the 95 % interval. A check **regresses** when the
+interval's low end is above PCT: B is slower by more than PCT even at the favourable end of the
+noise. With fewer than :data:`MIN_SAMPLES` samples on a side (a single prefill step, one request)
+there is no noise estimate: the check regresses when the change itself is above PCT ("threshold
+alone"), and only the headline figures (:data:`HEADLINE`, median or total) are tested so. Only
+slowdowns fail; B faster always passes.
 
 Before any check, the two runs' features (tracekit/analysis/features.py) must agree: a
 difference makes the runs not comparable (exit :data:`EXIT_NOT_COMPARABLE`) unless allowed.
@@ -18,22 +19,16 @@ difference makes the runs not comparable (exit :data:`EXIT_NOT_COMPARABLE`) unle
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.features import differences
 from tracekit.errors import UsageError
 from tracekit.report import fmt
 
-RESAMPLES = 2000
-MIN_RESAMPLES = 500
-RESAMPLE_CELLS = 2_000_000
 MIN_SAMPLES = 3
-MAX_SAMPLES = 4000  # a side with more steps is subsampled (seeded) for the interval only
-MAX_STRATA = 64  # more kinds of step than this: resampled as one group
-LEVEL = 0.95
 EXIT_PASS = 0
 EXIT_REGRESSION = 1
 EXIT_NOT_COMPARABLE = 7
@@ -129,55 +124,54 @@ def describe(r: dict[str, Any]) -> str:
     return f"{head} (95 % interval {fmt.change(r['ci_low'])} to {fmt.change(r['ci_high'])})"
 
 
-def _stat(x: Any, stat: str, axis: int | None = None) -> Any:
-    import numpy as np
-
-    if stat == "sum":
-        return x.sum(axis=axis)
-    return np.quantile(x, int(stat[1:]) / 100, axis=axis)
-
-
-def _resampled(x: Any, strata: Any, stat: str, rng: Any, reps: int = RESAMPLES) -> Any:
-    """``reps`` values of ``stat`` over resamples of ``x`` drawn with replacement within
-    each stratum (a stratum keeps its count, so the phase's mix of step kinds stays); with more
-    than :data:`MAX_STRATA` strata, over all of ``x``. A side of more than :data:`MAX_SAMPLES` is
-    subsampled first (a sum is scaled back to all of its steps)."""
-    import numpy as np
-
-    n = len(x)
-    if n > MAX_SAMPLES:
-        keep = rng.choice(n, MAX_SAMPLES, replace=False)
-        x, strata = x[keep], strata[keep]
-    groups = np.unique(strata)
-    if len(groups) <= 1 or len(groups) > MAX_STRATA:
-        idx = rng.integers(0, len(x), (reps, len(x)))
+def _check(r: dict[str, Any], threshold: float, bootstrap: Any) -> dict[str, Any] | None:
+    """One check's row (:data:`CHECK_SCHEMA`) from both sides' samples of a (phase, metric, stat), or
+    None: a non-headline figure without a noise estimate is not tested. ``bootstrap``: that module."""
+    a = bootstrap.np.asarray(r["value"], dtype=float)
+    b = bootstrap.np.asarray(r["value_b"], dtype=float)
+    va, vb = float(bootstrap.statistic(a, r["stat"])), float(bootstrap.statistic(b, r["stat"]))
+    change = vb / va - 1 if va > 0 else None
+    lo = hi = None
+    few = min(len(a), len(b)) < MIN_SAMPLES
+    if few and (r["stat"] not in ("p50", "sum") or str(r["metric"]) not in HEADLINE):
+        return None  # without a noise estimate only the headline figures are tested
+    if not few and change is not None:
+        sa, sb = bootstrap.np.asarray(r["stratum"], dtype=str), bootstrap.np.asarray(r["stratum_b"], dtype=str)
+        lo, hi = bootstrap.interval(a, b, r["stat"], f"{r['phase']}|{r['metric']}|{r['stat']}", sa, sb)
+        method = f"bootstrap over {fmt.count(len(a), 'sample')} and {fmt.count(len(b), 'sample')}"
+        regressed = lo > threshold
     else:
-        parts = []
-        for g in groups:
-            where = np.flatnonzero(strata == g)
-            parts.append(where[rng.integers(0, len(where), (reps, len(where)))])
-        idx = np.concatenate(parts, axis=1)
-    out = _stat(x[idx], stat, axis=1)
-    return out * n / len(x) if stat == "sum" else out
+        method = f"threshold alone ({fmt.count(min(len(a), len(b)), 'sample')}: no noise estimate)"
+        regressed = change is not None and change > threshold
+    return {
+        "phase": r["phase"],
+        "metric": r["metric"],
+        "stat": r["stat"],
+        "a": va,
+        "b": vb,
+        "change": change,
+        "ci_low": lo,
+        "ci_high": hi,
+        "samples_a": len(a),
+        "samples_b": len(b),
+        "method": method,
+        "regressed": bool(regressed),
+    }
 
 
-def _interval(a: Any, b: Any, stat: str, key: str, strata_a: Any, strata_b: Any) -> tuple[float, float]:
-    """The bootstrap interval of ``stat(B) / stat(A) − 1``; seeded by the check's name, so the
-    same inputs give the same interval whatever other checks there are."""
-    import numpy as np
+def _paired(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:
+    """One row per (phase, metric, stat) both sides have: A's values and strata, B's beside them."""
 
-    rng = np.random.default_rng(zlib.crc32(key.encode()))
-    # both sides get the same number of resamples: at most RESAMPLES, fewer for long sides so a
-    # check draws about RESAMPLE_CELLS values a side (500 resamples of 4,000 steps)
-    reps = max(MIN_RESAMPLES, min(RESAMPLES, RESAMPLE_CELLS // max(len(a), len(b), 1)))
-    sa = _resampled(a, strata_a, stat, rng, reps)
-    sb = _resampled(b, strata_b, stat, rng, reps)
-    ok = sa > 0
-    rel = sb[ok] / sa[ok] - 1
-    if rel.size == 0:
-        return float("nan"), float("nan")
-    lo, hi = np.quantile(rel, [(1 - LEVEL) / 2, 1 - (1 - LEVEL) / 2])
-    return float(lo), float(hi)
+    def strata(df: pl.DataFrame) -> pl.Expr:
+        return pl.col("stratum") if "stratum" in df.columns else pl.lit("")
+
+    ga = samples_a.group_by("phase", "metric", "stat", maintain_order=True).agg(
+        pl.col("value"), strata(samples_a).alias("stratum")
+    )
+    gb = samples_b.group_by("phase", "metric", "stat", maintain_order=True).agg(
+        pl.col("value").alias("value_b"), strata(samples_b).alias("stratum_b")
+    )
+    return ga.join(gb, on=["phase", "metric", "stat"], how="inner", maintain_order="left")
 
 
 def gate(
@@ -189,60 +183,14 @@ def gate(
     allow_feature_change: bool = False,
 ) -> Gate:
     """Test every (phase, metric, statistic) both sides have (see the module docstring)."""
-    import numpy as np
-
-    from tracekit.analysis.features import differences
+    from tracekit.report import bootstrap  # numpy: only a gate that runs imports it, not a plain diff
 
     changes = differences(features_a or [], features_b or [])
-
-    def strata(df: pl.DataFrame) -> pl.Expr:
-        return pl.col("stratum") if "stratum" in df.columns else pl.lit("")
-
-    ga = samples_a.group_by("phase", "metric", "stat", maintain_order=True).agg(
-        pl.col("value"), strata(samples_a).alias("stratum")
-    )
-    gb = samples_b.group_by("phase", "metric", "stat", maintain_order=True).agg(
-        pl.col("value").alias("value_b"), strata(samples_b).alias("stratum_b")
-    )
-    j = ga.join(gb, on=["phase", "metric", "stat"], how="inner", maintain_order="left")
-    rows = []
+    rows = [c for r in _paired(samples_a, samples_b).iter_rows(named=True) if (c := _check(r, threshold, bootstrap))]
     thin: dict[str, list[str]] = {}
-    for r in j.iter_rows(named=True):
-        a = np.asarray(r["value"], dtype=float)
-        b = np.asarray(r["value_b"], dtype=float)
-        va, vb = float(_stat(a, r["stat"])), float(_stat(b, r["stat"]))
-        change = vb / va - 1 if va > 0 else None
-        key = f"{r['phase']}|{r['metric']}|{r['stat']}"
-        lo = hi = None
-        few = min(len(a), len(b)) < MIN_SAMPLES
-        if few and (r["stat"] not in ("p50", "sum") or str(r["metric"]) not in HEADLINE):
-            continue  # without a noise estimate only the headline figures are tested
-        if not few and change is not None:
-            sa, sb = np.asarray(r["stratum"], dtype=str), np.asarray(r["stratum_b"], dtype=str)
-            lo, hi = _interval(a, b, r["stat"], key, sa, sb)
-            method = f"bootstrap over {fmt.count(len(a), 'sample')} and {fmt.count(len(b), 'sample')}"
-            regressed = lo > threshold
-        else:
-            n = min(len(a), len(b))
-            method = f"threshold alone ({fmt.count(n, 'sample')}: no noise estimate)"
-            regressed = change is not None and change > threshold
-            thin.setdefault(str(r["phase"]), []).append(str(r["metric"]))
-        rows.append(
-            {
-                "phase": r["phase"],
-                "metric": r["metric"],
-                "stat": r["stat"],
-                "a": va,
-                "b": vb,
-                "change": change,
-                "ci_low": lo,
-                "ci_high": hi,
-                "samples_a": len(a),
-                "samples_b": len(b),
-                "method": method,
-                "regressed": bool(regressed),
-            }
-        )
+    for c in rows:
+        if c["ci_low"] is None:  # the threshold alone
+            thin.setdefault(str(c["phase"]), []).append(str(c["metric"]))
     checks = pl.DataFrame(rows, schema=CHECK_SCHEMA, orient="row")
     if checks.height:
         order = pl.col("phase").replace_strict(PHASE_ORDER, default=len(PHASE_ORDER), return_dtype=pl.Int64)

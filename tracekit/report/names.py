@@ -122,10 +122,6 @@ def short_name(name: str, width: int = WIDTH) -> str:
     return out or s[:width]
 
 
-def is_shortened(name: str, width: int = WIDTH) -> bool:
-    return short_name(name, width) != " ".join(str(name).split())
-
-
 def cut_name(name: str, width: int = WIDTH) -> str:
     """``name`` cut to ``width`` characters with an ellipsis, otherwise unchanged (for names the
     user wrote, such as annotations, which are never rewritten)."""

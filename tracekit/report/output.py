@@ -23,6 +23,14 @@ def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...
     return p
 
 
+def table_file(path: str | Path, stem: str) -> Path | None:
+    """``path``, or the ``stem``.parquet / ``stem``.csv in it when it is a folder (None: neither is there)."""
+    p = Path(path)
+    if not p.is_dir():
+        return p
+    return next((f for f in (p / f"{stem}.parquet", p / f"{stem}.csv") if f.is_file()), None)
+
+
 def write_atomic(path: Path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file beside it, renamed into place.
 

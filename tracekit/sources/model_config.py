@@ -61,6 +61,52 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     field) when the file cannot be read, is not a JSON object, has no positive ``hidden_size``,
     holds a size that is not a positive integer, or routes each token to more experts than exist."""
     p = Path(path)
+    cfg = _config_object(p)
+
+    def first(*keys: str) -> Any:
+        return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+
+    out: dict[str, Any] = {"source": str(p), **{k: first(*names) for k, names in _FIELDS.items()}}
+    for k in _INTS:
+        v = out[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise UsageError(f"{p}: model config field {k} must be a positive integer, not {json.dumps(v)}")
+    if out["hidden_size"] is None:
+        raise UsageError(f"{p}: model config has no hidden_size (is it a Hugging Face config.json?)")
+    _derive_sizes(out, cfg)
+    if out["num_experts"] and out["experts_per_token"] and out["experts_per_token"] > out["num_experts"]:
+        raise UsageError(
+            f"{p}: model config routes each token to {out['experts_per_token']} experts but has "
+            f"{out['num_experts']} (num_experts_per_tok > num_local_experts)"
+        )
+    dtype = first("torch_dtype", "dtype")
+    out["dtype"] = str(dtype) if isinstance(dtype, str) else None
+    out.update(_weight_format(cfg.get("quantization_config"), out["dtype"]))
+    return out
+
+
+# normalised field → the config keys that may hold it, first present wins
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size", "d_model", "n_embd"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer"),
+    "intermediate_size": ("intermediate_size", "ffn_dim"),
+    "moe_intermediate_size": ("moe_intermediate_size",),
+    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token"),
+    "shared_intermediate_size": ("shared_expert_intermediate_size",),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+    "num_key_value_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
+
+
+def _config_object(p: Path) -> dict[str, Any]:
+    """The config's JSON object (a multimodal config's ``text_config`` with the top level's
+    quantization); UsageError naming the file when it cannot be read or is no JSON object."""
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -69,36 +115,14 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise UsageError(f"{p}: model config is not JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{p}: model config is not a JSON object (a Hugging Face config.json)")
-    cfg = raw
-    if "hidden_size" not in cfg and isinstance(raw.get("text_config"), dict):
-        cfg = {**raw["text_config"], "quantization_config": raw.get("quantization_config")}
+    if "hidden_size" not in raw and isinstance(raw.get("text_config"), dict):
+        return {**raw["text_config"], "quantization_config": raw.get("quantization_config")}
+    return raw
 
-    def first(*keys: str) -> Any:
-        return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
 
-    out: dict[str, Any] = {
-        "source": str(p),
-        "hidden_size": first("hidden_size", "d_model", "n_embd"),
-        "num_hidden_layers": first("num_hidden_layers", "n_layer"),
-        "intermediate_size": first("intermediate_size", "ffn_dim"),
-        "moe_intermediate_size": first("moe_intermediate_size"),
-        "num_experts": first("num_local_experts", "num_experts", "n_routed_experts"),
-        "experts_per_token": first("num_experts_per_tok", "experts_per_token"),
-        "shared_intermediate_size": first("shared_expert_intermediate_size"),
-        "num_attention_heads": first("num_attention_heads", "n_head"),
-        "num_key_value_heads": first("num_key_value_heads"),
-        "head_dim": first("head_dim"),
-        "kv_lora_rank": first("kv_lora_rank"),
-        "qk_rope_head_dim": first("qk_rope_head_dim"),
-        "qk_nope_head_dim": first("qk_nope_head_dim"),
-        "v_head_dim": first("v_head_dim"),
-    }
-    for k in _INTS:
-        v = out[k]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-            raise UsageError(f"{p}: model config field {k} must be a positive integer, not {json.dumps(v)}")
-    if out["hidden_size"] is None:
-        raise UsageError(f"{p}: model config has no hidden_size (is it a Hugging Face config.json?)")
+def _derive_sizes(out: dict[str, Any], cfg: dict[str, Any]) -> None:
+    """Sizes the config leaves implicit: the MoE expert size, the shared experts' size, KV heads and
+    the head size."""
     moe = out["num_experts"] is not None or out["experts_per_token"] is not None
     if moe and out["moe_intermediate_size"] is None:
         out["moe_intermediate_size"] = out["intermediate_size"]
@@ -106,30 +130,28 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     if out["shared_intermediate_size"] is None and isinstance(shared, int) and shared > 0:
         if out["moe_intermediate_size"] is not None:
             out["shared_intermediate_size"] = shared * out["moe_intermediate_size"]
-    if out["num_experts"] and out["experts_per_token"] and out["experts_per_token"] > out["num_experts"]:
-        raise UsageError(
-            f"{p}: model config routes each token to {out['experts_per_token']} experts but has "
-            f"{out['num_experts']} (num_experts_per_tok > num_local_experts)"
-        )
     if out["num_attention_heads"] is not None:
         if out["num_key_value_heads"] is None:
             out["num_key_value_heads"] = out["num_attention_heads"]
         if out["head_dim"] is None:
             out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
-    dtype = first("torch_dtype", "dtype")
-    out["dtype"] = str(dtype) if isinstance(dtype, str) else None
-    q = cfg.get("quantization_config")
+
+
+def _weight_format(q: Any, dtype: str | None) -> dict[str, Any]:
+    """``quant_method``, ``weight_bits`` and ``dense_weight_bits`` from the quantization config and
+    the dtype. Quantised MoE checkpoints often leave attention unquantised (gpt-oss:
+    quantization_config modules_to_not_convert lists the self_attn modules): its projections are at
+    the dtype."""
     q = q if isinstance(q, dict) else {}
     words = " ".join(str(q.get(k) or "") for k in ("quant_method", "fmt", "quant_algo", "weight_dtype")).lower()
-    out["quant_method"] = str(q["quant_method"]) if isinstance(q.get("quant_method"), str) else None
     bits = next((b for w, b in _QUANT_BITS if w in words), None)
-    if bits is None and out["dtype"] is not None:
-        bits = _DTYPE_BITS.get(out["dtype"].lower().removeprefix("torch."))
-    out["weight_bits"] = bits
-    # Quantised MoE checkpoints often leave attention unquantised (gpt-oss: quantization_config
-    # modules_to_not_convert lists the self_attn modules): its projections are at the dtype.
+    dtype_bits = _DTYPE_BITS.get((dtype or "").lower().removeprefix("torch."))
+    if bits is None and dtype is not None:
+        bits = dtype_bits
     skip = q.get("modules_to_not_convert") or q.get("ignore") or []
     dense_plain = isinstance(skip, list) and any("attn" in str(m) for m in skip)
-    dtype_bits = _DTYPE_BITS.get((out["dtype"] or "").lower().removeprefix("torch."))
-    out["dense_weight_bits"] = dtype_bits if dense_plain and dtype_bits is not None else bits
-    return out
+    return {
+        "quant_method": str(q["quant_method"]) if isinstance(q.get("quant_method"), str) else None,
+        "weight_bits": bits,
+        "dense_weight_bits": dtype_bits if dense_plain and dtype_bits is not None else bits,
+    }

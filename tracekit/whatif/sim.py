@@ -136,68 +136,83 @@ def simulate(
     dw = [Worker(prefill_workers + i, prefill=False, decode=True) for i in range(decode_workers)]
     links = [Link(link_bytes_per_s, link_latency_ms) for _ in pw]
     seqs = {r.id: Seq(r) for r in reqs}
-    heap: list[tuple[float, int, str, Any]] = []
-    order = 0
-
-    def push(t: float, kind: str, x: Any) -> None:
-        nonlocal order
-        heapq.heappush(heap, (t, order, kind, x))
-        order += 1
-
-    def start(w: Worker, t: float) -> None:
-        segs = w.plan(pol)
-        if not segs:
-            w.busy = False
-            return
-        p = sum(n for _, n, d in segs if not d)
-        dec = [s for s, _, d in segs if d]
-        # as the fit measures it (step_cost.py): D × the longest context among the decoding sequences
-        k = len(dec) * max((s.req.prompt + s.generated for s in dec), default=0)
-        for s in dec:
-            s.interference_ms += cost.cp * p
-        w.busy = True
-        push(t + cost.ms(p, len(dec), k), "step_end", (w, segs))
-
-    def least(ws: list[Worker]) -> Worker:
-        return min(ws, key=lambda w: (w.load, w.index))
-
+    ev = _Events()
     for r in sorted(reqs, key=lambda r: (r.arrival_ms, r.id)):
-        push(r.arrival_ms, "arrive", r.id)
-    while heap:
-        t, _, kind, x = heapq.heappop(heap)
+        ev.push(r.arrival_ms, "arrive", r.id)
+    while ev.heap:
+        t, _, kind, x = heapq.heappop(ev.heap)
         if kind in ("arrive", "kv_ready"):
-            w = least(pw if kind == "arrive" else dw)
+            w = min(pw if kind == "arrive" else dw, key=lambda w: (w.load, w.index))
             w.waiting.append(seqs[x])
             if not w.busy:
                 # an idle worker plans its step after every arrival of this instant (as the runner
                 # admits all requests that have arrived before it plans): a "kick" queued behind them
                 w.busy = True
-                push(t, "kick", w)
+                ev.push(t, "kick", w)
         elif kind == "kick":
-            start(x, t)
+            _start(x, t, pol, cost, ev)
         else:
             w, segs = x
-            for s, n, d in segs:
-                if not d:
-                    s.prefilled += n
-                    if s.prefilled < s.req.prompt:
-                        continue
-                s.generated += 1
-                if s.first_ms is None:
-                    s.first_ms = t
-                if s.generated >= s.req.output:
-                    s.finish_ms = t
-                    w.running.remove(s)
-                elif disagg and not d:  # prompt done on a prefill worker: ship the KV cache
+            for s in _advance(segs, t, w):
+                if disagg:  # prompt done on a prefill worker: ship the KV cache
                     w.running.remove(s)
                     ln = links[w.index]
                     begin = max(t, ln.free_ms)
                     done = begin + s.req.prompt * kv_bytes_per_token / ln.bytes_per_s * 1e3 + ln.latency_ms
                     ln.free_ms = done
                     s.transfer_ms = done - t
-                    push(done, "kv_ready", s.req.id)
-            start(w, t)
+                    ev.push(done, "kv_ready", s.req.id)
+            _start(w, t, pol, cost, ev)
     return [seqs[r.id] for r in reqs]
+
+
+class _Events:
+    """The simulation's event queue: (time, order of pushing, kind, payload)."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, str, Any]] = []
+        self.order = 0
+
+    def push(self, t: float, kind: str, x: Any) -> None:
+        heapq.heappush(self.heap, (t, self.order, kind, x))
+        self.order += 1
+
+
+def _start(w: Worker, t: float, pol: Policy, cost: StepCost, ev: _Events) -> None:
+    """Worker ``w`` plans and starts its next step at ``t`` (idle when it has nothing to run)."""
+    segs = w.plan(pol)
+    if not segs:
+        w.busy = False
+        return
+    p = sum(n for _, n, d in segs if not d)
+    dec = [s for s, _, d in segs if d]
+    # as the fit measures it (step_cost.py): D × the longest context among the decoding sequences
+    k = len(dec) * max((s.req.prompt + s.generated for s in dec), default=0)
+    for s in dec:
+        s.interference_ms += cost.cp * p
+    w.busy = True
+    ev.push(t + cost.ms(p, len(dec), k), "step_end", (w, segs))
+
+
+def _advance(segs: Any, t: float, w: Worker) -> list[Seq]:
+    """A step of ``w`` ends at ``t``: prompt chunks and tokens counted, first and finished tokens
+    timed, finished sequences leave; returns the sequences whose prompt just completed a prefill
+    chunk and that go on (a disaggregated prefill worker ships them)."""
+    done_prompts = []
+    for s, n, d in segs:
+        if not d:
+            s.prefilled += n
+            if s.prefilled < s.req.prompt:
+                continue
+        s.generated += 1
+        if s.first_ms is None:
+            s.first_ms = t
+        if s.generated >= s.req.output:
+            s.finish_ms = t
+            w.running.remove(s)
+        elif not d:
+            done_prompts.append(s)
+    return done_prompts
 
 
 def metrics(seqs: list[Seq]) -> list[dict[str, Any]]:

@@ -108,16 +108,11 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-def idle_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
+def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
     """Idle stretches of each window: ``region_id, pid, tid, s, e`` = window minus the union of
     the region's linked activities (``linked``: region_id, start_ns, end_ns). The window holds
     all of its region's activities (tracekit/analysis/regions/windows.py), so the gaps between the busy
-    stretches, the head and the tail are the idle time."""
-    return _idle_pieces_q(win, linked).collect(engine="in-memory")
-
-
-def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
-    """:func:`idle_pieces` as a lazy plan after the union (a step of the caller's query)."""
+    stretches, the head and the tail are the idle time. A lazy plan after the union."""
     b = union(linked, "region_id", "start_ns", "end_ns")
     w = win.lazy().select("region_id", "pid", "tid", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
     bq = b.lazy().join(w, on="region_id", how="inner", maintain_order="left")
@@ -176,21 +171,45 @@ def idle_causes(
     first_launch_ns, last_ns. ``linked``: region_id, start_ns, end_ns, launch_start_ns (optional).
     ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
     """
-    out_schema = {
-        "region_id": pl.Int64(),
-        "s": pl.Int64(),
-        "e": pl.Int64(),
-        "cause": pl.String(),
-        "op": pl.String(),
-        "call": pl.String(),
-        "inst": pl.Int64(),
-    }
+    p = _edge_pieces(win, linked)
+    if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
+        return pl.DataFrame(schema=_PIECE_SCHEMA)
+    thr = ["pid", "tid"]
+    blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
+    in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
+    in_l, p = split(p, _launch_waits(linked), ["region_id"], [])
+    in_o, p = split(p, segs, thr, ["op"])
+    in_o = op_labels(in_o, ops)
+    parts = [
+        _tag(
+            in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0
+        ),
+        _tag(in_l, "launch_latency", 1 << 40),
+        _tag(in_o, "cpu_op", 2 << 40),
+        _tag(p, "outside_ops", 3 << 40),
+    ]
+    return pl.concat(parts).cast(_PIECE_SCHEMA).collect(engine="in-memory")  # type: ignore[arg-type]
+
+
+_PIECE_SCHEMA = {
+    "region_id": pl.Int64(),
+    "s": pl.Int64(),
+    "e": pl.Int64(),
+    "cause": pl.String(),
+    "op": pl.String(),
+    "call": pl.String(),
+    "inst": pl.Int64(),
+}
+
+
+def _edge_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
+    """The idle pieces of each window cut at the first launch and the last activity, in one query:
+    ``_edge`` 1 before the first launch, 2 after the last activity, 0 between."""
     edges = win.lazy().select(
         "region_id",
         pl.coalesce("first_launch_ns", "first_ns", "start_ns").alias("_lo"),
         pl.coalesce("last_ns", "end_ns").alias("_hi"),
     )
-    # one query: the idle pieces cut at the first launch and the last activity (edge 1 / 2)
     q = _idle_pieces_q(win, linked).join(edges, on="region_id")
     before = q.filter(pl.col("s") < pl.col("_lo")).with_columns(
         pl.col("e").clip(upper_bound=pl.col("_lo")), pl.lit(1).alias("_edge")
@@ -203,49 +222,35 @@ def idle_causes(
         pl.col("e").clip(upper_bound=pl.col("_hi")),
         pl.lit(0).alias("_edge"),
     )
-    p = (
+    return (
         pl.concat([before, after, inner])
         .filter(pl.col("e") > pl.col("s"))
         .drop("_lo", "_hi")
         .with_columns(pl.col("_edge").cast(pl.Int8()))
         .collect(engine="in-memory")
     )
-    if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
-        return pl.DataFrame(schema=out_schema)
-    del before, after, inner, q
 
-    thr = ["pid", "tid"]
-    blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
-    in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
-    if "launch_start_ns" in linked.columns:
-        lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
-        lat = union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
-    else:
-        lat = pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
-    in_l, p = split(p, lat, ["region_id"], [])
-    del lat
-    in_o, p = split(p, segs, thr, ["op"])
-    in_o = op_labels(in_o, ops)
 
-    def tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
-        c = (
-            pl.when(pl.col("_edge") == 1)
-            .then(pl.lit("before_first_launch"))
-            .when(pl.col("_edge") == 2)
-            .then(pl.lit("after_last_kernel"))
-            .otherwise(pl.lit(cause) if isinstance(cause, str) else cause)
-        )
-        cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
-        inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
-        return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
+def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
+    """Per region, the union of the stretches from each activity's launch call to its start."""
+    if "launch_start_ns" not in linked.columns:
+        return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
+    lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
+    return union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
-    parts = [
-        tag(in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0),
-        tag(in_l, "launch_latency", 1 << 40),
-        tag(in_o, "cpu_op", 2 << 40),
-        tag(p, "outside_ops", 3 << 40),
-    ]
-    return pl.concat(parts).cast(out_schema).collect(engine="in-memory")  # type: ignore[arg-type]
+
+def _tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
+    """Pieces with their cause (the edges' own causes first), op, call and instance number."""
+    c = (
+        pl.when(pl.col("_edge") == 1)
+        .then(pl.lit("before_first_launch"))
+        .when(pl.col("_edge") == 2)
+        .then(pl.lit("after_last_kernel"))
+        .otherwise(pl.lit(cause) if isinstance(cause, str) else cause)
+    )
+    cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
+    inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
+    return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
 
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:

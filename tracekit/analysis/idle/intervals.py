@@ -157,7 +157,12 @@ def split(
         .filter(pl.col("e") > pl.col("s"))
         .collect(engine="in-memory")
     )
-    # The rest of each piece: the stretches before, between and after its covered parts (in order).
+    return cov.drop("_p"), _uncovered(pieces, cov)
+
+
+def _uncovered(pieces: pl.DataFrame, cov: pl.DataFrame) -> pl.DataFrame:
+    """The rest of each piece: the stretches before, between and after its covered parts ``cov``
+    (in order, with ``_p`` the piece's row), and the pieces nothing covers."""
     c = cov.lazy().select("_p", "s", "e")
     p = pl.col("_p")
     same_prev = (p == p.shift(1)).fill_null(False)
@@ -173,13 +178,12 @@ def split(
         .select(pl.int_range(pl.len(), dtype=pl.Int64()).alias("_p"), "s", "e")
         .filter(~pl.col("_p").is_in(pl.lit(cov["_p"]).implode()))
     )
-    rest = (
+    return (
         pl.concat([gaps, tails, whole])
         .filter(pl.col("e") > pl.col("s"))
         .select(*[pl.col(x) if x in ("s", "e") else pl.lit(pieces[x]).gather(p).alias(x) for x in pieces.columns])
         .collect(engine="in-memory", optimizations=_NO_SHARED_SUBPLANS)
     )
-    return cov.drop("_p"), rest
 
 
 def _split_join(

@@ -121,15 +121,6 @@ def owner_positions(costs: pl.DataFrame, op_pos: pl.Series) -> pl.Series:
     return out
 
 
-def cost_owners(costs: pl.DataFrame, op_ids: pl.Series) -> pl.DataFrame:
-    """``op_id, cost_op_id`` for each launching op in ``op_ids`` that has a cost owner
-    (see :func:`owner_positions`)."""
-    pos = positions(op_ids.drop_nulls().unique(), costs["op_id"]).drop_nulls()
-    owner = take(owner_positions(costs, pos), pos)
-    ids = costs["op_id"].cast(pl.Int64())
-    return pl.DataFrame({"op_id": take(ids, pos), "cost_op_id": take(ids, owner)}).drop_nulls("cost_op_id")
-
-
 COST_COLUMNS = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "covered")
 
 
@@ -250,6 +241,14 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         (pl.col("covered").fill_null(False) & ~comm).alias("covered"),
         comm.alias("comm"),
     )
+    q, packed, t0 = _ordered(acts, q, key)
+    return _busy_sums(q, key, packed, t0)
+
+
+def _ordered(acts: pl.DataFrame, q: pl.LazyFrame, key: str) -> tuple[pl.LazyFrame, bool, int]:
+    """``q`` in (key, start) order with ``_first`` (a group's first row) and, where one int64 cannot
+    overflow, the group packed into shifted times ``_s``/``_e`` with its ``_floor``; whether it is
+    packed; the earliest start."""
     kd = acts.schema[key]
     int_key = kd.is_integer() and acts[key].null_count() == 0
     # the bounds as Series minima and maxima (no polars query)
@@ -289,6 +288,12 @@ def _sweep(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
         q = w.lazy()
     else:
         q = q.with_columns(first.alias("_first"))
+    return q, packed, int(t0)
+
+
+def _busy_sums(q: pl.LazyFrame, key: str, packed: bool, t0: int) -> pl.LazyFrame:
+    """Per group: kernels, first and last, busy (the union), covered and non-communication busy,
+    device time, median kernel, gaps between the union's pieces."""
     if packed:
         prev = pl.col("_e").cum_max().shift(1)
         prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)

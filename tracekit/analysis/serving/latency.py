@@ -239,24 +239,7 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     omitted = bool(inferred.any()) and served.height == 0 and sreq.height == 0
     if omitted:
         notes.append(omitted_note(int(inferred.sum())))
-    rows = []
-    warm = steps.filter(~cold_flag(steps)) if steps.height else steps  # steady state: cold steps apart
-    for ph in ("prefill", "decode", "mixed"):
-        st = warm.filter(pl.col("phase") == ph)["step_ns"] if warm.height else pl.Series([], dtype=pl.Int64())
-        if st.len():
-            rows.append(_pct_row(st / 1e6, ph, "step_time", "trace", "ms"))
-    if treq.height:
-        rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
-        rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
-        if serving.has_request_encoding(served):
-            rows.append(_pct_row(treq["e2el_ms"], "decode", "e2el", "trace", "ms"))
-    if itl.len():
-        rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
-    if sreq.height:
-        rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
-        rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
-        if serving.has_request_encoding(served):
-            rows.append(_pct_row(sreq["e2el_ms"], "decode", "e2el", "sidecar", "ms"))
+    rows = _percentile_rows(steps, treq, itl, sreq, serving.has_request_encoding(served))
     summary = pl.DataFrame(rows, schema=LATENCY_SCHEMA)
     # Goodput counts requests: the runner's own when it recorded them, else the trace's batches
     # (each sequence of a batch shares its batch's TTFT and TPOT).
@@ -274,6 +257,32 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     scalars["itl_source"] = itl_source if itl.len() else None
     requests = pl.concat([treq, sreq]) if sreq.height else treq
     return Latency(summary, steps, requests, decode_by_ctx(steps), scalars)
+
+
+def _percentile_rows(
+    steps: pl.DataFrame, treq: pl.DataFrame, itl: pl.Series, sreq: pl.DataFrame, encoded: bool
+) -> list[dict[str, Any]]:
+    """The latency table's rows: warm step times per phase (cold steps apart), then TTFT, TPOT
+    (and E2E when requests are named in the steps) from the trace and from the runner's sidecar, and ITL."""
+    rows = []
+    warm = steps.filter(~cold_flag(steps)) if steps.height else steps
+    for ph in ("prefill", "decode", "mixed"):
+        st = warm.filter(pl.col("phase") == ph)["step_ns"] if warm.height else pl.Series([], dtype=pl.Int64())
+        if st.len():
+            rows.append(_pct_row(st / 1e6, ph, "step_time", "trace", "ms"))
+    if treq.height:
+        rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
+        rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
+        if encoded:
+            rows.append(_pct_row(treq["e2el_ms"], "decode", "e2el", "trace", "ms"))
+    if itl.len():
+        rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
+    if sreq.height:
+        rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
+        rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
+        if encoded:
+            rows.append(_pct_row(sreq["e2el_ms"], "decode", "e2el", "sidecar", "ms"))
+    return rows
 
 
 def _scalars(steps: pl.DataFrame, reqs: pl.DataFrame, slo: Slo | None, exact_tokens: bool = False) -> dict[str, Any]:

@@ -155,12 +155,6 @@ def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     return write_dataset(trace, out_dir, extra=lambda: compute_derived(trace))
 
 
-def write_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
-    """Alias of :func:`write_with_derived` (the canonical tables are rewritten with them, so the
-    derived tables can never describe another copy of the trace)."""
-    return write_with_derived(trace, out_dir)
-
-
 def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
     """Compute and store the derived tables of a trace already committed in ``dataset`` (for
     writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest), reading

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from tracekit.report import fmt
 from tracekit.report.fmt import md_escape
 from tracekit.report.formats.markdown import table_block
@@ -59,8 +61,6 @@ def moved_phases(d: Diff) -> Table:
         return gate_table(d.gate)
     ph = d.phases
     if ph.height and "change" in ph.columns:
-        import polars as pl
-
         ph = ph.filter(pl.col("change").abs() >= MOVED)
     return long_table(ph, "phase", f"per phase: figures that changed by {fmt.percent(MOVED, 0)} or more")
 

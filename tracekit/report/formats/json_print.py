@@ -53,7 +53,7 @@ def _unsafe_in(data: bytes) -> bool:
 def document(compact: bytes) -> bytes:
     """The printed form of a JSON document given as compact UTF-8 JSON: indented by 2, terminal
     safe (:func:`safe`), one trailing newline. Non-ASCII text stays UTF-8."""
-    import msgspec
+    import msgspec  # lazy: safe() alone (summary/diff/whatif JSON files) needs no msgspec
 
     return safe(msgspec.json.format(compact, indent=2)) + b"\n"
 
@@ -70,7 +70,7 @@ def document_parts(skeleton: bytes, placeholder: bytes, arrays: Iterable[bytes])
     at its depth in the document by formatting it as the value of as many nested one-key objects
     and taking its elements' lines out of that text, and it holds a terminal-unsafe character
     only if its compact JSON does."""
-    import msgspec
+    import msgspec  # lazy: safe() alone (summary/diff/whatif JSON files) needs no msgspec
 
     text = msgspec.json.format(skeleton, indent=2)
     at = text.index(placeholder)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.report import fmt
 from tracekit.report.fmt import md_escape
+from tracekit.report.plots.canvas import save
 from tracekit.report.sections.blocks import Section, Table
 from tracekit.report.sections.registry import SECTIONS, Entry, report_sections
 
@@ -119,15 +120,13 @@ def _full_name_lines(pairs: list[tuple[str, str]], budget: int, what: str = "sho
 
 
 def plot_lines(figures: list[Plot], plot_dir: Path | None, plot_prefix: str) -> list[str]:
-    from tracekit.report.plots import draw as plotmod
-
     lines = ["## Plots", ""]
     for f in figures:
         if f.figure is None:
             lines += [f"- {md_escape(f.title)}: not drawn — {md_escape(f.missing)}"]
         elif plot_dir is not None:
             plot_dir.mkdir(parents=True, exist_ok=True)
-            plotmod.save(f.figure, plot_dir / f"{f.kind}.png")
+            save(f.figure, plot_dir / f"{f.kind}.png")
             lines += ["", f"![{md_escape(f.title)}]({plot_prefix}{f.kind}.png)", ""]
         else:
             lines += [

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from tracekit.report.names import cut_name
 from tracekit.report.sections.blocks import Section, Table
 from tracekit.report.sections.diff import diff_tables, gate_table
+from tracekit.report.sections.features import features_pair_table
 
 if TYPE_CHECKING:
     from tracekit.report.diff import Diff
@@ -41,14 +43,10 @@ def render_document(
 def render_diff(d: Diff, style: str = "text") -> str:
     """``text`` (terminal) or ``json``; Markdown is :func:`tracekit.report.formats.diff_markdown.render_md`."""
     if style == "json":
-        import json
-
         return json.dumps(d.to_json(), indent=2) + "\n"
     head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
     tables = []
     if d.features_a or d.features_b:
-        from tracekit.report.sections.features import features_pair_table
-
         tables.append(features_pair_table(d.features_a, d.features_b))
     if d.gate is not None:
         head = d.gate.verdict() + "\n" + head + "".join(f"note: {n}\n" for n in d.gate.notes)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import AnalysisError, MissingDependencyError, UsageError
+from tracekit.report import fmt
 from tracekit.report.output import write_atomic
 from tracekit.report.plots.plain_text import plain_text
 
@@ -26,7 +28,7 @@ class MissingPlotData(AnalysisError):
 
 def figure(w: float = 8.0, h: float = 5.0) -> "Figure":
     """A ``w`` × ``h`` inch Figure on its own Agg canvas (no pyplot state), constrained layout."""
-    try:
+    try:  # matplotlib only when a plot is drawn: summary and analyze import this module
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - matplotlib is a core dependency
@@ -51,8 +53,6 @@ WARNING_COLOR = "#b00020"
 
 def title(ax: Any, text: str, fontsize: float = 12) -> None:
     """The axes' title, wrapped so it is never clipped by the figure's edge."""
-    import textwrap
-
     ax.set_title("\n".join(textwrap.wrap(text, TITLE_CHARS)), fontsize=fontsize)
 
 
@@ -67,8 +67,6 @@ def legend(ax: Any, fontsize: float = 8) -> None:
 def note(ax: Any, text: str, warning: bool = False) -> None:
     """A note under the axes' x label (a warning in red), laid out with the figure: never under
     the legend, never under the CPU-diagnostic stamp."""
-    import textwrap
-
     label = ax.get_xlabel() + "\n" + "\n".join(textwrap.wrap(("WARNING: " if warning else "") + text, 100))
     if warning:
         ax.set_xlabel(label, color=WARNING_COLOR)
@@ -76,11 +74,14 @@ def note(ax: Any, text: str, warning: bool = False) -> None:
         ax.set_xlabel(label)
 
 
+def ring_above(ax: Any, xs: list[float], ys: list[float], size: float) -> None:
+    """Rings the points above their roof in the warning colour (labelled "above the roof")."""
+    ax.scatter(xs, ys, s=size, facecolor="none", edgecolor=WARNING_COLOR, lw=2, label="above the roof", zorder=5)
+
+
 def si_axes(ax: Any, y_unit: str) -> None:
     """Tick labels through the one number formatter (SI prefixes, never 1e10 notation)."""
-    from matplotlib.ticker import FuncFormatter
-
-    from tracekit.report import fmt
+    from matplotlib.ticker import FuncFormatter  # matplotlib: only when a plot is drawn
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt.si(v, y_unit) if v > 0 else "0"))
 

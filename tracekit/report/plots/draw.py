@@ -19,17 +19,8 @@ from tracekit.conventions import ABOVE_ROOF
 from tracekit.numbers import count, plain
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
 from tracekit.report import spread
-from tracekit.report.plots.canvas import (
-    PHASE_COLORS,
-    WARNING_COLOR,
-    MissingPlotData,
-    figure,
-    legend,
-    note,
-    si_axes,
-    stamp,
-    title,
-)
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, ring_above, si_axes
+from tracekit.report.plots.canvas import stamp, title
 from tracekit.report.plots.roofline import peaks
 
 # Callers reach every plot and the canvas helpers through this module (plots.timeline, plots.save).
@@ -39,8 +30,6 @@ from tracekit.report.plots.timeline import timeline  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-KINDS = ("roofline", "timeline", "decode", "breakdown", "sweep")
 
 
 # ---------------------------------------------------------------- decode vs context
@@ -93,6 +82,45 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
 # ---------------------------------------------------------------- breakdown
 
 
+def _class_times(top_kernels: pl.DataFrame, op_classes: pl.DataFrame | None) -> pl.DataFrame:
+    """Device time per phase and op class (phase, cls, ns): the analysis' class totals, else (older
+    documents) the phase's top kernels classified; empty when neither is there."""
+    if (
+        op_classes is not None
+        and op_classes.height
+        and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns)
+    ):
+        return op_classes.select(
+            "phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns")
+        )
+    if top_kernels.height and {"device_time_ns", "name", "phase"} <= set(top_kernels.columns):
+        return (
+            top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
+            .group_by("phase", "cls")
+            .agg(pl.col("device_time_ns").cast(pl.Float64).sum().alias("ns"))
+        )
+    return pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
+
+
+def _class_bars(ax: Any, names: list[str], busy: list[float], classes: pl.DataFrame) -> list[float]:
+    """Stacks each op class's busy time (ms) per phase on ``ax``; gives the stacks' heights."""
+    bottom = [0.0] * len(names)
+    cmap = {c: f"C{i}" for i, c in enumerate(CLASS_ORDER)}
+    # Summed kernel time exceeds busy time (a union) when kernels overlap across streams: the
+    # class shares are then scaled to the busy time, so bar height stays span = busy + idle.
+    summed = {p: float(classes.filter(pl.col("phase") == p)["ns"].sum()) for p in names}
+    scale = {p: min(1.0, b / summed[p]) if summed[p] > 0 else 1.0 for p, b in zip(names, busy)}
+    for cls in CLASS_ORDER:
+        vals = [
+            float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
+            for p in names
+        ]
+        if any(vals):
+            ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
+            bottom = [b + v for b, v in zip(bottom, vals)]
+    return bottom
+
+
 def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.DataFrame | None = None) -> "Figure":
     """Per phase: busy time split by op class plus idle. The classes come from the analysis'
     per-phase totals of every kernel (``op_classes``: phase, op_class, device_time_ns); a model
@@ -103,53 +131,17 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     ph = phases.filter(pl.col("phase") != "all").select(
         "phase", pl.col("busy_ns").cast(pl.Float64), pl.col("span_ns").cast(pl.Float64)
     )
-    classes = pl.DataFrame(schema={"phase": pl.String, "cls": pl.String, "ns": pl.Float64})
-    if (
-        op_classes is not None
-        and op_classes.height
-        and {"phase", "op_class", "device_time_ns"} <= set(op_classes.columns)
-    ):
-        classes = op_classes.select(
-            "phase", pl.col("op_class").alias("cls"), pl.col("device_time_ns").cast(pl.Float64).alias("ns")
-        )
-    else:
-        tcol = "device_time_ns"
-        if (
-            top_kernels.height
-            and tcol in top_kernels.columns
-            and "name" in top_kernels.columns
-            and "phase" in top_kernels.columns
-        ):
-            classes = (
-                top_kernels.with_columns(op_class(pl.col("name").cast(pl.String)).alias("cls"))
-                .group_by("phase", "cls")
-                .agg(pl.col(tcol).cast(pl.Float64).sum().alias("ns"))
-            )
+    classes = _class_times(top_kernels, op_classes)
     fig = figure()
     ax = fig.add_subplot()
     names = ph["phase"].cast(pl.String).to_list()
-    bottom = [0.0] * len(names)
-    order = list(CLASS_ORDER)
-    cmap = {c: f"C{i}" for i, c in enumerate(order)}
-    # Summed kernel time exceeds busy time (a union) when kernels overlap across streams: the
-    # class shares are then scaled to the busy time, so bar height stays span = busy + idle.
-    summed = {p: float(classes.filter(pl.col("phase") == p)["ns"].sum()) for p in names}
-    scale = {p: min(1.0, b / summed[p]) if summed[p] > 0 else 1.0 for p, b in zip(names, ph["busy_ns"].to_list())}
-    for cls in order:
-        vals = [
-            float(classes.filter((pl.col("phase") == p) & (pl.col("cls") == cls))["ns"].sum()) * scale[p] / 1e6
-            for p in names
-        ]
-        if any(vals):
-            ax.bar(names, vals, bottom=bottom, color=cmap[cls], label=f"busy: {cls}")
-            bottom = [b + v for b, v in zip(bottom, vals)]
-    rest = [
-        r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(ph["busy_ns"].to_list(), bottom))
-    ]  # < 1 ns: rounding
+    busy = ph["busy_ns"].to_list()
+    bottom = _class_bars(ax, names, busy, classes)
+    rest = [r if r > 1e-6 else 0.0 for r in (b / 1e6 - s for b, s in zip(busy, bottom))]  # < 1 ns: rounding
     if any(rest):
         ax.bar(names, rest, bottom=bottom, color="#bbbbbb", label="busy: not in top kernels")
         bottom = [b + r for b, r in zip(bottom, rest)]
-    idle = [max(0.0, (s - b) / 1e6) for s, b in zip(ph["span_ns"].to_list(), ph["busy_ns"].to_list())]
+    idle = [max(0.0, (s - b) / 1e6) for s, b in zip(ph["span_ns"].to_list(), busy)]
     ax.bar(names, idle, bottom=bottom, color="white", edgecolor="black", hatch="//", label="idle (gaps)")
     ax.set_ylabel("time (ms)")
     ax.set_xlabel("phase")
@@ -161,18 +153,8 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
 # ---------------------------------------------------------------- phase-shape sweep
 
 
-def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
-    """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
-    x, y = "intensity", "achieved_flops_per_s"  # the runner's phase-shape table (docs/workloads.md)
-    if table.height == 0 or not {x, y} <= set(table.columns):
-        raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
-    grp = "kind" if "kind" in table.columns else None
-    d = spread.sweep_range(table, x, y)
-    d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
-    if d.height == 0:
-        raise MissingPlotData("sweep: no shape has positive intensity and throughput")
-    fig = figure()
-    ax = fig.add_subplot()
+def _sweep_lines(ax: Any, d: pl.DataFrame, grp: str | None) -> None:
+    """One line per kind of shape (throughput against intensity), with the repeats' min–max bars."""
     groups = d.partition_by(grp, as_dict=False, maintain_order=True) if grp else [d]
     for g in groups:
         lab = str(g[grp][0]) if grp else "shapes"
@@ -184,43 +166,58 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
                 [max(0.0, b - a) for a, b in zip(ys, g["_hi"].to_list())],
             ]
             ax.errorbar(g["_x"].to_list(), ys, yerr=err, fmt="none", ecolor=PHASE_COLORS.get(lab), capsize=3, lw=1)
-    noise = spread.noise_note(
-        float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
-        "repeats of a shape",
-    )
+
+
+def _sweep_roof(ax: Any, d: pl.DataFrame, device: Mapping[str, Any] | None) -> None:
+    """The device's roof and ridge when its peaks are known; shapes above the roof ringed and noted."""
     pk = peaks(device or {})
-    if pk:
-        peak, bw, dtype = pk
-        lo, hi = float(d["_x"].min()) / 3, float(d["_x"].max()) * 3  # type: ignore[arg-type]
-        xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
-        ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
-        ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {plain(peak / bw)} FLOP/B")
-        over = d.filter(pl.col("_y") > pl.min_horizontal(pl.lit(peak), bw * pl.col("_x")))
-        if over.height:  # above the roof: ringed and noted, never a plain result
-            ax.scatter(
-                over["_x"].to_list(),
-                over["_y"].to_list(),
-                s=220,
-                facecolor="none",
-                edgecolor=WARNING_COLOR,
-                lw=2,
-                label="above the roof",
-                zorder=5,
-            )
-            note(ax, f"{count(over.height, 'shape')} ringed: {ABOVE_ROOF}", warning=True)
-    knee_note = ""
+    if not pk:
+        return
+    peak, bw, dtype = pk
+    lo, hi = float(d["_x"].min()) / 3, float(d["_x"].max()) * 3  # type: ignore[arg-type]
+    xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    ax.plot(xs, [min(peak, bw * v) for v in xs], color="black", lw=1, label=f"roof ({dtype})")
+    ax.axvline(peak / bw, color="gray", ls=":", label=f"ridge {plain(peak / bw)} FLOP/B")
+    over = d.filter(pl.col("_y") > pl.min_horizontal(pl.lit(peak), bw * pl.col("_x")))
+    if over.height:  # above the roof: ringed and noted, never a plain result
+        ring_above(ax, over["_x"].to_list(), over["_y"].to_list(), 220)
+        note(ax, f"{count(over.height, 'shape')} ringed: {ABOVE_ROOF}", warning=True)
+
+
+def _sweep_knee(ax: Any, d: pl.DataFrame) -> str:
+    """Marks the change of character (the runner's knee, else the measured one); "" or the note saying there is none."""
     if "knee" in d.columns and d["knee"].cast(pl.Boolean).fill_null(False).any():
         k = d.filter(pl.col("knee").cast(pl.Boolean).fill_null(False)).row(0, named=True)
         ax.axvline(
             k["_x"], color="red", ls="--", label=f"change of character (runner's knee) at {plain(k['_x'])} FLOP/B"
         )
         ax.scatter([k["_x"]], [k["_y"]], s=150, facecolor="none", edgecolor="red", lw=2, zorder=4)
-    else:
-        knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
-        if knee is not None:
-            ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {plain(knee)} FLOP/B")
-        else:
-            knee_note = "no change of character within the sweep (throughput still rising)"
+        return ""
+    knee = measured_knee(d["_x"].to_list(), d["_y"].to_list())
+    if knee is None:
+        return "no change of character within the sweep (throughput still rising)"
+    ax.axvline(knee, color="red", ls="--", label=f"change of character (slope < 0.5) ≈ {plain(knee)} FLOP/B")
+    return ""
+
+
+def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figure":
+    """Sweep shapes: intensity vs achieved FLOP/s, roofs when known, and the measured knee marked."""
+    x, y = "intensity", "achieved_flops_per_s"  # the runner's phase-shape table (docs/workloads.md)
+    if table.height == 0 or not {x, y} <= set(table.columns):
+        raise MissingPlotData("sweep: the table needs columns intensity and achieved_flops_per_s")
+    d = spread.sweep_range(table, x, y)
+    d = d.filter((pl.col("_x") > 0) & (pl.col("_y") > 0)).sort("_x")
+    if d.height == 0:
+        raise MissingPlotData("sweep: no shape has positive intensity and throughput")
+    fig = figure()
+    ax = fig.add_subplot()
+    _sweep_lines(ax, d, "kind" if "kind" in table.columns else None)
+    noise = spread.noise_note(
+        float(d["spread"].max()) if "spread" in d.columns and d["spread"].drop_nulls().len() else None,  # type: ignore[arg-type]
+        "repeats of a shape",
+    )
+    _sweep_roof(ax, d, device)
+    knee_note = _sweep_knee(ax, d)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

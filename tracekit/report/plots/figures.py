@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.errors import UsageError
 from tracekit.report.plots import draw as plots
+from tracekit.report.plots.kinds import KINDS
+from tracekit.report.plots.latency import is_serve_sweep
 from tracekit.report.model import ReportData
-from tracekit.report.sections.blocks import min_coverage
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-TITLES = {
-    "roofline": "Roofline",
-    "timeline": "Timeline of phases per stream",
-    "decode": "Decode step time vs context length",
-    "breakdown": "Time breakdown per phase",
-    "sweep": "Phase-shape sweep",
-}
 
 
 @dataclass
@@ -32,41 +26,23 @@ class Plot:
 
 
 def draw(kind: str, data: ReportData, sweep_table: pl.DataFrame | None = None) -> "Figure":
-    """One plot of ``kind`` (see :data:`plots.KINDS`) from the report model. Raises MissingPlotData."""
-    makers: dict[str, Callable[[], "Figure"]] = {
-        "roofline": lambda: plots.roofline(
-            data.regions, data.phases, data.device, data.class_roofline, min_coverage(data.doc)
-        ),
-        "timeline": lambda: plots.timeline(data.regions, data.activities),
-        "decode": lambda: plots.decode_vs_context(data.regions),
-        "breakdown": lambda: plots.breakdown(data.phases, data.top_kernels, data.op_classes),
-        "sweep": lambda: plots.sweep(sweep_table if sweep_table is not None else pl.DataFrame(), data.device),
-    }
-    if kind not in makers:
-        from tracekit.errors import UsageError
-
-        raise UsageError(f"unknown plot {kind!r}; choose one of {', '.join(plots.KINDS)}")
-    return plots.stamp(makers[kind](), data.diagnostic)
+    """One plot of ``kind`` (a name in :data:`kinds.KINDS`) from the report model and, for a kind
+    that reads one, the table given beside the trace. Raises MissingPlotData."""
+    if kind not in KINDS:
+        raise UsageError(f"unknown plot {kind!r}; choose one of {', '.join(KINDS)}")
+    return plots.stamp(KINDS[kind].draw(data, sweep_table), data.diagnostic)
 
 
 def draw_all(data: ReportData, sweep_table: pl.DataFrame | None = None) -> list[Plot]:
-    """Every plot kind; the sweep only when a sweep table is given."""
-    from tracekit.report.plots.latency import is_serve_sweep, latency_throughput
-
+    """Every plot kind drawn from the trace, and those that read the sweep table when one is given
+    (a serve rate sweep or a phase-shape sweep)."""
+    given = None if sweep_table is None else "serve sweep" if is_serve_sweep(sweep_table) else "phase-shape table"
     out = []
-    if sweep_table is not None and is_serve_sweep(sweep_table):  # a serve rate sweep, not a phase-shape sweep
-        title = "Latency vs throughput (arrival-rate sweep)"
-        try:
-            slo = (data.doc.get("totals") or {}).get("slo")
-            out.append(Plot("latency-throughput", title, latency_throughput(sweep_table, slo, data.diagnostic)))
-        except plots.MissingPlotData as exc:
-            out.append(Plot("latency-throughput", title, None, str(exc)))
-        sweep_table = None
-    for kind in plots.KINDS:
-        if kind == "sweep" and sweep_table is None:
+    for kind in KINDS.values():
+        if kind.reads not in ("trace", given):
             continue
         try:
-            out.append(Plot(kind, TITLES[kind], draw(kind, data, sweep_table)))
+            out.append(Plot(kind.name, kind.title, draw(kind.name, data, sweep_table)))
         except plots.MissingPlotData as exc:
-            out.append(Plot(kind, TITLES[kind], None, str(exc)))
+            out.append(Plot(kind.name, kind.title, None, str(exc)))
     return out

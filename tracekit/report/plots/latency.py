@@ -9,13 +9,16 @@ is the plot that shows it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import polars as pl
 
+from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.numbers import plain
 from tracekit.errors import UsageError
+from tracekit.report.output import table_file
 from tracekit.report.plots.canvas import MissingPlotData, figure, stamp
 
 if TYPE_CHECKING:
@@ -32,15 +35,8 @@ def is_serve_sweep(table: pl.DataFrame) -> bool:
 def read_serve_sweep(path: str | Path) -> pl.DataFrame | None:
     """The sweep table at ``path`` (its .parquet / .csv, or a directory holding serve_sweep.*),
     or None when ``path`` is not a serve sweep."""
-    p = Path(path)
-    if p.is_dir():
-        for name in ("serve_sweep.parquet", "serve_sweep.csv"):
-            if (p / name).is_file():
-                p = p / name
-                break
-        else:
-            return None
-    if not p.is_file() or p.suffix not in (".parquet", ".csv"):
+    p = table_file(path, "serve_sweep")
+    if p is None or not p.is_file() or p.suffix not in (".parquet", ".csv"):
         return None
     try:
         df = pl.read_parquet(p) if p.suffix == ".parquet" else pl.read_csv(p)
@@ -51,10 +47,6 @@ def read_serve_sweep(path: str | Path) -> pl.DataFrame | None:
 
 def sweep_diagnostic(path: str | Path) -> str | None:
     """The CPU-diagnostic label unless serve_sweep.json beside the table says the runs were on CUDA."""
-    import json
-
-    from tracekit.conventions import CPU_DIAGNOSTIC
-
     p = Path(path)
     meta = (p if p.is_dir() else p.parent) / "serve_sweep.json"
     try:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def plain_text(fig: "Figure") -> "Figure":
     """Mathtext off for every text of ``fig`` that trace data can reach (see the module doc)."""
-    from matplotlib.text import Text
+    from matplotlib.text import Text  # matplotlib: canvas imports this module, summary/analyze must not
     from matplotlib.ticker import FuncFormatter, LogFormatter, ScalarFormatter
 
     ticks: set[int] = set()

@@ -137,14 +137,9 @@ def summary(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def sections(doc: dict[str, Any]) -> list[Section]:
-    """Ranks, per-rank × phase, stragglers, communication — renderer-neutral."""
-    traces = Table(
-        ["rank", "trace id", "device", "source"],
-        [[str(t["rank"]), t["trace_id"], str(t.get("device") or fmt.DASH), t["source"]] for t in doc["traces"]],
-        collapsed=len(doc["traces"]) > 12,
-    )
-    per = Table(
+def _per_rank(doc: dict[str, Any]) -> Table:
+    """The per-rank × phase table: window, busy time and share, steps, median step, bound and why."""
+    return Table(
         ["rank", "phase", "window", "busy", "busy %", "steps", "median step", "bound", "reason"],
         [
             [
@@ -163,21 +158,17 @@ def sections(doc: dict[str, Any]) -> list[Section]:
         "Per rank × phase",
         collapsed=len(doc["per_rank"]) > 24,
     )
+
+
+STRAGGLER_HEADERS = ["step", "name", "phase", "ranks", "slowest rank", "max", "median", "max/median"]
+STRAGGLER_HEADERS += ["op class (excess)", "idle (excess)", "idle cause (excess)"]
+
+
+def _stragglers(doc: dict[str, Any]) -> Table:
+    """The steps with the largest max/median step time across ranks (at most MAX_STRAGGLER_ROWS)."""
     rows = sorted(doc["stragglers"], key=lambda s: -(s.get("ratio") or 0))[:MAX_STRAGGLER_ROWS]
-    strag = Table(
-        [
-            "step",
-            "name",
-            "phase",
-            "ranks",
-            "slowest rank",
-            "max",
-            "median",
-            "max/median",
-            "op class (excess)",
-            "idle (excess)",
-            "idle cause (excess)",
-        ],
+    return Table(
+        STRAGGLER_HEADERS,
         [
             [
                 str(s["step"]),
@@ -197,6 +188,15 @@ def sections(doc: dict[str, Any]) -> list[Section]:
         ],
         f"Steps by max/median step time across ranks (top {len(rows)})",
     )
+
+
+def sections(doc: dict[str, Any]) -> list[Section]:
+    """Ranks, per-rank × phase, stragglers, communication — renderer-neutral."""
+    traces = Table(
+        ["rank", "trace id", "device", "source"],
+        [[str(t["rank"]), t["trace_id"], str(t.get("device") or fmt.DASH), t["source"]] for t in doc["traces"]],
+        collapsed=len(doc["traces"]) > 12,
+    )
     comm = Table(
         ["rank", *communication.HEADERS],
         [[str(c["rank"]), *communication.cells(c)] for c in doc["communication"]],
@@ -207,14 +207,14 @@ def sections(doc: dict[str, Any]) -> list[Section]:
     comm_note = [] if doc["communication"] else ["No communication kernels (NCCL / RCCL collectives) in these traces."]
     return [
         Section("Ranks", summary(doc), [traces], "ranks"),
-        Section("Per rank and phase", [], [per], "per-rank"),
+        Section("Per rank and phase", [], [_per_rank(doc)], "per-rank"),
         Section(
             "Stragglers",
             [
                 "Step k is the k-th step of every rank in time order (phase units, else ProfilerStep#N); "
                 "step time is its window on the host clock."
             ],
-            [strag],
+            [_stragglers(doc)],
             "stragglers",
         ),
         Section("Communication", comm_note, [comm] if doc["communication"] else [], "communication"),

@@ -7,102 +7,102 @@ from typing import Any
 from tracekit.report import fmt
 
 
+def _quantiles(name: str, width: int, m: dict[str, Any], qs: tuple[str, ...]) -> str:
+    """One table row: ``name`` padded to ``width``, then TTFT, TPOT and E2E at each of ``qs``."""
+    return f"{name:{width}}" + "".join(
+        f"{fmt.figure(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in qs
+    )
+
+
+def _sensitivity(doc: dict[str, Any]) -> list[str]:
+    """The sensitivity lines (E2E split into prefill and decode), or why it was not computed."""
+    s = doc.get("sensitivity")
+    if not s:
+        lacks = doc.get("sensitivity_lacks")
+        return ["", "Sensitivity: not computed; it lacks " + "; ".join(lacks)] if lacks else []
+    basis = (
+        f"from measured step times: {fmt.figure(s['decode_steps'])} decode steps × TPOT {fmt.figure(s['tpot_ms'])} ms"
+        if "decode_steps" in s
+        else f"mean over {s['requests']} request{'s' if s['requests'] != 1 else ''}"
+    )
+    return [
+        "",
+        f"Sensitivity (E2E ≈ prefill + decode steps × TPOT, {basis})",
+        f"E2E {fmt.figure(s['e2el_ms'])} ms = prefill {fmt.figure(s['prefill_ms'])} ms "
+        f"+ decode {fmt.figure(s['decode_ms'])} ms",
+        f"halving prefill saves {fmt.figure(s['save_half_prefill_ms'])} ms per request; "
+        f"halving TPOT saves {fmt.figure(s['save_half_tpot_ms'])} ms per request",
+    ]
+
+
+def _compare(c: dict[str, Any]) -> list[str]:
+    """The colocated vs disaggregated table, its goodput, overheads, mechanism and verdict."""
+    w = c["workers"]
+    out = [
+        "",
+        f"Colocated ({w['colocated']} workers) vs disaggregated ({w['prefill']} prefill + {w['decode']} decode), "
+        "the traced arrivals replayed",
+        f"{'':16}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}{'E2E p50':>10}{'E2E p99':>10}  (ms)",
+    ]
+    out += [_quantiles(name, 16, c[name], ("p50", "p99")) for name in ("colocated", "disaggregated")]
+    for name in ("colocated", "disaggregated"):
+        m = c[name]
+        if m.get("goodput_fraction") is not None:
+            out.append(
+                f"goodput {name}: {fmt.figure(m['goodput_req_per_s'])} req/s, "
+                f"{m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
+            )
+    out.append(
+        f"interference per request (colocated replay): {fmt.figure(c['colocated']['mean_interference_ms'])} ms; "
+        "KV transfer per request (disaggregated, incl. waiting for the link): "
+        f"{fmt.figure(c['disaggregated']['mean_transfer_ms'])} ms"
+    )
+    out.append(f"mechanism: {c['mechanism']}")
+    out.append(f"verdict (from the table above): {c['verdict']}")
+    return out
+
+
+def _load(ld: dict[str, Any]) -> list[str]:
+    """Another arrival rate: predicted, replayed and measured quantiles, and the model's error."""
+    out = ["", f"Another load: --arrival {ld['arrival']} on {ld['workers']} worker (the traced setup)"]
+    out.append(f"arrivals: {ld['arrivals']}")
+    hdr = f"{'':28}" + "".join(f"{f'{m} {q}':>10}" for m in ("TTFT", "TPOT", "E2E") for q in ("p50", "p90", "p99"))
+    out.append(hdr + "  (ms)")
+    rows = (
+        (f"predicted at {ld['arrival']}", ld["predicted"]),
+        ("replay of the traced load", ld["replay_of_traced"]),
+        ("measured (traced load)", ld["measured_traced"]),
+    )
+    out += [_quantiles(name, 28, m, ("p50", "p90", "p99")) for name, m in rows if m]
+    err = ld.get("error_at_traced_load") or {}
+    if any(v is not None for v in err.values()):
+        out.append(
+            "the model's error at the traced load (replay vs measured, p50): "
+            + ", ".join(
+                f"{m} {err[k] * 100:+.0f} %"
+                for k, m in (("ttft_p50", "TTFT"), ("tpot_p50", "TPOT"), ("e2el_p50", "E2E"))
+                if err.get(k) is not None
+            )
+        )
+    return out
+
+
 def render(doc: dict[str, Any]) -> str:
+    """The whole screen: title, diagnostic, assumptions, sensitivity, replay, comparison, load, notes."""
     out: list[str] = ["tracekit whatif" + (f": {doc['source']}" if doc.get("source") else "")]
     if doc.get("diagnostic"):
         out.append(f"*** {doc['diagnostic']} ***")
     if doc.get("assumptions"):
         out += ["", "Assumptions (every input and where it comes from)"]
         out += [f"- {k}: {v}" for k, v in doc["assumptions"].items()]
-    s = doc.get("sensitivity")
-    if s:
-        basis = (
-            f"from measured step times: {fmt.figure(s['decode_steps'])} decode steps "
-            f"× TPOT {fmt.figure(s['tpot_ms'])} ms"
-            if "decode_steps" in s
-            else f"mean over {s['requests']} request{'s' if s['requests'] != 1 else ''}"
-        )
-        out += ["", f"Sensitivity (E2E ≈ prefill + decode steps × TPOT, {basis})"]
-        out.append(
-            f"E2E {fmt.figure(s['e2el_ms'])} ms = prefill {fmt.figure(s['prefill_ms'])} ms "
-            f"+ decode {fmt.figure(s['decode_ms'])} ms"
-        )
-        out.append(
-            f"halving prefill saves {fmt.figure(s['save_half_prefill_ms'])} ms per request; "
-            f"halving TPOT saves {fmt.figure(s['save_half_tpot_ms'])} ms per request"
-        )
-    elif doc.get("sensitivity_lacks"):
-        out += ["", "Sensitivity: not computed; it lacks " + "; ".join(doc["sensitivity_lacks"])]
+    out += _sensitivity(doc)
     if doc.get("replay"):
         out += ["", "Replay: not run; it lacks " + "; ".join(doc["replay"]["lacks"])]
     if doc.get("compare_lacks"):
         out += ["", f"Colocated vs disaggregated: not run; it lacks {doc['compare_lacks']}"]
-    c = doc.get("compare")
-    if c:
-        w = c["workers"]
-        out += [
-            "",
-            f"Colocated ({w['colocated']} workers) vs disaggregated ({w['prefill']} prefill + {w['decode']} decode), "
-            "the traced arrivals replayed",
-        ]
-        hdr = (
-            f"{'':16}{'TTFT p50':>10}{'TTFT p99':>10}{'TPOT p50':>10}{'TPOT p99':>10}"
-            f"{'E2E p50':>10}{'E2E p99':>10}  (ms)"
-        )
-        out.append(hdr)
-        for name in ("colocated", "disaggregated"):
-            m = c[name]
-            out.append(
-                f"{name:16}"
-                + "".join(
-                    f"{fmt.figure(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in ("p50", "p99")
-                )
-            )
-        for name in ("colocated", "disaggregated"):
-            m = c[name]
-            if m.get("goodput_fraction") is not None:
-                out.append(
-                    f"goodput {name}: {fmt.figure(m['goodput_req_per_s'])} req/s, "
-                    f"{m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
-                )
-        out.append(
-            f"interference per request (colocated replay): {fmt.figure(c['colocated']['mean_interference_ms'])} ms; "
-            "KV transfer per request (disaggregated, incl. waiting for the link): "
-            f"{fmt.figure(c['disaggregated']['mean_transfer_ms'])} ms"
-        )
-        out.append(f"mechanism: {c['mechanism']}")
-        out.append(f"verdict (from the table above): {c['verdict']}")
-    ld = doc.get("load")
-    if ld:
-        out += ["", f"Another load: --arrival {ld['arrival']} on {ld['workers']} worker (the traced setup)"]
-        out.append(f"arrivals: {ld['arrivals']}")
-        hdr = f"{'':28}" + "".join(f"{f'{m} {q}':>10}" for m in ("TTFT", "TPOT", "E2E") for q in ("p50", "p90", "p99"))
-        out.append(hdr + "  (ms)")
-        rows = (
-            (f"predicted at {ld['arrival']}", ld["predicted"]),
-            ("replay of the traced load", ld["replay_of_traced"]),
-            ("measured (traced load)", ld["measured_traced"]),
-        )
-        for name, m in rows:
-            if m:
-                out.append(
-                    f"{name:28}"
-                    + "".join(
-                        f"{fmt.figure(m[k][q]):>10}"
-                        for k in ("ttft_ms", "tpot_ms", "e2el_ms")
-                        for q in ("p50", "p90", "p99")
-                    )
-                )
-        err = ld.get("error_at_traced_load") or {}
-        if any(v is not None for v in err.values()):
-            out.append(
-                "the model's error at the traced load (replay vs measured, p50): "
-                + ", ".join(
-                    f"{m} {err[k] * 100:+.0f} %"
-                    for k, m in (("ttft_p50", "TTFT"), ("tpot_p50", "TPOT"), ("e2el_p50", "E2E"))
-                    if err.get(k) is not None
-                )
-            )
-    for note in doc.get("notes") or []:
-        out.append(f"note: {note}")
+    if doc.get("compare"):
+        out += _compare(doc["compare"])
+    if doc.get("load"):
+        out += _load(doc["load"])
+    out += [f"note: {note}" for note in doc.get("notes") or []]
     return "\n".join(out) + "\n"

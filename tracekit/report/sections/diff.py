@@ -43,20 +43,21 @@ def long_table(df: pl.DataFrame, key: str, caption: str) -> Table:
     return Table([key, "metric", "A", "B", "B − A", "change"], rows, caption)
 
 
-def moved_table(df: pl.DataFrame, caption: str) -> Table:
-    rows = [
-        [
-            str(r["name"]),
-            fmt.count(r["count_a"]),
-            fmt.count(r["count_b"]),
-            fmt.duration(r["time_a_ns"]),
-            fmt.duration(r["time_b_ns"]),
-            fmt.duration(r["delta_ns"]),
-            fmt.change(r["change"]),
-        ]
-        for r in df.iter_rows(named=True)
+CALLS_TIMES = ["calls A", "calls B", "time A", "time B", "B − A", "change"]
+
+
+def _calls_times(r: dict[str, Any]) -> list[str]:
+    """The :data:`CALLS_TIMES` cells of a moved or matched row: each side's calls and time, B − A, change."""
+    return [
+        *(fmt.count(r[k]) for k in ("count_a", "count_b")),
+        *(fmt.duration(r[k]) for k in ("time_a_ns", "time_b_ns", "delta_ns")),
+        fmt.change(r["change"]),
     ]
-    return Table(["name", "calls A", "calls B", "time A", "time B", "B − A", "change"], rows, caption)
+
+
+def moved_table(df: pl.DataFrame, caption: str) -> Table:
+    rows = [[str(r["name"]), *_calls_times(r)] for r in df.iter_rows(named=True)]
+    return Table(["name", *CALLS_TIMES], rows, caption)
 
 
 def gate_table(g: Gate) -> Table:
@@ -84,34 +85,11 @@ def gate_table(g: Gate) -> Table:
 def matched_table(df: pl.DataFrame) -> Table:
     """Work matched through (op, shape) on both sides, with each side's main kernel."""
     rows = [
-        [
-            str(r["op"]),
-            str(r["shape"]),
-            str(r["op_class"] or ""),
-            fmt.count(r["count_a"]),
-            fmt.count(r["count_b"]),
-            fmt.duration(r["time_a_ns"]),
-            fmt.duration(r["time_b_ns"]),
-            fmt.duration(r["delta_ns"]),
-            fmt.change(r["change"]),
-            str(r["kernel_a"] or ""),
-            str(r["kernel_b"] or ""),
-        ]
+        [str(r["op"]), str(r["shape"]), str(r["op_class"] or ""), *_calls_times(r)]
+        + [str(r["kernel_a"] or ""), str(r["kernel_b"] or "")]
         for r in df.iter_rows(named=True)
     ]
-    headers = [
-        "op",
-        "shapes",
-        "class",
-        "calls A",
-        "calls B",
-        "time A",
-        "time B",
-        "B − A",
-        "change",
-        "kernel A",
-        "kernel B",
-    ]
+    headers = ["op", "shapes", "class", *CALLS_TIMES, "kernel A", "kernel B"]
     return Table(headers, rows, "operators matched by name and input shapes (kernel names may differ)")
 
 

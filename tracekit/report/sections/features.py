@@ -25,7 +25,7 @@ def features(d: Document) -> Section | None:
 
 def features_pair_table(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> Table:
     """Both runs' features side by side; ``DIFFERS`` where both are known and not equal."""
-    from tracekit.analysis.features import UNKNOWN
+    from tracekit.analysis.features import UNKNOWN  # polars: the analyze screen imports this module
 
     sb = {str(r.get("feature")): r for r in b}
     body = []

@@ -5,7 +5,7 @@ warnings, and what an Nsight export without shapes cannot give).
 
 from __future__ import annotations
 
-from tracekit.sources.nsys import NAME as NSYS
+from tracekit.sources.registry import capabilities
 from tracekit.report import fmt
 from tracekit.report.sections.above_roof import above_roof_lines
 from tracekit.report.sections.blocks import Document, Section, Table, min_coverage
@@ -90,7 +90,7 @@ NSIGHT_SHAPES = (
 def nsight_notes(d: ReportData) -> list[str]:
     """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
     tr = d.doc.get("trace") or {}
-    if tr.get("format") != NSYS:
+    if not capabilities(tr.get("format")).shapes_from_annotations:
         return []
     cov = d.whole.get("coverage")
     flops = d.whole.get("flops")

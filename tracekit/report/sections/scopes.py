@@ -16,7 +16,7 @@ from tracekit.report.sections.cold_start import cold_start_lines
 from tracekit.report.sections.headline import NSIGHT_SHAPES
 from tracekit.report.sections.low_coverage import MEASURED, low_coverage
 from tracekit.report.sections.step_verdicts import step_verdict_lines
-from tracekit.sources.nsys import NAME as NSYS
+from tracekit.sources.registry import capabilities
 
 # (header, column of the JSON row): the metrics every scope (trace, phase, region) shows
 METRICS = (
@@ -173,6 +173,6 @@ def attribution(d: Document) -> Section:
     if tot.get("regions_excluded"):
         lines.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
     lines += [f"warning: {w}" for w in tot.get("warnings") or []]
-    if tr.get("format") == NSYS and not (tot.get("trace") or {}).get("flops"):
+    if capabilities(tr.get("format")).shapes_from_annotations and not (tot.get("trace") or {}).get("flops"):
         lines.append(f"note: {NSIGHT_SHAPES}")
     return Section("Attribution", paragraphs=lines)

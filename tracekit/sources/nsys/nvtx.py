@@ -159,59 +159,20 @@ def read_regions(
     if NVTX_TABLE not in have:
         return
     cols = columns(conn, NVTX_TABLE)
-    where = _ranges()
-    text = '"text"' if "text" in cols else "NULL"
     domains = _domains(conn, cols) if "domains" in used else pl.DataFrame()
-    sel = ['"start"', '"end"', "globalTid", text]
-    sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "text": pl.String()}
-    for column, name, wanted in (
-        ("endGlobalTid", "end_gtid", "endGlobalTid" in used),
-        ("textId", "text_id", "textId" in used),
-        ("domainId", "domain_id", domains.height > 0),
-    ):
-        if wanted:
-            sel.append(f'"{column}"' if column in cols else "NULL")
-            sch[name] = _I64
-    sql = f"SELECT {', '.join(sel)} FROM {NVTX_TABLE} WHERE {where}"
+    sql, sch = _range_query(cols, used, domains.height > 0)
     params: list[int] = []
     if offsets is None:
         sql += ' ORDER BY globalTid, "start", coalesce("end", ?) DESC'
         params = [capture_end_ns]
-    lookup = strings.rename({"id": "text_id", "value": "_registered"})
-
-    def ranges() -> Iterator[pl.DataFrame]:
-        for df in _frames(conn, sql, sch, params, strict=offsets is not None):
-            if "text_id" not in df.columns or df["text_id"].null_count() == df.height:  # nothing to join
-                df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("_registered"))
-            else:
-                df = df.join(lookup, on="text_id", how="left", maintain_order="left")
-            df = df.with_columns(
-                pl.coalesce("text", "_registered").alias("name"),
-                pid_of(pl.col("gtid")).alias("pid"),
-                tid_of(pl.col("gtid")).alias("tid"),
-                pl.col("end_ns").is_null().alias("unterminated"),
-                pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
-                (
-                    pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid"))).then(
-                        tid_of(pl.col("end_gtid"))
-                    )
-                    if "end_gtid" in df.columns
-                    else pl.lit(None, dtype=_I64)
-                ).alias("end_tid"),
-                pl.lit(schema.REGION_NVTX).alias("kind"),
-            ).drop("text", "_registered", "text_id", strict=False)
-            if domains.height:
-                df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
-            else:
-                df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("domain"))
-            yield df.drop("end_gtid", "domain_id", strict=False)
-
+    frames = _frames(conn, sql, sch, params, strict=offsets is not None)
+    ranges = (_named_range(df, strings, domains, capture_end_ns) for df in frames)
     if offsets is None:
-        chunks = _sorted_chunks(ranges())
+        chunks = _sorted_chunks(ranges)
     else:
         # The sorted read's tie order: a never-ended range sorts as if it ended at the capture end.
         end_key = pl.when(pl.col("unterminated")).then(pl.lit(capture_end_ns)).otherwise(pl.col("end_ns"))
-        chunks = _time_order_chunks(ranges(), offsets, end_key)
+        chunks = _time_order_chunks(ranges, offsets, end_key)
     n_open = n_cross = n_deep = 0
     for df in chunks:
         df, deep = cap_region_depth(df)
@@ -230,6 +191,54 @@ def read_regions(
             f"{numbers.count(n_cross, 'NVTX range')} ending on another thread than they start (end_tid set); "
             "kept on the starting thread"
         )
+
+
+def _range_query(cols: Collection[str], used: Collection[str], domains: bool) -> tuple[str, dict[str, pl.DataType]]:
+    """The ranges' SELECT (without its order) and the frame schema: of :data:`OPTIONAL`, only the
+    columns ``used`` names (the domain id only when ``domains`` are read)."""
+    text = '"text"' if "text" in cols else "NULL"
+    sel = ['"start"', '"end"', "globalTid", text]
+    sch: dict[str, pl.DataType] = {"start_ns": _I64, "end_ns": _I64, "gtid": _I64, "text": pl.String()}
+    for column, name, wanted in (
+        ("endGlobalTid", "end_gtid", "endGlobalTid" in used),
+        ("textId", "text_id", "textId" in used),
+        ("domainId", "domain_id", domains),
+    ):
+        if wanted:
+            sel.append(f'"{column}"' if column in cols else "NULL")
+            sch[name] = _I64
+    return f"SELECT {', '.join(sel)} FROM {NVTX_TABLE} WHERE {_ranges()}", sch
+
+
+def _named_range(df: pl.DataFrame, strings: pl.DataFrame, domains: pl.DataFrame, capture_end_ns: int) -> pl.DataFrame:
+    """A chunk of ranges as region rows: the name (inline text, else the registered string), pid and
+    tid, never-ended ranges extended to the capture's end, the thread a range ends on when it is
+    another, and the domain's name."""
+    if "text_id" not in df.columns or df["text_id"].null_count() == df.height:  # nothing to join
+        df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("_registered"))
+    else:
+        lookup = strings.rename({"id": "text_id", "value": "_registered"})
+        df = df.join(lookup, on="text_id", how="left", maintain_order="left")
+    df = df.with_columns(
+        pl.coalesce("text", "_registered").alias("name"),
+        pid_of(pl.col("gtid")).alias("pid"),
+        tid_of(pl.col("gtid")).alias("tid"),
+        pl.col("end_ns").is_null().alias("unterminated"),
+        pl.coalesce("end_ns", pl.max_horizontal(pl.col("start_ns"), pl.lit(capture_end_ns))).alias("end_ns"),
+        (
+            pl.when(pl.col("end_gtid").is_not_null() & (pl.col("end_gtid") != pl.col("gtid"))).then(
+                tid_of(pl.col("end_gtid"))
+            )
+            if "end_gtid" in df.columns
+            else pl.lit(None, dtype=_I64)
+        ).alias("end_tid"),
+        pl.lit(schema.REGION_NVTX).alias("kind"),
+    ).drop("text", "_registered", "text_id", strict=False)
+    if domains.height:
+        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.String()).alias("domain"))
+    return df.drop("end_gtid", "domain_id", strict=False)
 
 
 def _frames(

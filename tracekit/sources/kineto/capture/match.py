@@ -102,36 +102,44 @@ def captured_graphs(
                 "msig": _set_sig(keys),
             }
         )
-        nl.append(
-            pl.DataFrame(
-                {
-                    "graph": g,
-                    "pos": pl.int_range(nodes.height, eager=True, dtype=pl.Int64()),
-                    "key": keys,
-                    "t_rank": nodes["start_ns"].replace_strict(rank, return_dtype=pl.Int64()),
-                    "cap_ext": nodes["external_id"],
-                }
-            )
-            .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over("key").alias("occ"))
-            .select(list(_NODE_SCHEMA))
-        )
-        ol.append(
-            wops.select(
-                pl.lit(g, pl.Int64).alias("graph"),
-                "name",
-                pl.col("start_ns").replace_strict(rank, return_dtype=pl.Int64()).alias("s_rank"),
-                pl.col("end_ns").replace_strict(rank, return_dtype=pl.Int64()).alias("e_rank"),
-                pl.col("external_id").alias("cap_ext"),
-                "input_dims",
-                "input_types",
-                "input_strides",
-                "concrete_inputs",
-            )
-        )
+        nl.append(_node_rows(g, nodes, rank))
+        ol.append(_op_rows(g, wops, rank))
     graphs = pl.DataFrame(gl, schema=_GRAPH_SCHEMA)
     nodes_all = pl.concat(nl) if nl else pl.DataFrame(schema=_NODE_SCHEMA)
     ops_all = pl.concat(ol) if ol else pl.DataFrame(schema=_OP_SCHEMA)
     return graphs, nodes_all, ops_all
+
+
+def _node_rows(g: int, nodes: pl.DataFrame, rank: dict[int, int]) -> pl.DataFrame:
+    """One row per node of graph ``g``: position, key, rank of its call time, External id, occurrence."""
+    return (
+        pl.DataFrame(
+            {
+                "graph": g,
+                "pos": pl.int_range(nodes.height, eager=True, dtype=pl.Int64()),
+                "key": nodes["key"],
+                "t_rank": nodes["start_ns"].replace_strict(rank, return_dtype=pl.Int64()),
+                "cap_ext": nodes["external_id"],
+            }
+        )
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int64()).over("key").alias("occ"))
+        .select(list(_NODE_SCHEMA))
+    )
+
+
+def _op_rows(g: int, wops: pl.DataFrame, rank: dict[int, int]) -> pl.DataFrame:
+    """The captured ops of graph ``g`` with their ranked start and end and their shapes."""
+    return wops.select(
+        pl.lit(g, pl.Int64).alias("graph"),
+        "name",
+        pl.col("start_ns").replace_strict(rank, return_dtype=pl.Int64()).alias("s_rank"),
+        pl.col("end_ns").replace_strict(rank, return_dtype=pl.Int64()).alias("e_rank"),
+        pl.col("external_id").alias("cap_ext"),
+        "input_dims",
+        "input_types",
+        "input_strides",
+        "concrete_inputs",
+    )
 
 
 _GRAPH_SCHEMA = {
@@ -395,28 +403,7 @@ def _why_not(graphs: pl.DataFrame) -> pl.Expr:
         .when(pl.col("batch").is_not_null() & pl.col("gkey").is_null() & pl.lit(top is not None))
         .then(pl.format("the step's graph key {} is above every captured key (largest {})", "batch", pl.lit(top)))
         .when(pl.col("_k").is_not_null())
-        .then(
-            pl.when(pl.col("_files") > 1)
-            .then(
-                pl.format(
-                    "{} captured graphs in {} capture files have these {} nodes for graph key {}: the files "
-                    "overlap (pass only one of them with --capture)",
-                    pl.col("_k"),
-                    pl.col("_files"),
-                    pl.col("nodes"),
-                    pl.col("_bs").cast(pl.List(pl.String)).list.join("/"),
-                )
-            )
-            .otherwise(
-                pl.format(
-                    "{} captured graphs have these {} nodes (keys {}) and the launch is in no step that "
-                    "states a graph key (vLLM execute_…, SGLang step[… bs=…])",
-                    pl.col("_k"),
-                    pl.col("nodes"),
-                    pl.col("_bs").cast(pl.List(pl.String)).list.join("/"),
-                )
-            )
-        )
+        .then(_ambiguous())
         .when(pl.col("_nokey").fill_null(False))
         .then(
             pl.format(
@@ -442,6 +429,34 @@ def _why_not(graphs: pl.DataFrame) -> pl.Expr:
                 pl.col("nodes"),
                 pl.when(pl.col("gkey").is_not_null()).then(pl.lit(" of key ") + key_txt).otherwise(pl.lit("")),
                 pl.lit(", ".join(map(str, counts)) or "none"),
+            )
+        )
+    )
+
+
+def _ambiguous() -> pl.Expr:
+    """Why several captured graphs with a launch's nodes left it unmapped: overlapping capture files,
+    or a launch in no step that states a graph key."""
+    keys = pl.col("_bs").cast(pl.List(pl.String)).list.join("/")
+    return (
+        pl.when(pl.col("_files") > 1)
+        .then(
+            pl.format(
+                "{} captured graphs in {} capture files have these {} nodes for graph key {}: the files "
+                "overlap (pass only one of them with --capture)",
+                pl.col("_k"),
+                pl.col("_files"),
+                pl.col("nodes"),
+                keys,
+            )
+        )
+        .otherwise(
+            pl.format(
+                "{} captured graphs have these {} nodes (keys {}) and the launch is in no step that "
+                "states a graph key (vLLM execute_…, SGLang step[… bs=…])",
+                pl.col("_k"),
+                pl.col("nodes"),
+                keys,
             )
         )
     )

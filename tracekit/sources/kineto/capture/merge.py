@@ -167,21 +167,7 @@ def _apply(
     ext_span = max(imax(nodes["cap_ext"]), imax(cops["cap_ext"])) + 1
     corr_base = max(imax(kernels["correlation"]), imax(launches["correlation"])) + 1
     op_base = imax(ops["op_id"], -1) + 1
-    # Spread the graph's ranked boundaries evenly over the graph-launch call (≥ 1 ns apart).
-    lay = ok.join(graphs.select("graph", "bounds"), on="graph").select(
-        "r",
-        "graph",
-        "correlation",
-        "pid",
-        "tid",
-        "start_ns",
-        "name",
-        "api",
-        (
-            pl.max_horizontal(pl.col("end_ns") - pl.col("start_ns"), pl.col("bounds")).cast(pl.Float64)
-            / pl.max_horizontal(pl.col("bounds"), pl.lit(1))
-        ).alias("_step"),
-    )
+    lay = _laid_out(ok, graphs)
     at = lambda c: pl.col("start_ns") + (pl.col(c) * pl.col("_step")).floor().cast(pl.Int64)  # noqa: E731
     ext = lambda: pl.when(pl.col("cap_ext").is_not_null()).then(ext_base + pl.col("r") * ext_span + pl.col("cap_ext"))  # noqa: E731
     new_ops = lay.join(cops, on="graph").sort("r", "s_rank", "e_rank", descending=[False, False, True])
@@ -215,7 +201,35 @@ def _apply(
         pl.col("new_corr").alias("correlation"),
         pl.col("new_ext").alias("external_id"),
     )
-    # Replayed kernel ↔ node: by (key, occurrence); for kind-only graphs by (kind, occurrence).
+    kernels = _remapped(kernels, new_l, rnodes, ok, graphs)
+    launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
+    return kernels, launches, _renested(ops, new_ops, ok.select("pid", "tid").unique())
+
+
+def _laid_out(ok: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
+    """The mapped launches with ``_step``: the graph's ranked boundaries spread evenly over the
+    graph-launch call (≥ 1 ns apart)."""
+    return ok.join(graphs.select("graph", "bounds"), on="graph").select(
+        "r",
+        "graph",
+        "correlation",
+        "pid",
+        "tid",
+        "start_ns",
+        "name",
+        "api",
+        (
+            pl.max_horizontal(pl.col("end_ns") - pl.col("start_ns"), pl.col("bounds")).cast(pl.Float64)
+            / pl.max_horizontal(pl.col("bounds"), pl.lit(1))
+        ).alias("_step"),
+    )
+
+
+def _remapped(
+    kernels: pl.DataFrame, new_l: pl.DataFrame, rnodes: pl.DataFrame, ok: pl.DataFrame, graphs: pl.DataFrame
+) -> pl.DataFrame:
+    """The kernels with each replayed kernel's correlation and External id those of its node's new
+    launch: by (key, occurrence); for kind-only graphs by (kind, occurrence)."""
     named = graphs.filter(pl.col("named"))["graph"].implode()
     pair = new_l.select("correlation", "graph", "key", "occ", "new_corr", "new_ext")
     rn = rnodes.filter(pl.col("correlation").is_in(ok["correlation"].implode())).join(
@@ -226,19 +240,21 @@ def _apply(
         pair.rename({"key": "kkey", "occ": "kocc"}), on=["correlation", "kkey", "kocc"]
     )
     mapped = pl.concat([by_name.select("row", "new_corr", "new_ext"), by_kind.select("row", "new_corr", "new_ext")])
-    corr = (
-        kernels["correlation"].scatter(mapped["row"], mapped["new_corr"]) if mapped.height else kernels["correlation"]
+    if not mapped.height:
+        return kernels
+    return kernels.with_columns(
+        kernels["correlation"].scatter(mapped["row"], mapped["new_corr"]).alias("correlation"),
+        kernels["external_id"].scatter(mapped["row"], mapped["new_ext"]).alias("external_id"),
     )
-    kext = kernels["external_id"].scatter(mapped["row"], mapped["new_ext"]) if mapped.height else kernels["external_id"]
-    kernels = kernels.with_columns(corr.alias("correlation"), kext.alias("external_id"))
-    launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
-    # Re-nest the threads that received ops (the layout keeps the captured nesting exactly).
-    threads = ok.select("pid", "tid").unique()
+
+
+def _renested(ops: pl.DataFrame, new_ops: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """The ops with the captured ops added and the threads that received them nested again (the
+    layout keeps the captured nesting exactly)."""
     allops = pl.concat([ops.drop("depth", "parent_id"), new_ops], how="diagonal_relaxed")
     hit = allops.join(threads, on=["pid", "tid"], how="semi")
     nested = nest(hit, ["pid", "tid"], "op_id", sibling_ns=SIBLING_OVERLAP_NS).select("op_id", "depth", "parent_id")
     keep = ops.select("op_id", "depth", "parent_id").join(nested.select("op_id"), on="op_id", how="anti")
     dp = pl.concat([keep, nested], how="vertical_relaxed")
-    ops = allops.join(dp, on="op_id", how="left", maintain_order="left").select(ops.columns)
-    ops = ops.with_columns(pl.col("depth").cast(trace.ops.schema["depth"]))
-    return kernels, launches, ops
+    out = allops.join(dp, on="op_id", how="left", maintain_order="left").select(ops.columns)
+    return out.with_columns(pl.col("depth").cast(ops.schema["depth"]))

@@ -59,17 +59,6 @@ def _to_int(v: Any) -> tuple[int | None, str | None]:
     return None, f"{type(v).__name__} value (nulled)"
 
 
-def ints_or_str(values: list[Any]) -> tuple[list[int | None], list[str | None]]:
-    """Split values into ints and (non-numeric) strings, e.g. pids like ``"Spans"``."""
-    iv: list[int | None] = []
-    sv: list[str | None] = []
-    for v in values:
-        r, _ = _to_int(v)
-        iv.append(r)
-        sv.append(v if r is None and isinstance(v, str) else None)
-    return iv, sv
-
-
 def strings(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
     """String column; other JSON types become null and are counted."""
     try:
@@ -84,23 +73,6 @@ def strings(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
             notes[f"{field}: {type(v).__name__} instead of string (nulled)"] += 1
             out.append(None)
     return pl.Series(out, dtype=pl.String())
-
-
-def int_lists(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
-    """List[Int64] column (e.g. grid / block dims)."""
-    try:
-        return pl.Series(values, dtype=pl.List(pl.Int64()))
-    except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
-        pass
-    out: list[list[int | None] | None] = []
-    for v in values:
-        if isinstance(v, list):
-            out.append([_to_int(x)[0] for x in v])
-        else:
-            if v is not None:
-                notes[f"{field}: not a list (nulled)"] += 1
-            out.append(None)
-    return pl.Series(out, dtype=pl.List(pl.Int64()))
 
 
 def str_lists(raws: list[msgspec.Raw]) -> pl.Series:
