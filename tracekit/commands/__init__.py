@@ -6,12 +6,12 @@ returns what the command prints or writes (:class:`tracekit.commands.output.Outp
 library's typed errors and never prints; the click command in ``cli/`` builds the request, makes
 one call and prints. Tested without click (tests/test_commands.py).
 
-Imports are at module level, with the measured exceptions of the ``analyze`` service, whose
-small case (``analyze FILE --format json``) must stay as fast as a plain script:
-:mod:`tracekit.commands.analyze` imports no polars at module level and reaches its heavy half
-(:mod:`tracekit.commands.analyze_compute`) only after polars' allocator is set (tracekit/tuning.py)
-and a trace file's early read has started (sources/kineto/reading/early.py), and never when a
-stored JSON document answers (tests/test_startup.py); the heavy half imports the text screen (not
-needed for JSON) and the ranks comparison (not for one trace file) where they are used: together
-≈ 60 ms of imports, 5–8 % of that command's CPU time.
+Imports are at module level, with measured exceptions for the small commands (``analyze FILE
+--format json``, ``report FILE``): :mod:`tracekit.commands.analyze` imports no polars at module
+level and reaches its heavy half (:mod:`tracekit.commands.analyze_compute`) only after polars'
+allocator is set (tracekit/tuning.py) and a trace file's early read has started
+(sources/kineto/reading/early.py), and never when a stored JSON document answers
+(tests/test_startup.py); the analyze screen (not needed for JSON) and the comparison of ranks (not
+needed for one trace) are imported where used: ≈ 60 ms of imports, 5–8 % of ``analyze FILE
+--format json``'s CPU time, ≈ 20 ms of ``report FILE``'s.
 """

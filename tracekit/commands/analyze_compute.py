@@ -14,11 +14,11 @@ import msgspec
 from tracekit.analysis import Slo, Thresholds
 from tracekit.analysis import analyze as run_analysis
 from tracekit.analysis.store.derived import load_for_analysis
+from tracekit.commands import ranks
 from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
-from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def compute(
     in pieces, each made as it is printed (report/formats/json_print.py ``document_parts``)."""
     pm = parse_phase_map(req.phase_map) or None  # checked before any work: one-line UsageError
     slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
-    chosen = _chosen(req)
+    chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
     if chosen is not None and len(chosen) > 1:
         return _compared(req, chosen, pm, progress)
     # a dataset trace with current derived tables: only the columns the analysis reads; with
@@ -88,20 +88,9 @@ def compute(
     return screen(compact, req.fmt, req.regions)
 
 
-def _chosen(req: AnalyzeRequest) -> list[str] | None:
-    """The traces of a dataset chosen (:func:`tracekit.commands.ranks.selection`); None for a trace
-    file without --rank / --compare, told without importing the comparison (commands/__init__.py)."""
-    if req.rank is None and not req.compare and not is_dataset(req.source):
-        return None
-    from tracekit.commands import ranks
-
-    return ranks.selection(req.source, req.trace_id, req.rank, req.compare)
-
-
 def _compared(req: AnalyzeRequest, chosen: list[str], pm: Any, progress: Progress) -> str | bytes:
     """The ``chosen`` traces analysed and compared across ranks: the ranks document as JSON or its screen."""
-    from tracekit.commands import ranks
-    from tracekit.report.screens.ranks import render_text
+    from tracekit.report.screens.ranks import render_text  # only to compare: commands/__init__.py
 
     doc = ranks.compare_traces(
         req.source, chosen, req.hardware, pm, req.thresholds, req.workers, req.scheduler, progress, req.model

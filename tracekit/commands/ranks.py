@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tracekit.analysis.ranks.compare import analyze_ranks, parse_ranks, select_traces
 from tracekit.commands.output import Lines, Progress
 from tracekit.errors import UsageError
 from tracekit.parallel import plan
@@ -28,6 +27,8 @@ def selection(source: str, trace_id: str | None, rank: str | None, compare: tupl
         return None
     if not several and len(dataset_trace_ids(source)) <= 1:
         return None
+    from tracekit.analysis.ranks.compare import parse_ranks, select_traces  # only to compare: commands/__init__.py
+
     return select_traces(source, list(compare) or None, parse_ranks(rank))
 
 
@@ -46,6 +47,8 @@ def compare_traces(
     document. Raises UsageError for ``model`` (--model is for one trace)."""
     if model:
         raise UsageError("--model applies to one trace, not to a comparison of ranks (choose one with --trace-id)")
+    from tracekit.analysis.ranks.compare import analyze_ranks  # only to compare: commands/__init__.py
+
     where = plan(len(ids), workers, scheduler)
     with progress(len(ids), "analyze") as bar:
         result = analyze_ranks(

@@ -17,7 +17,6 @@ from tracekit.report.from_path import analyse_path, read_table
 from tracekit.report.output import check_out
 from tracekit.report.plots import figures
 from tracekit.report.plots.latency import read_serve_sweep
-from tracekit.report.screens import ranks as ranks_report
 from tracekit.report.sections.headline import headline
 
 FORMATS = {"md": (".md", ".markdown"), "html": (".html", ".htm"), "json": (".json",)}
@@ -102,6 +101,8 @@ def _target(req: ReportRequest) -> _Target:
 
 def _ranks(req: ReportRequest, chosen: list[str], to: _Target, progress: Progress) -> Output:
     """The ranks report of the ``chosen`` traces of a dataset."""
+    from tracekit.report.screens import ranks as ranks_report  # only to compare: commands/__init__.py
+
     pm = parse_phase_map(req.phase_map) or None
     doc = ranks.compare_traces(
         req.trace, chosen, req.hardware, pm, None, req.workers, req.scheduler, progress, req.model
