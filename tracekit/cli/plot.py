@@ -14,6 +14,13 @@ from tracekit.cli.options import force_option, hardware_option, out_option, trac
 from tracekit.report import device_peaks
 from tracekit.report.output import check_out
 from tracekit.report.plots.kinds import KINDS
+from tracekit.report.plots import figures
+from tracekit.report.plots import draw as plots
+from tracekit.report.from_path import analyse_path, read_table
+from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
+from tracekit.errors import UsageError
+from tracekit.analysis import resolve_hardware
+from tracekit.analysis.serving.latency import Slo
 
 
 class PlotKinds(click.Choice):
@@ -45,19 +52,12 @@ def plot(
     slo: str | None,
 ) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
-    from tracekit.report.plots import figures
-    from tracekit.report.plots import draw as plots
-    from tracekit.report.from_path import analyse_path, read_table
 
     out_path = check_out(out, force, (".png", ".svg"))
     reads = KINDS[kind].reads
     if reads == "serve sweep":
-        from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
-
         sweep_table = read_serve_sweep(trace)
         if sweep_table is None:
-            from tracekit.errors import UsageError
-
             raise UsageError(
                 f"{trace}: not a serve rate-sweep table (tracekit run serve --rate-sweep writes serve_sweep.parquet)"
             )
@@ -76,7 +76,6 @@ def plot(
 
 def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
     """Peaks for the sweep's roofs: --hardware, else the device named in phase_shape_sweep.json."""
-    from tracekit.analysis import resolve_hardware
 
     name = hardware
     if name is None:
@@ -96,7 +95,6 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
 
 
 def _slo(text: str | None) -> dict[str, Any] | None:
-    from tracekit.analysis.serving.latency import Slo
 
     v = Slo.parse(text)
     return v.as_dict() if v else None

@@ -1,7 +1,8 @@
 """``tracekit run {phase-shape,llm,serve}``: run a workload under torch.profiler.
 
-Thin: parse and validate (one-line errors before any work), call ``workloads``, print. torch is
-imported only inside the subcommands, so ``tracekit --help`` and ``import tracekit`` stay torch-free.
+Thin: parse and validate (one-line errors before any work), call ``workloads``, print. The workload
+modules that import torch (profiling, generate, serve) are imported only inside the subcommands, after
+the torch check, so ``tracekit --help``, ``tracekit run --help`` and ``import tracekit`` stay torch-free.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from tracekit.cli.term import echo
 from tracekit.cli.options import force_option, out_option
 from tracekit.errors import MissingDependencyError, UsageError
 from tracekit.report import fmt  # the one number formatter
+from tracekit.workloads.config import LLMRunConfig, ModelConfig, PhaseShapeConfig, ServeConfig, parse_int_list
+from tracekit.workloads.phase_shape import run_sweep
+from tracekit.workloads.serve_sweep import parse_rates, run_serve_sweep
+from tracekit.workloads.sidecar import prepare_out_dir
 
 INSTALL_HINT = "pip install 'tracekit[workloads]'"
 
@@ -71,7 +76,6 @@ def phase_shape(
     force: bool,
 ) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
-    from tracekit.workloads.config import PhaseShapeConfig, parse_int_list
 
     cfg = PhaseShapeConfig(
         d=d,
@@ -86,7 +90,6 @@ def phase_shape(
         threads=threads,
     ).validate()
     out_dir = _ready(cfg.device, out, force)
-    from tracekit.workloads.phase_shape import run_sweep
 
     res = run_sweep(cfg, out_dir)
     _print_sweep(res.table, res.summary)
@@ -96,7 +99,6 @@ def phase_shape(
 def _ready(device: str, out: Path, force: bool) -> Path:
     """The output directory checked (before torch is even imported), then the checks that need
     torch (the extra installed, the device present), then the directory made."""
-    from tracekit.workloads.sidecar import prepare_out_dir
 
     if out.exists() and not out.is_dir():
         prepare_out_dir(out)  # raises the one-line UsageError
@@ -164,7 +166,6 @@ def _model_options(fn: F) -> F:
 
 
 def _model(kw: dict[str, Any]) -> Any:
-    from tracekit.workloads.config import ModelConfig
 
     return ModelConfig(
         **{
@@ -187,7 +188,6 @@ def _model(kw: dict[str, Any]) -> Any:
 @click.option("--warmup-decode-steps", type=int, default=2, show_default=True)
 def llm(**kw: Any) -> None:
     """Static-batch prefill then greedy decode of a small random-weight transformer."""
-    from tracekit.workloads.config import LLMRunConfig
 
     out, force = kw.pop("out"), kw.pop("force")
     cfg = LLMRunConfig(model=_model(kw), **kw).validate()
@@ -225,18 +225,13 @@ def llm(**kw: Any) -> None:
 @click.option("--rate-sweep", default=None, help="R1,R2,…: run the load at each Poisson rate (req/s) into one table.")
 def serve(**kw: Any) -> None:
     """Continuous batching with a token budget, chunked prefill and an arrival schedule."""
-    from tracekit.workloads.config import ServeConfig
 
     out, force, sweep = kw.pop("out"), kw.pop("force"), kw.pop("rate_sweep")
     cfg = ServeConfig(model=_model(kw), **kw).validate()
     if sweep is not None:
-        from tracekit.workloads.serve_sweep import parse_rates
-
         rates = parse_rates(sweep)
     out_dir = _ready(cfg.device, out, force)
     if sweep is not None:
-        from tracekit.workloads.serve_sweep import run_serve_sweep
-
         table, rows = run_serve_sweep(cfg, rates, out_dir)
         for r in rates:
             rr = [x for x in rows if x["rate_req_per_s"] == r]

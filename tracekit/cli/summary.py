@@ -10,6 +10,11 @@ import click
 from tracekit.cli.options import force_option, format_option, out_option, trace_id_option
 from tracekit.cli.outfile import show
 from tracekit.commands.output import output
+from tracekit.numbers import count
+from tracekit.report.output import check_out
+from tracekit.report.screens.summary import render_text
+from tracekit.sources import load
+from tracekit.tuning import importer
 
 
 @click.command("summary")
@@ -23,9 +28,6 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int, out: str | Non
     """Devices, rank, time span, events per category, busy % per stream, top kernels,
     annotations and parse warnings of one trace (a file or one trace of a dataset).
     A dataset holding several traces lists them (pick one with --trace-id)."""
-    from tracekit.report.output import check_out
-    from tracekit.sources import load
-    from tracekit.tuning import importer
 
     out_path = check_out(out, force) if out else None
 
@@ -36,9 +38,8 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int, out: str | Non
             trace_id=trace_id,
             warm=importer(("tracekit.analysis.trace_summary", "tracekit.report.screens.summary")),
         )
+    # polars and the analysis load here, while a trace file is being read (the early read above)
     from tracekit.analysis.trace_summary import dataset_overview, summarize
-    from tracekit.report.screens.summary import render_text
-    from tracekit.numbers import count
     from tracekit.tables.trace import dataset_trace_ids, is_dataset
 
     if trace is None and trace_id is None and is_dataset(path) and len(dataset_trace_ids(path)) > 1:
