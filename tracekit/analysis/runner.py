@@ -15,8 +15,9 @@ to regions, then to phases). Adding an analysis is adding one entry to the tuple
 refuses a tuple where a step reads a field nothing gave or wrote before it.
 
 **Memory by declaration**: before a step runs, every field it is the last reader of is taken out of
-the state, so the step holds the only reference and the frame is freed when the step is done with
-it; fields in ``keep`` stay. Nothing else releases memory.
+the state, so only the step's call holds it and the frame is freed as soon as that step returns
+(unless the step passes it on in what it writes); fields in ``keep`` stay. Nothing else releases
+memory.
 """
 
 from __future__ import annotations
@@ -37,10 +38,6 @@ class Step:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     label: str
-
-    @property
-    def name(self) -> str:
-        return self.label
 
     @property
     def doc(self) -> str:
@@ -120,8 +117,3 @@ def execute(steps: Sequence[Step], state: Any, keep: Iterable[str] = ()) -> Any:
     for name in [n for n in fields if n not in kept]:
         del fields[name]
     return state
-
-
-def describe(steps: Sequence[Step]) -> list[str]:
-    """One line a step, ``name: what it adds``, in order (the docs list these lines)."""
-    return [f"{s.label}: {s.doc}" for s in steps]
