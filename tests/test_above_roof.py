@@ -104,7 +104,7 @@ def test_roofline_plot_rings_points_above_the_roof(files: tuple[Path, Path]) -> 
     trace, hw = files
     for hardware, above in ((load_hardware_file(hw), True), (None, False)):
         data = model.from_result(analyze(tracekit.load(str(trace)), hardware=hardware))
-        fig = plots.roofline(data.regions, data.phases, data.device, data.class_roofline)
+        fig = plots.roofline(data.frame("regions"), data.frame("phases"), data.device, data.frame("class_roofline"))
         ax = fig.axes[0]
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         assert ("above the roof" in labels) is above

@@ -28,8 +28,7 @@ from test_report_helpers import (
     EVIL,
     sample_activities,
     sample_doc,
-    sample_top_kernels,
-    sample_top_ops,
+    with_tops,
     write_tiny_trace,
 )  # noqa: E402
 from cli_run import tk_out  # noqa: E402
@@ -117,9 +116,7 @@ def test_html_report_in_browser(tmp_path: Path) -> None:
     from tracekit.report.plots import figures
     from tracekit.report.formats import html
 
-    data = model.from_json(
-        sample_doc(), top_kernels=sample_top_kernels(), top_ops=sample_top_ops(), activities=sample_activities()
-    )
+    data = model.from_json(with_tops(sample_doc()), activities=sample_activities())
     page = tmp_path / "report.html"
     page.write_text(html.render(data, figures.draw_all(data)), encoding="utf-8")
     dom = check_report_page(page, tmp_path)

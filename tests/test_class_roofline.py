@@ -173,7 +173,7 @@ def test_roofline_plot_uses_the_dtype_roof_of_the_analysis(shared_traces: Path) 
     used = set(drawn["dtype"].to_list())
     assert used == {"fp32", "fp64", "int32"}
     data = model.from_result(res)
-    fig = plots.roofline(data.regions, data.phases, data.device, data.class_roofline)
+    fig = plots.roofline(data.frame("regions"), data.frame("phases"), data.device, data.frame("class_roofline"))
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     roofs = [t for t in labels if t.startswith("roof ")]
     # A100: fp32 19.5 TFLOP/s / 1.555 TB/s (hardware table) → ridge 12.5 FLOP/B; no bf16 roof

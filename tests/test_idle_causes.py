@@ -285,7 +285,7 @@ def test_sglang_prefill_names_the_blocking_copy(shared_traces: Path) -> None:
 
     assert "(b) blocking call" in render(doc) and "hipMemcpyWithStream" in render(doc, markdown=True)
     data = model.from_result(res, activities=tr.kernels.select("device", "stream", "start_ns", "end_ns"))
-    fig = plots.timeline(data.regions, data.activities)
+    fig = plots.timeline(data.frame("regions"), data.activities)
     assert any("blocking hipMemcpyWithStream in aten::to" in t.get_text() for t in fig.axes[0].texts)
 
 

@@ -22,7 +22,7 @@ DRAWN: list[dict[str, int]] = []  # what each drawing of the made-up kind counte
 
 def busy_per_phase(data: object, table: pl.DataFrame | None) -> object:
     """Busy device time per phase, one bar each (the made-up kind)."""
-    per = data.regions.group_by("phase").agg(pl.col("busy_ns").sum()).sort("phase")  # type: ignore[attr-defined]
+    per = data.frame("regions").group_by("phase").agg(pl.col("busy_ns").sum()).sort("phase")  # type: ignore[attr-defined]
     DRAWN.append(dict(zip(per["phase"].to_list(), per["busy_ns"].to_list())))
     fig = canvas.figure()
     ax = fig.add_subplot()

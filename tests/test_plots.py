@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import sample_activities, sample_doc, sample_top_kernels  # noqa: E402
+from test_report_helpers import sample_activities, sample_doc, with_tops  # noqa: E402
 
 from tracekit.analysis.regions.kernel_classes import OP_CLASSES, op_class  # noqa: E402
 from tracekit.errors import UsageError  # noqa: E402
@@ -29,11 +29,11 @@ def _readable(fig: object) -> None:
 
 @pytest.fixture(scope="module")
 def data() -> model.ReportData:
-    return model.from_json(sample_doc(), top_kernels=sample_top_kernels(), activities=sample_activities())
+    return model.from_json(with_tops(sample_doc(), ops=False), activities=sample_activities())
 
 
 def test_roofline_points_and_roofs(data: model.ReportData) -> None:
-    fig = plots.roofline(data.regions, data.phases, data.device)
+    fig = plots.roofline(data.frame("regions"), data.frame("phases"), data.device)
     _readable(fig)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -44,17 +44,17 @@ def test_roofline_points_and_roofs(data: model.ReportData) -> None:
 
 
 def test_roofline_uses_phase_peaks_when_device_has_none(data: model.ReportData) -> None:
-    ph = data.phases.with_columns(
+    ph = data.frame("phases").with_columns(
         pl.lit(100e12).alias("peak_flops_per_s"), pl.lit(1e12).alias("peak_bytes_per_s"), pl.lit("fp16").alias("dtype")
     )
-    fig = plots.roofline(data.regions, ph, {"name": "x"})
+    fig = plots.roofline(data.frame("regions"), ph, {"name": "x"})
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "roof fp16: 100 TFLOP/s, 1 TB/s, ridge 100 FLOP/B" in labels  # 100e12 / 1e12
 
 
 def test_roofline_without_flops_says_so(data: model.ReportData) -> None:
-    r = data.regions.with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
-    p = data.phases.with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
+    r = data.frame("regions").with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
+    p = data.frame("phases").with_columns(pl.lit(None, dtype=pl.Float64).alias("intensity"))
     with pytest.raises(plots.MissingPlotData, match="without shapes"):
         plots.roofline(r, p, data.device)
 
@@ -72,7 +72,7 @@ def test_timeline_merges_intervals_per_stream(data: model.ReportData) -> None:
     )
     m = timeline_plot._merge(act).sort("device", "stream", "start_ns")
     assert m.select("stream", "start_ns", "end_ns").rows() == [(7, 0, 6 * ms), (7, 10 * ms, 12 * ms), (8, 0, ms)]
-    fig = plots.timeline(data.regions, data.activities)
+    fig = plots.timeline(data.frame("regions"), data.activities)
     _readable(fig)
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert ticks == ["dev 0 stream 7", "dev 0 stream 8"]
@@ -84,7 +84,7 @@ def test_timeline_needs_something() -> None:
 
 
 def test_decode_vs_context(data: model.ReportData) -> None:
-    fig = plots.decode_vs_context(data.regions)
+    fig = plots.decode_vs_context(data.frame("regions"))
     _readable(fig)
     # three decode steps: 2, 3, 4 ms at ctx 100, 200, 300
     xy = fig.axes[0].collections[0].get_offsets()
@@ -93,13 +93,13 @@ def test_decode_vs_context(data: model.ReportData) -> None:
 
 def test_decode_missing_pieces(data: model.ReportData) -> None:
     with pytest.raises(plots.MissingPlotData, match="no decode regions"):
-        plots.decode_vs_context(data.regions.filter(pl.col("phase") != "decode"))
+        plots.decode_vs_context(data.frame("regions").filter(pl.col("phase") != "decode"))
     with pytest.raises(plots.MissingPlotData, match="context length"):
-        plots.decode_vs_context(data.regions.drop("ctx"))
+        plots.decode_vs_context(data.frame("regions").drop("ctx"))
 
 
 def test_breakdown_classes_and_idle(data: model.ReportData) -> None:
-    fig = plots.breakdown(data.phases, data.top_kernels)
+    fig = plots.breakdown(data.frame("phases"), data.frame("top_kernels"))
     _readable(fig)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -126,10 +126,10 @@ def test_breakdown_from_all_kernels(data: model.ReportData) -> None:
             "device_time_ns": [6_000_000, 2_000_000, 6_000_000, 3_000_000],
         }
     )
-    ph = data.phases.with_columns(
+    ph = data.frame("phases").with_columns(
         pl.when(pl.col("phase") == "decode").then(6_000_000).otherwise(pl.col("busy_ns")).alias("busy_ns")
     )
-    fig = plots.breakdown(ph, data.top_kernels, oc)
+    fig = plots.breakdown(ph, data.frame("top_kernels"), oc)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "busy: not in top kernels" not in labels and labels[:3] == ["busy: attention", "busy: gemm", "busy: norm"]
@@ -198,8 +198,8 @@ def test_roofline_under_coverage_draws_what_the_tables_print(data: model.ReportD
     from tracekit.report.sections.blocks import table
 
     low = pl.when(pl.col("phase") == "decode").then(pl.lit(0.21)).otherwise(pl.col("coverage")).alias("coverage")
-    ph = data.phases.with_columns(low)
-    rg = data.regions.with_columns(
+    ph = data.frame("phases").with_columns(low)
+    rg = data.frame("regions").with_columns(
         pl.when(pl.col("phase") == "decode").then(pl.lit(0.08)).otherwise(pl.col("coverage")).alias("coverage")
     )
     fig = plots.roofline(rg, ph, data.device, min_coverage=0.5)
@@ -212,7 +212,7 @@ def test_roofline_under_coverage_draws_what_the_tables_print(data: model.ReportD
         "\n", " "
     )
     # the table's rule is the same one: the decode phase's FLOP/s cell is "–", prefill's a number
-    t = table(ph, ["phase", "achieved_flops_per_s"], min_cov=0.5)
+    t = table(ph.to_dicts(), ["phase", "achieved_flops_per_s"], min_cov=0.5)
     assert {r[0]: r[1] for r in t.rows}["decode"] == "–" and {r[0]: r[1] for r in t.rows}["prefill"] != "–"
     # at a 5 % threshold nothing is under it: the decode phase is a filled diamond again
     fig = plots.roofline(rg, ph, data.device, min_coverage=0.05)

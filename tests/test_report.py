@@ -6,10 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-import polars as pl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report_helpers import EVIL, EVIL_PIPE, sample_activities, sample_doc, sample_top_kernels, sample_top_ops  # noqa: E402
+from test_report_helpers import EVIL, EVIL_PIPE, sample_activities, sample_doc, with_tops  # noqa: E402
 
 from tracekit.report import fmt, model  # noqa: E402
 from tracekit.report.plots import figures
@@ -20,9 +19,7 @@ from tracekit.report.formats import json as rjson
 
 def data() -> model.ReportData:
     return model.from_json(
-        sample_doc(),
-        top_kernels=sample_top_kernels(),
-        top_ops=sample_top_ops(),
+        with_tops(sample_doc()),
         activities=sample_activities(),
         environment={"rows": [("torch_version", "2.13.0")]},
     )
@@ -137,10 +134,18 @@ def test_cpu_diagnostic_is_stated() -> None:
     assert '<p class="diag">CPU DIAGNOSTIC' in page
 
 
-def test_records_frame_variants() -> None:
-    f = model.records_frame({"prefill": {"busy_ns": 1, "latency": {"ttft": {"p50": 2}}}})
-    assert f.columns == ["phase", "busy_ns", "latency.ttft.p50"]
-    g = model.records_frame([{"name": "a", "top_kernels": [{"name": "k"}], "dims": [1, 2]}])
-    assert g.columns == ["name", "dims"] and g["dims"][0] == "1, 2"
-    assert model.records_frame([]).height == 0
-    assert isinstance(model.records_frame(None), pl.DataFrame)
+def test_rows_and_frame_of_the_document() -> None:
+    doc = {
+        "phases": [
+            {"phase": "decode", "busy_ns": 1, "latency": {"tpot": {"unit": "ms", "p50": 2.0}}},
+            {"phase": "prefill", "busy_ns": 3, "top_kernels": [{"rank": 1, "name": "k", "dims": [1, 2]}]},
+        ]
+    }
+    d = model.from_json(doc)  # type: ignore[arg-type]
+    # prefill before decode (PHASE_ORDER); the latency percentile becomes a key with its unit
+    assert [(p["phase"], p.get("tpot_p50_ms")) for p in d.rows("phases")] == [("prefill", None), ("decode", 2.0)]
+    assert d.rows("top_kernels") == [{"phase": "prefill", "rank": 1, "name": "k", "dims": [1, 2]}]
+    # the frame leaves the nested top list out and joins a list into text
+    assert d.frame("phases").columns == ["phase", "busy_ns", "tpot_p50_ms"]
+    assert d.frame("top_kernels")["dims"].to_list() == ["1, 2"]
+    assert d.rows("regions") == [] and d.frame("regions").height == 0

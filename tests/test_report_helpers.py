@@ -195,6 +195,17 @@ def sample_top_ops() -> pl.DataFrame:
     )
 
 
+def with_tops(doc: dict[str, Any], kernels: bool = True, ops: bool = True) -> dict[str, Any]:
+    """``doc`` with :func:`sample_top_kernels` / :func:`sample_top_ops` in its phases' top lists,
+    where the analysis puts them (docs/json.md)."""
+    tops = (("top_kernels", sample_top_kernels() if kernels else None), ("top_ops", sample_top_ops() if ops else None))
+    for key, top in tops:
+        for p in doc["phases"] if top is not None else []:
+            rows = top.filter(pl.col("phase") == p["phase"]).drop("phase").with_row_index("rank", offset=1)
+            p[key] = rows.with_columns(pl.col("rank").cast(pl.Int64)).to_dicts()
+    return doc
+
+
 def sample_activities() -> pl.DataFrame:
     # two streams; stream 7 busy 0-4 ms and 5-8 ms (a 1 ms gap), stream 8 busy 11-12 ms
     ms = 1_000_000

@@ -52,7 +52,7 @@ def test_crossentropy_markdown_fits_an_issue_and_leads_with_device_time(ce_data,
     # attributed: the outermost FusionExecutorCache::runFusionWithInputs with 6 kernels)
     assert times == sorted(times, reverse=True) and times[0] > 1e6
     assert rows[0][0] == "FusionExecutorCache::runFusionWithInputs" and rows[0][2] == "overhead"
-    regions = ce_data.regions
+    regions = ce_data.frame("regions")
     with_work = regions.filter(pl.col("device_time_ns") > 0).height
     assert len(rows) > with_work  # every region with device work is listed, then some without
     left = regions.height - len(rows)

@@ -306,17 +306,16 @@ class AnalysisResult:
         phases = records(self.phases, PHASE_JSON_COLUMNS)
         lat = records(self.latency, list(self.latency.columns))
         byctx = records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
-        top = pl.col("rank") <= TOP_JSON
         pk, po, pc, cul_p, roof_p, shape_p, tk, to, tc, troof, tshape = scopes_by_kind(
-            [
-                (self.top_kernels, "phase", top),
-                (self.top_ops, "phase", top),
+            [  # the phases and the whole trace keep every row of the top lists (10); regions TOP_JSON
+                (self.top_kernels, "phase", None),
+                (self.top_ops, "phase", None),
                 (self.op_classes, "phase", None),
                 (self.idle_culprits, "phase", None),
                 (self.class_roofline, "phase", None),
                 (self.shape_roofline, "phase", None),
-                (self.top_kernels, "trace", top),
-                (self.top_ops, "trace", top),
+                (self.top_kernels, "trace", None),
+                (self.top_ops, "trace", None),
                 (self.op_classes, "trace", None),
                 (self.class_roofline, "trace", None),
                 (self.shape_roofline, "trace", None),

@@ -48,7 +48,7 @@ def diff(req: DiffRequest) -> Output:
         da,
         db,
         kernels=(name_totals(ra.trace.kernels), name_totals(rb.trace.kernels)),
-        ops=(top_totals(da.top_ops_all), top_totals(db.top_ops_all)),
+        ops=(top_totals(da, "trace_top_ops"), top_totals(db, "trace_top_ops")),
         labels=(req.a, req.b),
         work=(ra.result.op_work, rb.result.op_work),
         classes=(ra.result.op_classes, rb.result.op_classes),

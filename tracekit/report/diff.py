@@ -11,7 +11,7 @@ kernel names). See docs/reports.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
@@ -131,7 +131,7 @@ def _with_whole(d: ReportData) -> pl.DataFrame:
     """The phases frame plus a "whole trace" row from the totals (so phase-less traces compare too)."""
     w = {k: v for k, v in d.whole.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     whole = pl.DataFrame([{"phase": "whole trace", **{k: float(v) for k, v in w.items()}}])
-    ph = d.phases
+    ph = d.frame("phases")
     if ph.height == 0 or "phase" not in ph.columns:
         return whole
     num = [c for c in ph.columns if c != "phase" and ph.schema[c].is_numeric()]
@@ -151,9 +151,7 @@ def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
 
     def side(d: ReportData) -> pl.DataFrame:
         rows = [{"phase": "whole trace", "bound": d.whole.get("bound"), "reason": d.whole.get("reason")}]
-        if d.phases.height and "phase" in d.phases.columns:
-            cols = [c for c in ("phase", "bound", "reason") if c in d.phases.columns]
-            rows += d.phases.select(cols).to_dicts()
+        rows += [{k: r.get(k) for k in ("phase", "bound", "reason")} for r in d.rows("phases")]
         return pl.DataFrame(rows, schema={"phase": pl.String, "bound": pl.String, "reason": pl.String}, orient="row")
 
     j = side(a).join(side(b), on="phase", how="full", coalesce=True, suffix="_b")
@@ -197,7 +195,7 @@ def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def region_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
-    return compare(region_kinds(a.regions), region_kinds(b.regions), "kind", list(REGION_METRICS))
+    return compare(region_kinds(a.frame("regions")), region_kinds(b.frame("regions")), "kind", list(REGION_METRICS))
 
 
 def name_totals(df: pl.DataFrame, name: str = "name", time: str = "dur_ns") -> pl.DataFrame:
@@ -233,11 +231,11 @@ def moved(a: pl.DataFrame, b: pl.DataFrame, n: int = TOP_MOVED) -> pl.DataFrame:
     )
 
 
-def top_totals(top: pl.DataFrame) -> pl.DataFrame:
-    """Whole-trace totals from a result's top-N frame (scope_kind == "trace")."""
-    if top.height == 0 or "scope_kind" not in top.columns:
+def top_totals(d: ReportData, name: Literal["trace_top_kernels", "trace_top_ops"]) -> pl.DataFrame:
+    """Whole-trace totals from a report's top-N list of the whole trace."""
+    t = d.frame(name)
+    if t.height == 0 or "name" not in t.columns:
         return name_totals(pl.DataFrame())
-    t = top.filter(pl.col("scope_kind") == "trace")
     tcol = "device_time_ns" if "device_time_ns" in t.columns else "time_ns"
     return t.select(
         pl.col("name").cast(pl.String), pl.col("count").cast(pl.Int64), pl.col(tcol).cast(pl.Int64).alias("time_ns")
@@ -334,8 +332,10 @@ def diff(
     without them the results' own top-N lists are compared (names outside a top-N count as 0).
     ``work``: each side's per-(op, shape) work (``AnalysisResult.op_work``), matched across kernel
     families; ``classes``: each side's ``AnalysisResult.op_classes``."""
-    ka, kb = kernels if kernels is not None else (top_totals(a.top_kernels_all), top_totals(b.top_kernels_all))
-    oa, ob = ops if ops is not None else (top_totals(a.top_ops_all), top_totals(b.top_ops_all))
+    ka, kb = (
+        kernels if kernels is not None else (top_totals(a, "trace_top_kernels"), top_totals(b, "trace_top_kernels"))
+    )
+    oa, ob = ops if ops is not None else (top_totals(a, "trace_top_ops"), top_totals(b, "trace_top_ops"))
     return Diff(
         a_label=labels[0],
         b_label=labels[1],

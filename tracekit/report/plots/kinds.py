@@ -57,12 +57,18 @@ for _kind in (  # in the order a report shows them
     PlotKind(
         "roofline",
         "Roofline",
-        lambda d, t: plots.roofline(d.regions, d.phases, d.device, d.class_roofline, min_coverage(d.doc)),
+        lambda d, t: plots.roofline(
+            d.frame("regions"), d.frame("phases"), d.device, d.frame("class_roofline"), min_coverage(d.doc)
+        ),
     ),
-    PlotKind("timeline", "Timeline of phases per stream", lambda d, t: plots.timeline(d.regions, d.activities)),
-    PlotKind("decode", "Decode step time vs context length", lambda d, t: plots.decode_vs_context(d.regions)),
     PlotKind(
-        "breakdown", "Time breakdown per phase", lambda d, t: plots.breakdown(d.phases, d.top_kernels, d.op_classes)
+        "timeline", "Timeline of phases per stream", lambda d, t: plots.timeline(d.frame("regions"), d.activities)
+    ),
+    PlotKind("decode", "Decode step time vs context length", lambda d, t: plots.decode_vs_context(d.frame("regions"))),
+    PlotKind(
+        "breakdown",
+        "Time breakdown per phase",
+        lambda d, t: plots.breakdown(d.frame("phases"), d.frame("top_kernels"), d.frame("op_classes")),
     ),
     PlotKind("sweep", "Phase-shape sweep", lambda d, t: plots.sweep(_given(t), d.device), "phase-shape table"),
 ):

@@ -1,6 +1,6 @@
 """The renderer-neutral building blocks of every output: a :class:`Document` is what a section
 builder reads, a :class:`Section` holds paragraphs and :class:`Table` s of formatted cells;
-:func:`table` formats a frame into one (short names with the full text kept, "–" for measured
+:func:`table` formats rows into one (short names with the full text kept, "–" for measured
 columns below the coverage threshold).
 
 Cells are formatted but *not* escaped: the Markdown and HTML renderers escape every cell and
@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.report import fmt
 from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, MEASURED, low_coverage
-from tracekit.report.model import ReportData
+from tracekit.report.model import ReportData, cell, nested
 from tracekit.report.names import short_name
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from tracekit.analysis.contract.types import AnalysisDoc
 
 LONG_LIST = 12  # more rows than this go into a collapsed <details>
@@ -76,40 +74,34 @@ class Section:
 
 
 def table(
-    df: pl.DataFrame,
+    rows: Sequence[Mapping[str, Any]],
     columns: Sequence[str] | None = None,
     caption: str = "",
     collapse: bool | None = None,
     min_cov: float | None = None,
 ) -> Table:
-    """Frame → formatted table (only ``columns`` that exist, in that order). Name columns show
+    """Rows → formatted table (only ``columns`` that some row has, in that order; without
+    ``columns``, every key of a plain value in first-seen order). Name columns show
     :func:`~tracekit.report.names.short_name`; the full names are kept in ``Table.full``. With
     ``min_cov``, a row whose coverage is below it prints its FLOPs, bytes and rates as "–"."""
-    cols = [c for c in (columns or df.columns) if c in df.columns]
-    keep = [
-        *cols,
-        *(["coverage"] if min_cov is not None and "coverage" in df.columns and "coverage" not in cols else []),
-    ]
-    rows = (
+    present = dict.fromkeys(k for r in rows for k, v in r.items() if not nested(v))
+    cols = [c for c in (columns or present) if c in present]
+    cells = [
         [
-            [
-                ("–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, r.get(c)))
-                for c in cols
-            ]
-            for r in df.select(keep).iter_rows(named=True)
+            "–" if c in MEASURED and min_cov is not None and low_coverage(r, min_cov) else fmt.value(c, cell(r.get(c)))
+            for c in cols
         ]
-        if cols
-        else []
-    )
+        for r in (rows if cols else [])
+    ]
     full: dict[int, list[str | None]] = {}
     for i, c in enumerate(cols):
         if c in NAME_COLUMNS:
-            originals = [row[i] for row in rows]
+            originals = [row[i] for row in cells]
             shorts = [short_name(o) for o in originals]
             if any(sh != o for sh, o in zip(shorts, originals)):
                 full[i] = [o if sh != o else None for sh, o in zip(shorts, originals)]
-                for row, sh in zip(rows, shorts):
+                for row, sh in zip(cells, shorts):
                     row[i] = sh
     return Table(
-        [fmt.label(c) for c in cols], rows, caption, len(rows) > LONG_LIST if collapse is None else collapse, full
+        [fmt.label(c) for c in cols], cells, caption, len(cells) > LONG_LIST if collapse is None else collapse, full
     )

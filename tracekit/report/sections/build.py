@@ -1,4 +1,4 @@
-"""The sections only the report shows, built from its frames (tracekit/report/model.py):
+"""The sections only the report shows, built from the analysis document's rows (tracekit/report/model.py):
 environment, phases, regions, top kernels and operators, unattributed time, coverage. Builders of
 the section registry (tracekit/report/sections/registry.py), which orders them among the sections
 every output shares. The blocks (Section, Table, ``table()``) are in tracekit/report/sections/blocks.py.
@@ -10,13 +10,14 @@ every paragraph, so a kernel named ``<script>…`` can never become markup.
 from __future__ import annotations
 
 import re
-import polars as pl
+from typing import Any
 
 from tracekit.report import fmt
 from tracekit.report.sections.blocks import LONG_LIST, Document, Section, Table, min_coverage, table
 from tracekit.report.sections.headline import is_phase_note
 from tracekit.report.sections.cold_start import cold_start_lines
 from tracekit.report.sections.step_verdicts import step_verdict_lines
+from tracekit.report.model import Rows
 from tracekit.report.names import cut_name
 
 # verdict and reason come right after the name, so they are visible without scrolling (1,280 px)
@@ -75,20 +76,25 @@ REGION_COLUMNS = (
 TOP_N = 10
 
 
-def latency_columns(df: pl.DataFrame) -> list[str]:
+def latency_columns(rows: Rows) -> list[str]:
     """Latency columns that hold at least one value."""
-    return [c for c in df.columns if LATENCY_RE.match(c) and df[c].null_count() < df.height]
+    return [
+        c
+        for c in dict.fromkeys(k for r in rows for k in r)
+        if LATENCY_RE.match(c) and any(r.get(c) is not None for r in rows)
+    ]
 
 
-def _with_busy_fraction(df: pl.DataFrame) -> pl.DataFrame:
-    if {"busy_ns", "span_ns"} <= set(df.columns) and not {"busy_fraction", "busy_ratio"} & set(df.columns):
-        return df.with_columns(
-            (
-                pl.col("busy_ns").cast(pl.Float64)
-                / pl.when(pl.col("span_ns") > 0).then(pl.col("span_ns")).otherwise(None)
-            ).alias("busy_fraction")
-        )
-    return df
+def _with_busy_fraction(rows: Rows) -> Rows:
+    """Rows with ``busy_fraction`` = busy / span where they state neither it nor ``busy_ratio``."""
+    keys = {k for r in rows for k in r}
+    if {"busy_ns", "span_ns"} <= keys and not {"busy_fraction", "busy_ratio"} & keys:
+        return [{**r, "busy_fraction": _ratio(r.get("busy_ns"), r.get("span_ns"))} for r in rows]
+    return rows
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return float(a) / b if a is not None and isinstance(b, (int, float)) and b > 0 else None
 
 
 def environment(doc: Document) -> Section:
@@ -110,7 +116,8 @@ def phases(doc: Document) -> Section:
     """The phases' time and verdict, work and rates, and latency tables."""
     d = doc.report
     s = Section("Phases", anchor="phases")
-    if d.phases.height == 0:
+    ph = d.rows("phases")
+    if not ph:
         said = [m for m in d.missing if is_phase_note(m) and m != "no phases found"]
         s.paragraphs.append(
             f"No phases: {said[0]}"
@@ -119,7 +126,7 @@ def phases(doc: Document) -> Section:
         )
         s.paragraphs += cold_start_lines(d.doc)  # a capture or warm-up run outside every step
         return s
-    ph = _with_busy_fraction(d.phases)
+    ph = _with_busy_fraction(ph)
     s.paragraphs += cold_start_lines(d.doc) + step_verdict_lines(d.doc)
     s.tables.append(table(ph, PHASE_TIME_COLUMNS, caption="time and verdict", collapse=False))
     s.tables.append(
@@ -137,27 +144,27 @@ def phases(doc: Document) -> Section:
     return s
 
 
-def by_device_time(regions: pl.DataFrame) -> pl.DataFrame:
+def by_device_time(regions: Rows) -> Rows:
     """Regions ordered by device time (then busy time, then span), largest first: the regions that
-    hold the kernels come before 4 µs ranges with no device work."""
-    keys = [c for c in ("device_time_ns", "busy_ns", "span_ns") if c in regions.columns]
-    if not keys:
-        return regions
-    return regions.sort(keys, descending=True, nulls_last=True, maintain_order=True)
+    hold the kernels come before 4 µs ranges with no device work; a missing value sorts last."""
+    keys = [c for c in ("device_time_ns", "busy_ns", "span_ns") if any(c in r for r in regions)]
+    return sorted(regions, key=lambda r: [(r.get(c) is None, -(r.get(c) or 0)) for c in keys])
 
 
 def regions(doc: Document) -> Section:
     """Every region, most device time first; names cut to the width (full text kept)."""
     d = doc.report
     s = Section("Regions", anchor="regions")
-    r = _with_busy_fraction(by_device_time(d.regions))
-    if r.height == 0:
+    r = _with_busy_fraction(by_device_time(d.rows("regions")))
+    if not r:
         return s
-    cols = [c for c in REGION_COLUMNS if c in r.columns]
-    t = table(r, cols, caption=f"{fmt.count(r.height, 'region')}, most device time first", min_cov=min_coverage(d.doc))
+    t = table(
+        r, REGION_COLUMNS, caption=f"{fmt.count(len(r), 'region')}, most device time first", min_cov=min_coverage(d.doc)
+    )
+    cols = [c for c in REGION_COLUMNS if any(c in x for x in r)]
     if "name" in cols:  # region names are the user's own annotations: cut to the width, never rewritten
         i = cols.index("name")
-        names = [str(n) for n in r["name"].to_list()]
+        names = [str(x.get("name")) for x in r]
         cut = [cut_name(n) for n in names]
         t.full.pop(i, None)
         if any(c != n for c, n in zip(cut, names)):
@@ -165,43 +172,50 @@ def regions(doc: Document) -> Section:
         for row, c in zip(t.rows, cut):
             row[i] = c
     t.cappable = True
-    work = next((c for c in ("device_time_ns", "busy_ns") if c in r.columns), None)
-    t.zero_rows = int(r.filter(pl.col(work).fill_null(0) <= 0).height) if work else 0
+    work = next((c for c in ("device_time_ns", "busy_ns") if any(c in x for x in r)), None)
+    t.zero_rows = sum(1 for x in r if (x.get(work) or 0) <= 0) if work else 0
     s.tables.append(t)
     return s
+
+
+SCOPE_COLUMNS = ("phase", "trace_id", "rank", "scope_kind", "scope")
 
 
 def top(doc: Document) -> Section:
     """The top kernels and operators per phase (the whole trace's when there are no phases)."""
     d = doc.report
     s = Section("Top kernels and operators per phase", anchor="top")
-    for what, df, every in (("kernels", d.top_kernels, d.top_kernels_all), ("operators", d.top_ops, d.top_ops_all)):
-        if df.height == 0 and every.height and "scope_kind" in every.columns:
-            whole = every.filter(pl.col("scope_kind") == "trace")
-            if whole.height:
-                name = "name" if "name" in whole.columns else whole.columns[0]
-                cols = [name] + [c for c in whole.columns if c not in (name, "trace_id", "rank", "scope_kind", "scope")]
-                s.tables.append(table(whole.head(TOP_N), cols, caption=f"top {what}: whole trace", collapse=False))
-                continue
-        if df.height == 0:
-            s.paragraphs.append(f"No top {what} in this result.")
+    for what, key in (("kernels", "top_kernels"), ("operators", "top_ops")):
+        rows = d.rows(key)  # type: ignore[arg-type]
+        if not rows:
+            whole = d.rows(f"trace_{key}")  # type: ignore[arg-type]
+            if whole:
+                s.tables.append(
+                    table(whole[:TOP_N], _top_columns(whole), caption=f"top {what}: whole trace", collapse=False)
+                )
+            else:
+                s.paragraphs.append(f"No top {what} in this result.")
             continue
-        name = "name" if "name" in df.columns else df.columns[0]
-        cols = [name] + [c for c in df.columns if c not in (name, "phase", "trace_id", "rank", "scope_kind", "scope")]
-        if "phase" in df.columns:
-            for (p,), g in df.group_by("phase", maintain_order=True):
-                s.tables.append(table(g.head(TOP_N), cols, caption=f"top {what}: {p}", collapse=True))
-        else:
-            s.tables.append(table(df.head(TOP_N), cols, caption=f"top {what}", collapse=True))
+        by_phase: dict[Any, Rows] = {}
+        for r in rows:
+            by_phase.setdefault(r["phase"], []).append(r)
+        for p, g in by_phase.items():
+            s.tables.append(table(g[:TOP_N], _top_columns(rows), caption=f"top {what}: {p}", collapse=True))
     return s
+
+
+def _top_columns(rows: Rows) -> list[str]:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    name = "name" if "name" in keys else keys[0]
+    return [name] + [c for c in keys if c not in (name, *SCOPE_COLUMNS)]
 
 
 def unattributed(doc: Document) -> Section:
     """Unattributed device time by reason."""
     d = doc.report
     s = Section("Unattributed device time", anchor="unattributed")
-    u = d.unattributed
-    if u.height == 0:
+    u = d.rows("unattributed")
+    if not u:
         s.paragraphs.append("All device time was attributed to a region.")
         return s
     s.tables.append(table(u, caption="unattributed time by reason", collapse=False))
@@ -218,16 +232,15 @@ def coverage(doc: Document) -> Section:
             "Share of busy time whose operators have a FLOPs/bytes model (time when only communication "
             f"kernels ran is left out): {fmt.value('coverage', cov)} (whole trace)."
         )
-    if d.phases.height and "coverage" in d.phases.columns:
-        s.tables.append(table(d.phases, ["phase", "coverage"], caption="coverage per phase", collapse=False))
-    ops = d.top_ops
-    mcol = next((c for c in ("cost_model", "has_cost_model", "modelled") if c in ops.columns), None)
-    if ops.height and mcol is not None:
-        unmodelled = ops.filter(pl.col(mcol).is_null() | (pl.col(mcol).cast(pl.String).is_in(["false", "False", ""])))
-        if unmodelled.height:
-            cols = [
-                c for c in ("name", "phase", "device_time_ns", "total_ns", "dur_ns", "count") if c in unmodelled.columns
-            ]
+    ph = d.rows("phases")
+    if any("coverage" in p for p in ph):
+        s.tables.append(table(ph, ["phase", "coverage"], caption="coverage per phase", collapse=False))
+    ops = d.rows("top_ops")
+    mcol = next((c for c in ("cost_model", "has_cost_model", "modelled") if any(c in r for r in ops)), None)
+    if mcol is not None:
+        unmodelled = [r for r in ops if str(r.get(mcol)) in ("None", "false", "False", "")]
+        if unmodelled:
+            cols = ("name", "phase", "device_time_ns", "total_ns", "dur_ns", "count")
             s.tables.append(table(unmodelled, cols, caption="top operators without a cost model", collapse=True))
     if not s.tables and cov is None:
         s.paragraphs.append("This result reports no coverage.")

@@ -121,11 +121,8 @@ def headline(d: ReportData) -> list[str]:
 
 
 def _verdict_lines(d: ReportData) -> list[str]:
-    ph = d.phases
-    if ph.height == 0 or "phase" not in ph.columns:
-        return []
     lines = []
-    for r in ph.iter_rows(named=True):
+    for r in d.rows("phases"):
         bound = r.get("bound") or "unknown"
         reason = r.get("reason") or ""
         lines.append(f"{r['phase']}: {bound}" + (f" — {reason}" if reason else ""))

@@ -5,6 +5,7 @@ analyze screen renders stored results without importing polars."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tracekit.conventions import MEASURED_COLUMNS
@@ -13,7 +14,7 @@ MEASURED = MEASURED_COLUMNS
 DEFAULT_MIN_COVERAGE = 0.5
 
 
-def low_coverage(row: dict[str, Any], min_coverage: float) -> bool:
+def low_coverage(row: Mapping[str, Any], min_coverage: float) -> bool:
     """Whether a row's FLOPs, bytes and rates print as "–": its coverage is known and below the threshold."""
     return is_low(row.get("coverage"), min_coverage)
 
