@@ -36,13 +36,15 @@ def serving_trace(
     extra: dict[str, Any] | None = None,
     speculative: bool = False,
     draft_scale: float = 1.0,
+    rename: str = "",
 ) -> dict[str, Any]:
     """The trace document. Kernel times (µs) before jitter: prefill gemm 2,000 + attention 500;
     each decode step gemm 300 + attention 100, times ``decode_scale``; every kernel × (1 + u),
     u uniform in ±``jitter`` from ``random.Random(seed)``. ``speculative``: SGLang-style steps
     instead: ``step[EXTEND bs=1 toks=512]``, then per decode iteration a draft step
     ``step[DRAFT_EXTEND bs=4 toks=4]`` (gemm 40 + attention 10 µs, times ``draft_scale``) and a
-    verify step ``step[TARGET_VERIFY bs=4 toks=16]`` (gemm 300 + attention 100 µs)."""
+    verify step ``step[TARGET_VERIFY bs=4 toks=16]`` (gemm 300 + attention 100 µs). ``rename``: a
+    prefix put before every step name (``forward_``: names no phase rule reads)."""
     rng = random.Random(seed)
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
@@ -61,7 +63,9 @@ def serving_trace(
     for name, m, base, scale in steps:
         durs = [round(b * scale * (1 + rng.uniform(-jitter, jitter)), 3) for b in base]
         corr += 1
-        events.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": t, "dur": 8})
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": rename + name, "pid": 1, "tid": 1, "ts": t, "dur": 8}
+        )
         events.append(
             {
                 "ph": "X",

@@ -125,11 +125,20 @@ def test_cli_gate_on_a_single_inferred_step(shared_traces: Path) -> None:
     base = shared_traces / "kineto/tracelens"
     a = base / "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
     b = base / "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-    g = json.loads(tk_out("diff", a, b, "--format", "json", "--gate", "5%"))["gate"]
+    # an H100 run against an MI300X run is not comparable: exit 7, naming the two devices
+    r = tk("diff", a, b, "--gate", "5%")
+    assert r.code == 7 and "device: NVIDIA H100 80GB HBM3 vs AMD Instinct MI300X VF" in r.err
+    assert "(NVIDIA H100 80GB HBM3, bf16)" in r.out and "(AMD Instinct MI300X VF, bf16)" in r.out
+    g = json.loads(tk_out("diff", a, b, "--format", "json", "--gate", "5%", "--allow-feature-change"))["gate"]
     # one forward, its phase inferred from shapes: one prefill step a side, so the threshold alone,
     # and no TTFT (an inferred phase is not a serving measurement: docs/serving.md)
     metrics = {(c["phase"], c["metric"]) for c in g["checks"]}
-    assert metrics == {("prefill", "step time"), ("prefill", "busy time")}
+    assert metrics == {
+        ("prefill", "step time"),
+        ("prefill", "busy time"),
+        ("whole trace", "busy time"),
+        ("whole trace", "span"),
+    }
     assert all(c["ci_low"] is None and c["samples_a"] == 1 for c in g["checks"])
     assert g["exit_code"] == 0 and any("threshold alone" in n for n in g["notes"])
     # the MI300X step is faster than the H100's here: B faster never fails the gate

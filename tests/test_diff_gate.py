@@ -63,7 +63,26 @@ def test_single_sample_is_the_threshold_alone() -> None:
     g = gate_mod.gate(
         _samples("prefill", [100.0], "gemm time", "sum"), _samples("prefill", [200.0], "gemm time", "sum"), 0.05
     )
-    assert g.checks.height == 0 and g.exit_code == 0
+    # ... and a gate that tested nothing never passes: not comparable (exit 7), saying so
+    assert g.checks.height == 0 and g.exit_code == 7
+    assert g.verdict() == "gate: NOT COMPARABLE: no check could be made: the runs share no phase with measured steps"
+
+
+def test_a_phase_missing_on_one_side_is_not_comparable() -> None:
+    # BASE has prefill and decode, NEW only prefill (equal): the decode phase is gone, exit 7
+    a = pl.concat([_samples("prefill", [100.0] * 5), _samples("decode", [50.0] * 5)])
+    g = gate_mod.gate(a, _samples("prefill", [100.0] * 5), 0.05)
+    assert g.checks.height == 1 and g.exit_code == 7
+    assert g.verdict() == "gate: NOT COMPARABLE: BASE's decode phase is missing in NEW"
+    # a different device is a difference --allow-feature-change may allow; a missing phase is not
+    ids = ({"device": "NVIDIA H100 80GB HBM3", "dtype": "bf16"}, {"device": "AMD Instinct MI300X VF", "dtype": "bf16"})
+    same = _samples("prefill", [100.0] * 5)
+    g = gate_mod.gate(same, same, 0.05, identities=ids)
+    assert (
+        g.exit_code == 7 and "the runs differ in device: NVIDIA H100 80GB HBM3 vs AMD Instinct MI300X VF" in g.verdict()
+    )
+    assert gate_mod.gate(same, same, 0.05, allow_feature_change=True, identities=ids).exit_code == 0
+    assert gate_mod.gate(a, same, 0.05, allow_feature_change=True, identities=ids).exit_code == 7
 
 
 def test_parse_threshold() -> None:
@@ -95,6 +114,18 @@ def test_feature_families_from_names() -> None:
     k = pl.Series(["triton_poi_fused_add_0", "flash_fwd_splitkv_kernel", "void vllm::x<(vllm::Fp8KVCacheDataType)0>"])
     assert features.compiled(None, k)["state"] == "yes"
     assert features.attention_backend(k)["state"] == "FlashAttention"
+    # an AMD CK kernel is not FlashInfer (the pattern is anchored on FlashInfer's own kernel name)
+    ck = pl.Series(["_ZN7ck_tile6kentryINS_31FmhaBatchPrefillWithPagedKVCacheKernelIiEEEEvT_"])
+    assert features.attention_backend(ck)["state"] == "CK attention"
+    fi = pl.Series(["void flashinfer::BatchPrefillWithPagedKVCacheKernel<128u, 4u>(float*)"])
+    assert features.attention_backend(fi)["state"] == "FlashInfer"
+    # the engine from the step annotations' grammar; SGLang's traces carry vLLM-style names too
+    vllm = pl.DataFrame({"name": ["execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk8sqsq4sqsk8)"]})
+    assert features.engine(vllm, {})["state"] == "vLLM"
+    both = pl.DataFrame({"name": ["step[DECODE bs=32]", "execute_32_context_0(sq0sk0)"]})
+    assert features.engine(both, {})["state"] == "SGLang"
+    assert features.engine(both, {"layout": {"engine": "vllm"}})["state"] == "vLLM"
+    assert features.engine(pl.DataFrame({"name": ["tk:decode step=1"]}), {})["state"] == features.UNKNOWN
     # the fp8 KV-cache template parameter of vLLM's cache kernels is not fp8 quantisation
     assert features.quantisation(k.str.replace_all(features.KV_CACHE_TYPE, ""))["state"] == "none seen"
     assert (
@@ -115,6 +146,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "plus1": write_serving_trace(d / "plus1.json", seed=3, decode_scale=1.01),
         "plus25": write_serving_trace(d / "plus25.json", seed=4, decode_scale=1.25),
         "prefix": write_serving_trace(d / "prefix.json", seed=5, prefill_name=PREFIX_PREFILL_NAME),
+        "renamed": write_serving_trace(d / "renamed.json", seed=6, rename="forward_"),
+        "no_decode": write_serving_trace(d / "no_decode.json", seed=7, decode_steps=0),
     }
 
 
@@ -268,3 +301,32 @@ def test_speculative_split_and_diff(tmp_path: Path) -> None:
     # the draft doubled (+100 %): the gate fails; the verify time did not move
     assert code == 1 and _check(doc, "decode", "draft time", "sum")["regressed"]
     assert not _check(doc, "decode", "verify time", "sum")["regressed"]
+
+
+def test_cli_renamed_steps_and_a_lost_decode_are_not_comparable(runs: dict[str, Path]) -> None:
+    # NEW's step annotations renamed: no phase rule reads them, so BASE's prefill and decode are
+    # missing in NEW: exit 7 naming both, never "PASS (0 checks)"
+    code, doc, err = _gate_json(runs["base"], runs["renamed"])
+    assert code == 7 and doc["gate"]["exit_code"] == 7
+    assert "BASE's prefill phase is missing in NEW; BASE's decode phase is missing in NEW" in err
+    # NEW lost its whole decode phase (the prefill alone was traced): exit 7 naming it
+    code, doc, err = _gate_json(runs["base"], runs["no_decode"])
+    assert code == 7 and "BASE's decode phase is missing in NEW" in err
+    assert "prefill phase is missing" not in err
+    # no option makes a lost phase comparable
+    assert _gate_json(runs["base"], runs["no_decode"], "--allow-feature-change")[0] == 7
+
+
+def test_whole_trace_busy_and_span_are_always_gated(runs: dict[str, Path]) -> None:
+    # one sample a side (the threshold alone); a re-run moves them by well under the 5 % gate
+    code, doc, _ = _gate_json(runs["base"], runs["rerun"])
+    busy, span = (_check(doc, "whole trace", m, "sum") for m in ("busy time", "span"))
+    assert code == 0 and busy["samples_a"] == span["samples_a"] == 1 and busy["ci_low"] is None
+    # base: prefill 2,500 µs + 40 decode steps of 400 µs = 18.5 ms of kernels (±3 % jitter)
+    assert busy["a"] == pytest.approx(18_500_000, rel=0.03) and abs(busy["change"]) < 0.02
+    # each of the 41 steps adds 10 µs of launch lead and 20 µs after its kernels: span ≈ busy + 41 · 30 µs
+    assert span["a"] == pytest.approx(18_500_000 + 41 * 30_000, rel=0.03)
+    # the +25 % decode run's whole-trace busy time: (2.5 + 1.25 · 16) / 18.5 − 1 = +21.6 %, regressed too
+    code, doc, _ = _gate_json(runs["base"], runs["plus25"])
+    assert code == 1 and _check(doc, "whole trace", "busy time", "sum")["change"] == pytest.approx(0.216, abs=0.02)
+    assert _check(doc, "whole trace", "busy time", "sum")["regressed"]

@@ -17,7 +17,11 @@ for a reader). Two runs differ in a feature when both states are known and not e
 - quantisation: fp8 / fp4 / int8 / int4 kernel or op names.
 - parallelism: the world size from the trace's distributed info and tp/pp/ep/dp degrees written
   in the file name; unknown when neither is there.
-- attention backend: the attention kernels' families.
+- attention backend: the attention kernels' families, each by a pattern anchored on its own
+  namespace or kernel name (CK's ``FmhaBatchPrefillWithPagedKVCache`` is not FlashInfer's
+  ``BatchPrefillWithPagedKVCache``).
+- engine: vLLM or SGLang, from the file name the engine gives its traces or the grammar of its
+  step annotations (``execute_…`` / ``step[…]``); unknown otherwise.
 - profiler settings: ``record_shapes``, ``with_stack``, ``profile_memory``, ``with_flops``,
   ``with_modules`` from the trace's metadata (Python-function events mean ``with_stack``); these
   inflate host time.
@@ -45,6 +49,7 @@ FEATURES = (
     "quantisation",
     "parallelism",
     "attention backend",
+    "engine",
     "profiler settings",
 )
 UNKNOWN = "unknown"
@@ -67,9 +72,10 @@ QUANT = (
 # attention kernel families, first match wins
 ATTENTION = (
     ("FlashMLA", r"(?i)flash_?mla"),
-    ("FlashInfer", r"(?i)flashinfer.*(?:prefill|decode|attention)|BatchPrefillWithPagedKV|BatchDecodeWithPagedKV"),
+    ("FlashInfer", r"(?i)flashinfer.*(?:prefill|decode|attention)|(?:^|[^A-Za-z])Batch(?:Prefill|Decode)WithPagedKV"),
     ("FlashAttention", r"(?i)flash_fwd|flash_bwd|flash::|flash_attn|fmha_.*flash|pytorch_flash|^attn_fwd"),
     ("AITER", r"(?i)aiter.*(?:fmha|attn|mha|pa_)|_ZN5aiter.*(?:fmha|attn|mha)"),
+    ("CK attention", r"ck_tile::|^(?:void )?(?:ck::)?Fmha[A-Z]|FmhaBatch(?:Prefill|Decode)"),
     ("paged attention", r"(?i)paged_attention"),
     ("Triton unified attention", r"(?i)unified_attention"),
     ("memory-efficient SDPA", r"(?i)efficient_attention|fmha_cutlass|cutlassF"),
@@ -213,6 +219,23 @@ def attention_backend(kernels: pl.Series) -> dict[str, str]:
     return _row("attention backend", ", ".join(fams), "from kernel names")
 
 
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}  # the file-name reader's names (sources/engine_names.py)
+# SGLang's traces also carry vLLM-style execute_… names (the shared SGLang traces do): step[…] first
+ENGINE_STEPS = (("SGLang", r"^step\[[A-Z_]+[ \]]"), ("vLLM", r"^execute_\d+_context_\d+"))
+
+
+def engine(labels: pl.DataFrame, meta: Mapping[str, Any]) -> dict[str, str]:
+    layout = meta.get("layout")
+    if isinstance(layout, Mapping) and layout.get("engine"):
+        name = str(layout["engine"])
+        return _row("engine", ENGINE_NAMES.get(name.lower(), name), "from the trace's file name")
+    names = _names(labels)
+    for name, rx in ENGINE_STEPS:
+        if bool(names.str.contains(rx).any()):
+            return _row("engine", name, "from its step annotations")
+    return _row("engine", UNKNOWN, "no engine's file name or step annotation")
+
+
 def profiler_settings(meta: Mapping[str, Any]) -> dict[str, str]:
     extra = meta.get("extra") or {}
     cats = meta.get("categories") or {}
@@ -247,6 +270,7 @@ def detect(
         quantisation(pl.concat([kn, on]).str.replace_all(KV_CACHE_TYPE, "")),
         parallelism(meta),
         attention_backend(kn),
+        engine(lab, meta),
         profiler_settings(meta),
     ]
     return pl.DataFrame(rows, schema=SCHEMA, orient="row")

@@ -10,7 +10,8 @@
 - ``draft time`` / ``verify time``: each draft / verify region's busy time (speculative decoding,
   tracekit/analysis/serving/speculative.py), statistic the sum.
 
-A trace without phase units gives the whole trace's busy time as one sample.
+Every trace also gives the whole trace's ``busy time`` and ``span`` as one sample each (phase
+``whole trace``): the gate always checks them, so renamed steps cannot hide a slower run.
 """
 
 from __future__ import annotations
@@ -58,24 +59,14 @@ def samples(result: Any) -> pl.DataFrame:
     """The per-step samples of an :class:`~tracekit.analysis.AnalysisResult` (``SCHEMA``)."""
 
     steps: pl.DataFrame = result.steps
-    out = [pl.DataFrame(schema=SCHEMA)]
+    whole = result.totals.get("trace") or {}
+    rows = [
+        {"phase": "whole trace", "metric": metric, "stat": "sum", "value": float(whole[col]), "stratum": ""}
+        for metric, col in (("busy time", "busy_ns"), ("span", "span_ns"))
+        if isinstance(whole.get(col), (int, float))
+    ]
+    out = [pl.DataFrame(rows, schema=SCHEMA, orient="row")]
     if steps.height == 0 or "step_ns" not in steps.columns:
-        busy = (result.totals.get("trace") or {}).get("busy_ns")
-        if isinstance(busy, (int, float)):
-            out.append(
-                pl.DataFrame(
-                    [
-                        {
-                            "phase": "whole trace",
-                            "metric": "busy time",
-                            "stat": "sum",
-                            "value": float(busy),
-                            "stratum": "",
-                        }
-                    ],
-                    schema=SCHEMA,
-                )
-            )
         return pl.concat(out)
     ph = pl.col("phase")
     out.append(_long(steps, ph, "step time", pl.col("step_ns"), STATS["step time"]))

@@ -55,7 +55,13 @@ def diff(req: DiffRequest) -> Output:
     )
     if threshold is not None:
         g = gate(
-            samples(ra.result), samples(rb.result), threshold, d.features_a, d.features_b, req.allow_feature_change
+            samples(ra.result),
+            samples(rb.result),
+            threshold,
+            d.features_a,
+            d.features_b,
+            req.allow_feature_change,
+            (d.identity_a, d.identity_b),
         )
         d = replace(d, gate=g)
     text = render_md(d) if req.fmt == "md" else render_diff(d, req.fmt)

@@ -66,6 +66,20 @@ class Diff:
     unmatched: pl.DataFrame = field(default_factory=pl.DataFrame)  # work on one side only (unmatched_work)
     classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per op class, whole trace (moved)
     work_totals: dict[str, int] = field(default_factory=dict)  # matched / unmatched device time per side
+    identity_a: dict[str, Any] = field(default_factory=dict)  # each side's device, dtype, world size (identity)
+    identity_b: dict[str, Any] = field(default_factory=dict)
+
+    def side_lines(self) -> list[str]:
+        """``A: base.json (NVIDIA H100 80GB HBM3, bf16)``, one per side: what each run is and ran on."""
+        return [
+            f"{side}: {label}"
+            + (
+                f" ({', '.join(str(v) for v in ident.values() if v is not None)})"
+                if any(v is not None for v in ident.values())
+                else ""
+            )
+            for side, label, ident in (("A", self.a_label, self.identity_a), ("B", self.b_label, self.identity_b))
+        ]
 
     def diagnostic_lines(self) -> list[str]:
         """One line per CPU-only side, e.g. "A: CPU diagnostic — not GPU evidence"."""
@@ -76,6 +90,8 @@ class Diff:
             {
                 "a": self.a_label,
                 "b": self.b_label,
+                "identity_a": self.identity_a,
+                "identity_b": self.identity_b,
                 "diagnostic_a": self.diagnostic_a,
                 "diagnostic_b": self.diagnostic_b,
                 "phases": self.phases.to_dicts(),
@@ -93,6 +109,16 @@ class Diff:
                 "gate": self.gate.to_json() if self.gate is not None else None,
             }
         )
+
+
+def identity(d: ReportData) -> dict[str, Any]:
+    """What a run is, beyond its features: the device, the dtype it was judged in, its world size
+    (None where the analysis does not say). The gate refuses two runs that differ in any."""
+    return {
+        "device": d.device.get("name"),
+        "dtype": d.whole.get("dtype"),
+        "world size": (d.doc.get("trace") or {}).get("world_size"),
+    }
 
 
 def _long(df: pl.DataFrame, key: str, metrics: list[str]) -> pl.DataFrame:
@@ -355,4 +381,6 @@ def diff(
         work_totals=work_totals(*work) if work is not None else {},
         features_a=list(rows_of(a.totals)),
         features_b=list(rows_of(b.totals)),
+        identity_a=identity(a),
+        identity_b=identity(b),
     )

@@ -13,13 +13,19 @@ there is no noise estimate: the check regresses when the change itself is above 
 alone"), and only the headline figures (:data:`HEADLINE`, median or total) are tested so. Only
 slowdowns fail; B faster always passes.
 
-Before any check, the two runs' features (tracekit/analysis/features.py) must agree: a
-difference makes the runs not comparable (exit :data:`EXIT_NOT_COMPARABLE`) unless allowed.
+The whole trace's busy time and span are always checked (one sample a side: the threshold alone).
+
+The gate fails safe: the runs are **not comparable** (exit :data:`EXIT_NOT_COMPARABLE`, naming what
+differs) when their features (tracekit/analysis/features.py) or their identity (device, dtype,
+world size: :func:`tracekit.report.diff.identity`) differ — unless allowed — and always when a
+phase of one run is missing from the other (renamed or removed step annotations, a lost decode
+phase) or no check could be made at all. A gate that tested nothing never passes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -32,7 +38,7 @@ MIN_SAMPLES = 3
 EXIT_PASS = 0
 EXIT_REGRESSION = 1
 EXIT_NOT_COMPARABLE = 7
-HEADLINE = ("step time", "busy time", "TTFT", "TPOT", "ITL")  # tested even from one sample a side
+HEADLINE = ("step time", "busy time", "span", "TTFT", "TPOT", "ITL")  # tested even from one sample a side
 STAT_WORDS = {"sum": "total"}
 PHASE_ORDER = {"prefill": 0, "decode": 1, "mixed": 2, "other": 3, "whole trace": 4}
 CHECK_SCHEMA = {
@@ -73,10 +79,11 @@ class Gate:
     feature_changes: list[str] = field(default_factory=list)
     allowed: bool = False
     notes: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)  # what no option allows: a missing phase, no check
 
     @property
     def comparable(self) -> bool:
-        return self.allowed or not self.feature_changes
+        return not self.refusals and (self.allowed or not self.feature_changes)
 
     @property
     def regressions(self) -> pl.DataFrame:
@@ -92,11 +99,9 @@ class Gate:
         """The one line a CI log or a pull request shows first."""
         pct = fmt.percent(self.threshold, 0)
         if not self.comparable:
-            return (
-                "gate: NOT COMPARABLE: the runs differ in "
-                + "; ".join(self.feature_changes)
-                + " (--allow-feature-change to compare anyway)"
-            )
+            why = [*self.refusals, *([] if self.allowed else [f"the runs differ in {c}" for c in self.feature_changes])]
+            allow = " (--allow-feature-change to compare anyway)" if not self.refusals else ""
+            return "gate: NOT COMPARABLE: " + "; ".join(why) + allow
         reg = self.regressions
         if reg.height:
             worst = reg.row(0, named=True)  # the first in check order: phase, then step time first
@@ -111,6 +116,7 @@ class Gate:
             "verdict": self.verdict(),
             "feature_changes": self.feature_changes,
             "allowed": self.allowed,
+            "refusals": self.refusals,
             "notes": self.notes,
             "checks": self.checks.to_dicts(),
         }
@@ -181,11 +187,18 @@ def gate(
     features_a: list[Any] | None = None,
     features_b: list[Any] | None = None,
     allow_feature_change: bool = False,
+    identities: tuple[Mapping[str, Any], Mapping[str, Any]] = ({}, {}),
 ) -> Gate:
-    """Test every (phase, metric, statistic) both sides have (see the module docstring)."""
+    """Test every (phase, metric, statistic) both sides have (see the module docstring).
+    ``identities``: each run's :func:`tracekit.report.diff.identity`; a known value that differs
+    counts as a feature change."""
     from tracekit.report import bootstrap  # numpy: only a gate that runs imports it, not a plain diff
 
-    changes = differences(features_a or [], features_b or [])
+    changes = differences(features_a or [], features_b or []) + [
+        f"{k}: {identities[0][k]} vs {identities[1][k]}"
+        for k in identities[0]
+        if None not in (identities[0][k], identities[1].get(k)) and identities[0][k] != identities[1][k]
+    ]
     rows = [c for r in _paired(samples_a, samples_b).iter_rows(named=True) if (c := _check(r, threshold, bootstrap))]
     thin: dict[str, list[str]] = {}
     for c in rows:
@@ -201,5 +214,16 @@ def gate(
         for p, ms in thin.items()
     ]
     if changes and allow_feature_change:
-        notes.append("features differ, compared anyway (--allow-feature-change): " + "; ".join(changes))
-    return Gate(threshold, checks, changes, allow_feature_change, notes)
+        notes.append("the runs differ, compared anyway (--allow-feature-change): " + "; ".join(changes))
+    return Gate(threshold, checks, changes, allow_feature_change, notes, _refusals(samples_a, samples_b, checks))
+
+
+def _refusals(samples_a: pl.DataFrame, samples_b: pl.DataFrame, checks: pl.DataFrame) -> list[str]:
+    """Why no gate can be trusted whatever is allowed: a phase of one run missing from the other
+    (step annotations renamed or removed, a phase lost), or not one check made."""
+    pa, pb = (list(dict.fromkeys(s["phase"].to_list())) for s in (samples_a, samples_b))
+    out = [f"BASE's {p} phase is missing in NEW" for p in pa if p not in pb]
+    out += [f"NEW has a {p} phase BASE has not" for p in pb if p not in pa]
+    if checks.height == 0:
+        out.append("no check could be made: the runs share no phase with measured steps")
+    return out

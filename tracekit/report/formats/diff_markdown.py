@@ -73,8 +73,7 @@ def render_md(d: Diff) -> str:
     head += [
         "# tracekit diff",
         "",
-        f"- A: {md_escape(d.a_label[:500])}",
-        f"- B: {md_escape(d.b_label[:500])}",
+        *(f"- {md_escape(line[:600])}" for line in d.side_lines()),
         "",
         *[f"**{md_escape(line)}**\n" for line in d.diagnostic_lines()],
     ]

@@ -44,7 +44,9 @@ def render_diff(d: Diff, style: str = "text") -> str:
     """``text`` (terminal) or ``json``; Markdown is :func:`tracekit.report.formats.diff_markdown.render_md`."""
     if style == "json":
         return json.dumps(d.to_json(), indent=2) + "\n"
-    head = f"A: {d.a_label}\nB: {d.b_label}\n" + "".join(f"*** {line} ***\n" for line in d.diagnostic_lines())
+    head = "".join(f"{line}\n" for line in d.side_lines()) + "".join(
+        f"*** {line} ***\n" for line in d.diagnostic_lines()
+    )
     tables = []
     if d.features_a or d.features_b:
         tables.append(features_pair_table(d.features_a, d.features_b))

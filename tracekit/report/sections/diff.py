@@ -78,7 +78,11 @@ def gate_table(g: Gate) -> Table:
                 "REGRESSED" if r["regressed"] else "",
             ]
         )
-    caption = f"gate: slower by more than {fmt.percent(g.threshold, 0)} beyond noise fails"
+    failed = int(g.checks["regressed"].sum()) if g.checks.height else 0
+    caption = (
+        f"gate checks ({fmt.count(g.checks.height, 'check')}, {fmt.count(failed, 'regression')}): a check fails "
+        f"when slower by more than {fmt.percent(g.threshold, 0)} beyond noise"
+    )
     return Table(["phase", "metric", "A", "B", "change", "95 % interval", "test", ""], rows, caption)
 
 
