@@ -14,7 +14,7 @@ from tracekit.hardware.peaks import load_hardware_file
 
 def test_calibrate_cpu_quick_writes_loadable_file(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    out = tmp_path / "hw.json"
+    out = tmp_path / "cal" / "hw.json"  # the folder does not exist yet: made, as `run --out` does
     said = tk_out("calibrate", "--device", "cpu", "--quick", "--out", out)
     doc = json.loads(out.read_text())
     assert doc["diagnostic"] == CPU_DIAGNOSTIC and doc["measured"]["device"] == "cpu"

@@ -35,6 +35,9 @@ def test_formatting_units() -> None:
     assert fmt.value("intensity", 400.0) == "400 FLOP/B"
     assert fmt.value("ttft_p50_ms", 10.0) == "10 ms"
     assert fmt.value("flops", 4e12) == "4 TFLOP"
+    # regular plurals (no "launchs"); a shared-ms column goes to seconds from 10 s up
+    assert fmt.count(3, "graph launch") == "3 graph launches" and fmt.count(2, "step") == "2 steps"
+    assert fmt.ms(61_638e6) == "61.6 s" and fmt.ms(9_999e6) == "9999 ms"
     assert fmt.value("span_ns", None) == "–"
     assert fmt.value("intensity", float("nan")) == "–"
 
@@ -129,7 +132,8 @@ def test_cpu_diagnostic_is_stated() -> None:
     doc = sample_doc()
     doc["diagnostic"] = "CPU diagnostic — not GPU evidence"
     text = markdown.render(model.from_json(doc))
-    assert "CPU DIAGNOSTIC: CPU diagnostic — not GPU evidence" in text
+    assert "CPU DIAGNOSTIC: not GPU evidence — the self time of CPU operators" in text
+    assert "CPU diagnostic —" not in text
     page = html.render(model.from_json(doc))
     assert '<p class="diag">CPU DIAGNOSTIC' in page
 

@@ -54,7 +54,10 @@ def duration(ns: float) -> str:
 
 
 def ms(ns: float | None) -> str:
-    """Nanoseconds shown in ms (for columns that must share one unit): 2_400_000 → "2.4 ms"."""
+    """Nanoseconds shown in ms (for columns that must share one unit): 2_400_000 → "2.4 ms"; from
+    10 s up in seconds ("61.6 s", not "61,638 ms")."""
+    if ns is not None and abs(ns) >= 1e10:
+        return f"{plain(ns / 1e9)} s"
     return DASH if ns is None else f"{plain(ns / 1e6)} ms"
 
 
@@ -78,9 +81,14 @@ def count(n: Any, noun: str | None = None, plural_form: str | None = None) -> st
     text = f"{i:,}"
     if noun is None:
         return text
-    return f"{text} {noun if i == 1 else (plural_form or noun + 's')}"
+    return f"{text} {noun if i == 1 else (plural_form or _plural(noun))}"
 
 
 def plural(n: Any, noun: str, plural_form: str | None = None) -> str:
     """The noun alone in the number ``n`` calls for: plural(1, "step") → "step"."""
-    return noun if n is not None and int(round(float(n))) == 1 else (plural_form or noun + "s")
+    return noun if n is not None and int(round(float(n))) == 1 else (plural_form or _plural(noun))
+
+
+def _plural(noun: str) -> str:
+    """English's regular plural: "launch" → "launches", "pass" → "passes", "step" → "steps"."""
+    return noun + ("es" if noun.endswith(("ch", "sh", "s", "x", "z")) else "s")

@@ -68,8 +68,10 @@ def calibrate(device: str, out: str, threads: int, quick: bool, reuse: bool, for
         force = True
     if path.exists() and not force:
         raise UsageError(f"{path}: exists; pass --force to overwrite")
-    if not path.parent.is_dir():
-        raise UsageError(f"{path.parent}: no such directory")
+    try:  # as `run --out` does: a missing folder is made
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{path.parent}: cannot create the folder ({exc.strerror})") from None
     if threads < 0:
         raise UsageError(f"--threads {threads}: must be 0 (torch's default) or more")
     hw = measure(device, quick=quick, threads=threads)

@@ -24,7 +24,8 @@ def summary(doc: Document) -> Section:
         + ")"
     )
     if d.diagnostic:
-        s.paragraphs.append(f"CPU DIAGNOSTIC: {d.diagnostic} — the self time of CPU operators stands in for kernels.")
+        said = d.diagnostic.removeprefix("CPU diagnostic — ")  # the label's own words, once
+        s.paragraphs.append(f"CPU DIAGNOSTIC: {said} — the self time of CPU operators stands in for kernels.")
     s.paragraphs += above_roof_lines(d.doc)
     w = d.whole
     if w.get("bound"):
