@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 CPU_DIAGNOSTIC: Final = "CPU diagnostic — not GPU evidence"
+# how to give the device's peaks, in the CLI's words and the Python API's (one hint for both)
+HARDWARE_HINT: Final = "pass --hardware NAME|FILE (Python: analyze(trace, hardware=NAME|FILE))"
 
 TRACE_SUFFIX: Final = ".pt.trace.json.gz"
 SIDECAR_SUFFIX: Final = ".tracekit.json"

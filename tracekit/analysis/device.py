@@ -57,6 +57,7 @@ def device_block(hw: Hardware | None, device_name: str | None, cpu_only: bool) -
     else:
         d["hint"] = (
             f"no peaks known for device {device_name or '(unnamed)'}: pass --hardware NAME "
-            "(a device of the table) or --hardware FILE (from `tracekit calibrate`)"
+            "(a device of the table) or --hardware FILE (from `tracekit calibrate`); in Python "
+            "analyze(trace, hardware=NAME|FILE)"
         )
     return d

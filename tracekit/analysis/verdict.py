@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import polars as pl
 
+from tracekit.conventions import HARDWARE_HINT
 from tracekit.conventions import ABOVE_ROOF, ABOVE_ROOF_COLUMN
 from tracekit.errors import UsageError
 
@@ -240,7 +241,7 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
     gaps_txt = pl.format("{} gaps, largest {}", pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns")))
     why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in cols else gaps_txt
     if device is None:
-        peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; pass --hardware NAME|FILE")
+        peak_txt = pl.lit(f"no peak for device {device_name or '(unnamed)'}; {HARDWARE_HINT}")
     else:
         peak_txt = pl.format(
             "no {} peak for {}; pass --hardware FILE", pl.col("dtype").fill_null("dtype"), pl.lit(device)

@@ -18,6 +18,7 @@ from typing import Any, Literal, Mapping
 import polars as pl
 
 from tracekit.analysis.contract.types import AnalysisDoc
+from tracekit.conventions import HARDWARE_HINT
 
 PHASE_ORDER = ("prefill", "decode", "mixed", "other", "all")
 Rows = list[dict[str, Any]]
@@ -158,7 +159,7 @@ def from_json(
     if dev.get("hint"):
         missing.append(str(dev["hint"]))
     elif not dev.get("peak_flops_per_s"):
-        missing.append("device peaks unknown: pass --hardware NAME|FILE")
+        missing.append(f"device peaks unknown: {HARDWARE_HINT}")
     tot_raw = d.get("totals")
     tot: Mapping[str, Any] = tot_raw if isinstance(tot_raw, Mapping) else {}
     missing += [str(w) for w in (tot.get("warnings") or [])]
