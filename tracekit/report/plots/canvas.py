@@ -64,14 +64,30 @@ def legend(ax: Any, fontsize: float = 8) -> None:
         ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+# a note wraps past this many characters: the axes of an 8-inch figure with its legend on the
+# right hold ~85 at 10 pt (tests/test_plot_text_visible.py checks no text leaves the figure)
+NOTE_CHARS = 75
+
+
+def xlabel(ax: Any, text: str) -> None:
+    """The axes' x label; the notes (:func:`note`) stay under it whichever is set first."""
+    ax.tracekit_label = text
+    _relabel(ax)
+
+
 def note(ax: Any, text: str, warning: bool = False) -> None:
-    """A note under the axes' x label (a warning in red), laid out with the figure: never under
-    the legend, never under the CPU-diagnostic stamp."""
-    label = ax.get_xlabel() + "\n" + "\n".join(textwrap.wrap(("WARNING: " if warning else "") + text, 100))
-    if warning:
-        ax.set_xlabel(label, color=WARNING_COLOR)
-    else:
-        ax.set_xlabel(label)
+    """A note under the axes' x label (a warning in red, with its label), laid out with the figure:
+    never under the legend, never under the CPU-diagnostic stamp, never lost to a later label."""
+    ax.tracekit_notes = [*getattr(ax, "tracekit_notes", []), (("WARNING: " if warning else "") + text, warning)]
+    _relabel(ax)
+
+
+def _relabel(ax: Any) -> None:
+    notes = getattr(ax, "tracekit_notes", [])
+    lines = [getattr(ax, "tracekit_label", ax.get_xlabel() if not notes else "")]
+    lines += ["\n".join(textwrap.wrap(t, NOTE_CHARS)) for t, _ in notes]
+    warned = any(w for _, w in notes)
+    ax.set_xlabel("\n".join(x for x in lines if x), color=WARNING_COLOR if warned else "black")
 
 
 def ring_above(ax: Any, xs: list[float], ys: list[float], size: float) -> None:

@@ -20,7 +20,7 @@ from tracekit.numbers import count, plain
 from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, op_class
 from tracekit.report import spread
 from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, ring_above, si_axes
-from tracekit.report.plots.canvas import stamp, title
+from tracekit.report.plots.canvas import stamp, title, xlabel
 from tracekit.report.plots.roofline import peaks
 
 # Callers reach every plot and the canvas helpers through this module (plots.timeline, plots.save).
@@ -69,7 +69,7 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
         ),
     )
     noise = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
-    ax.set_xlabel("context length (tokens)")
+    xlabel(ax, "context length (tokens)")
     if noise:
         note(ax, noise, warning=True)
     ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
@@ -144,7 +144,7 @@ def breakdown(phases: pl.DataFrame, top_kernels: pl.DataFrame, op_classes: pl.Da
     idle = [max(0.0, (s - b) / 1e6) for s, b in zip(ph["span_ns"].to_list(), busy)]
     ax.bar(names, idle, bottom=bottom, color="white", edgecolor="black", hatch="//", label="idle (gaps)")
     ax.set_ylabel("time (ms)")
-    ax.set_xlabel("phase")
+    xlabel(ax, "phase")
     title(ax, "Where each phase's time goes: busy by op class, and idle")
     legend(ax)
     return fig
@@ -169,8 +169,17 @@ def _sweep_lines(ax: Any, d: pl.DataFrame, grp: str | None) -> None:
 
 
 def _sweep_roof(ax: Any, d: pl.DataFrame, device: Mapping[str, Any] | None) -> None:
-    """The device's roof and ridge when its peaks are known; shapes above the roof ringed and noted."""
-    pk = peaks(device or {})
+    """The roof and ridge of the sweep's own dtype when the device's peaks know it (a bf16 roof is
+    never drawn over an fp32 sweep: no roof then, and a note saying why); shapes above it ringed."""
+    dtypes = d["dtype"].drop_nulls().unique().to_list() if "dtype" in d.columns else []
+    dev = dict(device or {})
+    if len(dtypes) == 1:
+        table = dev.get("peak_flops_per_s")
+        if isinstance(table, Mapping) and table and dtypes[0] not in table:
+            note(ax, f"no roof drawn: the device's peaks have no {dtypes[0]} figure (the sweep's dtype)")
+            return
+        dev["dtype"] = dtypes[0]
+    pk = peaks(dev)
     if not pk:
         return
     peak, bw, dtype = pk
@@ -220,7 +229,7 @@ def sweep(table: pl.DataFrame, device: Mapping[str, Any] | None = None) -> "Figu
     knee_note = _sweep_knee(ax, d)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    xlabel(ax, "arithmetic intensity (FLOP/byte)")
     if noise:
         note(ax, noise, warning=True)
     if knee_note:

@@ -19,7 +19,7 @@ from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.numbers import plain
 from tracekit.errors import UsageError
 from tracekit.report.output import table_file
-from tracekit.report.plots.canvas import MissingPlotData, figure, stamp
+from tracekit.report.plots.canvas import MissingPlotData, figure, stamp, xlabel
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -105,7 +105,7 @@ def latency_throughput(
             ax.axhline(lim, color="red", lw=1.2, label=f"SLO {title} {plain(lim)} ms")
         for xi, yi, r in zip(x, d[f"{metric}_p99"].to_list(), d["rate_req_per_s"].to_list()):
             ax.annotate(f"{plain(r)} req/s", (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7)
-        ax.set_xlabel("output tokens/s")
+        xlabel(ax, "output tokens/s")
         ax.set_ylabel(f"{title} (ms)")
         ax.set_title(f"{title} vs throughput")
         ax.grid(True, alpha=0.25)
@@ -114,7 +114,7 @@ def latency_throughput(
     ax.plot(x, d["served_req_per_s"].to_list(), marker="o", color="#777777", label="requests/s served")
     if has_slo:
         ax.plot(x, d["goodput_req_per_s"].to_list(), marker="s", color="#1b9e77", label="goodput (meet SLO)")
-    ax.set_xlabel("output tokens/s")
+    xlabel(ax, "output tokens/s")
     ax.set_ylabel("requests/s")
     ax.set_title("Goodput vs throughput" if has_slo else "Requests served (give --slo for goodput)")
     ax.grid(True, alpha=0.25)

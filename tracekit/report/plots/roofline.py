@@ -11,7 +11,7 @@ import polars as pl
 
 from tracekit.conventions import ABOVE_ROOF
 from tracekit.numbers import count, plain, si
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, ring_above, title
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, ring_above, title, xlabel
 from tracekit.report.sections.low_coverage import DEFAULT_MIN_COVERAGE, is_low
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ def roofline(
         ring_above(ax, above["intensity"].to_list(), above["y"].to_list(), 260)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    xlabel(ax, "arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved throughput (FLOP/s)")
     title(ax, f"Roofline: {device.get('name') or 'device'} (each point against its dtype's roof)")
     _notes(ax, roofless, hidden, above, cov_pct)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.numbers import duration
-from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title
+from tracekit.report.plots.canvas import PHASE_COLORS, MissingPlotData, figure, legend, note, title, xlabel
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -75,7 +75,7 @@ def timeline(regions: pl.DataFrame, activities: pl.DataFrame | None = None) -> "
     _culprits(ax, spans, t0, len(lanes))
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
-    ax.set_xlabel("time since first event (ms)")
+    xlabel(ax, "time since first event (ms)")
     title(ax, "Timeline: phases and device activity per stream (white = idle; red: largest idle cause)")
     if not have_act:
         note(ax, "no device activity given: phases only")
