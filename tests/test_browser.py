@@ -226,3 +226,41 @@ def test_html_report_fits_1400_px(tmp_path: Path) -> None:
     tk_out("report", trace, "--format", "html", "--out", page)
     scroll, client = page_width(page, tmp_path, 1400)
     assert scroll <= client, f"the page scrolls sideways: {scroll} px of content in a {client} px window"
+
+
+def hidden_table_px(page: Path, tmp_path: Path, width: int) -> list[int]:
+    """For each table of ``page`` laid out in a ``width`` px window, how many px of it are hidden
+    (its scrollWidth − clientWidth: tables scroll inside themselves, so the page never does)."""
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
+    probe = (
+        "<script>var o=[];document.querySelectorAll('table').forEach(function(t)"
+        "{o.push(t.scrollWidth-t.clientWidth)});document.title='H'+o.join(',');</script>"
+    )
+    copy = tmp_path / "table_probe.html"
+    copy.write_text(html.replace("</body>", probe + "</body>"))
+    dom, _ = run_browser(copy, "--dump-dom", f"--window-size={width},900")
+    m = re.search(r"<title>H([\d,-]*)</title>", dom)
+    assert m, "the probe did not run"
+    return [int(x) for x in m.group(1).split(",") if x]
+
+
+def test_harness_measures_a_hidden_column(tmp_path: Path) -> None:
+    """The table probe can fail: a table wider than the page hides what does not fit."""
+    page = tmp_path / "wide_table.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body style="max-width:600px"><table style="display:block;overflow-x:auto">'
+        '<tr><td style="white-space:nowrap">' + "x" * 400 + "</td></tr></table></body></html>"
+    )
+    assert max(hidden_table_px(page, tmp_path, 1400)) > 0
+
+
+@pytest.mark.parametrize(
+    "rel", ["kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "nsys/fuser/report1_64ee035d.sqlite"]
+)
+def test_real_reports_hide_no_column_at_1400_px(rel: str, shared_traces: Path, tmp_path: Path) -> None:
+    """Every table of a real report fits 1,400 px (issue 40 item 5): the regions table of these two
+    hid 556 and 479 px of its 20 columns, the per-class table of the first 57 px of "underused"."""
+    page = tmp_path / "report.html"
+    tk_out("report", shared_traces / rel, "--format", "html", "--out", page)
+    hidden = hidden_table_px(page, tmp_path, 1400)
+    assert len(hidden) > 5 and max(hidden) == 0, hidden
