@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -64,6 +65,16 @@ def test_sample_sweep_table_has_three_rates_and_plots() -> None:
     )
     labels = [x.get_text() for ax in fig.axes for x in (ax.get_legend().get_texts() if ax.get_legend() else [])]
     assert "SLO TTFT 300 ms" in labels and "SLO TPOT 40 ms" in labels and "goodput (meet SLO)" in labels
+    # each point says its sample size; with few requests a rate the plot warns that p99 is the slowest one
+    n = per_rate(t).sort("rate_req_per_s")["requests"].to_list()
+    notes = [x.get_text() for x in fig.axes[0].texts]
+    assert notes[: len(n)] == [f"{r:g} req/s, n={k}" for r, k in zip(sorted(t["rate_req_per_s"].unique()), n)]
+    if min(n) < 30:
+        assert f"as few as {min(n)} requests a rate" in fig.axes[0].get_xlabel().replace("\n", " ")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plot_text_visible import texts_inside
+
+    texts_inside(fig)
     assert (SAMPLE / "latency_throughput.png").stat().st_size > 10_000
     with pytest.raises(MissingPlotData):
         latency_throughput(pl.DataFrame({"x": [1]}))

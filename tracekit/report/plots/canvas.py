@@ -64,9 +64,9 @@ def legend(ax: Any, fontsize: float = 8) -> None:
         ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
-# a note wraps past this many characters: the axes of an 8-inch figure with its legend on the
-# right hold ~85 at 10 pt (tests/test_plot_text_visible.py checks no text leaves the figure)
-NOTE_CHARS = 75
+# a note wraps at this many characters per inch of its axes' width (10 pt: ~13 fit; the margin
+# keeps a note under a narrow axes inside the figure: tests/test_plot_text_visible.py checks)
+NOTE_CHARS_PER_INCH = 11
 
 
 def xlabel(ax: Any, text: str) -> None:
@@ -85,7 +85,8 @@ def note(ax: Any, text: str, warning: bool = False) -> None:
 def _relabel(ax: Any) -> None:
     notes = getattr(ax, "tracekit_notes", [])
     lines = [getattr(ax, "tracekit_label", ax.get_xlabel() if not notes else "")]
-    lines += ["\n".join(textwrap.wrap(t, NOTE_CHARS)) for t, _ in notes]
+    chars = max(30, int(ax.get_position().width * ax.figure.get_figwidth() * NOTE_CHARS_PER_INCH))
+    lines += ["\n".join(textwrap.wrap(t, chars)) for t, _ in notes]
     warned = any(w for _, w in notes)
     ax.set_xlabel("\n".join(x for x in lines if x), color=WARNING_COLOR if warned else "black")
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 import polars as pl
 
 from tracekit.conventions import CPU_DIAGNOSTIC
-from tracekit.numbers import plain
+from tracekit.numbers import count, plain
 from tracekit.errors import UsageError
 from tracekit.report.output import table_file
-from tracekit.report.plots.canvas import MissingPlotData, figure, stamp, xlabel
+from tracekit.report.plots.canvas import MissingPlotData, figure, note, stamp, xlabel
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -54,6 +54,9 @@ def sweep_diagnostic(path: str | Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         device = "cpu"
     return None if device.startswith("cuda") else CPU_DIAGNOSTIC
+
+
+FEW_REQUESTS = 30  # below this many requests at a rate, its percentiles are noise-dominated (said on the plot)
 
 
 def per_rate(table: pl.DataFrame, slo: Mapping[str, Any] | None = None) -> pl.DataFrame:
@@ -103,13 +106,22 @@ def latency_throughput(
         lim = (slo or {}).get(f"{metric}_ms")
         if lim is not None:
             ax.axhline(lim, color="red", lw=1.2, label=f"SLO {title} {plain(lim)} ms")
-        for xi, yi, r in zip(x, d[f"{metric}_p99"].to_list(), d["rate_req_per_s"].to_list()):
-            ax.annotate(f"{plain(r)} req/s", (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7)
+        for xi, yi, r, n in zip(x, d[f"{metric}_p99"].to_list(), d["rate_req_per_s"].to_list(), d["requests"]):
+            label = f"{plain(r)} req/s, n={n}"  # each point's sample size beside it
+            ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(3, 4), fontsize=7)
         xlabel(ax, "output tokens/s")
         ax.set_ylabel(f"{title} (ms)")
         ax.set_title(f"{title} vs throughput")
         ax.grid(True, alpha=0.25)
         ax.legend(fontsize=7)
+    few = int(d["requests"].min() or 0)  # type: ignore[arg-type]
+    if few < FEW_REQUESTS:
+        note(
+            axes[0],
+            f"as few as {count(few, 'request')} a rate: p99 is about the slowest one and rates whose p50–p90 "
+            "ranges overlap are not told apart (repeat or lengthen the sweep)",
+            warning=True,
+        )
     ax = axes[2]
     ax.plot(x, d["served_req_per_s"].to_list(), marker="o", color="#777777", label="requests/s served")
     if has_slo:
