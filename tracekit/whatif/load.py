@@ -25,7 +25,7 @@ from typing import Any
 from tracekit.errors import UsageError
 from tracekit.numbers import plain
 from tracekit.whatif.sim import SimRequest, metrics, simulate
-from tracekit.whatif import summarise
+from tracekit.whatif import percentile, summarise
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,40 @@ def arrival_times(
     return out, f"exponential gaps at {rate:g} req/s, drawn with seed {seed} (the trace's schedule is not poisson)"
 
 
-def replay(reqs: list[SimRequest], arrivals: list[float], inp: Any) -> list[dict[str, Any]]:
+REPLICATES = 20  # seeded noisy replays behind each prediction (seeds 0..19): the interval's sample
+
+
+def predict(
+    reqs: list[SimRequest], arrivals: list[float], inp: Any, slo: dict[str, float | None] | None
+) -> dict[str, Any]:
+    """The summary (:func:`tracekit.whatif.summarise`) of ``reqs`` served at ``arrivals``. With the
+    fit's noise, :data:`REPLICATES` seeded replays: each figure is their median, and ``interval``
+    holds each percentile's 10th–90th percentile over them (the spread the traced steps' noise
+    gives the prediction); without it, the one exact replay."""
+    if not inp.cost.noise:
+        return summarise(replay(reqs, arrivals, inp), slo)
+    runs = [summarise(replay(reqs, arrivals, inp, seed), slo) for seed in range(REPLICATES)]
+    out = dict(runs[0])
+    out["interval"] = {}
+    for key in ("ttft_ms", "tpot_ms", "e2el_ms"):
+        out[key], out["interval"][key] = {}, {}
+        for q in runs[0][key]:
+            vals = [r[key][q] for r in runs if r[key][q] is not None]
+            out[key][q] = percentile(vals, 0.5)
+            out["interval"][key][q] = [percentile(vals, 0.1), percentile(vals, 0.9)] if vals else None
+    for key in ("goodput_req_per_s", "goodput_fraction"):
+        vals = [r[key] for r in runs if r.get(key) is not None]
+        if vals:
+            out[key] = percentile(vals, 0.5)
+    out["replicates"] = REPLICATES
+    return out
+
+
+def replay(reqs: list[SimRequest], arrivals: list[float], inp: Any, seed: int | None = None) -> list[dict[str, Any]]:
     """Per-request metrics of ``reqs`` arriving at ``arrivals`` (ms) on one worker with ``inp``'s
-    step cost and policy (:class:`tracekit.whatif.Inputs`)."""
+    step cost and policy (:class:`tracekit.whatif.Inputs`); ``seed``: draw the host's noise."""
     moved = [SimRequest(r.id, a, r.prompt, r.output) for r, a in zip(reqs, arrivals)]
-    rows = metrics(simulate(moved, inp.cost, inp.policy, 1))
+    rows = metrics(simulate(moved, inp.cost, inp.policy, 1, seed=seed))
     for r, a in zip(rows, arrivals):  # the simulation returns them in the order given
         r["_arrival"], r["_finish"] = a, a + r["e2el_ms"]
     return rows

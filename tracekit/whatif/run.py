@@ -8,8 +8,8 @@ from typing import Any
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.hardware.links import link
 from tracekit.numbers import count, plain
-from tracekit.whatif import Inputs, compare, inputs, replay_lacks, summarise
-from tracekit.whatif.load import Arrival, arrival_times, errors, measured, replay
+from tracekit.whatif import Inputs, compare, inputs, replay_lacks
+from tracekit.whatif.load import Arrival, arrival_times, errors, measured, predict
 from tracekit.whatif.sensitivity import measured_sensitivity, sensitivity, traced_sensitivity
 from tracekit.analysis.serving.latency import Slo
 
@@ -173,14 +173,14 @@ def another_load(
     """The ``--arrival`` block: the prediction at the new schedule on one worker, the replay of
     the traced arrivals, the measured figures and the model's error at the traced load."""
     times, where = arrival_times(arr, inp.requests, inp.schedule, inp.seed if seed is None else seed)
-    traced = summarise(replay(inp.requests, [r.arrival_ms for r in inp.requests], inp), slo)
+    traced = predict(inp.requests, [r.arrival_ms for r in inp.requests], inp, slo)
     meas = measured(result)
     return {
         "arrival": str(arr),
         "arrivals": where,
         "traced_schedule": inp.schedule,
         "workers": 1,
-        "predicted": summarise(replay(inp.requests, times, inp), slo),
+        "predicted": predict(inp.requests, times, inp, slo),
         "replay_of_traced": traced,
         "measured_traced": meas,
         "error_at_traced_load": errors(traced, meas),

@@ -6,7 +6,9 @@ of the token budget on prompt chunks (≤ ``chunk`` per request; sequences alrea
 then new ones while one of ``max_seqs`` slots is free). A step's duration comes from the measured
 step-cost model ``c0 + cp·P + cd·D + ck·K`` (P prefill tokens, D decoding sequences, K = D × the
 longest of their contexts, as the fit reads it from ``decode_ctx``) plus the loop's gap between
-steps. Tokens exist at the end of the step that produced them.
+steps. Tokens exist at the end of the step that produced them. A seeded replay multiplies each
+step's fitted time by a ratio drawn from the traced steps' measured / fitted ratios (the host's
+noise, so a noisy trace predicts with its noise and an interval, docs/whatif.md "The interval").
 
 - **Colocated**: every worker does both; an arriving request goes to the worker with the fewest
   requests (waiting + running), ties to the lowest index.
@@ -23,6 +25,7 @@ that has arrived before it plans a step).
 from __future__ import annotations
 
 import heapq
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,9 +38,12 @@ class StepCost:
     cd: float = 0.0  # ms per decoding sequence
     ck: float = 0.0  # ms per context token read by a decoding sequence
     gap: float = 0.0  # ms of the serving loop between steps (outside the step's annotation)
+    # measured / fitted step time, at equal-probability quantiles of the traced steps: the host's
+    # noise, drawn per simulated step by a seeded replay (empty: every step exactly as fitted)
+    noise: tuple[float, ...] = ()
 
-    def ms(self, p: int, d: int, k: int) -> float:
-        return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k) + self.gap
+    def ms(self, p: int, d: int, k: int, factor: float = 1.0) -> float:
+        return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k) * factor + self.gap
 
 
 @dataclass(frozen=True)
@@ -128,15 +134,18 @@ def simulate(
     kv_bytes_per_token: float = 0.0,
     link_bytes_per_s: float = 0.0,
     link_latency_ms: float = 0.0,
+    seed: int | None = None,
 ) -> list[Seq]:
     """Serve ``reqs``; ``decode_workers == 0`` means colocated with ``prefill_workers`` workers.
-    Returns every sequence with its token times (ms from the simulation's time 0)."""
+    With ``seed`` and a cost with ``noise``, each step's time is the fit's × a ratio drawn from it
+    (``random.Random(seed)``); else exactly the fit's. Returns every sequence with its token times
+    (ms from the simulation's time 0)."""
     disagg = decode_workers > 0
     pw = [Worker(i, prefill=True, decode=not disagg) for i in range(prefill_workers)]
     dw = [Worker(prefill_workers + i, prefill=False, decode=True) for i in range(decode_workers)]
     links = [Link(link_bytes_per_s, link_latency_ms) for _ in pw]
     seqs = {r.id: Seq(r) for r in reqs}
-    ev = _Events()
+    ev = _Events(random.Random(seed) if seed is not None and cost.noise else None)
     for r in sorted(reqs, key=lambda r: (r.arrival_ms, r.id)):
         ev.push(r.arrival_ms, "arrive", r.id)
     while ev.heap:
@@ -169,9 +178,10 @@ def simulate(
 class _Events:
     """The simulation's event queue: (time, order of pushing, kind, payload)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rng: random.Random | None = None) -> None:
         self.heap: list[tuple[float, int, str, Any]] = []
         self.order = 0
+        self.rng = rng  # draws each step's noise factor (None: no noise)
 
     def push(self, t: float, kind: str, x: Any) -> None:
         heapq.heappush(self.heap, (t, self.order, kind, x))
@@ -191,7 +201,8 @@ def _start(w: Worker, t: float, pol: Policy, cost: StepCost, ev: _Events) -> Non
     for s in dec:
         s.interference_ms += cost.cp * p
     w.busy = True
-    ev.push(t + cost.ms(p, len(dec), k), "step_end", (w, segs))
+    factor = cost.noise[ev.rng.randrange(len(cost.noise))] if ev.rng is not None else 1.0
+    ev.push(t + cost.ms(p, len(dec), k, factor), "step_end", (w, segs))
 
 
 def _advance(segs: Any, t: float, w: Worker) -> list[Seq]:

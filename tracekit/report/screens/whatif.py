@@ -7,10 +7,19 @@ from typing import Any
 from tracekit.report import fmt
 
 
-def _quantiles(name: str, width: int, m: dict[str, Any], qs: tuple[str, ...]) -> str:
+def _quantiles(name: str, width: int, m: dict[str, Any], qs: tuple[str, ...], cell: int = 10) -> str:
     """One table row: ``name`` padded to ``width``, then TTFT, TPOT and E2E at each of ``qs``."""
     return f"{name:{width}}" + "".join(
-        f"{fmt.figure(m[k][q]):>10}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in qs
+        f"{fmt.figure(m[k][q]):>{cell}}" for k in ("ttft_ms", "tpot_ms", "e2el_ms") for q in qs
+    )
+
+
+def _interval_row(name: str, width: int, iv: dict[str, Any], cell: int) -> str:
+    """The interval of each percentile, ``lo–hi``, under the row it belongs to."""
+    return f"{name:{width}}" + "".join(
+        f"{(fmt.figure(v[0]) + '–' + fmt.figure(v[1])) if v else fmt.DASH:>{cell}}"
+        for k in ("ttft_ms", "tpot_ms", "e2el_ms")
+        for v in (iv.get(k, {}).get(q) for q in ("p50", "p90", "p99"))
     )
 
 
@@ -66,14 +75,24 @@ def _load(ld: dict[str, Any]) -> list[str]:
     """Another arrival rate: predicted, replayed and measured quantiles, and the model's error."""
     out = ["", f"Another load: --arrival {ld['arrival']} on {ld['workers']} worker (the traced setup)"]
     out.append(f"arrivals: {ld['arrivals']}")
-    hdr = f"{'':28}" + "".join(f"{f'{m} {q}':>10}" for m in ("TTFT", "TPOT", "E2E") for q in ("p50", "p90", "p99"))
+    cell = 12
+    hdr = f"{'':28}" + "".join(f"{f'{m} {q}':>{cell}}" for m in ("TTFT", "TPOT", "E2E") for q in ("p50", "p90", "p99"))
     out.append(hdr + "  (ms)")
     rows = (
         (f"predicted at {ld['arrival']}", ld["predicted"]),
         ("replay of the traced load", ld["replay_of_traced"]),
         ("measured (traced load)", ld["measured_traced"]),
     )
-    out += [_quantiles(name, 28, m, ("p50", "p90", "p99")) for name, m in rows if m]
+    for name, m in rows:
+        if m:
+            out.append(_quantiles(name, 28, m, ("p50", "p90", "p99"), cell))
+            if m.get("interval"):
+                out.append(_interval_row("  interval (10–90 %)", 28, m["interval"], cell))
+    if ld["predicted"].get("replicates"):
+        out.append(
+            f"each predicted figure is the median of {ld['predicted']['replicates']} replays whose steps draw "
+            "the traced steps' noise (measured / fitted); the interval is their 10th–90th percentile"
+        )
     err = ld.get("error_at_traced_load") or {}
     if any(v is not None for v in err.values()):
         out.append(
