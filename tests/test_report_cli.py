@@ -85,7 +85,8 @@ def test_plot_cli(tmp_path: Path) -> None:
 
 def test_bad_input_one_line(tmp_path: Path) -> None:
     trace = write_tiny_trace(tmp_path / "tiny.json")
-    _one_line_error(2, tk("report", str(trace), "--out", str(tmp_path / "nope" / "r.md")), "does not exist")
+    assert tk("report", str(trace), "--out", str(tmp_path / "made" / "r.md")).code == 0  # the folder is made
+    _one_line_error(2, tk("report", str(trace), "--out", str(trace / "sub" / "r.md")), "cannot create the folder")
     existing = tmp_path / "r.html"
     existing.write_text("old")
     _one_line_error(2, tk("report", str(trace), "--out", str(existing)), "already exists; pass --force")

@@ -9,7 +9,8 @@ from tracekit.errors import UsageError
 
 
 def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...] = ()) -> Path:
-    """Validate an output path before any work starts. Raises UsageError with one line."""
+    """Validate an output path before any work starts; a missing folder is made (as ``run --out``
+    and ``calibrate --out`` do: every command the same). Raises UsageError with one line."""
     p = Path(out)
     if suffixes and not p.name.lower().endswith(suffixes):
         raise UsageError(f"{p}: output must end in {' or '.join(suffixes)}")
@@ -17,7 +18,10 @@ def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...
         raise UsageError(f"{p}: is a directory; give a file name")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"{p}: directory {parent} does not exist")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{p}: cannot create the folder {parent} ({exc.strerror})") from None
     if p.exists() and not force:
         raise UsageError(f"{p}: already exists; pass --force to overwrite")
     return p

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.conventions import SIDECAR_SUFFIX
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
 from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
@@ -68,6 +69,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError(f"{p}: no such file or directory")
     if p.is_file():
         return [p]
+    # Sidecars (``<stem>.tracekit.json``, tracekit/conventions.py) describe the trace beside them.
     # Graph-capture traces (``capture_traces/``) belong to the trace beside them: merged into it
     # on load, not traces of their own.
     found = sorted(
@@ -76,6 +78,7 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         if f.is_file()
         and f.name.endswith(TRACE_SUFFIXES)
         and not f.name.startswith(".")
+        and not f.name.endswith(SIDECAR_SUFFIX)  # a run's metadata beside its trace, never a trace
         and "capture_traces" not in f.relative_to(p).parts[:-1]
     )
     if not found:
