@@ -31,6 +31,7 @@ from tracekit.analysis import steps as st
 from tracekit.analysis.communication import exposed
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
+from tracekit.analysis.op_work import unpriced_note
 from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
 from tracekit.analysis.replay_estimate import replay_note
 from tracekit.analysis.result import AnalysisResult
@@ -317,8 +318,12 @@ def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.Dat
     """What the inputs say of themselves: replays without ops, the model config's notes, step names
     not read, attribute values out of range."""
     note = replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))
+    # Nsight: the ops that carry shapes but no cost model, and their device time (only an export
+    # with no shapes at all gets the report's "no operator shapes" note)
+    unpriced = unpriced_note(costs, acts) if capabilities(trace.meta.get("format")).shapes_from_annotations else None
     return [
         *([note] if note is not None else []),
+        *([unpriced] if unpriced is not None else []),
         *model_notes(costs),
         *unread_step_names(labels),
         *out_of_range_warnings(labels["name"], TK_KEYS),

@@ -1,5 +1,5 @@
 """Data-movement cost formulas (zero FLOPs, bytes only): copy_, cat, index_put_, slice_scatter,
-SGLang's KV-cache store, embedding, index_select and gather (rows taken, not the table). Registered in
+SGLang's KV-cache store, embedding and index_select gathers (the rows taken, not the table). Registered in
 :mod:`tracekit.costmodel.formulas` via MOVEMENT_FORMULAS.
 """
 
@@ -74,15 +74,6 @@ def _index_select(args: list[Arg]) -> Cost:
     return Cost(0.0, idx.nbytes + 2.0 * out * x.size, "gather", x.dtype, RANK_ELEMENTWISE)
 
 
-def _gather(args: list[Arg]) -> Cost:
-    """gather(self, dim, index, sparse_grad): out has the index's shape; one element of self
-    read per output element, the index read, the output written."""
-    x, idx = args[0], args[2] if len(args) > 2 else None
-    if not x.is_tensor or idx is None or not idx.is_tensor:
-        raise NoModel("gather arguments")
-    return Cost(0.0, idx.nbytes + 2.0 * idx.numel * x.size, "gather", x.dtype, RANK_ELEMENTWISE)
-
-
 MOVEMENT_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "aten::copy_": _copy,
     "aten::cat": _cat,
@@ -92,5 +83,4 @@ MOVEMENT_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "sglang::store_cache": _store_cache,
     "aten::embedding": _embedding,
     "aten::index_select": _index_select,
-    "aten::gather": _gather,
 }
