@@ -2,9 +2,13 @@
 by (name, shape): FLOPs, bytes, achieved rates, % of the attainable roof at the row's own
 intensity and dtype, a verdict and an ``underused`` flag (docs/analysis.md, "Per-class roofline").
 
-An op's FLOPs and bytes are shared among its activities in proportion to their device time, so a
-GEMM op whose bias add runs as a separate elementwise kernel gives that kernel its (small) share
-and the class sums add up to the op totals. Attainable = min(peak FLOP/s(dtype), intensity ×
+An op's FLOPs and bytes go to the kernels that do its work: for a GEMM-like cost (GEMM, linear,
+conv, fused MoE) its gemm-class kernels, for an attention cost its attention-class kernels, shared
+in proportion to their device time; its other kernels (MoE routing, top-k, sort, quantize,
+finalize, a bias add or split-K reduce) carry none of it and are not covered, so their class
+rows hold only work priced on its own (else "–"). An op with no kernel of its work's class, and
+every other op, shares its cost over all its kernels by device time. The class sums add up to the
+op totals either way. Attainable = min(peak FLOP/s(dtype), intensity ×
 bandwidth); on the bandwidth side (intensity < ridge) the % of roof is achieved B/s ÷ bandwidth,
 on the compute side achieved FLOP/s ÷ peak — the same number, defined also for work without FLOPs
 (copies). Rates divide by the summed device time of the covered activities of the row. A row above
@@ -123,6 +127,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     Copies and sets (memcpy/memset activities) take no share of their op's cost: their work is
     the bytes they moved (``copy_bytes``, from the kernels table, when the analysis has it)."""
     cb = pl.col("copy_bytes").cast(pl.Float64()) if "copy_bytes" in acts.columns else pl.lit(None, dtype=pl.Float64())
+    cm = pl.col("cost_model").cast(pl.String()) if "cost_model" in acts.columns else pl.lit(None, dtype=pl.String())
     a = acts.lazy().select(
         "region_id",
         "dur_ns",
@@ -132,6 +137,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
         "op_bytes",
         "dtype",
         cb.alias("_cb"),
+        work_class(cm).alias("_work"),
         "cost_op_name",
         "name",
         "kind",
@@ -141,34 +147,74 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     # the other columns too: ~60 MB more at this step's peak on the 860 MB replica)
     cls = _classes(a)
     copy = pl.col("op_class") == MEMCPY
-    d = pl.when(copy).then(0).otherwise(pl.col("dur_ns"))
+    # the kernels doing the op's work: those of its work's class when it launched any, else all
+    doer = pl.col("op_class") == pl.col("_work")
+    any_doer = doer.fill_null(False).any().over("cost_op_id")
+    helper = ~copy & pl.col("_work").is_not_null() & any_doer & ~doer.fill_null(False)
+    shares = ~copy & ~helper
+    d = pl.when(shares).then(pl.col("dur_ns")).otherwise(0)
     tot = d.sum().over("cost_op_id")
-    n = (~copy).cast(pl.Int64()).sum().over("cost_op_id")
-    share = pl.when(copy).then(0.0).when(tot > 0).then(pl.col("dur_ns") / tot).otherwise(1.0 / n)
+    n = shares.cast(pl.Int64()).sum().over("cost_op_id")
+    share = pl.when(~shares).then(0.0).when(tot > 0).then(pl.col("dur_ns") / tot).otherwise(1.0 / n)
     cov = (
         pl.when(copy)
         .then(pl.col("_cb").is_not_null())
-        .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null())
+        .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null() & ~helper)
     )
     return (
         a.with_columns(cls.alias("op_class"))
         .drop("name", "kind")
+        .with_columns(helper.alias("_helper"))
         .with_columns(
             pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
             pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
             pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
             pl.when(copy)
             .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_flops").is_not_null())
+            .otherwise(pl.col("op_flops").is_not_null() & ~pl.col("_helper"))
             .alias("flops_known"),
             pl.when(copy)
             .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_bytes").is_not_null())
+            .otherwise(pl.col("op_bytes").is_not_null() & ~pl.col("_helper"))
             .alias("bytes_known"),
-            pl.when(copy).then(pl.lit(None, dtype=pl.String())).otherwise(pl.col("dtype")).alias("dtype"),
+            pl.when(copy | pl.col("_helper"))
+            .then(pl.lit(None, dtype=pl.String()))
+            .otherwise(pl.col("dtype"))
+            .alias("dtype"),
         )
-        .drop("_cb")
+        .drop("_cb", "_work", "_helper")
         .collect(engine="in-memory")
+    )
+
+
+# cost models whose work runs in one kernel class: a fused op's other kernels are its helpers
+_WORK_CLASSES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "gemm",
+            "gemm_bias",
+            "bgemm",
+            "bgemm_bias",
+            "matmul",
+            "linear",
+            "linear_bias",
+            "scaled_gemm",
+            "fused_moe",
+            "conv",
+        ),
+        "gemm",
+    ),
+    **dict.fromkeys(
+        ("sdpa", "sdpa_causal", "varlen_attention", "varlen_attention_causal", "paged_attention"), "attention"
+    ),
+}
+
+
+def work_class(cost_model: pl.Expr) -> pl.Expr:
+    """The kernel class that does the work of an op priced by ``cost_model`` (gemm for GEMM,
+    linear, conv and fused MoE costs, attention for attention costs), null for other models."""
+    return cost_model.replace_strict(
+        list(_WORK_CLASSES), list(_WORK_CLASSES.values()), default=None, return_dtype=pl.String()
     )
 
 
