@@ -122,6 +122,36 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
     )
 
 
+COST_OVERCOUNT = "cost overcount"
+CEILING_TOO_LOW = "ceiling too low"
+
+
+def above_roof_cause(keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
+    """Why a row is above its roof (null when it is not): ``ceiling too low`` when the work of its
+    whole scope (every row's FLOPs or bytes over every row's covered time) is above this row's
+    roof too, on the row's side of the ridge: nothing priced runs that fast, so the peak is wrong;
+    else ``cost overcount``: the rest of the scope is below the roof, so this row's priced FLOPs or
+    bytes are more than its kernels did (whole-model sizes on one rank, an ``out=`` buffer counted
+    as an input, a table counted whole)."""
+    t = pl.col("covered_time_ns").cast(pl.Float64()).sum().over(*keys) * 1e-9
+    flops = pl.col("flops").fill_null(0.0).sum().over(*keys)
+    nbytes = pl.col("bytes").fill_null(0.0).sum().over(*keys)
+    compute = (pl.col("intensity") >= pl.col("ridge")).fill_null(False)
+    whole = (
+        pl.when(compute)
+        .then(ratio(flops, t * pl.col("peak_flops_per_s")))
+        .otherwise(ratio(nbytes, t * pl.col("peak_bytes_per_s")))
+    )
+    above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
+    return (
+        pl.when(above & (whole > 1.0).fill_null(True))
+        .then(pl.lit(CEILING_TOO_LOW))
+        .when(above)
+        .then(pl.lit(COST_OVERCOUNT))
+        .otherwise(pl.lit(None, dtype=pl.String()))
+    )
+
+
 def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     """Per activity: class, its share of its cost owner's FLOPs / bytes, covered device time.
     Copies and sets (memcpy/memset activities) take no share of their op's cost: their work is
@@ -285,7 +315,7 @@ def class_roofline(
             ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
-    out = _verdicts(rows, hardware, th)
+    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause().alias("above_roof_cause"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
@@ -390,7 +420,12 @@ def shape_roofline(
     rows = rows.filter(pl.col("rank") <= TOP_SHAPES).with_columns(
         (pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns")
     )
-    return _verdicts(rows, hardware, th).drop("flops_known", "bytes_known").collect(engine="in-memory")
+    return (
+        _verdicts(rows, hardware, th)
+        .with_columns(above_roof_cause().alias("above_roof_cause"))
+        .drop("flops_known", "bytes_known")
+        .collect(engine="in-memory")
+    )
 
 
 def dominant_class(cr: pl.DataFrame, kind: str) -> pl.DataFrame:
