@@ -37,9 +37,9 @@ def _roof_figure(where: str, c: Mapping[str, Any]) -> str:
 
 def above_roof_figures(doc: Mapping[str, Any]) -> list[str]:
     """Every figure above its roof, in words, in the order trace (its op classes when there are no
-    phases), phases (and their op classes), the trace's top shapes, regions: ``["whole trace: FLOP/s at 961 % of peak", "phase
-    prefill gemm: 1398 % of roof", "aten::mul [[8192,11192],[],[8192,11192]]: 127 % of roof (cost
-    overcount likely)", …]``."""
+    phases), phases (and their op classes), the trace's top shapes, regions: ``["whole trace:
+    FLOP/s at 961 % of peak", "phase prefill gemm: 1398 % of roof", "aten::copy_
+    [[4096,4096],[4096,4096]]: 401 % of roof (cost overcount likely)", …]``."""
     out: list[str] = []
     tot = doc.get("totals") or {}
     t = tot.get("trace") or {}
