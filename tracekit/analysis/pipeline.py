@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.analysis import steps as st
-from tracekit.analysis.communication import exposed
+from tracekit.analysis.communication import exposed, with_op_messages
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
 from tracekit.analysis.op_work import unpriced_note
@@ -260,6 +260,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     comm = exposed(trace.kernels)
     trace, acts, links, cpu_only, costs, labels = _attributed(trace, phase_map)
     acts = _with_copy_bytes(acts, trace.kernels, cpu_only)
+    comm = with_op_messages(comm, acts, trace.ops)  # collectives whose kernels state no size
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     warnings.extend(_notes(trace, acts, costs, labels))
     if not (labels["phase"] != "other").any():
