@@ -32,6 +32,8 @@ from tracekit.analysis.communication import exposed, with_op_messages
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
 from tracekit.analysis.op_work import unpriced_note
+from tracekit.costmodel.ops import rank_model
+from tracekit.costmodel.parallel import layout_note
 from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
 from tracekit.analysis.replay_estimate import replay_note
 from tracekit.analysis.result import AnalysisResult
@@ -322,7 +324,10 @@ def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.Dat
     # Nsight: the ops that carry shapes but no cost model, and their device time (only an export
     # with no shapes at all gets the report's "no operator shapes" note)
     unpriced = unpriced_note(costs, acts) if capabilities(trace.meta.get("format")).shapes_from_annotations else None
+    model = trace.meta.get("model")
+    layout = rank_model(trace) if model else None
     return [
+        *([layout_note(layout["parallel"], model)] if layout and model else []),
         *([note] if note is not None else []),
         *([unpriced] if unpriced is not None else []),
         *model_notes(costs),

@@ -126,6 +126,8 @@ def _moe(args: list[Arg]) -> Cost:
     if t2 != t:
         raise Contradiction(f"moe: {t} tokens in the hidden states but {t2} in the router logits")
     inter = h.get("inter", float(hid))
+    if "inter" in h:  # the config's expert size comes with its hidden size (the op's may be padded)
+        hid = h.get("hidden", hid)
     flops, nbytes = moe_cost(t, hid, inter, e, h["topk"], bool(h.get("gated", 1.0)), x.size, h.get("wsize", x.size))
     return Cost(flops, nbytes, "fused_moe", x.dtype, RANK_MATMUL)
 

@@ -134,6 +134,11 @@ def _derive_sizes(out: dict[str, Any], cfg: dict[str, Any]) -> None:
         if out["num_key_value_heads"] is None:
             out["num_key_value_heads"] = out["num_attention_heads"]
         if out["head_dim"] is None:
+            if out["num_attention_heads"] > out["hidden_size"]:
+                raise UsageError(
+                    f"{out['source']}: model config num_attention_heads {out['num_attention_heads']} is more than "
+                    f"hidden_size {out['hidden_size']} and there is no head_dim (it would be 0)"
+                )
             out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
 
 
