@@ -150,3 +150,33 @@ def test_one_row_above_a_roof_the_rest_respects_is_a_cost_overcount(tmp_path: Pa
     assert "trace elementwise: 401 % of roof (cost overcount likely)" in text
     assert "aten::copy_ [[4096,4096],[4096,4096]]: 401 % of roof (cost overcount likely)" in text
     assert "— cost overcount likely: the rest of its scope is below the roof" in text
+
+
+def test_fp32_matmuls_on_tf32_tensor_cores_blame_the_ceiling(tmp_path: Path) -> None:
+    """An A100 (fp32 19.5 TFLOP/s, TF32 156) running an fp32 mm on TF32 tensor cores, as the shared
+    control trace's cutlass_80_tensorop_s1688gemm kernels do: mm [4096, 4096] × [4096, 4096] fp32 =
+    2·4096³ = 137,438,953,472 FLOP in 5,000 µs = 27.5 TFLOP/s, 141 % of the fp32 roof. A 5 ms copy
+    beside it brings the scope to 13.7 TFLOP/s, under the fp32 peak, yet the cause is the ceiling
+    (the row is within the TF32 peak), not the cost."""
+    from kineto_events import event
+
+    a100 = [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 42_000_000_000, "numSms": 108}]
+    ops = [
+        ("aten::mm", [[4096, 4096], [4096, 4096]], "cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1", 5000),
+        ("aten::copy_", [[4096, 4096], [4096, 4096]], "void at::native::direct_copy_kernel_cuda", 5000),
+    ]
+    ev, t_gpu = [], 100
+    for i, (name, dims, kname, us) in enumerate(ops, start=1):
+        ev.append(
+            event("cpu_op", name, 10 * i, 5, **{"External id": i, "Input Dims": dims, "Input type": ["float"] * 2})
+        )
+        ev.append(event("cuda_runtime", "cudaLaunchKernel", 10 * i + 1, 2, correlation=i, **{"External id": i}))
+        ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=i))
+        t_gpu += us
+    path = tmp_path / "tf32.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": a100, "traceEvents": ev}))
+    doc = json.loads(tk_out("analyze", path, "--format", "json"))
+    g = {c["op_class"]: c for c in doc["totals"]["class_roofline"]}["gemm"]
+    assert g["frac_roof"] == pytest.approx(137_438_953_472 / 5e-3 / 19.5e12)
+    assert g["above_roof"] is True and g["above_roof_cause"] == "ceiling too low"
+    assert f"— {ABOVE_ROOF}" in tk_out("analyze", path)

@@ -126,10 +126,17 @@ COST_OVERCOUNT = "cost overcount"
 CEILING_TOO_LOW = "ceiling too low"
 
 
-def above_roof_cause(keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
+def _tf32(hardware: Hardware | None) -> float | None:
+    """The device's TF32 tensor-core peak, when its table has one."""
+    return hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
+
+
+def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
     """Why a row is above its roof (null when it is not): ``ceiling too low`` when the work of its
     whole scope (every row's FLOPs or bytes over every row's covered time) is above this row's
     roof too, on the row's side of the ridge: nothing priced runs that fast, so the peak is wrong;
+    or when fp32 work on the compute side runs above the fp32 peak but within ``tf32_peak`` (fp32
+    matmuls on TF32 tensor cores, ``cutlass_80_tensorop_s1688gemm``: their ceiling is TF32's);
     else ``cost overcount``: the rest of the scope is below the roof, so this row's priced FLOPs or
     bytes are more than its kernels did (whole-model sizes on one rank, an ``out=`` buffer counted
     as an input, a table counted whole)."""
@@ -143,8 +150,13 @@ def above_roof_cause(keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr
         .otherwise(ratio(nbytes, t * pl.col("peak_bytes_per_s")))
     )
     above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
+    tf32 = (
+        compute & (pl.col("dtype") == "fp32") & (pl.col("achieved_flops_per_s") <= tf32_peak)
+        if tf32_peak
+        else pl.lit(False)
+    )
     return (
-        pl.when(above & (whole > 1.0).fill_null(True))
+        pl.when(above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)))
         .then(pl.lit(CEILING_TOO_LOW))
         .when(above)
         .then(pl.lit(COST_OVERCOUNT))
@@ -315,7 +327,7 @@ def class_roofline(
             ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
-    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause().alias("above_roof_cause"))
+    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
@@ -422,7 +434,7 @@ def shape_roofline(
     )
     return (
         _verdicts(rows, hardware, th)
-        .with_columns(above_roof_cause().alias("above_roof_cause"))
+        .with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
         .drop("flops_known", "bytes_known")
         .collect(engine="in-memory")
     )
