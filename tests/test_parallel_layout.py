@@ -130,3 +130,23 @@ def test_more_heads_than_hidden_size_is_refused(tmp_path: Path) -> None:
     cfg = {"hidden_size": 64, "num_attention_heads": 128}
     r = tk("analyze", str(_trace(tmp_path)), "--model", str(_config(tmp_path, cfg)))
     assert r.code == 2 and "num_attention_heads 128 is more than hidden_size 64" in r.err
+
+
+def test_parallel_option_overrides_and_is_checked(tmp_path: Path) -> None:
+    trace, cfg = _trace(tmp_path), _config(tmp_path, GPT_OSS_120B)
+    # --parallel tp=8 agrees with the heads: the same prices, the layout said to be given
+    res = analyze(tracekit.load(str(trace), model=str(cfg), parallel="tp=8"))
+    assert any(w.startswith("parallel layout: TP 8 (given: --parallel tp=8)") for w in res.warnings)
+    moe = {r["name"]: r for r in res.to_json()["totals"]["top_shapes"]}["vllm::moe_forward"]
+    assert moe["flops"] == pytest.approx(2 * 22_096_281_600)
+    # tp=4 would put 16 heads on the rank, the trace's attention has 8: refused, naming the field
+    r = tk("analyze", str(trace), "--model", str(cfg), "--parallel", "tp=4")
+    assert r.code == 2 and "num_attention_heads does not fit this trace: 64 over --parallel tp=4" in r.err
+    # malformed, expert parallelism, or without --model: one line, exit 2
+    for args, words in (
+        (["--model", str(cfg), "--parallel", "tp=x"], "expected key=n pairs"),
+        (["--model", str(cfg), "--parallel", "tp=2,ep=4"], "expert parallelism (ep > 1) is not modelled"),
+        (["--parallel", "tp=8"], "give --model CONFIG.json too"),
+    ):
+        r = tk("analyze", str(trace), *args)
+        assert r.code == 2 and words in r.err, (args, r.err)

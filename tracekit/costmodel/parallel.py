@@ -70,8 +70,10 @@ def _heads(name: str, dims: list[Any], d_cfg: int | None) -> tuple[int, int | No
 
 
 def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int | None) -> dict[str, Any]:
-    """``{"tp": n, "evidence": words}`` for the traced rank under ``cfg`` (--model). Raises
-    :class:`UsageError` naming the config field the trace contradicts."""
+    """``{"tp": n, "evidence": words}`` for the traced rank under ``cfg`` (--model); a TP given
+    with ``--parallel`` (``cfg["parallel_given"]``) wins over the trace's evidence but must agree
+    with its attention heads. Raises :class:`UsageError` naming the config field the trace
+    contradicts."""
     src = cfg.get("source") or "model config"
     heads, kv, d_cfg, hidden = (
         cfg.get("num_attention_heads"),
@@ -92,7 +94,10 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
             raise refuse("num_experts", f"{e} experts, but the router logits of {name} have {r[1]} ([{r[0]}, {r[1]}])")
         if hidden and x is not None and len(x) == 2 and not hidden <= x[1] <= _PAD * hidden:
             raise refuse("hidden_size", f"{hidden}, but {name}'s hidden states are [{x[0]}, {x[1]}]")
+    given = (cfg.get("parallel_given") or {}).get("tp")
     tp, evidence = 1, "no attention op with shapes or tensor-parallel all-reduce in the trace: TP 1 assumed"
+    if given:
+        tp, evidence = int(given), f"given: --parallel tp={given}"
     for name, dims in [] if mla or not isinstance(heads, int) else _shapes(ops, list(_ATTENTION)):
         got = _heads(name, dims, d_cfg)
         if got is None or not isinstance(heads, int):
@@ -100,6 +105,10 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
         hq, hkv, d = got
         if d_cfg and d != d_cfg:
             raise refuse("head_dim", f"{d_cfg}, but {name} has heads of {d} (query {dims[0]})")
+        if given and hq * tp != heads:
+            raise refuse(
+                "num_attention_heads", f"{heads} over --parallel tp={tp} is not the {hq} heads per rank of {name}"
+            )
         if hq <= 0 or heads % hq:
             raise refuse("num_attention_heads", f"{heads} is not a multiple of the {hq} heads per rank of {name}")
         tp = heads // hq
@@ -107,11 +116,12 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
             raise refuse(
                 "num_key_value_heads", f"{kv} over TP {tp} is {max(1, kv // tp)} per rank, but {name} has {hkv}"
             )
-        evidence = f"attention with {hq} of the config's {heads} heads per rank ({name} query {dims[0]})"
+        if not given:
+            evidence = f"attention with {hq} of the config's {heads} heads per rank ({name} query {dims[0]})"
         break
     else:
         reduced = [d for _, d in _shapes(ops, _ALL_REDUCE) if d and isinstance(d[0], list) and d[0][-1:] == [hidden]]
-        if world_size and world_size > 1 and reduced:
+        if not given and world_size and world_size > 1 and reduced:
             tp = world_size
             evidence = (
                 f"world size {world_size} in distributedInfo and all-reduces of {reduced[0][0]} "

@@ -55,6 +55,24 @@ _INTS: Final = (
 )
 
 
+def parse_parallel(text: str) -> dict[str, int]:
+    """``--parallel tp=8,ep=1`` as ``{"tp": 8, "ep": 1}``: comma-separated ``key=n`` with keys tp
+    (tensor), ep (expert), dp (data), pp (pipeline) and n a positive integer. Expert parallelism
+    is not modelled: ep > 1 is refused. Raises :class:`UsageError` (one line) otherwise."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, val = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in ("tp", "ep", "dp", "pp") or not val.strip().isdigit() or int(val) < 1:
+            raise UsageError(f"--parallel {text!r}: expected key=n pairs such as tp=8,ep=1 (keys tp, ep, dp, pp)")
+        out[key] = int(val)
+    if not out:
+        raise UsageError(f"--parallel {text!r}: expected key=n pairs such as tp=8,ep=1")
+    if out.get("ep", 1) > 1:
+        raise UsageError(f"--parallel {text!r}: expert parallelism (ep > 1) is not modelled; give tp only")
+    return out
+
+
 def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
     None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the
