@@ -325,7 +325,9 @@ def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.Dat
     # with no shapes at all gets the report's "no operator shapes" note)
     unpriced = unpriced_note(costs, acts) if capabilities(trace.meta.get("format")).shapes_from_annotations else None
     model = trace.meta.get("model")
-    layout = rank_model(trace) if model else None
+    # a trace read without its shapes (a dataset's lean read) says nothing of its layout here: its
+    # costs were priced with it at ingest
+    layout = rank_model(trace) if model and "input_dims" in trace.ops.columns else None
     return [
         *([layout_note(layout["parallel"], model)] if layout and model else []),
         *([note] if note is not None else []),
