@@ -119,3 +119,14 @@ def test_fused_gather_in_the_analysis(tmp_path: Path) -> None:
     moved = [c for c in cls.values() if c["bytes"]]
     assert len(moved) == 1 and moved[0]["achieved_bytes_per_s"] == pytest.approx(134_283_264.0 / 1e-4)
     assert not moved[0].get("above_roof")
+
+
+def test_index_add_and_copy_move_the_rows_named() -> None:
+    # index_add_(out [8192, 4096] bf16, 0, idx [32768] int64, src [32768, 4096] bf16, 1): a MoE
+    # combine of T·k = 32,768 rows. Index 262,144 B + src 268,435,456 B + the rows of out read and
+    # written 2 · 32,768·4,096·2 = 536,870,912 B: 805,568,512 B; one add per source element: 134,217,728
+    dims = [[8192, 4096], [], [32768], [32768, 4096], []]
+    types = [BF, "Scalar", I64, BF, "Scalar"]
+    assert cost("aten::index_add_", dims, types) == (134_217_728.0, 805_568_512.0, "scatter")
+    # index_copy_: the rows written once, no FLOPs: 262,144 + 268,435,456 + 268,435,456 = 537,133,056
+    assert cost("aten::index_copy_", dims[:4], types[:4])[:2] == (0.0, 537_133_056.0)
