@@ -30,9 +30,12 @@ OP_CLASSES: tuple[tuple[str, str], ...] = (
         "gemm",
         # vendors' GEMM prefixes: cuBLAS/cuBLASLt (sm90_xmma, nvjet, gemv), hipBLASLt (Cijk_),
         # CK / CUTLASS (...gemm..., cutlass), TensorRT-LLM batched GEMMs (bmm_MxE2m1_...), Triton
-        # (...matmul..., Inductor templates triton_tem_fused_mm), vLLM / aiter fused MoE experts
+        # (...matmul..., Inductor templates triton_tem_fused_mm), vLLM / aiter fused MoE experts,
         r"gemm|gemv|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|(^|_|::)bmm_|Cijk|nvjet|wgmma|linear"
-        r"|triton_tem_|fused_moe_kernel|fmoe",
+        r"|triton_tem_|fused_moe_kernel|fmoe"
+        # cuDNN / MIOpen convolutions run as implicit GEMMs (cudnn_ampere_scudnn_128x64_relu_…,
+        # implicit_convolve_sgemm, winograd); their layout and FFT transforms are helpers
+        r"|scudnn|hcudnn|implicit_convolve|winograd|igemm",
     ),
     ("norm", r"norm"),
     (
