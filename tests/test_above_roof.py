@@ -74,11 +74,12 @@ def test_every_output_flags_it(files: tuple[Path, Path], tmp_path: Path) -> None
     assert [p["above_roof"] for p in doc["phases"]] == [True, True]
     assert all(r["above_roof"] for r in doc["regions"])
     assert all(c["above_roof"] for p in doc["phases"] for c in p["class_roofline"])
-    # 1 trace + 2 phases + 3 phase classes (prefill gemm; decode gemm, other) + 3 regions = 9 figures
+    # 1 trace + 2 phases + 3 phase classes (prefill gemm; decode gemm, other) + 2 top shapes (the two
+    # aten::mm shapes) + 3 regions = 11 figures; the ceiling is too low (the whole scope is above it)
     # whole trace: 4,325,376 FLOP over its 45 µs busy = 9.61e10 FLOP/s = 961 % of 1e10
     warning = (
-        "WARNING: 9 figures above 100 % (whole trace: FLOP/s at 961 % of peak; phase prefill: FLOP/s at "
-        f"1398 % of peak; phase prefill gemm: 1398 % of roof; and 6 others) — {ABOVE_ROOF}"
+        "WARNING: 11 figures above 100 % (whole trace: FLOP/s at 961 % of peak; phase prefill: FLOP/s at "
+        f"1398 % of peak; phase prefill gemm: 1398 % of roof; and 8 others) — {ABOVE_ROOF}"
     )
     text = tk_out("analyze", trace, "--hardware", hw)
     assert warning in text and "1398 % (above the roof)" in text  # the per-class table's % of roof
@@ -110,3 +111,72 @@ def test_roofline_plot_rings_points_above_the_roof(files: tuple[Path, Path]) -> 
         assert ("above the roof" in labels) is above
         # every drawn point is above the 10 GFLOP/s / 1 GB/s roof: 3 regions + 2 phases + 3 classes
         assert (f"8 points ringed: {ABOVE_ROOF}" in ax.get_xlabel().replace("\n", " ")) is above
+
+
+def test_one_row_above_a_roof_the_rest_respects_is_a_cost_overcount(tmp_path: Path) -> None:
+    """Issue 35 item 4: on an H100 (989 TFLOP/s bf16, 3.35 TB/s) a GEMM at 50 % of its roof and a
+    copy whose recorded shapes claim more bytes than its 5 µs kernel can move: the copy's rows are
+    above the roof with cause ``cost overcount`` (the scope as a whole is far below), the GEMM's
+    are not, and the text names the cause."""
+    from kineto_events import H100, event
+
+    n = 8192
+    # mm [8192, 8192] × [8192, 8192] bf16: 2·8192³ = 1.0995e12 FLOP in 2,224 µs = 494 TFLOP/s (50 %);
+    # copy_ [4096, 4096] bf16 ← bf16: 2·16,777,216·2 B = 67,108,864 B in 5 µs = 13.4 TB/s = 401 %
+    # of 3.35 TB/s. The scope's bytes: 3·134,217,728 + 67,108,864 = 469,762,048 B over 2,229 µs =
+    # 0.21 TB/s, below the roof: the copy's figure is its cost, not the ceiling.
+    ops = [
+        ("aten::mm", [[n, n], [n, n]], "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_tn", 2224),
+        ("aten::copy_", [[4096, 4096], [4096, 4096]], "void at::native::direct_copy_kernel_cuda", 5),
+    ]
+    ev, t_gpu = [], 100
+    for i, (name, dims, kname, us) in enumerate(ops, start=1):
+        types = ["c10::BFloat16"] * 2
+        ev.append(event("cpu_op", name, 10 * i, 5, **{"External id": i, "Input Dims": dims, "Input type": types}))
+        ev.append(event("cuda_runtime", "cudaLaunchKernel", 10 * i + 1, 2, correlation=i, **{"External id": i}))
+        ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=i))
+        t_gpu += us
+    path = tmp_path / "overcount.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": H100, "traceEvents": ev}))
+    doc = json.loads(tk_out("analyze", path, "--format", "json"))
+    rows = {c["op_class"]: c for c in doc["totals"]["class_roofline"]}
+    assert rows["gemm"]["above_roof"] is False and rows["gemm"]["above_roof_cause"] is None
+    e = rows["elementwise"]
+    assert e["frac_roof"] == pytest.approx(67_108_864 / 5e-6 / 3.35e12)
+    assert e["above_roof"] is True and e["above_roof_cause"] == "cost overcount"
+    shapes = {s["name"]: s for s in doc["totals"]["top_shapes"]}
+    assert shapes["aten::copy_"]["above_roof_cause"] == "cost overcount"
+    text = tk_out("analyze", path)
+    assert "trace elementwise: 401 % of roof (cost overcount likely)" in text
+    assert "aten::copy_ [[4096,4096],[4096,4096]]: 401 % of roof (cost overcount likely)" in text
+    assert "— cost overcount likely: the rest of its scope is below the roof" in text
+
+
+def test_fp32_matmuls_on_tf32_tensor_cores_blame_the_ceiling(tmp_path: Path) -> None:
+    """An A100 (fp32 19.5 TFLOP/s, TF32 156) running an fp32 mm on TF32 tensor cores, as the shared
+    control trace's cutlass_80_tensorop_s1688gemm kernels do: mm [4096, 4096] × [4096, 4096] fp32 =
+    2·4096³ = 137,438,953,472 FLOP in 5,000 µs = 27.5 TFLOP/s, 141 % of the fp32 roof. A 5 ms copy
+    beside it brings the scope to 13.7 TFLOP/s, under the fp32 peak, yet the cause is the ceiling
+    (the row is within the TF32 peak), not the cost."""
+    from kineto_events import event
+
+    a100 = [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 42_000_000_000, "numSms": 108}]
+    ops = [
+        ("aten::mm", [[4096, 4096], [4096, 4096]], "cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1", 5000),
+        ("aten::copy_", [[4096, 4096], [4096, 4096]], "void at::native::direct_copy_kernel_cuda", 5000),
+    ]
+    ev, t_gpu = [], 100
+    for i, (name, dims, kname, us) in enumerate(ops, start=1):
+        ev.append(
+            event("cpu_op", name, 10 * i, 5, **{"External id": i, "Input Dims": dims, "Input type": ["float"] * 2})
+        )
+        ev.append(event("cuda_runtime", "cudaLaunchKernel", 10 * i + 1, 2, correlation=i, **{"External id": i}))
+        ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=i))
+        t_gpu += us
+    path = tmp_path / "tf32.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": a100, "traceEvents": ev}))
+    doc = json.loads(tk_out("analyze", path, "--format", "json"))
+    g = {c["op_class"]: c for c in doc["totals"]["class_roofline"]}["gemm"]
+    assert g["frac_roof"] == pytest.approx(137_438_953_472 / 5e-3 / 19.5e12)
+    assert g["above_roof"] is True and g["above_roof_cause"] == "ceiling too low"
+    assert f"— {ABOVE_ROOF}" in tk_out("analyze", path)

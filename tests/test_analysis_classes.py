@@ -77,7 +77,7 @@ def test_comm_kernels_split_by_name_rules() -> None:
         }
     )
     comm, compute = comm_kernels(k)
-    assert comm.columns == ["device", "stream", "name", "start_ns", "end_ns", "op_class", "comm_bytes"]
+    assert comm.columns == ["device", "stream", "name", "start_ns", "end_ns", "op_class", "comm_bytes", "kernel_row"]
     assert comm["start_ns"].to_list() == [0, 30] and set(comm["op_class"]) == {"communication"}
     assert comm["comm_bytes"].to_list() == [None, None]  # no comm_bytes column: no message sizes
     assert compute.columns == ["device", "start_ns", "end_ns"] and compute["start_ns"].to_list() == [5, 20]

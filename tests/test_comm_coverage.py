@@ -119,3 +119,63 @@ def test_collective_bytes_moved_on_both_paths(tmp_path: Path, monkeypatch: pytes
         50_000,
     )
     assert whole["algbw_bytes_per_s"] == pytest.approx(2_000_000 / 50e-6)  # 40 GB/s over the sized kernel's 50 µs
+
+
+def test_collectives_sized_from_their_ops_with_algbw_and_busbw(tmp_path: Path) -> None:
+    """Issue 35 item 6: kernels without size args (torch symmetric memory's multimem all-reduce, an
+    NCCL all-gather launched by a functional op) are sized from their op's tensors; algbw and busbw
+    follow nccl-tests (PERFORMANCE.md) with the trace's world size 8."""
+    import json
+
+    bf = "c10::BFloat16"
+    ev = [
+        _x("user_annotation", "step", 0, 200),
+        _x(
+            "cpu_op",
+            "symm_mem::multimem_all_reduce_",
+            10,
+            5,
+            **{"External id": 1, "Input Dims": [[2557440], [], []], "Input type": [bf, "", ""]},
+        ),
+        _x("cuda_runtime", "cudaLaunchKernel", 11, 2, correlation=1, **{"External id": 1}),
+        _x(
+            "kernel",
+            "void c10d::symmetric_memory::multimem_all_reduce_kernel<c10::BFloat16, 16>",
+            20,
+            30,
+            pid=0,
+            tid=8,
+            device=0,
+            stream=8,
+            correlation=1,
+        ),
+        _x(
+            "cpu_op",
+            "_c10d_functional::all_gather_into_tensor",
+            60,
+            5,
+            **{
+                "External id": 2,
+                "Input Dims": [[888, 360], [], []],
+                "Input type": [bf, "Scalar", ""],
+                "Concrete Inputs": ["", "8", "0"],
+            },
+        ),
+        _x("cuda_runtime", "cudaLaunchKernel", 61, 2, correlation=2, **{"External id": 2}),
+        _x("kernel", "ncclDevKernel_AllGather_RING_LL", 70, 20, pid=0, tid=8, device=0, stream=8, correlation=2),
+    ]
+    p = tmp_path / "tp8.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 8}, "traceEvents": ev}))
+    whole = next(c for c in analyze(tracekit.load(str(p))).communication.to_dicts() if c["phase"] == "trace")
+    # all-reduce: 2,557,440 bf16 = 5,114,880 B (S = the input); all-gather input shard 888·360·2 =
+    # 639,360 B, S = 8 × 639,360 = 5,114,880 B (the output). Moved (input messages) 5,754,240 B.
+    assert (whole["comm_count"], whole["comm_bytes"], whole["sized_ns"]) == (2, 5_754_240, 50_000)
+    # algbw = (5,114,880 + 5,114,880) / 50 µs = 204.6 GB/s
+    assert whole["algbw_bytes_per_s"] == pytest.approx(10_229_760 / 50e-6)
+    # busbw: all-reduce × 2·7/8 = 8,951,040, all-gather × 7/8 = 4,475,520: 13,426,560 / 50 µs = 268.5 GB/s
+    assert whole["busbw_bytes_per_s"] == pytest.approx(13_426_560 / 50e-6)
+    # without a world size: all-gather's S and every bus factor are unknown, so no bandwidth figure
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    whole = next(c for c in analyze(tracekit.load(str(p))).communication.to_dicts() if c["phase"] == "trace")
+    assert whole["comm_bytes"] == 5_754_240 and whole["algbw_bytes_per_s"] is None
+    assert whole["busbw_bytes_per_s"] is None

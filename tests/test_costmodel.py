@@ -186,7 +186,11 @@ def test_data_movement_zero_flops() -> None:
 
 
 def test_unknown_and_unshaped_ops_have_no_model() -> None:
-    assert signature_cost("aten::conv2d", "[[1, 3, 8, 8], [4, 3, 3, 3]]", [F32, F32], ["", ""]) is None
+    assert signature_cost("aten::conv_transpose2d", "[[1, 3, 8, 8], [3, 4, 3, 3]]", [F32, F32], ["", ""]) is None
+    # conv2d is priced since issue 35 (defaults: stride 1, padding 0): out 4·6·6 = 144 elements,
+    # 2·144·3·3·3 = 7,776 FLOPs; bytes (192 + 108 + 144)·4 = 1,776
+    c = signature_cost("aten::conv2d", "[[1, 3, 8, 8], [4, 3, 3, 3]]", [F32, F32], ["", ""])
+    assert c is not None and (c.flops, c.bytes) == (7_776.0, 1_776.0)
     assert signature_cost("aten::mm", None, None, None) is None  # recorded without record_shapes
     assert signature_cost("aten::mm", "[[2, 3, 4], [4]]", [F32, F32], ["", ""]) is None  # bad rank
 

@@ -172,8 +172,14 @@ def test_nccl_trace_exposed_communication_per_phase(shared_traces: Path) -> None
         "comm_bytes": moved,
         "sized_ns": total,  # every collective kernel of this trace states its message
         "algbw_bytes_per_s": 0,
+        "busbw_bytes_per_s": None,  # all-reduce's bus factor 2(n−1)/n needs the world size, not given here
     }
     assert df["algbw_bytes_per_s"][0] == pytest.approx(moved / (total * 1e-9))
+    # with the trace's world size 2: all-reduce 2·1/2 = 1 and broadcast 1, so busbw = algbw
+    df2 = comm_by_phase(
+        tr.kernels, pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()}), 2
+    )
+    assert df2["busbw_bytes_per_s"][0] == pytest.approx(moved / (total * 1e-9))
 
 
 def test_selection_by_rank_and_prefix(ranks_ds: tuple[Path, dict[str, Any]]) -> None:

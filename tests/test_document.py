@@ -67,9 +67,12 @@ def test_report_shows_the_communication_rows_of_analyze(shared_traces: Path) -> 
     md_rows = [
         line.strip("| ").split(" | ") for line in md.splitlines() if line.startswith(("| trace |", "| unphased |"))
     ]
+    # world size 2: all-reduce's bus factor 2·1/2 = 1 and broadcast's 1, so bus bandwidth = bandwidth
+    assert rows[0]["busbw_bytes_per_s"] == pytest.approx(rows[0]["algbw_bytes_per_s"])
+    bw = [fmt.value("algbw_bytes_per_s", r["algbw_bytes_per_s"]) for r in rows]
     assert [r[:2] + r[5:] for r in md_rows] == [
-        ["trace", "21", "307 MB", fmt.value("algbw_bytes_per_s", rows[0]["algbw_bytes_per_s"])],
-        ["unphased", "21", "307 MB", fmt.value("algbw_bytes_per_s", rows[1]["algbw_bytes_per_s"])],
+        ["trace", "21", "307 MB", bw[0], bw[0]],
+        ["unphased", "21", "307 MB", bw[1], bw[1]],
     ]
     text = screen(doc)  # what `tracekit analyze TRACE` prints for this document
     comm = text.split("\nCommunication (")[1].split("\n\n")[0].splitlines()

@@ -105,7 +105,7 @@ def test_moe_without_shared_experts(tmp_path: Path) -> None:
     # Mixtral: I_moe = intermediate_size 14336, top-2 of 8; 16 tokens: 2·16·2·3·4096·14336 = 11,274,289,152
     assert mix["moe_intermediate_size"] == 14336 and mix["num_experts"] == 8
     assert moe_flops(mix, 16) == 11_274_289_152.0
-    assert moe_hints(mix) == {"topk": 2.0, "inter": 14336.0}  # bf16: no weight format to fill
+    assert moe_hints(mix) == {"topk": 2.0, "inter": 14336.0, "hidden": 4096.0}  # bf16: no weight format to fill
     qwen = read_model_config(_write(tmp_path, QWEN3_30B_A3B))
     # Qwen3-30B-A3B: I_moe 768, top-8 of 128; 5 tokens: 2·5·8·3·2048·768 = 377,487,360
     assert moe_flops(qwen, 5) == 377_487_360.0
@@ -123,7 +123,7 @@ def test_moe_with_shared_expert_mla_fp8(tmp_path: Path) -> None:
     assert kv_bytes_per_token(ds) == 70_272.0
     assert attention_dims(ds) == (128, 128, 192, 128)
     # FP8 weights: 1 byte each
-    assert weight_bytes(ds) == 1.0 and moe_hints(ds) == {"topk": 8.0, "inter": 2048.0, "wsize": 1.0}
+    assert weight_bytes(ds) == 1.0 and moe_hints(ds) == {"topk": 8.0, "inter": 2048.0, "hidden": 7168.0, "wsize": 1.0}
 
 
 def test_mxfp4(tmp_path: Path) -> None:
@@ -200,11 +200,14 @@ def test_bad_config_is_one_line(tmp_path: Path, text: str, why: str) -> None:
 
 def test_kv_bytes_from_config_when_the_trace_has_no_attention_shapes(tmp_path: Path) -> None:
     """No SDPA op with shapes: the serving block's KV bytes per token come from the config
-    (Llama-3-8B: 2·8·128·2 B·32 layers = 131,072 B), saying so."""
+    (gpt-oss-120b: 2·8·64·2 B·36 layers = 73,728 B), saying so. Another model's config (Llama-3-8B's
+    hidden size 4096 on this trace's [8, 2880] MoE input) is refused (issue 35)."""
     trace = _moe_trace(tmp_path, None)
     assert analyze(load(trace)).serving["kv"]["bytes_per_token"] is None
-    kv = analyze(load(trace, model=_write(tmp_path, LLAMA3_8B))).serving["kv"]
-    assert kv["bytes_per_token"] == 131_072.0 and kv["layers"] == 32 and kv["source"].startswith("model config")
+    kv = analyze(load(trace, model=_write(tmp_path, GPT_OSS_120B))).serving["kv"]
+    assert kv["bytes_per_token"] == 73_728.0 and kv["layers"] == 36 and kv["source"].startswith("model config")
+    with pytest.raises(UsageError, match="model config hidden_size does not fit this trace: 4096"):
+        analyze(load(trace, model=_write(tmp_path, LLAMA3_8B, "llama.json")))
 
 
 def test_dataset_keeps_the_config(tmp_path: Path) -> None:

@@ -139,7 +139,13 @@ def test_shared_vllm_decode_estimate_against_its_capture(shared_traces: Path, tm
     # GEMM's own op cost (2·32·2880·201088 = 37,064,540,160): 230,715,555,840.
     assert g["flops"] == 40_768_634_880.0 + 152_882_380_800.0 + 37_064_540_160.0
     m = trace_row(merged, "gemm")
-    assert abs(g["flops"] / m["flops"] - 1) < 0.05 and abs(g["bytes"] / m["bytes"] - 1) < 0.05
+    # the merged trace prices vllm::moe_forward at TraceLens' I = H = 3072 (the padded op input, no
+    # config), the estimate at the config's 2880, and the gemm class holds the MoE op's whole cost
+    # (issue 35: its top-k, routing and finalize kernels take none): experts at 3072 are
+    # 2·32·4·3·3072·3072·24 = 173,946,175,488 FLOPs. With that convention swapped the two agree
+    # within 1 %; bytes within 6 % (the expert weights, 3·H·I each, are most of them)
+    assert abs(g["flops"] / (m["flops"] - 173_946_175_488 + 152_882_380_800) - 1) < 0.01
+    assert abs(g["bytes"] / m["bytes"] - 1) < 0.06
     a, ma = trace_row(est, "attention"), trace_row(merged, "attention")
     assert abs(a["flops"] / ma["flops"] - 1) < 0.1
     reg = est.regions.row(0, named=True)

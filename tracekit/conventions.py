@@ -36,6 +36,10 @@ MEASURED_COLUMNS: Final = (*COST_COLUMNS, *PEAK_FRACTION_COLUMNS)
 # these words, and the verdict's reason ends with them.
 ABOVE_ROOF_COLUMN: Final = "above_roof"
 ABOVE_ROOF: Final = "above the roof: the ceiling is too low — recalibrate or check the hardware file"
+# Opens the analysis's warning for a trace whose ops carry shapes but whose device time is partly
+# in ops without a cost model (tracekit/analysis/op_work.py); reports print the Nsight "no operator
+# shapes" note only when no such warning exists (no op has shapes).
+UNPRICED_OPS: Final = "operators with shapes but no cost model"
 # Characters that must never reach a terminal raw from trace data, beyond the C0 controls (which
 # JSON always escapes): DEL, the C1 controls, the Unicode bidi/direction marks. Inclusive ranges.
 # cli/term.py shows them (and C0) as visible escapes; report/formats/json_print.py as JSON \uXXXX escapes.

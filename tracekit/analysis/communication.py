@@ -17,9 +17,14 @@ read from their running sum with an as-of join.
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import communication_names
+from tracekit.analysis.regions.metrics import positions
+from tracekit.costmodel.args import parse_args, tensors
+from tracekit.tables.gather import take
 
 COMM_CLASS = "communication"
 UNPHASED = "unphased"
@@ -31,8 +36,97 @@ COMM_SCHEMA = {
     "exposed_fraction": pl.Float64(),
     "comm_bytes": pl.Int64(),  # Σ input messages of the kernels whose trace gives one (null: none does)
     "sized_ns": pl.Int64(),  # Σ duration of those kernels
-    "algbw_bytes_per_s": pl.Float64(),  # comm_bytes / sized_ns: nccl-tests' algorithm bandwidth
+    "algbw_bytes_per_s": pl.Float64(),  # nccl-tests' algorithm bandwidth: data size S / sized_ns
+    "busbw_bytes_per_s": pl.Float64(),  # nccl-tests' bus bandwidth: algbw × the collective's factor (world size)
 }
+# Collective kind from a kernel's (else its op's) name, first match, case-insensitive.
+KINDS = (
+    ("all_gather", r"all_?gather"),
+    ("reduce_scatter", r"reduce_?scatter"),
+    ("all_to_all", r"all_?to_?all"),
+    ("all_reduce", r"all_?reduce|cross_device_reduce"),
+)
+
+
+def collective_kind(name: pl.Expr) -> pl.Expr:
+    """``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all`` or ``other`` (broadcast,
+    send/recv, ...)."""
+    expr = pl.lit("other")
+    for kind, pat in reversed(KINDS):
+        expr = pl.when(name.str.contains(f"(?i){pat}")).then(pl.lit(kind)).otherwise(expr)
+    return expr
+
+
+def _kind(name: str) -> str:
+    return next((k for k, pat in KINDS if re.search(pat, name, re.IGNORECASE)), "other")
+
+
+def nccl_factors(kind: pl.Expr, n: int | None) -> tuple[pl.Expr, pl.Expr]:
+    """(S ÷ input message, bus bandwidth ÷ algorithm bandwidth) of each collective, nccl-tests'
+    PERFORMANCE.md conventions for ``n`` ranks: S is the input for all-reduce, reduce-scatter and
+    all-to-all and the output (n × the input) for all-gather; the bus factor is 2(n−1)/n for
+    all-reduce, (n−1)/n for all-gather, reduce-scatter and all-to-all, 1 for the others. Null
+    where ``n`` is needed and unknown."""
+    if n is None or n < 1:
+        size = pl.when(kind == "all_gather").then(None).otherwise(1.0)
+        return size.cast(pl.Float64()), pl.when(kind == "other").then(1.0).otherwise(None).cast(pl.Float64())
+    size = pl.when(kind == "all_gather").then(float(n)).otherwise(1.0)
+    bus = (
+        pl.when(kind == "all_reduce")
+        .then(2.0 * (n - 1) / n)
+        .when(kind.is_in(["all_gather", "reduce_scatter", "all_to_all"]))
+        .then((n - 1) / n)
+        .otherwise(1.0)
+    )
+    return size, bus
+
+
+def op_message(name: str, dims: str | None, types: list[str] | None) -> int | None:
+    """A collective op's input message in bytes from its recorded tensors: the shard (the smallest
+    tensor) of an all-gather, else the largest tensor (all-reduce's in-place buffer, the full input
+    of a reduce-scatter or all-to-all); None without a typed tensor. Tensor lists hide their type
+    and are not read."""
+    t = [a for a in tensors(parse_args(dims, types, None)) if a.dims and not a.is_list]
+    if not t:
+        return None
+    sizes = [int(a.nbytes) for a in t]
+    return min(sizes) if _kind(name) == "all_gather" else max(sizes)
+
+
+def with_op_messages(comm: pl.DataFrame, acts: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """``comm`` (:func:`exposed`) with ``comm_bytes`` filled, where the kernel states none, from
+    the tensors of the op that launched it (else that op's parent): ``symm_mem::multimem_all_reduce_``
+    of a bf16 [2557440] tensor moves 5,114,880 B though its kernel has no size args. One Python
+    call per distinct (op name, Input Dims, Input type)."""
+    need = {"op_id", "name", "input_dims", "input_types"}
+    if (
+        not comm.height
+        or "kernel_row" not in comm.columns
+        or not need <= set(ops.columns)
+        or "op_id" not in acts.columns
+    ):
+        return comm
+    missing = comm["comm_bytes"].is_null()
+    if not missing.any():
+        return comm
+    act_pos = positions(comm["kernel_row"], acts["act_id"])
+    op_pos = positions(take(acts["op_id"], act_pos), ops["op_id"])
+    parent_pos = positions(take(ops["parent_id"], op_pos), ops["op_id"]) if "parent_id" in ops.columns else op_pos
+    sizes = []
+    for pos in (op_pos, parent_pos):
+        sig = pl.DataFrame(
+            {
+                "n": take(ops["name"], pos).cast(pl.String),
+                "d": take(ops["input_dims"], pos).cast(pl.String),
+                "t": take(ops["input_types"], pos),
+            }
+        )
+        uniq = sig.unique(maintain_order=True)
+        vals = [op_message(str(r[0] or ""), r[1], r[2]) for r in uniq.iter_rows()]
+        uniq = uniq.with_columns(pl.Series("b", vals, dtype=pl.Int64()))
+        sizes.append(sig.join(uniq, on=["n", "d", "t"], how="left", nulls_equal=True, maintain_order="left")["b"])
+    from_op = sizes[0].fill_null(sizes[1])
+    return comm.with_columns(pl.col("comm_bytes").fill_null(from_op))
 
 
 def _merged(iv: pl.LazyFrame) -> pl.LazyFrame:
@@ -114,10 +208,17 @@ def comm_kernels(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     names = kernels.lazy().filter(kernel).select(pl.col("name").unique()).collect(engine="in-memory")
     comm_names = communication_names(names["name"])
     is_comm = pl.col("name").is_in(pl.lit(comm_names).implode()).fill_null(False)
-    k = kernels.lazy()  # lazy: the filters gather only the selected columns
+    k = kernels.lazy().with_row_index("kernel_row")  # lazy: the filters gather only the selected columns
     size = pl.col("comm_bytes") if "comm_bytes" in kernels.columns else pl.lit(None, dtype=pl.Int64())
     comm = k.filter(kernel & is_comm).select(
-        "device", "stream", "name", "start_ns", "end_ns", pl.lit(COMM_CLASS).alias("op_class"), size.alias("comm_bytes")
+        "device",
+        "stream",
+        "name",
+        "start_ns",
+        "end_ns",
+        pl.lit(COMM_CLASS).alias("op_class"),
+        size.alias("comm_bytes"),
+        pl.col("kernel_row").cast(pl.Int64()),
     )
     compute = k.filter(kernel & ~is_comm).select("device", "start_ns", "end_ns")
     comm_df, compute_df = pl.collect_all([comm, compute], engine="in-memory")
@@ -143,15 +244,17 @@ def exposed(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
+def comm_by_phase(kernels: pl.DataFrame, units: pl.DataFrame, world_size: int | None = None) -> pl.DataFrame:
     """Per phase (and a ``trace`` row for all of them): ``comm_count``, ``comm_ns``, ``exposed_ns``,
     ``exposed_fraction``. ``units``: the phase units (``phase``, ``w_start``, ``w_end``)."""
-    return exposed_by_phase(exposed(kernels), units)
+    return exposed_by_phase(exposed(kernels), units, world_size)
 
 
-def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
+def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame, world_size: int | None = None) -> pl.DataFrame:
     """:func:`comm_by_phase` from the :func:`exposed` communication kernels ``e`` (a caller that
-    no longer holds the kernels table when the phase units are known takes them first)."""
+    no longer holds the kernels table when the phase units are known takes them first).
+    ``world_size``: the ranks of the collectives, for the data size of all-gathers and the bus
+    bandwidth (:func:`nccl_factors`)."""
     if e.height == 0:
         return pl.DataFrame(schema=COMM_SCHEMA)
     u = units.select("phase", pl.col("w_start").cast(pl.Int64()), pl.col("w_end").cast(pl.Int64()))
@@ -170,12 +273,17 @@ def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
         q = q.with_columns(pl.lit(UNPHASED).alias("phase"))
     sized = pl.col("comm_bytes").is_not_null() if "comm_bytes" in e.columns else pl.lit(False)
     nbytes = pl.col("comm_bytes") if "comm_bytes" in e.columns else pl.lit(None, dtype=pl.Int64())
+    size_f, bus_f = nccl_factors(collective_kind(pl.col("name")), world_size)
+    q = q.with_columns((nbytes * size_f).alias("_s"), (nbytes * size_f * bus_f).alias("_bus"))
     aggs = [
         pl.len().cast(pl.Int64()).alias("comm_count"),
         pl.col("dur_ns").sum().cast(pl.Int64()).alias("comm_ns"),
         pl.col("exposed_ns").sum().cast(pl.Int64()).alias("exposed_ns"),
         pl.when(sized.any()).then(nbytes.sum()).cast(pl.Int64()).alias("comm_bytes"),
         pl.col("dur_ns").filter(sized).sum().cast(pl.Int64()).alias("sized_ns"),
+        # a sized kernel whose data size or bus factor needs the unknown world size: no figure
+        pl.when(pl.col("_s").is_not_null().sum() == sized.sum()).then(pl.col("_s").sum()).alias("_s"),
+        pl.when(pl.col("_bus").is_not_null().sum() == sized.sum()).then(pl.col("_bus").sum()).alias("_bus"),
     ]
     per = q.group_by("phase").agg(aggs).sort("phase")
     whole = q.select(pl.lit("trace").alias("phase"), *aggs)
@@ -183,9 +291,10 @@ def exposed_by_phase(e: pl.DataFrame, units: pl.DataFrame) -> pl.DataFrame:
     return (
         out.with_columns(
             (pl.col("exposed_ns") / pl.col("comm_ns")).alias("exposed_fraction"),
+            pl.when(pl.col("sized_ns") > 0).then(pl.col("_s") / (pl.col("sized_ns") * 1e-9)).alias("algbw_bytes_per_s"),
             pl.when(pl.col("sized_ns") > 0)
-            .then(pl.col("comm_bytes") / (pl.col("sized_ns") * 1e-9))
-            .alias("algbw_bytes_per_s"),
+            .then(pl.col("_bus") / (pl.col("sized_ns") * 1e-9))
+            .alias("busbw_bytes_per_s"),
         )
         .select(list(COMM_SCHEMA))
         .collect(engine="in-memory")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from tracekit.conventions import UNPRICED_OPS
 from tracekit.tables.gather import take
 from tracekit.analysis.regions.metrics import positions
 
@@ -84,3 +85,46 @@ def op_work(acts: pl.DataFrame, op_class: pl.Series, costs: pl.DataFrame) -> pl.
         .sort(["device_time_ns", "op", "shape"], descending=[True, False, False])
         .select(list(SCHEMA))
     )
+
+
+def unpriced_note(costs: pl.DataFrame, acts: pl.DataFrame, top: int = 5) -> str | None:
+    """For a trace whose ops carry shapes: which launching ops have no cost model (their work is
+    in none: ``covered`` false) and their share of device time, most first, e.g. ``operators with
+    shapes but no cost model launched 93 % of device time: aten::conv2d 93 % (12 calls); 27 of 30
+    operators carry shapes``. None when no op carries shapes (the Nsight note says so instead)
+    or ``acts`` has no device time."""
+    if not {"input_dims", "op_id", "covered", "name"} <= set(costs.columns) or "op_id" not in acts.columns:
+        return None
+    dims = costs["input_dims"].cast(pl.String)
+    with_shapes = int((dims.is_not_null() & ~dims.is_in(["", "[]"])).sum())
+    total = float(acts["dur_ns"].sum()) if acts.height else 0.0
+    if with_shapes == 0 or total <= 0:
+        return None
+    pos = positions(acts["op_id"], costs["op_id"])
+    a = pl.DataFrame(
+        {
+            "op": take(costs["name"], pos).cast(pl.String),
+            "covered": take(costs["covered"], pos).fill_null(False),
+            "op_id": acts["op_id"],
+            "dur_ns": acts["dur_ns"],
+        }
+    ).filter(pl.col("op").is_not_null() & ~pl.col("covered"))
+    per = (
+        a.group_by("op")
+        .agg(pl.col("dur_ns").sum().alias("t"), pl.col("op_id").n_unique().alias("n"))
+        .sort(["t", "op"], descending=[True, False])
+    )
+    share = float(per["t"].sum()) / total if per.height else 0.0
+    names = "; ".join(
+        f"{r['op']} {_pct(r['t'] / total)} ({r['n']} call{'s' if r['n'] != 1 else ''})"
+        for r in per.head(top).iter_rows(named=True)
+    )
+    more = f"; {per.height - top} more" if per.height > top else ""
+    return (
+        f"{UNPRICED_OPS} launched {_pct(share)} of device time{': ' + names if names else ''}{more}; "
+        f"{with_shapes} of {costs.height} operators carry shapes"
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %" if x >= 0.01 or x == 0 else "<1 %"

@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tracekit.analysis import steps as st
-from tracekit.analysis.communication import exposed
+from tracekit.analysis.communication import exposed, with_op_messages
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
+from tracekit.analysis.op_work import unpriced_note
+from tracekit.costmodel.ops import rank_model
+from tracekit.costmodel.parallel import layout_note
 from tracekit.analysis.regions.phases_from_shapes import phases_from_shapes
 from tracekit.analysis.replay_estimate import replay_note
 from tracekit.analysis.result import AnalysisResult
@@ -259,6 +262,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     comm = exposed(trace.kernels)
     trace, acts, links, cpu_only, costs, labels = _attributed(trace, phase_map)
     acts = _with_copy_bytes(acts, trace.kernels, cpu_only)
+    comm = with_op_messages(comm, acts, trace.ops)  # collectives whose kernels state no size
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     warnings.extend(_notes(trace, acts, costs, labels))
     if not (labels["phase"] != "other").any():
@@ -317,8 +321,17 @@ def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.Dat
     """What the inputs say of themselves: replays without ops, the model config's notes, step names
     not read, attribute values out of range."""
     note = replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))
+    # Nsight: the ops that carry shapes but no cost model, and their device time (only an export
+    # with no shapes at all gets the report's "no operator shapes" note)
+    unpriced = unpriced_note(costs, acts) if capabilities(trace.meta.get("format")).shapes_from_annotations else None
+    model = trace.meta.get("model")
+    # a trace read without its shapes (a dataset's lean read) says nothing of its layout here: its
+    # costs were priced with it at ingest
+    layout = rank_model(trace) if model and "input_dims" in trace.ops.columns else None
     return [
+        *([layout_note(layout["parallel"], model)] if layout and model else []),
         *([note] if note is not None else []),
+        *([unpriced] if unpriced is not None else []),
         *model_notes(costs),
         *unread_step_names(labels),
         *out_of_range_warnings(labels["name"], TK_KEYS),

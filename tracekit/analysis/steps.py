@@ -369,9 +369,11 @@ def serving(
 
 
 @step("communication")
-def communication(communication: pl.DataFrame | None, region_rows: pl.DataFrame) -> pl.DataFrame:
+def communication(
+    communication: pl.DataFrame | None, region_rows: pl.DataFrame, trace_info: dict[str, Any]
+) -> pl.DataFrame:
     """The communication kernels' time and exposed part per phase (communication.py), in the phase
-    units' windows."""
+    units' windows; bandwidths with the trace's world size."""
     if communication is None:
         return pl.DataFrame()
     units = (
@@ -386,7 +388,8 @@ def communication(communication: pl.DataFrame | None, region_rows: pl.DataFrame)
         if region_rows.height
         else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
     )
-    return exposed_by_phase(communication, units)
+    ws = trace_info.get("world_size")
+    return exposed_by_phase(communication, units, int(ws) if isinstance(ws, int) and ws > 0 else None)
 
 
 @step("result")

@@ -16,6 +16,7 @@ from tracekit.cli.options import (
     format_option,
     hardware_option,
     model_option,
+    parallel_option,
     out_option,
     phase_map_option,
     ranks_options,
@@ -50,6 +51,7 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 )
 @capture_option
 @model_option
+@parallel_option
 def analyze(**params: Any) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy
     time, gaps, FLOPs, bytes and verdict (compute / bandwidth / overhead / unknown) with its reason;

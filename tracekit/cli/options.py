@@ -138,6 +138,16 @@ model_option = click.option(
 )
 
 
+parallel_option = click.option(
+    "--parallel",
+    "parallel",
+    default=None,
+    metavar="tp=N",
+    help="The traced rank's parallel layout, e.g. tp=8: overrides what the trace says (attention heads "
+    "per rank, world size) when --model's sizes are divided per rank (docs/costmodel.md).",
+)
+
+
 RANKS_OPTIONS = [
     click.option(
         "--rank",

@@ -85,4 +85,13 @@ def _early_file(req: AnalyzeRequest) -> list[Trace]:
         return []
     screen = ("tracekit.report.screens.analyze",) if req.fmt != "json" else ()
     warm = importer((*ANALYSIS_MODULES, "tracekit.commands.analyze_compute", *screen))  # what the service imports next
-    return [load(req.source, trace_id=req.trace_id, captures=list(req.captures), warm=warm, model=req.model)]
+    return [
+        load(
+            req.source,
+            trace_id=req.trace_id,
+            captures=list(req.captures),
+            warm=warm,
+            model=req.model,
+            parallel=req.parallel,
+        )
+    ]

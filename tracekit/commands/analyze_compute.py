@@ -61,6 +61,7 @@ def compute(
             lean=pm is None,
             ensure=store_options is not None,
             model=req.model,
+            parallel=req.parallel,
         )
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them

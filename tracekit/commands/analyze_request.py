@@ -29,6 +29,7 @@ class AnalyzeRequest:
     reuse: bool = True
     captures: tuple[str, ...] = ()
     model: str | None = None
+    parallel: str | None = None
 
     @property
     def stored(self) -> bool:

@@ -68,7 +68,7 @@ def hint_column(
         ).with_columns(
             *[
                 pl.lit(moe_hints(model).get(k), pl.Float64).alias(c)
-                for k, c in (("topk", "ca"), ("wsize", "cb"), ("inter", "ci"))
+                for k, c in (("topk", "ca"), ("wsize", "cb"), ("inter", "ci"), ("hidden", "ch"))
             ]
         )
         notes = _moe_notes(fr, moe)
@@ -78,6 +78,7 @@ def hint_column(
                     pl.format("topk={}", pl.coalesce("a", "ca")),
                     pl.format("wsize={}", pl.coalesce("b", "cb")),
                     pl.format("inter={}", "ci"),
+                    pl.format("hidden={}", "ch"),
                 ],
                 separator=";",
                 ignore_nulls=True,

@@ -21,14 +21,25 @@ def _unary(flops_per_elem: float, model: str) -> Callable[[list[Arg]], Cost]:
     return f
 
 
-def _binary(out_bool: bool = False) -> Callable[[list[Arg]], Cost]:
+def _binary(arity: int, out_bool: bool = False) -> Callable[[list[Arg]], Cost]:
+    """``arity``: how many leading arguments may be tensors (see ``_BINARY``). A tensor recorded
+    past them, last, is the ``out=`` output (ATen puts ``out`` last): written once at its own
+    size, not read, so ``mul(x, 2.0, out=y)`` moves x + y, not x + 2·y."""
+
     def f(args: list[Arg]) -> Cost:
-        t = tensors(args)
+        out_t = args[-1] if len(args) > arity and args[-1].is_tensor else None
+        t = tensors(args[:arity] if out_t is not None else args)
         if not t:
             raise NoModel("no tensor input")
-        out = float(math.prod(broadcast([a.dims for a in t])))
+        shape = broadcast([a.dims for a in t])
+        out = float(math.prod(shape))
         res = promote(t)
-        out_size = 1.0 if out_bool else res.size
+        if out_t is not None:
+            if out_t.numel != out:
+                raise NoModel(f"out {out_t.dims} is not the broadcast shape {shape}")
+            out_size = out_t.size
+        else:
+            out_size = 1.0 if out_bool else res.size
         nbytes = sum(a.nbytes for a in t) + out * out_size
         return Cost(out, nbytes, "elementwise", res.dtype, RANK_ELEMENTWISE)
 
@@ -115,40 +126,44 @@ _UNARY_1: Final = (
     "logical_not",
     "bitwise_not",
 )
-_BINARY: Final = (
-    "add",
-    "add_",
-    "sub",
-    "sub_",
-    "mul",
-    "mul_",
-    "div",
-    "div_",
-    "rsub",
-    "maximum",
-    "minimum",
-    "pow.Tensor",
-    "where",
-    "masked_fill",
-    "masked_fill_",
-    "addcmul",
-    "addcmul_",
-    "addcdiv",
-    "addcdiv_",
-    "lerp",
-    "lerp_",
-    "fmod",
-    "remainder",
-    "bitwise_and",
-    "bitwise_or",
-)
+# op -> how many of its leading arguments may be tensors (native_functions.yaml): a tensor
+# recorded past those, last, is ``out``. The other arguments before ``out`` are never tensors
+# (``alpha``, ``rounding_mode``, ``value``), so ``add.out(self, other, *, alpha, out)`` and
+# ``div.out(self, other, *, out)`` both find theirs; the in-place forms take no ``out``.
+_BINARY: Final = {
+    "add": 2,
+    "add_": 2,
+    "sub": 2,
+    "sub_": 2,
+    "mul": 2,
+    "mul_": 2,
+    "div": 2,
+    "div_": 2,
+    "rsub": 2,
+    "maximum": 2,
+    "minimum": 2,
+    "pow.Tensor": 2,
+    "where": 3,
+    "masked_fill": 3,
+    "masked_fill_": 3,
+    "addcmul": 3,
+    "addcmul_": 3,
+    "addcdiv": 3,
+    "addcdiv_": 3,
+    "lerp": 3,
+    "lerp_": 3,
+    "fmod": 2,
+    "remainder": 2,
+    "bitwise_and": 2,
+    "bitwise_or": 2,
+}
 _COMPARE: Final = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 
 
 ELEMENTWISE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     **{f"aten::{n}": _unary(1.0, "elementwise") for n in _UNARY_1},
-    **{f"aten::{n}": _binary() for n in _BINARY},
-    **{f"aten::{n}": _binary(out_bool=True) for n in _COMPARE},
+    **{f"aten::{n}": _binary(a) for n, a in _BINARY.items()},
+    **{f"aten::{n}": _binary(2, out_bool=True) for n in _COMPARE},
     "aten::fill_": _fill,
     "aten::zero_": _fill,
     "sgl_kernel::silu_and_mul": _silu_and_mul,

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Callable, Final
 
-from tracekit.costmodel.args import RANK_ELEMENTWISE, RANK_MATMUL, Arg, Cost, NoModel, int_at, tensors
+from tracekit.costmodel.args import RANK_ELEMENTWISE, RANK_MATMUL, Arg, Cost, NoModel, flag, int_at, tensors
 from tracekit.costmodel.fused import PATTERN as FUSED_PATTERN
 from tracekit.costmodel.fused import fused_kernel
 
@@ -126,6 +126,8 @@ def _moe(args: list[Arg]) -> Cost:
     if t2 != t:
         raise Contradiction(f"moe: {t} tokens in the hidden states but {t2} in the router logits")
     inter = h.get("inter", float(hid))
+    if "inter" in h:  # the config's expert size comes with its hidden size (the op's may be padded)
+        hid = h.get("hidden", hid)
     flops, nbytes = moe_cost(t, hid, inter, e, h["topk"], bool(h.get("gated", 1.0)), x.size, h.get("wsize", x.size))
     return Cost(flops, nbytes, "fused_moe", x.dtype, RANK_MATMUL)
 
@@ -143,25 +145,48 @@ def _rotary(args: list[Arg]) -> Cost:
     return Cost(3.0 * n, 2.0 * (q.nbytes + k.nbytes), "rotary", q.dtype, RANK_ELEMENTWISE)
 
 
-def _convolution(args: list[Arg]) -> Cost:
-    """aten::convolution / _convolution (input, weight, bias, stride, padding, dilation,
-    transposed, output_padding, groups): 2·N·C_out·∏out·(C_in/groups)·∏kernel FLOPs (+ N·C_out·∏out
-    with bias); bytes: input, weight, bias read once, output written once."""
+def _conv(
+    bias_at: int | None, stride_at: int, pad_at: int, dil_at: int, groups_at: int, transposed_at: int | None = None
+) -> Callable[[list[Arg]], Cost]:
+    """A convolution whose arguments sit at these positions (input and weight are always 0 and 1):
+    2·N·C_out·∏out·(C_in/groups)·∏kernel FLOPs (+ N·C_out·∏out with bias); bytes: input, weight,
+    bias read once, output written once."""
+
+    def f(args: list[Arg]) -> Cost:
+        return _convolution(args, bias_at, stride_at, pad_at, dil_at, groups_at, transposed_at)
+
+    return f
+
+
+def _convolution(
+    args: list[Arg],
+    bias_at: int | None,
+    stride_at: int,
+    pad_at: int,
+    dil_at: int,
+    groups_at: int,
+    transposed_at: int | None,
+) -> Cost:
     x, w = args[0], args[1] if len(args) > 1 else None
     if w is None or not (x.is_tensor and w.is_tensor) or len(x.dims) < 3 or len(w.dims) != len(x.dims):
         raise NoModel("convolution needs input and weight of the same rank")
     nd = len(x.dims) - 2
     ints = lambda i, d: [int(v) for v in re.findall(r"-?\d+", args[i].concrete)] or [d] if i < len(args) else [d]  # noqa: E731
-    stride, pad, dil = ints(3, 1), ints(4, 0), ints(5, 1)
-    transposed = len(args) > 6 and args[6].concrete.strip().lower() in ("true", "1")
-    groups = int_at(args, 8) or 1
+    stride, dil = ints(stride_at, 1), ints(dil_at, 1)
+    pad_s = args[pad_at].concrete.strip().strip("'\"").lower() if pad_at < len(args) else ""
+    transposed = transposed_at is not None and flag(args, transposed_at)
+    groups = int_at(args, groups_at) or 1
     if transposed:
         raise NoModel("transposed convolution")
     pick = lambda v, i: v[i] if len(v) > i else v[0]  # noqa: E731
     out_sp = []
     for i in range(nd):
         size, kern = x.dims[2 + i], w.dims[2 + i]
-        o = (size + 2 * pick(pad, i) - pick(dil, i) * (kern - 1) - 1) // pick(stride, i) + 1
+        if pad_s == "same":  # conv2d.padding(…, str padding, …): the output keeps the input's size
+            o = size
+        else:
+            p = 0 if pad_s == "valid" else pick(ints(pad_at, 0), i)
+            o = (size + 2 * p - pick(dil, i) * (kern - 1) - 1) // pick(stride, i) + 1
         if o <= 0:
             raise Contradiction(f"convolution: output size {o} along spatial dim {i}")
         out_sp.append(o)
@@ -170,11 +195,18 @@ def _convolution(args: list[Arg]) -> Cost:
         raise Contradiction(f"convolution: input has {cin} channels, weight expects {w.dims[1]}×{groups} groups")
     out = float(n * cout * math.prod(out_sp))
     flops = 2.0 * out * w.dims[1] * math.prod(w.dims[2:])
-    bias = args[2] if len(args) > 2 and args[2].is_tensor and args[2].numel > 0 else None
+    b = args[bias_at] if bias_at is not None and len(args) > bias_at else None
+    bias = b if b is not None and b.is_tensor and b.numel > 0 else None
     nbytes = x.nbytes + w.nbytes + out * x.size + (bias.nbytes if bias else 0.0)
     if bias:
         flops += out
     return Cost(flops, nbytes, "conv", x.dtype, RANK_MATMUL)
+
+
+# convolution / _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+_ATEN_CONV: Final = _conv(2, 3, 4, 5, 8, transposed_at=6)
+# conv1d / conv2d / conv3d(input, weight, bias, stride, padding, dilation, groups); padding may be "same"/"valid"
+_CONV_ND: Final = _conv(2, 3, 4, 5, 6)
 
 
 ENGINE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
@@ -185,8 +217,11 @@ ENGINE_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "vllm::moe_forward_shared": _moe,
     "sgl_kernel::rotary_embedding": _rotary,
     "vllm::rotary_embedding": _rotary,
-    "aten::convolution": _convolution,
-    "aten::_convolution": _convolution,
+    "aten::convolution": _ATEN_CONV,
+    "aten::_convolution": _ATEN_CONV,
+    "aten::conv1d": _CONV_ND,
+    "aten::conv2d": _CONV_ND,
+    "aten::conv3d": _CONV_ND,
 }
 # Names priced by a pattern (generated kernels carry a serial number in their op name).
 # Each pattern's formula is made for the op's name (a fused kernel's name lists what it fused).

@@ -13,6 +13,11 @@ count (``xnumel``: two halves of one buffer read as two operands); when they sup
 the name implies, the first one with the element count (Inductor puts ``in_out_ptr`` arguments
 first) is read and written: counted twice.
 
+A gather kernel (a pointwise kernel named after ``embedding``, ``index``, ``index_select`` or
+``gather`` that takes an int32/int64 index tensor) loads one table element per element it
+writes: a table larger than the kernel's element count is read at the rows taken (the element
+count × the table's element size), not whole.
+
 FLOPs stay 0: the name lists each fused op once however often the body applies it, and not
 whether an operand is a Python scalar, so a count from it would be a guess; pointwise kernels are
 priced by the bytes they move.
@@ -76,14 +81,36 @@ def implied_operands(name: str) -> int | None:
     return 3 if tokens & _BINARY else 2
 
 
-def _element_count(args: list[Arg], tensors: list[Arg]) -> float:
+# Fused ATen ops that load a table at indices: one table element per element written.
+_GATHERS: Final = frozenset(("embedding", "index", "select", "gather"))
+_INDEX_DTYPES: Final = frozenset(("int32", "int64"))
+
+
+def _element_count(args: list[Arg], tensors: list[Arg], default: float | None = None) -> float:
     """The elements a pointwise kernel walks: its ``xnumel``, the largest integer scalar argument
     equal to some tensor's element count (sizes such as ``ks0`` come before it with dynamic
-    shapes); else the largest tensor's count."""
+    shapes); else ``default``, else the largest tensor's count."""
     numels = {a.numel for a in tensors}
     ints = [int_at(args, i) for i, a in enumerate(args) if a.type == "Scalar" and a.concrete.strip().isdigit()]
     hits = [float(v) for v in ints if v is not None and float(v) in numels]
-    return max(hits) if hits else max(numels)
+    return max(hits) if hits else (default if default is not None else max(numels))
+
+
+def is_gather(name: str, t: list[Arg]) -> bool:
+    """A pointwise kernel that loads a table at indices: its name holds a gather op
+    (``triton_poi_fused_embedding_0``, ``…_index_select_…``) and it takes an integer tensor."""
+    m = _NAME_RE.match(name)
+    if m is None or m.group(1) != "poi" or not set(m.group(2).split("_")) & _GATHERS:
+        return False
+    return any(a.dtype in _INDEX_DTYPES for a in t)
+
+
+def _gather_bytes(args: list[Arg], t: list[Arg]) -> float:
+    """Each tensor once, a table (a non-index tensor larger than the element count) at the rows
+    taken: element count × its element size. The element count is ``xnumel``, else the output's
+    (Inductor records ``out_ptr`` arguments last)."""
+    full = _element_count(args, t, default=t[-1].numel)
+    return sum(full * a.size if a.numel > full and a.dtype not in _INDEX_DTYPES else a.nbytes for a in t)
 
 
 def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
@@ -93,6 +120,9 @@ def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
         t = tensors(args)
         if not t:
             raise NoModel("fused kernel without tensor arguments")
+        dtype = max(t, key=lambda a: a.numel).dtype
+        if is_gather(name, t):
+            return Cost(0.0, _gather_bytes(args, t), "fused_gather", dtype, RANK_ELEMENTWISE)
         nbytes = sum(a.nbytes for a in t)
         need = implied_operands(name)
         full = _element_count(args, t)
@@ -104,6 +134,6 @@ def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:
             inout = next((a for a in t if a.numel == full), None)
             if inout is not None:
                 nbytes += inout.nbytes
-        return Cost(0.0, nbytes, "fused_pointwise", max(t, key=lambda a: a.numel).dtype, RANK_ELEMENTWISE)
+        return Cost(0.0, nbytes, "fused_pointwise", dtype, RANK_ELEMENTWISE)
 
     return f

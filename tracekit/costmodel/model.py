@@ -40,13 +40,17 @@ def act_bytes(cfg: Mapping[str, Any] | None) -> float | None:
 
 def moe_hints(cfg: Mapping[str, Any] | None) -> dict[str, float]:
     """What a fused MoE op's cost needs and the config gives: ``topk``, ``inter`` (one expert's
-    intermediate size), ``wsize`` (bytes per expert weight) — those the config holds."""
+    intermediate size, with ``hidden`` its hidden size), ``wsize`` (bytes per expert weight) —
+    those the config holds."""
     out: dict[str, float] = {}
     k, i, w = _int(cfg, "experts_per_token"), _int(cfg, "moe_intermediate_size"), weight_bytes(cfg)
     if k is not None:
         out["topk"] = float(k)
     if i is not None and (k is not None or _int(cfg, "num_experts") is not None):
         out["inter"] = float(i)
+        h = _int(cfg, "hidden_size")
+        if h is not None:  # with the config's I, its H: op and config sizes never mixed in one formula
+            out["hidden"] = float(h)
     if w is not None and (cfg or {}).get("quant_method"):
         out["wsize"] = w
     return out

@@ -1,5 +1,5 @@
 """Data-movement cost formulas (zero FLOPs, bytes only): copy_, cat, index_put_, slice_scatter,
-SGLang's KV-cache store, embedding and index_select gathers. Registered in
+SGLang's KV-cache store, embedding and index_select gathers (the rows taken, not the table). Registered in
 :mod:`tracekit.costmodel.formulas` via MOVEMENT_FORMULAS.
 """
 
@@ -74,6 +74,22 @@ def _index_select(args: list[Arg]) -> Cost:
     return Cost(0.0, idx.nbytes + 2.0 * out * x.size, "gather", x.dtype, RANK_ELEMENTWISE)
 
 
+def _index_scatter(accumulate: bool) -> Callable[[list[Arg]], Cost]:
+    """index_add_ / index_copy_(self, dim, index, source[, alpha]): the rows named by the 1-D index
+    are written (read first when adding), the source and the index read; the rest of self is
+    untouched. index_add_: one add per source element (alpha's multiply not counted)."""
+
+    def f(args: list[Arg]) -> Cost:
+        self_, idx, src = args[0], args[2] if len(args) > 2 else None, args[3] if len(args) > 3 else None
+        if not self_.is_tensor or idx is None or src is None or not idx.is_tensor or not src.is_tensor:
+            raise NoModel("index_add_/index_copy_ arguments")
+        n = src.numel
+        nbytes = idx.nbytes + src.nbytes + n * self_.size * (2.0 if accumulate else 1.0)
+        return Cost(n if accumulate else 0.0, nbytes, "scatter", self_.dtype, RANK_ELEMENTWISE)
+
+    return f
+
+
 MOVEMENT_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "aten::copy_": _copy,
     "aten::cat": _cat,
@@ -83,4 +99,6 @@ MOVEMENT_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
     "sglang::store_cache": _store_cache,
     "aten::embedding": _embedding,
     "aten::index_select": _index_select,
+    "aten::index_add_": _index_scatter(True),
+    "aten::index_copy_": _index_scatter(False),
 }

@@ -34,6 +34,7 @@ from typing import Any, Final
 import polars as pl
 
 from tracekit.costmodel.context import hint_column
+from tracekit.costmodel.parallel import parallel_layout, per_rank
 from tracekit.tables.trace import Trace
 from tracekit.costmodel.formulas import CONTRADICTION, DTYPES, canonical_name, priced_expr, signature_cost
 from tracekit.tables.gather import take
@@ -399,7 +400,18 @@ def trace_costs(
         launched = activities.lazy().select("op_id", "name")
     if launched is not None:
         launched = launched.drop_nulls("op_id").unique()
-    return op_costs(trace.ops, trace.regions, launched, trace.meta.get("model"))
+    return op_costs(trace.ops, trace.regions, launched, rank_model(trace))
+
+
+def rank_model(trace: Trace) -> dict[str, Any] | None:
+    """The trace's model config (``meta["model"]``, --model) at the sizes this rank computes
+    (tracekit/costmodel/parallel.py); None without one. Raises UsageError when the config does
+    not fit the trace."""
+    model = trace.meta.get("model")
+    if not model:
+        return None
+    ws = (trace.meta.get("distributed") or {}).get("world_size")
+    return per_rank(model, parallel_layout(trace.ops, model, ws if isinstance(ws, int) else None))
 
 
 def unmodelled(costed: pl.DataFrame) -> pl.DataFrame:

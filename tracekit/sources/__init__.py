@@ -93,6 +93,7 @@ def load(
     discover_captures: bool = True,
     warm: Importer | None = None,
     model: str | os.PathLike[str] | None = None,
+    parallel: str | None = None,
 ) -> Trace:
     """Load one trace file or one trace of an ingested dataset (see :func:`tracekit.load`).
 
@@ -102,12 +103,20 @@ def load(
     that imports what the caller needs next (tracekit.tuning.importer); a source that reads while
     polars loads runs it in a thread during the read (tracekit/sources/kineto/reading/early.py).
     ``model``: a Hugging Face ``config.json`` whose normalised fields go to ``meta["model"]``
-    (tracekit/sources/model_config.py; read first, so a bad config fails before the trace is read)."""
+    (tracekit/sources/model_config.py; read first, so a bad config fails before the trace is read).
+    ``parallel``: ``tp=8,ep=1``, the rank's parallel layout, overriding what the trace says when
+    the config is applied (``meta["model"]["parallel_given"]``; needs ``model``)."""
     cfg = None
+    if parallel is not None and model is None:
+        from tracekit.errors import UsageError
+
+        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
     if model is not None:
-        from tracekit.sources.model_config import read_model_config
+        from tracekit.sources.model_config import parse_parallel, read_model_config
 
         cfg = read_model_config(model)
+        if parallel is not None:
+            cfg["parallel_given"] = parse_parallel(parallel)
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
         trace = _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)

@@ -55,6 +55,24 @@ _INTS: Final = (
 )
 
 
+def parse_parallel(text: str) -> dict[str, int]:
+    """``--parallel tp=8,ep=1`` as ``{"tp": 8, "ep": 1}``: comma-separated ``key=n`` with keys tp
+    (tensor), ep (expert), dp (data), pp (pipeline) and n a positive integer. Expert parallelism
+    is not modelled: ep > 1 is refused. Raises :class:`UsageError` (one line) otherwise."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, val = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in ("tp", "ep", "dp", "pp") or not val.strip().isdigit() or int(val) < 1:
+            raise UsageError(f"--parallel {text!r}: expected key=n pairs such as tp=8,ep=1 (keys tp, ep, dp, pp)")
+        out[key] = int(val)
+    if not out:
+        raise UsageError(f"--parallel {text!r}: expected key=n pairs such as tp=8,ep=1")
+    if out.get("ep", 1) > 1:
+        raise UsageError(f"--parallel {text!r}: expert parallelism (ep > 1) is not modelled; give tp only")
+    return out
+
+
 def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
     None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the
@@ -134,6 +152,11 @@ def _derive_sizes(out: dict[str, Any], cfg: dict[str, Any]) -> None:
         if out["num_key_value_heads"] is None:
             out["num_key_value_heads"] = out["num_attention_heads"]
         if out["head_dim"] is None:
+            if out["num_attention_heads"] > out["hidden_size"]:
+                raise UsageError(
+                    f"{out['source']}: model config num_attention_heads {out['num_attention_heads']} is more than "
+                    f"hidden_size {out['hidden_size']} and there is no head_dim (it would be 0)"
+                )
             out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
 
 

@@ -209,9 +209,10 @@ class CommRow(TypedDict):
     comm_ns: int
     exposed_ns: int
     exposed_fraction: float | None
-    comm_bytes: int | None  # Σ input messages the trace gives (Kineto: In msg nelems × dtype)
+    comm_bytes: int | None  # Σ input messages: the kernel's (Kineto: In msg nelems × dtype), else its op's tensors
     sized_ns: int  # time of the kernels with a message size
-    algbw_bytes_per_s: float | None  # comm_bytes / sized_ns
+    algbw_bytes_per_s: float | None  # nccl-tests' algbw: Σ data size S / sized_ns (all-gather: S = n × input)
+    busbw_bytes_per_s: float | None  # nccl-tests' busbw: algbw × 2(n−1)/n all-reduce, (n−1)/n gather/scatter/a2a
 
 
 class Thresholds(TypedDict):

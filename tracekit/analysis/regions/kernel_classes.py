@@ -18,8 +18,25 @@ OP_CLASSES: tuple[tuple[str, str], ...] = (
         r"nccl|rccl|allreduce|all_reduce|allgather|all_gather|reduce_scatter|sendrecv|all_to_all|alltoall"
         r"|cross_device_reduce|multimem",
     ),
+    # a fused op's helpers before the names they carry (``routingRenormalize`` is no norm,
+    # ``flashinfer::mxfp8_quantize`` no attention, ``_finalize_matmul_scatter`` and cutlass MoE
+    # ``finalizeMoeRoutingKernel`` no GEMM): routing, top-k, sort and finalize (the weighted sum
+    # over the k experts) reduce; quantize kernels are elementwise casts, unless fused into a norm
+    ("reduction", r"routing|topk|top_k|sort|finalize"),
+    ("norm", r"norm.*quant"),  # fused norm + quantize (aiter add_rmsnorm_quant_kernel) is a norm
+    ("elementwise", r"quantize|quant_kernel"),
     ("attention", r"attn|attention|flash|fmha|sdpa|softmax_warp|paged"),
-    ("gemm", r"gemm|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|Cijk|nvjet|wgmma|linear"),
+    (
+        "gemm",
+        # vendors' GEMM prefixes: cuBLAS/cuBLASLt (sm90_xmma, nvjet, gemv), hipBLASLt (Cijk_),
+        # CK / CUTLASS (...gemm..., cutlass), TensorRT-LLM batched GEMMs (bmm_MxE2m1_...), Triton
+        # (...matmul..., Inductor templates triton_tem_fused_mm), vLLM / aiter fused MoE experts,
+        r"gemm|gemv|matmul|cutlass|cublas|hipblas|sm\d+_xmma|\bmm\b|(^|_|::)bmm_|Cijk|nvjet|wgmma|linear"
+        r"|triton_tem_|fused_moe_kernel|fmoe"
+        # cuDNN / MIOpen convolutions run as implicit GEMMs (cudnn_ampere_scudnn_128x64_relu_…,
+        # implicit_convolve_sgemm, winograd); their layout and FFT transforms are helpers
+        r"|scudnn|hcudnn|implicit_convolve|winograd|igemm",
+    ),
     ("norm", r"norm"),
     (
         "elementwise",

@@ -2,9 +2,13 @@
 by (name, shape): FLOPs, bytes, achieved rates, % of the attainable roof at the row's own
 intensity and dtype, a verdict and an ``underused`` flag (docs/analysis.md, "Per-class roofline").
 
-An op's FLOPs and bytes are shared among its activities in proportion to their device time, so a
-GEMM op whose bias add runs as a separate elementwise kernel gives that kernel its (small) share
-and the class sums add up to the op totals. Attainable = min(peak FLOP/s(dtype), intensity ×
+An op's FLOPs and bytes go to the kernels that do its work: for a GEMM-like cost (GEMM, linear,
+conv, fused MoE) its gemm-class kernels, for an attention cost its attention-class kernels, shared
+in proportion to their device time; its other kernels (MoE routing, top-k, sort, quantize,
+finalize, a bias add or split-K reduce) carry none of it and are not covered, so their class
+rows hold only work priced on its own (else "–"). An op with no kernel of its work's class, and
+every other op, shares its cost over all its kernels by device time. The class sums add up to the
+op totals either way. Attainable = min(peak FLOP/s(dtype), intensity ×
 bandwidth); on the bandwidth side (intensity < ridge) the % of roof is achieved B/s ÷ bandwidth,
 on the compute side achieved FLOP/s ÷ peak — the same number, defined also for work without FLOPs
 (copies). Rates divide by the summed device time of the covered activities of the row. A row above
@@ -118,11 +122,54 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
     )
 
 
+COST_OVERCOUNT = "cost overcount"
+CEILING_TOO_LOW = "ceiling too low"
+
+
+def _tf32(hardware: Hardware | None) -> float | None:
+    """The device's TF32 tensor-core peak, when its table has one."""
+    return hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
+
+
+def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
+    """Why a row is above its roof (null when it is not): ``ceiling too low`` when the work of its
+    whole scope (every row's FLOPs or bytes over every row's covered time) is above this row's
+    roof too, on the row's side of the ridge: nothing priced runs that fast, so the peak is wrong;
+    or when fp32 work on the compute side runs above the fp32 peak but within ``tf32_peak`` (fp32
+    matmuls on TF32 tensor cores, ``cutlass_80_tensorop_s1688gemm``: their ceiling is TF32's);
+    else ``cost overcount``: the rest of the scope is below the roof, so this row's priced FLOPs or
+    bytes are more than its kernels did (whole-model sizes on one rank, an ``out=`` buffer counted
+    as an input, a table counted whole)."""
+    t = pl.col("covered_time_ns").cast(pl.Float64()).sum().over(*keys) * 1e-9
+    flops = pl.col("flops").fill_null(0.0).sum().over(*keys)
+    nbytes = pl.col("bytes").fill_null(0.0).sum().over(*keys)
+    compute = (pl.col("intensity") >= pl.col("ridge")).fill_null(False)
+    whole = (
+        pl.when(compute)
+        .then(ratio(flops, t * pl.col("peak_flops_per_s")))
+        .otherwise(ratio(nbytes, t * pl.col("peak_bytes_per_s")))
+    )
+    above = pl.col(ABOVE_ROOF_COLUMN).fill_null(False)
+    tf32 = (
+        compute & (pl.col("dtype") == "fp32") & (pl.col("achieved_flops_per_s") <= tf32_peak)
+        if tf32_peak
+        else pl.lit(False)
+    )
+    return (
+        pl.when(above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)))
+        .then(pl.lit(CEILING_TOO_LOW))
+        .when(above)
+        .then(pl.lit(COST_OVERCOUNT))
+        .otherwise(pl.lit(None, dtype=pl.String()))
+    )
+
+
 def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     """Per activity: class, its share of its cost owner's FLOPs / bytes, covered device time.
     Copies and sets (memcpy/memset activities) take no share of their op's cost: their work is
     the bytes they moved (``copy_bytes``, from the kernels table, when the analysis has it)."""
     cb = pl.col("copy_bytes").cast(pl.Float64()) if "copy_bytes" in acts.columns else pl.lit(None, dtype=pl.Float64())
+    cm = pl.col("cost_model").cast(pl.String()) if "cost_model" in acts.columns else pl.lit(None, dtype=pl.String())
     a = acts.lazy().select(
         "region_id",
         "dur_ns",
@@ -132,6 +179,7 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
         "op_bytes",
         "dtype",
         cb.alias("_cb"),
+        work_class(cm).alias("_work"),
         "cost_op_name",
         "name",
         "kind",
@@ -141,34 +189,74 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
     # the other columns too: ~60 MB more at this step's peak on the 860 MB replica)
     cls = _classes(a)
     copy = pl.col("op_class") == MEMCPY
-    d = pl.when(copy).then(0).otherwise(pl.col("dur_ns"))
+    # the kernels doing the op's work: those of its work's class when it launched any, else all
+    doer = pl.col("op_class") == pl.col("_work")
+    any_doer = doer.fill_null(False).any().over("cost_op_id")
+    helper = ~copy & pl.col("_work").is_not_null() & any_doer & ~doer.fill_null(False)
+    shares = ~copy & ~helper
+    d = pl.when(shares).then(pl.col("dur_ns")).otherwise(0)
     tot = d.sum().over("cost_op_id")
-    n = (~copy).cast(pl.Int64()).sum().over("cost_op_id")
-    share = pl.when(copy).then(0.0).when(tot > 0).then(pl.col("dur_ns") / tot).otherwise(1.0 / n)
+    n = shares.cast(pl.Int64()).sum().over("cost_op_id")
+    share = pl.when(~shares).then(0.0).when(tot > 0).then(pl.col("dur_ns") / tot).otherwise(1.0 / n)
     cov = (
         pl.when(copy)
         .then(pl.col("_cb").is_not_null())
-        .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null())
+        .otherwise(pl.col("covered").fill_null(False) & pl.col("cost_op_id").is_not_null() & ~helper)
     )
     return (
         a.with_columns(cls.alias("op_class"))
         .drop("name", "kind")
+        .with_columns(helper.alias("_helper"))
         .with_columns(
             pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
             pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
             pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
             pl.when(copy)
             .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_flops").is_not_null())
+            .otherwise(pl.col("op_flops").is_not_null() & ~pl.col("_helper"))
             .alias("flops_known"),
             pl.when(copy)
             .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_bytes").is_not_null())
+            .otherwise(pl.col("op_bytes").is_not_null() & ~pl.col("_helper"))
             .alias("bytes_known"),
-            pl.when(copy).then(pl.lit(None, dtype=pl.String())).otherwise(pl.col("dtype")).alias("dtype"),
+            pl.when(copy | pl.col("_helper"))
+            .then(pl.lit(None, dtype=pl.String()))
+            .otherwise(pl.col("dtype"))
+            .alias("dtype"),
         )
-        .drop("_cb")
+        .drop("_cb", "_work", "_helper")
         .collect(engine="in-memory")
+    )
+
+
+# cost models whose work runs in one kernel class: a fused op's other kernels are its helpers
+_WORK_CLASSES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "gemm",
+            "gemm_bias",
+            "bgemm",
+            "bgemm_bias",
+            "matmul",
+            "linear",
+            "linear_bias",
+            "scaled_gemm",
+            "fused_moe",
+            "conv",
+        ),
+        "gemm",
+    ),
+    **dict.fromkeys(
+        ("sdpa", "sdpa_causal", "varlen_attention", "varlen_attention_causal", "paged_attention"), "attention"
+    ),
+}
+
+
+def work_class(cost_model: pl.Expr) -> pl.Expr:
+    """The kernel class that does the work of an op priced by ``cost_model`` (gemm for GEMM,
+    linear, conv and fused MoE costs, attention for attention costs), null for other models."""
+    return cost_model.replace_strict(
+        list(_WORK_CLASSES), list(_WORK_CLASSES.values()), default=None, return_dtype=pl.String()
     )
 
 
@@ -239,7 +327,7 @@ def class_roofline(
             ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
-    out = _verdicts(rows, hardware, th)
+    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
@@ -344,7 +432,12 @@ def shape_roofline(
     rows = rows.filter(pl.col("rank") <= TOP_SHAPES).with_columns(
         (pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns")
     )
-    return _verdicts(rows, hardware, th).drop("flops_known", "bytes_known").collect(engine="in-memory")
+    return (
+        _verdicts(rows, hardware, th)
+        .with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
+        .drop("flops_known", "bytes_known")
+        .collect(engine="in-memory")
+    )
 
 
 def dominant_class(cr: pl.DataFrame, kind: str) -> pl.DataFrame:

@@ -267,6 +267,7 @@ def load_for_analysis(
     lean: bool = True,
     ensure: bool = False,
     model: str | None = None,
+    parallel: str | None = None,
 ) -> Trace:
     """The trace at ``source`` as the analysis needs it. A dataset trace whose derived tables are
     current is read with only :data:`ANALYSIS_COLUMNS` when ``lean`` (no ``--phase-map``: the
@@ -277,7 +278,7 @@ def load_for_analysis(
     model config (--model): the whole trace is read with it and its costs are computed again."""
 
     if captures or model or not is_dataset(source):
-        return tracekit.load(str(source), trace_id=trace_id, captures=captures, model=model)
+        return tracekit.load(str(source), trace_id=trace_id, captures=captures, model=model, parallel=parallel)
     root = Path(source)
     tid = choose_trace(root, dataset_trace_ids(root), trace_id)
     if lean and stored_current(root, tid):

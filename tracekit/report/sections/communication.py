@@ -11,10 +11,10 @@ from typing import Any
 from tracekit.report import fmt
 from tracekit.report.sections.blocks import Document, Section, Table
 
-HEADERS = ["phase", "collectives", "time", "exposed", "exposed %", "moved", "bandwidth"]
+HEADERS = ["phase", "collectives", "time", "exposed", "exposed %", "moved", "bandwidth", "bus bandwidth"]
 TITLE = (
     "Communication (NCCL/RCCL kernels; exposed = no compute on the device meanwhile; "
-    "moved = input messages the trace gives, bandwidth = moved / the time of those kernels)"
+    "moved = input messages the kernels or their ops give; bandwidth, bus bandwidth = nccl-tests' algbw, busbw)"
 )
 
 
@@ -28,6 +28,7 @@ def cells(c: Mapping[str, Any]) -> list[str]:
         fmt.percent(c.get("exposed_fraction"), 0),
         fmt.value("comm_bytes", c.get("comm_bytes")),
         fmt.value("algbw_bytes_per_s", c.get("algbw_bytes_per_s")),
+        fmt.value("algbw_bytes_per_s", c.get("busbw_bytes_per_s")),
     ]
 
 

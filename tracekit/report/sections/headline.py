@@ -5,6 +5,9 @@ warnings, and what an Nsight export without shapes cannot give).
 
 from __future__ import annotations
 
+from typing import Any
+
+from tracekit.conventions import UNPRICED_OPS
 from tracekit.sources.registry import capabilities
 from tracekit.report import fmt
 from tracekit.report.sections.above_roof import above_roof_lines
@@ -90,14 +93,19 @@ NSIGHT_SHAPES = (
 
 def nsight_notes(d: ReportData) -> list[str]:
     """What an Nsight export can and cannot give, when this one has no shapes (README: Nsight input)."""
-    tr = d.doc.get("trace") or {}
-    if not capabilities(tr.get("format")).shapes_from_annotations:
-        return []
     cov = d.whole.get("coverage")
-    flops = d.whole.get("flops")
-    if (cov is None or cov == 0) and not flops:
+    if (cov is None or cov == 0) and no_shapes(d.doc):
         return [NSIGHT_SHAPES]
     return []
+
+
+def no_shapes(doc: Any) -> bool:
+    """An Nsight export without operator shapes: nothing priced, and no op carries shapes (the
+    analysis names the ops that carry shapes but no cost model in a warning, UNPRICED_OPS)."""
+    tr, tot = doc.get("trace") or {}, doc.get("totals") or {}
+    if not capabilities(tr.get("format")).shapes_from_annotations or (tot.get("trace") or {}).get("flops"):
+        return False
+    return not any(str(w).startswith(UNPRICED_OPS) for w in tot.get("warnings") or [])
 
 
 def headline(d: ReportData) -> list[str]:

@@ -13,10 +13,9 @@ from tracekit.report.names import cut_name
 from tracekit.report.sections.above_roof import above_roof_lines
 from tracekit.report.sections.blocks import Document, Section, Table, min_coverage
 from tracekit.report.sections.cold_start import cold_start_lines
-from tracekit.report.sections.headline import NSIGHT_SHAPES
+from tracekit.report.sections.headline import NSIGHT_SHAPES, no_shapes
 from tracekit.report.sections.low_coverage import MEASURED, low_coverage
 from tracekit.report.sections.step_verdicts import step_verdict_lines
-from tracekit.sources.registry import capabilities
 
 # (header, column of the JSON row): the metrics every scope (trace, phase, region) shows
 METRICS = (
@@ -160,7 +159,7 @@ def regions(d: Document) -> Section:
 
 def attribution(d: Document) -> Section:
     """Device time = attributed + unattributed (by reason), the conservation check and the warnings."""
-    tot, un, tr = d.doc["totals"], d.doc["unattributed"], d.doc["trace"]
+    tot, un = d.doc["totals"], d.doc["unattributed"]
     lines = [
         f"device time {fmt.duration(tot.get('device_time_ns') or 0)} = attributed "
         f"{fmt.duration(tot.get('attributed_ns') or 0)} + unattributed {fmt.duration(un['time_ns'])} "
@@ -173,6 +172,6 @@ def attribution(d: Document) -> Section:
     if tot.get("regions_excluded"):
         lines.append(f"{fmt.count(tot['regions_excluded'], 'region')} with zero span and no device work excluded")
     lines += [f"warning: {w}" for w in tot.get("warnings") or []]
-    if capabilities(tr.get("format")).shapes_from_annotations and not (tot.get("trace") or {}).get("flops"):
+    if no_shapes(d.doc):
         lines.append(f"note: {NSIGHT_SHAPES}")
     return Section("Attribution", paragraphs=lines)
