@@ -85,6 +85,10 @@ REGION_JSON_COLUMNS = [
     "idle_causes_ns",
     "idle_top",
     "class_top",
+    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
+    "other_busy_ns",
+    "queued_ns",
+    "other_top",
 ]
 PHASE_JSON_COLUMNS = [
     "phase",
@@ -121,6 +125,10 @@ PHASE_JSON_COLUMNS = [
     "idle_causes_ns",
     "idle_top",
     "class_top",
+    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
+    "other_busy_ns",
+    "queued_ns",
+    "other_top",
     "launch_delay_count",
     "launch_delay_p50_ns",
     "launch_delay_p99_ns",

@@ -13,6 +13,7 @@ from tracekit.analysis.communication import exposed_by_phase
 from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
+from tracekit.analysis.idle.causes import device_work
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
@@ -122,12 +123,17 @@ def idle(
     linked: pl.DataFrame,
     launches: pl.DataFrame | None,
     costs: pl.DataFrame,
+    regions: pl.DataFrame,
+    cpu_only: bool,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every idle ns of each region's window given one cause (idle/causes.py), with its culprits; the
-    host layers read the ops' columns from ``costs`` and the blocking calls from ``launches``."""
+    """Each region's window without its own work split into other work on its device (queued or
+    not, named by whose it is) and idle time, every idle ns given one cause (idle/causes.py), with
+    its culprits; the host layers read the ops' columns from ``costs`` and the blocking calls from
+    ``launches``."""
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(region_rows, activities, launches, ops)
-    return region_idle(region_rows, linked, launches, ops, host)
+    other = None if cpu_only else device_work(activities, regions)
+    return region_idle(region_rows, linked, launches, ops, host, other)
 
 
 @step("region_rows", "class_roofline", "unit_phase", "in_unit", "excluded")

@@ -108,7 +108,7 @@ class Metrics(TypedDict, total=False):
     frac_peak_flops: float | None
     frac_peak_bytes: float | None
     above_roof: bool | None  # a fraction of peak above 1: the peaks are too low (docs/analysis.md)
-    bound: str | None  # compute | bandwidth | overhead | unknown
+    bound: str | None  # compute | bandwidth | overhead | queued | unknown
     reason: str | None
 
 
@@ -138,6 +138,11 @@ class Idle(TypedDict, total=False):
     idle_top: str | None
     class_top: str | None
     idle_culprits: list[IdleCulprit]
+    # issue 40: the window's time the device ran other work (not idle: idle_ns leaves it out),
+    # the part while the row's launched work waited, and the largest owner of that work in words
+    other_busy_ns: int | None
+    queued_ns: int | None
+    other_top: str | None
 
 
 class RegionRow(Metrics, Idle, total=False):

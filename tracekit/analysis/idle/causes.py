@@ -14,6 +14,13 @@ match wins:
 ``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
 ``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
 
+Before any cause, the window's time without the region's own work is split by the device
+(the one that ran most of the region's work): where it runs **other work** (other regions'
+kernels, the previous iteration's tail) the time is not idle. Those pieces are ``queued`` while
+some of the region's launched work waits to start (launch call end → its start), else
+``other_work``; both are named by the innermost region (or unattributed reason) of the work that
+ran, and neither is an idle cause (:data:`OTHER`). What is left is idle: the device ran nothing.
+
 The pieces partition the idle time, so the causes add up to ``idle_ns`` exactly; the analysis
 checks that on every region (``idle_conserved``). The region's thread is its own (pid, tid), or
 for a region without one (the whole-trace region of shape inference) the thread that made most
@@ -54,6 +61,10 @@ CAUSES = (
     "after_last_kernel",
 )
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
+# Window time the device spent on work that is not the region's: not idle (module docstring).
+OTHER = ("queued", "other_work")
+# The culprit rows of other work: one per (region, owner of the work), both kinds together.
+BUSY_OTHER = "busy_other"
 _Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
 
 
@@ -106,6 +117,35 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
         pts = b.select("pid", "tid", pl.col("s").alias("t"))
         op = take(top[0]["name"], innermost_rows(pts, top[0], group=["pid", "tid"], id_col="op_id")).alias("op")
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
+
+
+def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFrame:
+    """Every device activity as the work a window may see running: ``device, s, e, owner`` made
+    disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
+    row is one activity seen running), ``owner`` (categorical) = the name of the activity's
+    innermost region, else the short form of its unattributed reason ("previous-iteration tail"),
+    else ``unattributed``."""
+    dev = pl.col("device").fill_null(-1) if "device" in acts.columns else pl.lit(0, dtype=pl.Int64())
+    q = acts.lazy().select(
+        "region_id",
+        dev.cast(pl.Int64()).alias("device"),
+        pl.col("start_ns").alias("s"),
+        pl.col("end_ns").alias("e"),
+        "unattributed_reason",
+    )
+    names = (
+        regions.lazy().select("region_id", pl.col("name").alias("_rname"))
+        if regions is not None and regions.height
+        else pl.LazyFrame(schema={"region_id": pl.Int64(), "_rname": pl.String()})
+    )
+    reason = pl.col("unattributed_reason").cast(pl.String()).str.split(" (").list.first()
+    q = q.join(names, on="region_id", how="left").select(
+        "device",
+        "s",
+        "e",
+        pl.coalesce("_rname", reason, pl.lit("unattributed")).cast(pl.Categorical()).alias("owner"),
+    )
+    return disjoint(q, by=("device",))
 
 
 def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
@@ -164,20 +204,32 @@ def idle_causes(
     launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    other: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
 
     ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
-    first_launch_ns, last_ns. ``linked``: region_id, start_ns, end_ns, launch_start_ns (optional).
-    ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
+    first_launch_ns, last_ns, and ``device`` (the region's device) when ``other`` is given.
+    ``linked``: region_id, start_ns, end_ns, launch_start_ns and launch_end_ns (optional).
+    ``other``: :func:`device_work`; its pieces come first, with cause ``queued`` or ``other_work``
+    and ``op`` = the owner of the work that ran (:data:`OTHER`: not idle).
+    ``inst`` numbers the instance a piece belongs to (one blocking call, one op, one activity).
     """
     p = _edge_pieces(win, linked)
     if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
         return pl.DataFrame(schema=_PIECE_SCHEMA)
     thr = ["pid", "tid"]
+    waits = _launch_waits(linked)
+    busy: list[pl.LazyFrame] = []
+    if other is not None and other.height and "device" in win.columns:
+        dev = win.select("region_id", pl.col("device").fill_null(-2).cast(pl.Int64()))  # -2: no work, no device
+        p = p.join(dev, on="region_id", how="left")
+        in_w, p = split(p, other, ["device"], ["owner"])
+        in_q, in_w = split(in_w.rename({"_lj": "_act"}), waits, ["region_id"], [])
+        busy = [_tag_other(in_q, "queued", 4 << 40), _tag_other(in_w, "other_work", 4 << 40)]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
-    in_l, p = split(p, _launch_waits(linked), ["region_id"], [])
+    in_l, p = split(p, waits, ["region_id"], [])
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
     parts = [
@@ -187,6 +239,7 @@ def idle_causes(
         _tag(in_l, "launch_latency", 1 << 40),
         _tag(in_o, "cpu_op", 2 << 40),
         _tag(p, "outside_ops", 3 << 40),
+        *busy,
     ]
     return pl.concat(parts).cast(_PIECE_SCHEMA).collect(engine="in-memory")  # type: ignore[arg-type]
 
@@ -232,10 +285,16 @@ def _edge_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
 
 
 def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
-    """Per region, the union of the stretches from each activity's launch call to its start."""
+    """Per region, the union of the stretches from each activity's launch call's end (its start
+    where the end is unknown) to the activity's start: the work was enqueued, not yet running."""
     if "launch_start_ns" not in linked.columns:
         return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
-    lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
+    sent = (
+        pl.coalesce("launch_end_ns", "launch_start_ns")
+        if "launch_end_ns" in linked.columns
+        else pl.col("launch_start_ns")
+    )
+    lat_q = linked.lazy().select("region_id", sent.alias("s"), pl.col("start_ns").alias("e"))
     return union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
 
@@ -253,10 +312,38 @@ def _tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
     return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
 
+def _tag_other(df: pl.DataFrame, cause: str, off: int) -> pl.LazyFrame:
+    """Pieces of other work with their cause, ``op`` = the owner of the work, and the activity as instance."""
+    return df.lazy().select(
+        "region_id",
+        "s",
+        "e",
+        pl.lit(cause).alias("cause"),
+        pl.col("owner").cast(pl.String()).alias("op"),
+        pl.lit(None, dtype=pl.String()).alias("call"),
+        (pl.col("_act") + off).cast(pl.Int64()).alias("inst"),
+    )
+
+
+def _other_sums() -> list[pl.Expr]:
+    """``other_busy_ns`` (the device ran other work) and ``queued_ns`` (its part while the region's
+    launched work waited) from culprit sums."""
+    return [
+        pl.col("idle_ns").filter(pl.col("cause").is_in(OTHER)).sum().alias("other_busy_ns"),
+        pl.col("idle_ns").filter(pl.col("cause") == "queued").sum().alias("queued_ns"),
+    ]
+
+
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
-    """Per region: ``idle_<cause>_ns`` for every cause (0 when absent) and their sum ``idle_causes_ns``."""
-    wide = pieces.group_by("region_id").agg(
-        *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    """Per region: ``idle_<cause>_ns`` for every cause (0 when absent), their sum ``idle_causes_ns``,
+    and the other work's ``other_busy_ns``, ``queued_ns``."""
+    wide = (
+        pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns"))
+        .group_by("region_id")
+        .agg(
+            *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
+            *_other_sums(),
+        )
     )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 
@@ -277,7 +364,8 @@ def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
 
 def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
     wide = sums.group_by("region_id").agg(
-        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
+        *_other_sums(),
     )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.idle.causes import (
+    BUSY_OTHER,
     CAUSE_COLUMNS,
+    OTHER,
     culprit_sums,
     describe,
     host_threads,
@@ -31,10 +33,15 @@ def region_idle(
     launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    other: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
-    to the region rows; return them with the per-region culprits (unranked, every one).
-    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads)."""
+    to the region rows, and the other work in their windows: ``other_busy_ns``, ``queued_ns`` and
+    ``other_top`` (the largest owner in words); return them with the per-region culprits: the idle
+    ones ranked, then the other work's (cause :data:`BUSY_OTHER`, ``op`` = owner) ranked apart.
+    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads).
+    ``other``: :func:`tracekit.analysis.idle.causes.device_work`, or None (no other work seen).
+    A region's device is the one that ran most of its linked activities (then the smallest)."""
     # each region's main launching thread: most launches, then the smallest (pid, tid)
     thr = (
         linked.lazy().filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
@@ -48,9 +55,19 @@ def region_idle(
         pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
         pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
     )
+    dev = (
+        linked.lazy()
+        .group_by("region_id", "device")
+        .len()
+        .group_by("region_id")
+        .agg(pl.col("device").sort_by(["len", "device"], descending=[True, False]).first())
+        if "device" in linked.columns
+        else pl.LazyFrame(schema={"region_id": pl.Int64(), "device": pl.Int64()})
+    )
     win = (
         reg.lazy()
         .join(main, on="region_id", how="left")
+        .join(dev, on="region_id", how="left")
         .select(
             "region_id",
             pl.coalesce("pid", "_lp").alias("pid"),
@@ -60,19 +77,58 @@ def region_idle(
             "first_launch_ns",
             "first_ns",
             "last_ns",
+            pl.col("device").cast(pl.Int64()),
         )
         .collect(engine="in-memory")
     )
-    tot, cul = _causes_by_block(win, linked, launches, ops, host)
-    top = cul.lazy().filter(pl.col("rank") == 1).select("region_id", _text().alias("idle_top"))
+    tot, cul = _causes_by_block(win, linked, launches, ops, host, other=other)
+    cul = split_culprits(cul, "region_id")
+    top = cul.lazy().filter(pl.col("rank") == 1)
+    idle_top = top.filter(pl.col("cause") != BUSY_OTHER).select("region_id", _text().alias("idle_top"))
+    other_top = top.filter(pl.col("cause") == BUSY_OTHER).select("region_id", other_text().alias("other_top"))
+    sums = (*CAUSE_COLUMNS, "idle_causes_ns", *OTHER_COLUMNS)
     out = (
         reg.lazy()
-        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .drop([*sums, "idle_top", "other_top"], strict=False)
         .join(tot.lazy(), on="region_id", how="left")
-        .join(top, on="region_id", how="left")
-        .with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+        .join(idle_top, on="region_id", how="left")
+        .join(other_top, on="region_id", how="left")
+        .with_columns(*[pl.col(c).fill_null(0) for c in sums])
     )
     return out.collect(engine="in-memory"), cul
+
+
+OTHER_COLUMNS = ("other_busy_ns", "queued_ns")
+
+
+def split_culprits(cul: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Culprit sums (ranked or not) as the idle culprits ranked per ``key``, then the other work's
+    rows summed per owner (``cause`` :data:`BUSY_OTHER`, ``count`` = activities) ranked apart."""
+    is_other = pl.col("cause").is_in([*OTHER, BUSY_OTHER])
+    idle = cul.lazy().filter(~is_other).select(key, "cause", "op", "call", "idle_ns", "count")
+    oth = (
+        cul.lazy()
+        .filter(is_other)
+        .group_by(key, "op")
+        .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
+        .select(
+            key,
+            pl.lit(BUSY_OTHER).alias("cause"),
+            "op",
+            pl.lit(None, dtype=pl.String()).alias("call"),
+            "idle_ns",
+            "count",
+        )
+    )
+    a, b = pl.collect_all([idle, oth], engine="in-memory")
+    return pl.concat([ranked(a, key), ranked(b, key)])
+
+
+def other_text() -> pl.Expr:
+    """The largest other work in words: ``13.7 ms previous-iteration tail (509 activities)``."""
+    n = pl.col("count")
+    acts = pl.when(n == 1).then(pl.lit("activity")).otherwise(pl.lit("activities"))
+    return pl.format("{} {} ({} {})", fmt_dur(pl.col("idle_ns")), pl.col("op"), n, acts)
 
 
 def _causes_by_block(
@@ -82,6 +138,7 @@ def _causes_by_block(
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None,
     block: int | None = None,
+    other: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(cause totals, culprits) of the windows ``win``, computed for blocks of regions of about
     ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
@@ -93,7 +150,7 @@ def _causes_by_block(
     block = block or IDLE_BLOCK
     blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
     if linked.height <= block:
-        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)))
+        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)), other)
         return totals_and_culprits(pieces)
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
@@ -112,6 +169,7 @@ def _causes_by_block(
             launches,
             ops,
             (blocking, segs),
+            other,
         )
         del segs
         sums = culprit_sums(pieces)
@@ -141,6 +199,7 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
     """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
     culprits (the units' culprits summed by (cause, op, call)). One polars query."""
     units = reg.lazy().filter(pl.col("is_unit"))
+    other = pl.col("cause") == BUSY_OTHER
     pc = (
         cul.lazy()
         .join(units.select("region_id", "phase"), on="region_id")
@@ -149,17 +208,20 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
         .sort(
             ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
         )
-        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase", other).alias("rank"))
     )
     if ph.height == 0:
         return ph, pc.collect(engine="in-memory")
-    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
-    top = pc.filter(pl.col("rank") == 1).select("phase", _text().alias("idle_top"))
+    cols = (*CAUSE_COLUMNS, "idle_causes_ns")
+    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in cols])
+    top = pc.filter((pl.col("rank") == 1) & ~other).select("phase", _text().alias("idle_top"))
+    other_top = pc.filter((pl.col("rank") == 1) & other).select("phase", other_text().alias("other_top"))
     out = (
         ph.lazy()
-        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .drop([*cols, "idle_top", "other_top"], strict=False)
         .join(sums, on="phase", how="left")
         .join(top, on="phase", how="left")
+        .join(other_top, on="phase", how="left")
     )
     ph, pcs = pl.collect_all([out, pc], engine="in-memory")
     return ph, pcs
@@ -168,9 +230,10 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
 def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
     """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
     = of the scope's idle time. One polars query."""
+    idle = pl.col("cause") != BUSY_OTHER  # the other work is not idle: not a culprit
     r = (
         reg_cul.lazy()
-        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .filter((pl.col("rank") <= TOP_CULPRITS) & idle)
         .join(reg.lazy().select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
         .select(
             pl.lit("region").alias("scope_kind"),
@@ -185,7 +248,7 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
     )
     p = (
         ph_cul.lazy()
-        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .filter((pl.col("rank") <= TOP_CULPRITS) & idle)
         .join(pidle, on="phase", how="left")
         .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase"))
     )

@@ -79,7 +79,11 @@ def region_metrics(
     and the region-linked activities they came from (``region_id, act_id, start_ns, end_ns`` and
     the launch columns the windows, idle causes and launch delays use; the cost columns only
     while the metrics are computed)."""
-    extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
+    extra = [
+        c
+        for c in ("launch_start_ns", "launch_end_ns", "launch_pid", "launch_tid", "correlation", "device", "stream")
+        if c in acts.columns
+    ]
     pairs = links.select("region_id", "act_id")
     cost = [
         "dur_ns",
@@ -125,6 +129,7 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
     units = reg.filter(pl.col("is_unit"))
     if units.height == 0:
         return pl.DataFrame()
+    other = [c for c in ("other_busy_ns", "queued_ns") if c in units.columns]
     agg = (
         units.group_by("phase")
         .agg(
@@ -142,6 +147,7 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
                     "gap_count",
                     "gap_total_ns",
                     "kernel_count",
+                    *other,
                 )
             ],
             pl.col("gap_max_ns").max(),
