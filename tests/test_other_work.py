@@ -42,16 +42,16 @@ def test_saturated_layers_are_queued_not_overhead(tmp_path: Path) -> None:
         "queued_ns",
         "idle_ns",
         "idle_before_first_launch_ns",
-        "idle_outside_ops_ns",
+        "idle_launch_call_ns",
         "idle_launch_latency_ns",
         "idle_blocking_ns",
         "idle_causes_ns",
     ]
     got = res.regions.sort("name").select(cols).rows()
     # layer_i's window: its range start (10 µs·i) → its kernel's end. Not own work in it:
-    #  [10i, 10i+1) µs before its first launch; [10i+1, 10i+3) µs inside the launch call (no op:
-    #  outside ops); launch end → 40 µs launch latency (enqueued, the device idle); 40 → 100 µs
-    #  blocking (the sync; the device idle); the earlier layers' kernels: queued (its kernel was
+    #  [10i, 10i+1) µs before its first launch; [10i+1, 10i+3) µs inside its launch call; launch
+    #  end → 40 µs launch latency (enqueued, the device idle); 40 → 100 µs blocking (the sync; the
+    #  device idle); the earlier layers' kernels: queued (its kernel was
     #  enqueued); the 2.10 → 2.15 ms stall: blocking (layers 2 and 3, whose kernels were enqueued).
     # layer_0: span 1.1 ms, idle 1 + 2 + 37 + 60 µs = 100 µs, no other work.
     # layer_1: span 2.09 ms, queued 1 ms (layer_0's kernel), idle 1 + 2 + 27 + 60 = 90 µs.
@@ -86,7 +86,7 @@ def test_other_work_is_not_an_idle_culprit(tmp_path: Path) -> None:
     res = _layers(tmp_path)
     cul = res.idle_culprits.filter(pl.col("scope_kind") == "region")
     # layer_3's culprits are its idle causes only (Σ = 120 µs), none of the other layers' kernels
-    assert set(cul["cause"]) <= {"blocking", "launch_latency", "outside_ops", "before_first_launch"}
+    assert set(cul["cause"]) == {"blocking", "launch_latency", "launch_call", "before_first_launch"}
     top = dict(res.regions.select("name", "other_top").rows())
     assert top["layer_0"] is None
     assert top["layer_1"] == "1.0 ms layer_0 (1 activity)"
@@ -105,3 +105,38 @@ def test_qwen_prefill_lever_is_not_the_previous_iteration_tail(shared_traces: Pa
     assert "before the first launch" not in p["reason"]
     assert "largest:" not in p["reason"]
     assert "other work 27 % of window (not idle): 13.5 ms previous-iteration tail (502 activities)" in p["reason"]
+    # Whole trace 91.9 % busy (45,647,300 of its 49,652,832 ns device span) vs prefill 64.6 %
+    # (31,905,473 own of its 49,378,903 ns window): said, with the other work and the idle of the
+    # window, and the trace's busy time that is not prefill's own: 45,647,300 − 31,905,473.
+    (b,) = res.totals["busy_basis"]
+    assert (b["phase"], b["other_busy_ns"], b["idle_ns"], b["not_phase_busy_ns"]) == (
+        "prefill",
+        13_477_019,
+        3_996_411,
+        13_741_827,
+    )
+    assert b["text"].startswith("busy differs: whole trace 91.9 % (all device work ÷ the device span 49.7 ms")
+    assert b["text"] in res.warnings
+
+
+def test_launch_latency_is_not_queueing(tmp_path: Path) -> None:
+    # Issue 40 item 2. The same layers inside one prefill step (an outer range 0 → 4.1502 ms). Each
+    # launch's wait runs from its call's end to its kernel's start; launch latency is the part while
+    # its stream was free (every earlier kernel on it ended) and the device idle, the rest is queued:
+    #  layer_0: call ends 3 µs, kernel at 100 µs, stream and device free: latency 97 µs, queued 0;
+    #  layer_1: 13 µs → 1.1 ms, behind layer_0's kernel until 1.1 ms: latency 0, queued 1,087 µs;
+    #  layer_2: 23 µs → 2.15 ms, stream free from 2.1 ms (layer_1's end), the device idle 2.1 → 2.15:
+    #           latency 50 µs, queued 2,150 − 23 − 50 = 2,077 µs;
+    #  layer_3: 33 µs → 3.15 ms, behind layer_2 until its start: latency 0, queued 3,117 µs.
+    # Latencies sorted 0, 0, 50, 97 µs: p50 (linear) 25 µs, max 97 µs; queued 0, 1087, 2077, 3117 µs:
+    # p50 1,582 µs, max 3,117 µs. The launch delay (call start → kernel start) keeps its meaning.
+    ranges = [*RANGES, (0, 4_150_200, "tk:prefill step=0")]
+    path = write_export(tmp_path / "step.sqlite", KERNELS, ranges, launches=LAUNCHES, calls=[SYNC])
+    res = analyze(tracekit.load(path))
+    p = res.phases.filter(pl.col("phase") == "prefill").row(0, named=True)
+    assert (p["launch_latency_p50_ns"], p["launch_latency_max_ns"]) == (25_000, 97_000)
+    assert (p["launch_queued_p50_ns"], p["launch_queued_max_ns"]) == (1_582_000, 3_117_000)
+    assert (p["launch_delay_count"], p["launch_delay_max_ns"]) == (4, 3_150_000 - 31_000)
+    # inside the step the layers are still queued: the step's own work is theirs, their windows' not
+    bounds = dict(res.regions.select("name", "bound").rows())
+    assert [bounds[f"layer_{i}"] for i in range(1, 4)] == ["queued"] * 3

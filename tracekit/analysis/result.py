@@ -78,6 +78,7 @@ REGION_JSON_COLUMNS = [
     "idle_blocking_ns",
     "idle_cold_start_ns",
     "idle_launch_latency_ns",
+    "idle_launch_call_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
     "idle_before_first_launch_ns",
@@ -118,6 +119,7 @@ PHASE_JSON_COLUMNS = [
     "idle_blocking_ns",
     "idle_cold_start_ns",
     "idle_launch_latency_ns",
+    "idle_launch_call_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
     "idle_before_first_launch_ns",
@@ -133,6 +135,14 @@ PHASE_JSON_COLUMNS = [
     "launch_delay_p50_ns",
     "launch_delay_p99_ns",
     "launch_delay_max_ns",
+    # issue 40: each launch's wait from its call's end split into launch latency (stream free,
+    # device idle) and queued (behind earlier work on the stream or while the device ran other work)
+    "launch_latency_p50_ns",
+    "launch_latency_p99_ns",
+    "launch_latency_max_ns",
+    "launch_queued_p50_ns",
+    "launch_queued_p99_ns",
+    "launch_queued_max_ns",
 ]
 
 

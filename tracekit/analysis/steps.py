@@ -20,7 +20,14 @@ from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold
 from tracekit.analysis.regions.kernel_classes import is_communication
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES
-from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.rollup import (
+    busy_basis,
+    gather_acts,
+    phase_metrics,
+    phase_units,
+    region_metrics,
+    trace_totals,
+)
 from tracekit.analysis.regions.step_noise import noise_reasons
 from tracekit.analysis.regions.step_verdicts import step_verdicts as step_verdict_rows
 from tracekit.analysis.regions.tops import region_closure, tops
@@ -238,7 +245,11 @@ def phases(
     if ph.height:
         ph = ph.join(dominant_class(class_roofline, "phase").rename({"scope": "phase"}), on="phase", how="left")
         ph = classify(ph, hardware, thresholds, device_name).join(
-            launch_delay(linked.join(unit_phase, on="region_id")), on="phase", how="left"
+            launch_delay(
+                linked.join(unit_phase, on="region_id"), activities if "stream" in activities.columns else None
+            ),
+            on="phase",
+            how="left",
         )
     return ph, ph_cul
 
@@ -277,6 +288,15 @@ def whole_trace(
         .collect(engine="in-memory")
     )
     return whole, unattr
+
+
+@step("busy_basis", "warnings")
+def busy_differs(
+    whole: pl.DataFrame, phase_rows: pl.DataFrame, warnings: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Why the whole trace's busy share and a phase's differ, when they do (regions/rollup.py), also warned."""
+    basis = busy_basis(whole, phase_rows)
+    return basis, [*warnings, *(b["text"] for b in basis)]
 
 
 @step("region_rows", "phase_rows", "whole")
@@ -346,13 +366,17 @@ def totals(
     latency: Latency,
     cold: pl.DataFrame,
     features: list[dict[str, Any]] | None,
+    busy_basis: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The whole trace's totals: attributed time, idle conservation, cold starts and the run's features."""
+    """The whole trace's totals: attributed time, idle conservation, cold starts, the run's features
+    and why whole-trace and phase busy differ."""
     out = trace_totals(activities, whole, region_rows, excluded, thresholds, latency.scalars)
     out["idle_conserved"] = (
         bool((region_rows["idle_causes_ns"] == region_rows["idle_ns"]).all()) if region_rows.height else True
     )
     out["cold_start"] = cold_summary(region_rows, cold)
+    if busy_basis:
+        out["busy_basis"] = busy_basis
     if features is not None:
         out["features"] = features
     return out

@@ -10,7 +10,9 @@ match wins:
     (:data:`BLOCKING`); named by the call and the outermost op that issued it;
 ``cold_start`` (f): the region's thread is inside a runtime launch call that itself blocks for
     long (:func:`cold_launch`: lazy module loading, JIT, autotuning), named by the call and its op;
-``launch_latency`` (c): some launch of the region has been issued and its work has not started;
+``launch_latency`` (c): some launch call of the region has returned and its work has not started
+    (the device idle: waits while it ran other work are ``queued``, above);
+``launch_call`` (c'): the host is inside one of the region's launch calls (launch overhead);
 ``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
 ``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
 
@@ -55,6 +57,7 @@ CAUSES = (
     "blocking",
     "cold_start",
     "launch_latency",
+    "launch_call",
     "cpu_op",
     "outside_ops",
     "before_first_launch",
@@ -230,6 +233,7 @@ def idle_causes(
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
     in_l, p = split(p, waits, ["region_id"], [])
+    in_c, p = split(p, _launch_calls(linked), ["region_id"], [])
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
     parts = [
@@ -237,6 +241,7 @@ def idle_causes(
             in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0
         ),
         _tag(in_l, "launch_latency", 1 << 40),
+        _tag(in_c, "launch_call", 5 << 40),
         _tag(in_o, "cpu_op", 2 << 40),
         _tag(p, "outside_ops", 3 << 40),
         *busy,
@@ -282,6 +287,14 @@ def _edge_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
         .with_columns(pl.col("_edge").cast(pl.Int8()))
         .collect(engine="in-memory")
     )
+
+
+def _launch_calls(linked: pl.DataFrame) -> pl.DataFrame:
+    """Per region, the union of its activities' launch calls (start → end): the host launching."""
+    if not {"launch_start_ns", "launch_end_ns"} <= set(linked.columns):
+        return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
+    q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("launch_end_ns").alias("e"))
+    return union(q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
 
 def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
@@ -417,6 +430,8 @@ def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
         .then(pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op))
         .when(cause == "launch_latency")
         .then(pl.lit("launch latency (launched, not yet started)"))
+        .when(cause == "launch_call")
+        .then(pl.lit("host in launch calls"))
         .when(cause == "cpu_op")
         .then(pl.format("host busy in {}", op))
         .when(cause == "outside_ops")

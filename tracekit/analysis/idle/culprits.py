@@ -19,6 +19,7 @@ from tracekit.analysis.idle.causes import (
     totals_and_culprits,
 )
 from tracekit.analysis.idle.host_segments import op_segments
+from tracekit.analysis.idle.intervals import union
 from tracekit.analysis.verdict import fmt_dur
 
 TOP_CULPRITS = 5
@@ -263,21 +264,96 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
     )
 
 
-def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
+def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per phase: launch delay (launch call start → its first device activity start) ``count,
-    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel)."""
+    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel).
+    With ``acts`` (every activity: ``act_id, device, stream, start_ns, end_ns``) and launch ends,
+    each launch's wait from its call's end to its start is split (:func:`launch_waits`) into
+    launch latency (the stream free and the device idle) and queued (anything else), with
+    ``launch_latency_{p50,p99,max}_ns`` and ``launch_queued_{p50,p99,max}_ns``."""
     need = {"phase", "start_ns", "launch_start_ns", "correlation"}
     if not need <= set(linked_units.columns):
         return pl.DataFrame(schema={"phase": pl.String()})
+    split = acts is not None and {"launch_end_ns", "act_id"} <= set(linked_units.columns)
     d = (
         linked_units.filter(pl.col("launch_start_ns").is_not_null())
+        .sort("start_ns", "act_id" if "act_id" in linked_units.columns else "start_ns")
         .group_by("phase", "correlation")
-        .agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
+        .agg(
+            pl.col("start_ns").first(),
+            pl.col("launch_start_ns").first(),
+            *([pl.col("launch_end_ns").first(), pl.col("act_id").first()] if split else []),
+        )
         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
     )
-    return d.group_by("phase").agg(
+    stats = [
         pl.len().cast(pl.Int64()).alias("launch_delay_count"),
         pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
         pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
         pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
+    ]
+    if split and acts is not None:
+        d = d.hstack(launch_waits(d.select("act_id", "launch_end_ns", "start_ns"), acts).get_columns())
+        for c, name in (("_lat", "launch_latency"), ("_que", "launch_queued")):
+            x = pl.col(c).drop_nulls()
+            stats += [
+                x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
+                x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
+                x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
+            ]
+    return d.group_by("phase").agg(*stats)
+
+
+def launch_waits(w: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """``_lat, _que`` for each row of ``w`` (``act_id`` of the launch's first activity,
+    ``launch_end_ns``, ``start_ns``): of its wait [launch call end, start), the launch latency is
+    the time its stream was free (every earlier activity of its (device, stream) had ended) and its
+    device idle (none running); the rest is queued (behind earlier work on the stream, or while
+    the device ran other work: stream and event dependencies). Null where the end is unknown.
+
+    Vectorised: the stream's previous end by one sort and a running maximum; the device's busy
+    time before t from the union of every activity per device and a prefix sum, found by binary
+    search on group-major packed keys."""
+    a = acts.select(
+        "act_id",
+        pl.col("device").fill_null(-1).cast(pl.Int64()).alias("device"),
+        pl.col("stream").fill_null(-1).cast(pl.Int64()).alias("stream"),
+        "start_ns",
+        "end_ns",
     )
+    prev_end = (
+        a.sort("device", "stream", "start_ns", "act_id")
+        .with_columns(pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev"))
+        .select("act_id", "device", "_prev")
+    )
+    q = w.join(prev_end, on="act_id", how="left", maintain_order="left")
+    free_from = pl.max_horizontal("launch_end_ns", pl.col("_prev").fill_null(pl.col("launch_end_ns")))
+    lo = pl.min_horizontal(free_from, "start_ns")
+    wait = (pl.col("start_ns") - pl.col("launch_end_ns")).clip(lower_bound=0)
+    q = q.with_columns(lo.alias("_lo"), wait.alias("_wait"))
+    busy = union(a.select("device", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "device")
+    if busy.height == 0 or q.height == 0:
+        lat = pl.when(pl.col("launch_end_ns").is_not_null()).then(pl.col("start_ns") - pl.col("_lo"))
+        return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))
+    lo_min, hi_max = q.select(
+        pl.min_horizontal(pl.col("_lo").min(), pl.col("start_ns").min()), pl.col("start_ns").max()
+    ).row(0)
+    t0 = min(int(busy["s"].min()), int(lo_min))  # type: ignore[arg-type]
+    t1 = max(int(busy["e"].max()), int(hi_max))  # type: ignore[arg-type]
+    ext = t1 - t0 + 1
+    ps = busy["device"] * ext + (busy["s"] - t0)
+    cum = (busy["e"] - busy["s"]).cum_sum() - (busy["e"] - busy["s"])  # busy before each interval, all devices
+
+    def busy_before(t: pl.Expr) -> pl.Expr:  # busy time on the row's device in [device start, t)
+        key = pl.col("device") * ext + (t - t0)
+        i = pl.lit(ps).search_sorted(key, side="right").cast(pl.Int64()) - 1
+        same = (i >= 0) & (pl.lit(busy["device"]).gather(i.clip(lower_bound=0)) == pl.col("device"))
+        j = i.clip(lower_bound=0)
+        s, e = pl.lit(busy["s"]).gather(j), pl.lit(busy["e"]).gather(j)
+        first = pl.lit(busy["device"]).search_sorted(pl.col("device"), side="left").cast(pl.Int64())
+        base = pl.lit(cum).gather(j) - pl.lit(cum).gather(first.clip(upper_bound=busy.height - 1))
+        return pl.when(same).then(base + (pl.min_horizontal(t, e) - s).clip(lower_bound=0)).otherwise(0)
+
+    free = (pl.col("start_ns") - pl.col("_lo")) - (busy_before(pl.col("start_ns")) - busy_before(pl.col("_lo")))
+    lat = pl.when(pl.col("launch_end_ns").is_not_null() & pl.col("device").is_not_null()).then(free)
+    return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))

@@ -230,3 +230,56 @@ def trace_totals(
         # only when the phases were inferred from shapes (tracekit/analysis/serving/basis.py)
         **({"serving_figures": lat["serving_figures"]} if lat.get("serving_figures") else {}),
     }
+
+
+# Whole-trace and phase busy shares further apart than this are explained (docs/analysis.md, "Windows").
+BUSY_DIFF = 0.05
+
+
+def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]]:
+    """Why the whole trace's busy share and a phase's differ (by at least :data:`BUSY_DIFF`): the
+    whole trace divides all device work by the device span (first → last activity); a phase divides
+    its own work by its steps' host-clock windows, in which the device may also run other work or
+    idle. One entry per such phase: both shares and spans, the phase windows' ``other_busy_ns``
+    and ``idle_ns``, ``not_phase_busy_ns`` (the whole trace's busy time less the phase's own) and
+    ``text``."""
+    if whole.height == 0 or phases.height == 0 or "other_busy_ns" not in phases.columns:
+        return []
+    w = whole.row(0, named=True)
+    if w.get("busy_ratio") is None:
+        return []
+    out = []
+    for p in phases.select(
+        "phase", "span_ns", "busy_ns", "busy_ratio", "other_busy_ns", "idle_ns", "other_top"
+    ).iter_rows(named=True):
+        if p["busy_ratio"] is None or abs(w["busy_ratio"] - p["busy_ratio"]) < BUSY_DIFF:
+            continue
+        span = p["span_ns"] or 1
+        other = int(p["other_busy_ns"] or 0)
+        not_phase = max(int(w["busy_ns"] or 0) - int(p["busy_ns"] or 0), 0)
+        text = (
+            f"busy differs: whole trace {w['busy_ratio']:.1%} (all device work ÷ the device span "
+            f"{_ms(w['span_ns'])}, first → last activity) vs {p['phase']} {p['busy_ratio']:.1%} (its own work ÷ "
+            f"its steps' host-clock windows {_ms(p['span_ns'])}); in those windows the device ran other work "
+            f"{_ms(other)} ({other / span:.0%}{': largest ' + p['other_top'] if p['other_top'] else ''}) and "
+            f"idled {_ms(p['idle_ns'] or 0)} ({(p['idle_ns'] or 0) / span:.0%}); {_ms(not_phase)} of the trace's "
+            f"busy time is not {p['phase']}'s own work"
+        ).replace("%", " %")
+        out.append(
+            {
+                "phase": p["phase"],
+                "trace_busy_ratio": w["busy_ratio"],
+                "phase_busy_ratio": p["busy_ratio"],
+                "trace_span_ns": w["span_ns"],
+                "phase_span_ns": p["span_ns"],
+                "other_busy_ns": other,
+                "idle_ns": p["idle_ns"],
+                "not_phase_busy_ns": not_phase,
+                "text": text,
+            }
+        )
+    return out
+
+
+def _ms(ns: int | float | None) -> str:
+    return f"{(ns or 0) / 1e6:.1f} ms"
