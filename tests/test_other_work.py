@@ -44,24 +44,26 @@ def test_saturated_layers_are_queued_not_overhead(tmp_path: Path) -> None:
         "idle_before_first_launch_ns",
         "idle_launch_call_ns",
         "idle_launch_latency_ns",
+        "idle_dependency_ns",
         "idle_blocking_ns",
         "idle_causes_ns",
     ]
     got = res.regions.sort("name").select(cols).rows()
     # layer_i's window: its range start (10 µs·i) → its kernel's end. Not own work in it:
     #  [10i, 10i+1) µs before its first launch; [10i+1, 10i+3) µs inside its launch call; launch
-    #  end → 40 µs launch latency (enqueued, the device idle); 40 → 100 µs blocking (the sync; the
-    #  device idle); the earlier layers' kernels: queued (its kernel was
+    #  end → 40 µs, the device idle: launch latency for layer_0 (its stream free), a dependency for
+    #  the others (behind layer_0's kernel, enqueued first on the same stream); 40 → 100 µs blocking
+    #  (the sync; the device idle); the earlier layers' kernels: queued (its kernel was
     #  enqueued); the 2.10 → 2.15 ms stall: blocking (layers 2 and 3, whose kernels were enqueued).
     # layer_0: span 1.1 ms, idle 1 + 2 + 37 + 60 µs = 100 µs, no other work.
-    # layer_1: span 2.09 ms, queued 1 ms (layer_0's kernel), idle 1 + 2 + 27 + 60 = 90 µs.
+    # layer_1: span 2.09 ms, queued 1 ms (layer_0's kernel), idle 1 + 2 + 27 (dependency) + 60 = 90 µs.
     # layer_2: span 3.13 ms, queued 2 ms, idle 1 + 2 + 17 + (60 + 50) = 130 µs.
     # layer_3: span 4.12 ms, queued 3 ms, idle 1 + 2 + 7 + (60 + 50) = 120 µs.
     assert got == [
-        ("layer_0", 1_100_000, 1_000_000, 0, 0, 100_000, 1_000, 2_000, 37_000, 60_000, 100_000),
-        ("layer_1", 2_090_000, 1_000_000, 1_000_000, 1_000_000, 90_000, 1_000, 2_000, 27_000, 60_000, 90_000),
-        ("layer_2", 3_130_000, 1_000_000, 2_000_000, 2_000_000, 130_000, 1_000, 2_000, 17_000, 110_000, 130_000),
-        ("layer_3", 4_120_000, 1_000_000, 3_000_000, 3_000_000, 120_000, 1_000, 2_000, 7_000, 110_000, 120_000),
+        ("layer_0", 1_100_000, 1_000_000, 0, 0, 100_000, 1_000, 2_000, 37_000, 0, 60_000, 100_000),
+        ("layer_1", 2_090_000, 1_000_000, 1_000_000, 1_000_000, 90_000, 1_000, 2_000, 0, 27_000, 60_000, 90_000),
+        ("layer_2", 3_130_000, 1_000_000, 2_000_000, 2_000_000, 130_000, 1_000, 2_000, 0, 17_000, 110_000, 130_000),
+        ("layer_3", 4_120_000, 1_000_000, 3_000_000, 3_000_000, 120_000, 1_000, 2_000, 0, 7_000, 110_000, 120_000),
     ]
     # window = own + other work + idle, to the ns
     r = res.regions
@@ -86,7 +88,7 @@ def test_other_work_is_not_an_idle_culprit(tmp_path: Path) -> None:
     res = _layers(tmp_path)
     cul = res.idle_culprits.filter(pl.col("scope_kind") == "region")
     # layer_3's culprits are its idle causes only (Σ = 120 µs), none of the other layers' kernels
-    assert set(cul["cause"]) == {"blocking", "launch_latency", "launch_call", "before_first_launch"}
+    assert set(cul["cause"]) == {"blocking", "launch_latency", "dependency", "launch_call", "before_first_launch"}
     top = dict(res.regions.select("name", "other_top").rows())
     assert top["layer_0"] is None
     assert top["layer_1"] == "1.0 ms layer_0 (1 activity)"
@@ -140,3 +142,23 @@ def test_launch_latency_is_not_queueing(tmp_path: Path) -> None:
     # inside the step the layers are still queued: the step's own work is theirs, their windows' not
     bounds = dict(res.regions.select("name", "bound").rows())
     assert [bounds[f"layer_{i}"] for i in range(1, 4)] == ["queued"] * 3
+
+
+def test_a_wait_on_an_event_is_a_dependency_not_launch_latency(tmp_path: Path) -> None:
+    # One decode step 0 → 300 µs; its kernel is launched 3 → 5 µs and runs 200 → 210 µs on an idle
+    # device. Without an event wait its 195 µs wait (5 → 200 µs) is launch latency; with a
+    # cudaStreamWaitEvent on the launching thread at 1 → 2 µs (before the stream's first launch) it
+    # is a dependency. Both: before the first launch 3 µs, inside the launch call 2 µs, after the
+    # last kernel 90 µs; idle 300 − 10 = 290 µs.
+    kernels = [(200_000, 210_000, "gemm", 0)]
+    step = [(0, 300_000, "tk:decode step=0")]
+    launches = [(3_000, 5_000, 0)]
+    cols = ["idle_before_first_launch_ns", "idle_launch_call_ns", "idle_launch_latency_ns", "idle_dependency_ns"]
+    for calls, lat, dep in (([], 195_000, 0), ([(1_000, 2_000, "cudaStreamWaitEvent")], 0, 195_000)):
+        path = write_export(tmp_path / f"ev{len(calls)}.sqlite", kernels, step, launches=launches, calls=calls)
+        res = analyze(tracekit.load(path))
+        r = res.regions.row(0, named=True)
+        assert [r[c] for c in cols] == [3_000, 2_000, lat, dep]
+        assert r["idle_ns"] == r["idle_causes_ns"] == 290_000
+        p = res.phases.row(0, named=True)
+        assert (p["launch_latency_max_ns"], p["launch_queued_max_ns"]) == (lat, dep)

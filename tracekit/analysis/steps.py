@@ -13,7 +13,7 @@ from tracekit.analysis.communication import exposed_by_phase
 from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
-from tracekit.analysis.idle.causes import device_work
+from tracekit.analysis.idle.causes import device_work, launch_free
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
@@ -123,7 +123,7 @@ def cold(costs: pl.DataFrame, regions: pl.DataFrame, launches: pl.DataFrame | No
     return cold_windows(costs if "name" in costs.columns else None, regions, launches)
 
 
-@step("region_rows", "region_culprits")
+@step("region_rows", "region_culprits", "linked")
 def idle(
     region_rows: pl.DataFrame,
     activities: pl.DataFrame,
@@ -132,15 +132,19 @@ def idle(
     costs: pl.DataFrame,
     regions: pl.DataFrame,
     cpu_only: bool,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Each region's window without its own work split into other work on its device (queued or
     not, named by whose it is) and idle time, every idle ns given one cause (idle/causes.py), with
     its culprits; the host layers read the ops' columns from ``costs`` and the blocking calls from
-    ``launches``."""
+    ``launches``; each linked activity gets ``free_ns``, from when its wait is launch latency."""
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(region_rows, activities, launches, ops)
     other = None if cpu_only else device_work(activities, regions)
-    return region_idle(region_rows, linked, launches, ops, host, other)
+    free = launch_free(activities, launches)
+    if free.height:
+        linked = linked.join(free, on="act_id", how="left", maintain_order="left")
+    reg, cul = region_idle(region_rows, linked, launches, ops, host, other)
+    return reg, cul, linked
 
 
 @step("region_rows", "class_roofline", "unit_phase", "in_unit", "excluded")
@@ -245,9 +249,7 @@ def phases(
     if ph.height:
         ph = ph.join(dominant_class(class_roofline, "phase").rename({"scope": "phase"}), on="phase", how="left")
         ph = classify(ph, hardware, thresholds, device_name).join(
-            launch_delay(
-                linked.join(unit_phase, on="region_id"), activities if "stream" in activities.columns else None
-            ),
+            launch_delay(linked.join(unit_phase, on="region_id"), activities),
             on="phase",
             how="left",
         )

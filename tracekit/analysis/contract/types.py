@@ -130,6 +130,7 @@ class Idle(TypedDict, total=False):
     idle_blocking_ns: int | None
     idle_cold_start_ns: int | None  # issue 27: a launch call that itself blocks for long (docs/analysis.md)
     idle_launch_latency_ns: int | None
+    idle_dependency_ns: int | None  # issue 40: launched work behind a stream or event dependency, device idle
     idle_launch_call_ns: int | None  # issue 40: the host inside the row's launch calls
     idle_cpu_op_ns: int | None
     idle_outside_ops_ns: int | None

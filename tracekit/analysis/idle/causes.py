@@ -11,7 +11,9 @@ match wins:
 ``cold_start`` (f): the region's thread is inside a runtime launch call that itself blocks for
     long (:func:`cold_launch`: lazy module loading, JIT, autotuning), named by the call and its op;
 ``launch_latency`` (c): some launch call of the region has returned and its work has not started
-    (the device idle: waits while it ran other work are ``queued``, above);
+    while its stream was free (the device idle: waits while it ran other work are ``queued``, above);
+``dependency``: launched work waits, the device idle, but not for launch latency: behind earlier
+    work on its stream still to run, or on an event (``cudaStreamWaitEvent``; :func:`launch_free`);
 ``launch_call`` (c'): the host is inside one of the region's launch calls (launch overhead);
 ``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
 ``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
@@ -46,6 +48,8 @@ BLOCKING = (
     r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
     r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree"
 )
+# Runtime/driver calls that make a stream wait on an event: the stream's next work depends on it.
+EVENT_WAIT = r"(?i)^(cuda|hip|cu)StreamWaitEvent"
 # Runtime/driver calls that launch device work (kernels, graphs).
 LAUNCH = r"(?i)^(cuda|hip|cu)\w*Launch"
 # A launch call is a cold start when its own duration is at least COLD_START_MIN_NS and at least
@@ -57,6 +61,7 @@ CAUSES = (
     "blocking",
     "cold_start",
     "launch_latency",
+    "dependency",
     "launch_call",
     "cpu_op",
     "outside_ops",
@@ -232,7 +237,8 @@ def idle_causes(
         busy = [_tag_other(in_q, "queued", 4 << 40), _tag_other(in_w, "other_work", 4 << 40)]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
-    in_l, p = split(p, waits, ["region_id"], [])
+    in_l, p = split(p, _launch_waits(linked, free=True), ["region_id"], [])
+    in_d, p = split(p, waits, ["region_id"], [])
     in_c, p = split(p, _launch_calls(linked), ["region_id"], [])
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
@@ -241,6 +247,7 @@ def idle_causes(
             in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0
         ),
         _tag(in_l, "launch_latency", 1 << 40),
+        _tag(in_d, "dependency", 6 << 40),
         _tag(in_c, "launch_call", 5 << 40),
         _tag(in_o, "cpu_op", 2 << 40),
         _tag(p, "outside_ops", 3 << 40),
@@ -297,9 +304,64 @@ def _launch_calls(linked: pl.DataFrame) -> pl.DataFrame:
     return union(q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
 
-def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
+def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFrame:
+    """``act_id, free_ns`` of each launched activity: from when its wait is launch latency — its
+    launch call's end, or the end of the earlier work on its (device, stream) when later; its own
+    start (no latency at all) when it waits on an event: the launching thread called
+    :data:`EVENT_WAIT` after the launch of the stream's previous activity (or, for the stream's
+    first, at any time before). Its wait before ``free_ns`` is a dependency, not latency."""
+    need = {"launch_end_ns", "launch_start_ns", "device", "stream"}
+    if not need <= set(acts.columns):
+        return pl.DataFrame(schema={"act_id": pl.Int64(), "free_ns": pl.Int64()})
+    s = (
+        acts.lazy()
+        .select(
+            "act_id",
+            pl.col("device").fill_null(-1),
+            pl.col("stream").fill_null(-1),
+            "start_ns",
+            "end_ns",
+            "launch_start_ns",
+            "launch_end_ns",
+            *[pl.col(c).fill_null(-1) for c in ("launch_pid", "launch_tid") if c in acts.columns],
+        )
+        .sort("device", "stream", "start_ns", "act_id")
+        .with_columns(
+            pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev_end"),
+            pl.col("launch_start_ns").shift(1).over("device", "stream").alias("_prev_launch"),
+        )
+        .filter(pl.col("launch_end_ns").is_not_null())
+    )
+    dep = pl.lit(False)
+    if launches is not None and launches.height and "launch_pid" in acts.columns:
+        ev = (
+            launches.lazy()
+            .filter(pl.col("name").str.contains(EVENT_WAIT))
+            .select(
+                pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("_ev")
+            )
+            .sort("_ev")
+        )
+        s = s.sort("launch_start_ns").join_asof(
+            ev,
+            left_on="launch_start_ns",
+            right_on="_ev",
+            by=["launch_pid", "launch_tid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        dep = pl.col("_ev").is_not_null() & (
+            pl.col("_prev_launch").is_null() | (pl.col("_ev") > pl.col("_prev_launch"))
+        )
+    free = pl.max_horizontal("launch_end_ns", pl.col("_prev_end").fill_null(pl.col("launch_end_ns")))
+    free = pl.when(dep).then(pl.col("start_ns")).otherwise(pl.min_horizontal(free, "start_ns"))
+    return s.select("act_id", free.cast(pl.Int64()).alias("free_ns")).collect(engine="in-memory")
+
+
+def _launch_waits(linked: pl.DataFrame, free: bool = False) -> pl.DataFrame:
     """Per region, the union of the stretches from each activity's launch call's end (its start
-    where the end is unknown) to the activity's start: the work was enqueued, not yet running."""
+    where the end is unknown) to the activity's start: the work was enqueued, not yet running.
+    ``free``: only the stretches from its ``free_ns`` (:func:`launch_free`), its launch latency."""
     if "launch_start_ns" not in linked.columns:
         return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
     sent = (
@@ -307,6 +369,8 @@ def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
         if "launch_end_ns" in linked.columns
         else pl.col("launch_start_ns")
     )
+    if free and "free_ns" in linked.columns:
+        sent = pl.coalesce("free_ns", sent)
     lat_q = linked.lazy().select("region_id", sent.alias("s"), pl.col("start_ns").alias("e"))
     return union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
@@ -430,6 +494,8 @@ def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
         .then(pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op))
         .when(cause == "launch_latency")
         .then(pl.lit("launch latency (launched, not yet started)"))
+        .when(cause == "dependency")
+        .then(pl.lit("launched work waiting on a stream or event dependency"))
         .when(cause == "launch_call")
         .then(pl.lit("host in launch calls"))
         .when(cause == "cpu_op")

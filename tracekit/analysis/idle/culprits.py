@@ -267,14 +267,14 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
 def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per phase: launch delay (launch call start → its first device activity start) ``count,
     p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel).
-    With ``acts`` (every activity: ``act_id, device, stream, start_ns, end_ns``) and launch ends,
+    With ``acts`` (every activity: ``device, start_ns, end_ns``) and launch ends and ``free_ns``,
     each launch's wait from its call's end to its start is split (:func:`launch_waits`) into
     launch latency (the stream free and the device idle) and queued (anything else), with
     ``launch_latency_{p50,p99,max}_ns`` and ``launch_queued_{p50,p99,max}_ns``."""
     need = {"phase", "start_ns", "launch_start_ns", "correlation"}
     if not need <= set(linked_units.columns):
         return pl.DataFrame(schema={"phase": pl.String()})
-    split = acts is not None and {"launch_end_ns", "act_id"} <= set(linked_units.columns)
+    split = acts is not None and {"launch_end_ns", "free_ns", "device"} <= set(linked_units.columns)
     d = (
         linked_units.filter(pl.col("launch_start_ns").is_not_null())
         .sort("start_ns", "act_id" if "act_id" in linked_units.columns else "start_ns")
@@ -282,7 +282,7 @@ def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -
         .agg(
             pl.col("start_ns").first(),
             pl.col("launch_start_ns").first(),
-            *([pl.col("launch_end_ns").first(), pl.col("act_id").first()] if split else []),
+            *([pl.col(c).first() for c in ("launch_end_ns", "free_ns", "device")] if split else []),
         )
         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
     )
@@ -293,7 +293,7 @@ def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -
         pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
     ]
     if split and acts is not None:
-        d = d.hstack(launch_waits(d.select("act_id", "launch_end_ns", "start_ns"), acts).get_columns())
+        d = d.hstack(launch_waits(d.select("launch_end_ns", "free_ns", "start_ns", "device"), acts).get_columns())
         for c, name in (("_lat", "launch_latency"), ("_que", "launch_queued")):
             x = pl.col(c).drop_nulls()
             stats += [
@@ -305,55 +305,41 @@ def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -
 
 
 def launch_waits(w: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
-    """``_lat, _que`` for each row of ``w`` (``act_id`` of the launch's first activity,
-    ``launch_end_ns``, ``start_ns``): of its wait [launch call end, start), the launch latency is
-    the time its stream was free (every earlier activity of its (device, stream) had ended) and its
-    device idle (none running); the rest is queued (behind earlier work on the stream, or while
-    the device ran other work: stream and event dependencies). Null where the end is unknown.
-
-    Vectorised: the stream's previous end by one sort and a running maximum; the device's busy
-    time before t from the union of every activity per device and a prefix sum, found by binary
-    search on group-major packed keys."""
-    a = acts.select(
-        "act_id",
-        pl.col("device").fill_null(-1).cast(pl.Int64()).alias("device"),
-        pl.col("stream").fill_null(-1).cast(pl.Int64()).alias("stream"),
-        "start_ns",
-        "end_ns",
+    """``_lat, _que`` for each row of ``w`` (``launch_end_ns``, ``free_ns`` from
+    :func:`tracekit.analysis.idle.causes.launch_free`, ``start_ns`` of the launch's first
+    activity, ``device``): of its wait [launch call end, start), the launch latency is the time
+    from ``free_ns`` (its stream free, no event to wait on) in which its device ran nothing; the
+    rest is queued (behind earlier work on the stream, an event, or other work on the device).
+    Null where the launch end is unknown. The device's busy time before t comes from the union of
+    every activity per device and a prefix sum, found by binary search on group-major keys."""
+    q = w.with_columns(
+        pl.col("device").fill_null(-1).cast(pl.Int64()),
+        pl.min_horizontal(pl.coalesce("free_ns", "launch_end_ns"), "start_ns").alias("_lo"),
+        (pl.col("start_ns") - pl.col("launch_end_ns")).clip(lower_bound=0).alias("_wait"),
     )
-    prev_end = (
-        a.sort("device", "stream", "start_ns", "act_id")
-        .with_columns(pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev"))
-        .select("act_id", "device", "_prev")
-    )
-    q = w.join(prev_end, on="act_id", how="left", maintain_order="left")
-    free_from = pl.max_horizontal("launch_end_ns", pl.col("_prev").fill_null(pl.col("launch_end_ns")))
-    lo = pl.min_horizontal(free_from, "start_ns")
-    wait = (pl.col("start_ns") - pl.col("launch_end_ns")).clip(lower_bound=0)
-    q = q.with_columns(lo.alias("_lo"), wait.alias("_wait"))
-    busy = union(a.select("device", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "device")
+    dev = pl.col("device").fill_null(-1).cast(pl.Int64()) if "device" in acts.columns else pl.lit(0, pl.Int64())
+    busy = union(acts.select(dev.alias("device"), pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "device")
+    known = pl.col("launch_end_ns").is_not_null()
     if busy.height == 0 or q.height == 0:
-        lat = pl.when(pl.col("launch_end_ns").is_not_null()).then(pl.col("start_ns") - pl.col("_lo"))
+        lat = pl.when(known).then(pl.col("start_ns") - pl.col("_lo"))
         return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))
-    lo_min, hi_max = q.select(
-        pl.min_horizontal(pl.col("_lo").min(), pl.col("start_ns").min()), pl.col("start_ns").max()
-    ).row(0)
-    t0 = min(int(busy["s"].min()), int(lo_min))  # type: ignore[arg-type]
-    t1 = max(int(busy["e"].max()), int(hi_max))  # type: ignore[arg-type]
+    lo_min, hi_max = q.select(pl.col("_lo").min(), pl.col("start_ns").max()).row(0)
+    t0 = min(int(busy["s"].min()), int(lo_min if lo_min is not None else busy["s"].min()))  # type: ignore[arg-type]
+    t1 = max(int(busy["e"].max()), int(hi_max if hi_max is not None else 0))  # type: ignore[arg-type]
     ext = t1 - t0 + 1
     ps = busy["device"] * ext + (busy["s"] - t0)
-    cum = (busy["e"] - busy["s"]).cum_sum() - (busy["e"] - busy["s"])  # busy before each interval, all devices
+    length = busy["e"] - busy["s"]
+    cum = length.cum_sum() - length  # busy time before each interval, all devices in order
 
-    def busy_before(t: pl.Expr) -> pl.Expr:  # busy time on the row's device in [device start, t)
-        key = pl.col("device") * ext + (t - t0)
-        i = pl.lit(ps).search_sorted(key, side="right").cast(pl.Int64()) - 1
-        same = (i >= 0) & (pl.lit(busy["device"]).gather(i.clip(lower_bound=0)) == pl.col("device"))
+    def busy_before(t: pl.Expr) -> pl.Expr:  # busy time on the row's device before t
+        i = pl.lit(ps).search_sorted(pl.col("device") * ext + (t - t0), side="right").cast(pl.Int64()) - 1
         j = i.clip(lower_bound=0)
-        s, e = pl.lit(busy["s"]).gather(j), pl.lit(busy["e"]).gather(j)
+        same = (i >= 0) & (pl.lit(busy["device"]).gather(j) == pl.col("device"))
         first = pl.lit(busy["device"]).search_sorted(pl.col("device"), side="left").cast(pl.Int64())
         base = pl.lit(cum).gather(j) - pl.lit(cum).gather(first.clip(upper_bound=busy.height - 1))
-        return pl.when(same).then(base + (pl.min_horizontal(t, e) - s).clip(lower_bound=0)).otherwise(0)
+        inside = (pl.min_horizontal(t, pl.lit(busy["e"]).gather(j)) - pl.lit(busy["s"]).gather(j)).clip(lower_bound=0)
+        return pl.when(same).then(base + inside).otherwise(0)
 
     free = (pl.col("start_ns") - pl.col("_lo")) - (busy_before(pl.col("start_ns")) - busy_before(pl.col("_lo")))
-    lat = pl.when(pl.col("launch_end_ns").is_not_null() & pl.col("device").is_not_null()).then(free)
+    lat = pl.when(known).then(free)
     return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))
