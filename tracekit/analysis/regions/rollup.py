@@ -241,8 +241,9 @@ def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]
     whole trace divides all device work by the device span (first → last activity); a phase divides
     its own work by its steps' host-clock windows, in which the device may also run other work or
     idle. One entry per such phase: both shares and spans, the phase windows' ``other_busy_ns``
-    and ``idle_ns``, ``not_phase_busy_ns`` (the whole trace's busy time less the phase's own) and
-    ``text``."""
+    and ``idle_ns``, ``not_phase_busy_ns`` (the whole trace's busy time less the phase's own),
+    ``outside_span_ns`` (host time of its windows before the device's first activity or after its
+    last: first unit start → last unit end against the device span) and ``text``."""
     if whole.height == 0 or phases.height == 0 or "other_busy_ns" not in phases.columns:
         return []
     w = whole.row(0, named=True)
@@ -250,13 +251,14 @@ def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]
         return []
     out = []
     for p in phases.select(
-        "phase", "span_ns", "busy_ns", "busy_ratio", "other_busy_ns", "idle_ns", "other_top"
+        "phase", "start_ns", "end_ns", "span_ns", "busy_ns", "busy_ratio", "other_busy_ns", "idle_ns", "other_top"
     ).iter_rows(named=True):
         if p["busy_ratio"] is None or abs(w["busy_ratio"] - p["busy_ratio"]) < BUSY_DIFF:
             continue
         span = p["span_ns"] or 1
         other = int(p["other_busy_ns"] or 0)
         not_phase = max(int(w["busy_ns"] or 0) - int(p["busy_ns"] or 0), 0)
+        outside = max(int(w["first_ns"]) - int(p["start_ns"]), 0) + max(int(p["end_ns"]) - int(w["last_ns"]), 0)
         text = (
             f"busy differs: whole trace {w['busy_ratio']:.1%} (all device work ÷ the device span "
             f"{_ms(w['span_ns'])}, first → last activity) vs {p['phase']} {p['busy_ratio']:.1%} (its own work ÷ "
@@ -264,6 +266,7 @@ def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]
             f"{_ms(other)} ({other / span:.0%}{': largest ' + p['other_top'] if p['other_top'] else ''}) and "
             f"idled {_ms(p['idle_ns'] or 0)} ({(p['idle_ns'] or 0) / span:.0%}); {_ms(not_phase)} of the trace's "
             f"busy time is not {p['phase']}'s own work"
+            + (f"; its windows hold {_ms(outside)} of host time outside the device span" if outside else "")
         ).replace("%", " %")
         out.append(
             {
@@ -275,6 +278,7 @@ def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]
                 "other_busy_ns": other,
                 "idle_ns": p["idle_ns"],
                 "not_phase_busy_ns": not_phase,
+                "outside_span_ns": outside,
                 "text": text,
             }
         )
