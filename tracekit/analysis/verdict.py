@@ -26,6 +26,7 @@ roof, keeps its verdict and its reason ends with the figure and
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -207,12 +208,12 @@ def classify(
     )
 
 
-def _other(name: str, cols: set[str]) -> pl.Expr:
+def _other(name: str, cols: Collection[str]) -> pl.Expr:
     """``name`` (``other_busy_ns``, ``queued_ns``) as a number, 0 where the frame has none."""
     return pl.col(name).fill_null(0) if name in cols else pl.lit(0)
 
 
-def _conditions(th: Thresholds, cols: set[str] = frozenset()) -> dict[str, pl.Expr]:  # type: ignore[assignment]
+def _conditions(th: Thresholds, cols: Collection[str] = ()) -> dict[str, pl.Expr]:
     """The tests the bound and the reason take in the same order."""
     span = pl.col("span_ns").cast(pl.Float64())
     occupied = (pl.col("busy_ns") + _other("other_busy_ns", cols)).cast(pl.Float64()) / span
