@@ -91,6 +91,8 @@ REGION_JSON_COLUMNS = [
     "other_busy_ns",
     "queued_ns",
     "other_top",
+    # issue 40 item 3: a phase unit before its phase's step times settle (docs/analysis.md "Warm-up")
+    "warmup",
 ]
 PHASE_JSON_COLUMNS = [
     "phase",

@@ -321,18 +321,24 @@ def estimated_mark(
     )
 
 
-@step("latency", "warnings")
+@step("latency", "warnings", "region_rows")
 def latency(
     region_rows: pl.DataFrame,
     tail: dict[str, Any] | None,
     sidecar: dict[str, Any] | None,
     slo: Slo | None,
     warnings: list[str],
-) -> tuple[Latency, list[str]]:
+) -> tuple[Latency, list[str], pl.DataFrame]:
     """TTFT, TPOT and ITL with percentiles, per step and request, from the warm phase units
-    (serving/latency.py); a step is timed from when the previous iteration's tail left the device."""
+    (serving/latency.py); a step is timed from when the previous iteration's tail left the device;
+    the units before step times settle are marked ``warmup`` (regions/cold.py) and left out of
+    the decode step time by context, which says so."""
     lat = latency_of(latency_units(region_rows, tail), sidecar=sidecar, slo=slo)
-    return lat, [*warnings, *(lat.scalars.get("notes") or [])]
+    if "warmup" in lat.steps.columns:
+        region_rows = region_rows.drop("warmup", strict=False).join(
+            lat.steps.select("region_id", "warmup"), on="region_id", how="left", maintain_order="left"
+        )
+    return lat, [*warnings, *(lat.scalars.get("notes") or [])], region_rows
 
 
 def latency_units(reg: pl.DataFrame, tail: dict[str, Any] | None) -> pl.DataFrame:

@@ -165,6 +165,7 @@ class RegionRow(Metrics, Idle, total=False):
     tokens: int | None
     prefill_tokens: int | None
     decode_seqs: int | None
+    warmup: bool | None  # issue 40: a phase unit before its phase's step times settle (null: no unit)
     top_kernels: list[TopRow]
     top_ops: list[TopRow]
 
