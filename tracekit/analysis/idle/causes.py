@@ -131,8 +131,8 @@ def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFram
     """Every device activity as the work a window may see running: ``device, s, e, owner`` made
     disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
     row is one activity seen running), ``owner`` (categorical) = the name of the activity's
-    innermost region, else the short form of its unattributed reason ("previous-iteration tail"),
-    else ``unattributed``."""
+    innermost region (with its step when the name repeats: "## backward ## (step 2)"), else the short
+    form of its unattributed reason ("previous-iteration tail"), else ``unattributed``."""
     dev = pl.col("device").fill_null(-1) if "device" in acts.columns else pl.lit(0, dtype=pl.Int64())
     q = acts.lazy().select(
         "region_id",
@@ -141,8 +141,13 @@ def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFram
         pl.col("end_ns").alias("e"),
         "unattributed_reason",
     )
+    named = pl.col("name").cast(pl.String())
+    if regions is not None and "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
+        # a repeated name only, and not one that says its step ("tk:decode step=3")
+        bare = pl.col("step").is_not_null() & (pl.len().over("name") > 1) & ~named.str.contains("(?i)step")
+        named = pl.when(bare).then(pl.format("{} (step {})", named, "step")).otherwise(named)
     names = (
-        regions.lazy().select("region_id", pl.col("name").alias("_rname"))
+        regions.lazy().select("region_id", named.alias("_rname"))
         if regions is not None and regions.height
         else pl.LazyFrame(schema={"region_id": pl.Int64(), "_rname": pl.String()})
     )
