@@ -75,8 +75,8 @@ def test_saturated_layers_are_queued_not_overhead(tmp_path: Path) -> None:
     assert bounds == {"layer_0": "unknown", "layer_1": "queued", "layer_2": "queued", "layer_3": "queued"}
     reasons = dict(res.regions.select("name", "reason").rows())
     assert reasons["layer_2"] == (
-        "own work waited 2.0 ms behind other work on the device (largest: 1.0 ms layer_0 (1 activity)); "
-        "busy 32 % of window, device idle 4 %"
+        "own work waited 2.0 ms behind other work on the device (largest: 1.0 ms layer_0 (1 activity) of "
+        "2.0 ms by 2 owners); busy 32 % of window, device idle 4 %"
     )
     assert reasons["layer_3"].startswith("own work waited 3.0 ms behind other work")
     # the device's own idle time: first kernel 100 µs → last end 4.15 ms, busy 4 ms: the 50 µs stall
