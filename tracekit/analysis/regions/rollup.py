@@ -81,7 +81,7 @@ def region_metrics(
     while the metrics are computed)."""
     extra = [
         c
-        for c in ("launch_start_ns", "launch_end_ns", "launch_pid", "launch_tid", "correlation", "device", "stream")
+        for c in ("launch_start_ns", "launch_end_ns", "launch_pid", "launch_tid", "correlation", "device")
         if c in acts.columns
     ]
     pairs = links.select("region_id", "act_id")
