@@ -144,10 +144,17 @@ print("\\n".join(report.verdicts(data)))""",
     ),
     (
         "code",
-        """steps = (result.regions.filter(pl.col("phase") == "decode")
+        """decode = result.regions.filter(pl.col("phase") == "decode")
+warmup = decode.filter(pl.col("warmup"))  # before the step times settle: no context effect (docs/analysis.md)
+steps = (decode.filter(~pl.col("warmup"))
          .select("step", "ctx", (pl.col("span_ns") / 1e6).alias("step_ms"), (pl.col("busy_ns") / 1e6).alias("busy_ms"),
                  "intensity", "bound"))
 print(f"{steps.height} decode steps, context {steps['ctx'].min()}–{steps['ctx'].max()} tokens")
+if warmup.height:
+    print(f"left out of the context trend: {warmup.height} warm-up steps (context {warmup['ctx'].min()}–"
+          f"{warmup['ctx'].max()}) before the step times settle")
+else:
+    print("no warm-up step: the step times are settled from the first decode step")
 steps.head(5)""",
     ),
     (

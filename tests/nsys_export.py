@@ -24,11 +24,14 @@ def write_export(
     launches: Iterable[tuple[int, int, int]] | None = None,
     stop_ns: int | None = None,
     runtime_name: str = RUNTIME_LAUNCH,
+    calls: Iterable[tuple[int, int, str]] = (),
 ) -> Path:
     """An export with ``kernels`` on device 0, stream 7, each launched by a runtime call ending 1 ns
-    before it (or ``launches``: (start, end, correlation)), named ``runtime_name``, and NVTX
+    before it (or ``launches``: (start, end, correlation)), named ``runtime_name``, other runtime
+    ``calls`` (start, end, name; e.g. ``cudaStreamSynchronize``) on the same thread, and NVTX
     push/pop ``ranges`` on one thread. Names go through ``StringIds`` (one id per distinct name,
     as nsys writes them)."""
+    calls = list(calls)
     kernels = list(kernels)
     ranges = list(ranges)
     ids: dict[str, int] = {}
@@ -57,7 +60,8 @@ def write_export(
     launch_rows = launches if launches is not None else [(s - 3, s - 1, c) for s, _, _, c in kernels]
     conn.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0)",
-        [(s, e, TID, c, sid(runtime_name)) for s, e, c in launch_rows],
+        [(s, e, TID, c, sid(runtime_name)) for s, e, c in launch_rows]
+        + [(s, e, TID, 1_000_000 + i, sid(n)) for i, (s, e, n) in enumerate(calls)],
     )
     conn.executemany(
         'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)',

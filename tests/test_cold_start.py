@@ -72,11 +72,13 @@ def test_a_blocking_first_launch_is_a_cold_start(tmp_path: Path) -> None:
     # c = 331,620. Idle pieces of the window [0, 400,000):
     #   [0, 20) before the first launch: 20 µs
     #   [20, 331,620) inside the 331.6 ms hipLaunchKernel: cold start (5 µs ordinary median × 100 = 0.5 ms ≤ 331.6 ms)
-    #   [c, c+30) launched, not started: 30; [c+50, c+105) host in mm 1 until c+90 (40), outside ops
-    #   c+90..c+100 (10), in mm 2 c+100..c+105 (5); [c+105, c+120) latency 15; [c+140, c+155): outside
-    #   c+140..c+150 (10), in mm 3 (5); [c+155, c+170) latency 15; [c+190, 400,000) after the last kernel.
+    #   [c, c+30) launched, not started: 30; [c+50, c+110) host in mm 1 until c+90 (40), outside ops
+    #   c+90..c+100 (10), in mm 2 c+100..c+105 (5), in its launch call c+105..c+110 (5: latency runs
+    #   from the call's end, issue 40); [c+110, c+120) latency 10; [c+140, c+160): outside
+    #   c+140..c+150 (10), in mm 3 (5), its launch call (5); [c+160, c+170) latency 10;
+    #   [c+190, 400,000) after the last kernel.
     assert r["idle_cold_start_ns"] == 331_600_000
-    assert r["idle_launch_latency_ns"] == (30 + 15 + 15) * 1000
+    assert r["idle_launch_latency_ns"] == (30 + 10 + 10) * 1000 and r["idle_launch_call_ns"] == (5 + 5) * 1000
     assert r["idle_cpu_op_ns"] == (40 + 5 + 5) * 1000 and r["idle_outside_ops_ns"] == (10 + 10) * 1000
     assert r["idle_before_first_launch_ns"] == 20_000
     assert r["idle_after_last_kernel_ns"] == (400_000 - (331_620 + 190)) * 1000
@@ -85,11 +87,13 @@ def test_a_blocking_first_launch_is_a_cold_start(tmp_path: Path) -> None:
     assert r["bound"] == "overhead" and "cold start: hipLaunchKernel" in r["reason"]
 
 
-def test_a_short_slow_launch_is_launch_latency(tmp_path: Path) -> None:
-    # 4.9 ms < 5 ms: not a cold start; the call's time is launch latency again (4,900 + 30 + 15 + 15 µs).
+def test_a_short_slow_launch_is_host_in_launch_calls(tmp_path: Path) -> None:
+    # 4.9 ms < 5 ms: not a cold start; the call's own time is the host in launch calls (launch latency
+    # runs from the call's end, issue 40): latency 30 + 10 + 10 µs, launch calls 4,900 + 5 + 5 µs.
     r = _region(tmp_path, 4_900)
     assert r["idle_cold_start_ns"] == 0
-    assert r["idle_launch_latency_ns"] == (4_900 + 60) * 1000
+    assert r["idle_launch_latency_ns"] == 50 * 1000
+    assert r["idle_launch_call_ns"] == (4_900 + 10) * 1000
 
 
 def test_the_rule_needs_the_ratio_to_the_median() -> None:

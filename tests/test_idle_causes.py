@@ -213,6 +213,8 @@ def test_blocking_device_to_host_copy_names_call_and_op() -> None:
         "idle_blocking_ns": 530_000,
         "idle_cold_start_ns": 0,  # the 5 µs launch is no cold start
         "idle_launch_latency_ns": 20_000,
+        "idle_dependency_ns": 0,
+        "idle_launch_call_ns": 0,  # these activities carry no launch end: latency from the call's start
         "idle_cpu_op_ns": 20_000,
         "idle_outside_ops_ns": 0,
         "idle_before_first_launch_ns": 20_000,

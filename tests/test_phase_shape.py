@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.workloads.phase_shape import find_knee, shape_costs
+from tracekit.workloads.phase_shape import find_knee, knee_note, shape_costs
 
 
 def test_intensities_from_the_issue_exactly() -> None:
@@ -31,6 +31,18 @@ def test_knee_is_first_m_on_the_plateau() -> None:
     assert find_knee([8], [1.0]) is None
     # order of the input does not matter (decode rows listed after prefill rows)
     assert find_knee([256, 512, 1, 8], [90.0, 100.0, 1.0, 8.0]) == 0
+
+
+def test_no_knee_where_throughput_then_falls() -> None:
+    # Issue 40: m=64 reaches the plateau (78.9 GFLOP/s is the best) but m=256 halves it (37.6 <
+    # 0.9 × 78.9 = 71.0): no knee, and the note says where it fell.
+    m, f = [16, 64, 256], [30.0e9, 78.9e9, 37.6e9]
+    assert find_knee(m, f) is None
+    assert knee_note(m, f) == "throughput falls after m=64 (78.9 → 37.6 GFLOP/s at m=256), beyond noise: no knee"
+    # a later dip within 10 % (75 ≥ 71.0) keeps the knee; a shape whose repeats vary 2.5× has its
+    # own noise (1.5): 37.6 ≥ (1 − 1.5) × 78.9, so its fall is noise, not a change of character
+    assert find_knee([16, 64, 256], [30.0e9, 78.9e9, 75.0e9]) == 1
+    assert find_knee(m, f, spreads=[1.1, 1.1, 2.5]) == 1 and knee_note(m, f, [1.1, 1.1, 2.5]) is None
 
 
 @pytest.mark.torch

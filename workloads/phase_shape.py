@@ -22,6 +22,9 @@ import polars as pl
 from tracekit.workloads.config import SHORT, PhaseShapeConfig, as_dict, element_size
 
 KNEE_FRACTION = 0.9  # a shape is "on the plateau" at >= 90 % of the sweep's best FLOP/s
+# After the knee throughput must stay within noise of the knee's: at least (1 − tolerance) of it, the
+# tolerance being this share or a later shape's own measured spread (slowest / fastest − 1), if larger.
+KNEE_NOISE = 0.1
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,25 @@ def shape_costs(m: int, d: int, dtype: str) -> ShapeCost:
     return ShapeCost(flops=2 * m * d * d, min_bytes=(d * d + 2 * m * d) * es)
 
 
-def find_knee(m: list[int], flops_per_s: list[float], fraction: float = KNEE_FRACTION) -> int | None:
+def find_knee(
+    m: list[int],
+    flops_per_s: list[float],
+    fraction: float = KNEE_FRACTION,
+    spreads: list[float] | None = None,
+) -> int | None:
     """Index (into the given lists) of the shape where throughput stops rising with m.
 
     The smallest m that reaches ``fraction`` of the sweep's best achieved FLOP/s, provided a larger
-    m was measured too (otherwise throughput was still rising at the end of the sweep: None).
+    m was measured too (otherwise throughput was still rising at the end of the sweep: None) and
+    throughput stays within noise of that level at every larger m (:func:`fall_after`; else it
+    is no plateau: None). ``spreads``: each shape's slowest / fastest repeat, its own noise.
     """
+    i = _candidate(m, flops_per_s, fraction)
+    return None if i is None or fall_after(m, flops_per_s, i, spreads) is not None else i
+
+
+def _candidate(m: list[int], flops_per_s: list[float], fraction: float) -> int | None:
+    """The smallest m reaching ``fraction`` of the best FLOP/s, unless it is the largest m."""
     if len(m) < 2:
         return None
     best = max(flops_per_s)
@@ -55,6 +71,28 @@ def find_knee(m: list[int], flops_per_s: list[float], fraction: float = KNEE_FRA
         if flops_per_s[i] >= fraction * best:
             return None if m[i] == max(m) else i
     return None  # pragma: no cover - the best shape always qualifies
+
+
+def fall_after(m: list[int], flops_per_s: list[float], i: int, spreads: list[float] | None = None) -> int | None:
+    """Index of the slowest shape of larger m than shape ``i`` whose throughput falls below (1 −
+    tolerance) × shape ``i``'s, tolerance = max(:data:`KNEE_NOISE`, its spread − 1); None when
+    every larger m stays within noise of that level."""
+    tol = [max(KNEE_NOISE, (spreads[j] - 1) if spreads and spreads[j] is not None else 0.0) for j in range(len(m))]
+    low = [j for j in range(len(m)) if m[j] > m[i] and flops_per_s[j] < (1 - tol[j]) * flops_per_s[i]]
+    return min(low, key=lambda j: (flops_per_s[j], j)) if low else None
+
+
+def knee_note(m: list[int], flops_per_s: list[float], spreads: list[float] | None = None) -> str | None:
+    """Why no knee is announced although one shape reached the plateau: "throughput falls after
+    m=64 (78.9 → 37.6 GFLOP/s at m=256), beyond noise: no knee", or None."""
+    i = _candidate(m, flops_per_s, KNEE_FRACTION)
+    j = None if i is None else fall_after(m, flops_per_s, i, spreads)
+    if i is None or j is None:
+        return None
+    return (
+        f"throughput falls after m={m[i]} ({flops_per_s[i] / 1e9:.1f} → {flops_per_s[j] / 1e9:.1f} GFLOP/s at "
+        f"m={m[j]}), beyond noise: no knee"
+    )
 
 
 def shapes_of(cfg: PhaseShapeConfig) -> list[tuple[str, int]]:
@@ -153,7 +191,8 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
             }
         )
     table = pl.DataFrame(rows)
-    knee = find_knee(table["m"].to_list(), table["achieved_flops_per_s"].to_list())
+    args = (table["m"].to_list(), table["achieved_flops_per_s"].to_list(), table["spread"].to_list())
+    knee = find_knee(args[0], args[1], spreads=args[2])
     best = table["achieved_flops_per_s"].max()
     table = table.with_columns(
         (pl.col("achieved_flops_per_s") / best).alias("rel_throughput"),
@@ -177,9 +216,13 @@ def run_sweep(cfg: PhaseShapeConfig, out: Path) -> SweepResult:
         else {
             "kind": rows[knee]["kind"],
             "m": rows[knee]["m"],
-            "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s",
+            "rule": f"smallest m reaching {KNEE_FRACTION:.0%} of the best FLOP/s, throughput within noise "
+            f"(≥ {1 - KNEE_NOISE:.0%} of it, or the shape's own spread) at every larger m",
         }
     )
+    note = knee_note(*args)
+    if note is not None:
+        summary["knee_note"] = note
     # Every row carries the CPU-diagnostic label of a CPU run (null on a GPU), so the CSV/Parquet say it too.
     table = table.with_columns(pl.lit(summary.get("diagnostic"), dtype=pl.String()).alias("diagnostic"))
     summary["shapes"] = table.to_dicts()

@@ -8,8 +8,8 @@ function in tracekit/analysis/steps.py that reads the fields its parameters name
     device_only → cost → judged_regions → estimate → estimated → region_rows → shapes → cold → idle
     → closure → roofline_inputs → verdicts → device_only_mark (region_rows) → op_work → noise →
     estimated_class_rows → cold_mark → shape_roofline → warm → phases → device_only_mark
-    (phase_rows) → culprits → no_phases → whole_trace → device_only_mark (whole) → estimated_mark →
-    top → latency → totals → serving → step_verdicts → communication → result
+    (phase_rows) → culprits → no_phases → whole_trace → device_only_mark (whole) → busy_differs →
+    estimated_mark → top → latency → totals → serving → step_verdicts → communication → result
 
 Adding an analysis is adding a step to :data:`STEPS`; a test holds this list and docs/analysis.md
 equal to the tuple. **Memory** is managed by declaration: the runner takes each field out of the
@@ -84,6 +84,7 @@ STEPS: tuple[Step, ...] = (
     st.no_phases,
     st.whole_trace,
     st.device_only_mark.on(frame="whole"),
+    st.busy_differs,
     st.estimated_mark,
     st.top,
     st.latency,
@@ -156,6 +157,7 @@ class State:
     culprits: pl.DataFrame
     whole: pl.DataFrame
     unattributed: pl.DataFrame
+    busy_basis: list[dict[str, Any]]
     top_kernels: pl.DataFrame
     top_ops: pl.DataFrame
     op_classes: pl.DataFrame

@@ -78,6 +78,8 @@ REGION_JSON_COLUMNS = [
     "idle_blocking_ns",
     "idle_cold_start_ns",
     "idle_launch_latency_ns",
+    "idle_dependency_ns",
+    "idle_launch_call_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
     "idle_before_first_launch_ns",
@@ -85,6 +87,12 @@ REGION_JSON_COLUMNS = [
     "idle_causes_ns",
     "idle_top",
     "class_top",
+    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
+    "other_busy_ns",
+    "queued_ns",
+    "other_top",
+    # issue 40 item 3: a phase unit before its phase's step times settle (docs/analysis.md "Warm-up")
+    "warmup",
 ]
 PHASE_JSON_COLUMNS = [
     "phase",
@@ -114,6 +122,8 @@ PHASE_JSON_COLUMNS = [
     "idle_blocking_ns",
     "idle_cold_start_ns",
     "idle_launch_latency_ns",
+    "idle_dependency_ns",
+    "idle_launch_call_ns",
     "idle_cpu_op_ns",
     "idle_outside_ops_ns",
     "idle_before_first_launch_ns",
@@ -121,10 +131,22 @@ PHASE_JSON_COLUMNS = [
     "idle_causes_ns",
     "idle_top",
     "class_top",
+    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
+    "other_busy_ns",
+    "queued_ns",
+    "other_top",
     "launch_delay_count",
     "launch_delay_p50_ns",
     "launch_delay_p99_ns",
     "launch_delay_max_ns",
+    # issue 40: each launch's wait from its call's end split into launch latency (stream free,
+    # device idle) and queued (behind earlier work on the stream or while the device ran other work)
+    "launch_latency_p50_ns",
+    "launch_latency_p99_ns",
+    "launch_latency_max_ns",
+    "launch_queued_p50_ns",
+    "launch_queued_p99_ns",
+    "launch_queued_max_ns",
 ]
 
 

@@ -13,13 +13,21 @@ from tracekit.analysis.communication import exposed_by_phase
 from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
+from tracekit.analysis.idle.causes import device_work, launch_free
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
 from tracekit.analysis.regions.kernel_classes import is_communication
 from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES
-from tracekit.analysis.regions.rollup import gather_acts, phase_metrics, phase_units, region_metrics, trace_totals
+from tracekit.analysis.regions.rollup import (
+    busy_basis,
+    gather_acts,
+    phase_metrics,
+    phase_units,
+    region_metrics,
+    trace_totals,
+)
 from tracekit.analysis.regions.step_noise import noise_reasons
 from tracekit.analysis.regions.step_verdicts import step_verdicts as step_verdict_rows
 from tracekit.analysis.regions.tops import region_closure, tops
@@ -115,19 +123,28 @@ def cold(costs: pl.DataFrame, regions: pl.DataFrame, launches: pl.DataFrame | No
     return cold_windows(costs if "name" in costs.columns else None, regions, launches)
 
 
-@step("region_rows", "region_culprits")
+@step("region_rows", "region_culprits", "linked")
 def idle(
     region_rows: pl.DataFrame,
     activities: pl.DataFrame,
     linked: pl.DataFrame,
     launches: pl.DataFrame | None,
     costs: pl.DataFrame,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Every idle ns of each region's window given one cause (idle/causes.py), with its culprits; the
-    host layers read the ops' columns from ``costs`` and the blocking calls from ``launches``."""
+    regions: pl.DataFrame,
+    cpu_only: bool,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Each region's window without its own work split into other work on its device (queued or
+    not, named by whose it is) and idle time, every idle ns given one cause (idle/causes.py), with
+    its culprits; the host layers read the ops' columns from ``costs`` and the blocking calls from
+    ``launches``; each linked activity gets ``free_ns``, from when its wait is launch latency."""
     ops = costs if OP_COLUMNS <= set(costs.columns) else None
     host = analysis_host(region_rows, activities, launches, ops)
-    return region_idle(region_rows, linked, launches, ops, host)
+    other = None if cpu_only else device_work(activities, regions)
+    free = launch_free(activities, launches)
+    if free.height:
+        linked = linked.join(free, on="act_id", how="left", maintain_order="left")
+    reg, cul = region_idle(region_rows, linked, launches, ops, host, other)
+    return reg, cul, linked
 
 
 @step("region_rows", "class_roofline", "unit_phase", "in_unit", "excluded")
@@ -232,7 +249,9 @@ def phases(
     if ph.height:
         ph = ph.join(dominant_class(class_roofline, "phase").rename({"scope": "phase"}), on="phase", how="left")
         ph = classify(ph, hardware, thresholds, device_name).join(
-            launch_delay(linked.join(unit_phase, on="region_id")), on="phase", how="left"
+            launch_delay(linked.join(unit_phase, on="region_id"), activities),
+            on="phase",
+            how="left",
         )
     return ph, ph_cul
 
@@ -273,6 +292,15 @@ def whole_trace(
     return whole, unattr
 
 
+@step("busy_basis", "warnings")
+def busy_differs(
+    whole: pl.DataFrame, phase_rows: pl.DataFrame, warnings: list[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Why the whole trace's busy share and a phase's differ, when they do (regions/rollup.py), also warned."""
+    basis = busy_basis(whole, phase_rows)
+    return basis, [*warnings, *(b["text"] for b in basis)]
+
+
 @step("region_rows", "phase_rows", "whole")
 def estimated_mark(
     region_rows: pl.DataFrame,
@@ -293,18 +321,24 @@ def estimated_mark(
     )
 
 
-@step("latency", "warnings")
+@step("latency", "warnings", "region_rows")
 def latency(
     region_rows: pl.DataFrame,
     tail: dict[str, Any] | None,
     sidecar: dict[str, Any] | None,
     slo: Slo | None,
     warnings: list[str],
-) -> tuple[Latency, list[str]]:
+) -> tuple[Latency, list[str], pl.DataFrame]:
     """TTFT, TPOT and ITL with percentiles, per step and request, from the warm phase units
-    (serving/latency.py); a step is timed from when the previous iteration's tail left the device."""
+    (serving/latency.py); a step is timed from when the previous iteration's tail left the device;
+    the units before step times settle are marked ``warmup`` (regions/cold.py) and left out of
+    the decode step time by context, which says so."""
     lat = latency_of(latency_units(region_rows, tail), sidecar=sidecar, slo=slo)
-    return lat, [*warnings, *(lat.scalars.get("notes") or [])]
+    if "warmup" in lat.steps.columns:
+        region_rows = region_rows.drop("warmup", strict=False).join(
+            lat.steps.select("region_id", "warmup"), on="region_id", how="left", maintain_order="left"
+        )
+    return lat, [*warnings, *(lat.scalars.get("notes") or [])], region_rows
 
 
 def latency_units(reg: pl.DataFrame, tail: dict[str, Any] | None) -> pl.DataFrame:
@@ -340,13 +374,17 @@ def totals(
     latency: Latency,
     cold: pl.DataFrame,
     features: list[dict[str, Any]] | None,
+    busy_basis: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The whole trace's totals: attributed time, idle conservation, cold starts and the run's features."""
+    """The whole trace's totals: attributed time, idle conservation, cold starts, the run's features
+    and why whole-trace and phase busy differ."""
     out = trace_totals(activities, whole, region_rows, excluded, thresholds, latency.scalars)
     out["idle_conserved"] = (
         bool((region_rows["idle_causes_ns"] == region_rows["idle_ns"]).all()) if region_rows.height else True
     )
     out["cold_start"] = cold_summary(region_rows, cold)
+    if busy_basis:
+        out["busy_basis"] = busy_basis
     if features is not None:
         out["features"] = features
     return out

@@ -5,14 +5,19 @@ order, for a row with metrics from :mod:`tracekit.analysis.regions.metrics`:
 
 1. no device activity: ``overhead`` when the row has a span (its CPU-side duration), else
    excluded (``bound`` null) — the analysis counts those;
-2. ``busy_ratio < overhead_busy_ratio`` → ``overhead`` (needs no cost model, no peaks);
+2. the device's occupied share ``(busy_ns + other_busy_ns) / span_ns < overhead_busy_ratio`` →
+   ``overhead`` (needs no cost model, no peaks): the device idles, whatever work it runs;
+   ``queued`` when ``busy_ratio < overhead_busy_ratio`` and the row's launched work waited behind
+   other work for at least half of the window time that is not its own (``queued_ns``);
 3. ``coverage < min_coverage`` → ``unknown`` (never a made-up number);
 4. no peak for the device or for the row's dominant dtype → ``unknown``;
 5. ``intensity >= ridge`` (peak FLOP/s ÷ bandwidth for that dtype) → ``compute``, else ``bandwidth``.
 
 Each verdict carries a one-line ``reason`` holding the numbers that decided it; a compute or
 bandwidth row idle for at least :data:`LEVER_IDLE_SHARE` of its window also names its largest
-idle cause ("…; idle 46 % of window, largest: 24.6 ms host busy in aten::split"). A row whose
+idle cause ("…; idle 46 % of window, largest: 24.6 ms host busy in aten::split"), and one whose
+device ran other work for that share says so ("other work 27 % of window (not idle): 13.5 ms
+previous-iteration tail (509 activities)"): idle is ``idle_ns``, never the other work. A row whose
 achieved FLOP/s or B/s is above its peak (``above_roof``), or whose dominant op class is above its
 roof, keeps its verdict and its reason ends with the figure and
 :data:`~tracekit.conventions.ABOVE_ROOF`: the peaks are wrong, not the measurement.
@@ -21,6 +26,7 @@ roof, keeps its verdict and its reason ends with the figure and
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -33,7 +39,7 @@ from tracekit.errors import UsageError
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
 
-BOUNDS = ("compute", "bandwidth", "overhead", "unknown")
+BOUNDS = ("compute", "bandwidth", "overhead", "queued", "unknown")
 # A compute/bandwidth verdict whose window is idle for at least this share names its largest idle
 # cause too: the biggest lever may be the idle time, not the bound (issue 27 item 3).
 LEVER_IDLE_SHARE = 0.1
@@ -191,7 +197,7 @@ def classify(
     )
     out = out.with_columns(above_roof_expr().alias(ABOVE_ROOF_COLUMN))
     cols = set(df.columns)
-    bound = _bound(th)
+    bound = _bound(th, cols)
     reason = _base_reason(cols, th, hardware.name if hardware is not None else None, device_name)
     reason = _with_lever(reason, bound, cols)
     reason, class_above = _with_class(reason, bound, cols)
@@ -203,12 +209,25 @@ def classify(
     )
 
 
-def _conditions(th: Thresholds) -> dict[str, pl.Expr]:
+def _other(name: str, cols: Collection[str]) -> pl.Expr:
+    """``name`` (``other_busy_ns``, ``queued_ns``) as a number, 0 where the frame has none."""
+    return pl.col(name).fill_null(0) if name in cols else pl.lit(0)
+
+
+def _conditions(th: Thresholds, cols: Collection[str] = ()) -> dict[str, pl.Expr]:
     """The tests the bound and the reason take in the same order."""
+    span = pl.col("span_ns").cast(pl.Float64())
+    occupied = (pl.col("busy_ns") + _other("other_busy_ns", cols)).cast(pl.Float64()) / span
+    not_own = pl.col("span_ns") - pl.col("busy_ns")
     return {
         "no_work": pl.col("kernel_count").fill_null(0) == 0,
         "has_span": pl.col("span_ns").fill_null(0) > 0,
-        "overhead": pl.col("busy_ratio") < th.overhead_busy_ratio,
+        "overhead": occupied < th.overhead_busy_ratio
+        if "other_busy_ns" in cols
+        else pl.col("busy_ratio") < th.overhead_busy_ratio,
+        "queued": (pl.col("busy_ratio") < th.overhead_busy_ratio)
+        & (_other("queued_ns", cols) > 0)
+        & (2 * _other("queued_ns", cols) >= not_own),
         "low_cov": pl.col("coverage").fill_null(0) < th.min_coverage,
         "no_peak": pl.col("ridge").is_null(),
         "no_bytes": pl.col("intensity").is_null(),
@@ -216,9 +235,9 @@ def _conditions(th: Thresholds) -> dict[str, pl.Expr]:
     }
 
 
-def _bound(th: Thresholds) -> pl.Expr:
-    """overhead / unknown / compute / bandwidth, null for a row with neither span nor work."""
-    c = _conditions(th)
+def _bound(th: Thresholds, cols: set[str]) -> pl.Expr:
+    """overhead / queued / unknown / compute / bandwidth, null for a row with neither span nor work."""
+    c = _conditions(th, cols)
     return (
         pl.when(c["no_work"] & c["has_span"])
         .then(pl.lit("overhead"))
@@ -226,6 +245,8 @@ def _bound(th: Thresholds) -> pl.Expr:
         .then(pl.lit(None, dtype=pl.String()))
         .when(c["overhead"])
         .then(pl.lit("overhead"))
+        .when(c["queued"])
+        .then(pl.lit("queued"))
         .when(c["low_cov"] | c["no_peak"] | c["no_bytes"])
         .then(pl.lit("unknown"))
         .when(c["compute"])
@@ -236,8 +257,33 @@ def _bound(th: Thresholds) -> pl.Expr:
 
 def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name: str | None) -> pl.Expr:
     """Why the bound is what it is, with the numbers that decided it."""
-    c = _conditions(th)
+    c = _conditions(th, cols)
     busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
+    span = pl.col("span_ns").cast(pl.Float64())
+    other_share = _other("other_busy_ns", cols).cast(pl.Float64()) / span
+    # overhead is decided on the device's occupied share: with other work, say how much it ran
+    busy_occ = (
+        pl.when(other_share > 0)
+        .then(
+            pl.format(
+                "{}, other work {} (device idle {})",
+                busy_txt,
+                fmt_pct(other_share),
+                fmt_pct(pl.col("idle_ns").cast(pl.Float64()) / span, 1 - th.overhead_busy_ratio),
+            )
+        )
+        .otherwise(busy_txt)
+        if "other_busy_ns" in cols and "idle_ns" in cols
+        else busy_txt
+    )
+    other_top = pl.col("other_top").fill_null("other work") if "other_top" in cols else pl.lit("other work")
+    queued_txt = pl.format(
+        "own work waited {} behind other work on the device (largest: {}); {}, device idle {}",
+        fmt_dur(_other("queued_ns", cols)),
+        other_top,
+        busy_txt,
+        fmt_pct(pl.col("idle_ns").cast(pl.Float64()) / span) if "idle_ns" in cols else pl.lit(NO_VALUE),
+    )
     gaps_txt = pl.format("{} gaps, largest {}", pl.col("gap_count"), fmt_dur(pl.col("gap_max_ns")))
     why_idle = pl.coalesce(pl.col("idle_top"), gaps_txt) if "idle_top" in cols else gaps_txt
     if device is None:
@@ -274,7 +320,9 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
         .when(c["no_work"])
         .then(pl.lit("zero span and no device work: excluded"))
         .when(c["overhead"])
-        .then(pl.format("{}: {}", busy_txt, why_idle))
+        .then(pl.format("{}: {}", busy_occ, why_idle))
+        .when(c["queued"])
+        .then(queued_txt)
         .when(c["low_cov"])
         .then(low_cov)
         .when(c["no_peak"])
@@ -289,10 +337,22 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
 
 def _with_lever(reason: pl.Expr, bound: pl.Expr, cols: set[str]) -> pl.Expr:
     """A compute/bandwidth row idle for a large share of its window names the biggest idle lever."""
+    bounded = bound.is_in(["compute", "bandwidth"])
+    if "other_top" in cols:  # the device was busy, not idle: said, and not a lever of this row
+        share = _other("other_busy_ns", cols).cast(pl.Float64()) / pl.col("span_ns").cast(pl.Float64())
+        reason = (
+            pl.when(bounded & (share >= LEVER_IDLE_SHARE) & pl.col("other_top").is_not_null())
+            .then(pl.format("{}; other work {} of window (not idle): {}", reason, fmt_pct(share), pl.col("other_top")))
+            .otherwise(reason)
+        )
     if "idle_top" not in cols:
         return reason
-    idle_share = 1 - pl.col("busy_ratio")
-    lever = bound.is_in(["compute", "bandwidth"]) & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
+    idle_share = (
+        pl.col("idle_ns").cast(pl.Float64()) / pl.col("span_ns").cast(pl.Float64())
+        if "idle_ns" in cols
+        else 1 - pl.col("busy_ratio")
+    )
+    lever = bounded & (idle_share >= LEVER_IDLE_SHARE) & pl.col("idle_top").is_not_null()
     return (
         pl.when(lever)
         .then(pl.format("{}; idle {} of window, largest: {}", reason, fmt_pct(idle_share), pl.col("idle_top")))

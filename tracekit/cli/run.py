@@ -133,7 +133,9 @@ def _print_sweep(table: Any, summary: dict[str, Any]) -> None:
             f"  {fmt.si(r['achieved_flops_per_s'], 'FLOP/s'):>15}"
             f"  {fmt.si(r['achieved_bytes_per_s'], 'B/s'):>11}  {fmt.duration(r['cold_ns']):>11}  {'; '.join(notes)}"
         )
-    if summary.get("knee") is None:
+    if summary.get("knee_note"):
+        echo(summary["knee_note"])
+    elif summary.get("knee") is None:
         echo("no plateau: throughput was still rising at the largest m of the sweep (or one shape only)")
     if "diagnostic" in summary:
         echo(summary["diagnostic"])

@@ -108,7 +108,7 @@ class Metrics(TypedDict, total=False):
     frac_peak_flops: float | None
     frac_peak_bytes: float | None
     above_roof: bool | None  # a fraction of peak above 1: the peaks are too low (docs/analysis.md)
-    bound: str | None  # compute | bandwidth | overhead | unknown
+    bound: str | None  # compute | bandwidth | overhead | queued | unknown
     reason: str | None
 
 
@@ -130,6 +130,8 @@ class Idle(TypedDict, total=False):
     idle_blocking_ns: int | None
     idle_cold_start_ns: int | None  # issue 27: a launch call that itself blocks for long (docs/analysis.md)
     idle_launch_latency_ns: int | None
+    idle_dependency_ns: int | None  # issue 40: launched work behind a stream or event dependency, device idle
+    idle_launch_call_ns: int | None  # issue 40: the host inside the row's launch calls
     idle_cpu_op_ns: int | None
     idle_outside_ops_ns: int | None
     idle_before_first_launch_ns: int | None
@@ -138,6 +140,11 @@ class Idle(TypedDict, total=False):
     idle_top: str | None
     class_top: str | None
     idle_culprits: list[IdleCulprit]
+    # issue 40: the window's time the device ran other work (not idle: idle_ns leaves it out),
+    # the part while the row's launched work waited, and the largest owner of that work in words
+    other_busy_ns: int | None
+    queued_ns: int | None
+    other_top: str | None
 
 
 class RegionRow(Metrics, Idle, total=False):
@@ -158,6 +165,7 @@ class RegionRow(Metrics, Idle, total=False):
     tokens: int | None
     prefill_tokens: int | None
     decode_seqs: int | None
+    warmup: bool | None  # issue 40: a phase unit before its phase's step times settle (null: no unit)
     top_kernels: list[TopRow]
     top_ops: list[TopRow]
 
@@ -169,6 +177,12 @@ class PhaseRow(Metrics, Idle, total=False):
     launch_delay_p50_ns: float | None
     launch_delay_p99_ns: float | None
     launch_delay_max_ns: float | None
+    launch_latency_p50_ns: float | None  # issue 40: call end → start while the stream was free and the device idle
+    launch_latency_p99_ns: float | None
+    launch_latency_max_ns: float | None
+    launch_queued_p50_ns: float | None  # the rest of the wait: behind earlier work or other work on the device
+    launch_queued_p99_ns: float | None
+    launch_queued_max_ns: float | None
     class_roofline: list[dict[str, Any]]  # one object per op class (docs/json.md lists the keys)
     top_shapes: list[dict[str, Any]]  # the 10 ops with most device time by (name, input shapes)
     step_verdicts: dict[str, Any]  # issue 27: verdicts of the phase's steps (docs/json.md)
@@ -262,6 +276,7 @@ class Totals(TypedDict, total=False):
     top_shapes: list[dict[str, Any]]  # only for serving traces with request ids (docs/serving.md)
     warnings: list[str]
     features: list[dict[str, str]]  # feature, state, detail (tracekit/analysis/features.py)
+    busy_basis: list[dict[str, Any]]  # issue 40: why whole-trace and phase busy differ (docs/analysis.md)
 
 
 class AnalysisDoc(TypedDict):

@@ -10,9 +10,20 @@ match wins:
     (:data:`BLOCKING`); named by the call and the outermost op that issued it;
 ``cold_start`` (f): the region's thread is inside a runtime launch call that itself blocks for
     long (:func:`cold_launch`: lazy module loading, JIT, autotuning), named by the call and its op;
-``launch_latency`` (c): some launch of the region has been issued and its work has not started;
+``launch_latency`` (c): some launch call of the region has returned and its work has not started
+    while its stream was free (the device idle: waits while it ran other work are ``queued``, above);
+``dependency``: launched work waits, the device idle, but not for launch latency: behind earlier
+    work on its stream still to run, or on an event (``cudaStreamWaitEvent``; :func:`launch_free`);
+``launch_call`` (c'): the host is inside one of the region's launch calls (launch overhead);
 ``cpu_op`` (a): the region's thread is running a CPU op; named by the innermost op;
 ``outside_ops`` (d): the host is outside any op (Python, scheduler, tokenisation).
+
+Before any cause, the window's time without the region's own work is split by the device
+(the one that ran most of the region's work): where it runs **other work** (other regions'
+kernels, the previous iteration's tail) the time is not idle. Those pieces are ``queued`` while
+some of the region's launched work waits to start (launch call end → its start), else
+``other_work``; both are named by the innermost region (or unattributed reason) of the work that
+ran, and neither is an idle cause (:data:`OTHER`). What is left is idle: the device ran nothing.
 
 The pieces partition the idle time, so the causes add up to ``idle_ns`` exactly; the analysis
 checks that on every region (``idle_conserved``). The region's thread is its own (pid, tid), or
@@ -37,6 +48,8 @@ BLOCKING = (
     r"|^(cuda|hip)Memcpy(?:2D|3D|Peer|ToSymbol|FromSymbol|WithStream|DtoH|HtoD|DtoD)?(?:_v2)?$"
     r"|^cuMemcpy(?:DtoH|HtoD|DtoD|2D|3D|Peer)?(?:_v2)?$|^(cuda|hip)Free(Host)?$|^cuMemFree"
 )
+# Runtime/driver calls that make a stream wait on an event: the stream's next work depends on it.
+EVENT_WAIT = r"(?i)^(cuda|hip|cu)StreamWaitEvent"
 # Runtime/driver calls that launch device work (kernels, graphs).
 LAUNCH = r"(?i)^(cuda|hip|cu)\w*Launch"
 # A launch call is a cold start when its own duration is at least COLD_START_MIN_NS and at least
@@ -48,12 +61,18 @@ CAUSES = (
     "blocking",
     "cold_start",
     "launch_latency",
+    "dependency",
+    "launch_call",
     "cpu_op",
     "outside_ops",
     "before_first_launch",
     "after_last_kernel",
 )
 CAUSE_COLUMNS = [f"idle_{c}_ns" for c in CAUSES]
+# Window time the device spent on work that is not the region's: not idle (module docstring).
+OTHER = ("queued", "other_work")
+# The culprit rows of other work: one per (region, owner of the work), both kinds together.
+BUSY_OTHER = "busy_other"
 _Frame = TypeVar("_Frame", pl.DataFrame, pl.LazyFrame)
 
 
@@ -106,6 +125,40 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
         pts = b.select("pid", "tid", pl.col("s").alias("t"))
         op = take(top[0]["name"], innermost_rows(pts, top[0], group=["pid", "tid"], id_col="op_id")).alias("op")
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
+
+
+def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFrame:
+    """Every device activity as the work a window may see running: ``device, s, e, owner`` made
+    disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
+    row is one activity seen running), ``owner`` (categorical) = the name of the activity's
+    innermost region (with its step when the name repeats: "## backward ## (step 2)"), else the short
+    form of its unattributed reason ("previous-iteration tail"), else ``unattributed``."""
+    dev = pl.col("device").fill_null(-1) if "device" in acts.columns else pl.lit(0, dtype=pl.Int64())
+    q = acts.lazy().select(
+        "region_id",
+        dev.cast(pl.Int64()).alias("device"),
+        pl.col("start_ns").alias("s"),
+        pl.col("end_ns").alias("e"),
+        "unattributed_reason",
+    )
+    named = pl.col("name").cast(pl.String())
+    if regions is not None and "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
+        # a repeated name only, and not one that says its step ("tk:decode step=3")
+        bare = pl.col("step").is_not_null() & (pl.len().over("name") > 1) & ~named.str.contains("(?i)step")
+        named = pl.when(bare).then(pl.format("{} (step {})", named, "step")).otherwise(named)
+    names = (
+        regions.lazy().select("region_id", named.alias("_rname"))
+        if regions is not None and regions.height
+        else pl.LazyFrame(schema={"region_id": pl.Int64(), "_rname": pl.String()})
+    )
+    reason = pl.col("unattributed_reason").cast(pl.String()).str.split(" (").list.first()
+    q = q.join(names, on="region_id", how="left").select(
+        "device",
+        "s",
+        "e",
+        pl.coalesce("_rname", reason, pl.lit("unattributed")).cast(pl.Categorical()).alias("owner"),
+    )
+    return disjoint(q, by=("device",))
 
 
 def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
@@ -164,20 +217,34 @@ def idle_causes(
     launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    other: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
 
     ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
-    first_launch_ns, last_ns. ``linked``: region_id, start_ns, end_ns, launch_start_ns (optional).
-    ``inst`` numbers the instance a piece belongs to (one blocking call, one op) for counts.
+    first_launch_ns, last_ns, and ``device`` (the region's device) when ``other`` is given.
+    ``linked``: region_id, start_ns, end_ns, launch_start_ns and launch_end_ns (optional).
+    ``other``: :func:`device_work`; its pieces come first, with cause ``queued`` or ``other_work``
+    and ``op`` = the owner of the work that ran (:data:`OTHER`: not idle).
+    ``inst`` numbers the instance a piece belongs to (one blocking call, one op, one activity).
     """
     p = _edge_pieces(win, linked)
     if p.height == 0:  # (no idle piece: the splits and tags below would give this empty frame)
         return pl.DataFrame(schema=_PIECE_SCHEMA)
     thr = ["pid", "tid"]
+    waits = _launch_waits(linked)
+    busy: list[pl.LazyFrame] = []
+    if other is not None and other.height and "device" in win.columns:
+        dev = win.select("region_id", pl.col("device").fill_null(-2).cast(pl.Int64()))  # -2: no work, no device
+        p = p.join(dev, on="region_id", how="left")
+        in_w, p = split(p, other, ["device"], ["owner"])
+        in_q, in_w = split(in_w.rename({"_lj": "_act"}), waits, ["region_id"], [])
+        busy = [_tag_other(in_q, "queued", 4 << 40), _tag_other(in_w, "other_work", 4 << 40)]
     blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
-    in_l, p = split(p, _launch_waits(linked), ["region_id"], [])
+    in_l, p = split(p, _launch_waits(linked, free=True), ["region_id"], [])
+    in_d, p = split(p, waits, ["region_id"], [])
+    in_c, p = split(p, _launch_calls(linked), ["region_id"], [])
     in_o, p = split(p, segs, thr, ["op"])
     in_o = op_labels(in_o, ops)
     parts = [
@@ -185,8 +252,11 @@ def idle_causes(
             in_b, pl.when(pl.col("cold").fill_null(False)).then(pl.lit("cold_start")).otherwise(pl.lit("blocking")), 0
         ),
         _tag(in_l, "launch_latency", 1 << 40),
+        _tag(in_d, "dependency", 6 << 40),
+        _tag(in_c, "launch_call", 5 << 40),
         _tag(in_o, "cpu_op", 2 << 40),
         _tag(p, "outside_ops", 3 << 40),
+        *busy,
     ]
     return pl.concat(parts).cast(_PIECE_SCHEMA).collect(engine="in-memory")  # type: ignore[arg-type]
 
@@ -231,11 +301,82 @@ def _edge_pieces(win: pl.DataFrame, linked: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _launch_waits(linked: pl.DataFrame) -> pl.DataFrame:
-    """Per region, the union of the stretches from each activity's launch call to its start."""
+def _launch_calls(linked: pl.DataFrame) -> pl.DataFrame:
+    """Per region, the union of its activities' launch calls (start → end): the host launching."""
+    if not {"launch_start_ns", "launch_end_ns"} <= set(linked.columns):
+        return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
+    q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("launch_end_ns").alias("e"))
+    return union(q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
+
+
+def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFrame:
+    """``act_id, free_ns`` of each launched activity: from when its wait is launch latency — its
+    launch call's end, or the end of the earlier work on its (device, stream) when later; its own
+    start (no latency at all) when it waits on an event: the launching thread called
+    :data:`EVENT_WAIT` after the launch of the stream's previous activity (or, for the stream's
+    first, at any time before). Its wait before ``free_ns`` is a dependency, not latency."""
+    need = {"launch_end_ns", "launch_start_ns", "device", "stream"}
+    if not need <= set(acts.columns):
+        return pl.DataFrame(schema={"act_id": pl.Int64(), "free_ns": pl.Int64()})
+    s = (
+        acts.lazy()
+        .select(
+            "act_id",
+            pl.col("device").fill_null(-1),
+            pl.col("stream").fill_null(-1),
+            "start_ns",
+            "end_ns",
+            "launch_start_ns",
+            "launch_end_ns",
+            *[pl.col(c).fill_null(-1) for c in ("launch_pid", "launch_tid") if c in acts.columns],
+        )
+        .sort("device", "stream", "start_ns", "act_id")
+        .with_columns(
+            pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev_end"),
+            pl.col("launch_start_ns").shift(1).over("device", "stream").alias("_prev_launch"),
+        )
+        .filter(pl.col("launch_end_ns").is_not_null())
+    )
+    dep = pl.lit(False)
+    if launches is not None and launches.height and "launch_pid" in acts.columns:
+        ev = (
+            launches.lazy()
+            .filter(pl.col("name").str.contains(EVENT_WAIT))
+            .select(
+                pl.col("pid").alias("launch_pid"), pl.col("tid").alias("launch_tid"), pl.col("start_ns").alias("_ev")
+            )
+            .sort("_ev")
+        )
+        s = s.sort("launch_start_ns").join_asof(
+            ev,
+            left_on="launch_start_ns",
+            right_on="_ev",
+            by=["launch_pid", "launch_tid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        dep = pl.col("_ev").is_not_null() & (
+            pl.col("_prev_launch").is_null() | (pl.col("_ev") > pl.col("_prev_launch"))
+        )
+    free = pl.max_horizontal("launch_end_ns", pl.col("_prev_end").fill_null(pl.col("launch_end_ns")))
+    free = pl.when(dep).then(pl.col("start_ns")).otherwise(pl.min_horizontal(free, "start_ns"))
+    return s.select("act_id", free.cast(pl.Int64()).alias("free_ns")).collect(engine="in-memory")
+
+
+def _launch_waits(linked: pl.DataFrame, free: bool = False) -> pl.DataFrame:
+    """Per region, the union of the stretches from each activity's launch call's end (its start
+    where the end is unknown) to the activity's start: the work was enqueued, not yet running.
+    ``free``: only the stretches from its ``free_ns`` (:func:`launch_free`), its launch latency."""
     if "launch_start_ns" not in linked.columns:
         return pl.DataFrame(schema={"region_id": pl.Int64(), "s": pl.Int64(), "e": pl.Int64()})
-    lat_q = linked.lazy().select("region_id", pl.col("launch_start_ns").alias("s"), pl.col("start_ns").alias("e"))
+    sent = (
+        pl.coalesce("launch_end_ns", "launch_start_ns")
+        if "launch_end_ns" in linked.columns
+        else pl.col("launch_start_ns")
+    )
+    if free and "free_ns" in linked.columns:
+        sent = pl.coalesce("free_ns", sent)
+    lat_q = linked.lazy().select("region_id", sent.alias("s"), pl.col("start_ns").alias("e"))
     return union(lat_q.drop_nulls().filter(pl.col("e") > pl.col("s")).collect(engine="in-memory"), "region_id")
 
 
@@ -253,10 +394,38 @@ def _tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
     return df.lazy().select("region_id", "s", "e", c.alias("cause"), *cols, inst.cast(pl.Int64()).alias("inst"))
 
 
+def _tag_other(df: pl.DataFrame, cause: str, off: int) -> pl.LazyFrame:
+    """Pieces of other work with their cause, ``op`` = the owner of the work, and the activity as instance."""
+    return df.lazy().select(
+        "region_id",
+        "s",
+        "e",
+        pl.lit(cause).alias("cause"),
+        pl.col("owner").cast(pl.String()).alias("op"),
+        pl.lit(None, dtype=pl.String()).alias("call"),
+        (pl.col("_act") + off).cast(pl.Int64()).alias("inst"),
+    )
+
+
+def _other_sums() -> list[pl.Expr]:
+    """``other_busy_ns`` (the device ran other work) and ``queued_ns`` (its part while the region's
+    launched work waited) from culprit sums."""
+    return [
+        pl.col("idle_ns").filter(pl.col("cause").is_in(OTHER)).sum().alias("other_busy_ns"),
+        pl.col("idle_ns").filter(pl.col("cause") == "queued").sum().alias("queued_ns"),
+    ]
+
+
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
-    """Per region: ``idle_<cause>_ns`` for every cause (0 when absent) and their sum ``idle_causes_ns``."""
-    wide = pieces.group_by("region_id").agg(
-        *[(pl.col("e") - pl.col("s")).filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+    """Per region: ``idle_<cause>_ns`` for every cause (0 when absent), their sum ``idle_causes_ns``,
+    and the other work's ``other_busy_ns``, ``queued_ns``."""
+    wide = (
+        pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns"))
+        .group_by("region_id")
+        .agg(
+            *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
+            *_other_sums(),
+        )
     )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 
@@ -277,7 +446,8 @@ def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
 
 def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
     wide = sums.group_by("region_id").agg(
-        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES]
+        *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
+        *_other_sums(),
     )
     return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
 
@@ -329,6 +499,10 @@ def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
         .then(pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op))
         .when(cause == "launch_latency")
         .then(pl.lit("launch latency (launched, not yet started)"))
+        .when(cause == "dependency")
+        .then(pl.lit("launched work waiting on a stream or event dependency"))
+        .when(cause == "launch_call")
+        .then(pl.lit("host in launch calls"))
         .when(cause == "cpu_op")
         .then(pl.format("host busy in {}", op))
         .when(cause == "outside_ops")

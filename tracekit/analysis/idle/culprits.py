@@ -6,7 +6,9 @@ from __future__ import annotations
 import polars as pl
 
 from tracekit.analysis.idle.causes import (
+    BUSY_OTHER,
     CAUSE_COLUMNS,
+    OTHER,
     culprit_sums,
     describe,
     host_threads,
@@ -17,6 +19,7 @@ from tracekit.analysis.idle.causes import (
     totals_and_culprits,
 )
 from tracekit.analysis.idle.host_segments import op_segments
+from tracekit.analysis.idle.intervals import union
 from tracekit.analysis.verdict import fmt_dur
 
 TOP_CULPRITS = 5
@@ -31,10 +34,15 @@ def region_idle(
     launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    other: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
-    to the region rows; return them with the per-region culprits (unranked, every one).
-    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads)."""
+    to the region rows, and the other work in their windows: ``other_busy_ns``, ``queued_ns`` and
+    ``other_top`` (the largest owner in words); return them with the per-region culprits: the idle
+    ones ranked, then the other work's (cause :data:`BUSY_OTHER`, ``op`` = owner) ranked apart.
+    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads).
+    ``other``: :func:`tracekit.analysis.idle.causes.device_work`, or None (no other work seen).
+    A region's device is the one that ran most of its linked activities (then the smallest)."""
     # each region's main launching thread: most launches, then the smallest (pid, tid)
     thr = (
         linked.lazy().filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
@@ -48,9 +56,19 @@ def region_idle(
         pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
         pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
     )
+    dev = (
+        linked.lazy()
+        .group_by("region_id", "device")
+        .len()
+        .group_by("region_id")
+        .agg(pl.col("device").sort_by(["len", "device"], descending=[True, False]).first())
+        if "device" in linked.columns
+        else pl.LazyFrame(schema={"region_id": pl.Int64(), "device": pl.Int64()})
+    )
     win = (
         reg.lazy()
         .join(main, on="region_id", how="left")
+        .join(dev, on="region_id", how="left")
         .select(
             "region_id",
             pl.coalesce("pid", "_lp").alias("pid"),
@@ -60,19 +78,74 @@ def region_idle(
             "first_launch_ns",
             "first_ns",
             "last_ns",
+            pl.col("device").cast(pl.Int64()),
         )
         .collect(engine="in-memory")
     )
-    tot, cul = _causes_by_block(win, linked, launches, ops, host)
-    top = cul.lazy().filter(pl.col("rank") == 1).select("region_id", _text().alias("idle_top"))
+    tot, cul = _causes_by_block(win, linked, launches, ops, host, other=other)
+    cul = split_culprits(cul, "region_id")
+    top = cul.lazy().with_columns(*_owners("region_id")).filter(pl.col("rank") == 1)
+    idle_top = top.filter(pl.col("cause") != BUSY_OTHER).select("region_id", _text().alias("idle_top"))
+    other_top = top.filter(pl.col("cause") == BUSY_OTHER).select("region_id", other_text().alias("other_top"))
+    sums = (*CAUSE_COLUMNS, "idle_causes_ns", *OTHER_COLUMNS)
     out = (
         reg.lazy()
-        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .drop([*sums, "idle_top", "other_top"], strict=False)
         .join(tot.lazy(), on="region_id", how="left")
-        .join(top, on="region_id", how="left")
-        .with_columns(*[pl.col(c).fill_null(0) for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
+        .join(idle_top, on="region_id", how="left")
+        .join(other_top, on="region_id", how="left")
+        .with_columns(*[pl.col(c).fill_null(0) for c in sums])
     )
     return out.collect(engine="in-memory"), cul
+
+
+OTHER_COLUMNS = ("other_busy_ns", "queued_ns")
+
+
+def split_culprits(cul: pl.DataFrame, key: str) -> pl.DataFrame:
+    """Culprit sums (ranked or not) as the idle culprits ranked per ``key``, then the other work's
+    rows summed per owner (``cause`` :data:`BUSY_OTHER`, ``count`` = activities) ranked apart."""
+    is_other = pl.col("cause").is_in([*OTHER, BUSY_OTHER])
+    idle = cul.lazy().filter(~is_other).select(key, "cause", "op", "call", "idle_ns", "count")
+    oth = (
+        cul.lazy()
+        .filter(is_other)
+        .group_by(key, "op")
+        .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
+        .select(
+            key,
+            pl.lit(BUSY_OTHER).alias("cause"),
+            "op",
+            pl.lit(None, dtype=pl.String()).alias("call"),
+            "idle_ns",
+            "count",
+        )
+    )
+    a, b = pl.collect_all([idle, oth], engine="in-memory")
+    return pl.concat([ranked(a, key), ranked(b, key)])
+
+
+def _owners(key: str) -> list[pl.Expr]:
+    """``_owners`` (rows of the same scope and cause: for other work, its owners) and ``_total``
+    (their time), which :func:`other_text` reads."""
+    return [
+        pl.len().over(key, "cause").alias("_owners"),
+        pl.col("idle_ns").sum().over(key, "cause").alias("_total"),
+    ]
+
+
+def other_text() -> pl.Expr:
+    """The largest other work in words: ``13.5 ms previous-iteration tail (502 activities)``; with
+    several owners, of how much by how many: ``1.0 ms layer_0 (1 activity) of 3.0 ms by 3 owners``
+    (reads ``_owners`` and ``_total``: :func:`_owners`)."""
+    n = pl.col("count")
+    acts = pl.when(n == 1).then(pl.lit("activity")).otherwise(pl.lit("activities"))
+    one = pl.format("{} {} ({} {})", fmt_dur(pl.col("idle_ns")), pl.col("op"), n, acts)
+    return (
+        pl.when(pl.col("_owners") > 1)
+        .then(pl.format("{} of {} by {} owners", one, fmt_dur(pl.col("_total")), pl.col("_owners")))
+        .otherwise(one)
+    )
 
 
 def _causes_by_block(
@@ -82,6 +155,7 @@ def _causes_by_block(
     ops: pl.DataFrame | None,
     host: tuple[pl.DataFrame, pl.DataFrame] | None,
     block: int | None = None,
+    other: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(cause totals, culprits) of the windows ``win``, computed for blocks of regions of about
     ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
@@ -93,7 +167,7 @@ def _causes_by_block(
     block = block or IDLE_BLOCK
     blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
     if linked.height <= block:
-        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)))
+        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)), other)
         return totals_and_culprits(pieces)
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
@@ -112,6 +186,7 @@ def _causes_by_block(
             launches,
             ops,
             (blocking, segs),
+            other,
         )
         del segs
         sums = culprit_sums(pieces)
@@ -141,6 +216,7 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
     """Phase rows gain the summed cause columns and ``idle_top``; return them with the phase
     culprits (the units' culprits summed by (cause, op, call)). One polars query."""
     units = reg.lazy().filter(pl.col("is_unit"))
+    other = pl.col("cause") == BUSY_OTHER
     pc = (
         cul.lazy()
         .join(units.select("region_id", "phase"), on="region_id")
@@ -149,17 +225,24 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
         .sort(
             ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
         )
-        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase").alias("rank"))
+        .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase", other).alias("rank"))
     )
     if ph.height == 0:
         return ph, pc.collect(engine="in-memory")
-    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in (*CAUSE_COLUMNS, "idle_causes_ns")])
-    top = pc.filter(pl.col("rank") == 1).select("phase", _text().alias("idle_top"))
+    cols = (*CAUSE_COLUMNS, "idle_causes_ns")
+    sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in cols])
+    top = pc.filter((pl.col("rank") == 1) & ~other).select("phase", _text().alias("idle_top"))
+    other_top = (
+        pc.with_columns(*_owners("phase"))
+        .filter((pl.col("rank") == 1) & other)
+        .select("phase", other_text().alias("other_top"))
+    )
     out = (
         ph.lazy()
-        .drop([*CAUSE_COLUMNS, "idle_causes_ns", "idle_top"], strict=False)
+        .drop([*cols, "idle_top", "other_top"], strict=False)
         .join(sums, on="phase", how="left")
         .join(top, on="phase", how="left")
+        .join(other_top, on="phase", how="left")
     )
     ph, pcs = pl.collect_all([out, pc], engine="in-memory")
     return ph, pcs
@@ -168,9 +251,10 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
 def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame, ph: pl.DataFrame) -> pl.DataFrame:
     """The top culprits of every region and phase in one frame (``CULPRIT_COLUMNS``), ``share``
     = of the scope's idle time. One polars query."""
+    idle = pl.col("cause") != BUSY_OTHER  # the other work is not idle: not a culprit
     r = (
         reg_cul.lazy()
-        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .filter((pl.col("rank") <= TOP_CULPRITS) & idle)
         .join(reg.lazy().select("region_id", pl.col("idle_ns").alias("_scope_idle")), on="region_id")
         .select(
             pl.lit("region").alias("scope_kind"),
@@ -185,7 +269,7 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
     )
     p = (
         ph_cul.lazy()
-        .filter(pl.col("rank") <= TOP_CULPRITS)
+        .filter((pl.col("rank") <= TOP_CULPRITS) & idle)
         .join(pidle, on="phase", how="left")
         .select(pl.lit("phase").alias("scope_kind"), pl.col("phase").alias("scope"), pl.exclude("phase"))
     )
@@ -200,21 +284,82 @@ def culprit_frame(reg_cul: pl.DataFrame, ph_cul: pl.DataFrame, reg: pl.DataFrame
     )
 
 
-def launch_delay(linked_units: pl.DataFrame) -> pl.DataFrame:
+def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per phase: launch delay (launch call start → its first device activity start) ``count,
-    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel)."""
+    p50_ns, p99_ns, max_ns``; one value per launch (graph replays count their first kernel).
+    With ``acts`` (every activity: ``device, start_ns, end_ns``) and launch ends and ``free_ns``,
+    each launch's wait from its call's end to its start is split (:func:`launch_waits`) into
+    launch latency (the stream free and the device idle) and queued (anything else), with
+    ``launch_latency_{p50,p99,max}_ns`` and ``launch_queued_{p50,p99,max}_ns``."""
     need = {"phase", "start_ns", "launch_start_ns", "correlation"}
     if not need <= set(linked_units.columns):
         return pl.DataFrame(schema={"phase": pl.String()})
+    split = acts is not None and {"launch_end_ns", "free_ns", "device"} <= set(linked_units.columns)
     d = (
         linked_units.filter(pl.col("launch_start_ns").is_not_null())
+        .sort("start_ns", "act_id" if "act_id" in linked_units.columns else "start_ns")
         .group_by("phase", "correlation")
-        .agg(pl.col("start_ns").min(), pl.col("launch_start_ns").first())
+        .agg(
+            pl.col("start_ns").first(),
+            pl.col("launch_start_ns").first(),
+            *([pl.col(c).first() for c in ("launch_end_ns", "free_ns", "device")] if split else []),
+        )
         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
     )
-    return d.group_by("phase").agg(
+    stats = [
         pl.len().cast(pl.Int64()).alias("launch_delay_count"),
         pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
         pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
         pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
+    ]
+    if split and acts is not None:
+        d = d.hstack(launch_waits(d.select("launch_end_ns", "free_ns", "start_ns", "device"), acts).get_columns())
+        for c, name in (("_lat", "launch_latency"), ("_que", "launch_queued")):
+            x = pl.col(c).drop_nulls()
+            stats += [
+                x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
+                x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
+                x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
+            ]
+    return d.group_by("phase").agg(*stats)
+
+
+def launch_waits(w: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
+    """``_lat, _que`` for each row of ``w`` (``launch_end_ns``, ``free_ns`` from
+    :func:`tracekit.analysis.idle.causes.launch_free`, ``start_ns`` of the launch's first
+    activity, ``device``): of its wait [launch call end, start), the launch latency is the time
+    from ``free_ns`` (its stream free, no event to wait on) in which its device ran nothing; the
+    rest is queued (behind earlier work on the stream, an event, or other work on the device).
+    Null where the launch end is unknown. The device's busy time before t comes from the union of
+    every activity per device and a prefix sum, found by binary search on group-major keys."""
+    q = w.with_columns(
+        pl.col("device").fill_null(-1).cast(pl.Int64()),
+        pl.min_horizontal(pl.coalesce("free_ns", "launch_end_ns"), "start_ns").alias("_lo"),
+        (pl.col("start_ns") - pl.col("launch_end_ns")).clip(lower_bound=0).alias("_wait"),
     )
+    dev = pl.col("device").fill_null(-1).cast(pl.Int64()) if "device" in acts.columns else pl.lit(0, pl.Int64())
+    busy = union(acts.select(dev.alias("device"), pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")), "device")
+    known = pl.col("launch_end_ns").is_not_null()
+    if busy.height == 0 or q.height == 0:
+        lat = pl.when(known).then(pl.col("start_ns") - pl.col("_lo"))
+        return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))
+    lo_min, hi_max = q.select(pl.col("_lo").min(), pl.col("start_ns").max()).row(0)
+    t0 = min(int(busy["s"].min()), int(lo_min if lo_min is not None else busy["s"].min()))  # type: ignore[arg-type]
+    t1 = max(int(busy["e"].max()), int(hi_max if hi_max is not None else 0))  # type: ignore[arg-type]
+    ext = t1 - t0 + 1
+    ps = busy["device"] * ext + (busy["s"] - t0)
+    length = busy["e"] - busy["s"]
+    cum = length.cum_sum() - length  # busy time before each interval, all devices in order
+
+    def busy_before(t: pl.Expr) -> pl.Expr:  # busy time on the row's device before t
+        i = pl.lit(ps).search_sorted(pl.col("device") * ext + (t - t0), side="right").cast(pl.Int64()) - 1
+        j = i.clip(lower_bound=0)
+        same = (i >= 0) & (pl.lit(busy["device"]).gather(j) == pl.col("device"))
+        first = pl.lit(busy["device"]).search_sorted(pl.col("device"), side="left").cast(pl.Int64())
+        base = pl.lit(cum).gather(j) - pl.lit(cum).gather(first.clip(upper_bound=busy.height - 1))
+        inside = (pl.min_horizontal(t, pl.lit(busy["e"]).gather(j)) - pl.lit(busy["s"]).gather(j)).clip(lower_bound=0)
+        return pl.when(same).then(base + inside).otherwise(0)
+
+    free = (pl.col("start_ns") - pl.col("_lo")) - (busy_before(pl.col("start_ns")) - busy_before(pl.col("_lo")))
+    lat = pl.when(known).then(free)
+    return q.select(lat.alias("_lat"), (pl.col("_wait") - lat).alias("_que"))

@@ -17,11 +17,11 @@ import polars as pl
 _NO_SHARED_SUBPLANS = pl.QueryOptFlags(comm_subplan_elim=False)
 
 
-def disjoint(iv: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """Sort per thread and clip each start to the previous end, so the intervals never overlap
-    (one polars query; ``iv`` may be a lazy plan, then its last step)."""
-    q = iv.lazy().drop_nulls(["pid", "tid", "s", "e"]).sort("pid", "tid", "s", "e")
-    prev = pl.col("e").cum_max().shift(1).over("pid", "tid")
+def disjoint(iv: pl.DataFrame | pl.LazyFrame, by: tuple[str, ...] = ("pid", "tid")) -> pl.DataFrame:
+    """Sort per ``by`` (a thread; a device) and clip each start to the latest earlier end, so the
+    intervals never overlap (one polars query; ``iv`` may be a lazy plan, then its last step)."""
+    q = iv.lazy().drop_nulls([*by, "s", "e"]).sort(*by, "s", "e")
+    prev = pl.col("e").cum_max().shift(1).over(*by)
     q = q.with_columns(pl.max_horizontal("s", prev.fill_null(pl.col("s"))).alias("s"))
     return q.filter(pl.col("e") > pl.col("s")).collect(engine="in-memory")
 

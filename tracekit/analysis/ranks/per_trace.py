@@ -178,7 +178,7 @@ def _window(start: str, end: str) -> list[pl.Expr]:
 
 def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """The trace's steps in time order (``step`` = 0, 1, …): its phase units, else its
-    ``ProfilerStep#N`` regions; ``step_ns`` is the window, ``idle_ns`` = window − busy."""
+    ``ProfilerStep#N`` regions; ``step_ns`` is the window, ``idle_ns`` = window − busy − other work."""
     if regions.height == 0:
         return pl.DataFrame(schema=STEP_SCHEMA)
     if steps.height:
@@ -189,6 +189,8 @@ def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=STEP_SCHEMA)
     w = rows.with_columns(*_window("_ws", "_we")).sort("_ws", "region_id")
     top = pl.col("idle_top").cast(pl.String()) if "idle_top" in w.columns else pl.lit(None, dtype=pl.String())
+    # idle: the device ran nothing; the other work on it is not idle (issue 40, docs/analysis.md)
+    other = pl.col("other_busy_ns").fill_null(0) if "other_busy_ns" in w.columns else pl.lit(0)
     return w.select(
         pl.int_range(pl.len(), dtype=pl.Int64()).alias("step"),
         pl.col("name").cast(pl.String()),
@@ -196,7 +198,7 @@ def step_frame(regions: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         pl.col("_ws").alias("start_ns"),
         (pl.col("_we") - pl.col("_ws")).alias("step_ns"),
         pl.col("busy_ns").cast(pl.Int64()),
-        (pl.col("_we") - pl.col("_ws") - pl.col("busy_ns")).cast(pl.Int64()).alias("idle_ns"),
+        (pl.col("_we") - pl.col("_ws") - pl.col("busy_ns") - other).cast(pl.Int64()).alias("idle_ns"),
         pl.col("region_id").cast(pl.Int64()),
         top.alias("idle_top"),
     )

@@ -253,3 +253,58 @@ def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame | None = None) -> dict
         "phases_all_cold": sorted(set(cold["phase"].to_list()) - set(warm)),
         "outside": outside,
     }
+
+
+# Warm-up from the data (issue 40 item 3; docs/analysis.md, "Warm-up"): a phase of at least
+# WARMUP_MIN_STEPS steps settles at the median step time of its later half; the band around it is
+# WARMUP_MAD_K robust standard deviations (1.4826 × the later half's median absolute deviation) and
+# at least WARMUP_REL of the level, so a quiet run does not call every step noise.
+WARMUP_MIN_STEPS = 4
+WARMUP_MAD_K = 3.0
+WARMUP_REL = 0.10
+
+
+def mark_warmup(steps: pl.DataFrame) -> pl.DataFrame:
+    """``region_id, warmup`` of phase units (``region_id, phase, cpu_start_ns, step_ns``): per
+    phase in start order, the steps before the first one at or below the settled level's band
+    (median of the later half + max(:data:`WARMUP_MAD_K` × 1.4826 × its MAD, :data:`WARMUP_REL` ×
+    the median)), within the first half and in a phase of at least :data:`WARMUP_MIN_STEPS`
+    steps: the steps before step times settle. One polars query."""
+    i = pl.int_range(pl.len(), dtype=pl.Int64()).over("phase")
+    n = pl.len().over("phase")
+    late = pl.col("_i") >= pl.col("_n") // 2
+    t = pl.col("step_ns").cast(pl.Float64())
+    level = t.filter(late).median().over("phase")
+    q = (
+        steps.lazy()
+        .sort("phase", "cpu_start_ns", "region_id")
+        .with_columns(i.alias("_i"), n.alias("_n"))
+        .with_columns(level.alias("_lvl"))
+        .with_columns((t - pl.col("_lvl")).abs().filter(late).median().over("phase").alias("_mad"))
+        .with_columns(
+            pl.max_horizontal(WARMUP_MAD_K * 1.4826 * pl.col("_mad"), WARMUP_REL * pl.col("_lvl")).alias("_tol")
+        )
+    )
+    settled = pl.col("_i").filter(t <= pl.col("_lvl") + pl.col("_tol")).min().over("phase")
+    warm = (pl.col("_n") >= WARMUP_MIN_STEPS) & (pl.col("_i") < settled) & ~late
+    return q.select("region_id", warm.fill_null(False).alias("warmup")).collect(engine="in-memory")
+
+
+def warmup_note(steps: pl.DataFrame) -> str | None:
+    """What the decode step time by context leaves out: "decode step time by context leaves out 3
+    warm-up steps (before step times settle: 2.17 → 1.32 ms; docs/analysis.md, "Warm-up")", or None."""
+    if "warmup" not in steps.columns:
+        return None
+    d = steps.filter((pl.col("phase") == "decode") & pl.col("ctx").is_not_null()) if "ctx" in steps.columns else None
+    if d is None or not d["warmup"].fill_null(False).any():
+        return None
+    w = d.filter(pl.col("warmup").fill_null(False))
+    first, settled = d.select(
+        pl.col("step_ns").filter(pl.col("warmup").fill_null(False)).first().cast(pl.Float64()).alias("a"),
+        pl.col("step_ns").filter(~pl.col("warmup").fill_null(False)).median().cast(pl.Float64()).alias("b"),
+    ).row(0)
+    return (
+        f"decode step time by context leaves out {w.height} warm-up step{'s' if w.height != 1 else ''} (before "
+        f"step times settle: {first / 1e6:.2f} → {(settled or 0) / 1e6:.2f} ms, the settled "
+        f'median; docs/analysis.md, "Warm-up")'
+    )

@@ -356,7 +356,8 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
 
 def derived(df: pl.DataFrame) -> pl.DataFrame:
     """Ratios from the summed metrics (``span_ns`` and ``busy_ns`` must be present):
-    idle, busy_ratio, coverage, intensity, achieved FLOP/s and bytes/s.
+    idle (less ``other_busy_ns``, the other work on the device, when present), busy_ratio,
+    coverage, intensity, achieved FLOP/s and bytes/s.
 
     Achieved rates divide by ``covered_busy_ns`` — the busy time of the activities the FLOPs
     and bytes came from — so an op without a cost model does not dilute them. With coverage 1
@@ -369,8 +370,10 @@ def derived(df: pl.DataFrame) -> pl.DataFrame:
     cov_busy = pl.col("covered_busy_ns").cast(pl.Float64())
     flops = pl.col("flops")
     nbytes = pl.col("bytes")
+    # idle: the window without the row's own work nor other work on its device (docs/analysis.md)
+    other = pl.col("other_busy_ns").fill_null(0) if "other_busy_ns" in df.columns else pl.lit(0)
     return df.with_columns(
-        (pl.col("span_ns") - pl.col("busy_ns")).alias("idle_ns"),
+        (pl.col("span_ns") - pl.col("busy_ns") - other).alias("idle_ns"),
         pl.when(span > 0).then(busy / span).otherwise(None).alias("busy_ratio"),
         pl.when(work > 0).then(cov_busy / work).otherwise(0.0).alias("coverage"),
         pl.when(nbytes > 0).then(flops / nbytes).otherwise(None).alias("intensity"),

@@ -79,7 +79,11 @@ def region_metrics(
     and the region-linked activities they came from (``region_id, act_id, start_ns, end_ns`` and
     the launch columns the windows, idle causes and launch delays use; the cost columns only
     while the metrics are computed)."""
-    extra = [c for c in ("launch_start_ns", "launch_pid", "launch_tid", "correlation") if c in acts.columns]
+    extra = [
+        c
+        for c in ("launch_start_ns", "launch_end_ns", "launch_pid", "launch_tid", "correlation", "device")
+        if c in acts.columns
+    ]
     pairs = links.select("region_id", "act_id")
     cost = [
         "dur_ns",
@@ -125,6 +129,7 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
     units = reg.filter(pl.col("is_unit"))
     if units.height == 0:
         return pl.DataFrame()
+    other = [c for c in ("other_busy_ns", "queued_ns") if c in units.columns]
     agg = (
         units.group_by("phase")
         .agg(
@@ -142,6 +147,7 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
                     "gap_count",
                     "gap_total_ns",
                     "kernel_count",
+                    *other,
                 )
             ],
             pl.col("gap_max_ns").max(),
@@ -224,3 +230,60 @@ def trace_totals(
         # only when the phases were inferred from shapes (tracekit/analysis/serving/basis.py)
         **({"serving_figures": lat["serving_figures"]} if lat.get("serving_figures") else {}),
     }
+
+
+# Whole-trace and phase busy shares further apart than this are explained (docs/analysis.md, "Windows").
+BUSY_DIFF = 0.05
+
+
+def busy_basis(whole: pl.DataFrame, phases: pl.DataFrame) -> list[dict[str, Any]]:
+    """Why the whole trace's busy share and a phase's differ (by at least :data:`BUSY_DIFF`): the
+    whole trace divides all device work by the device span (first → last activity); a phase divides
+    its own work by its steps' host-clock windows, in which the device may also run other work or
+    idle. One entry per such phase: both shares and spans, the phase windows' ``other_busy_ns``
+    and ``idle_ns``, ``not_phase_busy_ns`` (the whole trace's busy time less the phase's own),
+    ``outside_span_ns`` (host time of its windows before the device's first activity or after its
+    last: first unit start → last unit end against the device span) and ``text``."""
+    if whole.height == 0 or phases.height == 0 or "other_busy_ns" not in phases.columns:
+        return []
+    w = whole.row(0, named=True)
+    if w.get("busy_ratio") is None:
+        return []
+    out = []
+    for p in phases.select(
+        "phase", "start_ns", "end_ns", "span_ns", "busy_ns", "busy_ratio", "other_busy_ns", "idle_ns", "other_top"
+    ).iter_rows(named=True):
+        if p["busy_ratio"] is None or abs(w["busy_ratio"] - p["busy_ratio"]) < BUSY_DIFF:
+            continue
+        span = p["span_ns"] or 1
+        other = int(p["other_busy_ns"] or 0)
+        not_phase = max(int(w["busy_ns"] or 0) - int(p["busy_ns"] or 0), 0)
+        outside = max(int(w["first_ns"]) - int(p["start_ns"]), 0) + max(int(p["end_ns"]) - int(w["last_ns"]), 0)
+        text = (
+            f"busy differs: whole trace {w['busy_ratio']:.1%} (all device work ÷ the device span "
+            f"{_ms(w['span_ns'])}, first → last activity) vs {p['phase']} {p['busy_ratio']:.1%} (its own work ÷ "
+            f"its steps' host-clock windows {_ms(p['span_ns'])}); in those windows the device ran other work "
+            f"{_ms(other)} ({other / span:.0%}{': largest ' + p['other_top'] if p['other_top'] else ''}) and "
+            f"idled {_ms(p['idle_ns'] or 0)} ({(p['idle_ns'] or 0) / span:.0%}); {_ms(not_phase)} of the trace's "
+            f"busy time is not {p['phase']}'s own work"
+            + (f"; its windows hold {_ms(outside)} of host time outside the device span" if outside else "")
+        ).replace("%", " %")
+        out.append(
+            {
+                "phase": p["phase"],
+                "trace_busy_ratio": w["busy_ratio"],
+                "phase_busy_ratio": p["busy_ratio"],
+                "trace_span_ns": w["span_ns"],
+                "phase_span_ns": p["span_ns"],
+                "other_busy_ns": other,
+                "idle_ns": p["idle_ns"],
+                "not_phase_busy_ns": not_phase,
+                "outside_span_ns": outside,
+                "text": text,
+            }
+        )
+    return out
+
+
+def _ms(ns: int | float | None) -> str:
+    return f"{(ns or 0) / 1e6:.1f} ms"

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.regions.cold import mark_warmup, warmup_note
 from tracekit.analysis.serving.schemas import BYCTX_SCHEMA, LATENCY_SCHEMA, REQUEST_SCHEMA  # noqa: F401
 from tracekit.conventions import read_sidecar  # noqa: F401 (analysis.pipeline imports it from here)
 from tracekit.analysis.serving.sidecar_fields import request_rows
@@ -178,10 +179,13 @@ def apply_slo(requests: pl.DataFrame, slo: Slo | None) -> pl.DataFrame:
 
 def decode_by_ctx(steps: pl.DataFrame, buckets: int = 8) -> pl.DataFrame:
     """Decode step time per context-length bucket: up to ``buckets`` equal-width buckets between
-    the smallest and largest ``ctx`` seen (fewer when there are fewer distinct lengths)."""
+    the smallest and largest ``ctx`` seen (fewer when there are fewer distinct lengths), without
+    the warm-up steps (``warmup``)."""
     if "ctx" not in steps.columns:
         return pl.DataFrame(schema=BYCTX_SCHEMA)
     d = steps.filter((pl.col("phase") == "decode") & pl.col("ctx").is_not_null())
+    if "warmup" in d.columns:  # steps before step times settle are no context trend (regions/cold.py)
+        d = d.filter(~pl.col("warmup").fill_null(False))
     if d.height == 0:
         return pl.DataFrame(schema=BYCTX_SCHEMA)
     lo, hi = int(d["ctx"].min()), int(d["ctx"].max())  # type: ignore[arg-type]
@@ -209,7 +213,9 @@ def latency(units: pl.DataFrame, sidecar: dict[str, Any] | None = None, slo: Slo
     """All latency outputs from the phase units (and the runner's sidecar when there is one)."""
 
     steps = step_table(units)
-    notes: list[str] = []
+    if steps.height:  # warm-up from the data: steps before step times settle (regions/cold.py)
+        steps = steps.join(mark_warmup(steps), on="region_id", how="left", maintain_order="left")
+    notes: list[str] = [n for n in (warmup_note(steps),) if n is not None]
     # serving figures only from steps a server ran (tracekit/analysis/serving/basis.py)
     inferred = inferred_steps(steps)
     served = steps.filter(~inferred) if inferred.any() else steps

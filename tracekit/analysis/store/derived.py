@@ -45,7 +45,7 @@ from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store
     source_files,
 )
 from tracekit.conventions import GRAPH_LAUNCH_RE
-from tracekit.analysis.idle.causes import BLOCKING
+from tracekit.analysis.idle.causes import BLOCKING, EVENT_WAIT
 from tracekit.analysis.idle.causes import cold_launch
 from tracekit.analysis.regions.cold import CAPTURE_CALL
 from tracekit.attribution.core import attribute
@@ -88,7 +88,8 @@ def analysis_rows() -> dict[str, pl.Expr]:
     idle causes' ``blocking_calls``, tracekit/analysis/idle/causes.py; ``cold_launch`` gives the
     same rows again on what it kept), the graph launches (the features' CUDA/HIP graphs,
     tracekit/analysis/features.py) and the graph-capture calls (cold-start windows,
-    tracekit/analysis/regions/cold.py; no launch call, so no change to the launch medians)."""
+    tracekit/analysis/regions/cold.py; no launch call, so no change to the launch medians) and the
+    event waits (``cudaStreamWaitEvent``: launch dependencies, tracekit/analysis/idle/causes.py)."""
 
     name = pl.col("name")
     return {
@@ -96,6 +97,7 @@ def analysis_rows() -> dict[str, pl.Expr]:
         | cold_launch()
         | name.str.contains(GRAPH_LAUNCH_RE)
         | name.str.contains(CAPTURE_CALL)
+        | name.str.contains(EVENT_WAIT)
     }
 
 
@@ -104,6 +106,8 @@ ANALYSIS_ACTIVITY_COLUMNS = (
     "act_id",
     "kind",
     "name",
+    "device",
+    "stream",
     "start_ns",
     "end_ns",
     "dur_ns",
@@ -112,6 +116,7 @@ ANALYSIS_ACTIVITY_COLUMNS = (
     "launch_pid",
     "launch_tid",
     "launch_start_ns",
+    "launch_end_ns",
     "op_id",
     "op_name",
     "region_id",
