@@ -93,3 +93,26 @@ def test_roofline_decode_timeline_and_breakdown_texts_are_inside(data: model.Rep
         plots.breakdown(phases, data.frame("top_kernels")),
     ):
         assert texts_inside(fig)
+
+
+def test_decode_plot_leaves_warm_up_out_of_its_medians() -> None:
+    # the demo's shape: steps fall 2.17 → 1.32 ms over ctx 70–72 (warm-up, marked by the analysis),
+    # then hold at 1.3 ms from 73 to 84; the medians are of the 12 settled steps only: 1.3 ms
+    ctx = list(range(70, 85))
+    ms = [2.17, 1.8, 1.32] + [1.3] * 12
+    regions = pl.DataFrame(
+        {
+            "phase": ["decode"] * 15,
+            "ctx": ctx,
+            "span_ns": [m * 1e6 for m in ms],
+            "warmup": [True] * 3 + [False] * 12,
+        }
+    )
+    fig = plots.decode_vs_context(regions)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "warm-up step" in labels
+    assert "3 warm-up steps (hollow) left out of the medians" in ax.get_xlabel().replace("\n", " ")
+    medians = ax.lines[0].get_ydata()  # the errorbar's line: one median per context bucket
+    assert all(abs(m - 1.3) < 1e-9 for m in medians)
+    texts_inside(fig)

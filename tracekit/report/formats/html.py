@@ -37,7 +37,8 @@ td.wrap{min-width:9em;max-width:40em;overflow-wrap:anywhere}
 td.name{min-width:10em;max-width:24em;overflow-wrap:anywhere}
 td.short{text-decoration:underline dotted #999;cursor:help}
 td.reason{min-width:10em;max-width:28em}td.verdict{font-weight:600}
-td.v-compute{color:#0b5394}td.v-bandwidth{color:#9c4a00}td.v-overhead{color:#666}td.v-unknown{color:#999}
+td.v-compute{color:#0b5394}td.v-bandwidth{color:#9c4a00}td.v-overhead{color:#666}td.v-queued{color:#6a3d9a}
+td.v-unknown{color:#999}
 .leftout{color:#555;font-size:.9em}
 .diag{background:#fff3cd;border:1px solid #e0c060;padding:.6em}.note{color:#8a5a00}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
@@ -53,7 +54,7 @@ _CLASS = {"name": "name", "verdict": "verdict", "reason": "reason"}
 def _cell(t: Table, i: int, r: int, c: str) -> str:
     cls = ["wrap"] if t.headers[i] in WRAP else ([_CLASS[t.headers[i]]] if t.headers[i] in _CLASS else [])
     if t.headers[i] == "verdict":
-        cls.append(f"v-{c}" if c in ("compute", "bandwidth", "overhead", "unknown") else "")
+        cls.append(f"v-{c}" if c in ("compute", "bandwidth", "overhead", "queued", "unknown") else "")
     full = t.full.get(i)
     title = ""
     if full is not None and full[r] is not None:

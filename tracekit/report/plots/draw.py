@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 
 
 def decode_vs_context(regions: pl.DataFrame) -> "Figure":
-    """Decode step time against context length: one point per decode step, median per bucket."""
+    """Decode step time against context length: one point per decode step, median per bucket. Steps
+    the analysis marked ``warmup`` (before the step times settle) are drawn apart, hollow, and left
+    out of the buckets: a falling warm-up is not a context trend (docs/analysis.md)."""
     if regions.height == 0 or "phase" not in regions.columns:
         raise MissingPlotData("decode: no regions with phases")
     ctx = "ctx" if "ctx" in regions.columns else None  # the contract's names (docs/json.md)
@@ -46,9 +48,19 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
         raise MissingPlotData("decode: the trace has no decode regions")
     if ctx is None or t is None or d[ctx].drop_nulls().len() == 0:
         raise MissingPlotData("decode: decode regions carry no context length (annotate with ctx=N)")
-    d = d.select(pl.col(ctx).cast(pl.Float64).alias("ctx"), (pl.col(t).cast(pl.Float64) / 1e6).alias("ms")).drop_nulls()
+    warm = pl.col("warmup").fill_null(False) if "warmup" in d.columns else pl.lit(False)
+    d = d.select(
+        pl.col(ctx).cast(pl.Float64).alias("ctx"), (pl.col(t).cast(pl.Float64) / 1e6).alias("ms"), warm.alias("w")
+    ).drop_nulls()
     fig = figure()
     ax = fig.add_subplot()
+    w, d = d.filter(pl.col("w")), d.filter(~pl.col("w"))
+    if d.height == 0:
+        raise MissingPlotData("decode: every decode step is warm-up (the step times never settle)")
+    if w.height:
+        ax.scatter(
+            w["ctx"].to_list(), w["ms"].to_list(), s=18, facecolor="none", edgecolor="#999999", label="warm-up step"
+        )
     ax.scatter(
         d["ctx"].to_list(), d["ms"].to_list(), s=12, color=PHASE_COLORS["decode"], alpha=0.6, label="decode step"
     )
@@ -70,6 +82,8 @@ def decode_vs_context(regions: pl.DataFrame) -> "Figure":
     )
     noise = spread.noise_note(float(b["spread"].max()), "steps of one context bucket")  # type: ignore[arg-type]
     xlabel(ax, "context length (tokens)")
+    if w.height:
+        note(ax, f"{count(w.height, 'warm-up step')} (hollow) left out of the medians: the step times had not settled")
     if noise:
         note(ax, noise, warning=True)
     ax.set_ylabel(f"decode step time, {'device span' if t == 'span_ns' else t} (ms)")
