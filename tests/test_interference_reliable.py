@@ -73,3 +73,14 @@ def test_a_noisy_machine_is_no_reliable_estimate() -> None:
         "vary 2.2× (p90 / p10 > 2×): the machine was noisy (10 steps in 1 matched batch×context cell; "
         "the JSON keeps the fit)"
     )
+
+
+def test_a_run_that_serves_nothing_says_nothing_of_interference() -> None:
+    # 5 pure-decode steps and not one mixed step (the llm demo's shape): nothing was co-scheduled, so
+    # there is no interference to estimate and no sentence about it (issue 40: it printed "no estimate")
+    f = fit(_dec([10.0, 10.2, 9.9, 10.1, 10.0], []))
+    assert f["mixed_steps"] == 0 and interference_sentence({"interference": f}) is None
+    # one mixed step and two pure ones: 3 steps in the cell, under the 4 a fit needs: it says why
+    g = fit(_dec([10.0, 10.2], [(64, 12.0)]))
+    assert g["mixed_steps"] == 1
+    assert (interference_sentence({"interference": g}) or "").startswith("prefill–decode interference: no ")

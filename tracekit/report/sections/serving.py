@@ -12,12 +12,15 @@ from tracekit.report.sections.blocks import Document, Section
 def interference_sentence(serving: dict[str, Any] | None) -> str | None:
     """One line that names the interference and its size, or why there is no estimate, or "no
     reliable estimate" with the reason (its CI includes 0, or the machine was noisy:
-    ``reliable`` / ``why_unreliable``); None when the trace has no decoding steps at all."""
+    ``reliable`` / ``why_unreliable``); None when the trace has no decoding steps at all, or no step
+    that runs prefill and decode together (a run that serves nothing has no interference to measure)."""
     inf = (serving or {}).get("interference") or {}
     if not inf:
         return None
     b = inf.get("cost_ms_per_prefill_token")
     if b is None:
+        if not inf.get("mixed_steps"):
+            return None
         why = inf.get("why_none")
         return f"prefill–decode interference: no estimate ({why})" if why else None
     if inf.get("reliable") is False:  # (documents before issue 27 have no "reliable")
