@@ -439,3 +439,15 @@ def test_whatif_takes_the_analysis_options(tmp_path: object) -> None:
     assert rc == 0 and "over 2 traced steps" in out, err
     rc, out, err = tk("whatif", trace, "--phase-map", "nonsense")
     assert rc != 0 and "Traceback" not in err
+
+
+def test_a_tpot_from_a_step_that_is_one_blocking_copy_is_flagged(shared_traces: pathlib.Path) -> None:
+    # the SGLang decode trace's one decode step spans 473.8 ms, 463.0 ms of it a blocking
+    # hipMemcpyWithStream (463,034,952 / 473,830,532 ns = 98 %): its "TPOT" is that wait (issue 40)
+    base = shared_traces / "kineto/tracelens/inference"
+    pre = base / "sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
+    dec = base / "sglang_decode/sglang_Qwen3-8B_decode.json.gz"
+    rc, out, err = tk("whatif", pre, dec)
+    assert rc == 0, err
+    assert "WARNING: 98 % of the decode steps' time is a blocking host call" in out
+    assert "blocking hipMemcpyWithStream" in out and "give --tpot-ms" in out

@@ -78,6 +78,36 @@ def _latency_p50(results: list[tuple[str | None, Any]], phase: str, metric: str)
     return None, 0, ""
 
 
+BLOCKED_SHARE = 0.5  # a phase whose window is this much a blocking host call measures the wait, not the work
+
+
+def _blocked(results: list[tuple[str | None, Any]], phase: str, metric: str) -> str:
+    """A warning when ``phase``'s window, in the trace the figure came from (the first with that
+    latency ``metric``, as :func:`_latency_p50` takes it), is mostly a blocking call (a synchronous
+    copy, a stream synchronize): the step time then measures the host's wait; "" otherwise."""
+    for _, result in results:
+        lat, ph = getattr(result, "latency", None), getattr(result, "phases", None)
+        if (
+            lat is None
+            or lat.height == 0
+            or lat.filter((lat["phase"] == phase) & (lat["metric"] == metric)).height == 0
+        ):
+            continue
+        if ph is None or ph.height == 0 or "idle_blocking_ns" not in ph.columns:
+            return ""
+        rows = ph.filter(ph["phase"] == phase).to_dicts()
+        if rows and rows[0].get("span_ns") and rows[0].get("idle_blocking_ns"):
+            share = rows[0]["idle_blocking_ns"] / rows[0]["span_ns"]
+            if share >= BLOCKED_SHARE:
+                return (
+                    f" — WARNING: {share * 100:.0f} % of the {phase} steps' time is a blocking host call "
+                    f"({rows[0].get('idle_top') or 'blocking'}): this figure measures that wait, not the "
+                    "step's work; give --tpot-ms from a trace without it"
+                )
+        return ""
+    return ""
+
+
 def measured_sensitivity(
     results: list[tuple[str | None, Any]],
     prefill_ms: float | None = None,
@@ -115,7 +145,8 @@ def measured_sensitivity(
             what = "p50 of {} measured in the trace{} (one token per sequence per step)"
             noun = "decode step"
         if t is not None:
-            src["tpot"] = f"{plain(t)} ms: " + what.format(count(n, noun), where)
+            metric = "tpot" if noun == "traced request" else "step_time"
+            src["tpot"] = f"{plain(t)} ms: " + what.format(count(n, noun), where) + _blocked(results, "decode", metric)
         else:
             lacks.append(f"a decode step time (no decode step in {some}: give --tpot-ms)")
     k: float | None = decode_steps
