@@ -422,7 +422,9 @@ def test_sensitivity_from_real_traces(shared_traces: pathlib.Path) -> None:
     s = doc["sensitivity"]
     assert (s["prefill_ms"], s["tpot_ms"]) == pytest.approx((prefill, tpot))
     assert s["e2el_ms"] == pytest.approx(prefill + 100 * tpot)
-    assert doc["assumptions"]["sensitivity tpot"].endswith(f"({dec}) (one token per sequence per step)")
+    # the decode trace's one step is 98 % a blocking copy: the source says so (issue 40)
+    tsrc = doc["assumptions"]["sensitivity tpot"]
+    assert f"({dec}) (one token per sequence per step) — WARNING: 98 % of the decode steps' time" in tsrc
     assert doc["replay"]["lacks"] == ["one traced run (2 traces given: the replay reads one)"]
     rc, out, err = tk("whatif", pre, dec, "--decode-steps", "100", "--arrival", "burst")
     assert rc == 5 and "the replay reads one" in err

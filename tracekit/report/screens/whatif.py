@@ -7,6 +7,14 @@ from typing import Any
 from tracekit.report import fmt
 
 
+def _ms(v: Any) -> str:
+    """A duration given in ms: in ms from 0.01 to 10,000 ("2,300 ms"), else in the unit that reads
+    ("61.6 s", not "61,638 ms"; "477 ns", not "0.000477 ms")."""
+    if v is None:
+        return fmt.DASH
+    return f"{fmt.figure(v)} ms" if 0.01 <= abs(float(v)) < 10_000 else fmt.duration(float(v) * 1e6)
+
+
 def _quantiles(name: str, width: int, m: dict[str, Any], qs: tuple[str, ...], cell: int = 10) -> str:
     """One table row: ``name`` padded to ``width``, then TTFT, TPOT and E2E at each of ``qs``."""
     return f"{name:{width}}" + "".join(
@@ -30,17 +38,16 @@ def _sensitivity(doc: dict[str, Any]) -> list[str]:
         lacks = doc.get("sensitivity_lacks")
         return ["", "Sensitivity: not computed; it lacks " + "; ".join(lacks)] if lacks else []
     basis = (
-        f"from measured step times: {fmt.figure(s['decode_steps'])} decode steps × TPOT {fmt.figure(s['tpot_ms'])} ms"
+        f"from measured step times: {fmt.figure(s['decode_steps'])} decode steps × TPOT {_ms(s['tpot_ms'])}"
         if "decode_steps" in s
         else f"mean over {s['requests']} request{'s' if s['requests'] != 1 else ''}"
     )
     return [
         "",
         f"Sensitivity (E2E ≈ prefill + decode steps × TPOT, {basis})",
-        f"E2E {fmt.figure(s['e2el_ms'])} ms = prefill {fmt.figure(s['prefill_ms'])} ms "
-        f"+ decode {fmt.figure(s['decode_ms'])} ms",
-        f"halving prefill saves {fmt.figure(s['save_half_prefill_ms'])} ms per request; "
-        f"halving TPOT saves {fmt.figure(s['save_half_tpot_ms'])} ms per request",
+        f"E2E {_ms(s['e2el_ms'])} = prefill {_ms(s['prefill_ms'])} + decode {_ms(s['decode_ms'])}",
+        f"halving prefill saves {_ms(s['save_half_prefill_ms'])} per request; "
+        f"halving TPOT saves {_ms(s['save_half_tpot_ms'])} per request",
     ]
 
 
@@ -62,9 +69,9 @@ def _compare(c: dict[str, Any]) -> list[str]:
                 f"{m['goodput_fraction'] * 100:.0f} % of requests meet the SLO"
             )
     out.append(
-        f"interference per request (colocated replay): {fmt.figure(c['colocated']['mean_interference_ms'])} ms; "
+        f"interference per request (colocated replay): {_ms(c['colocated']['mean_interference_ms'])}; "
         "KV transfer per request (disaggregated, incl. waiting for the link): "
-        f"{fmt.figure(c['disaggregated']['mean_transfer_ms'])} ms"
+        f"{_ms(c['disaggregated']['mean_transfer_ms'])}"
     )
     out.append(f"mechanism: {c['mechanism']}")
     out.append(f"verdict (from the table above): {c['verdict']}")
