@@ -35,6 +35,9 @@ def test_formatting_units() -> None:
     assert fmt.value("intensity", 400.0) == "400 FLOP/B"
     assert fmt.value("ttft_p50_ms", 10.0) == "10 ms"
     assert fmt.value("flops", 4e12) == "4 TFLOP"
+    # a count of steps per verdict follows its metric, not the verdict's word (it printed "1 B/s")
+    assert fmt.value("steps.bandwidth", 1) == "1" and fmt.value("bandwidth", 12) == "12"
+    assert fmt.value("peak_bandwidth", 2e12) == "2 TB/s"
     # regular plurals (no "launchs"); a shared-ms column goes to seconds from 10 s up
     assert fmt.count(3, "graph launch") == "3 graph launches" and fmt.count(2, "step") == "2 steps"
     assert fmt.ms(61_638e6) == "61.6 s" and fmt.ms(9_999e6) == "9999 ms"

@@ -149,6 +149,9 @@ _FLAG_RE = re.compile(r"(^|[._])(with|record|is|has|use|profile)_[a-z_]+$|(^|[._
 _SHARES = ("coverage", "busy_fraction", "peak_fraction", "share", "busy_ratio", "rel_throughput")
 
 
+VERDICT_NAMES = ("compute", "bandwidth", "overhead", "queued", "unknown")
+
+
 def value(col: str, v: Any) -> str:
     """Format one cell by its column's unit (see module doc). None / NaN → "–"."""
     if v is None:
@@ -163,6 +166,8 @@ def value(col: str, v: Any) -> str:
         return version(c, v)
     if not isinstance(v, (int, float)):
         return str(v)
+    if c in VERDICT_NAMES:  # a count of steps per verdict ("bandwidth": 12), never a rate: the unit
+        return count(v)  # follows the metric, not the verdict's word (issue 40)
     if c.endswith("_ns"):
         return duration(float(v))
     if c.endswith("_ms"):
