@@ -9,6 +9,11 @@ range, and the spread of the measured runs themselves.
 
     .venv/bin/python benchmarks/whatif_validation.py --out /tmp/whatif-val --rounds 3
     .venv/bin/python benchmarks/whatif_validation.py --out /tmp/whatif-val --rounds 3 --skip-runs  # re-read
+    .venv/bin/python benchmarks/whatif_validation.py --out /tmp/v2 --rounds 1 --requests 24 \
+        --fit-rate 10 --predict-rate 30 --serve "--layers 2 --d-model 256 --token-budget 64"  # another config
+
+Each prediction carries an interval (the 10–90 % of 20 noisy replays, docs/whatif.md "The
+interval"): every pair also says whether the measured p50 lies inside it.
 
 Needs torch (the ``workloads`` extra). Each run takes ~25 s on a 2-core CPU: keep the machine quiet.
 """
@@ -63,6 +68,7 @@ def main() -> int:
     ap.add_argument("--fit-rate", type=float, default=20.0)
     ap.add_argument("--predict-rate", type=float, default=60.0)
     ap.add_argument("--skip-runs", action="store_true", help="only read the runs already in --out")
+    ap.add_argument("--serve", default="", help="more `tracekit run serve` options (model size, budget, ...)")
     a = ap.parse_args()
     fit, pred = [], []
     for i in range(1, a.rounds + 1):
@@ -71,7 +77,7 @@ def main() -> int:
             if not a.skip_runs:
                 p = tracekit(
                     "run", "serve", "--out", str(d), "--requests", str(a.requests),
-                    "--arrival", f"poisson:{rate:g}", "--force",
+                    "--arrival", f"poisson:{rate:g}", "--force", *a.serve.split(),
                 )  # fmt: skip
                 if p.returncode:
                     print(p.stderr, file=sys.stderr)
@@ -111,6 +117,15 @@ def main() -> int:
                     f"{lab + ' ' + q:10} {len(errs):>5} {statistics.median(errs):>+7.1f}% "
                     f"{min(errs):>+7.1f}% {max(errs):>+7.1f}%"
                 )
+    for k, lab in KEYS:
+        inside = [
+            lo <= m[k]["p50"] <= hi
+            for _, p in preds
+            for _, m in meas
+            if (iv := (p.get("interval") or {}).get(k, {}).get("p50")) and (lo := iv[0]) is not None and (hi := iv[1])
+        ]
+        if inside:
+            print(f"{lab} p50: measured inside the predicted 10–90 % interval in {sum(inside)} of {len(inside)} pairs")
     for k, lab in KEYS:
         v = [m[k]["p50"] for _, m in meas]
         if v:
