@@ -54,3 +54,11 @@ def test_readme_commands_run_as_written(tmp_path: Path, monkeypatch: pytest.Monk
         if run.code != 0 or not (run.out.strip() or wrote):
             failed.append(f"{command}: exit {run.code}: {run.err.strip()[-300:] or 'no answer'}")
     assert not failed, "\n".join(failed)
+
+
+def test_summary_of_a_cpu_trace_says_what_analyze_counts_as_kernels() -> None:
+    # the llm sample is CPU-only: 0 launches and 2,596 cpu ops; `analyze` counts cpu ops' self time
+    # as its kernels, and the summary says so instead of leaving "0 launches" to contradict it
+    run = tk("summary", REPO / "sample_traces/llm/llm.pt.trace.json.gz")
+    assert run.code == 0 and "0 launches, 2,596 cpu ops" in run.out
+    assert "`analyze` stands the cpu ops' self time in for kernels" in run.out

@@ -41,6 +41,12 @@ def render_text(s: dict[str, Any], width: int = 100) -> str:
     out.append(
         f"events    {act}; {fmt.count(c['launches'], 'launch', 'launches')}, {fmt.count(c['ops'], 'cpu op')}, "
         f"{fmt.count(c['regions'], 'annotation')}"
+        + (
+            " (no device activity: `analyze` stands the cpu ops' self time in for kernels, so its kernel "
+            "counts are cpu ops)"
+            if not c["device_activity"] and c["ops"]
+            else ""
+        )
     )
     for d in s["devices_busy"]:
         out.append(
