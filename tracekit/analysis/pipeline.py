@@ -9,7 +9,7 @@ function in tracekit/analysis/steps.py that reads the fields its parameters name
     → closure → roofline_inputs → verdicts → device_only_mark (region_rows) → op_work → noise →
     estimated_class_rows → cold_mark → shape_roofline → warm → phases → device_only_mark
     (phase_rows) → culprits → no_phases → whole_trace → device_only_mark (whole) → busy_differs →
-    estimated_mark → top → latency → totals → serving → step_verdicts → communication → result
+    estimated_mark → top → latency → totals → layers → serving → step_verdicts → communication → result
 
 Adding an analysis is adding a step to :data:`STEPS`; a test holds this list and docs/analysis.md
 equal to the tuple. **Memory** is managed by declaration: the runner takes each field out of the
@@ -89,6 +89,7 @@ STEPS: tuple[Step, ...] = (
     st.top,
     st.latency,
     st.totals,
+    st.layers,
     st.serving,
     st.step_verdicts,
     st.communication,

@@ -14,6 +14,7 @@ from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.causes import device_work, launch_free
+from tracekit.analysis.layers import kernel_layers, layer_summary, model_warning
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
@@ -388,6 +389,23 @@ def totals(
     if features is not None:
         out["features"] = features
     return out
+
+
+@step("totals", "warnings")
+def layers(
+    totals: dict[str, Any],
+    activities: pl.DataFrame,
+    in_unit: pl.DataFrame,
+    model: dict[str, Any] | None,
+    warnings: list[str],
+) -> tuple[dict[str, Any], list[str]]:
+    """The model's layers in the warm steps' kernel sequence, each kernel's layer and role, per-layer
+    time and outliers (layers.py), checked against the model config's layer count (warned)."""
+    if in_unit.height == 0:
+        return totals, warnings
+    summary = layer_summary(kernel_layers(activities, in_unit), model)
+    said = model_warning(summary)
+    return {**totals, "layers": summary}, [*warnings, said] if said else warnings
 
 
 @step("serving")
