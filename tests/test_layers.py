@@ -101,3 +101,34 @@ def test_graph_replay_decode_without_its_capture(
     assert lay["count"] == layers and lay["coverage"] >= cover
     roles = {k for r in lay["per_layer"] for k in ("attention_ns", "mlp_ns", "norm_ns") if r[k] > 0}
     assert roles == {"attention_ns", "mlp_ns", "norm_ns"}
+
+
+def test_plot_layers_draws_the_heat_map(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plot_text_visible import texts_inside
+
+    from tracekit.report.plots.layers import layers_heat_map
+
+    trace = tmp_path / "model.json"
+    trace.write_text(json.dumps(model_trace(layers=12, slow=7, factor=3.0)))
+    out = tmp_path / "layers.png"
+    assert tk("plot", "layers", trace, "--out", out).code == 0 and out.stat().st_size > 5_000
+    lay = json.loads(tk_out("analyze", trace, "--format", "json"))["totals"]["layers"]
+    fig = layers_heat_map(lay)
+    grid = fig.axes[0].images[0].get_array()
+    # rows attention, MLP, norm (no communication); layer 7's attention cell 120 µs, the others 60
+    assert grid.shape == (3, 12) and grid[0][7] == 120.0 and grid[0][0] == 60.0
+    assert "outlier: layer 7 attention 2.0× the median" in fig.axes[0].get_xlabel().replace("\n", " ")
+    texts_inside(fig)
+
+
+def test_diff_compares_per_layer_and_role(tmp_path: Path) -> None:
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    base.write_text(json.dumps(model_trace(layers=12, slow=7, factor=1.0)))
+    slow.write_text(json.dumps(model_trace(layers=12, slow=7, factor=3.0)))
+    rows = json.loads(tk_out("diff", base, slow, "--format", "json"))["layers"]
+    by = {(r["layer"], r["metric"]): r for r in rows}
+    # layer 7's attention block 60 → 120 µs (+100 %), its MLP unchanged; layer 0 unchanged
+    assert by[("layer 7", "attention_ns")]["change"] == pytest.approx(1.0)
+    assert by[("layer 7", "mlp_ns")]["change"] == 0 and by[("layer 0", "time_ns")]["change"] == 0
+    assert "per layer and role (every step)" in tk_out("diff", base, slow)

@@ -66,6 +66,7 @@ class Diff:
     unmatched: pl.DataFrame = field(default_factory=pl.DataFrame)  # work on one side only (unmatched_work)
     classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per op class, whole trace (moved)
     work_totals: dict[str, int] = field(default_factory=dict)  # matched / unmatched device time per side
+    layers: pl.DataFrame = field(default_factory=pl.DataFrame)  # long: per layer, time and each role's
     identity_a: dict[str, Any] = field(default_factory=dict)  # each side's device, dtype, world size (identity)
     identity_b: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +101,7 @@ class Diff:
                 "kernels": self.kernels.to_dicts(),
                 "ops": self.ops.to_dicts(),
                 "speculative": self.speculative.to_dicts(),
+                "layers": self.layers.to_dicts(),
                 "matched_ops": self.matched.to_dicts(),
                 "unmatched_work": self.unmatched.to_dicts(),
                 "op_classes": self.classes.to_dicts(),
@@ -202,6 +204,21 @@ def speculative_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
         return pl.DataFrame([{k: r.get(k) for k in SPEC_SCHEMA} for r in rows], schema=SPEC_SCHEMA, orient="row")
 
     return compare(frame(ra), frame(rb), "phase", SPEC_METRICS)
+
+
+LAYER_METRICS = ("time_ns", "attention_ns", "mlp_ns", "norm_ns", "communication_ns")
+
+
+def layer_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Per layer (tracekit/analysis/layers.py): its time and each role's, both runs, long; empty
+    unless both runs have layers."""
+    fa, fb = (pl.DataFrame((d.totals.get("layers") or {}).get("per_layer") or []) for d in (a, b))
+    if fa.height == 0 or fb.height == 0:
+        return pl.DataFrame()
+    key = pl.format("layer {}", pl.col("layer"))
+    return compare(
+        fa.with_columns(key.alias("layer")), fb.with_columns(key.alias("layer")), "layer", list(LAYER_METRICS)
+    )
 
 
 def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
@@ -373,6 +390,7 @@ def diff(
         diagnostic_a=a.diagnostic,
         diagnostic_b=b.diagnostic,
         speculative=speculative_diff(a, b),
+        layers=layer_diff(a, b),
         matched=matched_ops(*work) if work is not None else pl.DataFrame(),
         unmatched=unmatched_work(*work) if work is not None else pl.DataFrame(),
         classes=moved(class_totals(classes[0]), class_totals(classes[1]), n=100)

@@ -141,6 +141,7 @@ def diff_tables(d: Diff) -> list[Table]:
             if d.speculative.height
             else []
         ),
+        *([long_table(d.layers, "layer", "per layer and role (every step)")] if d.layers.height else []),
         moved_table(d.kernels, "kernels that moved most (total device time)"),
         moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
         *([matched_table(d.matched)] if d.matched.height else []),
