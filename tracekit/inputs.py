@@ -47,7 +47,7 @@ class InputFileError(OSError):
 
 
 def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return next((name for test, name in _KINDS if test(mode)), "something else")
 
 
 def open_input(path: str | os.PathLike[str], max_bytes: int | None = None, follow: bool = True) -> IO[bytes]:
@@ -62,9 +62,9 @@ def open_input(path: str | os.PathLike[str], max_bytes: int | None = None, follo
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+            raise InputFileError(errno.EINVAL, f"is {_kind(st.st_mode)}, not a regular file", str(path))
         if max_bytes is not None and st.st_size > max_bytes:
-            raise InputFileError(errno.EFBIG, f"larger than {_size(max_bytes)} ({_size(st.st_size)})", str(path))
+            raise InputFileError(errno.EFBIG, f"is larger than {_size(max_bytes)} ({_size(st.st_size)})", str(path))
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -79,7 +79,7 @@ def read_input(path: str | os.PathLike[str], max_bytes: int, follow: bool = True
     with open_input(path, max_bytes, follow) as fh:
         raw = fh.read(max_bytes + 1)
     if len(raw) > max_bytes:
-        raise InputFileError(errno.EFBIG, f"larger than {_size(max_bytes)}", str(path))
+        raise InputFileError(errno.EFBIG, f"is larger than {_size(max_bytes)}", str(path))
     return raw
 
 
@@ -92,18 +92,20 @@ def check_regular(path: str | os.PathLike[str], follow: bool = True) -> None:
 def why(exc: BaseException) -> str:
     """What went wrong, in a few words and never the file's bytes."""
     if isinstance(exc, RecursionError):
-        return "values nested too deeply to read"
+        return "is nested too deeply to read"
     if isinstance(exc, MemoryError):
-        return "out of memory while reading it"
-    if isinstance(exc, OverflowError):
-        return "a number too large to read"
+        return "is too large to read (out of memory)"
+    if isinstance(exc, OverflowError) or (isinstance(exc, ValueError) and "integer string conversion" in str(exc)):
+        return "holds a number too large to read"
+    if isinstance(exc, InputFileError):
+        return str(exc.strerror)
     if isinstance(exc, OSError):
         return f"cannot be read ({exc.strerror or type(exc).__name__})"
     if isinstance(exc, UnicodeDecodeError):
-        return f"not UTF-8 text (byte {exc.start})"
+        return f"is not UTF-8 text (byte {exc.start})"
     if isinstance(exc, json.JSONDecodeError):
-        return f"not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
-    return f"not readable ({type(exc).__name__})"
+        return f"is not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
+    return f"is not readable ({type(exc).__name__})"
 
 
 def read_json(

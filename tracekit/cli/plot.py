@@ -53,7 +53,7 @@ def plot(
 ) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
 
-    out_path = check_out(out, force, (".png", ".svg"))
+    out_path = check_out(out, force, (".png", ".svg"), (trace,))
     reads = KINDS[kind].reads
     if reads == "serve sweep":
         sweep_table = read_serve_sweep(trace)

@@ -48,7 +48,7 @@ class WhatifRequest:
 def whatif(req: WhatifRequest) -> Output:
     """The what-if document of the traces (each analysed) and the hand input, as text or JSON.
     Raises UsageError (no input, bad options), AnalysisError (nothing can be answered)."""
-    out = check_out(req.out, req.force) if req.out else None
+    out = check_out(req.out, req.force, inputs=req.traces) if req.out else None
     hand = (req.prefill_ms, req.tpot_ms, req.decode_steps)
     if not req.traces and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")

@@ -19,6 +19,7 @@ takes it again); other threads and processes wait. Without ``fcntl`` (Windows) n
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -78,7 +79,11 @@ def _open_lock(out: Path, path: Path) -> IO[bytes]:
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
-        raise DatasetError(f"{out}: cannot open the writer lock {path.name} ({exc.strerror or exc})") from None
+        why = {
+            errno.ELOOP: "it is a symbolic link; remove it",
+            errno.ENXIO: "it is a FIFO, not a regular file; remove it",  # O_NONBLOCK write open, no reader
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise DatasetError(f"{out}: cannot open the writer lock {path.name} ({why})") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise DatasetError(f"{out}: the writer lock {path.name} is not a regular file; remove it")

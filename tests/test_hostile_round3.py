@@ -1,0 +1,225 @@
+"""Hostile input, round 3 (issue 37): model configs, capture folders, FIFOs and devices, lock
+files, ranks, what-if values, stored results, Markdown to post, exit codes. One constructed input
+per class; each asserts the exit code and a one-line message (docs/robustness.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import piecewise_trace as P
+from cli_run import tk, tk_out, tk_process
+from kineto_events import KERNEL
+
+TRACE_EVENTS = {"traceEvents": [KERNEL]}
+GOOD_MODEL = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 128}
+
+
+def _trace(tmp_path: Path, name: str = "run.pt.trace.json") -> Path:
+    p = tmp_path / name
+    p.write_text(json.dumps(TRACE_EVENTS))
+    return p
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------ item 1: one opener
+def _fifo(tmp_path: Path, name: str) -> Path:
+    p = tmp_path / name
+    os.mkfifo(p)
+    return p
+
+
+@pytest.mark.parametrize("where", ["trace", "capture", "model", "hardware", "partition"])
+def test_fifo_is_refused_not_waited_on(tmp_path: Path, where: str) -> None:
+    """A FIFO given as any input ends in one line at once (it used to block the reader forever)."""
+    trace = _trace(tmp_path)
+    fifo_json = tmp_path / "f.json"
+    args: list[str | Path]
+    if where == "trace":
+        args, code = ["summary", _fifo(tmp_path, "f.json")], 3
+    elif where == "capture":  # a capture file is left out with a warning; the trace is analysed
+        args, code = ["analyze", trace, "--capture", _fifo(tmp_path, "f.json"), "--format", "json"], 0
+    elif where == "model":
+        args, code = ["analyze", trace, "--model", _fifo(tmp_path, "f.json")], 2
+    elif where == "hardware":
+        args, code = ["analyze", trace, "--hardware", _fifo(tmp_path, "f.json")], 2
+    else:
+        ds = tmp_path / "ds"
+        tk_out("ingest", trace, "--out", ds)
+        part = next((ds / "ops").glob("trace_id=*/data.parquet"))
+        part.unlink()
+        os.mkfifo(part)
+        args, code = ["summary", ds], 4
+    r = tk_process(*args, timeout=20)
+    assert r.returncode == code, (r.returncode, r.stderr)
+    if code:
+        assert "not a regular file" in _one_line(r.stderr) and "FIFO" in r.stderr
+    else:
+        doc = json.loads(r.stdout)
+        warns = doc["totals"]["warnings"]
+        assert any("capture: 1 capture file(s) left out" in w and str(fifo_json) in w for w in warns)
+
+
+def test_device_link_is_refused(tmp_path: Path) -> None:
+    """A symlink to /dev/zero as --model or --hardware: refused before reading (it used to read
+    until memory ran out)."""
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for opt in ("--model", "--hardware"):
+        code, _, err = tk("analyze", _trace(tmp_path), opt, zero)
+        assert code == 2 and "is a character device, not a regular file" in _one_line(err)
+
+
+def test_lock_file_symlink_is_not_followed(tmp_path: Path) -> None:
+    """A planted ``.lock-<id>`` symlink: ingest refuses in one line and never creates its target."""
+    trace = _trace(tmp_path)
+    ds = tmp_path / "ds"
+    tk_out("ingest", trace, "--out", ds)
+    tid = next((ds / "meta").glob("trace_id=*")).name.split("=", 1)[1]
+    lock = ds / f".lock-{tid}"
+    lock.unlink()
+    target = tmp_path / "created-by-ingest"
+    lock.symlink_to(target)
+    code, _, err = tk("ingest", trace, "--out", ds, "--force")
+    assert code == 3 and "writer lock" in _one_line(err) and "symbolic link" in err  # ingest: inputs failed
+    assert not target.exists()
+    lock.unlink()
+    os.mkfifo(lock)
+    r = tk_process("ingest", trace, "--out", ds, "--force", timeout=20)
+    assert r.returncode == 3 and "not a regular file" in _one_line(r.stderr)
+
+
+# ------------------------------------------------------------------ item 2: model configs
+@pytest.mark.parametrize(
+    "text,why",
+    [
+        ("[" * 4000, "model config is nested too deeply to read"),
+        ('{"hidden_size": 1' + "0" * 309 + "}", "hidden_size must be an integer from 1 to 2147483647"),
+        ('{"hidden_size": 1e309}', "hidden_size must be an integer from 1 to 2147483647, not Infinity"),
+        ('{"hidden_size": 1' + "0" * 5000 + "}", "model config holds a number too large to read"),
+        ('{"hidden_size": 64, "num_attention_heads": 128}', "is more than hidden_size 64"),
+        ('{"hidden_size": 64, "head_dim": 0}', "head_dim must be an integer from 1"),
+        (" " * (1 << 20) + "{}", "model config is larger than 1 MiB"),
+    ],
+)
+def test_bad_model_config_in_every_command(tmp_path: Path, text: str, why: str) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(text)
+    trace = _trace(tmp_path)
+    for cmd in (["analyze", trace], ["ingest", trace, "--out", tmp_path / "ds"], ["report", trace]):
+        code, _, err = tk(*cmd, "--model", cfg)
+        assert code == 2 and why in _one_line(err) and str(cfg) in err
+    assert not (tmp_path / "ds").exists() or not any((tmp_path / "ds").glob("meta/trace_id=*"))
+
+
+def test_head_dim_never_zero(tmp_path: Path) -> None:
+    from tracekit.sources.model_config import read_model_config
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(GOOD_MODEL))
+    assert read_model_config(cfg)["head_dim"] == 16
+
+
+# ------------------------------------------------------------------ item 4: capture folders
+def _capture_case(tmp_path: Path) -> tuple[Path, Path]:
+    path = P.write_case(tmp_path, 5)
+    return path, tmp_path / "capture_traces"
+
+
+def _warnings(path: Path) -> list[str]:
+    return list(json.loads(tk_out("analyze", path, "--format", "json"))["totals"]["warnings"])
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut", "not_json"])
+def test_bad_capture_file_is_left_out(tmp_path: Path, damage: str) -> None:
+    """A stray empty .json, a capture cut short, a file that is no JSON: that capture is left out
+    with a warning naming it; the other capture and the trace are read."""
+    path, cap = _capture_case(tmp_path)
+    bad = cap / "graph_capture_rank_0.4096.pt.trace.json.gz"
+    raw = bad.read_bytes()
+    bad.write_bytes({"empty": b"", "cut": raw[: len(raw) // 2], "not_json": b"\x1b]52;c;AAAA\x07 secret"}[damage])
+    warns = _warnings(path)
+    left = [w for w in warns if w.startswith("capture: 1 capture file(s) left out")]
+    assert len(left) == 1 and str(bad) in left[0] and "secret" not in left[0] and "\x1b" not in left[0]
+    assert not any("not mapped" in w for w in warns)  # the 8192 capture still maps every replay
+
+
+def test_huge_batch_size_is_ignored(tmp_path: Path) -> None:
+    path, cap = _capture_case(tmp_path)
+    listed = json.loads((cap / "execution_details.json").read_text())
+    listed[0]["batch_size"] = 2**63
+    (cap / "execution_details.json").write_text(json.dumps(listed))
+    code, out, err = tk("analyze", path, "--format", "json")
+    assert code == 0, err
+
+
+def test_deep_execution_details_is_left_out(tmp_path: Path) -> None:
+    path, cap = _capture_case(tmp_path)
+    (cap / "execution_details.json").write_text("[" * 2000)
+    warns = _warnings(path)
+    assert any("execution_details.json is nested too deeply to read; left out" in w for w in warns), warns
+
+
+def test_details_file_entries_are_confined(tmp_path: Path) -> None:
+    """``file`` entries naming ../.., an absolute path or a link out of the folder are not read
+    (another trace named there used to be merged silently; a file's first bytes printed)."""
+    path, cap = _capture_case(tmp_path)
+    secret = tmp_path / "env"
+    secret.write_text("AWS_SECRET=hunter2")
+    (cap / "out.json").symlink_to(secret)
+    listed = json.loads((cap / "execution_details.json").read_text())
+    listed += [{"file": "../env", "batch_size": 1}, {"file": str(secret), "batch_size": 2}, {"file": "out.json"}]
+    (cap / "execution_details.json").write_text(json.dumps(listed))
+    warns = _warnings(path)
+    assert any("3 " in w and "entries naming a file outside" in w for w in warns), warns
+    assert not any("hunter2" in w for w in warns)
+
+
+# ------------------------------------------------------------------ item 3: exit codes
+def test_internal_error_has_its_own_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception tracekit did not raise on purpose (a bug) exits 70, never 1 (the gate's
+    regression code); a polars panic (a BaseException) too."""
+    import tracekit.cli.main as m
+
+    for exc in (ZeroDivisionError("boom\nsecond line"), BaseException("panic")):
+
+        def boom(*a: object, _e: BaseException = exc, **k: object) -> None:
+            raise _e
+
+        monkeypatch.setattr(m.cli, "main", boom)
+        code, _, err = tk("--version")
+        assert code == 70 and "internal error" in _one_line(err) and "second line" not in err
+
+
+def test_polars_threads_zero_is_a_usage_error(tmp_path: Path) -> None:
+    r = tk_process("summary", _trace(tmp_path), env={"POLARS_MAX_THREADS": "0"}, timeout=60)
+    assert r.returncode == 2 and "POLARS_MAX_THREADS" in _one_line(r.stderr)
+
+
+@pytest.mark.parametrize("cmd", ["analyze", "report", "summary"])
+def test_output_equal_to_an_input_is_refused(tmp_path: Path, cmd: str) -> None:
+    trace = _trace(tmp_path, "run.json")
+    before = trace.read_bytes()
+    extra = ["--format", "md"] if cmd == "report" else []
+    code, _, err = tk(cmd, trace, *extra, "-o", trace, "--force")
+    assert code == 2 and "is an input of this command" in _one_line(err)
+    assert trace.read_bytes() == before
+    ds = tmp_path / "ds"
+    tk_out("ingest", trace, "--out", ds)
+    code, _, err = tk(cmd, ds, *extra, "-o", ds / "meta" / "x.md", "--force")
+    assert code == 2 and "is an input of this command" in _one_line(err)
+
+
+def test_ingest_failure_is_not_exit_1(tmp_path: Path) -> None:
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": ')
+    code, _, err = tk("ingest", bad, "--out", tmp_path / "ds")
+    assert code == 3 and "1 of 1 inputs failed" in _one_line(err)
