@@ -223,3 +223,47 @@ def test_ingest_failure_is_not_exit_1(tmp_path: Path) -> None:
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": ')
     code, _, err = tk("ingest", bad, "--out", tmp_path / "ds")
     assert code == 3 and "1 of 1 inputs failed" in _one_line(err)
+
+
+# ------------------------------------------------------------------ item 5: ranks
+@pytest.mark.parametrize(
+    "name,dist,dropped",
+    [
+        ("run.pt.trace.json", {"rank": 2**70, "world_size": 2**70}, "world_size 1180591620717411303424"),
+        ("run.pt.trace.json", {"rank": -1, "world_size": 2}, "rank -1"),
+        ("run.pt.trace.json", {"rank": 3, "world_size": 2}, "rank 3 of world size 2"),
+        ("run.pt.trace.json", {"rank": "\uff11", "world_size": 2}, None),  # a full-width 1: no rank
+        ("dp0_pp0_tp0_ep0_rank" + "9" * 25 + ".1.pt.trace.json", None, "file name rank"),
+        ("x-TP-9223372036854775808.trace.json", None, "file name tp rank 9223372036854775808"),
+        ("rank\uff13.1.pt.trace.json", None, None),  # full-width 3: not an engine name at all
+    ],
+)
+def test_rank_out_of_range_is_null_and_counted(tmp_path: Path, name: str, dist: object, dropped: str | None) -> None:
+    p = tmp_path / name
+    p.write_text(json.dumps({**({"distributedInfo": dist} if dist else {}), **TRACE_EVENTS}))
+    ds = tmp_path / "ds"
+    code, out, err = tk("ingest", p, "--out", ds)
+    assert code == 0, err
+    for target in (p, ds):  # the trace and the dataset: analyze and report end well
+        code, out, err = tk("analyze", target, "--format", "json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["trace"]["rank"] is None
+        warns = [w for w in doc["totals"]["warnings"] if "rank value(s) out of range dropped" in w]
+        assert (len(warns) == 1 and dropped in warns[0]) if dropped else not warns, warns
+        assert tk("report", target, "--format", "md").code == 0
+
+
+# ------------------------------------------------------------------ item 6: what-if values
+def test_whatif_values_stay_finite(tmp_path: Path) -> None:
+    from test_whatif import _serve
+
+    trace = _serve(tmp_path)
+    for bad in ("poisson:1e-320", "poisson:1e300", "interval:1e308"):
+        code, _, err = tk("whatif", trace, "--arrival", bad, "--format", "json")
+        assert code == 2 and "Invalid value for '--arrival'" in err and "Traceback" not in err, (bad, err)
+    code, out, err = tk("whatif", trace, "--arrival", "poisson:1e-6", "--format", "json")
+    assert code == 0 and "NaN" not in out and "Infinity" not in out, err
+    for opt, value in (("--decode-steps", "1" + "0" * 309), ("--decode-steps", "1e309"), ("--link-gbps", "1e-320")):
+        code, _, err = tk("whatif", "--prefill-ms", "10", "--tpot-ms", "5", "--decode-steps", "10", opt, value)
+        assert code == 2 and f"Invalid value for '{opt}'" in err and "Traceback" not in err, (opt, err)

@@ -8,6 +8,7 @@ from typing import Any
 
 from tracekit.analysis.serving.latency import Slo
 from tracekit.commands.output import Output, output
+from tracekit.analysis.contract.rows import clean
 from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.from_path import analyse_path
@@ -61,7 +62,8 @@ def whatif(req: WhatifRequest) -> Output:
         **{k: getattr(req, k) for k in (*knobs, "kv_bytes_per_token", "slo", "arrival", "seed")},
         others=results[1:],
     )
-    return output(json.dumps(doc, indent=2) + "\n" if req.fmt == "json" else render(doc), req.fmt, out)
+    body = json.dumps(clean(doc), indent=2, allow_nan=False) + "\n" if req.fmt == "json" else render(doc)
+    return output(body, req.fmt, out)
 
 
 def _analysed(req: WhatifRequest) -> list[tuple[str, Any]]:
