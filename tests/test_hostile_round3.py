@@ -267,3 +267,72 @@ def test_whatif_values_stay_finite(tmp_path: Path) -> None:
     for opt, value in (("--decode-steps", "1" + "0" * 309), ("--decode-steps", "1e309"), ("--link-gbps", "1e-320")):
         code, _, err = tk("whatif", "--prefill-ms", "10", "--tpot-ms", "5", "--decode-steps", "10", opt, value)
         assert code == 2 and f"Invalid value for '{opt}'" in err and "Traceback" not in err, (opt, err)
+
+
+# ------------------------------------------------------------------ item 7: stored results
+def _entry_doc(doc: bytes) -> bytes:
+    import hashlib
+
+    return doc + json.dumps({"size": len(doc), "blake2b": hashlib.blake2b(doc, digest_size=16).hexdigest()}).encode()
+
+
+def _tamper(entry: Path, how: str) -> None:
+    raw = entry.read_bytes()
+    head, _, rest = raw.partition(b"\n")
+    cut = rest.rfind(b"\n") + 1
+    doc = rest[:cut]
+    check = json.loads(head)
+    if how.startswith("check:"):  # a field of the check line retyped
+        field, value = how[6:].split("=", 1)
+        check[field] = json.loads(value)
+        entry.write_bytes(json.dumps(check).encode() + b"\n" + rest)
+    elif how == "deep_check":
+        entry.write_bytes(b"[" * 100_000 + b"\n" + rest)
+    elif how == "deep_trailer":
+        entry.write_bytes(head + b"\n" + doc + b"[" * 100_000)
+    elif how == "dev_zero":
+        entry.unlink()
+        entry.symlink_to("/dev/zero")
+    elif how == "fifo":
+        entry.unlink()
+        os.mkfifo(entry)
+    elif how == "sparse":
+        with open(entry, "r+b") as fh:
+            fh.truncate(2 << 30)  # 2 GiB, sparse: never read whole
+    elif how == "osc52":  # a replaced document, its trailer recomputed
+        evil = doc.replace(b'"version"', b'"\x1b]52;c;ZWNobyBwd25lZA==\x07version"', 1)
+        entry.write_bytes(head + b"\n" + _entry_doc(evil))
+    elif how == "not_the_schema":
+        entry.write_bytes(head + b"\n" + _entry_doc(b'{"regions": 5}\n'))
+    elif how == "array":
+        entry.write_bytes(head + b"\n" + _entry_doc(b"[1, 2]\n"))
+
+
+TAMPER = [
+    "check:source=5",
+    "check:source={}",
+    "check:sidecar=7",
+    "check:key=[]",
+    "deep_check",
+    "deep_trailer",
+    "dev_zero",
+    "fifo",
+    "sparse",
+    "osc52",
+    "not_the_schema",
+    "array",
+]
+
+
+@pytest.mark.parametrize("how", TAMPER)
+def test_tampered_stored_result_is_a_miss(tmp_path: Path, how: str) -> None:
+    ds = tmp_path / "ds"
+    tk_out("ingest", _trace(tmp_path), "--out", ds)
+    fresh = tk_out("analyze", ds, "--format", "json")
+    text = tk_out("analyze", ds)
+    for fmt, want in (("json", fresh), ("text", text)):
+        (entry,) = (ds / "analysis_results").glob("trace_id=*/*.json")  # stored again after a miss
+        _tamper(entry, how)
+        r = tk_process("analyze", ds, "--format", fmt, timeout=60)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert r.stdout == want and "\x1b" not in r.stdout

@@ -40,7 +40,10 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
     from tracekit.commands import analyze_compute  # polars: after the allocator, while the early read runs
 
     if stored is not None:
-        return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+        try:  # a stored document that does not render (tampered past its checks) is a miss
+            return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+        except Exception:  # noqa: BLE001 - recomputed below, never a traceback
+            early = _early_file(req)
     body = analyze_compute.compute(req, options if req.stored else None, early, progress)
     return output(body, req.fmt, out)
 
