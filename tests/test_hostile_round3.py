@@ -336,3 +336,22 @@ def test_tampered_stored_result_is_a_miss(tmp_path: Path, how: str) -> None:
         r = tk_process("analyze", ds, "--format", fmt, timeout=60)
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         assert r.stdout == want and "\x1b" not in r.stdout
+
+
+# ------------------------------------------------------------------ item 8: Markdown to post
+def test_markdown_mentions_references_and_urls_are_neutralised(tmp_path: Path) -> None:
+    """A kernel named to ping people or link elsewhere, in the PR comment (diff --format md) and the
+    report: no @mention, #reference or bare URL GitHub would act on; the text reads the same."""
+    import re
+
+    evil = "gemm @user cc @org/team fixes #123 see https://evil.example/x www.evil.example"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for p, dur in ((a, 5), (b, 7)):
+        p.write_text(json.dumps({"traceEvents": [{**KERNEL, "name": evil, "dur": dur}]}))
+    for args in (("diff", a, b, "--format", "md"), ("report", a, "--format", "md"), ("analyze", a, "--format", "md")):
+        code, out, err = tk(*args)
+        assert code == 0, err
+        if args[0] != "analyze":  # (analyze lists regions, not kernels)
+            assert "@&#8203;user" in out and "https:&#8203;//evil" in out and "#&#8203;123" in out
+        active = re.findall(r"@[A-Za-z0-9]|(?<!&)#[0-9]|https?://|(?<![A-Za-z0-9])www\.", out)
+        assert not active, (args[0], active)
