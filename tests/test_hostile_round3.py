@@ -355,3 +355,23 @@ def test_markdown_mentions_references_and_urls_are_neutralised(tmp_path: Path) -
             assert "@&#8203;user" in out and "https:&#8203;//evil" in out and "#&#8203;123" in out
         active = re.findall(r"@[A-Za-z0-9]|(?<!&)#[0-9]|https?://|(?<![A-Za-z0-9])www\.", out)
         assert not active, (args[0], active)
+
+
+# ------------------------------------------------------------------ item 9: two runs of one job
+def test_two_runs_of_one_job_are_kept_apart(tmp_path: Path) -> None:
+    """Two runs of a 2-rank job with the same file names, in two folders, ingested together: each
+    job holds the ranks of one run (they used to be filled in trace-id order, a content hash: each
+    job held ranks of both runs and the slower run's rank looked like a straggler)."""
+    from test_rank_jobs import H100, ingest_analyze, rank_trace
+    from tracekit.sources import make_trace_id
+
+    src = tmp_path / "in"
+    ids: dict[str, set[str]] = {}
+    for run, scale in (("run1", 1.0), ("run2", 1.4)):
+        (src / run).mkdir(parents=True)
+        for r in range(2):
+            p = src / run / f"llama_rank{r}.json"
+            rank_trace(p, r, 2, H100, decode_scale=scale)
+            ids.setdefault(run, set()).add(make_trace_id(p))
+    doc, _ = ingest_analyze(src, tmp_path)
+    assert sorted(set(j["traces"]) for j in doc["jobs"] if j["compared"]) == sorted(ids.values(), key=sorted)

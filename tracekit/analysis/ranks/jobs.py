@@ -23,8 +23,11 @@ single group (SGLang ``…-TP-3``: rank 3). The per-stage files of one SGLang ru
 and ``…-TP-{t}-DECODE`` — are different jobs (a prefill stage is not a rank of the decode stage)
 and are **paired**: each job's row names the jobs of the same run at the other stages.
 
-Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats, the
-n-th trace (by id) of each rank goes to the n-th job (two runs of the same job ingested together).
+Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats (two
+runs of the same job ingested together), the n-th trace of each rank goes to the n-th job, the
+traces of a rank taken in the order of their folder, then their start (the earliest region), then
+their id. The trace id alone (a content hash) used to decide: each job held ranks of both runs,
+and a straggler of 1.2–1.5× was made up.
 Pure functions on small frames; the pieces come from tracekit/analysis/ranks/per_trace.py.
 """
 
@@ -51,6 +54,8 @@ KEY_SCHEMA = {
     "family": pl.String(),
     "run": pl.String(),
     "stage": pl.String(),
+    "folder": pl.String(),  # which of a repeated rank's traces goes to which job (not in the key)
+    "start_ns": pl.Int64(),
 }
 EXTENSIONS = (".gz", ".zst", ".json", ".sqlite", ".trace", ".pt", ".nsys-rep", ".pftrace")
 MAX_STEP_KINDS = 12  # a step structure names at most this many step kinds (sorted; the rest are dropped)
@@ -104,6 +109,8 @@ def job_keys(pieces: list[RankPieces]) -> pl.DataFrame:
                 "family": family(p.source, rank),
                 "run": m.get("run"),
                 "stage": m.get("stage"),
+                "folder": str(PurePath(p.source).parent),
+                "start_ns": m.get("start_ns"),
             }
         )
     return pl.DataFrame(rows, schema=KEY_SCHEMA)
@@ -112,8 +119,9 @@ def job_keys(pieces: list[RankPieces]) -> pl.DataFrame:
 def group_jobs(keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` with ``job`` (1, 2, … in order of each job's first trace id) and ``traces`` (the
     job's trace count): equal key columns, then distinct recorded ranks (the n-th trace of a
-    repeated rank goes to the n-th job of that key)."""
-    k = keys.sort("trace_id").with_columns(
+    repeated rank, by folder, start and id, goes to the n-th job of that key)."""
+    order = [c for c in ("folder", "start_ns") if c in keys.columns]
+    k = keys.sort([*order, "trace_id"], nulls_last=True).with_columns(
         pl.int_range(pl.len()).over([*KEY_COLUMNS, "rank"]).alias("_nth"),
     )
     k = k.with_columns(
@@ -124,7 +132,7 @@ def group_jobs(keys: pl.DataFrame) -> pl.DataFrame:
     return (
         k.join(ids, on="_g")
         .with_columns(pl.len().over("job").cast(pl.Int64()).alias("traces"))
-        .drop("_g", "_nth")
+        .drop("_g", "_nth", *order)
         .sort("job", "trace_id")
     )
 
