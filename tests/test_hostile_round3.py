@@ -161,11 +161,19 @@ def test_huge_batch_size_is_ignored(tmp_path: Path) -> None:
     assert code == 0, err
 
 
-def test_deep_execution_details_is_left_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage,why", [("deep", "is nested too deeply to read"), ("fifo", "is a FIFO")])
+def test_bad_execution_details_is_left_out(tmp_path: Path, damage: str, why: str) -> None:
     path, cap = _capture_case(tmp_path)
-    (cap / "execution_details.json").write_text("[" * 2000)
-    warns = _warnings(path)
-    assert any("execution_details.json is nested too deeply to read; left out" in w for w in warns), warns
+    details = cap / "execution_details.json"
+    if damage == "deep":
+        details.write_text("[" * 2000)
+    else:
+        details.unlink()
+        os.mkfifo(details)
+    r = tk_process("analyze", path, "--format", "json", timeout=60)
+    assert r.returncode == 0, r.stderr
+    warns = json.loads(r.stdout)["totals"]["warnings"]
+    assert any(f"execution_details.json {why}" in w and "; left out" in w for w in warns), warns
 
 
 def test_details_file_entries_are_confined(tmp_path: Path) -> None:
@@ -375,3 +383,30 @@ def test_two_runs_of_one_job_are_kept_apart(tmp_path: Path) -> None:
             ids.setdefault(run, set()).add(make_trace_id(p))
     doc, _ = ingest_analyze(src, tmp_path)
     assert sorted(set(j["traces"]) for j in doc["jobs"] if j["compared"]) == sorted(ids.values(), key=sorted)
+
+
+def test_waiting_writer_says_so(tmp_path: Path) -> None:
+    """A writer waiting on a held lock says so on stderr after a second (it used to print nothing
+    for up to an hour), then is refused in one line when the wait is over."""
+    import subprocess
+    import sys
+
+    trace = _trace(tmp_path)
+    ds = tmp_path / "ds"
+    tk_out("ingest", trace, "--out", ds)
+    (lock,) = ds.glob(".lock-*")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl,time; f=open({str(lock)!r},'ab'); fcntl.flock(f, 2); print(1, flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline()
+        r = tk_process("ingest", trace, "--out", ds, "--force", env={"TRACEKIT_LOCK_WAIT_S": "3"}, timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 3 and "is being written by another process; waiting" in r.stderr, r.stderr

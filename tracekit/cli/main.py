@@ -95,6 +95,9 @@ def _check_env() -> None:
 
 
 def _run(argv: list[str] | None) -> Any:
+    from tracekit.tables import locks  # no polars: the writer lock's waiting notice goes to stderr
+
+    locks.on_wait = lambda line: echo(f"tracekit: {line}", err=True)
     try:
         _check_env()
         return cli.main(args=argv, prog_name="tracekit", standalone_mode=False)

@@ -24,7 +24,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -35,6 +35,10 @@ from tracekit.inputs import open_input
 LOCK_PREFIX = ".lock-"
 WAIT_S = 3600.0  # how long a second writer of a trace waits before it is refused
 _POLL_S = 0.02
+NOTICE_AFTER_S = 1.0  # a writer waiting this long says so once (through on_wait)
+# Set by the CLI: called with one line when a writer has waited NOTICE_AFTER_S for the lock (it used
+# to print nothing for up to an hour). The library prints nothing itself.
+on_wait: Callable[[str], None] | None = None
 
 try:
     import fcntl
@@ -106,8 +110,13 @@ def acquire(out: Path, tid: str, wait_s: float | None = None) -> None:
         return
     path = lock_path(out, tid)
     fh = _open_lock(out, path)  # held until release()
-    deadline = time.monotonic() + (_wait_s() if wait_s is None else wait_s)
+    start = time.monotonic()
+    deadline = start + (_wait_s() if wait_s is None else wait_s)
+    told = False
     while not _flock(fh):
+        if not told and on_wait is not None and time.monotonic() - start >= NOTICE_AFTER_S:
+            told = True
+            on_wait(f"{out}: trace {tid} is being written by another process; waiting (up to {deadline - start:.0f} s)")
         if time.monotonic() >= deadline:
             fh.close()
             raise DatasetError(
