@@ -410,3 +410,28 @@ def test_waiting_writer_says_so(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert r.returncode == 3 and "is being written by another process; waiting" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("model", {"hidden_size": 10**309}),
+        ("layout", {"engine": "sglang", "tp_rank": 2**63}),
+        ("distributed", {"rank": -1}),
+    ],
+)
+def test_dataset_meta_out_of_range_is_one_line(tmp_path: Path, field: str, value: dict[str, object]) -> None:
+    """A dataset written before the checks on the way in (a model size of 10^309, a rank of 2^63):
+    every later analysis is one DatasetError line saying to re-ingest, not a traceback."""
+    import polars as pl
+
+    ds = tmp_path / "ds"
+    tk_out("ingest", _trace(tmp_path), "--out", ds)
+    (f,) = (ds / "meta").glob("trace_id=*/data.parquet")
+    df = pl.read_parquet(f)
+    meta = json.loads(df["meta_json"][0])
+    meta[field] = value
+    df.with_columns(pl.lit(json.dumps(meta)).alias("meta_json")).write_parquet(f)
+    for cmd in ("analyze", "report", "summary"):
+        code, _, err = tk(cmd, ds)
+        assert code == 4 and f"{field}." in _one_line(err) and "re-ingest" in err, (cmd, err)
