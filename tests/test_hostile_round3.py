@@ -114,7 +114,8 @@ def test_bad_model_config_in_every_command(tmp_path: Path, text: str, why: str) 
     cfg = tmp_path / "config.json"
     cfg.write_text(text)
     trace = _trace(tmp_path)
-    for cmd in (["analyze", trace], ["ingest", trace, "--out", tmp_path / "ds"], ["report", trace]):
+    cmds: list[list[str | Path]] = [["analyze", trace], ["ingest", trace, "--out", tmp_path / "ds"], ["report", trace]]
+    for cmd in cmds:
         code, _, err = tk(*cmd, "--model", cfg)
         assert code == 2 and why in _one_line(err) and str(cfg) in err
     assert not (tmp_path / "ds").exists() or not any((tmp_path / "ds").glob("meta/trace_id=*"))
