@@ -37,7 +37,7 @@ def _fifo(tmp_path: Path, name: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("where", ["trace", "capture", "model", "hardware", "partition"])
+@pytest.mark.parametrize("where", ["trace", "ingest", "capture", "model", "hardware", "partition"])
 def test_fifo_is_refused_not_waited_on(tmp_path: Path, where: str) -> None:
     """A FIFO given as any input ends in one line at once (it used to block the reader forever)."""
     trace = _trace(tmp_path)
@@ -45,6 +45,8 @@ def test_fifo_is_refused_not_waited_on(tmp_path: Path, where: str) -> None:
     args: list[str | Path]
     if where == "trace":
         args, code = ["summary", _fifo(tmp_path, "f.json")], 3
+    elif where == "ingest":
+        args, code = ["ingest", _fifo(tmp_path, "f.json"), "--out", tmp_path / "ds"], 3
     elif where == "capture":  # a capture file is left out with a warning; the trace is analysed
         args, code = ["analyze", trace, "--capture", _fifo(tmp_path, "f.json"), "--format", "json"], 0
     elif where == "model":

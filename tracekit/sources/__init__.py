@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.conventions import SIDECAR_SUFFIX
-from tracekit.inputs import open_input
+from tracekit.inputs import check_regular, open_input
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
 from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
@@ -70,6 +70,9 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError(f"{p}: no such file or directory")
     if p.is_file():
         return [p]
+    if not p.is_dir():  # a FIFO, device or socket: one line, never read (nor walked)
+        with reading(p):
+            check_regular(p)
     # Sidecars (``<stem>.tracekit.json``, tracekit/conventions.py) describe the trace beside them.
     # Graph-capture traces (``capture_traces/``) belong to the trace beside them: merged into it
     # on load, not traces of their own.
