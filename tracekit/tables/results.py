@@ -147,7 +147,15 @@ def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str
 # C2 80–9F) and the bidi marks (U+202A–202E, U+2066–2069). tracekit writes them as JSON escapes, so
 # an entry holding one was not written by it (a replaced document whose trailer was recomputed
 # would print an OSC 52 escape to the terminal).
-_RAW_CONTROLS = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+_C0 = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
+# one literal-prefixed pattern each: a search many times faster than one alternation (22 MB: 50 ms, not 0.6 s)
+_RAW_MULTIBYTE = tuple(re.compile(p) for p in (rb"\xc2[\x80-\x9f]", rb"\xe2\x80[\xaa-\xae]", rb"\xe2\x81[\xa6-\xa9]"))
+
+
+def _raw_controls(doc: bytes) -> bool:
+    return len(doc.translate(None, _C0)) != len(doc) or any(p.search(doc) for p in _RAW_MULTIBYTE)
+
+
 _CHECK_MAX_BYTES = 64 << 10  # the check line: a key, a path and a sidecar's state
 # The form of every document tracekit stores: an indented object whose first key is its version.
 _DOC_FORM = re.compile(rb'\{\n  "version": [0-9]+,\n(?s:.)*\n\}\n\Z')
@@ -170,7 +178,7 @@ def _lookup(base: Path, trace_id: str | None, options: dict[str, Any]) -> bytes 
         return None
     cut = rest.rfind(b"\n") + 1
     doc, tail = rest[:cut], rest[cut:]
-    if len(tail) > _CHECK_MAX_BYTES or not _DOC_FORM.match(doc) or _RAW_CONTROLS.search(doc):
+    if len(tail) > _CHECK_MAX_BYTES or not _DOC_FORM.match(doc) or _raw_controls(doc):
         return None
     check, trailer = json.loads(head), json.loads(tail)
     if not isinstance(trailer, dict) or trailer != _trailer_of(doc):
