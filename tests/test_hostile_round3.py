@@ -438,3 +438,13 @@ def test_dataset_meta_out_of_range_is_one_line(tmp_path: Path, field: str, value
     for cmd in ("analyze", "report", "summary"):
         code, _, err = tk(cmd, ds)
         assert code == 4 and f"{field}." in _one_line(err) and "re-ingest" in err, (cmd, err)
+
+
+def test_timestamp_beyond_int64_is_named_as_such(tmp_path: Path) -> None:
+    """ts 1e18 µs (1e21 ns): dropped and counted as out of range, not as "missing or non-numeric"."""
+    from tracekit.sources import load
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": [KERNEL, {**KERNEL, "ts": 1e18}]}))
+    dropped = load(p).meta["parse_stats"]["dropped"]
+    assert any("beyond ±2^6" in k for k in dropped) and not any("missing or" in k for k in dropped), dropped
