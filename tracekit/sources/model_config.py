@@ -81,7 +81,7 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
     None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the
     field) when the file cannot be read, is not a JSON object, has no positive ``hidden_size``,
-    holds a size that is not a positive integer, or routes each token to more experts than exist."""
+    holds a size that is not an integer in [1, 2^31), or routes each token to more experts than exist."""
     p = Path(path)
     cfg = _config_object(p)
 
