@@ -448,3 +448,19 @@ def test_timestamp_beyond_int64_is_named_as_such(tmp_path: Path) -> None:
     p.write_text(json.dumps({"traceEvents": [KERNEL, {**KERNEL, "ts": 1e18}]}))
     dropped = load(p).meta["parse_stats"]["dropped"]
     assert any("beyond ±2^6" in k for k in dropped) and not any("missing or" in k for k in dropped), dropped
+
+
+def test_ranks_beyond_the_world_size_are_not_ranks_of_the_job(tmp_path: Path) -> None:
+    """Ranks 0, 1, 3, 5 of world size 2: 0 and 1 are the job; 3 and 5 (dropped, counted) are alone
+    (all four used to be compared as one job)."""
+    from test_rank_jobs import H100, ingest_analyze, rank_trace
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for r in (0, 1, 3, 5):
+        rank_trace(src / f"llama_rank{r}.json", r, 2, H100)
+    doc, _ = ingest_analyze(src, tmp_path)
+    jobs = sorted((j["ranks"], j["compared"]) for j in doc["jobs"] if j["ranks"] != [None])
+    assert jobs == [([0, 1], True)]
+    alone = [j for j in doc["jobs"] if j["ranks"] == [None]]
+    assert len(alone) == 2 and all(not j["compared"] and "no rank in it" in j["why"] for j in alone)

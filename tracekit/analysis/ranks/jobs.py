@@ -23,7 +23,9 @@ single group (SGLang ``…-TP-3``: rank 3). The per-stage files of one SGLang ru
 and ``…-TP-{t}-DECODE`` — are different jobs (a prefill stage is not a rank of the decode stage)
 and are **paired**: each job's row names the jobs of the same run at the other stages.
 
-Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats (two
+A trace whose world size is recorded but whose rank is not (one out of range, dropped on reading:
+rank 3 of world size 2) is a job of its own. Within a group of equal keys, ranks of one job are
+distinct: when a recorded rank repeats (two
 runs of the same job ingested together), the n-th trace of each rank goes to the n-th job, the
 traces of a rank taken in the order of their folder, then their start (the earliest region), then
 their id. The trace id alone (a content hash) used to decide: each job held ranks of both runs,
@@ -124,8 +126,11 @@ def group_jobs(keys: pl.DataFrame) -> pl.DataFrame:
     k = keys.sort([*order, "trace_id"], nulls_last=True).with_columns(
         pl.int_range(pl.len()).over([*KEY_COLUMNS, "rank"]).alias("_nth"),
     )
+    # a trace whose world size is known but whose rank is not (dropped as out of range: rank 3 of
+    # world size 2) is no rank of a job: alone
+    alone = pl.when(pl.col("rank").is_null() & pl.col("world_size").is_not_null()).then(pl.col("trace_id"))
     k = k.with_columns(
-        pl.struct(*KEY_COLUMNS, "_nth").rank("dense").alias("_g"),
+        pl.struct(*KEY_COLUMNS, "_nth", alone.alias("_alone")).rank("dense").alias("_g"),
     )
     first = k.group_by("_g").agg(pl.col("trace_id").min().alias("_first")).sort("_first")
     ids = first.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).alias("job")).select("_g", "job")
@@ -153,6 +158,8 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
         why = (
             "same " + ", ".join(_key_words(key))
             if n > 1
+            else f"alone: world size {key['world_size']} but no rank in it (out of range, see the warnings)"
+            if first["rank"] is None and key["world_size"] is not None
             else "alone: no other trace shares its " + ", ".join(KEY_COLUMNS)
         )
         paired = (
