@@ -41,7 +41,7 @@ def diff(req: DiffRequest) -> Output:
     error is the gate's failure (GateRegression, exit 1; NotComparableError, exit 7), raised once
     the output is out. Raises UsageError (options, output path) and the analyses' errors."""
     threshold = parse_threshold(req.gate_pct) if req.gate_pct is not None else None
-    out = check_out(req.out, req.force, inputs=(req.a, req.b)) if req.out else None
+    out = check_out(req.out, req.force) if req.out else None
     ra, rb = _analysed(req, req.a, req.hardware, req.trace_id), _analysed(req, req.b, req.hardware_b, req.trace_id_b)
     da, db = ra.report_data(), rb.report_data()
     d = diff_fn(

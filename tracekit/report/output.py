@@ -21,9 +21,7 @@ def check_out(
     ``--force`` or not: ``analyze T -o T --force`` used to replace the user's trace with the
     report. Raises UsageError with one line."""
     p = Path(out)
-    for i in inputs:
-        if i is not None and _same_or_inside(p, Path(i)):
-            raise UsageError(f"{p}: is an input of this command ({i}); write the output elsewhere")
+    refuse_inputs(p, inputs)
     if suffixes and not p.name.lower().endswith(suffixes):
         raise UsageError(f"{p}: output must end in {' or '.join(suffixes)}")
     if p.is_dir():
@@ -37,6 +35,14 @@ def check_out(
     if p.exists() and not force:
         raise UsageError(f"{p}: already exists; pass --force to overwrite")
     return p
+
+
+def refuse_inputs(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    """UsageError when ``out`` is one of ``inputs`` (the same file by any name) or inside an input
+    folder (a dataset)."""
+    for i in inputs:
+        if i is not None and _same_or_inside(Path(out), Path(i)):
+            raise UsageError(f"{out}: is an input of this command ({i}); write the output elsewhere")
 
 
 def _same_or_inside(out: Path, inp: Path) -> bool:

@@ -17,7 +17,7 @@ import msgspec
 import polars as pl
 
 from tracekit.errors import TracekitError, TraceFormatError
-from tracekit.inputs import DETAILS_MAX_BYTES, open_input, read_json
+from tracekit.inputs import DETAILS_MAX_BYTES, read_json
 
 CAPTURE_DIR: Final = "capture_traces"
 DETAILS_FILE: Final = "execution_details.json"
@@ -42,8 +42,7 @@ def kernel_names(path: Path) -> pl.DataFrame:
     """(correlation, kernel) of every runtime/driver call that names its kernel (ROCm traces do,
     CUDA traces do not). A second, light pass over the file: the canonical tables keep no
     launch arguments."""
-    with open_input(path) as fh:
-        raw = fh.read()
+    raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     try:
