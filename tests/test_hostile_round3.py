@@ -215,11 +215,11 @@ def test_polars_threads_zero_is_a_usage_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "POLARS_MAX_THREADS" in _one_line(r.stderr)
 
 
-@pytest.mark.parametrize("cmd", ["analyze", "report", "summary"])
+@pytest.mark.parametrize("cmd", ["analyze", "report", "summary", "diff"])
 def test_output_equal_to_an_input_is_refused(tmp_path: Path, cmd: str) -> None:
     trace = _trace(tmp_path, "run.json")
     before = trace.read_bytes()
-    extra = ["--format", "md"] if cmd == "report" else []
+    extra = ["--format", "md"] if cmd == "report" else [trace] if cmd == "diff" else []
     code, _, err = tk(cmd, trace, *extra, "-o", trace, "--force")
     assert code == 2 and "is an input of this command" in _one_line(err)
     assert trace.read_bytes() == before
