@@ -62,12 +62,12 @@ def test_loaded_torch_gets_the_ordinary_exit() -> None:
     assert p.returncode == 0 and "ATEXIT" in p.stderr
 
 
-def test_full_disk_on_stdout_is_one_line_and_exit_1() -> None:
+def test_full_disk_on_stdout_is_one_line_and_exit_8() -> None:
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
     with open("/dev/full", "w") as full:
         p = run("plain", "--version", stdout=full)
-    assert p.returncode == 1
+    assert p.returncode == 8
     lines = [ln for ln in p.stderr.splitlines() if ln != "ATEXIT"]
     assert lines == ["tracekit: error: No space left on device"], p.stderr
     assert "Traceback" not in p.stderr
@@ -83,10 +83,10 @@ def test_main_called_with_argv_returns_normally() -> None:
 
 
 @pytest.mark.parametrize("entry", ["tracekit.cli.main", "tracekit.cli.fast"])
-def test_closed_stdout_is_one_line_and_exit_1(entry: str, tmp_path: Path) -> None:
+def test_closed_stdout_is_one_line_and_exit_8(entry: str, tmp_path: Path) -> None:
     # Started with standard output closed (`tracekit ... >&-`: Python then has sys.stdout None):
-    # one line and exit 1, from both entry points (the console script's shortcut included), not
-    # an AttributeError traceback; with stderr closed as well, exit 1 and no output at all.
+    # one line and exit 8 (OutputError), from both entry points (the console script's shortcut included), not
+    # an AttributeError traceback; with stderr closed as well, exit 8 and no output at all.
     import os
 
     code = f"import sys; sys.argv = ['tracekit', *sys.argv[1:]]; from {entry} import main; main()"
@@ -98,7 +98,7 @@ def test_closed_stdout_is_one_line_and_exit_1(entry: str, tmp_path: Path) -> Non
             text=True,
             timeout=300,
         )
-        assert p.returncode == 1, p.stderr
+        assert p.returncode == 8, p.stderr
         assert p.stderr.splitlines() == ["tracekit: error: cannot write the output: standard output is closed"]
 
     def both_closed() -> None:
@@ -106,4 +106,4 @@ def test_closed_stdout_is_one_line_and_exit_1(entry: str, tmp_path: Path) -> Non
         os.close(2)
 
     p = subprocess.run([sys.executable, "-c", code, "--version"], preexec_fn=both_closed, timeout=300)
-    assert p.returncode == 1
+    assert p.returncode == 8

@@ -134,7 +134,7 @@ def test_scheduler_ingest_equals_serial_and_reports_a_bad_trace(
     r1 = tk("ingest", str(tmp_path / "in"), "--out", str(serial), "--workers", "1")
     r2 = tk("ingest", str(tmp_path / "in"), "--out", str(dask_ds), "--scheduler", cluster.address)
     for r in (r1, r2):
-        assert r.code == 1, r.err
+        assert r.code == 3, r.err
         assert "ingested 3 of 4 traces" in r.out
         assert "Traceback" not in r.out + r.err
         # Reported at the end, with its reason, in one line.

@@ -95,7 +95,7 @@ def test_first_annotation_dropped_nests(tmp_path: Path, monkeypatch: pytest.Monk
     _, native = both(p, monkeypatch)
     assert native.regions["name"].to_list() == ["step", "inner"]
     assert native.regions["depth"].to_list() == [0, 1]
-    assert native.meta["parse_stats"]["dropped"] == {"annotation: missing or non-numeric ts": 1}
+    assert native.meta["parse_stats"]["dropped"] == {"annotation: ts missing, non-numeric or beyond ±2^63 ns": 1}
 
 
 # ---------------------------------------------------------------- hangs and memory blow-up

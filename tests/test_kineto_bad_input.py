@@ -145,8 +145,8 @@ def test_bad_events_counted_by_reason(tmp_path: Path) -> None:
     assert ps["events_kept"] == 6
     assert ps["dropped"] == {
         "device activity: duplicate event": 1,
-        "device activity: missing or non-numeric dur": 1,
-        "device activity: missing or non-numeric ts": 2,
+        "device activity: dur missing, non-numeric or beyond ±2^63 ns": 1,
+        "device activity: ts missing, non-numeric or beyond ±2^63 ns": 2,
         "device activity: negative duration": 1,
         "invalid event: Expected `object`, got `array` at `$.args`": 1,
         "invalid event: Expected `object`, got `int`": 1,

@@ -89,7 +89,7 @@ def test_int64_edges_of_ns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: 
     assert pure.ops["name"].to_list() == ["quoted", "lim"]
     assert pure.ops["start_ns"].to_list() == [12500, 2**62 - 1]
     assert pure.meta["parse_stats"]["dropped"] == {
-        "cpu op: missing or non-numeric ts": 4,
+        "cpu op: ts missing, non-numeric or beyond ±2^63 ns": 4,
         "cpu op: ts or dur beyond ±2^62 ns": 3,
     }
 

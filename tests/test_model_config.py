@@ -182,7 +182,7 @@ def test_trace_wins_and_says_which_field(tmp_path: Path) -> None:
         ("{not json", "model config is not JSON"),
         ("[1, 2]", "model config is not a JSON object"),
         ('{"num_attention_heads": 8}', "model config has no hidden_size"),
-        ('{"hidden_size": -4}', "model config field hidden_size must be a positive integer, not -4"),
+        ('{"hidden_size": -4}', "model config field hidden_size must be an integer from 1 to 2147483647, not -4"),
         ('{"hidden_size": 64, "num_local_experts": 4, "num_experts_per_tok": 8}', "routes each token to 8 experts"),
     ],
 )

@@ -47,12 +47,12 @@ def _invoke(*args: str) -> tuple[int, str]:
         ("--link-latency-us", "-5000", "-5000 must be ≥ 0"),
         ("--kv-bytes-per-token", "-1", "-1 must be ≥ 0"),
         ("--link-gbps", "nan", "'nan' is not a finite number"),
-        ("--link-gbps", "0", "0 must be > 0"),
+        ("--link-gbps", "0", "0 must be ≥ 1e-09"),
         ("--link-gbps", "inf", "'inf' is not a finite number"),
         ("--link-efficiency", "nan", "'nan' is not a finite number"),
         ("--link-efficiency", "1.5", "1.5 must be ≤ 1"),
         ("--prefill-ms", "-1", "-1 must be ≥ 0"),
-        ("--decode-steps", "-3", "is not in the range x>=0"),
+        ("--decode-steps", "-3", "is not in the range 0<=x<=1000000000"),
     ],
 )
 def test_whatif_options_are_checked_by_click(trace: Path, option: str, value: str, why: str) -> None:

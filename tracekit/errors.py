@@ -1,4 +1,10 @@
-"""Typed errors. Library code raises these; only the CLI prints them and picks the exit code."""
+"""Typed errors. Library code raises these; only the CLI prints them and picks the exit code.
+
+Exit codes (docs/robustness.md, "Exit codes"): 0 success; 1 **only** the gate's regression
+(``diff --gate``), so CI can tell a regression from anything else; 2 usage; 3 an unreadable
+input; 4 a bad dataset; 5 nothing to analyse; 6 a missing dependency; 7 runs not comparable;
+8 an I/O error of no input (the output cannot be written, stdout closed or full); 70 an internal
+error (a bug: an exception tracekit did not raise on purpose, a polars panic); 130 interrupted."""
 
 from __future__ import annotations
 
@@ -6,7 +12,25 @@ from __future__ import annotations
 class TracekitError(Exception):
     """Base class of every error tracekit raises on purpose. ``exit_code`` is what the CLI returns."""
 
-    exit_code: int = 1
+    exit_code: int = 8
+
+
+class OutputError(TracekitError):
+    """The output cannot be written (stdout closed or on a full disk, an I/O error of no input)."""
+
+    exit_code = 8
+
+
+class InternalError(TracekitError):
+    """An exception tracekit did not raise on purpose: a bug (TRACEKIT_DEBUG=1 shows its traceback)."""
+
+    exit_code = 70
+
+
+class IngestFailed(TracekitError):
+    """``tracekit ingest``: some inputs could not be read (or written); the others were ingested."""
+
+    exit_code = 3
 
 
 class UsageError(TracekitError):

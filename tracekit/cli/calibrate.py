@@ -15,6 +15,7 @@ from tracekit.cli.term import echo
 
 from tracekit.cli.options import force_option, out_option
 from tracekit.errors import UsageError
+from tracekit.inputs import read_json
 from tracekit.hardware.calibrate import boot_time, measure, stale_reason
 from tracekit.report import fmt
 
@@ -56,9 +57,9 @@ def calibrate(device: str, out: str, threads: int, quick: bool, reuse: bool, for
     if reuse and path.exists():
         why: str | None
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            doc, why = None, f"unreadable ({type(exc).__name__})"
+            doc = read_json(path, "hardware file", UsageError)
+        except UsageError as exc:
+            doc, why = None, f"unreadable ({str(exc).removeprefix(f'{path}: hardware file ')})"
         else:
             why = stale_reason(doc, device, threads, quick, booted=boot_time())
         if why is None:

@@ -21,6 +21,7 @@ from tracekit.cli.options import (
 from tracekit.cli.outfile import show
 from tracekit.commands.diff import DiffRequest
 from tracekit.commands.diff import diff as run_diff
+from tracekit.report.output import refuse_inputs
 
 
 @click.command("diff")
@@ -53,4 +54,6 @@ def diff(**params: Any) -> None:
     """Compare two traces (or datasets): A is before, B is after. With --gate PCT: exit 0 when
     no phase got slower by more than PCT beyond noise, 1 on a regression, 7 when the runs'
     features differ (not comparable)."""
+    if params.get("out"):  # the output is neither trace (as check_out does for the other commands)
+        refuse_inputs(params["out"], (params.get("a"), params.get("b")))
     show(run_diff(DiffRequest(**params)))

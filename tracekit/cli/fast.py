@@ -59,7 +59,7 @@ def main() -> Any:
     except OSError as exc:  # e.g. stdout on a full disk: one line, as the command says it
         if sys.stderr is not None:
             sys.stderr.write(f"tracekit: error: cannot write the output: {exc.strerror or exc}\n")
-        status = 1
+        status = 8  # tracekit.errors.OutputError (not imported here: this module stays light)
     try:
         if sys.stderr is not None:
             sys.stderr.flush()

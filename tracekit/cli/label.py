@@ -35,7 +35,7 @@ def label(
 ) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""
-    out_path = check_out(out, force, (".json", ".json.gz"))
+    out_path = check_out(out, force, (".json", ".json.gz"), (trace,))
     if not capabilities(sniff(trace)).writes_labels:
         raise UsageError(f"{trace}: label writes Kineto JSON traces only (this is not one)")
     analysed = analyse_path(

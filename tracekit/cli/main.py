@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from tracekit.cli.term import clean, echo
-from tracekit.errors import TracekitError
+from tracekit.errors import InternalError, OutputError, TracekitError, UsageError
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> Any:
         return _run(argv)
     if sys.stdout is None:  # started with standard output closed (`>&-`): nowhere to print
         _say("tracekit: error: cannot write the output: standard output is closed")
-        os._exit(1)
+        os._exit(OutputError.exit_code)
     try:
         rv = _run(None)
     except SystemExit as exc:
@@ -87,8 +87,19 @@ def main(argv: list[str] | None = None) -> Any:
     return rv
 
 
+def _check_env() -> None:
+    """Environment values polars would panic on (a traceback from its thread pool) as one line."""
+    threads = os.environ.get("POLARS_MAX_THREADS")
+    if threads is not None and not (threads.strip().isascii() and threads.strip().isdigit() and int(threads) > 0):
+        raise UsageError(f"POLARS_MAX_THREADS={threads!r}: must be a positive integer (or unset)")
+
+
 def _run(argv: list[str] | None) -> Any:
+    from tracekit.tables import locks  # no polars: the writer lock's waiting notice goes to stderr
+
+    locks.on_wait = lambda line: echo(f"tracekit: {line}", err=True)
     try:
+        _check_env()
         return cli.main(args=argv, prog_name="tracekit", standalone_mode=False)
     except TracekitError as exc:
         echo(f"tracekit: error: {exc}", err=True)
@@ -110,7 +121,25 @@ def _run(argv: list[str] | None) -> Any:
     except OSError as exc:  # e.g. stdout on a full disk: one line, not a traceback
         where = f"{clean(str(exc.filename))}: " if exc.filename else ""
         echo(f"tracekit: error: {where}{exc.strerror or exc}", err=True)
-        sys.exit(1)
+        sys.exit(OutputError.exit_code)
+    except (SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a bug (or a polars panic): its own exit code, never 1
+        if _debug():
+            raise
+        echo(f"tracekit: internal error: {_internal(exc)} (a bug; TRACEKIT_DEBUG=1 shows the traceback)", err=True)
+        sys.exit(InternalError.exit_code)
+
+
+def _debug() -> bool:
+    return os.environ.get("TRACEKIT_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _internal(exc: BaseException) -> str:
+    """An unexpected exception in one line: its type and the first line of its message (200 chars)."""
+    text = str(exc).strip().splitlines()
+    msg = text[0][:200] if text else ""
+    return f"{type(exc).__name__}{': ' + msg if msg else ''}"
 
 
 # Modules whose exit handlers must run (a Dask cluster's processes, torch's profiler and device
@@ -135,7 +164,7 @@ def _leave(code: object) -> None:
         except BrokenPipeError:  # a reader that stopped early (`| head`): not a failure
             pass
         except (OSError, ValueError) as exc:  # e.g. stdout on a full disk
-            status = status or 1
+            status = status or OutputError.exit_code
             if stream is sys.stdout:
                 _say(f"tracekit: error: cannot write the output: {getattr(exc, 'strerror', None) or exc}")
     os._exit(status)

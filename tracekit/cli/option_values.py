@@ -18,6 +18,12 @@ from tracekit.whatif.load import Arrival
 # Workers a whatif simulation may be given (each is an object and a queue in the simulation):
 # far above any real serving deployment, far below what would exhaust memory.
 MAX_WORKERS = 4096
+# Bounds of every other number (ms, µs, GB/s, bytes per token): far beyond any real value, far
+# enough inside float64 that sums, products and reciprocals of them stay finite (1e-320 req/s or
+# GB/s used to give infinite times, then NaN in the JSON with exit 0).
+MAX_VALUE = 1e15
+MIN_POSITIVE = 1e-9
+MAX_DECODE_STEPS = 10**9
 
 
 class Finite(click.ParamType):
@@ -58,6 +64,7 @@ class ArrivalSchedule(click.ParamType):
             self.fail(str(exc).removeprefix(f"--arrival {str(value)!r}: "), param, ctx)
 
 
-NON_NEGATIVE = Finite(0.0)
-POSITIVE = Finite(0.0, low_open=True)
+NON_NEGATIVE = Finite(0.0, MAX_VALUE)
+POSITIVE = Finite(MIN_POSITIVE, MAX_VALUE)
 WORKERS = click.IntRange(1, MAX_WORKERS)
+DECODE_STEPS = click.IntRange(0, MAX_DECODE_STEPS)

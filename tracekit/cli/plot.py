@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from tracekit.report.plots import draw as plots
 from tracekit.report.from_path import analyse_path, read_table
 from tracekit.report.plots.latency import latency_throughput, read_serve_sweep, sweep_diagnostic
 from tracekit.errors import UsageError
+from tracekit.inputs import read_json
 from tracekit.analysis import resolve_hardware
 from tracekit.analysis.serving.latency import Slo
 
@@ -53,7 +53,7 @@ def plot(
 ) -> None:
     """Draw one plot. For ``sweep``, give the phase-shape table (CSV/Parquet) or its directory."""
 
-    out_path = check_out(out, force, (".png", ".svg"))
+    out_path = check_out(out, force, (".png", ".svg"), (trace,))
     reads = KINDS[kind].reads
     if reads == "serve sweep":
         sweep_table = read_serve_sweep(trace)
@@ -83,9 +83,10 @@ def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
         summary = (p if p.is_dir() else p.parent) / "phase_shape_sweep.json"
         if summary.is_file():
             try:
-                name = json.loads(summary.read_text()).get("device_name") or None
-            except ValueError:
-                name = None
+                doc = read_json(summary, "sweep summary", UsageError)
+            except UsageError:
+                doc = None
+            name = (doc.get("device_name") or None) if isinstance(doc, dict) else None
         if name is None:
             return {}
         hw = resolve_hardware(None, [{"name": name}])

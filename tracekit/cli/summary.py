@@ -29,7 +29,7 @@ def summary(path: Path, trace_id: str | None, fmt: str, top: int, out: str | Non
     annotations and parse warnings of one trace (a file or one trace of a dataset).
     A dataset holding several traces lists them (pick one with --trace-id)."""
 
-    out_path = check_out(out, force) if out else None
+    out_path = check_out(out, force, inputs=(path,)) if out else None
 
     trace = None
     if not path.is_dir():  # a trace file: read while the modules below load (sources/kineto/reading/early.py)

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli.option_values import NON_NEGATIVE, POSITIVE, WORKERS, ArrivalSchedule, Finite
+from tracekit.cli.option_values import DECODE_STEPS, NON_NEGATIVE, POSITIVE, WORKERS, ArrivalSchedule, Finite
 from tracekit.cli.options import (
     capture_option,
     force_option,
@@ -78,7 +78,7 @@ from tracekit.commands.whatif import whatif as run_whatif
 @click.option("--tpot-ms", type=NON_NEGATIVE, default=None, help="Hand input: time per output token.")
 @click.option(
     "--decode-steps",
-    type=click.IntRange(0),
+    type=DECODE_STEPS,
     default=None,
     help="Hand input: decode steps (output tokens produced by decode).",
 )

@@ -29,7 +29,8 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
     """The analysis of ``req.source`` as ``req.fmt`` (JSON: docs/json.md), from the stored result
     when one is current; ``progress`` counts a comparison's per-trace tasks. Raises UsageError
     (options, output path), AnalysisError and the loaders' errors."""
-    out = check_out(req.out, req.force) if req.out else None
+    inputs = (req.source, *req.compare, *req.captures, req.model)
+    out = check_out(req.out, req.force, inputs=inputs) if req.out else None
     bounded_allocator(req.source)
     options = analysis_options(req.hardware, req.phase_map, req.slo, req.thresholds)  # the stored results' key
     stored = lookup(req.source, req.trace_id, options) if req.stored else None
@@ -39,7 +40,10 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
     from tracekit.commands import analyze_compute  # polars: after the allocator, while the early read runs
 
     if stored is not None:
-        return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+        try:  # a stored document that does not render (tampered past its checks) is a miss
+            return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+        except Exception:  # noqa: BLE001 - recomputed below, never a traceback
+            early = _early_file(req)
     body = analyze_compute.compute(req, options if req.stored else None, early, progress)
     return output(body, req.fmt, out)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.commands.output import Bar, Lines, Output, Progress
-from tracekit.errors import TracekitError
+from tracekit.errors import IngestFailed, TracekitError
 from tracekit.ingest import Ingested, IngestRun, expand_inputs, ingest_paths
 from tracekit.numbers import count
 from tracekit.parallel import Plan, plan
@@ -109,7 +109,7 @@ def _failure(run: IngestRun) -> TracekitError | None:
     total = len(run.results) - len(run.skipped)
     listed = "; ".join(f"{Path(r.path).name} ({(r.error or '').removeprefix(r.path + ': ')})" for r in run.failed[:10])
     more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""
-    return TracekitError(f"{len(run.failed)} of {total} inputs failed: {listed}{more}")
+    return IngestFailed(f"{len(run.failed)} of {total} inputs failed: {listed}{more}")
 
 
 def bounded_allocator(files: Sequence[Path], stream: bool | None, where: Plan) -> bool:

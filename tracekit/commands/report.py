@@ -92,7 +92,7 @@ def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
 def _target(req: ReportRequest) -> _Target:
     """The format (``--format``, else from ``--out``'s suffix, else md) and the checked paths."""
     fmt = req.fmt or next((f for f, sfx in FORMATS.items() if req.out and req.out.lower().endswith(sfx)), "md")
-    out = check_out(req.out, req.force, FORMATS[fmt]) if req.out else None
+    out = check_out(req.out, req.force, FORMATS[fmt], (req.trace, req.sweep)) if req.out else None
     plot_dir = out.with_name(out.stem + "_plots") if out is not None and fmt == "md" else None
     if plot_dir is not None and plot_dir.exists() and not req.force and not req.no_plots:
         raise UsageError(f"{plot_dir}: already exists; pass --force to overwrite")

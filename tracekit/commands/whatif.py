@@ -8,6 +8,7 @@ from typing import Any
 
 from tracekit.analysis.serving.latency import Slo
 from tracekit.commands.output import Output, output
+from tracekit.analysis.contract.rows import clean
 from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.from_path import analyse_path
@@ -48,7 +49,7 @@ class WhatifRequest:
 def whatif(req: WhatifRequest) -> Output:
     """The what-if document of the traces (each analysed) and the hand input, as text or JSON.
     Raises UsageError (no input, bad options), AnalysisError (nothing can be answered)."""
-    out = check_out(req.out, req.force) if req.out else None
+    out = check_out(req.out, req.force, inputs=req.traces) if req.out else None
     hand = (req.prefill_ms, req.tpot_ms, req.decode_steps)
     if not req.traces and None in hand:
         raise UsageError("give a TRACE_OR_DATASET, or all of --prefill-ms, --tpot-ms and --decode-steps")
@@ -61,7 +62,8 @@ def whatif(req: WhatifRequest) -> Output:
         **{k: getattr(req, k) for k in (*knobs, "kv_bytes_per_token", "slo", "arrival", "seed")},
         others=results[1:],
     )
-    return output(json.dumps(doc, indent=2) + "\n" if req.fmt == "json" else render(doc), req.fmt, out)
+    body = json.dumps(clean(doc), indent=2, allow_nan=False) + "\n" if req.fmt == "json" else render(doc)
+    return output(body, req.fmt, out)
 
 
 def _analysed(req: WhatifRequest) -> list[tuple[str, Any]]:

@@ -9,7 +9,6 @@ its sources, the lookup rules and the file format.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tracekit.errors import AnalysisError, UsageError
+from tracekit.inputs import read_json
 from tracekit.hardware.table import TABLE
 
 FILE_FORMAT: Final = "tracekit.hardware/1"
@@ -183,14 +183,7 @@ def _positive(v: Any) -> bool:
 def load_hardware_file(path: str | Path) -> Hardware:
     """Read a hardware JSON file (format in docs/hardware.md). Raises UsageError, one line."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{p}: hardware file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: cannot read hardware file ({exc.__class__.__name__})") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{p}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    doc = read_json(p, "hardware file", UsageError)
     if not isinstance(doc, dict):
         raise UsageError(f"{p}: a hardware file is a JSON object")
     name = doc.get("name")

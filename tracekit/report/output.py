@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from tracekit.errors import UsageError
 
 
-def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...] = ()) -> Path:
+def check_out(
+    out: str | os.PathLike[str],
+    force: bool,
+    suffixes: tuple[str, ...] = (),
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+) -> Path:
     """Validate an output path before any work starts; a missing folder is made (as ``run --out``
-    and ``calibrate --out`` do: every command the same). Raises UsageError with one line."""
+    and ``calibrate --out`` do: every command the same). An output that is one of the command's
+    ``inputs`` (the same file, by any name) or inside an input folder (a dataset) is refused,
+    ``--force`` or not: ``analyze T -o T --force`` used to replace the user's trace with the
+    report. Raises UsageError with one line."""
     p = Path(out)
+    refuse_inputs(p, inputs)
     if suffixes and not p.name.lower().endswith(suffixes):
         raise UsageError(f"{p}: output must end in {' or '.join(suffixes)}")
     if p.is_dir():
@@ -25,6 +35,23 @@ def check_out(out: str | os.PathLike[str], force: bool, suffixes: tuple[str, ...
     if p.exists() and not force:
         raise UsageError(f"{p}: already exists; pass --force to overwrite")
     return p
+
+
+def refuse_inputs(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    """UsageError when ``out`` is one of ``inputs`` (the same file by any name) or inside an input
+    folder (a dataset)."""
+    for i in inputs:
+        if i is not None and _same_or_inside(Path(out), Path(i)):
+            raise UsageError(f"{out}: is an input of this command ({i}); write the output elsewhere")
+
+
+def _same_or_inside(out: Path, inp: Path) -> bool:
+    try:
+        if out.exists() and inp.exists() and os.path.samefile(out, inp):
+            return True
+        return inp.is_dir() and out.resolve().is_relative_to(inp.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def table_file(path: str | Path, stem: str) -> Path | None:

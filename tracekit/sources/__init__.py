@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.conventions import SIDECAR_SUFFIX
+from tracekit.inputs import check_regular, open_input
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
 from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
@@ -42,7 +43,7 @@ def _sniff(p: Path) -> Format:
         raise TraceFormatError(f"{p}: a directory, not an ingested dataset")
     if not p.exists():
         raise TraceFormatError(f"{p}: no such file")
-    with open(p, "rb") as fh:
+    with open_input(p) as fh:  # a FIFO or device is refused here, before any reader opens it
         head = fh.read(HEAD_BYTES)
     if not head:
         raise EmptyTraceError(f"{p}: empty file")
@@ -54,7 +55,7 @@ def _sniff(p: Path) -> Format:
             f"{p}: not a Kineto JSON trace nor an SQLite export; for an Nsight Systems report run "
             "`nsys export --type sqlite` on it first"
         )
-    raise TraceFormatError(f"{p}: not JSON (starts with {head[:16]!r})")
+    raise TraceFormatError(f"{p}: not JSON (nor a format tracekit reads)")
 
 
 def is_gzip(path: str | os.PathLike[str]) -> bool:
@@ -69,6 +70,9 @@ def find_traces(path: str | os.PathLike[str]) -> list[Path]:
         raise TraceFormatError(f"{p}: no such file or directory")
     if p.is_file():
         return [p]
+    if not p.is_dir():  # a FIFO, device or socket: one line, never read (nor walked)
+        with reading(p):
+            check_regular(p)
     # Sidecars (``<stem>.tracekit.json``, tracekit/conventions.py) describe the trace beside them.
     # Graph-capture traces (``capture_traces/``) belong to the trace beside them: merged into it
     # on load, not traces of their own.

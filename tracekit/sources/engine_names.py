@@ -28,16 +28,21 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+# ASCII digits only (re.ASCII): a full-width digit is no rank.
 _TS: Final = r"\.(?P<ts>\d+)\.pt\.trace\.json(?:\.gz)?$"
 VLLM_RE: Final = re.compile(
     r"^(?:(?P<prefix>.*)_)?dp(?P<dp>\d+)_pp(?P<pp>\d+)_tp(?P<tp>\d+)(?:_dcp(?P<dcp>\d+))?_ep(?P<ep>\d+)"
-    r"_rank(?P<rank>\d+)" + _TS
+    r"_rank(?P<rank>\d+)" + _TS,
+    re.ASCII,
 )
-VLLM_RANK_ONLY_RE: Final = re.compile(r"^(?:(?P<prefix>.*)_)?rank(?P<rank>\d+)" + _TS)
+VLLM_RANK_ONLY_RE: Final = re.compile(r"^(?:(?P<prefix>.*)_)?rank(?P<rank>\d+)" + _TS, re.ASCII)
 SGLANG_RE: Final = re.compile(
     r"^(?P<run>.+?)-TP-(?P<tp>\d+)(?:-DP-(?P<dp>\d+))?(?:-PP-(?P<pp>\d+))?(?:-EP-(?P<ep>\d+))?"
-    r"(?:-(?P<stage>[A-Za-z]+))?\.trace\.json(?:\.gz)?$"
+    r"(?:-(?P<stage>[A-Za-z]+))?\.trace\.json(?:\.gz)?$",
+    re.ASCII,
 )
+# Ranks and world sizes read: 0 ≤ rank < world size < 2^31; any other is null, counted in a warning.
+MAX_WORLD: Final = (1 << 31) - 1
 # SGLang's stage words → tracekit's phase names
 STAGES: Final = {"prefill": "prefill", "extend": "prefill", "decode": "decode"}
 GROUPS: Final = ("dp", "pp", "tp", "dcp", "ep")
@@ -83,10 +88,40 @@ def parse_engine_name(name: str) -> EngineName | None:
     return None
 
 
+def _rank(v: Any, below: int = MAX_WORLD) -> int | None:
+    """``v`` when it is an integer in [0, ``below``), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < below else None
+
+
 def apply_engine_name(meta: dict[str, Any], name: str) -> None:
     """Add ``meta["layout"]`` from the file name and, when the trace carries no rank of its own
-    (no ``distributedInfo``), the global rank the name gives (vLLM's ``rank{r}``)."""
+    (no ``distributedInfo``), the global rank the name gives (vLLM's ``rank{r}``). Every rank and
+    world size (``distributedInfo``'s and the name's) is range-checked first:
+    0 ≤ rank < world size < 2^31; another value is null and counted in one warning (a rank beyond
+    int64 used to stop the ingest, one in an SGLang name every later analysis)."""
+    bad: list[str] = []
+    dist = meta.get("distributed") or {}
+    if dist:
+        world = dist.get("world_size")
+        if world is not None and (_rank(world) is None or world == 0):
+            bad.append(f"world_size {_short(world)}")
+            world = None
+        rank = dist.get("rank")
+        if rank is not None and _rank(rank, world or MAX_WORLD) is None:
+            bad.append(f"rank {_short(rank)}" + (f" of world size {world}" if world else ""))
+            rank = None
+        meta["distributed"] = {**dist, "rank": rank, "world_size": world}
     parsed = parse_engine_name(name)
+    if parsed is not None:
+        ranks = {g: r for g, r in parsed.ranks.items() if _rank(r) is not None}
+        bad += [f"file name {g} rank {_short(r)}" for g, r in parsed.ranks.items() if g not in ranks]
+        rank = _rank(parsed.rank, (meta.get("distributed") or {}).get("world_size") or MAX_WORLD)
+        if parsed.rank is not None and rank is None:
+            bad.append(f"file name rank {_short(parsed.rank)}")
+        parsed = EngineName(parsed.engine, ranks, rank, parsed.run, parsed.stage)
+    if bad:
+        note = f"{len(bad)} rank value(s) out of range dropped ({', '.join(bad[:4])}; 0 ≤ rank < world size < 2^31)"
+        meta["warnings"] = [*(meta.get("warnings") or []), note]
     if parsed is None:
         return
     meta["layout"] = parsed.layout()
@@ -98,6 +133,11 @@ def apply_engine_name(meta: dict[str, Any], name: str) -> None:
             "backend": dist.get("backend"),
         }
         meta["layout"]["rank_from"] = "file name"
+
+
+def _short(v: Any) -> str:
+    text = str(v) if isinstance(v, int) and abs(v) < 10**30 else "(too large)" if isinstance(v, int) else repr(v)
+    return text[:40]
 
 
 def engine_runs(names: list[str]) -> list[tuple[str, str, int, dict[str, int]]]:

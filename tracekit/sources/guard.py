@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tracekit.errors import TracekitError, TraceFormatError
+from tracekit.inputs import InputFileError
 
 _FALSE = {"", "0", "false", "no", "off"}
 
@@ -32,6 +33,8 @@ def describe(path: str | os.PathLike[str], exc: BaseException) -> TraceFormatErr
         return TraceFormatError(f"{p}: values nested too deeply to read")
     if isinstance(exc, MemoryError):
         return TraceFormatError(f"{p}: out of memory while reading this file")
+    if isinstance(exc, InputFileError):  # a FIFO, a device, over its cap: refused before reading
+        return TraceFormatError(f"{p}: {exc.strerror}")
     if isinstance(exc, OSError):
         why = exc.strerror or str(exc) or type(exc).__name__
         return TraceFormatError(f"{p}: cannot read the file ({why})")

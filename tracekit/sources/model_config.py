@@ -31,12 +31,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from tracekit.errors import UsageError
+from tracekit.inputs import read_json
 
 # Bits per stored weight, scales included: MXFP4 = 4-bit E2M1 values in blocks of 32 sharing one
 # 8-bit E8M0 scale (4 + 8/32 = 4.25); NVFP4 = blocks of 16 with an FP8 E4M3 scale (4 + 8/16 =
 # 4.5); FP8 = 1 byte (its per-tensor or 128×128-block fp32 scales add < 0.002 bit: not counted).
 _QUANT_BITS: Final = (("mxfp4", 4.25), ("nvfp4", 4.5), ("fp4", 4.5), ("fp8", 8.0), ("e4m3", 8.0), ("int8", 8.0))
 _DTYPE_BITS: Final = {"bfloat16": 16.0, "float16": 16.0, "half": 16.0, "float32": 32.0, "float": 32.0}
+# Every size of a config is an integer in [1, 2^31): the largest real ones (vocabularies, FFN
+# widths) are < 2^20, and products of a few of them stay exact in float64 and int64.
+MAX_SIZE: Final = (1 << 31) - 1
 _INTS: Final = (
     "hidden_size",
     "num_hidden_layers",
@@ -77,7 +81,7 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
     None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the
     field) when the file cannot be read, is not a JSON object, has no positive ``hidden_size``,
-    holds a size that is not a positive integer, or routes each token to more experts than exist."""
+    holds a size that is not an integer in [1, 2^31), or routes each token to more experts than exist."""
     p = Path(path)
     cfg = _config_object(p)
 
@@ -87,8 +91,8 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"source": str(p), **{k: first(*names) for k, names in _FIELDS.items()}}
     for k in _INTS:
         v = out[k]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-            raise UsageError(f"{p}: model config field {k} must be a positive integer, not {json.dumps(v)}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_SIZE):
+            raise UsageError(f"{p}: model config field {k} must be an integer from 1 to {MAX_SIZE}, not {_show(v)}")
     if out["hidden_size"] is None:
         raise UsageError(f"{p}: model config has no hidden_size (is it a Hugging Face config.json?)")
     _derive_sizes(out, cfg)
@@ -125,12 +129,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 def _config_object(p: Path) -> dict[str, Any]:
     """The config's JSON object (a multimodal config's ``text_config`` with the top level's
     quantization); UsageError naming the file when it cannot be read or is no JSON object."""
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{p}: model config cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{p}: model config is not JSON ({str(exc).splitlines()[0]})") from None
+    raw = read_json(p, "model config", UsageError)
     if not isinstance(raw, dict):
         raise UsageError(f"{p}: model config is not a JSON object (a Hugging Face config.json)")
     if "hidden_size" not in raw and isinstance(raw.get("text_config"), dict):
@@ -145,7 +144,7 @@ def _derive_sizes(out: dict[str, Any], cfg: dict[str, Any]) -> None:
     if moe and out["moe_intermediate_size"] is None:
         out["moe_intermediate_size"] = out["intermediate_size"]
     shared = cfg.get("n_shared_experts")
-    if out["shared_intermediate_size"] is None and isinstance(shared, int) and shared > 0:
+    if out["shared_intermediate_size"] is None and isinstance(shared, int) and 0 < shared <= 4096:
         if out["moe_intermediate_size"] is not None:
             out["shared_intermediate_size"] = shared * out["moe_intermediate_size"]
     if out["num_attention_heads"] is not None:
@@ -158,6 +157,18 @@ def _derive_sizes(out: dict[str, Any], cfg: dict[str, Any]) -> None:
                     f"hidden_size {out['hidden_size']} and there is no head_dim (it would be 0)"
                 )
             out["head_dim"] = out["hidden_size"] // out["num_attention_heads"]
+    for k in ("num_key_value_heads", "shared_intermediate_size"):
+        if out[k] is not None and out[k] > MAX_SIZE:
+            raise UsageError(f"{out['source']}: model config {k} {out[k]} is beyond {MAX_SIZE}")
+
+
+def _show(v: Any) -> str:
+    """A config value in an error line: its JSON, cut to 40 characters (never a whole object)."""
+    try:
+        text = json.dumps(v)
+    except (ValueError, RecursionError):
+        text = type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _weight_format(q: Any, dtype: str | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ recomputed instead (tracekit/analysis/store/derived.py).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,14 @@ META_TYPES: dict[str, type | tuple[type, ...]] = {
     "warnings": list,
     "distributed": dict,
     "extra": dict,
+    "model": dict,
+    "layout": dict,
 }
+# meta fields whose integers readers use as sizes and ranks: each within [0, 2^31) (a dataset
+# written before they were checked on the way in may hold 10^309 or 2^70; every analysis of it
+# then crashed)
+BOUNDED = ("model", "distributed", "layout")
+_MAX_INT = (1 << 31) - 1
 
 
 def _where(root: Path, table: str, tid: str) -> str:
@@ -90,7 +98,7 @@ def check_meta(root: Path, tid: str, rows: list[dict[str, Any]]) -> dict[str, An
         raise DatasetError(f"{where} has no meta_json text; re-ingest the trace")
     try:
         meta = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise DatasetError(f"{where} is not JSON; re-ingest the trace") from None
     if not isinstance(meta, dict):
         raise DatasetError(f"{where} is not a JSON object; re-ingest the trace")
@@ -114,4 +122,21 @@ def check_meta(root: Path, tid: str, rows: list[dict[str, Any]]) -> dict[str, An
             raise DatasetError(f"{where}: {key!r} holds an item that is not an object")
     if any(not isinstance(w, str) for w in meta.get("warnings") or []):
         raise DatasetError(f"{where}: 'warnings' holds an item that is not text")
+    for key in BOUNDED:
+        bad = [k for k, v in (meta.get(key) or {}).items() if not _bounded(v)]
+        if bad:
+            raise DatasetError(
+                f"{where}: {key}.{bad[0]} is out of range (not an integer in [0, 2^31)); re-ingest the trace"
+            )
     return meta
+
+
+def _bounded(v: Any) -> bool:
+    """A meta value a reader can use: an integer in [0, 2^31), a finite float, or anything else."""
+    if isinstance(v, bool):
+        return True
+    if isinstance(v, int):
+        return 0 <= v <= _MAX_INT
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return True

@@ -19,19 +19,26 @@ takes it again); other threads and processes wait. Without ``fcntl`` (Windows) n
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
 from tracekit.errors import DatasetError
+from tracekit.inputs import open_input
 
 LOCK_PREFIX = ".lock-"
 WAIT_S = 3600.0  # how long a second writer of a trace waits before it is refused
 _POLL_S = 0.02
+NOTICE_AFTER_S = 1.0  # a writer waiting this long says so once (through on_wait)
+# Set by the CLI: called with one line when a writer has waited NOTICE_AFTER_S for the lock (it used
+# to print nothing for up to an hour). The library prints nothing itself.
+on_wait: Callable[[str], None] | None = None
 
 try:
     import fcntl
@@ -67,6 +74,26 @@ def _flock(fh: IO[bytes]) -> bool:
     return True
 
 
+def _open_lock(out: Path, path: Path) -> IO[bytes]:
+    """The lock file, created if missing, never through a symlink (``O_NOFOLLOW``: a planted
+    ``.lock-<id>`` link would make the writer create its target) and only as a regular file
+    (``O_NONBLOCK`` + ``fstat``: a FIFO there is refused, not waited on). DatasetError otherwise."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        why = {
+            errno.ELOOP: "it is a symbolic link; remove it",
+            errno.ENXIO: "it is a FIFO, not a regular file; remove it",  # O_NONBLOCK write open, no reader
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise DatasetError(f"{out}: cannot open the writer lock {path.name} ({why})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DatasetError(f"{out}: the writer lock {path.name} is not a regular file; remove it")
+    return os.fdopen(fd, "ab")
+
+
 def acquire(out: Path, tid: str, wait_s: float | None = None) -> None:
     """Take the writer lock of trace ``tid`` in the dataset ``out`` (the folder exists), waiting
     up to ``wait_s`` seconds (default :data:`WAIT_S`); DatasetError (one line) when another
@@ -82,9 +109,14 @@ def acquire(out: Path, tid: str, wait_s: float | None = None) -> None:
             _mine[k] = (None, 1)
         return
     path = lock_path(out, tid)
-    fh = open(path, "ab")  # noqa: SIM115 - held until release()
-    deadline = time.monotonic() + (_wait_s() if wait_s is None else wait_s)
+    fh = _open_lock(out, path)  # held until release()
+    start = time.monotonic()
+    deadline = start + (_wait_s() if wait_s is None else wait_s)
+    told = False
     while not _flock(fh):
+        if not told and on_wait is not None and time.monotonic() - start >= NOTICE_AFTER_S:
+            told = True
+            on_wait(f"{out}: trace {tid} is being written by another process; waiting (up to {deadline - start:.0f} s)")
         if time.monotonic() >= deadline:
             fh.close()
             raise DatasetError(
@@ -137,7 +169,7 @@ def writer_alive(out: Path, tid: str) -> bool | None:
     if fcntl is None or not path.is_file():
         return None
     try:
-        with open(path, "rb") as fh:
+        with open_input(path, follow=False) as fh:
             return not _flock(fh)  # released when closed
     except OSError:
         return None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from tracekit.errors import DatasetError, TracekitError
+from tracekit.inputs import open_input
 from tracekit.tables import locks
 
 STAGING_PREFIX = ".staging-"
@@ -104,7 +105,7 @@ def sweep_stale(out: Path, tids: Collection[str] | None = None) -> list[Path]:
             lock = d / LOCK_FILE
             if fcntl is not None and lock.is_file():
                 try:
-                    with open(lock, "rb") as fh:
+                    with open_input(lock, follow=False) as fh:
                         stale = _try_lock(fh)  # released when closed
                 except OSError:
                     stale = False

@@ -28,6 +28,7 @@ import polars as pl
 from tracekit.tables import check, schema
 from tracekit.tables.dictstr import dictionary_columns, write_dictionaries
 from tracekit.errors import DatasetError
+from tracekit.inputs import check_regular, why
 from tracekit.tables.staging import discard_staging, open_staging, writing
 
 from tracekit.tables.layout import DATA_FILE, META_TABLE, choose_trace, dataset_trace_ids, is_dataset
@@ -275,8 +276,7 @@ def read_dataset(
     files: dict[str, Path] = {}
     for name in schema.TABLES:
         f = files[name] = root / name / f"trace_id={trace_id}" / DATA_FILE
-        if not f.is_file():
-            raise DatasetError(f"{root}: table {name!r} is missing for trace {trace_id!r}")
+        _check_partition(root, f, name, trace_id)
         chosen = None if columns is None else columns.get(name)
         if chosen is not None and sparse and name in sparse:
             chosen = set(chosen) - null_columns(f, [c for c in sparse[name] if c in chosen])
@@ -320,11 +320,24 @@ def read_dataset(
 
 def _meta_scan(root: Path, trace_id: str) -> pl.LazyFrame:
     """The trace's ``meta`` file: ``meta_json`` and ``schema_version`` (where stored)."""
-    lf = pl.scan_parquet(root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE)
+    f = root / META_TABLE / f"trace_id={trace_id}" / DATA_FILE
+    _check_partition(root, f, META_TABLE, trace_id)
+    lf = pl.scan_parquet(f)
     have = lf.collect_schema()
     if "meta_json" not in have:
         raise DatasetError(f"{root}: the meta of trace {trace_id!r} has no meta_json column; re-ingest the trace")
     return lf.select([c for c in ("meta_json", "schema_version") if c in have])
+
+
+def _check_partition(root: Path, f: Path, table: str, trace_id: str) -> None:
+    """A partition file is read only when it is a regular file (a FIFO there would block the
+    Parquet reader forever, a device link read without end): DatasetError otherwise."""
+    try:
+        check_regular(f)
+    except FileNotFoundError:
+        raise DatasetError(f"{root}: table {table!r} is missing for trace {trace_id!r}") from None
+    except OSError as exc:
+        raise DatasetError(f"{root}: table {table!r} of trace {trace_id!r}: {f.name} {why(exc)}") from None
 
 
 def _read_columns(table: str, columns: Mapping[str, Collection[str]] | None) -> list[str]:

@@ -28,6 +28,13 @@ from tracekit.whatif.sim import SimRequest, metrics, simulate
 from tracekit.whatif import percentile, summarise
 
 
+# Arrival rates and gaps a schedule may have: a rate of 1e-320 req/s made every gap infinite and
+# the simulated times NaN (written to the JSON with exit 0).
+MIN_RATE = 1e-6
+MAX_RATE = 1e9
+MAX_GAP_MS = 1e12
+
+
 @dataclass(frozen=True)
 class Arrival:
     """An arrival schedule: ``kind`` poisson (``value`` req/s), interval (``value`` ms) or burst."""
@@ -47,10 +54,11 @@ class Arrival:
                 v = float(rest)
             except ValueError:
                 v = math.nan
-            if math.isfinite(v) and (v > 0 if kind == "poisson" else v >= 0):
+            lo, hi = (MIN_RATE, MAX_RATE) if kind == "poisson" else (0.0, MAX_GAP_MS)
+            if lo <= v <= hi:  # NaN is not
                 return cls(kind, v)
-            need = "a rate > 0 req/s" if kind == "poisson" else "a gap ≥ 0 ms"
-            raise UsageError(f"--arrival {text!r}: {kind} needs {need}, finite")
+            need = f"a rate from {lo:g} to {hi:g} req/s" if kind == "poisson" else f"a gap from 0 to {hi:g} ms"
+            raise UsageError(f"--arrival {text!r}: {kind} needs {need}")
         raise UsageError(f"--arrival {text!r}: give poisson:<req/s>, interval:<ms> or burst")
 
     def __str__(self) -> str:

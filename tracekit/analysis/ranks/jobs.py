@@ -23,8 +23,13 @@ single group (SGLang ``…-TP-3``: rank 3). The per-stage files of one SGLang ru
 and ``…-TP-{t}-DECODE`` — are different jobs (a prefill stage is not a rank of the decode stage)
 and are **paired**: each job's row names the jobs of the same run at the other stages.
 
-Within a group of equal keys, ranks of one job are distinct: when a recorded rank repeats, the
-n-th trace (by id) of each rank goes to the n-th job (two runs of the same job ingested together).
+A trace whose world size is recorded but whose rank is not (one out of range, dropped on reading:
+rank 3 of world size 2) is a job of its own. Within a group of equal keys, ranks of one job are
+distinct: when a recorded rank repeats (two
+runs of the same job ingested together), the n-th trace of each rank goes to the n-th job, the
+traces of a rank taken in the order of their folder, then their start (the earliest region), then
+their id. The trace id alone (a content hash) used to decide: each job held ranks of both runs,
+and a straggler of 1.2–1.5× was made up.
 Pure functions on small frames; the pieces come from tracekit/analysis/ranks/per_trace.py.
 """
 
@@ -51,6 +56,8 @@ KEY_SCHEMA = {
     "family": pl.String(),
     "run": pl.String(),
     "stage": pl.String(),
+    "folder": pl.String(),  # which of a repeated rank's traces goes to which job (not in the key)
+    "start_ns": pl.Int64(),
 }
 EXTENSIONS = (".gz", ".zst", ".json", ".sqlite", ".trace", ".pt", ".nsys-rep", ".pftrace")
 MAX_STEP_KINDS = 12  # a step structure names at most this many step kinds (sorted; the rest are dropped)
@@ -104,6 +111,8 @@ def job_keys(pieces: list[RankPieces]) -> pl.DataFrame:
                 "family": family(p.source, rank),
                 "run": m.get("run"),
                 "stage": m.get("stage"),
+                "folder": str(PurePath(p.source).parent),
+                "start_ns": m.get("start_ns"),
             }
         )
     return pl.DataFrame(rows, schema=KEY_SCHEMA)
@@ -112,19 +121,23 @@ def job_keys(pieces: list[RankPieces]) -> pl.DataFrame:
 def group_jobs(keys: pl.DataFrame) -> pl.DataFrame:
     """``keys`` with ``job`` (1, 2, … in order of each job's first trace id) and ``traces`` (the
     job's trace count): equal key columns, then distinct recorded ranks (the n-th trace of a
-    repeated rank goes to the n-th job of that key)."""
-    k = keys.sort("trace_id").with_columns(
+    repeated rank, by folder, start and id, goes to the n-th job of that key)."""
+    order = [c for c in ("folder", "start_ns") if c in keys.columns]
+    k = keys.sort([*order, "trace_id"], nulls_last=True).with_columns(
         pl.int_range(pl.len()).over([*KEY_COLUMNS, "rank"]).alias("_nth"),
     )
+    # a trace whose world size is known but whose rank is not (dropped as out of range: rank 3 of
+    # world size 2) is no rank of a job: alone
+    alone = pl.when(pl.col("rank").is_null() & pl.col("world_size").is_not_null()).then(pl.col("trace_id"))
     k = k.with_columns(
-        pl.struct(*KEY_COLUMNS, "_nth").rank("dense").alias("_g"),
+        pl.struct(*KEY_COLUMNS, "_nth", alone.alias("_alone")).rank("dense").alias("_g"),
     )
     first = k.group_by("_g").agg(pl.col("trace_id").min().alias("_first")).sort("_first")
     ids = first.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).alias("job")).select("_g", "job")
     return (
         k.join(ids, on="_g")
         .with_columns(pl.len().over("job").cast(pl.Int64()).alias("traces"))
-        .drop("_g", "_nth")
+        .drop("_g", "_nth", *order)
         .sort("job", "trace_id")
     )
 
@@ -145,6 +158,8 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
         why = (
             "same " + ", ".join(_key_words(key))
             if n > 1
+            else f"alone: world size {key['world_size']} but no rank in it (out of range, see the warnings)"
+            if first["rank"] is None and key["world_size"] is not None
             else "alone: no other trace shares its " + ", ".join(KEY_COLUMNS)
         )
         paired = (

@@ -136,6 +136,8 @@ def meta_key(meta: dict[str, Any], regions: pl.DataFrame) -> dict[str, Any]:
         "run": layout.get("run"),
         "stage": layout.get("stage"),
         "group_ranks": {k[:-5]: v for k, v in layout.items() if k.endswith("_rank") and isinstance(v, int)},
+        # when the trace started (its earliest region): orders two runs' traces of one rank (ranks/jobs.py)
+        "start_ns": regions["start_ns"].min() if regions.height and "start_ns" in regions.columns else None,
     }
 
 

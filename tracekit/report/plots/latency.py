@@ -9,7 +9,6 @@ is the plot that shows it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -18,6 +17,7 @@ import polars as pl
 from tracekit.conventions import CPU_DIAGNOSTIC
 from tracekit.numbers import count, plain
 from tracekit.errors import UsageError
+from tracekit.inputs import read_json
 from tracekit.report.output import table_file
 from tracekit.report.plots.canvas import MissingPlotData, figure, note, stamp, xlabel
 
@@ -50,8 +50,8 @@ def sweep_diagnostic(path: str | Path) -> str | None:
     p = Path(path)
     meta = (p if p.is_dir() else p.parent) / "serve_sweep.json"
     try:
-        device = str(json.loads(meta.read_text()).get("config", {}).get("device", "cpu"))
-    except (OSError, ValueError, AttributeError):
+        device = str(read_json(meta, "sweep metadata", UsageError).get("config", {}).get("device", "cpu"))
+    except (UsageError, AttributeError):
         device = "cpu"
     return None if device.startswith("cuda") else CPU_DIAGNOSTIC
 

@@ -353,6 +353,6 @@ def _int(v: Any) -> int | None:
         return None
     if isinstance(v, int):
         return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+    if isinstance(v, str) and v.strip().lstrip("-").isascii() and v.strip().lstrip("-").isdigit():
         return int(v)
     return None

@@ -8,7 +8,6 @@ Used by the graph-capture merge (:mod:`tracekit.sources.kineto.capture.merge`, w
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 from pathlib import Path
@@ -17,8 +16,12 @@ from typing import Any, Final
 import msgspec
 import polars as pl
 
+from tracekit.errors import TracekitError, TraceFormatError
+from tracekit.inputs import DETAILS_MAX_BYTES, read_json
+
 CAPTURE_DIR: Final = "capture_traces"
 DETAILS_FILE: Final = "execution_details.json"
+MAX_KEY: Final = (1 << 31) - 1  # the largest graph key (batch size, token count) read
 
 
 class _Args(msgspec.Struct):
@@ -59,7 +62,9 @@ def kernel_names(path: Path) -> pl.DataFrame:
 
 def discover(trace_path: str | os.PathLike[str]) -> list[Path]:
     """Capture traces beside a trace file: ``<dir>/capture_traces/`` (the files its
-    ``execution_details.json`` lists, else every ``*.json``/``*.json.gz`` there)."""
+    ``execution_details.json`` lists, else every ``*.json``/``*.json.gz`` there). Only files of
+    the folder itself: an entry naming another folder (``../../x``, an absolute path, a link out)
+    is left out (:func:`problems` says so)."""
     d = Path(trace_path).parent / CAPTURE_DIR
     if not d.is_dir():
         return []
@@ -68,27 +73,67 @@ def discover(trace_path: str | os.PathLike[str]) -> list[Path]:
     if found:
         return found
     return sorted(
-        p for p in d.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")) and p.name != DETAILS_FILE
+        p
+        for p in d.iterdir()
+        if p.is_file() and p.name.endswith((".json", ".json.gz")) and p.name != DETAILS_FILE and _inside(d, p.name)
     )
 
 
-def details(d: Path) -> list[dict[str, Any]]:
-    """The entries of ``<d>/execution_details.json`` (empty when missing or unreadable)."""
+def _inside(d: Path, name: str) -> bool:
+    """``name`` is a file of the folder ``d`` itself: a plain name (no separator, not ``..``) that
+    does not resolve (through a link) to somewhere else."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        return False
     try:
-        data = json.loads((d / DETAILS_FILE).read_text())
-    except (OSError, ValueError):
-        return []
-    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+        return (d / name).resolve().parent == d.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def _read_details(d: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The entries of ``<d>/execution_details.json`` confined to ``d``, and what was left out."""
+    f = d / DETAILS_FILE
+    if not os.path.lexists(f):
+        return [], []
+    try:
+        data = read_json(f, DETAILS_FILE, TraceFormatError, DETAILS_MAX_BYTES)
+    except TracekitError as exc:
+        return [], [f"capture: {exc}; left out (capture files found by name instead)"]
+    if not isinstance(data, list):
+        return [], [f"capture: {f} is not a JSON array; left out (capture files found by name instead)"]
+    entries = [e for e in data if isinstance(e, dict)]
+    outside = [e["file"] for e in entries if isinstance(e.get("file"), str) and not _inside(d, e["file"])]
+    if not outside:
+        return entries, []
+    kept = [e for e in entries if not (isinstance(e.get("file"), str) and not _inside(d, e["file"]))]
+    first = outside[0] if len(outside[0]) <= 80 else outside[0][:77] + "..."
+    n = len(outside)
+    return kept, [
+        f"capture: {n} {f} entr{'y' if n == 1 else 'ies'} naming a file outside {d} left out (e.g. {first!r})"
+    ]
+
+
+def details(d: Path) -> list[dict[str, Any]]:
+    """The entries of ``<d>/execution_details.json`` (empty when missing or unreadable), those
+    naming a file outside ``d`` left out."""
+    return _read_details(d)[0]
+
+
+def problems(d: Path) -> list[str]:
+    """Warnings about ``<d>/execution_details.json``: unreadable, or entries naming files outside."""
+    return _read_details(d)[1]
 
 
 def batch_of_file(path: Path, listed_only: bool = False) -> int | None:
     """Graph key of a capture file: its ``execution_details.json`` ``batch_size`` (vLLM: the
     padded token count the graph was captured for; SGLang: the batch size), else (unless
-    ``listed_only``) a ``bs_<n>`` file name (SGLang's ``bs_{n}_rank{r}.json.gz``)."""
+    ``listed_only``) a ``bs_<n>`` file name (SGLang's ``bs_{n}_rank{r}.json.gz``). Only a key in
+    [0, 2^31) counts (ASCII digits in a name); any other is as if absent."""
     for e in details(path.parent):
-        if e.get("file") == path.name and isinstance(e.get("batch_size"), int):
-            return int(e["batch_size"])
-    m = re.search(r"(?:^|[_-])bs[_-]?(\d+)", path.name)
+        bs = e.get("batch_size")
+        if e.get("file") == path.name and isinstance(bs, int) and not isinstance(bs, bool) and 0 <= bs <= MAX_KEY:
+            return int(bs)
+    m = re.search(r"(?:^|[_-])bs[_-]?([0-9]{1,9})(?![0-9])", path.name, re.ASCII)
     return int(m.group(1)) if m and not listed_only else None
 
 
@@ -96,5 +141,5 @@ def mode_of_file(path: Path) -> str | None:
     """``mode`` of a capture file's ``execution_details.json`` entry (``FULL`` or ``PIECEWISE``)."""
     for e in details(path.parent):
         if e.get("file") == path.name and isinstance(e.get("mode"), str):
-            return str(e["mode"])
+            return str(e["mode"])[:64]
     return None

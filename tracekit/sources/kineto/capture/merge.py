@@ -52,7 +52,9 @@ import polars as pl
 
 from tracekit.conventions import GRAPH_NODE_SUFFIX
 from tracekit.numbers import count, duration
-from tracekit.sources.kineto.capture.files import kernel_names
+from tracekit.errors import TracekitError
+from tracekit.sources.guard import reading
+from tracekit.sources.kineto.capture.files import CAPTURE_DIR, kernel_names, problems
 from tracekit.sources.kineto.capture.match import (
     BY_ORDER,
     BY_SEQUENCE,
@@ -74,13 +76,20 @@ def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> 
     Raises nothing for a capture that does not fit (it maps nothing and says so); a capture file
     that cannot be read raises the loader's one-line error."""
 
-    files = [Path(c) for c in captures]
     gl: list[pl.DataFrame] = []
     nl: list[pl.DataFrame] = []
     ol: list[pl.DataFrame] = []
-    for p in files:
-        cap = load(p, discover_captures=False)
-        g, n, o = captured_graphs(cap, kernel_names(p), sum(x.height for x in gl), p)
+    files: list[Path] = []
+    left_out: list[str] = []
+    for p in map(Path, captures):
+        try:  # a bad capture file is left out (counted, named), never the whole trace refused
+            with reading(p):
+                cap = load(p, discover_captures=False)
+                g, n, o = captured_graphs(cap, kernel_names(p), sum(x.height for x in gl), p)
+        except TracekitError as exc:
+            left_out.append(str(exc))
+            continue
+        files.append(p)
         gl.append(g)
         nl.append(n)
         ol.append(o)
@@ -88,6 +97,11 @@ def merge_captures(trace: Trace, captures: Sequence[str | os.PathLike[str]]) -> 
     launches, rnodes = replays(trace)
     meta = dict(trace.meta)
     warnings = list(meta.get("warnings") or [])
+    for d in sorted({p.parent for p in map(Path, captures) if p.parent.name == CAPTURE_DIR}):
+        warnings += problems(d)
+    if left_out:
+        more = f"; and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+        warnings.append(f"capture: {len(left_out)} capture file(s) left out: {'; '.join(left_out[:3])}{more}")
     if launches.height == 0 or graphs.height == 0:
         meta["capture"] = {"files": [str(p) for p in files], "graphs": graphs.height, "launches": []}
         if files and graphs.height == 0:

@@ -74,8 +74,8 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.LazyFrame:
         bad_ts.sum().alias("ts"), bad_dur.sum().alias("dur"), neg.sum().alias("neg"), far.sum().alias("far")
     ).row(0)
     reasons = (
-        "missing or non-numeric ts",
-        "missing or non-numeric dur",
+        "ts missing, non-numeric or beyond ±2^63 ns",
+        "dur missing, non-numeric or beyond ±2^63 ns",
         "negative duration",
         "ts or dur beyond ±2^62 ns",
     )
