@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from tracekit.tables.layout import is_dataset
 from tracekit.errors import UsageError
 
 
@@ -39,7 +40,8 @@ def check_out(
 
 def refuse_inputs(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str] | None]) -> None:
     """UsageError when ``out`` is one of ``inputs`` (the same file by any name) or inside an input
-    folder (a dataset)."""
+    dataset (a folder of tables a write would corrupt); a file beside the tables of a sweep folder is
+    fine (``plot latency-throughput DIR --out DIR/plot.png``, as the sample traces are made)."""
     for i in inputs:
         if i is not None and _same_or_inside(Path(out), Path(i)):
             raise UsageError(f"{out}: is an input of this command ({i}); write the output elsewhere")
@@ -49,7 +51,7 @@ def _same_or_inside(out: Path, inp: Path) -> bool:
     try:
         if out.exists() and inp.exists() and os.path.samefile(out, inp):
             return True
-        return inp.is_dir() and out.resolve().is_relative_to(inp.resolve())
+        return is_dataset(inp) and out.resolve().is_relative_to(inp.resolve())
     except (OSError, RuntimeError, ValueError):
         return False
 
