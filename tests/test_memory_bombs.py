@@ -159,3 +159,27 @@ def test_padded_capture_trace_is_streamed(tmp_path: Path) -> None:
     assert out[0] == str([(i + 1, f"k{i}") for i in range(4)])
     peak = int(out[1].split()[1])
     assert peak < 200 * 1024, f"peak {peak} KB"
+
+
+@pytest.mark.parametrize("cmd", ["summary", "ingest"])
+def test_one_long_registered_nvtx_name(tmp_path: Path, cmd: str) -> None:
+    """990 NVTX ranges whose registered name (``textId``) is one 2 MiB string: the loader picks
+    each range's name without copying it (``coalesce`` did: 2 GB in ``ingest``) and ``summary``
+    counts the annotations by the name's rank (a group-by on the text copied it: 4.1 GB). Not yet
+    bounded: ``analyze`` (the labels work on each region's name text)."""
+    import sqlite3
+
+    big = "N" * (2 << 20)
+    export = write_export(tmp_path / "nvtx.sqlite", [(1000 + 100 * i, 1050 + 100 * i, "k", i + 1) for i in range(495)])
+    with sqlite3.connect(export) as conn:
+        conn.execute("INSERT INTO StringIds VALUES (999, ?)", (big,))
+        conn.executemany(
+            'INSERT INTO NVTX_EVENTS (start, "end", eventType, textId, globalTid, domainId) '
+            "VALUES (?, ?, 59, 999, ?, 0)",
+            [(1000 + 100 * i, 1090 + 100 * i, (1 << 24) | 100) for i in range(990)],
+        )
+    if cmd == "summary":
+        peak, _ = _peak_kb("summary", str(export))
+    else:
+        peak, _ = _peak_kb("ingest", str(export), "--out", str(tmp_path / "ds"))
+    assert peak < 300 * 1024, f"peak {peak} KB"
