@@ -144,3 +144,23 @@ def test_cli_gate_on_a_single_inferred_step(shared_traces: Path) -> None:
     # the MI300X step is faster than the H100's here: B faster never fails the gate
     step = next(c for c in g["checks"] if c["metric"] == "step time")
     assert step["change"] < 0
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["kineto/hta/trace_diff/control/control.json.gz", "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"],
+)
+def test_region_kinds_from_the_result_equal_those_of_the_document(shared_traces: Path, rel: str) -> None:
+    """``tracekit diff`` reads each side's region kinds from the result's columns, never making the
+    region rows a document (issue 36: two 100,000-step traces took 2.4 GB): the same kinds as from
+    the document's rows, and the rest of the document the same."""
+    import tracekit
+    from tracekit.analysis import analyze
+
+    result = analyze(tracekit.load(str(shared_traces / rel)))
+    doc = result.to_json()
+    from_doc = diff.region_kinds(model.from_json(doc).frame("regions"))
+    from_columns = diff.region_kinds(result.region_columns(diff.KIND_COLUMNS))
+    assert from_doc.height > 0
+    assert from_doc.equals(from_columns)
+    assert result.to_json_without_regions() == {**doc, "regions": []}

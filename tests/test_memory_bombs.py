@@ -9,6 +9,12 @@
   of the dataset at 2.1 GB, the Parquet writer copying the name per row. Such columns are now
   written as dictionaries (tracekit/tables/dictstr.py).
 
+- ~990 Nsight runtime calls (not launches) sharing one 2 MB name (issue 36): the loader cut the
+  version tag (``_v7000``) off each row's name, a copy per row (1.1 GB in ``analyze FILE``,
+  ``summary``, ``ingest``); NVTX ranges took their registered name through ``coalesce``, also a
+  copy per row. Names now stay shared with ``StringIds`` (tables/dictstr.py ``coalesce_shared``),
+  asserted under 300 MB.
+
 Each command runs in a fresh interpreter (``main()`` with an argv list) that prints its own peak
 RSS; the limit asserted is 500 MB (the issue's target: under 1 GB; measured: 120–240 MB).
 """
@@ -104,3 +110,76 @@ def test_one_long_name_on_many_rows(tmp_path: Path, cmd: str) -> None:
             doc = json.loads((tmp_path / "a.json").read_text())
             assert doc["totals"]["top_kernels"][0]["name"] == big and doc["totals"]["top_kernels"][0]["count"] == 495
     assert peak < LIMIT_KB, f"peak {peak} KB"
+
+
+@pytest.mark.parametrize("cmd", ["analyze FILE", "summary", "ingest", "analyze DATASET"])
+def test_one_long_name_on_many_runtime_calls(tmp_path: Path, cmd: str) -> None:
+    """495 kernels named ``k`` and 495 other runtime calls (not launches) all named by one 2 MiB
+    string: every command stays under 300 MB (a copy of the name per row: 1 GB)."""
+    big = "C" * (2 << 20)
+    kernels = [(1000 + 100 * i, 1050 + 100 * i, "k", i + 1) for i in range(495)]
+    calls = [(1060 + 100 * i, 1080 + 100 * i, big) for i in range(495)]
+    export = write_export(tmp_path / "calls.sqlite", kernels, [(500, 60000, "tk:decode step=1")], calls=calls)
+    ds = tmp_path / "ds"
+    if cmd in ("analyze FILE", "summary"):
+        peak, _ = _peak_kb(cmd.split()[0], str(export))
+    else:
+        peak, _ = _peak_kb("ingest", str(export), "--out", str(ds))
+        if cmd == "analyze DATASET":
+            peak, _ = _peak_kb("analyze", str(ds), "--format", "json", "--out", str(tmp_path / "a.json"))
+    assert peak < 300 * 1024, f"peak {peak} KB"
+
+
+KERNEL_NAMES = """
+import sys
+from pathlib import Path
+from tracekit.sources.kineto.capture.files import kernel_names
+print(kernel_names(Path(sys.argv[1])).rows())
+hwm = next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+print("PEAK_KB", int(hwm.split()[1]))
+"""
+
+
+def test_padded_capture_trace_is_streamed(tmp_path: Path) -> None:
+    """A capture trace's kernel names are read window by window: 400 MB of blanks between its
+    events (a 0.4 MB gzip) no longer inflated and decoded whole (issue 36: 1.5 GB of padding
+    took 3 GB beside a trace; the same file as the trace streamed)."""
+    pad = b" " * (100 << 20)
+    path = tmp_path / "cap.json.gz"
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(b'{"traceEvents": [')
+        for i in range(4):
+            ev = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": i, "dur": 1,
+                  "args": {"correlation": i + 1, "kernel": f"k{i}"}}  # fmt: skip
+            fh.write((b"," if i else b"") + json.dumps(ev).encode() + pad)
+        fh.write(b"]}")
+    p = subprocess.run([sys.executable, "-c", KERNEL_NAMES, str(path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == str([(i + 1, f"k{i}") for i in range(4)])
+    peak = int(out[1].split()[1])
+    assert peak < 200 * 1024, f"peak {peak} KB"
+
+
+@pytest.mark.parametrize("cmd", ["summary", "ingest"])
+def test_one_long_registered_nvtx_name(tmp_path: Path, cmd: str) -> None:
+    """990 NVTX ranges whose registered name (``textId``) is one 2 MiB string: the loader picks
+    each range's name without copying it (``coalesce`` did: 2 GB in ``ingest``) and ``summary``
+    counts the annotations by the name's rank (a group-by on the text copied it: 4.1 GB). Not yet
+    bounded: ``analyze`` (the labels work on each region's name text)."""
+    import sqlite3
+
+    big = "N" * (2 << 20)
+    export = write_export(tmp_path / "nvtx.sqlite", [(1000 + 100 * i, 1050 + 100 * i, "k", i + 1) for i in range(495)])
+    with sqlite3.connect(export) as conn:
+        conn.execute("INSERT INTO StringIds VALUES (999, ?)", (big,))
+        conn.executemany(
+            'INSERT INTO NVTX_EVENTS (start, "end", eventType, textId, globalTid, domainId) '
+            "VALUES (?, ?, 59, 999, ?, 0)",
+            [(1000 + 100 * i, 1090 + 100 * i, (1 << 24) | 100) for i in range(990)],
+        )
+    if cmd == "summary":
+        peak, _ = _peak_kb("summary", str(export))
+    else:
+        peak, _ = _peak_kb("ingest", str(export), "--out", str(tmp_path / "ds"))
+    assert peak < 300 * 1024, f"peak {peak} KB"

@@ -251,6 +251,22 @@ class AnalysisResult:
         doc: AnalysisDoc = clean(self._document())
         return doc
 
+    def to_json_without_regions(self) -> AnalysisDoc:
+        """:meth:`to_json` with ``regions`` empty: for a reader of everything else (the diff, which
+        reads the regions' columns through :meth:`region_columns`), without a Python object per
+        value of every region row."""
+        doc: AnalysisDoc = clean(self._document(""))
+        doc["regions"] = []
+        return doc
+
+    def region_columns(self, columns: tuple[str, ...]) -> pl.DataFrame:
+        """Of ``columns``, those the document's region rows hold, with the values they hold there
+        (non-finite floats null, as :meth:`to_json` writes them)."""
+        reg = self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns and c in columns])
+        return reg.with_columns(
+            pl.when(pl.col(c).is_finite()).then(pl.col(c)).alias(c) for c, t in reg.schema.items() if t.is_float()
+        )
+
     def to_json_bytes(self) -> bytes:
         """:meth:`to_json` encoded as compact UTF-8 JSON, in one msgspec pass: the same bytes as
         encoding the cleaned document (msgspec writes NaN / inf as null, as the cleaning does),

@@ -39,6 +39,8 @@ METRICS = (
     "coverage",
 )
 LAT_PREFIXES = ("ttft_", "tpot_", "itl_", "step_")
+# The region columns :func:`region_kinds` reads.
+KIND_COLUMNS = ("name", "phase", "span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes")
 REGION_METRICS = ("count", "span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes", "span_p50_ns")
 TOP_MOVED = 15
 KEY_ORDER = {"whole trace": 0, "prefill": 1, "decode": 2, "mixed": 3, "other": 4}
@@ -238,7 +240,8 @@ def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
 
 
 def region_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
-    return compare(region_kinds(a.frame("regions")), region_kinds(b.frame("regions")), "kind", list(REGION_METRICS))
+    ka, kb = (region_kinds(d.frame("regions", KIND_COLUMNS)) for d in (a, b))
+    return compare(ka, kb, "kind", list(REGION_METRICS))
 
 
 def name_totals(df: pl.DataFrame, name: str = "name", time: str = "dur_ns") -> pl.DataFrame:
@@ -370,11 +373,13 @@ def diff(
     labels: tuple[str, str] = ("A", "B"),
     work: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     classes: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    kinds: tuple[pl.DataFrame, pl.DataFrame] | None = None,
 ) -> Diff:
     """Compare two reports. ``kernels`` / ``ops``: per-name totals of each side (``name_totals``);
     without them the results' own top-N lists are compared (names outside a top-N count as 0).
     ``work``: each side's per-(op, shape) work (``AnalysisResult.op_work``), matched across kernel
-    families; ``classes``: each side's ``AnalysisResult.op_classes``."""
+    families; ``classes``: each side's ``AnalysisResult.op_classes``; ``kinds``: each side's
+    :func:`region_kinds`, made before (the reports may then leave their region rows out)."""
     ka, kb = (
         kernels if kernels is not None else (top_totals(a, "trace_top_kernels"), top_totals(b, "trace_top_kernels"))
     )
@@ -384,7 +389,7 @@ def diff(
         b_label=labels[1],
         phases=phase_diff(a, b),
         verdicts=verdict_diff(a, b),
-        regions=region_diff(a, b),
+        regions=compare(*kinds, "kind", list(REGION_METRICS)) if kinds is not None else region_diff(a, b),
         kernels=moved(ka, kb),
         ops=moved(oa, ob),
         diagnostic_a=a.diagnostic,

@@ -18,7 +18,7 @@ from tracekit.conventions import read_sidecar
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.report.output import table_file
 from tracekit.report.sections.environment import environment
-from tracekit.report.model import ReportData, from_result
+from tracekit.report.model import ReportData, from_json, from_result
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,15 @@ def activities(trace: Any) -> pl.DataFrame | None:
     return k.select("device", "stream", "start_ns", "end_ns")
 
 
-def report_data(trace: Any, result: Any, path: str | Path | None = None) -> ReportData:
-    """The report model of an analysed trace (environment from its metadata and sidecar)."""
+def report_data(trace: Any, result: Any, path: str | Path | None = None, regions: bool = True) -> ReportData:
+    """The report model of an analysed trace (environment from its metadata and sidecar); without
+    ``regions``, its document's ``regions`` is empty (AnalysisResult.to_json_without_regions)."""
     src = path
     if src is None or Path(src).is_dir():
         src = trace.meta.get("source") or None
     env = environment(trace.meta, result.device, src)
+    if not regions:
+        return from_json(result.to_json_without_regions(), environment=env, activities=activities(trace))
     return from_result(result, environment=env, activities=activities(trace))
 
 

@@ -92,9 +92,19 @@ class ReportData:
         rows = [{"phase": p.get("phase"), **r} for p in _records(d.get("phases")) for r in _records(p.get(name))]
         return _ordered(rows)
 
-    def frame(self, name: RowsName) -> pl.DataFrame:
-        """:meth:`rows` as a frame (nested records left out, lists as text) for the plots and the diff."""
-        rows = [{k: cell(v) for k, v in r.items() if not nested(v)} for r in self.rows(name)]
+    def frame(self, name: RowsName, columns: tuple[str, ...] | None = None) -> pl.DataFrame:
+        """:meth:`rows` as a frame (nested records left out, lists as text) for the plots and the
+        diff; with ``columns``, only those of them the rows hold. The regions are read in place,
+        not copied first (100,000 regions: ~600 MB of copied records)."""
+        regions = self.doc.get("regions") if name == "regions" else None
+        source = (
+            (r for r in regions if isinstance(r, Mapping))
+            if isinstance(regions, list)
+            else ([] if name == "regions" else self.rows(name))
+        )
+        rows = [
+            {k: cell(v) for k, v in r.items() if (columns is None or k in columns) and not nested(v)} for r in source
+        ]
         if not rows:
             return pl.DataFrame()
         keys = list(dict.fromkeys(k for r in rows for k in r))  # first-seen order, O(cells)
@@ -104,6 +114,11 @@ class ReportData:
 def _records(rows: Any) -> Rows:
     """A list of records (anything else → none): the document's row lists."""
     return [dict(r) for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+
+
+def _any_record(rows: Any) -> bool:
+    """Whether :func:`_records` of ``rows`` is not empty (without copying them)."""
+    return isinstance(rows, list) and any(isinstance(r, Mapping) for r in rows)
 
 
 def nested(v: Any) -> bool:
@@ -148,7 +163,7 @@ def from_json(
     """The report model of the analysis document ``doc``, with what it lacks said in ``missing``."""
     d = doc
     missing: list[str] = []
-    if not _records(d.get("regions")):
+    if not _any_record(d.get("regions")):
         missing.append("no regions: the trace has no annotations the analysis could use")
     if not _records(d.get("phases")) and not any(
         str(w).startswith("no phase") for w in ((d.get("totals") or {}).get("warnings") or [])

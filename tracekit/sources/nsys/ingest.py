@@ -108,8 +108,8 @@ def _write(staging: Path, table: str, chunks: Iterator[pl.DataFrame], tid: str) 
                 if long:  # written from Categorical values, not copied per row (tables/dictstr.py)
                     flight.target = target = _with_dictionaries(target, long)
                     flight.store_schema = False
-            if long:
-                frame = frame.with_columns(pl.col(c).cast(pl.Categorical()) for c in long)
+            if long:  # one chunk: a dictionary per chunk made pyarrow write each row's value
+                frame = frame.rechunk().with_columns(pl.col(c).cast(pl.Categorical()) for c in long)
             arrow = frame.to_arrow()
             flight.start(arrow.cast(target) if arrow.schema != target else arrow, frame)
             rows += chunk.height

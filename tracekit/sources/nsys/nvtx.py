@@ -24,6 +24,7 @@ import polars as pl
 from tracekit import numbers
 from tracekit.tables.depth_cap import DEEP_REASON, cap_region_depth
 from tracekit.tables import schema
+from tracekit.tables.dictstr import coalesce_shared
 from tracekit.tables.intervals import nest
 from tracekit.sources.nsys.nvtx_time import Nesting, NotInTimeOrder, in_start_blocks, number, thread_offsets
 from tracekit.sources.nsys.sql import TIME_LIMIT_NS, columns, count, iter_frames, pid_of, read_frame, tid_of
@@ -219,8 +220,8 @@ def _named_range(df: pl.DataFrame, strings: pl.DataFrame, domains: pl.DataFrame,
     else:
         lookup = strings.rename({"id": "text_id", "value": "_registered"})
         df = df.join(lookup, on="text_id", how="left", maintain_order="left")
+    df = coalesce_shared(df, "text", "_registered", "name")  # the registered string shared, not copied
     df = df.with_columns(
-        pl.coalesce("text", "_registered").alias("name"),
         pid_of(pl.col("gtid")).alias("pid"),
         tid_of(pl.col("gtid")).alias("tid"),
         pl.col("end_ns").is_null().alias("unterminated"),

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import polars as pl
 
 from tracekit.tables import schema
+from tracekit.tables.dictstr import coalesce_shared
 from tracekit.sources.nsys.sql import col, columns, correlation_of, count, iter_frames, pid_of, tid_of, times_ok
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -53,6 +54,7 @@ MEM_KINDS = {
 API_CLASSES = {0: "runtime", 1: "driver"}
 
 _I64 = pl.Int64()
+_VERSION_TAG = r"_v\d+$"  # cudaLaunchKernel_v7000 → cudaLaunchKernel
 
 
 def _timed(cols: set[str]) -> list[str]:
@@ -214,15 +216,18 @@ def read_launches(
     ]
     names = ["start_ns", "end_ns", "cls", "gtid", "corr", "name_id"]
     lookup = strings.rename({"id": "name_id", "value": "name"})
+    # The version tag is cut once per string id, not per row (a row's own copy of a 2 MB name
+    # shared by ~990 calls was 2 GB); the other rows keep the shared StringIds value.
+    tagged = lookup.filter(pl.col("name").str.contains(_VERSION_TAG)).select(
+        "name_id", pl.lit(True).alias("_runtime"), pl.col("name").str.replace(_VERSION_TAG, "").alias("_untagged")
+    )
     api = pl.col("cls").fill_null(0).replace_strict(API_CLASSES, default="runtime", return_dtype=pl.String())
     for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{RUNTIME_TABLE}" {where}', dict.fromkeys(names, _I64)):
         df = df.join(lookup, on="name_id", how="left", maintain_order="left")
+        df = df.with_columns(api.alias("api")).with_columns((pl.col("api") == "runtime").alias("_runtime"))
+        df = df.join(tagged, on=["name_id", "_runtime"], how="left", maintain_order="left")
+        df = coalesce_shared(df, "_untagged", "name", "name")
         df = df.with_columns(
-            api.alias("api"),
-            pl.when(api == "runtime")
-            .then(pl.col("name").str.replace(r"_v\d+$", ""))
-            .otherwise(pl.col("name"))
-            .alias("name"),
             pid_of(pl.col("gtid")).alias("pid"),
             tid_of(pl.col("gtid")).alias("tid"),
             correlation_of(pid_of(pl.col("gtid")), pl.col("corr")).alias("correlation"),
@@ -231,7 +236,7 @@ def read_launches(
         if bad:
             dropped["runtime call: missing start/end, end < start, or beyond ±2^62 ns"] += bad
             df = df.filter(times_ok())
-        yield df.drop("cls", "gtid", "corr", "name_id")
+        yield df.drop("cls", "gtid", "corr", "name_id", "_untagged", "_runtime")
 
 
 def source_counts(conn: sqlite3.Connection, have: set[str]) -> dict[str, int]:

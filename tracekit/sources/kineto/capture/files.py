@@ -7,17 +7,20 @@ Used by the graph-capture merge (:mod:`tracekit.sources.kineto.capture.merge`, w
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 import polars as pl
 
-from tracekit.errors import TracekitError, TraceFormatError
+from tracekit.errors import EmptyTraceError, TracekitError, TraceFormatError
 from tracekit.inputs import DETAILS_MAX_BYTES, read_json
+from tracekit.sources.kineto.reading.events import decode_fallback
+from tracekit.sources.kineto.reading.jsonstream import stream_document
+from tracekit.sources.kineto.reading.window import StreamStats
 
 CAPTURE_DIR: Final = "capture_traces"
 DETAILS_FILE: Final = "execution_details.json"
@@ -34,29 +37,40 @@ class _Ev(msgspec.Struct):
     args: _Args | None = None
 
 
-class _Doc(msgspec.Struct):
-    traceEvents: list[_Ev] = []
+_BATCH = msgspec.json.Decoder(list[_Ev])
+_ONE = msgspec.json.Decoder(_Ev)
 
 
 def kernel_names(path: Path) -> pl.DataFrame:
     """(correlation, kernel) of every runtime/driver call that names its kernel (ROCm traces do,
     CUDA traces do not). A second, light pass over the file: the canonical tables keep no
-    launch arguments."""
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+    launch arguments. Streamed as the trace is (window by window, gzip inflated as it goes): a
+    capture padded to 1.5 GB was read and inflated whole (3 GB)."""
+    rows: list[tuple[int, str]] = []
+    dropped: Counter[str] = Counter()
+
+    def decode(piece: bytes) -> list[Any]:
+        try:
+            evs: list[Any] = _BATCH.decode(piece)
+            return evs
+        except (msgspec.ValidationError, RecursionError):
+            return decode_fallback(piece, _ONE, dropped)
+
+    def on_events(evs: list[Any]) -> None:
+        rows.extend(
+            (e.args.correlation, e.args.kernel)
+            for e in evs
+            if e is not None
+            and e.cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
+            and e.args is not None
+            and isinstance(e.args.kernel, str)
+            and isinstance(e.args.correlation, int)
+        )
+
     try:
-        doc = msgspec.json.decode(raw, type=_Doc)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return pl.DataFrame(schema={"correlation": pl.Int64(), "kernel": pl.String()})
-    rows = [
-        (e.args.correlation, e.args.kernel)
-        for e in doc.traceEvents
-        if e.cat in ("cuda_runtime", "cuda_driver", "Runtime", "Driver")
-        and e.args is not None
-        and isinstance(e.args.kernel, str)
-        and isinstance(e.args.correlation, int)
-    ]
+        stream_document(path, decode, on_events, StreamStats())
+    except (TraceFormatError, EmptyTraceError):
+        rows.clear()
     return pl.DataFrame(rows, schema={"correlation": pl.Int64(), "kernel": pl.String()}, orient="row")
 
 
