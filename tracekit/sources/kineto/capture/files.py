@@ -16,7 +16,7 @@ from typing import Any, Final
 import msgspec
 import polars as pl
 
-from tracekit.errors import EmptyTraceError, TracekitError, TraceFormatError
+from tracekit.errors import TracekitError, TraceFormatError
 from tracekit.inputs import DETAILS_MAX_BYTES, read_json
 from tracekit.sources.kineto.reading.events import decode_fallback
 from tracekit.sources.kineto.reading.jsonstream import stream_document
@@ -67,10 +67,10 @@ def kernel_names(path: Path) -> pl.DataFrame:
             and isinstance(e.args.correlation, int)
         )
 
-    try:
-        stream_document(path, decode, on_events, StreamStats())
-    except (TraceFormatError, EmptyTraceError):
-        rows.clear()
+    stats = StreamStats()
+    stream_document(path, decode, on_events, stats)
+    if stats.gzip_truncated or stats.truncated_bytes or stats.unclosed:  # cut short: left out by the merge, named
+        raise TraceFormatError(f"{path}: the capture is cut short (its end is missing)")
     return pl.DataFrame(rows, schema={"correlation": pl.Int64(), "kernel": pl.String()}, orient="row")
 
 
