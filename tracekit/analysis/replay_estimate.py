@@ -94,7 +94,15 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         return acts
     graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
     replay = acts.select(
-        "act_id", "region_id", "name", "kind", "dur_ns", "op_id", graph.fill_null(False).alias("_g"), "launch_name"
+        "act_id",
+        "region_id",
+        "name",
+        "kind",
+        "dur_ns",
+        "op_id",
+        "cost_op_id",
+        graph.fill_null(False).alias("_g"),
+        "launch_name",
     ).filter(pl.col("_g"))
     if replay.height == 0:
         return acts
@@ -104,6 +112,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     todo = replay.filter(
         ~pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX)
         & pl.col("op_id").is_null()
+        & pl.col("cost_op_id").is_null()  # not those --map priced (kernel_map.py)
         & ~pl.col("step").is_in(mapped.implode())
     )
     if todo.height == 0:

@@ -14,6 +14,7 @@ from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.causes import device_work, launch_free
+from tracekit.analysis.kernel_map import map_costs
 from tracekit.analysis.layers import kernel_layers, layer_summary, model_warning
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
@@ -93,6 +94,27 @@ def judged_regions(labels: pl.DataFrame) -> pl.DataFrame:
     """The labelled regions the analysis judges: host annotations and NVTX ranges, not the device-side
     copies of annotations (``gpu_user_annotation``)."""
     return labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
+
+
+@step("activities", "mapped", "warnings", "no_cpu")
+def mapped(
+    activities: pl.DataFrame,
+    regions: pl.DataFrame,
+    region_links: pl.DataFrame,
+    kernel_map: dict[str, Any] | None,
+    warnings: list[str],
+    no_cpu: bool,
+) -> tuple[pl.DataFrame, dict[str, Any] | None, list[str], bool]:
+    """With --map: the steps' kernels without a cost of their own take the eager map's kernel's
+    at the same place in the step and its layers, where the names agree (kernel_map.py); what could
+    not be mapped is counted and warned. A trace without CPU ops that the map priced no longer
+    lacks costs (its device-only warning is dropped)."""
+    if kernel_map is None:
+        return activities, None, warnings, no_cpu
+    acts, summary, said = map_costs(activities, regions, region_links, kernel_map["table"], kernel_map["source"])
+    if no_cpu and summary and summary.get("priced_kernels"):
+        no_cpu, warnings = False, [w for w in warnings if w != NO_CPU_WARNING]
+    return acts, summary, [*warnings, *said], no_cpu
 
 
 @step("estimated", "estimated_regions", "estimated_links")
@@ -397,10 +419,14 @@ def layers(
     activities: pl.DataFrame,
     in_unit: pl.DataFrame,
     model: dict[str, Any] | None,
+    mapped: dict[str, Any] | None,
     warnings: list[str],
 ) -> tuple[dict[str, Any], list[str]]:
     """The model's layers in the warm steps' kernel sequence, each kernel's layer and role, per-layer
-    time and outliers (layers.py), checked against the model config's layer count (warned)."""
+    time and outliers (layers.py), checked against the model config's layer count (warned); with
+    --map, what the map priced (kernel_map.py)."""
+    if mapped is not None:
+        totals = {**totals, "mapped": mapped}
     if in_unit.height == 0:
         return totals, warnings
     summary = layer_summary(kernel_layers(activities, in_unit), model)

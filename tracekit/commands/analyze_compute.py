@@ -19,6 +19,7 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
+from tracekit.sources import load
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
@@ -65,7 +66,11 @@ def compute(
         )
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them
-    result = run_analysis(trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True)
+    # --map: an eager trace of the same model, read with the same config (kernel_map.py)
+    kmap = load(req.map, model=req.model, parallel=req.parallel) if req.map else None
+    result = run_analysis(
+        trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True, kernel_map=kmap
+    )
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
     # The trace's tables are released before the document is built (not held beside the result's
     # frames and the document's Python objects), the result's frames before it is indented (not

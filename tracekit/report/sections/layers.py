@@ -24,6 +24,14 @@ def layers(d: Document) -> Section | None:
     if lay.get("model_layers") is not None and lay["model_layers"] != lay["count"]:
         lines.append(f"the model config has {fmt.count(lay['model_layers'], 'layer')}: see the warning")
     lines += [f"outlier: {o}" for o in lay.get("outliers") or []]
+    m = (d.doc["totals"] or {}).get("mapped") or {}
+    if m.get("mapped_kernels") is not None:
+        lines.append(
+            f"costs mapped from {m['source']} (not measured): {fmt.count(m['mapped_kernels'], 'kernel')}, "
+            f"{fmt.value('coverage', m.get('coverage'))} of the steps' device time; "
+            f"{fmt.count(m['unmapped_kernels'], 'kernel')} without a cost not mapped "
+            f"({fmt.duration(m['unmapped_ns'])}: docs/analysis.md, Kernel map)"
+        )
     rows = [
         [str(r["layer"]), fmt.count(r["kernels"]), fmt.duration(r["time_ns"])]
         + [fmt.duration(r[c]) if r.get(c) else fmt.DASH for c in ROLE_COLUMNS]

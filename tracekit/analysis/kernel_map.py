@@ -1,0 +1,186 @@
+"""An eager trace as the map of a graphed one (issue 39; docs/analysis.md, "Kernel map").
+
+A graph replay's kernels have names and durations but no ops. A trace of the same model run
+eagerly has the same kernels, each launched by an op with its shapes, so priced. Both traces'
+steps (phase units) are cut into layers from their kernel sequence (layers.py); a kernel's place
+in its step is its **key**: ``(phase, layer, layer kind, position in the layer)`` inside a layer,
+its position from the step's start before the first layer, from the step's end after the last.
+
+The map is one step per phase of the eager trace (the last one with the phase's usual layer count:
+a warm one). A kernel of the graphed trace without a cost of its own, in a step, takes the cost of
+the map's kernel with its key (its op's FLOPs, bytes, name, input shapes and dtype; cost model
+``mapped <model>``) when the two kernels' names agree; else, or when the map has no kernel there
+(another layer count, a phase the map lacks), it stays unpriced and is counted. Kernels that shared
+an op in the map share one mapped op in each step (a fresh negative id).
+
+The map's costs are its step's batch: where both steps' names give their token counts (the
+engine's step-name grammar) and they differ, the mapped FLOPs and bytes are scaled by the ratio
+(linear in tokens: exact for the activations, high for the weights' bytes, said); where either
+lacks one the same batch is assumed, and said.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import polars as pl
+
+from tracekit.analysis.layers import kernel_layers
+from tracekit.analysis.regions.rollup import phase_units
+from tracekit.analysis.replay_estimate import _step_of
+from tracekit.numbers import count, duration
+
+MAPPED: Final = "mapped"
+KEY: Final = ("phase", "section", "layer", "kind", "off")
+MAP_COLUMNS: Final = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "shape")
+
+
+def keyed(acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
+    """Each kernel of a phase unit with its key (module docstring): ``act_id, unit, tokens, name,
+    dur_ns`` and :data:`KEY` (``section``: ``layer``, ``head`` or ``tail``)."""
+    units = regions.filter(pl.col("region_id").is_in(phase_units(regions).implode())).select("region_id", "phase")
+    in_unit = links.select("act_id", "region_id").join(units, on="region_id").unique("act_id", keep="first")
+    kl = kernel_layers(acts, in_unit)
+    if kl.height == 0:
+        return pl.DataFrame()
+    tokens = _step_of(regions, kl["unit"].unique()).join(
+        regions.select(pl.col("region_id").alias("step"), "tokens"), on="step"
+    )
+    first = pl.col("pos").filter(pl.col("layer").is_not_null()).min().over("unit")
+    start = pl.col("pos").min().over("unit", "layer")
+    section = (
+        pl.when(pl.col("layer").is_not_null())
+        .then(pl.lit("layer"))
+        .when(first.is_null() | (pl.col("pos") < first))
+        .then(pl.lit("head"))
+        .otherwise(pl.lit("tail"))
+    )
+    off = (
+        pl.when(pl.col("section") == "layer")
+        .then(pl.col("pos") - start)
+        .when(pl.col("section") == "head")
+        .then(pl.col("pos"))
+        .otherwise(pl.col("pos") - pl.len().over("unit"))
+    )
+    return (
+        kl.join(in_unit.select("act_id", "phase"), on="act_id")
+        .join(acts.select("act_id", "name"), on="act_id")
+        .join(tokens.select(pl.col("region_id").alias("unit"), "tokens"), on="unit", how="left")
+        .with_columns(section.alias("section"), pl.col("layer").fill_null(-1), pl.col("kind").fill_null(0))
+        .with_columns(off.alias("off"))
+        .select("act_id", "unit", "tokens", "name", "dur_ns", *KEY)
+    )
+
+
+def map_table(acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
+    """The map from an eager trace (its costed activities: regions/metrics.with_costs; its ops'
+    costs for the shapes): per phase its last step with the phase's usual layer count, one row per
+    kernel: :data:`KEY`, ``name``, ``map_tokens`` and :data:`MAP_COLUMNS`; ``layers`` that step's
+    layer count."""
+    k = keyed(acts, regions, links)
+    if k.height == 0:
+        return pl.DataFrame()
+    per = k.group_by("phase", "unit").agg((pl.col("layer").max() + 1).alias("layers"))
+    usual = per.group_by("phase").agg(pl.col("layers").mode().min().alias("layers"))
+    chosen = (
+        per.join(usual, on=["phase", "layers"]).group_by("phase").agg(pl.col("unit").max(), pl.col("layers").first())
+    )
+    shapes = costs.select(pl.col("op_id").alias("cost_op_id"), pl.col("input_dims").alias("shape"))
+    return (
+        k.join(chosen, on=["phase", "unit"])
+        .join(acts.select("act_id", *MAP_COLUMNS[:-1]), on="act_id")
+        .join(shapes, on="cost_op_id", how="left")
+        .select(*KEY, "name", pl.col("tokens").alias("map_tokens"), "layers", *MAP_COLUMNS)
+    )
+
+
+def map_costs(
+    acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame | None, source: str = ""
+) -> tuple[pl.DataFrame, dict[str, Any] | None, list[str]]:
+    """``acts`` with the map's costs on the kernels without their own (module docstring), the
+    summary (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the
+    warnings. Unchanged without a map."""
+    if table is None:
+        return acts, None, []
+    k = keyed(acts, regions, links)
+    if k.height == 0 or table.height == 0:
+        why = "the map trace has no step with kernels" if table.height == 0 else "this trace has no step with kernels"
+        return acts, {"source": source, "coverage": 0.0, "why_none": why}, [f"--map: nothing mapped: {why}"]
+    own = acts.select("act_id", pl.col("cost_op_id").is_not_null().alias("own"))
+    todo = k.join(own, on="act_id").filter(~pl.col("own"))
+    hit = todo.join(table.rename({"name": "map_name"}), on=list(KEY), how="left")
+    agree = hit.filter(pl.col("map_name") == pl.col("name"))
+    scale = (pl.col("tokens") / pl.col("map_tokens")).fill_null(1.0)
+    grp = pl.struct("unit", pl.col("cost_op_id").alias("_o"))
+    new = agree.filter(pl.col("cost_op_id").is_not_null()).select(
+        "act_id",
+        (-1 - pl.col("act_id").min().over(grp)).alias("_cid"),
+        pl.col("cost_op_name").alias("_name"),
+        (pl.col("op_flops") * scale).alias("_f"),
+        (pl.col("op_bytes") * scale).alias("_b"),
+        (pl.lit(MAPPED + " ") + pl.col("cost_model").fill_null("op")).alias("_cm"),
+        pl.col("dtype").alias("_dt"),
+    )
+    out = acts.join(new, on="act_id", how="left", maintain_order="left")
+    m = pl.col("_cid").is_not_null()
+    out = out.with_columns(
+        pl.when(m).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
+        pl.when(m).then(pl.col("_name")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
+        pl.when(m).then(pl.col("_f")).otherwise(pl.col("op_flops")).alias("op_flops"),
+        pl.when(m).then(pl.col("_b")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
+        pl.when(m).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
+        pl.when(m).then(pl.col("_dt")).otherwise(pl.col("dtype")).alias("dtype"),
+        (m | pl.col("covered")).alias("covered"),
+    ).drop("_cid", "_name", "_f", "_b", "_cm", "_dt")
+    summary = _summary(k, todo, hit, agree, table, source)
+    return out, summary, _warnings(summary)
+
+
+def _summary(
+    k: pl.DataFrame, todo: pl.DataFrame, hit: pl.DataFrame, agree: pl.DataFrame, table: pl.DataFrame, source: str
+) -> dict[str, Any]:
+    total = int(k["dur_ns"].sum() or 0)
+    ns = int(agree["dur_ns"].sum() or 0)
+    other = hit.filter(pl.col("map_name").is_not_null() & (pl.col("map_name") != pl.col("name")))
+    none = hit.filter(pl.col("map_name").is_null())
+    got = k.filter(pl.col("section") == "layer").group_by("phase", "unit").agg((pl.col("layer").max() + 1).alias("n"))
+    n = got.group_by("phase").agg(pl.col("n").mode().min())
+    want = table.group_by("phase").agg(pl.col("layers").first())
+    layers = n.join(want, on="phase", how="full", coalesce=True).sort("phase")
+    priced = agree.filter(pl.col("cost_op_id").is_not_null())
+    same = priced.filter(pl.col("tokens").is_null() | pl.col("map_tokens").is_null())
+    scaled = priced.filter(pl.col("tokens") != pl.col("map_tokens"))
+    return {
+        "source": source,
+        "coverage": ns / total if total else None,
+        "mapped_kernels": agree.height,
+        "mapped_ns": ns,
+        "priced_kernels": priced.height,
+        "own_cost_kernels": k.height - todo.height,
+        "unmapped_kernels": todo.height - agree.height,
+        "unmapped_ns": int(todo["dur_ns"].sum() or 0) - ns,
+        "name_differs": {"kernels": other.height, "ns": int(other["dur_ns"].sum() or 0)},
+        "no_counterpart": {"kernels": none.height, "ns": int(none["dur_ns"].sum() or 0)},
+        "layers": [{"phase": r["phase"], "trace": r["n"], "map": r["layers"]} for r in layers.iter_rows(named=True)],
+        "batch_assumed_kernels": same.height,
+        "scaled_kernels": scaled.height,
+    }
+
+
+def _warnings(s: dict[str, Any]) -> list[str]:
+    """What the summary says that the numbers need beside them."""
+    out = []
+    if s["unmapped_kernels"]:
+        out.append(
+            f"--map: {count(s['unmapped_kernels'], 'kernel')} ({duration(s['unmapped_ns'])}) without a cost of "
+            f"their own could not be mapped: {s['name_differs']['kernels']} where the map's kernel name differs, "
+            f"{s['no_counterpart']['kernels']} with no kernel at that place in the map"
+        )
+    for r in s["layers"]:
+        if r["trace"] != r["map"]:
+            out.append(f"--map: {r['phase']} steps have {r['trace']} layers here but {r['map']} in the map")
+    if s["batch_assumed_kernels"]:
+        out.append("--map: a step name without its token count: the map's batch is assumed for its mapped costs")
+    if s["scaled_kernels"]:
+        out.append("--map: mapped costs scaled by the steps' token counts (linear: the weights' bytes are over-scaled)")
+    return out
