@@ -15,7 +15,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from cli_run import tk, tk_out  # noqa: E402
 
 T, H, QKV, FF, V = 4, 4096, 6144, 14336, 32000  # tokens, hidden, QKV width, MLP width, vocabulary
-STEP = f"execute_{T}_context_0(sq0sk0sqsq0sqsk0)_generation_{T}(sq{T}sk2052sqsq{T}sqsk2052)"  # vLLM: decode
+
+
+def step_name(t: int) -> str:
+    """A vLLM decode step of ``t`` requests, one token each (the step-name grammar gives the tokens)."""
+    return f"execute_{t}_context_0(sq0sk0sqsq0sqsk0)_generation_{t}(sq{t}sk2052sqsq{t}sqsk2052)"
+
+
 BF16 = "c10::BFloat16"
 
 
@@ -42,12 +48,21 @@ TAIL = [
 ]
 
 
-def model_trace(layers: int, graphed: bool, rename: dict[str, str] | None = None) -> dict[str, Any]:
-    """One decode step: eager (each kernel launched by its op) or graphed (one ``cudaGraphLaunch``
-    whose kernels have no op); ``rename`` renames kernels."""
+def model_trace(layers: int, graphed: bool, rename: dict[str, str] | None = None, tokens: int = T) -> dict[str, Any]:
+    """One decode step of ``tokens`` (its name; the kernels' shapes are always ``T``'s): eager (each
+    kernel launched by its op) or graphed (one ``cudaGraphLaunch`` whose kernels have no op);
+    ``rename`` renames kernels."""
     nodes = HEAD + LAYER * layers + TAIL
     ev: list[dict[str, Any]] = [
-        {"ph": "X", "cat": "user_annotation", "name": STEP, "pid": 1, "tid": 1, "ts": 0, "dur": 20 * len(nodes) + 10}
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": step_name(tokens),
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 20 * len(nodes) + 10,
+        }
     ]
     t = 20.0 * len(nodes) + 20
     if graphed:
@@ -119,3 +134,18 @@ def test_a_mismatched_twin_says_what_it_could_not_map(tmp_path: Path) -> None:
     warned = doc["totals"]["warnings"]
     assert any("24 kernels (700 µs) without a cost of their own could not be mapped" in w for w in warned), warned
     assert any("decode steps have 12 layers here but 10 in the map" in w for w in warned)
+
+
+def test_a_graphed_step_of_another_batch_is_repriced_at_its_shapes(tmp_path: Path) -> None:
+    eager = write(tmp_path, "eager", model_trace(12, graphed=False))
+    graphed = write(tmp_path, "graphed", model_trace(12, graphed=True, tokens=2 * T))
+    doc = json.loads(tk_out("analyze", graphed, "--map", eager, "--format", "json"))
+    # the map's ops re-priced with their leading dim T → 2T: the GEMMs' FLOPs 2·(2T)·k·n double, the
+    # norms' 4·(2T)·H + 2·(2T) too; bytes: the weights (k·n·2 B) stay, the activations double
+    gemm = 2 * (2 * T) * (H * QKV + H * H + H * 2 * FF + FF * H) * 12 + 2 * (2 * T) * H * V
+    assert work(doc)[0] == gemm + 25 * (4 * 2 * T * H + 2 * 2 * T)
+    m = doc["totals"]["mapped"]
+    assert (m["repriced_kernels"], m["scaled_kernels"], m["batch_assumed_kernels"]) == (75, 0, 0)
+    by = {r["shape"]: r for r in doc["totals"]["top_shapes"]}
+    down = by[f"[[{2 * T},{FF}],[{FF},{H}]]"]  # the down projection at 2T tokens, 12 calls
+    assert down["count"] == 12 and down["bytes"] == 12 * 2 * (2 * T * FF + FF * H + 2 * T * H)

@@ -28,6 +28,7 @@ import polars as pl
 from tracekit.analysis.layers import kernel_layers
 from tracekit.analysis.regions.rollup import phase_units
 from tracekit.analysis.replay_estimate import _step_of
+from tracekit.costmodel.ops import op_costs
 from tracekit.numbers import count, duration
 
 MAPPED: Final = "mapped"
@@ -85,43 +86,84 @@ def map_table(acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, co
     chosen = (
         per.join(usual, on=["phase", "layers"]).group_by("phase").agg(pl.col("unit").max(), pl.col("layers").first())
     )
-    shapes = costs.select(pl.col("op_id").alias("cost_op_id"), pl.col("input_dims").alias("shape"))
+    op = [c for c in ("input_types", "concrete_inputs") if c in costs.columns]
+    shapes = costs.select(pl.col("op_id").alias("cost_op_id"), pl.col("input_dims").alias("shape"), *op)
     return (
         k.join(chosen, on=["phase", "unit"])
         .join(acts.select("act_id", *MAP_COLUMNS[:-1]), on="act_id")
         .join(shapes, on="cost_op_id", how="left")
-        .select(*KEY, "name", pl.col("tokens").alias("map_tokens"), "layers", *MAP_COLUMNS)
+        .select(*KEY, "name", pl.col("tokens").alias("map_tokens"), "layers", *MAP_COLUMNS, *op)
+    )
+
+
+def rescaled(agree: pl.DataFrame) -> pl.DataFrame:
+    """(``cost_op_id, tokens, _rf, _rb, _rshape``): the map's ops whose step's token count differs
+    from the mapped step's, re-priced (costmodel/ops.py) with every tensor's leading dim that equals
+    the map's token count set to the step's; null where the formula refuses the new shapes."""
+    none = pl.DataFrame(schema={"cost_op_id": pl.Int64, "tokens": pl.Int64, "_rf": pl.Float64,
+                                "_rb": pl.Float64, "_rshape": pl.String})  # fmt: skip
+    if "shape" not in agree.columns or not {"input_types", "concrete_inputs"} <= set(agree.columns):
+        return none
+    want = agree.filter(
+        pl.col("cost_op_id").is_not_null() & pl.col("shape").is_not_null() & (pl.col("tokens") != pl.col("map_tokens"))
+    ).unique(["cost_op_id", "tokens"])
+    if want.height == 0:
+        return none
+    parts = []
+    for (old, new), g in want.group_by("map_tokens", "tokens"):  # one per pair of batch sizes
+        lead = pl.col("shape").str.replace_all(rf"([\[,]\s*)\[\s*{int(old)}(\s*[,\]])", f"${{1}}[{int(new)}${{2}}")
+        parts.append(g.with_columns(lead.alias("shape")))
+    ops = pl.concat(parts).select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("op_id"),
+        pl.lit(None, pl.Int64).alias("parent_id"),
+        pl.col("cost_op_name").alias("name"),
+        pl.col("shape").alias("input_dims"),
+        "input_types",
+        "concrete_inputs",
+        "cost_op_id",
+        "tokens",
+    )
+    return op_costs(ops).select(
+        "cost_op_id",
+        "tokens",
+        pl.col("flops").alias("_rf"),
+        pl.col("bytes").alias("_rb"),
+        pl.col("input_dims").alias("_rshape"),
     )
 
 
 def map_costs(
     acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame | None, source: str = ""
-) -> tuple[pl.DataFrame, dict[str, Any] | None, list[str]]:
+) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any] | None, list[str]]:
     """``acts`` with the map's costs on the kernels without their own (module docstring), the
-    summary (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the
-    warnings. Unchanged without a map."""
+    mapped ops' shapes (``op_id, input_dims``: the shape roofline's), the summary
+    (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the warnings.
+    Unchanged without a map."""
     if table is None:
-        return acts, None, []
+        return acts, None, None, []
     k = keyed(acts, regions, links)
     if k.height == 0 or table.height == 0:
         why = "the map trace has no step with kernels" if table.height == 0 else "this trace has no step with kernels"
-        return acts, {"source": source, "coverage": 0.0, "why_none": why}, [f"--map: nothing mapped: {why}"]
+        return acts, None, {"source": source, "coverage": 0.0, "why_none": why}, [f"--map: nothing mapped: {why}"]
     own = acts.select("act_id", pl.col("cost_op_id").is_not_null().alias("own"))
     todo = k.join(own, on="act_id").filter(~pl.col("own"))
     hit = todo.join(table.rename({"name": "map_name"}), on=list(KEY), how="left")
     agree = hit.filter(pl.col("map_name") == pl.col("name"))
+    agree = agree.join(rescaled(agree), on=["cost_op_id", "tokens"], how="left")
     scale = (pl.col("tokens") / pl.col("map_tokens")).fill_null(1.0)
     grp = pl.struct("unit", pl.col("cost_op_id").alias("_o"))
     new = agree.filter(pl.col("cost_op_id").is_not_null()).select(
         "act_id",
         (-1 - pl.col("act_id").min().over(grp)).alias("_cid"),
         pl.col("cost_op_name").alias("_name"),
-        (pl.col("op_flops") * scale).alias("_f"),
-        (pl.col("op_bytes") * scale).alias("_b"),
+        pl.coalesce("_rf", pl.col("op_flops") * scale).alias("_f"),
+        pl.coalesce("_rb", pl.col("op_bytes") * scale).alias("_b"),
         (pl.lit(MAPPED + " ") + pl.col("cost_model").fill_null("op")).alias("_cm"),
         pl.col("dtype").alias("_dt"),
+        pl.coalesce("_rshape", "shape").alias("_shape"),
     )
-    out = acts.join(new, on="act_id", how="left", maintain_order="left")
+    shapes = new.select(pl.col("_cid").alias("op_id"), pl.col("_shape").alias("input_dims")).unique("op_id")
+    out = acts.join(new.drop("_shape"), on="act_id", how="left", maintain_order="left")
     m = pl.col("_cid").is_not_null()
     out = out.with_columns(
         pl.when(m).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
@@ -133,7 +175,7 @@ def map_costs(
         (m | pl.col("covered")).alias("covered"),
     ).drop("_cid", "_name", "_f", "_b", "_cm", "_dt")
     summary = _summary(k, todo, hit, agree, table, source)
-    return out, summary, _warnings(summary)
+    return out, shapes, summary, _warnings(summary)
 
 
 def _summary(
@@ -149,7 +191,8 @@ def _summary(
     layers = n.join(want, on="phase", how="full", coalesce=True).sort("phase")
     priced = agree.filter(pl.col("cost_op_id").is_not_null())
     same = priced.filter(pl.col("tokens").is_null() | pl.col("map_tokens").is_null())
-    scaled = priced.filter(pl.col("tokens") != pl.col("map_tokens"))
+    other_batch = priced.filter(pl.col("tokens") != pl.col("map_tokens"))
+    repriced = other_batch.filter(pl.col("_rf").is_not_null())
     return {
         "source": source,
         "coverage": ns / total if total else None,
@@ -163,7 +206,8 @@ def _summary(
         "no_counterpart": {"kernels": none.height, "ns": int(none["dur_ns"].sum() or 0)},
         "layers": [{"phase": r["phase"], "trace": r["n"], "map": r["layers"]} for r in layers.iter_rows(named=True)],
         "batch_assumed_kernels": same.height,
-        "scaled_kernels": scaled.height,
+        "repriced_kernels": repriced.height,
+        "scaled_kernels": other_batch.height - repriced.height,
     }
 
 

@@ -141,6 +141,7 @@ class State:
     tail: dict[str, Any] | None
     regions: pl.DataFrame
     mapped: dict[str, Any] | None
+    mapped_shapes: pl.DataFrame | None
     estimated: pl.DataFrame
     estimated_regions: pl.Series
     estimated_links: pl.DataFrame

@@ -96,7 +96,7 @@ def judged_regions(labels: pl.DataFrame) -> pl.DataFrame:
     return labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
 
 
-@step("activities", "mapped", "warnings", "no_cpu")
+@step("activities", "mapped_shapes", "mapped", "warnings", "no_cpu")
 def mapped(
     activities: pl.DataFrame,
     regions: pl.DataFrame,
@@ -104,17 +104,17 @@ def mapped(
     kernel_map: dict[str, Any] | None,
     warnings: list[str],
     no_cpu: bool,
-) -> tuple[pl.DataFrame, dict[str, Any] | None, list[str], bool]:
+) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any] | None, list[str], bool]:
     """With --map: the steps' kernels without a cost of their own take the eager map's kernel's
     at the same place in the step and its layers, where the names agree (kernel_map.py); what could
     not be mapped is counted and warned. A trace without CPU ops that the map priced no longer
     lacks costs (its device-only warning is dropped)."""
     if kernel_map is None:
-        return activities, None, warnings, no_cpu
-    acts, summary, said = map_costs(activities, regions, region_links, kernel_map["table"], kernel_map["source"])
+        return activities, None, None, warnings, no_cpu
+    acts, shapes, summary, said = map_costs(activities, regions, region_links, kernel_map["table"], kernel_map["source"])
     if no_cpu and summary and summary.get("priced_kernels"):
         no_cpu, warnings = False, [w for w in warnings if w != NO_CPU_WARNING]
-    return acts, summary, [*warnings, *said], no_cpu
+    return acts, shapes, summary, [*warnings, *said], no_cpu
 
 
 @step("estimated", "estimated_regions", "estimated_links")
@@ -135,9 +135,13 @@ def region_rows(
 
 
 @step("shapes")
-def shapes(costs: pl.DataFrame) -> pl.DataFrame:
-    """The ops' ids and input shapes, all the shape roofline reads of the op table."""
-    return costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+def shapes(costs: pl.DataFrame, mapped_shapes: pl.DataFrame | None) -> pl.DataFrame:
+    """The ops' ids and input shapes, all the shape roofline reads of the op table (with --map, the
+    mapped ops' too)."""
+    out = costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+    if mapped_shapes is None or "input_dims" not in out.columns:
+        return out
+    return pl.concat([out, mapped_shapes], how="vertical_relaxed")
 
 
 @step("cold")
