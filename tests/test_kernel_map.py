@@ -115,6 +115,11 @@ def test_the_graphed_trace_takes_its_eager_twins_costs(tmp_path: Path) -> None:
     # every kernel of the step is mapped: 1 + 12 × 7 + 3 = 88 kernels, 8 + 12 × 150 + 69 = 1,877 µs
     assert (m["mapped_kernels"], m["mapped_ns"], m["unmapped_kernels"]) == (88, 1_877_000, 0)
     assert m["coverage"] == 1.0 and m["layers"] == [{"phase": "decode", "trace": 12, "map": 12}]
+    text = tk_out("analyze", graphed, "--map", eager)
+    assert f"costs mapped from {eager} (not measured): 88 kernels, 100.0 % of the steps' device time" in text
+    out = tmp_path / "r.md"
+    assert tk("report", graphed, "--map", eager, "--no-plots", "--out", out).code == 0
+    assert "eager.json (not measured): 88 kernels" in out.read_text()  # the path as Markdown escapes it
 
 
 def test_a_mismatched_twin_says_what_it_could_not_map(tmp_path: Path) -> None:

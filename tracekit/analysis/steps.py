@@ -111,7 +111,9 @@ def mapped(
     lacks costs (its device-only warning is dropped)."""
     if kernel_map is None:
         return activities, None, None, warnings, no_cpu
-    acts, shapes, summary, said = map_costs(activities, regions, region_links, kernel_map["table"], kernel_map["source"])
+    acts, shapes, summary, said = map_costs(
+        activities, regions, region_links, kernel_map["table"], kernel_map["source"]
+    )
     if no_cpu and summary and summary.get("priced_kernels"):
         no_cpu, warnings = False, [w for w in warnings if w != NO_CPU_WARNING]
     return acts, shapes, summary, [*warnings, *said], no_cpu
