@@ -114,7 +114,7 @@ def test_the_graphed_trace_takes_its_eager_twins_costs(tmp_path: Path) -> None:
     m = doc["totals"]["mapped"]
     # every kernel of the step is mapped: 1 + 12 × 7 + 3 = 88 kernels, 8 + 12 × 150 + 69 = 1,877 µs
     assert (m["mapped_kernels"], m["mapped_ns"], m["unmapped_kernels"]) == (88, 1_877_000, 0)
-    assert m["coverage"] == 1.0 and m["layers"] == [{"phase": "decode", "trace": 12, "map": 12}]
+    assert m["coverage"] == 1.0 and m["layers"] == [{"phase": "decode", "trace": 12, "map_phase": "decode", "map": 12}]
     text = tk_out("analyze", graphed, "--map", eager)
     assert f"costs mapped from {eager} (not measured): 88 kernels, 100.0 % of the steps' device time" in text
     out = tmp_path / "r.md"
@@ -138,7 +138,7 @@ def test_a_mismatched_twin_says_what_it_could_not_map(tmp_path: Path) -> None:
     assert m["coverage"] == pytest.approx(1177 / 1877)
     warned = doc["totals"]["warnings"]
     assert any("24 kernels (700 µs) without a cost of their own could not be mapped" in w for w in warned), warned
-    assert any("decode steps have 12 layers here but 10 in the map" in w for w in warned)
+    assert any("decode steps have 12 layers here but the map's decode step 10 layers" in w for w in warned)
 
 
 def test_a_graphed_step_of_another_batch_is_repriced_at_its_shapes(tmp_path: Path) -> None:

@@ -147,7 +147,10 @@ def map_costs(
         return acts, None, {"source": source, "coverage": 0.0, "why_none": why}, [f"--map: nothing mapped: {why}"]
     own = acts.select("act_id", pl.col("cost_op_id").is_not_null().alias("own"))
     todo = k.join(own, on="act_id").filter(~pl.col("own"))
-    hit = todo.join(table.rename({"name": "map_name"}), on=list(KEY), how="left")
+    phases = map_phases(k, table)
+    hit = todo.join(phases.select("phase", "map_phase"), on="phase", how="left").join(
+        table.rename({"name": "map_name", "phase": "map_phase"}), on=["map_phase", *KEY[1:]], how="left"
+    )
     agree = hit.filter(pl.col("map_name") == pl.col("name"))
     agree = agree.join(rescaled(agree), on=["cost_op_id", "tokens"], how="left")
     scale = (pl.col("tokens") / pl.col("map_tokens")).fill_null(1.0)
@@ -174,21 +177,39 @@ def map_costs(
         pl.when(m).then(pl.col("_dt")).otherwise(pl.col("dtype")).alias("dtype"),
         (m | pl.col("covered")).alias("covered"),
     ).drop("_cid", "_name", "_f", "_b", "_cm", "_dt")
-    summary = _summary(k, todo, hit, agree, table, source)
+    summary = _summary(k, todo, hit, agree, phases, source)
     return out, shapes, summary, _warnings(summary)
 
 
+def map_phases(k: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:
+    """(``phase, trace, map_phase, map``): for each phase of the trace the map's phase whose step maps
+    it — the same phase, else one with the same layer count (a prefill map for decode steps: names
+    are checked and the costs re-priced at the step's tokens all the same) — and both layer counts."""
+    got = k.filter(pl.col("section") == "layer").group_by("phase", "unit").agg((pl.col("layer").max() + 1).alias("n"))
+    mine = (
+        k.select("phase")
+        .unique()
+        .join(got.group_by("phase").agg(pl.col("n").mode().min().alias("trace")), on="phase", how="left")
+    )
+    theirs = table.group_by("phase").agg(pl.col("layers").first().alias("map")).rename({"phase": "map_phase"})
+    score = (pl.col("phase") == pl.col("map_phase")).cast(pl.Int8) * 2 + (pl.col("trace") == pl.col("map")).fill_null(
+        False
+    ).cast(pl.Int8)
+    return (
+        mine.join(theirs, how="cross")
+        .sort(score, "map_phase", descending=[True, False])
+        .unique("phase", keep="first")
+        .sort("phase")
+    )
+
+
 def _summary(
-    k: pl.DataFrame, todo: pl.DataFrame, hit: pl.DataFrame, agree: pl.DataFrame, table: pl.DataFrame, source: str
+    k: pl.DataFrame, todo: pl.DataFrame, hit: pl.DataFrame, agree: pl.DataFrame, phases: pl.DataFrame, source: str
 ) -> dict[str, Any]:
     total = int(k["dur_ns"].sum() or 0)
     ns = int(agree["dur_ns"].sum() or 0)
     other = hit.filter(pl.col("map_name").is_not_null() & (pl.col("map_name") != pl.col("name")))
     none = hit.filter(pl.col("map_name").is_null())
-    got = k.filter(pl.col("section") == "layer").group_by("phase", "unit").agg((pl.col("layer").max() + 1).alias("n"))
-    n = got.group_by("phase").agg(pl.col("n").mode().min())
-    want = table.group_by("phase").agg(pl.col("layers").first())
-    layers = n.join(want, on="phase", how="full", coalesce=True).sort("phase")
     priced = agree.filter(pl.col("cost_op_id").is_not_null())
     same = priced.filter(pl.col("tokens").is_null() | pl.col("map_tokens").is_null())
     other_batch = priced.filter(pl.col("tokens") != pl.col("map_tokens"))
@@ -204,7 +225,7 @@ def _summary(
         "unmapped_ns": int(todo["dur_ns"].sum() or 0) - ns,
         "name_differs": {"kernels": other.height, "ns": int(other["dur_ns"].sum() or 0)},
         "no_counterpart": {"kernels": none.height, "ns": int(none["dur_ns"].sum() or 0)},
-        "layers": [{"phase": r["phase"], "trace": r["n"], "map": r["layers"]} for r in layers.iter_rows(named=True)],
+        "layers": phases.to_dicts(),
         "batch_assumed_kernels": same.height,
         "repriced_kernels": repriced.height,
         "scaled_kernels": other_batch.height - repriced.height,
@@ -221,10 +242,16 @@ def _warnings(s: dict[str, Any]) -> list[str]:
             f"{s['no_counterpart']['kernels']} with no kernel at that place in the map"
         )
     for r in s["layers"]:
+        if r["map_phase"] != r["phase"]:
+            out.append(f"--map: the map has no {r['phase']} step: its {r['map_phase']} step maps them")
         if r["trace"] != r["map"]:
-            out.append(f"--map: {r['phase']} steps have {r['trace']} layers here but {r['map']} in the map")
+            here, there = (f"{n} layers" if n is not None else "no layers" for n in (r["trace"], r["map"]))
+            out.append(f"--map: {r['phase']} steps have {here} here but the map's {r['map_phase']} step {there}")
     if s["batch_assumed_kernels"]:
         out.append("--map: a step name without its token count: the map's batch is assumed for its mapped costs")
     if s["scaled_kernels"]:
-        out.append("--map: mapped costs scaled by the steps' token counts (linear: the weights' bytes are over-scaled)")
+        out.append(
+            f"--map: {count(s['scaled_kernels'], 'kernel')}' mapped costs scaled by the token ratio (their ops "
+            "refuse the scaled shapes; linear: the weights' bytes are over-scaled)"
+        )
     return out
