@@ -19,6 +19,7 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
+from tracekit.errors import UsageError
 from tracekit.sources import load
 from tracekit.tables.results import store, storing
 
@@ -49,6 +50,8 @@ def compute(
     slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
     chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
     if chosen is not None and len(chosen) > 1:
+        if req.map:
+            raise UsageError("--map maps one trace: choose it with --trace-id or --rank")
         return _compared(req, chosen, pm, progress)
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
