@@ -154,3 +154,27 @@ def test_a_graphed_step_of_another_batch_is_repriced_at_its_shapes(tmp_path: Pat
     by = {r["shape"]: r for r in doc["totals"]["top_shapes"]}
     down = by[f"[[{2 * T},{FF}],[{FF},{H}]]"]  # the down projection at 2T tokens, 12 calls
     assert down["count"] == 12 and down["bytes"] == 12 * 2 * (2 * T * FF + FF * H + 2 * T * H)
+
+
+def test_a_real_eager_trace_maps_its_own_kernels_stripped_of_ops(shared_traces: Path, tmp_path: Path) -> None:
+    # the H100 Qwen1.5-0.5B forward (batch 16 × 559 = 8,944 tokens, 24 layers): its step named in
+    # vLLM's grammar (a prefill of 8,944 tokens), once with its ops and once without (kernels with
+    # no op, as a graph replay's): the stripped trace with the eager one as its map has its FLOPs
+    # and bytes
+    import gzip
+
+    with gzip.open(shared_traces / "kineto/tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz") as fh:
+        doc = json.loads(fh.read())
+    sq2 = 16 * 559 * 559
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "user_annotation":
+            e["name"] = f"execute_8944_context_16(sq8944sk8944sqsq{sq2}sqsk{sq2})_generation_0(sq0sk0sqsq0sqsk0)"
+    eager = write(tmp_path, "eager", doc)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in ("cpu_op", "python_function")]
+    bare = write(tmp_path, "bare", doc)
+    e = json.loads(tk_out("analyze", eager, "--format", "json"))
+    m = json.loads(tk_out("analyze", bare, "--map", eager, "--format", "json"))
+    assert work(m)[0] == pytest.approx(work(e)[0], rel=0.02) and work(m)[1] == pytest.approx(work(e)[1], rel=0.02)
+    mapped = m["totals"]["mapped"]
+    assert mapped["coverage"] == 1.0 and mapped["unmapped_kernels"] == 0
+    assert mapped["layers"] == [{"phase": "prefill", "trace": 24, "map_phase": "prefill", "map": 24}]
