@@ -33,7 +33,7 @@ from tracekit.numbers import count, duration
 
 MAPPED: Final = "mapped"
 KEY: Final = ("phase", "section", "layer", "kind", "off")
-MAP_COLUMNS: Final = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "shape")
+MAP_COLUMNS: Final = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype", "covered", "shape")
 
 
 def keyed(acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame) -> pl.DataFrame:
@@ -175,7 +175,9 @@ def map_costs(
         pl.when(m).then(pl.col("_b")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
         pl.when(m).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
         pl.when(m).then(pl.col("_dt")).otherwise(pl.col("dtype")).alias("dtype"),
-        (m | pl.col("covered")).alias("covered"),
+        (m | pl.col("act_id").is_in(agree.filter(pl.col("covered"))["act_id"].implode()) | pl.col("covered")).alias(
+            "covered"
+        ),
     ).drop("_cid", "_name", "_f", "_b", "_cm", "_dt")
     summary = _summary(k, todo, hit, agree, phases, source)
     return out, shapes, summary, _warnings(summary)
