@@ -27,7 +27,7 @@ import polars as pl
 
 from tracekit.analysis.layers import kernel_layers
 from tracekit.analysis.regions.rollup import phase_units
-from tracekit.analysis.replay_estimate import _step_of
+from tracekit.analysis.replay_estimate import step_of
 from tracekit.costmodel.ops import op_costs
 from tracekit.numbers import count, duration
 
@@ -44,7 +44,7 @@ def keyed(acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame) -> pl.
     kl = kernel_layers(acts, in_unit)
     if kl.height == 0:
         return pl.DataFrame()
-    tokens = _step_of(regions, kl["unit"].unique()).join(
+    tokens = step_of(regions, kl["unit"].unique()).join(
         regions.select(pl.col("region_id").alias("step"), "tokens"), on="step"
     )
     first = pl.col("pos").filter(pl.col("layer").is_not_null()).min().over("unit")

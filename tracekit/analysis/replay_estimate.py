@@ -106,7 +106,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     ).filter(pl.col("_g"))
     if replay.height == 0:
         return acts
-    step = _step_of(labels, replay["region_id"].drop_nulls().unique())
+    step = step_of(labels, replay["region_id"].drop_nulls().unique())
     replay = replay.join(step, on="region_id", how="inner")
     mapped = replay.filter(pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX))["step"].unique()
     todo = replay.filter(
@@ -175,7 +175,7 @@ def _step_work(labels: pl.DataFrame, step_ids: pl.Series, model: Mapping[str, An
     )
 
 
-def _step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
+def step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
     """(region_id, step): the nearest region at or above each region (effective parents) whose
     name gives its token count; regions with none are left out. One join per nesting level."""
     tree = labels.select(
