@@ -7,16 +7,17 @@ in its step is its **key**: ``(phase, layer, layer kind, position in the layer)`
 its position from the step's start before the first layer, from the step's end after the last.
 
 The map is one step per phase of the eager trace (the last one with the phase's usual layer count:
-a warm one). A kernel of the graphed trace without a cost of its own, in a step, takes the cost of
-the map's kernel with its key (its op's FLOPs, bytes, name, input shapes and dtype; cost model
+a warm one); a phase the map lacks is mapped from its phase with as many layers (:func:`map_phases`).
+A kernel of the graphed trace without a cost of its own, in a step, takes the cost of the map's
+kernel with its key (its op's FLOPs, bytes, name, input shapes, dtype and coverage flag; cost model
 ``mapped <model>``) when the two kernels' names agree; else, or when the map has no kernel there
-(another layer count, a phase the map lacks), it stays unpriced and is counted. Kernels that shared
-an op in the map share one mapped op in each step (a fresh negative id).
+(another layer count or layer length), it stays unpriced and is counted. Kernels that shared an op
+in the map share one mapped op in each step (a fresh negative id). Memsets and copies are not keyed.
 
 The map's costs are its step's batch: where both steps' names give their token counts (the
-engine's step-name grammar) and they differ, the mapped FLOPs and bytes are scaled by the ratio
-(linear in tokens: exact for the activations, high for the weights' bytes, said); where either
-lacks one the same batch is assumed, and said.
+engine's step-name grammar) and they differ, the map's op is re-priced at the step's shapes
+(:func:`rescaled`), or where its formula refuses them scaled by the token ratio (linear: high for
+the weights' bytes, said); where either lacks one the same batch is assumed, and said.
 """
 
 from __future__ import annotations
