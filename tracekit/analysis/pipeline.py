@@ -5,7 +5,7 @@ stored at ingest when current, else computed — and what the trace says about i
 :data:`STEPS` run in this order over one :class:`State` (tracekit/analysis/runner.py), each a
 function in tracekit/analysis/steps.py that reads the fields its parameters name:
 
-    device_only → cost → judged_regions → estimate → estimated → region_rows → shapes → cold → idle
+    device_only → cost → judged_regions → mapped → estimate → estimated → region_rows → shapes → cold → idle
     → closure → roofline_inputs → verdicts → device_only_mark (region_rows) → op_work → noise →
     estimated_class_rows → cold_mark → shape_roofline → warm → phases → device_only_mark
     (phase_rows) → culprits → no_phases → whole_trace → device_only_mark (whole) → busy_differs →
@@ -31,6 +31,8 @@ from tracekit.analysis import steps as st
 from tracekit.analysis.communication import exposed, with_op_messages
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
+from tracekit.analysis.kernel_map import map_table
+from tracekit.analysis.regions.metrics import with_costs
 from tracekit.analysis.op_work import unpriced_note
 from tracekit.costmodel.ops import rank_model
 from tracekit.costmodel.parallel import layout_note
@@ -51,6 +53,7 @@ from tracekit.labels.tk_ints import out_of_range_warnings
 from tracekit.sources.protocol import UNKNOWN, Capabilities
 from tracekit.sources.registry import capabilities
 from tracekit.tables.gather import take
+from tracekit.tables.schema import REGION_GPU_USER
 from tracekit.tables.trace import read_dataset
 
 if TYPE_CHECKING:
@@ -62,6 +65,7 @@ STEPS: tuple[Step, ...] = (
     st.device_only,
     st.cost,
     st.judged_regions,
+    st.mapped,
     st.estimate,
     st.estimated,
     st.region_rows,
@@ -116,6 +120,7 @@ class Inputs:
     features: list[dict[str, Any]] | None = None  # analysis/features.py: what the run used
     model: dict[str, Any] | None = None  # the model's config (--model): estimates for unmapped replays
     capabilities: Capabilities = UNKNOWN  # what the trace's format records (tracekit/sources/protocol.py)
+    kernel_map: dict[str, Any] | None = None  # --map: an eager trace's costs per kernel place (kernel_map.py)
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,8 @@ class State:
     no_cpu: bool
     tail: dict[str, Any] | None
     regions: pl.DataFrame
+    mapped: dict[str, Any] | None
+    mapped_shapes: pl.DataFrame | None
     estimated: pl.DataFrame
     estimated_regions: pl.Series
     estimated_links: pl.DataFrame
@@ -182,6 +189,7 @@ def analyze(
     thresholds: Thresholds | str | None = None,
     release: bool = False,
     with_op_work: bool = False,
+    kernel_map: Trace | None = None,
 ) -> AnalysisResult:
     """Attribute, label, cost and classify ``trace``; see docs/analysis.md for every output.
 
@@ -193,7 +201,8 @@ def analyze(
     UsageError for a bad --hardware / --slo / --thresholds. ``release``: the caller hands the
     trace over; its kernels and ops are emptied once the inputs are prepared (module docstring).
     ``with_op_work``: fill ``AnalysisResult.op_work`` (device time per op and input shapes, every
-    row: what ``tracekit diff`` matches across hardware).
+    row: what ``tracekit diff`` matches across hardware). ``kernel_map``: an eager trace of the same
+    model whose kernels' costs the graph replays' kernels take (--map; tracekit/analysis/kernel_map.py).
     """
     devices = list(trace.meta.get("devices") or [])
     settings = Settings(
@@ -203,6 +212,8 @@ def analyze(
         with_op_work,
     )
     inputs = prepare(trace, phase_map)
+    if kernel_map is not None:
+        inputs.kernel_map = map_of(kernel_map)
     if release:
         trace.kernels, trace.ops = trace.kernels.clear(), trace.ops.clear()
     return run(inputs, settings)
@@ -289,6 +300,14 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         model=trace.meta.get("model"),
         capabilities=capabilities(trace.meta.get("format")),
     )
+
+
+def map_of(trace: Trace) -> dict[str, Any]:
+    """The kernel map of an eager trace (kernel_map.map_table): ``source`` and ``table``."""
+    x = prepare(trace)
+    regions = x.labels.filter(pl.col("kind") != REGION_GPU_USER)
+    table = map_table(with_costs(x.activities, x.costs), regions, x.region_links, x.costs)
+    return {"source": x.trace_info["source"], "table": table}
 
 
 def _attributed(

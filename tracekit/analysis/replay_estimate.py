@@ -94,16 +94,25 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         return acts
     graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
     replay = acts.select(
-        "act_id", "region_id", "name", "kind", "dur_ns", "op_id", graph.fill_null(False).alias("_g"), "launch_name"
+        "act_id",
+        "region_id",
+        "name",
+        "kind",
+        "dur_ns",
+        "op_id",
+        "cost_op_id",
+        graph.fill_null(False).alias("_g"),
+        "launch_name",
     ).filter(pl.col("_g"))
     if replay.height == 0:
         return acts
-    step = _step_of(labels, replay["region_id"].drop_nulls().unique())
+    step = step_of(labels, replay["region_id"].drop_nulls().unique())
     replay = replay.join(step, on="region_id", how="inner")
     mapped = replay.filter(pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX))["step"].unique()
     todo = replay.filter(
         ~pl.col("launch_name").str.ends_with(GRAPH_NODE_SUFFIX)
         & pl.col("op_id").is_null()
+        & pl.col("cost_op_id").is_null()  # not those --map priced (kernel_map.py)
         & ~pl.col("step").is_in(mapped.implode())
     )
     if todo.height == 0:
@@ -166,7 +175,7 @@ def _step_work(labels: pl.DataFrame, step_ids: pl.Series, model: Mapping[str, An
     )
 
 
-def _step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
+def step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
     """(region_id, step): the nearest region at or above each region (effective parents) whose
     name gives its token count; regions with none are left out. One join per nesting level."""
     tree = labels.select(

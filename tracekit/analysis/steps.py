@@ -14,6 +14,7 @@ from tracekit.analysis.device import device_block
 from tracekit.analysis.device_only import WARNING as NO_CPU_WARNING
 from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.causes import device_work, launch_free
+from tracekit.analysis.kernel_map import map_costs
 from tracekit.analysis.layers import kernel_layers, layer_summary, model_warning
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
@@ -95,6 +96,29 @@ def judged_regions(labels: pl.DataFrame) -> pl.DataFrame:
     return labels.filter(pl.col("kind") != schema.REGION_GPU_USER)
 
 
+@step("activities", "mapped_shapes", "mapped", "warnings", "no_cpu")
+def mapped(
+    activities: pl.DataFrame,
+    regions: pl.DataFrame,
+    region_links: pl.DataFrame,
+    kernel_map: dict[str, Any] | None,
+    warnings: list[str],
+    no_cpu: bool,
+) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any] | None, list[str], bool]:
+    """With --map: the steps' kernels without a cost of their own take the eager map's kernel's
+    at the same place in the step and its layers, where the names agree (kernel_map.py); what could
+    not be mapped is counted and warned. A trace without CPU ops that the map priced no longer
+    lacks costs (its device-only warning is dropped)."""
+    if kernel_map is None:
+        return activities, None, None, warnings, no_cpu
+    acts, shapes, summary, said = map_costs(
+        activities, regions, region_links, kernel_map["table"], kernel_map["source"]
+    )
+    if no_cpu and summary and summary.get("priced_kernels"):
+        no_cpu, warnings = False, [w for w in warnings if w != NO_CPU_WARNING]
+    return acts, shapes, summary, [*warnings, *said], no_cpu
+
+
 @step("estimated", "estimated_regions", "estimated_links")
 def estimated(activities: pl.DataFrame, region_links: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.DataFrame]:
     """The activities whose cost was estimated, the regions they fall in and their links."""
@@ -113,9 +137,13 @@ def region_rows(
 
 
 @step("shapes")
-def shapes(costs: pl.DataFrame) -> pl.DataFrame:
-    """The ops' ids and input shapes, all the shape roofline reads of the op table."""
-    return costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+def shapes(costs: pl.DataFrame, mapped_shapes: pl.DataFrame | None) -> pl.DataFrame:
+    """The ops' ids and input shapes, all the shape roofline reads of the op table (with --map, the
+    mapped ops' too)."""
+    out = costs.select([c for c in ("op_id", "input_dims") if c in costs.columns])
+    if mapped_shapes is None or "input_dims" not in out.columns:
+        return out
+    return pl.concat([out, mapped_shapes], how="vertical_relaxed")
 
 
 @step("cold")
@@ -397,10 +425,14 @@ def layers(
     activities: pl.DataFrame,
     in_unit: pl.DataFrame,
     model: dict[str, Any] | None,
+    mapped: dict[str, Any] | None,
     warnings: list[str],
 ) -> tuple[dict[str, Any], list[str]]:
     """The model's layers in the warm steps' kernel sequence, each kernel's layer and role, per-layer
-    time and outliers (layers.py), checked against the model config's layer count (warned)."""
+    time and outliers (layers.py), checked against the model config's layer count (warned); with
+    --map, what the map priced (kernel_map.py)."""
+    if mapped is not None:
+        totals = {**totals, "mapped": mapped}
     if in_unit.height == 0:
         return totals, warnings
     summary = layer_summary(kernel_layers(activities, in_unit), model)

@@ -15,6 +15,7 @@ from tracekit.cli.options import (
     force_option,
     format_option,
     hardware_option,
+    map_option,
     model_option,
     parallel_option,
     out_option,
@@ -51,6 +52,7 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 )
 @capture_option
 @model_option
+@map_option
 @parallel_option
 def analyze(**params: Any) -> None:
     """Analyse a trace file or an ingested dataset: each region's and phase's device span, busy

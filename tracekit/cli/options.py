@@ -137,6 +137,17 @@ model_option = click.option(
     "size, attention heads, KV bytes per token, weight format); the trace wins where both say.",
 )
 
+map_option = click.option(
+    "--map",
+    "map",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="EAGER_TRACE",
+    help="A trace of the same model run eagerly: the graph replays' kernels without ops take the costs "
+    "of its kernels at the same place in the step and its layers where the names agree (docs/analysis.md, "
+    "'Kernel map').",
+)
+
 
 parallel_option = click.option(
     "--parallel",

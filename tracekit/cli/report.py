@@ -13,6 +13,7 @@ from tracekit.cli.options import (
     force_option,
     format_option,
     hardware_option,
+    map_option,
     model_option,
     out_option,
     ranks_options,
@@ -44,6 +45,7 @@ from tracekit.commands.report import report as run_report
 @click.option("--no-plots", is_flag=True, help="Skip the plots.")
 @capture_option
 @model_option
+@map_option
 @regions_option(None, "Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(**params: Any) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.

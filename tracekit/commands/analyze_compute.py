@@ -19,6 +19,8 @@ from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
+from tracekit.errors import UsageError
+from tracekit.sources import load
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ def compute(
     slo, th = Slo.parse(req.slo), Thresholds.parse(req.thresholds)
     chosen = ranks.selection(req.source, req.trace_id, req.rank, req.compare)
     if chosen is not None and len(chosen) > 1:
+        if req.map:
+            raise UsageError("--map maps one trace: choose it with --trace-id or --rank")
         return _compared(req, chosen, pm, progress)
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
@@ -65,7 +69,11 @@ def compute(
         )
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them
-    result = run_analysis(trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True)
+    # --map: an eager trace of the same model, read with the same config (kernel_map.py)
+    kmap = load(req.map, model=req.model, parallel=req.parallel) if req.map else None
+    result = run_analysis(
+        trace, hardware=req.hardware, phase_map=pm, slo=slo, thresholds=th, release=True, kernel_map=kmap
+    )
     in_dataset, trace_id, source = bool(trace.meta.get("dataset_path")), trace.trace_id, result.trace.get("source")
     # The trace's tables are released before the document is built (not held beside the result's
     # frames and the document's Python objects), the result's frames before it is indented (not

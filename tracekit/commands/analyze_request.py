@@ -30,9 +30,10 @@ class AnalyzeRequest:
     captures: tuple[str, ...] = ()
     model: str | None = None
     parallel: str | None = None
+    map: str | None = None
 
     @property
     def stored(self) -> bool:
         """One trace of a dataset, reuse on: its result may be read from, and stored in, the dataset."""
-        one = self.rank is None and not self.compare and not self.captures and not self.model
+        one = self.rank is None and not self.compare and not self.captures and not self.model and not self.map
         return self.reuse and one and is_dataset(self.source)

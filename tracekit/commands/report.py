@@ -43,6 +43,7 @@ class ReportRequest:
     regions: int | None = None
     captures: tuple[str, ...] = ()
     model: str | None = None
+    map: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
         trace_id=tid,
         captures=list(req.captures),
         model=req.model,
+        kernel_map=req.map,
     )
     data = analysed.report_data()
     figs = [] if req.no_plots or to.fmt == "json" else figures.draw_all(data, sweep_table)

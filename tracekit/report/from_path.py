@@ -40,8 +40,10 @@ def analyse_path(
     captures: list[str] | None = None,
     with_op_work: bool = False,
     model: str | None = None,
+    kernel_map: str | None = None,
 ) -> Analysed:
-    """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`).
+    """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`;
+    ``kernel_map``: an eager trace of the same model, --map).
     Raises AnalysisError when there is nothing to report."""
     p = Path(path)
     if not p.exists():
@@ -49,7 +51,8 @@ def analyse_path(
     trace = tracekit.load(str(p), trace_id=trace_id, captures=captures, model=model)
     if trace.kernels.height == 0 and trace.ops.height == 0:
         raise AnalysisError(f"{p}: nothing to report: the trace has no device activity and no CPU operators")
-    result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo, with_op_work=with_op_work)
+    kmap = tracekit.load(kernel_map, model=model) if kernel_map else None
+    result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo, with_op_work=with_op_work, kernel_map=kmap)
     return Analysed(p, trace, result)
 
 

@@ -15,7 +15,7 @@ def layers(d: Document) -> Section | None:
     if not lay:
         return None
     if lay.get("count") is None:
-        return Section("Layers", [f"No layers found: {lay.get('why_none')}."], anchor="layers")
+        return Section("Layers", [f"No layers found: {lay.get('why_none')}.", *mapped(d)], anchor="layers")
     lines = [
         f"{fmt.count(lay['count'], 'layer')} in the kernel sequence of {fmt.count(lay.get('steps'), 'step')}, "
         f"holding {fmt.value('coverage', lay.get('coverage'))} of their kernel time (roles from each layer's "
@@ -24,6 +24,7 @@ def layers(d: Document) -> Section | None:
     if lay.get("model_layers") is not None and lay["model_layers"] != lay["count"]:
         lines.append(f"the model config has {fmt.count(lay['model_layers'], 'layer')}: see the warning")
     lines += [f"outlier: {o}" for o in lay.get("outliers") or []]
+    lines += mapped(d)
     rows = [
         [str(r["layer"]), fmt.count(r["kernels"]), fmt.duration(r["time_ns"])]
         + [fmt.duration(r[c]) if r.get(c) else fmt.DASH for c in ROLE_COLUMNS]
@@ -31,3 +32,16 @@ def layers(d: Document) -> Section | None:
     ]
     headers = ["layer", "kernels", "time", "attention", "MLP / MoE", "norm", "communication"]
     return Section("Layers", lines, [Table(headers, rows, "time per layer and role, every step")], anchor="layers")
+
+
+def mapped(d: Document) -> list[str]:
+    """What --map priced (tracekit/analysis/kernel_map.py), in one line; none without a map."""
+    m = (d.doc["totals"] or {}).get("mapped") or {}
+    if m.get("mapped_kernels") is None:
+        return [f"--map {m['source']}: nothing mapped ({m.get('why_none')})"] if m else []
+    return [
+        f"costs mapped from {m['source']} (not measured): {fmt.count(m['mapped_kernels'], 'kernel')}, "
+        f"{fmt.value('coverage', m.get('coverage'))} of the steps' device time; "
+        f"{fmt.count(m['unmapped_kernels'], 'kernel')} without a cost not mapped "
+        f"({fmt.duration(m['unmapped_ns'])}: docs/analysis.md, Kernel map)"
+    ]
