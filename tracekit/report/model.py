@@ -34,7 +34,6 @@ RowsName = Literal[
     "trace_top_kernels",
     "trace_top_ops",
 ]
-PER_PHASE = ("top_kernels", "top_ops", "op_classes", "class_roofline")
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,8 @@ class ReportData:
     def rows(self, name: RowsName) -> Rows:
         """The document's rows of ``name``: the regions; the phases in :data:`PHASE_ORDER` with their
         latency percentiles as ``ttft_p50_ms``-style keys; unattributed time by reason; the per-phase
-        lists (:data:`PER_PHASE`) with a ``phase`` key; ``trace_top_*``: the whole trace's top lists."""
+        lists (top_kernels, top_ops, op_classes, class_roofline) with a ``phase`` key;
+        ``trace_top_*``: the whole trace's top lists."""
         d = self.doc
         if name == "regions":
             return _records(d.get("regions"))
