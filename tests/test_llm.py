@@ -117,3 +117,58 @@ def test_run_llm_regions_sidecar_and_token_counts(tmp_path: Path) -> None:
     assert side["diagnostic"] == "CPU diagnostic — not GPU evidence" and side["is_gpu"] is False
     assert side["flops"]["prefill"]["gemm"] == FL.prefill_flops(TINY, 3, max(side["shapes"]["prompt_tokens"])).gemm
     assert side["cold_start"]["ttft_ns"] > 0 and side["torch_version"].startswith("2.")
+
+
+def test_dynamic_cache_decodes_as_the_pool_does() -> None:
+    """The growing cache (run llm --kv-cache dynamic) must attend to the same keys as the pool: ragged
+    prompts 10/7/4 right-padded to 10, then 3 decode steps; logits equal to float tolerance."""
+    from tracekit.workloads.llm import TinyLM
+
+    pool = TinyLM(TINY, slots=3, device=torch.device("cpu"), dtype=torch.float32)
+    dyn = TinyLM(TINY, slots=3, device=torch.device("cpu"), dtype=torch.float32, dynamic=True)  # same seed
+    tokens = torch.randint(100, (3, 10))
+    lens = torch.tensor([10, 7, 4])
+    a, b = pool.prefill(tokens, lens), dyn.prefill(tokens, lens)
+    assert torch.allclose(a, b, atol=1e-5)
+    pos = lens.clone()
+    nxt = a.argmax(-1)
+    for k in range(3):
+        a = pool.decode(nxt, pos, 10 + k + 1)
+        b = dyn.decode(nxt, pos, 10 + k + 1)
+        assert torch.allclose(a, b, atol=1e-5), k
+        nxt, pos = a.argmax(-1), pos + 1
+    # the cache grew by one position per step: 10 padded prompt positions + 3 = 13, per layer
+    assert [tuple(k.shape) for k in dyn.k_dyn] == [(3, 2, 13, 16)] * 2
+    assert pool.k_cache.shape == (2, 3, 2, 64, 16) and dyn.k_cache.numel() == 0
+
+
+@pytest.mark.parametrize("layout", ["pool", "dynamic"])
+def test_profile_memory_records_the_cache_growth(tmp_path: Path, layout: str) -> None:
+    """`run llm --profile-memory`: the trace carries [memory] events; with a dynamic cache each decode
+    step allocates 2·L·H_kv·d·4 B per sequence net (K and V of 2 layers, 2 KV heads, head_dim 16,
+    fp32): 2·2·2·16·4 = 512 B per token, batch 3 → 1,536 B per step; the pool grows by 0 (activations
+    of a step are freed before it ends)."""
+    import bisect
+    import gzip
+
+    from tracekit.workloads.generate import run_llm
+
+    cfg = LLMRunConfig(
+        model=TINY, batch=3, prompt_len="fixed:8", output_len="fixed:6", profile_memory=True, kv_cache=layout
+    ).validate()
+    res = run_llm(cfg, tmp_path / "out")
+    assert res.summary["shapes"]["kv_cache_layout"] == layout
+    events = json.loads(gzip.decompress(res.trace.read_bytes()))["traceEvents"]
+    mem = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    assert mem and all(e["args"]["Device Type"] == 0 for e in mem)  # CPU allocations on a CPU run
+    ts = [e["ts"] for e in mem]
+
+    def allocated(t: float) -> int:
+        return int(mem[bisect.bisect_right(ts, t) - 1]["args"]["Total Allocated"])
+
+    steps = sorted(
+        (e for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("tk:decode")),
+        key=lambda e: e["ts"],
+    )[-5:]  # the measured pass's 5 decode steps (output 6 tokens: the first comes from prefill)
+    growth = {allocated(e["ts"] + e["dur"]) - allocated(e["ts"]) for e in steps}
+    assert growth == ({1536} if layout == "dynamic" else {0})

@@ -173,6 +173,11 @@ class LengthDist:
         return [rng.choice(vals) for _ in range(n)]
 
 
+# The KV cache's layouts of `run llm --kv-cache`: a pool allocated once for max_context positions
+# (serving engines), or a cache that grows per generated token (Hugging Face's default).
+KV_CACHE_LAYOUTS = ("pool", "dynamic")
+
+
 @dataclass(frozen=True)
 class LLMRunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -183,10 +188,14 @@ class LLMRunConfig:
     seed: int = 0
     threads: int = 0  # CPU intra-op threads (0 = torch's default)
     warmup_decode_steps: int = 2  # decode steps in the (discarded) profiler warm-up pass
+    profile_memory: bool = False  # torch.profiler(profile_memory=True): [memory] events in the trace
+    kv_cache: str = "pool"  # pool: pre-allocated for max_context | dynamic: grows by one position per step
 
     def validate(self) -> "LLMRunConfig":
         model = self.model.validate()
         _positive("--batch", self.batch)
+        if self.kv_cache not in KV_CACHE_LAYOUTS:
+            raise UsageError(f"--kv-cache {self.kv_cache!r}: one of {', '.join(KV_CACHE_LAYOUTS)}")
         p = LengthDist(self.prompt_len).validate("--prompt-len")
         o = LengthDist(self.output_len).validate("--output-len")
         if p.max() + o.max() > model.max_context:
@@ -211,6 +220,7 @@ class ServeConfig:
     seed: int = 0
     threads: int = 0  # CPU intra-op threads (0 = torch's default)
     warmup_requests: int = 2
+    profile_memory: bool = False  # torch.profiler(profile_memory=True): [memory] events in the trace
 
     def validate(self) -> "ServeConfig":
         model = self.model.validate()

@@ -101,11 +101,12 @@ def run_llm(cfg: LLMRunConfig, out: Path) -> RunResult:
     out_lens = LengthDist(cfg.output_len).sample(cfg.batch, rng)
     gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
     prompts = torch.randint(m.vocab, (cfg.batch, max(lens)), generator=gen).to(dev)
-    model = TinyLM(m, slots=cfg.batch, device=dev, dtype=dt, seed=cfg.seed)
+    model = TinyLM(m, slots=cfg.batch, device=dev, dtype=dt, seed=cfg.seed, dynamic=cfg.kv_cache == "dynamic")
 
     cold = _generate(model, dev, prompts, lens, [min(2, o) for o in out_lens])
     path = trace_path(out, STEM)
-    with P.make_profiler(dev, warmup=1, active=1, repeat=1, on_ready=lambda p: P.export(p, path)) as prof:
+    ready = lambda p: P.export(p, path)  # noqa: E731
+    with P.make_profiler(dev, warmup=1, active=1, repeat=1, on_ready=ready, profile_memory=cfg.profile_memory) as prof:
         with phase("run", workload="llm", batch=cfg.batch, stage="warmup"):
             _generate(model, dev, prompts, lens, [min(o, cfg.warmup_decode_steps + 1) for o in out_lens])
         prof.step()
@@ -153,6 +154,7 @@ def run_llm(cfg: LLMRunConfig, out: Path) -> RunResult:
                 "head_dim": m.head_dim,
                 "kv_heads": m.n_kv,
                 "kv_cache": [m.layers, cfg.batch, m.n_kv, m.max_context, m.head_dim],
+                "kv_cache_layout": cfg.kv_cache,
             },
             "flops": {
                 "convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)",

@@ -2,13 +2,17 @@
 
 Pre-norm blocks: LayerNorm → fused QKV projection → SDPA → output projection, LayerNorm → GELU MLP;
 learned position embeddings; logits only for the rows that are sampled. The KV cache holds
-``slots`` sequences of ``max_context`` positions per layer, allocated once.
+``slots`` sequences of ``max_context`` positions per layer, allocated once (a pre-allocated pool,
+as serving engines keep); with ``dynamic=True`` it instead grows by one position per decode step
+(each layer's K and V concatenated with the new token, as Hugging Face's default cache grows), so
+a memory profile shows 2·layers·kv_heads·head_dim·element size bytes per generated token.
 
 Three forward paths share the weights and the cache:
 
 - ``prefill(tokens[B, T], lengths)``: right-padded prompts into slots 0..B-1, causal SDPA.
 - ``decode(tokens[B], pos[B])``: one token per slot 0..B-1 at its own position; SDPA over the
-  longest context with a per-row mask of the valid positions.
+  longest context with a per-row mask of the valid positions. A dynamic cache appends every
+  row's token at the same index (after the padded prompt) and masks each row's padding out.
 - ``packed(tokens[N], segments, sample)``: a serving step of (slot, start, n) segments, prefill
   chunks and decode tokens together; the linear layers run once over all N tokens, attention per
   segment (causal within a fresh prompt, an explicit mask for a later chunk).
@@ -45,7 +49,15 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, slots: int, device: torch.device, dtype: torch.dtype, seed: int = 0) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        slots: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        seed: int = 0,
+        dynamic: bool = False,
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         torch.manual_seed(seed)
@@ -57,9 +69,16 @@ class TinyLM(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.to(device=device, dtype=dtype)
         self.eval()
-        shape = (cfg.layers, slots, cfg.n_kv, cfg.max_context, cfg.head_dim)
+        self.dynamic = dynamic
+        shape = (cfg.layers, slots, cfg.n_kv, 0 if dynamic else cfg.max_context, cfg.head_dim)
         self.k_cache = torch.zeros(shape, device=device, dtype=dtype)
         self.v_cache = torch.zeros(shape, device=device, dtype=dtype)
+        # dynamic: per layer K/V [B, Hkv, T, hd], grown by torch.cat; _pad the padded prompt length
+        # and _lens each row's prompt length (positions _lens..._pad-1 are padding, masked out)
+        self.k_dyn: list[torch.Tensor] = []
+        self.v_dyn: list[torch.Tensor] = []
+        self._pad = 0
+        self._lens = torch.zeros(0, dtype=torch.long)
         self.gqa = cfg.n_kv != cfg.heads
 
     def _split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -86,10 +105,16 @@ class TinyLM(nn.Module):
         """Logits [B, V] at each prompt's last position; fills the cache of slots 0..B-1."""
         b, t = tokens.shape
         h = self.embed(tokens) + self.pos.weight[:t]
+        if self.dynamic:
+            self.k_dyn, self.v_dyn, self._pad, self._lens = [], [], t, lengths
         for i, blk in enumerate(self.layer_list):
             q, k, v = self._split(blk.qkv(blk.ln1(h)))
-            self.k_cache[i, :b, :, :t] = k
-            self.v_cache[i, :b, :, :t] = v
+            if self.dynamic:
+                self.k_dyn.append(k.contiguous())
+                self.v_dyn.append(v.contiguous())
+            else:
+                self.k_cache[i, :b, :, :t] = k
+                self.v_cache[i, :b, :, :t] = v
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa)
             h = h + blk.out(self._merge(y))
             h = h + blk.mlp(h)
@@ -102,12 +127,21 @@ class TinyLM(nn.Module):
         b = tokens.shape[0]
         rows = torch.arange(b, device=tokens.device)
         h = (self.embed(tokens) + self.pos(pos)).unsqueeze(1)  # [B, 1, D]
-        mask = (torch.arange(ctx, device=tokens.device)[None, :] <= pos[:, None]).view(b, 1, 1, ctx)
+        if self.dynamic:  # keys: the padded prompt, then one column per decode step so far and this one
+            n = (self.k_dyn[0].shape[2] if self.k_dyn else self._pad) + 1
+            j = torch.arange(n, device=tokens.device)[None, :]
+            mask = ((j < self._lens[:, None]) | (j >= self._pad)).view(b, 1, 1, n)
+        else:
+            mask = (torch.arange(ctx, device=tokens.device)[None, :] <= pos[:, None]).view(b, 1, 1, ctx)
         for i, blk in enumerate(self.layer_list):
             q, k, v = self._split(blk.qkv(blk.ln1(h)))  # q [B, H, 1, hd], k/v [B, Hkv, 1, hd]
-            self.k_cache[i, rows, :, pos] = k[:, :, 0]
-            self.v_cache[i, rows, :, pos] = v[:, :, 0]
-            kc, vc = self.k_cache[i, :b, :, :ctx], self.v_cache[i, :b, :, :ctx]
+            if self.dynamic:
+                self.k_dyn[i] = kc = torch.cat([self.k_dyn[i], k], dim=2)
+                self.v_dyn[i] = vc = torch.cat([self.v_dyn[i], v], dim=2)
+            else:
+                self.k_cache[i, rows, :, pos] = k[:, :, 0]
+                self.v_cache[i, rows, :, pos] = v[:, :, 0]
+                kc, vc = self.k_cache[i, :b, :, :ctx], self.v_cache[i, :b, :, :ctx]
             y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, enable_gqa=self.gqa)
             h = h + blk.out(self._merge(y))
             h = h + blk.mlp(h)

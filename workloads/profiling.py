@@ -89,14 +89,23 @@ def activities(dev: torch.device) -> list[ProfilerActivity]:
     return acts
 
 
-def make_profiler(dev: torch.device, warmup: int, active: int, repeat: int, on_ready: Callable[[Any], None]) -> profile:
+def make_profiler(
+    dev: torch.device,
+    warmup: int,
+    active: int,
+    repeat: int,
+    on_ready: Callable[[Any], None],
+    profile_memory: bool = False,
+) -> profile:
     """torch.profiler with ``schedule(wait=0, warmup, active, repeat)``: warm-up steps are traced and
-    discarded; each cycle's active steps go to ``on_ready`` (which exports them once)."""
+    discarded; each cycle's active steps go to ``on_ready`` (which exports them once).
+    ``profile_memory`` records the allocator's ``[memory]`` events (CPU allocations on a CPU run)."""
     return profile(
         activities=activities(dev),
         schedule=schedule(wait=0, warmup=warmup, active=active, repeat=repeat),
         on_trace_ready=on_ready,
         record_shapes=True,
+        profile_memory=profile_memory,
     )
 
 

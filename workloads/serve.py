@@ -159,7 +159,8 @@ def run_serve(cfg: ServeConfig, out: Path) -> RunResult:
     cold_ns = P.now_ns(dev) - t0
     path = trace_path(out, STEM)
     scope = {"token_budget": cfg.token_budget, "max_seqs": cfg.max_seqs, "chunk": cfg.chunk}
-    with P.make_profiler(dev, warmup=1, active=1, repeat=1, on_ready=lambda p: P.export(p, path)) as prof:
+    ready = lambda p: P.export(p, path)  # noqa: E731
+    with P.make_profiler(dev, warmup=1, active=1, repeat=1, on_ready=ready, profile_memory=cfg.profile_memory) as prof:
         with phase("run", workload="serve", **scope, stage="warmup"):
             if cfg.warmup_requests:
                 w_reqs, w_prompts = _requests(cfg, cfg.warmup_requests, cfg.seed + 2)
@@ -210,6 +211,7 @@ def run_serve(cfg: ServeConfig, out: Path) -> RunResult:
                 "kv_cache": [cfg.model.layers, cfg.max_seqs, cfg.model.n_kv, cfg.model.max_context, cfg.model.head_dim],
                 "head_dim": cfg.model.head_dim,
                 "kv_heads": cfg.model.n_kv,
+                "kv_cache_layout": "pool",
             },
             "flops": {"convention": "workloads/flops.py (FlopCounterMode's; SDPA causal not halved)"},
             "cold_start": {"ns": cold_ns, "what": "one request (prefill + decode to its output length) alone"},

@@ -159,6 +159,11 @@ def _model_options(fn: F) -> F:
         click.option(
             "--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default)."
         ),
+        click.option(
+            "--profile-memory",
+            is_flag=True,
+            help="Record the allocator's [memory] events (torch.profiler profile_memory; CPU allocations on CPU).",
+        ),
         out_option("Output directory.", required=True, type=click.Path(path_type=Path)),
         force_option("a non-empty output directory"),
     ]
@@ -188,6 +193,14 @@ def _model(kw: dict[str, Any]) -> Any:
 )
 @click.option("--output-len", default="fixed:32", show_default=True, help="Output-length distribution (same forms).")
 @click.option("--warmup-decode-steps", type=int, default=2, show_default=True)
+@click.option(
+    "--kv-cache",
+    type=click.Choice(["pool", "dynamic"]),
+    default="pool",
+    show_default=True,
+    help="pool: allocated once for --max-context positions (as engines do); "
+    "dynamic: grows per token (as Hugging Face's default cache).",
+)
 def llm(**kw: Any) -> None:
     """Static-batch prefill then greedy decode of a small random-weight transformer."""
 
