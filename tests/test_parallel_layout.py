@@ -107,6 +107,23 @@ def test_tp8_rank_priced_at_its_share(tmp_path: Path) -> None:
     assert not any(r.get("above_roof") for r in rows)
 
 
+def test_kv_bytes_per_token_are_the_ranks(tmp_path: Path) -> None:
+    """The config's 8 KV heads over TP 8 are 1 per rank (the attention op's key [888, 1, 64] agrees):
+    2 (K, V) · 1 head · 64 · 36 layers · 2 B = 9,216 B per token on this rank, not the whole model's
+    2·8·64·36·2 = 73,728."""
+    res = analyze(tracekit.load(str(_trace(tmp_path)), model=str(_config(tmp_path, GPT_OSS_120B))))
+    kv = res.to_json()["totals"]["serving"]["kv"]
+    assert kv["bytes_per_token"] == 2 * 1 * 64 * 36 * 2 == 9216 and kv["kv_heads"] == 1
+    assert kv["source"].endswith("on this rank (TP 8: 1 KV head per rank)")
+    # with 4 KV heads (Llama-style GQA) and TP 8 each rank keeps one replica: still 1 per rank
+    four = analyze(
+        tracekit.load(
+            str(_trace(tmp_path)), model=str(_config(tmp_path, {**GPT_OSS_120B, "num_key_value_heads": 4}, "c4.json"))
+        )
+    )
+    assert four.to_json()["totals"]["serving"]["kv"]["bytes_per_token"] == 9216
+
+
 def test_another_models_config_is_refused(tmp_path: Path) -> None:
     trace = _trace(tmp_path)
     # Mixtral-8x7B: 8 experts, but the router logits have 128

@@ -150,3 +150,19 @@ def test_shared_vllm_decode_estimate_against_its_capture(shared_traces: Path, tm
     assert abs(a["flops"] / ma["flops"] - 1) < 0.1
     reg = est.regions.row(0, named=True)
     assert reg["coverage"] >= 0.85 and reg["bound"] == "bandwidth" and reg["estimated"]
+
+
+def test_a_tensor_parallel_rank_is_estimated_at_its_share() -> None:
+    """Under TP 8 a rank computes 32/8 = 4 query heads, 8/8 = 1 KV head and 14336/8 = 1792 MLP
+    columns, so its GEMM FLOPs are the whole model's / 8 (each projection is split along one
+    dimension). Per layer and token, 2·(H·(H_q·d + 2·H_kv·d) + H_q·d·H + 3·H·I):
+    whole 2·(4096·(4096 + 2048) + 4096·4096 + 3·4096·14336) = 2·218,103,808 = 436,207,616;
+    rank 2·(4096·(512 + 256) + 512·4096 + 3·4096·1792) = 2·27,262,976 = 54,525,952."""
+    from tracekit.analysis.replay_estimate import step_work
+    from tracekit.costmodel.parallel import per_rank
+
+    cfg = {**CONFIG, "head_dim": 128, "dtype": "bfloat16", "weight_bits": 16.0}
+    whole = step_work(cfg, 1, None)["gemm"][0]
+    rank = step_work(per_rank(cfg, {"tp": 8}), 1, None)["gemm"][0]
+    assert whole == 2 * 436_207_616  # two layers
+    assert rank == 2 * 54_525_952 == whole / 8

@@ -278,7 +278,11 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
     acts = _with_copy_bytes(acts, trace.kernels, cpu_only)
     comm = with_op_messages(comm, acts, trace.ops)  # collectives whose kernels state no size
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
-    warnings.extend(_notes(trace, acts, costs, labels))
+    model = trace.meta.get("model")
+    # the model's config at this rank's sizes (costmodel/parallel.py); a trace read without its
+    # shapes (a dataset's lean read) says nothing of its layout here: the config as given
+    rank = rank_model(trace) if model and "input_dims" in trace.ops.columns else None
+    warnings.extend(_notes(trace, acts, costs, labels, rank))
     if not (labels["phase"] != "other").any():
         labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)
@@ -293,11 +297,11 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         device_name="CPU" if cpu_only else _device_name(list(trace.meta.get("devices") or [])),
         trace_info=trace_info,
         warnings=warnings,
-        kv=_kv(kv_shape(trace.ops, labels), trace.meta.get("model"), warnings),
+        kv=_kv(kv_shape(trace.ops, labels), rank or model, warnings),
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
-        model=trace.meta.get("model"),
+        model=rank or model,
         capabilities=capabilities(trace.meta.get("format")),
     )
 
@@ -339,17 +343,17 @@ def _with_copy_bytes(acts: pl.DataFrame, kernels: pl.DataFrame, cpu_only: bool) 
     return acts.with_columns(take(kernels["bytes"], acts["act_id"]).alias("copy_bytes"))
 
 
-def _notes(trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.DataFrame) -> list[str]:
-    """What the inputs say of themselves: replays without ops, the model config's notes, step names
-    not read, attribute values out of range."""
+def _notes(
+    trace: Trace, acts: pl.DataFrame, costs: pl.DataFrame, labels: pl.DataFrame, layout: dict[str, Any] | None
+) -> list[str]:
+    """What the inputs say of themselves: the rank's parallel layout (``layout``: the model's config
+    at this rank's sizes), replays without ops, the model config's notes, step names not read,
+    attribute values out of range."""
     note = replay_note(acts, trace.meta.get("capture"), bool(trace.meta.get("model")))
     # Nsight: the ops that carry shapes but no cost model, and their device time (only an export
     # with no shapes at all gets the report's "no operator shapes" note)
     unpriced = unpriced_note(costs, acts) if capabilities(trace.meta.get("format")).shapes_from_annotations else None
     model = trace.meta.get("model")
-    # a trace read without its shapes (a dataset's lean read) says nothing of its layout here: its
-    # costs were priced with it at ingest
-    layout = rank_model(trace) if model and "input_dims" in trace.ops.columns else None
     return [
         *([layout_note(layout["parallel"], model)] if layout and model else []),
         *([note] if note is not None else []),

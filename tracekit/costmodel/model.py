@@ -85,7 +85,8 @@ def attention_dims(cfg: Mapping[str, Any] | None) -> tuple[int, int, int, int] |
 def kv_bytes_per_token(cfg: Mapping[str, Any] | None, layers: bool = True) -> float | None:
     """KV-cache bytes one token holds: per layer 2·H_kv·d (K and V) elements, or for MLA one
     compressed latent of kv_lora_rank + qk_rope_head_dim elements; at the config's dtype; times
-    num_hidden_layers when ``layers``. None when the config does not say."""
+    num_hidden_layers when ``layers``. None when the config does not say. A config at a rank's
+    sizes (:func:`tracekit.costmodel.parallel.per_rank`: H_kv over TP) gives the rank's bytes."""
     size = act_bytes(cfg)
     if size is None:
         return None
@@ -137,5 +138,16 @@ def kv_from_config(cfg: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "head_dim": None if mla else _int(cfg, "head_dim"),
         "element_bytes": size,
         "dtype": cfg.get("dtype"),
-        "source": f"model config {cfg.get('source')}: {how}",
+        "source": f"model config {cfg.get('source')}: {how}" + _per_rank_words(cfg),
     }
+
+
+def _per_rank_words(cfg: Mapping[str, Any]) -> str:
+    """`` on this rank (TP 8: 1 of 8 KV heads)`` for a config at a rank's sizes, else ``""``."""
+    tp = int((cfg.get("parallel") or {}).get("tp") or 1)
+    if tp <= 1:
+        return ""
+    if cfg.get("kv_lora_rank") is not None:
+        return f" on this rank (TP {tp}: MLA's latent is held whole by every rank)"
+    n = cfg.get("num_key_value_heads")
+    return f" on this rank (TP {tp}: {n} KV head{'' if n == 1 else 's'} per rank)"

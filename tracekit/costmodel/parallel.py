@@ -131,14 +131,21 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
 
 
 def per_rank(cfg: Mapping[str, Any], layout: Mapping[str, Any]) -> dict[str, Any]:
-    """``cfg`` with the sizes one rank computes: each expert's (and the shared experts')
-    intermediate size over TP (tensor-parallel experts, no expert parallelism), and the layout."""
+    """``cfg`` with the sizes one rank computes and stores, and the layout: the intermediate sizes
+    (dense MLP, each expert's, the shared experts') over TP (column-parallel, no expert
+    parallelism); the attention heads over TP and the KV heads too, at least one (a rank keeps a
+    replica when TP exceeds them), so the KV bytes per token are this rank's. MLA's compressed
+    latent is not split by heads: every rank holds all of it."""
     tp = int(layout.get("tp") or 1)
     out = {**cfg, "parallel": dict(layout)}
     if tp > 1:
-        for k in ("moe_intermediate_size", "shared_intermediate_size"):
+        for k in ("intermediate_size", "moe_intermediate_size", "shared_intermediate_size"):
             if isinstance(cfg.get(k), int):
                 out[k] = -(-cfg[k] // tp)  # a rank holds ⌈I / TP⌉ columns
+        if isinstance(cfg.get("num_attention_heads"), int):
+            out["num_attention_heads"] = max(1, cfg["num_attention_heads"] // tp)
+        if isinstance(cfg.get("num_key_value_heads"), int) and cfg.get("kv_lora_rank") is None:
+            out["num_key_value_heads"] = max(1, cfg["num_key_value_heads"] // tp)
     return out
 
 
