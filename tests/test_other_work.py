@@ -139,6 +139,15 @@ def test_launch_latency_is_not_queueing(tmp_path: Path) -> None:
     assert (p["launch_latency_p50_ns"], p["launch_latency_max_ns"]) == (25_000, 97_000)
     assert (p["launch_queued_p50_ns"], p["launch_queued_max_ns"]) == (1_582_000, 3_117_000)
     assert (p["launch_delay_count"], p["launch_delay_max_ns"]) == (4, 3_150_000 - 31_000)
+    # the text says the split, not one "launch delay" a deep queue would pass for a slow launch path;
+    # p99 (linear) queued 2,077 + 0.97·(3,117 − 2,077) = 3,085.8 µs, latency 50 + 0.97·47 = 95.6 µs
+    from tracekit.report.sections.why import launch_delay_lines
+
+    (line,) = launch_delay_lines(res.to_json())
+    assert line.endswith(
+        "over 4 launches — queued behind earlier work p50 1.58 ms, p99 3.09 ms; "
+        "the device idle while a launch waited (launch latency) p50 25 µs, p99 95.6 µs"
+    )
     # inside the step the layers are still queued: the step's own work is theirs, their windows' not
     bounds = dict(res.regions.select("name", "bound").rows())
     assert [bounds[f"layer_{i}"] for i in range(1, 4)] == ["queued"] * 3

@@ -65,13 +65,24 @@ def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> l
 
 
 def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per phase, launch call → kernel start; where the analysis split each wait (issue 40), the
+    part queued behind earlier work and the launch latency proper (stream free, device idle): a
+    deep queue is not a slow launch path."""
     out = []
     for p in doc.get("phases") or []:
         if p.get("launch_delay_count"):
+            split = ""
+            if p.get("launch_queued_p50_ns") is not None and p.get("launch_latency_p50_ns") is not None:
+                split = (
+                    f" — queued behind earlier work p50 {fmt.duration(p['launch_queued_p50_ns'])}, "
+                    f"p99 {fmt.duration(p['launch_queued_p99_ns'])}; "
+                    "the device idle while a launch waited (launch latency) "
+                    f"p50 {fmt.duration(p['launch_latency_p50_ns'])}, p99 {fmt.duration(p['launch_latency_p99_ns'])}"
+                )
             out.append(
                 f"launch delay (launch call → kernel start), {p['phase']}: p50 "
                 f"{fmt.duration(p['launch_delay_p50_ns'])}, p99 {fmt.duration(p['launch_delay_p99_ns'])} "
-                f"over {fmt.count(p['launch_delay_count'], 'launch', 'launches')}"
+                f"over {fmt.count(p['launch_delay_count'], 'launch', 'launches')}{split}"
             )
     return out
 
