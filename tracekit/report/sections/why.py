@@ -74,10 +74,8 @@ def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
             split = ""
             if p.get("launch_queued_p50_ns") is not None and p.get("launch_latency_p50_ns") is not None:
                 split = (
-                    f" — queued behind earlier work p50 {fmt.duration(p['launch_queued_p50_ns'])}, "
-                    f"p99 {fmt.duration(p['launch_queued_p99_ns'])}; "
-                    "the device idle while a launch waited (launch latency) "
-                    f"p50 {fmt.duration(p['launch_latency_p50_ns'])}, p99 {fmt.duration(p['launch_latency_p99_ns'])}"
+                    f" — queued behind earlier work {_spread(p, 'launch_queued')}; "
+                    f"the device idle while a launch waited (launch latency) {_spread(p, 'launch_latency')}"
                 )
             out.append(
                 f"launch delay (launch call → kernel start), {p['phase']}: p50 "
@@ -85,6 +83,12 @@ def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
                 f"over {fmt.count(p['launch_delay_count'], 'launch', 'launches')}{split}"
             )
     return out
+
+
+def _spread(p: Mapping[str, Any], key: str) -> str:
+    """``p50 …, p99 …, max …`` of a phase's ``{key}_{p50,p99,max}_ns``: the max shows a graph
+    replay's one slow start that the per-kernel percentiles hide."""
+    return ", ".join(f"{q} {fmt.duration(p.get(f'{key}_{q}_ns'))}" for q in ("p50", "p99", "max"))
 
 
 def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
