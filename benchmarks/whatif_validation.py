@@ -41,6 +41,41 @@ def whatif(trace: Path, rate: float) -> dict[str, Any] | str:
     return json.loads(p.stdout) if p.returncode == 0 else p.stderr.strip()
 
 
+def analysis(trace: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(tracekit("analyze", str(trace), "--format", "json").stdout)
+    return doc
+
+
+def decode_ms(doc: dict[str, Any]) -> dict[int, tuple[float, int]]:
+    """Pure decode steps of the run by batch D: (mean step ms, steps), from ``serving.composition``."""
+    acc: dict[int, list[float]] = {}
+    for r in doc["totals"]["serving"]["composition"]:
+        if r["phase"] == "decode" and r["steps"]:
+            a = acc.setdefault(int(r["decode_seqs"]), [0.0, 0])
+            a[0] += r["mean_ms"] * r["steps"]
+            a[1] += r["steps"]
+    return {d: (t / n, int(n)) for d, (t, n) in acc.items()}
+
+
+def host_speed(fit: dict[str, Any], meas: dict[str, Any]) -> tuple[float, str] | None:
+    """The measured run's step time over the fit run's on the same work: pure decode steps of the
+    same batch (at least 3 in each run), the median ratio weighted by steps — the host's speed
+    between the two runs (< 1: the measured run's host was faster), with its evidence."""
+    a, b = decode_ms(fit), decode_ms(meas)
+    pairs = sorted(
+        (b[d][0] / a[d][0], min(a[d][1], b[d][1]), d) for d in a.keys() & b.keys() if min(a[d][1], b[d][1]) >= 3
+    )
+    if not pairs:
+        return None
+    half, acc = sum(w for _, w, _ in pairs) / 2, 0
+    for r, w, _ in pairs:
+        acc += w
+        if acc >= half:
+            break
+    top = max(pairs, key=lambda x: x[1])
+    return r, f"D={top[2]}: {b[top[2]][0]:.1f} vs {a[top[2]][0]:.1f} ms over {top[1]}+ steps"
+
+
 def measured(trace: Path) -> tuple[dict[str, Any], str | None]:
     """The run's own TTFT / TPOT / E2E percentiles from the trace (``analyze`` JSON
     ``totals.requests``, linear percentiles as everywhere), and why the run is no valid reference
@@ -48,7 +83,7 @@ def measured(trace: Path) -> tuple[dict[str, Any], str | None]:
     step time — the machine was loaded while it ran."""
     from tracekit.whatif import percentile
 
-    doc = json.loads(tracekit("analyze", str(trace), "--format", "json").stdout)
+    doc = analysis(trace)
     rows = [r for r in doc["totals"]["requests"] if r.get("source") == "trace"]
     pct = {
         k: {q: percentile([r[k] for r in rows if r.get(k) is not None], int(q[1:]) / 100) for q in QS} for k, _ in KEYS
@@ -84,6 +119,7 @@ def main() -> int:
                     return 1
             into.append(d / "serve.pt.trace.json.gz")
     preds: list[tuple[str, dict[str, Any]]] = []
+    fit_docs: dict[str, dict[str, Any]] = {}
     for t in fit:
         d = whatif(t, a.predict_rate)
         if isinstance(d, str):
@@ -96,7 +132,9 @@ def main() -> int:
             f"TPOT {e['tpot_p50'] * 100:+.1f} %, E2E {e['e2el_p50'] * 100:+.1f} %"
         )
         preds.append((t.parent.name, d["load"]["predicted"]))
+        fit_docs[t.parent.name] = analysis(t)
     meas = []
+    meas_docs: dict[str, dict[str, Any]] = {}
     for t in pred:
         m, why = measured(t)
         if why:
@@ -104,6 +142,7 @@ def main() -> int:
             print(f"measured {t.parent.name}: not a valid reference (a loaded machine): {why}; {p50}")
         else:
             meas.append((t.parent.name, m))
+            meas_docs[t.parent.name] = analysis(t)
     for name, p in preds:
         print(f"predicted from {name}: " + ", ".join(f"{lab} p50 {p[k]['p50']:.1f} ms" for k, lab in KEYS))
     for name, m in meas:
@@ -126,6 +165,26 @@ def main() -> int:
         ]
         if inside:
             print(f"{lab} p50: measured inside the predicted 10–90 % interval in {sum(inside)} of {len(inside)} pairs")
+    # The host's speed between the runs, from the steps both ran (the same batch of pure decode):
+    # the prediction carries the fit run's host; scaled to the measured run's, what is left is the
+    # model's own error (docs/whatif.md, "Validation").
+    for fname, p in preds:
+        for mname, m in meas:
+            sp = host_speed(fit_docs[fname], meas_docs[mname])
+            if sp is None:
+                print(f"{fname} → {mname}: no pure-decode batch both ran ≥ 3 times: host speed unknown")
+                continue
+            r, why = sp
+            errs = ", ".join(f"{lab} {(p[k]['p50'] * r - m[k]['p50']) / m[k]['p50'] * 100:+.1f} %" for k, lab in KEYS)
+            inside = sum(
+                1
+                for k, _ in KEYS
+                if (iv := (p.get("interval") or {}).get(k, {}).get("p50")) and iv[0] * r <= m[k]["p50"] <= iv[1] * r
+            )
+            print(
+                f"{fname} → {mname}: host speed {r:.2f} ({why}); at the measured run's speed the p50 errors are "
+                f"{errs}; measured p50 inside the scaled interval {inside} of {len(KEYS)}"
+            )
     for k, lab in KEYS:
         v = [m[k]["p50"] for _, m in meas]
         if v:

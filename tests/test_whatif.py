@@ -453,3 +453,45 @@ def test_a_tpot_from_a_step_that_is_one_blocking_copy_is_flagged(shared_traces: 
     assert rc == 0, err
     assert "WARNING: 98 % of the decode steps' time is a blocking host call" in out
     assert "blocking hipMemcpyWithStream" in out and "give --tpot-ms" in out
+
+
+def test_a_replay_runs_at_one_drift_level_of_the_traced_run() -> None:
+    """Issue 40 item 7: the host's slow drift. 20 steps in time order whose measured / fitted ratio is
+    1.0 for the first 10 and 1.5 after: cut into 5 runs of 4 consecutive steps, the runs' medians are
+    1, 1, median(1, 1, 1.5, 1.5) = 1.25, 1.5, 1.5, and each step's own noise is its ratio over its
+    run's (1.0 everywhere but the mixed run: 0.8, 0.8, 1.2, 1.2). Shuffling the time order changes
+    the runs, not the ratios."""
+    import numpy as np
+
+    from tracekit.analysis.serving.step_cost import drift
+    from tracekit.whatif.sim import Policy, SimRequest, StepCost, metrics, simulate
+
+    ratio = np.array([1.0] * 10 + [1.5] * 10)
+    blocks, within = drift(ratio, np.arange(20))
+    assert blocks == [1.0, 1.0, 1.25, 1.5, 1.5]
+    assert sorted(np.round(within, 4).tolist()) == [0.8, 0.8] + [1.0] * 16 + [1.2, 1.2]
+    # no time order, or fewer than 5 × 4 steps: no drift, the ratios as they are
+    assert drift(ratio, None)[0] == [] and drift(ratio[:19], np.arange(19))[0] == []
+    # a replay draws one level for all its steps: 2 steps of 10 ms at drift 1 or 2 → E2E 20 or 40 ms,
+    # never 30 (which a per-step draw would give a quarter of the time)
+    cost = StepCost(10.0, 0.0, noise=(1.0,), drift=(1.0, 2.0))
+    got = {
+        metrics(simulate([SimRequest(0, 0.0, 1, 2)], cost, Policy(), 1, seed=seed))[0]["e2el_ms"] for seed in range(20)
+    }
+    assert got == {20.0, 40.0}
+
+
+def test_a_prediction_beyond_the_traced_batches_says_so() -> None:
+    """A replay whose steps decode 4 sequences when the fit saw at most 3: 49 of 175 steps (by hand
+    from the counts below) are beyond it, and the words say how far."""
+    from tracekit.whatif.run import beyond_fit
+
+    run = {"steps": 175, "max_prefill_tokens": 32, "max_decode_seqs": 4, "decode_seqs": {"0": 6, "3": 120, "4": 49}}
+    ranges = {"P": [0, 32], "D": [0, 3], "dctx": [0, 290]}
+    words = beyond_fit(run, ranges)
+    assert (
+        words is not None
+        and "49 of its 175 steps decode more sequences than any traced step (up to 4, traced ≤ 3)" in words
+    )
+    assert beyond_fit(run, {"P": [0, 32], "D": [0, 4]}) is None
+    assert "prefill chunks up to 32 tokens (traced ≤ 16)" in (beyond_fit(run, {"P": [0, 16], "D": [0, 4]}) or "")

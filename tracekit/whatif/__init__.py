@@ -145,6 +145,7 @@ def inputs(result: Any, kv_bytes_per_token: float | None = None, policy: Policy 
         sc["per_decode_kv_token_ms"],
         float(sc.get("gap_ms") or 0.0),
         tuple(float(x) for x in sc.get("noise_ratios") or ()),
+        tuple(float(x) for x in sc.get("drift_ratios") or ()),
     )
     rq = sv["requests"]
     t0 = min(int(r["arrival_ns"]) for r in rq)

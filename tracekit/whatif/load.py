@@ -106,10 +106,14 @@ def predict(
     fit's noise, :data:`REPLICATES` seeded replays: each figure is their median, and ``interval``
     holds each percentile's 10th–90th percentile over them (the spread the traced steps' noise
     gives the prediction); without it, the one exact replay."""
+    seen: list[tuple[int, int]] = []
     if not inp.cost.noise:
-        return summarise(replay(reqs, arrivals, inp), slo)
-    runs = [summarise(replay(reqs, arrivals, inp, seed), slo) for seed in range(REPLICATES)]
+        return summarise(replay(reqs, arrivals, inp, seen=seen), slo) | {"steps_run": _composition(seen)}
+    runs = [
+        summarise(replay(reqs, arrivals, inp, seed, seen if seed == 0 else None), slo) for seed in range(REPLICATES)
+    ]
     out = dict(runs[0])
+    out["steps_run"] = _composition(seen)
     out["interval"] = {}
     for key in ("ttft_ms", "tpot_ms", "e2el_ms"):
         out[key], out["interval"][key] = {}, {}
@@ -125,11 +129,30 @@ def predict(
     return out
 
 
-def replay(reqs: list[SimRequest], arrivals: list[float], inp: Any, seed: int | None = None) -> list[dict[str, Any]]:
+def _composition(seen: list[tuple[int, int]]) -> dict[str, Any]:
+    """The simulated steps' count and their largest prefill tokens and decoding sequences (the
+    replay of seed 0), and the share of steps at each D, to compare with the fit's ranges."""
+    d = [x for _, x in seen]
+    return {
+        "steps": len(seen),
+        "max_prefill_tokens": max((p for p, _ in seen), default=0),
+        "max_decode_seqs": max(d, default=0),
+        "decode_seqs": {str(k): d.count(k) for k in sorted(set(d))},
+    }
+
+
+def replay(
+    reqs: list[SimRequest],
+    arrivals: list[float],
+    inp: Any,
+    seed: int | None = None,
+    seen: list[tuple[int, int]] | None = None,
+) -> list[dict[str, Any]]:
     """Per-request metrics of ``reqs`` arriving at ``arrivals`` (ms) on one worker with ``inp``'s
-    step cost and policy (:class:`tracekit.whatif.Inputs`); ``seed``: draw the host's noise."""
+    step cost and policy (:class:`tracekit.whatif.Inputs`); ``seed``: draw the host's noise;
+    ``seen``: receives each step's (P, D)."""
     moved = [SimRequest(r.id, a, r.prompt, r.output) for r, a in zip(reqs, arrivals)]
-    rows = metrics(simulate(moved, inp.cost, inp.policy, 1, seed=seed))
+    rows = metrics(simulate(moved, inp.cost, inp.policy, 1, seed=seed, seen=seen))
     for r, a in zip(rows, arrivals):  # the simulation returns them in the order given
         r["_arrival"], r["_finish"] = a, a + r["e2el_ms"]
     return rows

@@ -81,6 +81,8 @@ def run_whatif(
         doc["compare"] = compare(inp, prefill_workers, decode_workers, bw, link_latency_us / 1e3, slo_d)
     if arr is not None:
         doc["load"] = another_load(result, inp, arr, seed, slo_d)
+        if doc["load"].get("extrapolates"):
+            doc["notes"].append(doc["load"]["extrapolates"])
     return doc
 
 
@@ -175,16 +177,45 @@ def another_load(
     times, where = arrival_times(arr, inp.requests, inp.schedule, inp.seed if seed is None else seed)
     traced = predict(inp.requests, [r.arrival_ms for r in inp.requests], inp, slo)
     meas = measured(result)
-    return {
+    pred = predict(inp.requests, times, inp, slo)
+    out = {
         "arrival": str(arr),
         "arrivals": where,
         "traced_schedule": inp.schedule,
         "workers": 1,
-        "predicted": predict(inp.requests, times, inp, slo),
+        "predicted": pred,
         "replay_of_traced": traced,
         "measured_traced": meas,
         "error_at_traced_load": errors(traced, meas),
     }
+    beyond = beyond_fit(pred.get("steps_run") or {}, ((result.serving or {}).get("step_cost") or {}).get("ranges"))
+    return out | ({"extrapolates": beyond} if beyond else {})
+
+
+def beyond_fit(run: dict[str, Any], ranges: dict[str, list[int]] | None) -> str | None:
+    """Where the prediction's steps leave the compositions the fit was measured on (its ``ranges``
+    of P and D), in words; None when they stay inside. The fit is linear in D: a batch larger than
+    any traced one is priced at the traced per-sequence cost."""
+    if not ranges or not run.get("steps"):
+        return None
+    d_hi, p_hi = ranges.get("D", [0, 0])[1], ranges.get("P", [0, 0])[1]
+    parts = []
+    over = sum(n for k, n in (run.get("decode_seqs") or {}).items() if int(k) > d_hi)
+    if run["max_decode_seqs"] > d_hi:
+        parts.append(
+            f"{over} of its {run['steps']} steps decode more sequences than any traced step "
+            f"(up to {run['max_decode_seqs']}, traced ≤ {d_hi})"
+        )
+    if run["max_prefill_tokens"] > p_hi:
+        parts.append(f"prefill chunks up to {run['max_prefill_tokens']} tokens (traced ≤ {p_hi})")
+    if not parts:
+        return None
+    return (
+        "the prediction extrapolates the step-cost fit: "
+        + "; ".join(parts)
+        + ". Those steps are priced at the traced per-token and per-sequence costs; larger batches often "
+        "cost less per sequence, so the figures may be high there"
+    )
 
 
 def link_entry(link_key: str, link_gbps: float | None) -> dict[str, Any]:

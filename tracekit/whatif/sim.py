@@ -41,6 +41,9 @@ class StepCost:
     # measured / fitted step time, at equal-probability quantiles of the traced steps: the host's
     # noise, drawn per simulated step by a seeded replay (empty: every step exactly as fitted)
     noise: tuple[float, ...] = ()
+    # the host's slow drift: the median ratio of runs of consecutive traced steps, one drawn per
+    # seeded replay for all its steps (then ``noise`` holds each step's ratio over its run's)
+    drift: tuple[float, ...] = ()
 
     def ms(self, p: int, d: int, k: int, factor: float = 1.0) -> float:
         return max(0.0, self.c0 + self.cp * p + self.cd * d + self.ck * k) * factor + self.gap
@@ -135,17 +138,23 @@ def simulate(
     link_bytes_per_s: float = 0.0,
     link_latency_ms: float = 0.0,
     seed: int | None = None,
+    seen: list[tuple[int, int]] | None = None,
 ) -> list[Seq]:
     """Serve ``reqs``; ``decode_workers == 0`` means colocated with ``prefill_workers`` workers.
     With ``seed`` and a cost with ``noise``, each step's time is the fit's × a ratio drawn from it
-    (``random.Random(seed)``); else exactly the fit's. Returns every sequence with its token times
-    (ms from the simulation's time 0)."""
+    (``random.Random(seed)``) × the run's drift, one of ``cost.drift`` drawn first (1 without);
+    else exactly the fit's. ``seen`` (when given) receives each simulated step's (prefill tokens,
+    decoding sequences). Returns every sequence with its token times (ms from the simulation's
+    time 0)."""
     disagg = decode_workers > 0
     pw = [Worker(i, prefill=True, decode=not disagg) for i in range(prefill_workers)]
     dw = [Worker(prefill_workers + i, prefill=False, decode=True) for i in range(decode_workers)]
     links = [Link(link_bytes_per_s, link_latency_ms) for _ in pw]
     seqs = {r.id: Seq(r) for r in reqs}
     ev = _Events(random.Random(seed) if seed is not None and cost.noise else None)
+    ev.seen = seen
+    if ev.rng is not None and cost.drift:
+        ev.drift = cost.drift[ev.rng.randrange(len(cost.drift))]
     for r in sorted(reqs, key=lambda r: (r.arrival_ms, r.id)):
         ev.push(r.arrival_ms, "arrive", r.id)
     while ev.heap:
@@ -182,6 +191,8 @@ class _Events:
         self.heap: list[tuple[float, int, str, Any]] = []
         self.order = 0
         self.rng = rng  # draws each step's noise factor (None: no noise)
+        self.drift = 1.0  # the run's drift factor (StepCost.drift), drawn once by simulate
+        self.seen: list[tuple[int, int]] | None = None  # each step's (P, D), when asked for
 
     def push(self, t: float, kind: str, x: Any) -> None:
         heapq.heappush(self.heap, (t, self.order, kind, x))
@@ -201,7 +212,9 @@ def _start(w: Worker, t: float, pol: Policy, cost: StepCost, ev: _Events) -> Non
     for s in dec:
         s.interference_ms += cost.cp * p
     w.busy = True
-    factor = cost.noise[ev.rng.randrange(len(cost.noise))] if ev.rng is not None else 1.0
+    if ev.seen is not None:
+        ev.seen.append((p, len(dec)))
+    factor = ev.drift * cost.noise[ev.rng.randrange(len(cost.noise))] if ev.rng is not None else 1.0
     ev.push(t + cost.ms(p, len(dec), k, factor), "step_end", (w, segs))
 
 

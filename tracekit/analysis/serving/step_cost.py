@@ -36,6 +36,12 @@ ELEMENT_BYTES = {
 # spread is not a refusal: it is the host's noise, carried into the replay and its interval.
 MIN_R2 = 0.5
 NOISE_QUANTILES = 20  # measured / fitted at the midpoints of 20 equal-probability bins (2.5 %, 7.5 %, ...)
+# The host's slow drift: the kept steps in time order cut into DRIFT_BLOCKS runs of consecutive
+# steps, each run's median measured / fitted (``drift_ratios``); a replay draws one of them for its
+# whole run (a host that is slower or faster for a while), the steps' own noise around it. Needs at
+# least MIN_BLOCK_STEPS steps per block.
+DRIFT_BLOCKS = 5
+MIN_BLOCK_STEPS = 4
 # Steps slower than the fit by more than OUTLIER_MADS robust deviations are host noise (left out of
 # the fit, their excess time kept as noise per step), unless more than MAX_OUTLIER_SHARE of them are.
 OUTLIER_MADS = 5.0
@@ -52,8 +58,11 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     ``dropped`` terms, the ranges of P, D, ctx_d seen, the host-noise ``outliers`` left out
     (:func:`inliers`) with their ``outlier_excess_ms`` and ``noise_share`` (of all step time), and
     ``noise_ratios``: measured / fitted of the kept steps at :data:`NOISE_QUANTILES` equal-probability
-    quantiles (the host's noise the replay draws from), and ``refused``: why the fit is too poor to
-    simulate with (R² < :data:`MIN_R2`), else None."""
+    quantiles (the host's noise the replay draws from), ``drift_ratios``: with ``step_index`` (time
+    order) and :data:`MIN_BLOCK_STEPS` steps per block, the median ratio of each of
+    :data:`DRIFT_BLOCKS` runs of consecutive steps, and then ``noise_ratios`` are each step's ratio
+    over its block's (:func:`drift`); and ``refused``: why the fit is too poor to simulate with
+    (R² < :data:`MIN_R2`), else None."""
     out: dict[str, Any] = {k: None for k in TERMS} | {"n": steps.height, "r2": None, "dropped": [], "refused": None}
     s = steps.drop_nulls(["P", "D", "ms"]).with_columns(pl.col("dctx").fill_null(0))
     if s.height < 2:
@@ -90,12 +99,34 @@ def fit_step_cost(steps: pl.DataFrame) -> dict[str, Any]:
     rel = np.abs(resid) / np.where(y > 0, y, np.nan)
     out["residual_rel_p90"] = float(np.nanpercentile(rel, 90)) if np.isfinite(rel).any() else None
     fitted = x @ coef
-    ratio = (y / fitted)[fitted > 0]
+    pos = fitted > 0
+    ratio = (y / fitted)[pos]
+    order = s["step_index"].to_numpy()[inl][pos] if "step_index" in s.columns else None
+    blocks, ratio = drift(ratio, order)
+    out["drift_ratios"] = blocks
     mid = (np.arange(NOISE_QUANTILES) + 0.5) / NOISE_QUANTILES * 100
     out["noise_ratios"] = [round(float(v), 4) for v in np.percentile(ratio, mid)] if ratio.size else []
     out["ranges"] = {c: [int(s[c].min()), int(s[c].max())] for c in ("P", "D", "dctx")}  # type: ignore[arg-type]
     out["refused"] = refusal(out["r2"])
     return out
+
+
+def drift(ratio: Any, order: Any) -> tuple[list[float], Any]:
+    """(``drift_ratios``, the ratios the steps' own noise is drawn from). ``ratio``: measured / fitted
+    per kept step; ``order``: their step indices (time order), or None. With at least
+    :data:`MIN_BLOCK_STEPS` · :data:`DRIFT_BLOCKS` steps: the steps in time order cut into
+    :data:`DRIFT_BLOCKS` consecutive runs, each run's median ratio, and each step's ratio over its
+    run's median (their product is the step's ratio again). Otherwise no drift and the ratios as
+    they are."""
+    import numpy as np
+
+    if order is None or ratio.size < DRIFT_BLOCKS * MIN_BLOCK_STEPS:
+        return [], ratio
+    r = ratio[np.argsort(order, kind="stable")]
+    parts = np.array_split(r, DRIFT_BLOCKS)
+    med = [float(np.median(b)) for b in parts]
+    within = np.concatenate([b / m for b, m in zip(parts, med)]) if all(m > 0 for m in med) else r
+    return [round(m, 4) for m in med], within
 
 
 def inliers(x: Any, y: Any) -> Any:
@@ -143,18 +174,21 @@ def busy_gap_ms(steps: pl.DataFrame) -> float | None:
 
 
 def all_steps(steps: pl.DataFrame) -> pl.DataFrame:
-    """Every step with P, D, dctx, ms: the decoding steps plus prefill-only steps (D = 0)."""
+    """Every step with P, D, dctx, ms and its ``step_index`` (``steps`` is in time order): the
+    decoding steps plus prefill-only steps (D = 0), in time order."""
 
-    dec = decoding_steps(steps).select("P", "D", "dctx", "ms")
+    dec = decoding_steps(steps).select("P", "D", "dctx", "ms", "step_index")
     if steps.height == 0 or "prefill_tokens" not in steps.columns:
         return dec
-    pre = steps.filter(pl.col("phase") == "prefill").select(
+    idx = steps.with_row_index("step_index").with_columns(pl.col("step_index").cast(pl.Int64()))
+    pre = idx.filter(pl.col("phase") == "prefill").select(
         pl.coalesce(pl.col("prefill_tokens"), pl.col("tokens") if "tokens" in steps.columns else pl.lit(None))
         .cast(pl.Int64())
         .alias("P"),
         pl.lit(0, dtype=pl.Int64()).alias("D"),
         pl.lit(0, dtype=pl.Int64()).alias("dctx"),
         (pl.col("step_ns") / 1e6).alias("ms"),
+        pl.col("step_index"),
     )
     return pl.concat(
         [
@@ -163,7 +197,7 @@ def all_steps(steps: pl.DataFrame) -> pl.DataFrame:
                 pl.col("D").cast(pl.Int64()), pl.col("P").cast(pl.Int64()), pl.col("dctx").cast(pl.Int64())
             ),
         ]
-    )
+    ).sort("step_index")
 
 
 def kv_shape(ops: pl.DataFrame, regions: pl.DataFrame) -> dict[str, Any]:

@@ -98,7 +98,9 @@ def _load(ld: dict[str, Any]) -> list[str]:
     if ld["predicted"].get("replicates"):
         out.append(
             f"each predicted figure is the median of {ld['predicted']['replicates']} replays whose steps draw "
-            "the traced steps' noise (measured / fitted); the interval is their 10th–90th percentile"
+            "the traced steps' noise (measured / fitted), each replay at the level of one stretch of the "
+            "traced run (its slow drift); the interval is their 10th–90th percentile. It does not hold a "
+            "host whose speed differs from the traced run's"
         )
     err = ld.get("error_at_traced_load") or {}
     if any(v is not None for v in err.values()):
