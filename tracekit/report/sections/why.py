@@ -88,7 +88,7 @@ def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
 def _spread(p: Mapping[str, Any], key: str) -> str:
     """``p50 …, p99 …, max …`` of a phase's ``{key}_{p50,p99,max}_ns``: the max shows a graph
     replay's one slow start that the per-kernel percentiles hide."""
-    return ", ".join(f"{q} {fmt.duration(p.get(f'{key}_{q}_ns'))}" for q in ("p50", "p99", "max"))
+    return ", ".join(f"{q} {fmt.duration(p[f'{key}_{q}_ns'])}" for q in ("p50", "p99", "max"))
 
 
 def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
