@@ -495,3 +495,18 @@ def test_a_prediction_beyond_the_traced_batches_says_so() -> None:
     )
     assert beyond_fit(run, {"P": [0, 32], "D": [0, 4]}) is None
     assert "prefill chunks up to 32 tokens (traced ≤ 16)" in (beyond_fit(run, {"P": [0, 16], "D": [0, 4]}) or "")
+
+
+def test_the_comparison_says_how_often_its_outcome_holds_under_noise() -> None:
+    """The colocated-vs-disaggregated verdict with the traced steps' noise: the same 20 seeded
+    replays as the --arrival interval; with noise (1, 1) every replay is the noise-free one, so the
+    outcome holds in 20 of 20; without noise the count is absent (one exact replay)."""
+    from tracekit.whatif import Inputs, compare
+    from tracekit.whatif.sim import Policy, SimRequest, StepCost
+
+    reqs = [SimRequest(i, 5.0 * i, 64, 8) for i in range(6)]
+    base = dict(requests=reqs, policy=Policy(), kv_bytes_per_token=1000.0, sources={}, schedule=None, seed=0)
+    quiet = compare(Inputs(cost=StepCost(2.0, 0.05, 0.5), **base), 1, 1, 1e9)  # type: ignore[arg-type]
+    assert quiet["outcome_in_noisy_replays"] is None
+    flat = compare(Inputs(cost=StepCost(2.0, 0.05, 0.5, noise=(1.0, 1.0)), **base), 1, 1, 1e9)  # type: ignore[arg-type]
+    assert flat["outcome_in_noisy_replays"] == {"same": 20, "of": 20} and flat["outcome"] == quiet["outcome"]

@@ -23,7 +23,7 @@ from tracekit.analysis.serving.step_cost import OUTLIER_MADS
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.numbers import plain
 from tracekit.whatif.sensitivity import sensitivity, traced_sensitivity
-from tracekit.whatif.sim import Policy, SimRequest, StepCost, metrics, simulate
+from tracekit.whatif.sim import REPLICATES, Policy, SimRequest, StepCost, metrics, simulate
 from tracekit.whatif.verdict import verdict
 
 __all__ = [
@@ -198,26 +198,38 @@ def compare(
         raise UsageError("KV bytes per token unknown from the trace's shapes: pass --kv-bytes-per-token")
     if link_bytes_per_s <= 0:
         raise UsageError("link bandwidth must be > 0")
-    co = metrics(simulate(inp.requests, inp.cost, inp.policy, prefill_workers + decode_workers))
-    dis = metrics(
-        simulate(
-            inp.requests,
-            inp.cost,
-            inp.policy,
-            prefill_workers,
-            decode_workers,
-            inp.kv_bytes_per_token,
-            link_bytes_per_s,
-            link_latency_ms,
-        )
-    )
     arr = {r.id: r.arrival_ms for r in inp.requests}
-    for rows in (co, dis):
-        for r in rows:
-            r["_arrival"], r["_finish"] = arr[r["request"]], arr[r["request"]] + r["e2el_ms"]
-    c, d = summarise(co, slo), summarise(dis, slo)
+    kv: float = inp.kv_bytes_per_token
+
+    def both(seed: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The colocated and disaggregated summaries of one replay (``seed``: the host's noise)."""
+        co = metrics(simulate(inp.requests, inp.cost, inp.policy, prefill_workers + decode_workers, seed=seed))
+        dis = metrics(
+            simulate(
+                inp.requests,
+                inp.cost,
+                inp.policy,
+                prefill_workers,
+                decode_workers,
+                kv,
+                link_bytes_per_s,
+                link_latency_ms,
+                seed=seed,
+            )
+        )
+        for rows in (co, dis):
+            for r in rows:
+                r["_arrival"], r["_finish"] = arr[r["request"]], arr[r["request"]] + r["e2el_ms"]
+        return summarise(co, slo), summarise(dis, slo)
+
+    c, d = both(None)
     xfer, removed = d["mean_transfer_ms"], c["mean_interference_ms"]
     v = verdict(c, d)
+    # the same comparison in the replays that draw the traced steps' noise and drift (seeds as the
+    # --arrival interval's): how often its outcome holds
+    same = (
+        sum(verdict(*both(seed))["outcome"] == v["outcome"] for seed in range(REPLICATES)) if inp.cost.noise else None
+    )
     mechanism = (
         f"the KV transfer ({plain(xfer)} ms per request) {'<' if xfer < removed else '≥'} "
         f"the interference it removes ({plain(removed)} ms per request)"
@@ -231,6 +243,7 @@ def compare(
         "worse": v["worse"],
         "mechanism": mechanism,
         "transfer_less_than_interference": xfer < removed,
+        "outcome_in_noisy_replays": None if same is None else {"same": same, "of": REPLICATES},
         "workers": {
             "prefill": prefill_workers,
             "decode": decode_workers,

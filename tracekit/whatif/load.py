@@ -24,7 +24,7 @@ from typing import Any
 
 from tracekit.errors import UsageError
 from tracekit.numbers import plain
-from tracekit.whatif.sim import SimRequest, metrics, simulate
+from tracekit.whatif.sim import REPLICATES, SimRequest, metrics, simulate
 from tracekit.whatif import percentile, summarise
 
 
@@ -94,9 +94,6 @@ def arrival_times(
         out.append(t)
         t += rng.expovariate(rate) * 1e3
     return out, f"exponential gaps at {rate:g} req/s, drawn with seed {seed} (the trace's schedule is not poisson)"
-
-
-REPLICATES = 20  # seeded noisy replays behind each prediction (seeds 0..19): the interval's sample
 
 
 def predict(

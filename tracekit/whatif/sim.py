@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+REPLICATES = 20  # seeded noisy replays behind each noisy figure (seeds 0..19): the interval's sample
+
+
 @dataclass(frozen=True)
 class StepCost:
     c0: float  # ms per step

@@ -75,6 +75,11 @@ def _compare(c: dict[str, Any]) -> list[str]:
     )
     out.append(f"mechanism: {c['mechanism']}")
     out.append(f"verdict (from the table above): {c['verdict']}")
+    rep = c.get("outcome_in_noisy_replays")
+    if rep:
+        out.append(
+            f"the same outcome in {rep['same']} of {rep['of']} replays that draw the traced steps' noise and drift"
+        )
     return out
 
 
