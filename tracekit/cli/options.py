@@ -123,8 +123,9 @@ capture_option = click.option(
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),
     metavar="TRACE",
-    help="Graph-capture trace whose ops the CUDA/HIP graph replays inherit (repeatable); a "
-    "capture_traces/ folder beside the trace is used without it.",
+    help="Graph-capture trace whose ops the CUDA/HIP graph replays inherit, or a graph-node "
+    "annotation file (JSON keyed by graph node id) (repeatable); a capture_traces/ folder beside "
+    "the trace is used without it.",
 )
 
 model_option = click.option(

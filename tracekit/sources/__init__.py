@@ -135,7 +135,11 @@ def _load(
     path: Path, fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool, warm: Importer | None
 ) -> Trace:
     from tracekit.sources.kineto.source import NAME as KINETO
+    from tracekit.sources import node_annotations
 
+    # a capture given as a graph-node annotation file (any format's graph kernels): node ids
+    notes = [c for c in extra if node_annotations.is_annotation_file(c)]
+    extra = [c for c in extra if c not in notes]
     if fmt == DATASET:
         from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
 
@@ -143,16 +147,18 @@ def _load(
     else:
         trace = source(fmt).load(path, trace_id, warm)
         if fmt != KINETO:
-            return trace
-        if discover_captures:  # graph-capture traces are Kineto's
+            extra = []
+        elif discover_captures:  # graph-capture traces are Kineto's
             from tracekit.sources.kineto.capture.files import discover
 
             extra += [c for c in discover(path) if c not in extra]
-    if not extra:
-        return trace
-    from tracekit.sources.kineto.capture.merge import merge_captures
+    if extra:
+        from tracekit.sources.kineto.capture.merge import merge_captures
 
-    return merge_captures(trace, extra)
+        trace = merge_captures(trace, extra)
+    for n in notes:
+        trace = node_annotations.apply(trace, n)
+    return trace
 
 
 __all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]

@@ -45,6 +45,8 @@ KERNELS: Final[dict[str, pl.DataType]] = {
     "bytes": pl.Int64(),  # memcpy / memset only
     "copy_kind": pl.String(),  # e.g. HtoD, DtoH, DtoD (memcpy only)
     "graph_id": pl.Int64(),  # CUDA graph id when the kernel ran in a graph replay
+    # its node's tools id, (graph id << 32) | node (Kineto "graph node id", Nsight graphNodeId)
+    "graph_node_id": pl.Int64(),
 }
 
 LAUNCHES: Final[dict[str, pl.DataType]] = {

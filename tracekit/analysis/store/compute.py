@@ -56,7 +56,7 @@ COSTS_COLUMNS: dict[str, tuple[str, ...]] = {
 # The columns a trace often holds all null (no CUDA graphs, no recorded shapes): made null
 # constants without being decoded when they are (tables/trace.py ``null_columns``).
 SPARSE: dict[str, tuple[str, ...]] = {
-    "kernels": ("graph_id",),
+    "kernels": ("graph_id", "graph_node_id"),
     "ops": ("input_dims", "input_types", "concrete_inputs"),
 }
 

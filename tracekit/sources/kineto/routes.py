@@ -55,6 +55,7 @@ TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("shared_memory", "int", "shared_memory"),
         ("bytes", "int", "nbytes"),
         ("graph_id", "int", "graph_id"),
+        ("graph_node_id", "int", "graph_node_id"),
         ("_grid", "raw", "grid"),
         ("_block", "raw", "block"),
         ("_comm_nelems", "int", "comm_nelems"),

@@ -101,6 +101,7 @@ def read_kernels(
         col(cols, "staticSharedMemory", "ssm"),
         col(cols, "dynamicSharedMemory", "dsm"),
         col(cols, "graphId", "graph_id"),
+        col(cols, "graphNodeId", "graph_node_id"),
     ]
     names = [
         "start_ns",
@@ -122,6 +123,7 @@ def read_kernels(
         "ssm",
         "dsm",
         "graph_id",
+        "graph_node_id",
     ]
     for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64)):
         for c in ("dn", "sn", "mn"):

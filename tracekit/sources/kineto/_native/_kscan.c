@@ -26,7 +26,7 @@
 
 enum { S_PH, S_CAT, S_NAME, S_ANAME, S_DIMS, S_TYPES, S_STRIDES, S_CONCRETE, S_GRID, S_BLOCK, S_CDTYPE, NSTR };
 enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, I_SMEM, I_BYTES,
-       I_GRAPH, I_SEQ, I_COMM, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
+       I_GRAPH, I_GNODE, I_SEQ, I_COMM, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
 #define N_PLAIN 4 /* S_PH..S_ANAME hold string contents; the others hold raw JSON text */
 
 #include "_kjson.h"
@@ -89,6 +89,7 @@ static int arg_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
     if (KEY("shared memory")) return I_SMEM;
     if (KEY("bytes")) return I_BYTES;
     if (KEY("graph id")) return I_GRAPH;
+    if (KEY("graph node id")) return I_GNODE; /* the node's toolsId: (graph id << 32) | node */
     if (KEY("Sequence number")) return I_SEQ;
     if (KEY("In msg nelems")) return I_COMM; /* a collective's input message, in elements */
     return -1;

@@ -217,7 +217,7 @@ def _apply(
     )
     kernels = _remapped(kernels, new_l, rnodes, ok, graphs)
     launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
-    return kernels, launches, _renested(ops, new_ops, ok.select("pid", "tid").unique())
+    return kernels, launches, renested(ops, new_ops, ok.select("pid", "tid").unique())
 
 
 def _laid_out(ok: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
@@ -262,7 +262,7 @@ def _remapped(
     )
 
 
-def _renested(ops: pl.DataFrame, new_ops: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+def renested(ops: pl.DataFrame, new_ops: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     """The ops with the captured ops added and the threads that received them nested again (the
     layout keeps the captured nesting exactly)."""
     allops = pl.concat([ops.drop("depth", "parent_id"), new_ops], how="diagonal_relaxed")

@@ -28,6 +28,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
     nbytes: Any = msgspec.field(default=None, name="bytes")
     graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_node_id: Any = msgspec.field(default=None, name="graph node id")
     seq: Any = msgspec.field(default=None, name="Sequence number")
     comm_nelems: Any = msgspec.field(default=None, name="In msg nelems")  # a collective's input message
     comm_dtype: msgspec.Raw = msgspec.field(default=NULL_RAW, name="dtype")  # and its element type

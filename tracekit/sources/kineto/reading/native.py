@@ -57,6 +57,7 @@ INT_FIELDS = (
     "shared_memory",
     "bytes",
     "graph_id",
+    "graph_node_id",
     "sequence_number",
     "comm_nelems",
     "_ev",
