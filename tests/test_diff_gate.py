@@ -132,6 +132,10 @@ def test_feature_families_from_names() -> None:
         features.quantisation(pl.Series(["_matmul_ogs_bf16xbf16xmxfp4", "cutlass_scaled_mm_fp8"]))["state"]
         == "fp4, fp8"
     )
+    # a collective names the element type it moves (the shared A100 DDP trace's int8_t broadcast of
+    # buffers): not a quantised model
+    nccl = "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+    assert features.quantisation(pl.Series([nccl, "ampere_sgemm_128x64_nn"]))["state"] == "none seen"
     meta = {"source": "/x/run_tp4_pp2.json", "extra": {"with_stack": 1, "record_shapes": 0}}
     assert features.parallelism(meta)["state"] == "pp 2, tp 4"
     assert features.profiler_settings(meta)["state"] == "with_stack"

@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.analysis.regions.kernel_classes import OP_CLASSES
 from tracekit.conventions import GRAPH_LAUNCH_RE
 
 from tracekit.numbers import count
@@ -81,6 +82,7 @@ ATTENTION = (
     ("memory-efficient SDPA", r"(?i)efficient_attention|fmha_cutlass|cutlassF"),
     ("cuDNN attention", r"(?i)cudnn.*(?:sdpa|attn|mha|fmha)"),
 )
+COMMUNICATION_RE = dict(OP_CLASSES)["communication"]
 KV_CACHE_TYPE = "Fp8KVCacheDataType"  # a template parameter of vLLM's cache kernels, fp8 or not
 PROFILER_KEYS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
 PARALLEL_RE = re.compile(r"(?i)(?:^|[^a-z])(tp|pp|ep|dp)[_\-=]?(\d+)")
@@ -177,6 +179,10 @@ def chunked(labels: pl.DataFrame) -> dict[str, str]:
 
 
 def quantisation(names: pl.Series) -> dict[str, str]:
+    """Quantised kernels and ops by name; collectives are left out: their names carry the element
+    type they move (``ncclKernel_Broadcast_RING_LL_Sum_int8_t``: a DDP broadcast of bytes), not a
+    quantised model."""
+    names = names.filter(~names.str.contains("(?i)" + COMMUNICATION_RE))
     found = [(q, int(names.str.contains(rx).sum())) for q, rx in QUANT]
     found = [(q, n) for q, n in found if n]
     if not found:
