@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,11 +135,17 @@ def _load(
     path: Path, fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool, warm: Importer | None
 ) -> Trace:
     from tracekit.sources.kineto.source import NAME as KINETO
-    from tracekit.sources import node_annotations
 
-    # a capture given as a graph-node annotation file (any format's graph kernels): node ids
-    notes = [c for c in extra if node_annotations.is_annotation_file(c)]
-    extra = [c for c in extra if c not in notes]
+    # a capture given as a graph-node annotation file (any format's graph kernels): node ids; its
+    # module (polars) only when captures are given, so a plain load still reads before polars loads
+    notes: list[Path] = []
+    annotate: Callable[[Trace, Path], Trace] | None = None
+    if extra:
+        from tracekit.sources import node_annotations
+
+        notes = [c for c in extra if node_annotations.is_annotation_file(c)]
+        extra = [c for c in extra if c not in notes]
+        annotate = node_annotations.apply
     if fmt == DATASET:
         from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
 
@@ -156,8 +162,9 @@ def _load(
         from tracekit.sources.kineto.capture.merge import merge_captures
 
         trace = merge_captures(trace, extra)
-    for n in notes:
-        trace = node_annotations.apply(trace, n)
+    if annotate is not None:
+        for n in notes:
+            trace = annotate(trace, n)
     return trace
 
 
