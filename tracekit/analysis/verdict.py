@@ -35,6 +35,7 @@ import polars as pl
 from tracekit.conventions import HARDWARE_HINT
 from tracekit.conventions import ABOVE_ROOF, ABOVE_ROOF_COLUMN
 from tracekit.errors import UsageError
+from tracekit.tables.cases import first
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -238,20 +239,14 @@ def _conditions(th: Thresholds, cols: Collection[str] = ()) -> dict[str, pl.Expr
 def _bound(th: Thresholds, cols: set[str]) -> pl.Expr:
     """overhead / queued / unknown / compute / bandwidth, null for a row with neither span nor work."""
     c = _conditions(th, cols)
-    return (
-        pl.when(c["no_work"] & c["has_span"])
-        .then(pl.lit("overhead"))
-        .when(c["no_work"])
-        .then(pl.lit(None, dtype=pl.String()))
-        .when(c["overhead"])
-        .then(pl.lit("overhead"))
-        .when(c["queued"])
-        .then(pl.lit("queued"))
-        .when(c["low_cov"] | c["no_peak"] | c["no_bytes"])
-        .then(pl.lit("unknown"))
-        .when(c["compute"])
-        .then(pl.lit("compute"))
-        .otherwise(pl.lit("bandwidth"))
+    return first(
+        (c["no_work"] & c["has_span"], pl.lit("overhead")),
+        (c["no_work"], pl.lit(None, dtype=pl.String())),
+        (c["overhead"], pl.lit("overhead")),
+        (c["queued"], pl.lit("queued")),
+        (c["low_cov"] | c["no_peak"] | c["no_bytes"], pl.lit("unknown")),
+        (c["compute"], pl.lit("compute")),
+        otherwise=pl.lit("bandwidth"),
     )
 
 
@@ -314,24 +309,16 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
             busy_txt,
         )
 
-    return (
-        pl.when(c["no_work"] & c["has_span"])
-        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
-        .when(c["no_work"])
-        .then(pl.lit("zero span and no device work: excluded"))
-        .when(c["overhead"])
-        .then(pl.format("{}: {}", busy_occ, why_idle))
-        .when(c["queued"])
-        .then(queued_txt)
-        .when(c["low_cov"])
-        .then(low_cov)
-        .when(c["no_peak"])
-        .then(pl.format("{}; {}", busy_txt, peak_txt))
-        .when(c["no_bytes"])
-        .then(pl.lit("no bytes from the cost model: intensity undefined"))
-        .when(c["compute"])
-        .then(ridge("≥"))
-        .otherwise(ridge("<"))
+    return first(
+        (c["no_work"] & c["has_span"], pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns")))),
+        (c["no_work"], pl.lit("zero span and no device work: excluded")),
+        (c["overhead"], pl.format("{}: {}", busy_occ, why_idle)),
+        (c["queued"], queued_txt),
+        (c["low_cov"], low_cov),
+        (c["no_peak"], pl.format("{}; {}", busy_txt, peak_txt)),
+        (c["no_bytes"], pl.lit("no bytes from the cost model: intensity undefined")),
+        (c["compute"], ridge("≥")),
+        otherwise=ridge("<"),
     )
 
 
