@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.commands.analyze import analyze
-from tracekit.commands.analyze_request import AnalyzeRequest
+from tracekit.commands.analyze import AnalyzeRequest
 from tracekit.commands.diff import DiffRequest, diff
 from tracekit.commands.ingest import IngestRequest, ingest
 from tracekit.commands.output import Lines, Output
