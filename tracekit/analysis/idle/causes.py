@@ -418,15 +418,7 @@ def _other_sums() -> list[pl.Expr]:
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per region: ``idle_<cause>_ns`` for every cause (0 when absent), their sum ``idle_causes_ns``,
     and the other work's ``other_busy_ns``, ``queued_ns``."""
-    wide = (
-        pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns"))
-        .group_by("region_id")
-        .agg(
-            *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
-            *_other_sums(),
-        )
-    )
-    return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
+    return sum_totals(pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns")))
 
 
 def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
