@@ -93,11 +93,7 @@ class Thresholds:
         return cls(**values)
 
     def as_dict(self) -> dict[str, float]:
-        return {
-            "overhead_busy_ratio": self.overhead_busy_ratio,
-            "min_coverage": self.min_coverage,
-            "underused_frac_roof": self.underused_frac_roof,
-        }
+        return dataclasses.asdict(self)
 
 
 def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
