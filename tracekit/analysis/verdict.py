@@ -106,18 +106,9 @@ def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
     }
     if hardware is None or not hardware.mem_bandwidth_bytes_per_s:
         return pl.DataFrame(schema=schema)
-    rows = []
-    for dtype, peak in sorted(hardware.peak_flops_per_s.items()):
-        if peak and peak > 0:
-            rows.append(
-                {
-                    "dtype": dtype,
-                    "peak_flops_per_s": float(peak),
-                    "peak_bytes_per_s": float(hardware.mem_bandwidth_bytes_per_s),
-                    "ridge": float(peak) / float(hardware.mem_bandwidth_bytes_per_s),
-                }
-            )
-    return pl.DataFrame(rows, schema=schema)
+    bw = float(hardware.mem_bandwidth_bytes_per_s)
+    peaks = [(d, float(p)) for d, p in sorted(hardware.peak_flops_per_s.items()) if p and p > 0]
+    return pl.DataFrame([(d, p, bw, p / bw) for d, p in peaks], schema=schema, orient="row")
 
 
 # What a formatter shows for a value that is null, NaN, infinite or beyond int64 (a share whose

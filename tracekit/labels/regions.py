@@ -123,12 +123,8 @@ def _step_attributes() -> list[pl.Expr]:
             (at["phase"].is_not_null(), pl.lit("atom step")),
             otherwise=name.str.replace(ph.PROFILER_STEP_RE, "#"),
         ).alias("_family"),
-        pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
+        pl.coalesce("_tk_step", ph.as_int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
     ]
-
-
-def _int(expr: pl.Expr) -> pl.Expr:
-    return expr.cast(pl.Int64, strict=False)
 
 
 def _tk_frame(names: pl.Series) -> pl.DataFrame:
@@ -224,8 +220,8 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
         return att.select(
             "op_id",
             "name",
-            _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
-            _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
+            ph.as_int(dims.str.extract(_DIMS4, 1)).alias("batch"),
+            ph.as_int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
         ).drop_nulls("query_len")
 
     if not (names["_sdpa"].any() or names["_flash"].any()):  # no attention op: no query
