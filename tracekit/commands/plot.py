@@ -61,19 +61,15 @@ def plot(req: PlotRequest) -> Output:
 
 def _sweep_device(table_path: str, hardware: str | None) -> dict[str, Any]:
     """Peaks for the sweep's roofs: --hardware, else the device named in phase_shape_sweep.json."""
-    name = hardware
-    if name is None:
+    if hardware is None:
         p = Path(table_path)
         summary = (p if p.is_dir() else p.parent) / "phase_shape_sweep.json"
-        if summary.is_file():
-            try:
-                doc = read_json(summary, "sweep summary", UsageError)
-            except UsageError:
-                doc = None
-            name = (doc.get("device_name") or None) if isinstance(doc, dict) else None
-        if name is None:
-            return {}
-        hw = resolve_hardware(None, [{"name": name}])
+        try:
+            doc = read_json(summary, "sweep summary", UsageError) if summary.is_file() else None
+        except UsageError:
+            doc = None
+        name = (doc.get("device_name") or None) if isinstance(doc, dict) else None
+        hw = resolve_hardware(None, [{"name": name}]) if name is not None else None
     else:
-        hw = resolve_hardware(name, [])
+        hw = resolve_hardware(hardware, [])
     return {} if hw is None else device_peaks(hw)
