@@ -156,11 +156,9 @@ def render(
     plots = plot_lines(figures, plot_dir, plot_prefix) if figures else []
     cappable = [t for s in secs for t in s.tables if t.cappable]
     sized = max_regions is None
-    cap: dict[int, int] = {}
-    if max_regions is not None:
-        cap = {id(t): (len(t.rows) if max_regions < 0 else min(max_regions, len(t.rows))) for t in cappable}
-    else:
-        cap = {id(t): 0 for t in cappable}
+    # sized: no rows yet (the regions fill what the rest leaves below); else the rows asked for
+    asked = 0 if max_regions is None else max_regions
+    cap = {id(t): len(t.rows) if asked < 0 else min(asked, len(t.rows)) for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
     fixed = _size(title) + _size(plots) + _size([x for s in secs for x in section_lines(s, cap)])
     names = _full_name_lines(_full_names(secs, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62)
