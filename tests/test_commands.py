@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from tracekit.commands.analyze import analyze
-from tracekit.commands.analyze_request import AnalyzeRequest
+from tracekit.commands.analyze import AnalyzeRequest
 from tracekit.commands.diff import DiffRequest, diff
 from tracekit.commands.ingest import IngestRequest, ingest
+from tracekit.commands.label import LabelRequest, label
 from tracekit.commands.output import Lines, Output
+from tracekit.commands.plot import PlotRequest, plot
 from tracekit.commands.report import ReportRequest, report
+from tracekit.commands.summary import SummaryRequest, summary
 from tracekit.commands.whatif import WhatifRequest, whatif
 from tracekit.errors import TracekitError, UsageError
 
@@ -99,3 +102,21 @@ def test_whatif_of_hand_input(tmp_path: Path) -> None:
     assert (s["e2el_ms"], s["save_half_tpot_ms"], s["save_half_prefill_ms"]) == (1100.0, 500.0, 50.0)
     with pytest.raises(UsageError, match="give a TRACE_OR_DATASET"):
         whatif(WhatifRequest(prefill_ms=100))
+
+
+def test_summary_plot_and_label_return_what_their_commands_write(
+    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = shared_traces / NCCL
+    s = json.loads(body(summary(SummaryRequest(trace, fmt="json"))))
+    assert s["counts"]["device_activity"]["kernel"] > 0 and s["distributed"]["world_size"] == 2
+    assert body(summary(SummaryRequest(trace))).startswith(b"trace ")
+    p = plot(PlotRequest("timeline", str(trace), str(tmp_path / "t.svg")))
+    assert p.fmt == "bytes" and p.out == tmp_path / "t.svg" and body(p).lstrip().startswith(b"<?xml")
+    assert p.notes == (f"wrote {tmp_path / 't.svg'}",)
+    lab = label(LabelRequest(str(trace), str(tmp_path / "l.json.gz")))
+    assert lab.fmt == "bytes" and body(lab)[:2] == b"\x1f\x8b" and "regions labelled" in lab.notes[0]
+    assert capsys.readouterr() == ("", "")  # the services never print, nor write the files
+    assert not (tmp_path / "t.svg").exists() and not (tmp_path / "l.json.gz").exists()
+    with pytest.raises(UsageError, match="must end in"):
+        plot(PlotRequest("timeline", str(trace), str(tmp_path / "t.pdf")))

@@ -98,13 +98,13 @@ def test_ingest_cli_stores_derived_tables(shared_traces: Path, tmp_path: Path) -
     assert read_derived(back) is not None
 
 
-def test_add_derived_to_a_committed_trace(shared_traces: Path, tmp_path: Path) -> None:
-    from tracekit.analysis.store.derived import add_derived
+def test_store_derived_of_a_committed_trace(shared_traces: Path, tmp_path: Path) -> None:
+    from tracekit.analysis.store.compute import store_derived
 
     tr = tracekit.load(str(shared_traces / QWEN))
     write_dataset(tr, tmp_path)
     assert read_derived(tracekit.load(str(tmp_path))) is None
-    add_derived(tmp_path, tr.trace_id)
+    store_derived(tmp_path, tr.trace_id)
     back = tracekit.load(str(tmp_path))
     assert read_derived(back) is not None
     assert _json(analyze(back)) == _json(analyze(tr))

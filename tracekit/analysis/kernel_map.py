@@ -158,30 +158,29 @@ def map_costs(
     grp = pl.struct("unit", pl.col("cost_op_id").alias("_o"))
     new = agree.filter(pl.col("cost_op_id").is_not_null()).select(
         "act_id",
-        (-1 - pl.col("act_id").min().over(grp)).alias("_cid"),
-        pl.col("cost_op_name").alias("_name"),
-        pl.coalesce("_rf", pl.col("op_flops") * scale).alias("_f"),
-        pl.coalesce("_rb", pl.col("op_bytes") * scale).alias("_b"),
-        (pl.lit(MAPPED + " ") + pl.col("cost_model").fill_null("op")).alias("_cm"),
-        pl.col("dtype").alias("_dt"),
+        (-1 - pl.col("act_id").min().over(grp)).alias("_cost_op_id"),
+        pl.col("cost_op_name").alias("_cost_op_name"),
+        pl.coalesce("_rf", pl.col("op_flops") * scale).alias("_op_flops"),
+        pl.coalesce("_rb", pl.col("op_bytes") * scale).alias("_op_bytes"),
+        (pl.lit(MAPPED + " ") + pl.col("cost_model").fill_null("op")).alias("_cost_model"),
+        pl.col("dtype").alias("_dtype"),
         pl.coalesce("_rshape", "shape").alias("_shape"),
     )
-    shapes = new.select(pl.col("_cid").alias("op_id"), pl.col("_shape").alias("input_dims")).unique("op_id")
+    shapes = new.select(pl.col("_cost_op_id").alias("op_id"), pl.col("_shape").alias("input_dims")).unique("op_id")
     out = acts.join(new.drop("_shape"), on="act_id", how="left", maintain_order="left")
-    m = pl.col("_cid").is_not_null()
+    m = pl.col("_cost_op_id").is_not_null()
     out = out.with_columns(
-        pl.when(m).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
-        pl.when(m).then(pl.col("_name")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
-        pl.when(m).then(pl.col("_f")).otherwise(pl.col("op_flops")).alias("op_flops"),
-        pl.when(m).then(pl.col("_b")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
-        pl.when(m).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
-        pl.when(m).then(pl.col("_dt")).otherwise(pl.col("dtype")).alias("dtype"),
+        *(pl.when(m).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c) for c in _MAPPED),
         (m | pl.col("act_id").is_in(agree.filter(pl.col("covered"))["act_id"].implode()) | pl.col("covered")).alias(
             "covered"
         ),
-    ).drop("_cid", "_name", "_f", "_b", "_cm", "_dt")
+    ).drop(*(f"_{c}" for c in _MAPPED))
     summary = _summary(k, todo, hit, agree, phases, source)
     return out, shapes, summary, _warnings(summary)
+
+
+# the columns a mapped kernel takes from its counterpart in the map (as ``_<column>`` until then)
+_MAPPED = ("cost_op_id", "cost_op_name", "op_flops", "op_bytes", "cost_model", "dtype")
 
 
 def map_phases(k: pl.DataFrame, table: pl.DataFrame) -> pl.DataFrame:

@@ -25,128 +25,35 @@ from tracekit.analysis.contract.rows import (
 )
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, CPU_DIAGNOSTIC, PEAK_FRACTION_COLUMNS
 from tracekit.analysis.verdict import BOUNDS
+from tracekit.analysis.idle.causes import CAUSE_COLUMNS
 import uuid
 
 __all__ = ["CPU_DIAGNOSTIC", "JSON_VERSION", "AnalysisResult"]
 
 JSON_VERSION = 1
 
+# Column blocks the region and phase rows share, in their JSON order (docs/json.md).
+_SPAN = ["start_ns", "end_ns", "span_ns", "busy_ns", "idle_ns", "gap_count", "kernel_count", *COST_COLUMNS]
+_ROOF = ["busy_ratio", "gap_total_ns", "gap_max_ns", "kernel_median_ns", "device_time_ns", "dtype"]
+_ROOF += ["peak_flops_per_s", "peak_bytes_per_s", "ridge", *PEAK_FRACTION_COLUMNS, ABOVE_ROOF_COLUMN]
+# issue 12: idle time by cause, the top culprit, the dominant op class; issue 40: the window's time
+# the device ran other work (not idle), its queued part, whose
+_IDLE = [*CAUSE_COLUMNS, "idle_causes_ns", "idle_top", "class_top", "other_busy_ns", "queued_ns", "other_top"]
+_LAUNCH = [f"launch_{m}_{q}_ns" for m in ("delay", "latency", "queued") for q in ("p50", "p99", "max")]
+
 # Region columns written to JSON, in order (docs/json.md). The first block is the contract of
 # issue 4 §8; the rest are documented additions.
 REGION_JSON_COLUMNS = [
-    "name",
-    "phase",
-    "phase_rule",
-    "step",
-    "start_ns",
-    "end_ns",
-    "span_ns",
-    "busy_ns",
-    "idle_ns",
-    "gap_count",
-    "kernel_count",
-    *COST_COLUMNS,
-    "coverage",
-    "bound",
-    "reason",
-    "region_id",
-    "parent_id",
-    "depth",
-    "kind",
-    "span_source",
-    "cpu_start_ns",
-    "cpu_end_ns",
-    "cpu_dur_ns",
-    "busy_ratio",
-    "gap_total_ns",
-    "gap_max_ns",
-    "kernel_median_ns",
-    "device_time_ns",
-    "dtype",
-    "peak_flops_per_s",
-    "peak_bytes_per_s",
-    "ridge",
-    *PEAK_FRACTION_COLUMNS,
-    ABOVE_ROOF_COLUMN,
-    "batch",
-    "ctx",
-    "tokens",
-    "prefill_tokens",
-    "decode_seqs",
-    # issue 12: idle time by cause, the top culprit, the dominant op class
-    "first_launch_ns",
-    "idle_blocking_ns",
-    "idle_cold_start_ns",
-    "idle_launch_latency_ns",
-    "idle_dependency_ns",
-    "idle_launch_call_ns",
-    "idle_cpu_op_ns",
-    "idle_outside_ops_ns",
-    "idle_before_first_launch_ns",
-    "idle_after_last_kernel_ns",
-    "idle_causes_ns",
-    "idle_top",
-    "class_top",
-    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
-    "other_busy_ns",
-    "queued_ns",
-    "other_top",
-    # issue 40 item 3: a phase unit before its phase's step times settle (docs/analysis.md "Warm-up")
-    "warmup",
+    *("name", "phase", "phase_rule", "step", *_SPAN, "coverage", "bound", "reason", "region_id", "parent_id"),
+    *("depth", "kind", "span_source", "cpu_start_ns", "cpu_end_ns", "cpu_dur_ns", *_ROOF, "batch", "ctx"),
+    *("tokens", "prefill_tokens", "decode_seqs", "first_launch_ns", *_IDLE),
+    "warmup",  # issue 40 item 3: a phase unit before its phase's step times settle (docs/analysis.md "Warm-up")
 ]
+# issue 40: each launch's wait from its call's end split into launch latency (stream free, device
+# idle) and queued (behind earlier work on the stream or while the device ran other work)
 PHASE_JSON_COLUMNS = [
-    "phase",
-    "region_count",
-    "start_ns",
-    "end_ns",
-    "span_ns",
-    "busy_ns",
-    "idle_ns",
-    "gap_count",
-    "kernel_count",
-    *COST_COLUMNS,
-    "coverage",
-    "bound",
-    "reason",
-    "busy_ratio",
-    "gap_total_ns",
-    "gap_max_ns",
-    "kernel_median_ns",
-    "device_time_ns",
-    "dtype",
-    "peak_flops_per_s",
-    "peak_bytes_per_s",
-    "ridge",
-    *PEAK_FRACTION_COLUMNS,
-    ABOVE_ROOF_COLUMN,
-    "idle_blocking_ns",
-    "idle_cold_start_ns",
-    "idle_launch_latency_ns",
-    "idle_dependency_ns",
-    "idle_launch_call_ns",
-    "idle_cpu_op_ns",
-    "idle_outside_ops_ns",
-    "idle_before_first_launch_ns",
-    "idle_after_last_kernel_ns",
-    "idle_causes_ns",
-    "idle_top",
-    "class_top",
-    # issue 40: the window's time the device ran other work (not idle), its queued part, whose
-    "other_busy_ns",
-    "queued_ns",
-    "other_top",
-    "launch_delay_count",
-    "launch_delay_p50_ns",
-    "launch_delay_p99_ns",
-    "launch_delay_max_ns",
-    # issue 40: each launch's wait from its call's end split into launch latency (stream free,
-    # device idle) and queued (behind earlier work on the stream or while the device ran other work)
-    "launch_latency_p50_ns",
-    "launch_latency_p99_ns",
-    "launch_latency_max_ns",
-    "launch_queued_p50_ns",
-    "launch_queued_p99_ns",
-    "launch_queued_max_ns",
+    *("phase", "region_count", *_SPAN, "coverage", "bound", "reason", *_ROOF, *_IDLE),
+    *("launch_delay_count", *_LAUNCH),
 ]
 
 

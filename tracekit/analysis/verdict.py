@@ -35,6 +35,7 @@ import polars as pl
 from tracekit.conventions import HARDWARE_HINT
 from tracekit.conventions import ABOVE_ROOF, ABOVE_ROOF_COLUMN
 from tracekit.errors import UsageError
+from tracekit.tables.cases import first
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
@@ -92,11 +93,7 @@ class Thresholds:
         return cls(**values)
 
     def as_dict(self) -> dict[str, float]:
-        return {
-            "overhead_busy_ratio": self.overhead_busy_ratio,
-            "min_coverage": self.min_coverage,
-            "underused_frac_roof": self.underused_frac_roof,
-        }
+        return dataclasses.asdict(self)
 
 
 def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
@@ -109,18 +106,9 @@ def peaks_frame(hardware: Hardware | None) -> pl.DataFrame:
     }
     if hardware is None or not hardware.mem_bandwidth_bytes_per_s:
         return pl.DataFrame(schema=schema)
-    rows = []
-    for dtype, peak in sorted(hardware.peak_flops_per_s.items()):
-        if peak and peak > 0:
-            rows.append(
-                {
-                    "dtype": dtype,
-                    "peak_flops_per_s": float(peak),
-                    "peak_bytes_per_s": float(hardware.mem_bandwidth_bytes_per_s),
-                    "ridge": float(peak) / float(hardware.mem_bandwidth_bytes_per_s),
-                }
-            )
-    return pl.DataFrame(rows, schema=schema)
+    bw = float(hardware.mem_bandwidth_bytes_per_s)
+    peaks = [(d, float(p)) for d, p in sorted(hardware.peak_flops_per_s.items()) if p and p > 0]
+    return pl.DataFrame([(d, p, bw, p / bw) for d, p in peaks], schema=schema, orient="row")
 
 
 # What a formatter shows for a value that is null, NaN, infinite or beyond int64 (a share whose
@@ -238,20 +226,14 @@ def _conditions(th: Thresholds, cols: Collection[str] = ()) -> dict[str, pl.Expr
 def _bound(th: Thresholds, cols: set[str]) -> pl.Expr:
     """overhead / queued / unknown / compute / bandwidth, null for a row with neither span nor work."""
     c = _conditions(th, cols)
-    return (
-        pl.when(c["no_work"] & c["has_span"])
-        .then(pl.lit("overhead"))
-        .when(c["no_work"])
-        .then(pl.lit(None, dtype=pl.String()))
-        .when(c["overhead"])
-        .then(pl.lit("overhead"))
-        .when(c["queued"])
-        .then(pl.lit("queued"))
-        .when(c["low_cov"] | c["no_peak"] | c["no_bytes"])
-        .then(pl.lit("unknown"))
-        .when(c["compute"])
-        .then(pl.lit("compute"))
-        .otherwise(pl.lit("bandwidth"))
+    return first(
+        (c["no_work"] & c["has_span"], pl.lit("overhead")),
+        (c["no_work"], pl.lit(None, dtype=pl.String())),
+        (c["overhead"], pl.lit("overhead")),
+        (c["queued"], pl.lit("queued")),
+        (c["low_cov"] | c["no_peak"] | c["no_bytes"], pl.lit("unknown")),
+        (c["compute"], pl.lit("compute")),
+        otherwise=pl.lit("bandwidth"),
     )
 
 
@@ -314,24 +296,16 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
             busy_txt,
         )
 
-    return (
-        pl.when(c["no_work"] & c["has_span"])
-        .then(pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns"))))
-        .when(c["no_work"])
-        .then(pl.lit("zero span and no device work: excluded"))
-        .when(c["overhead"])
-        .then(pl.format("{}: {}", busy_occ, why_idle))
-        .when(c["queued"])
-        .then(queued_txt)
-        .when(c["low_cov"])
-        .then(low_cov)
-        .when(c["no_peak"])
-        .then(pl.format("{}; {}", busy_txt, peak_txt))
-        .when(c["no_bytes"])
-        .then(pl.lit("no bytes from the cost model: intensity undefined"))
-        .when(c["compute"])
-        .then(ridge("≥"))
-        .otherwise(ridge("<"))
+    return first(
+        (c["no_work"] & c["has_span"], pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns")))),
+        (c["no_work"], pl.lit("zero span and no device work: excluded")),
+        (c["overhead"], pl.format("{}: {}", busy_occ, why_idle)),
+        (c["queued"], queued_txt),
+        (c["low_cov"], low_cov),
+        (c["no_peak"], pl.format("{}; {}", busy_txt, peak_txt)),
+        (c["no_bytes"], pl.lit("no bytes from the cost model: intensity undefined")),
+        (c["compute"], ridge("≥")),
+        otherwise=ridge("<"),
     )
 
 

@@ -47,14 +47,7 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     same = (pl.col("_lext").is_not_null() & (pl.col("_ext") == pl.col("_lext"))).fill_null(False)
     lext = lau["_lext"]
     if lext.len() - lext.null_count() == int((ext == lext).sum() or 0):  # every External id names the innermost op
-        return inner.select(
-            "_row",
-            pl.when(same)
-            .then(pl.lit(code(OP_LINK_EXTERNAL), pl.UInt8))
-            .when(pl.col("_row").is_not_null())
-            .then(pl.lit(code(OP_LINK_TIME), pl.UInt8))
-            .alias("_link"),
-        ).collect(engine="in-memory")
+        return inner.select("_row", _link(same)).collect(engine="in-memory")
     # Launch External ids that name an op other than the innermost: is it an enclosing ancestor?
     other = inner.filter(pl.col("_lext").is_not_null() & ~same).select("_k", "pid", "tid", "t", "_lext")
     o = ops.lazy().select(
@@ -79,13 +72,14 @@ def launch_ops(lau: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     )
     inner = inner.join(anc, on="_k", how="left", maintain_order="left")
     return inner.select(
-        pl.coalesce("_arow", "_row").alias("_row"),
-        pl.when(same | pl.col("_arow").is_not_null())
-        .then(pl.lit(code(OP_LINK_EXTERNAL), pl.UInt8))
-        .when(pl.col("_row").is_not_null())
-        .then(pl.lit(code(OP_LINK_TIME), pl.UInt8))
-        .alias("_link"),
+        pl.coalesce("_arow", "_row").alias("_row"), _link(same | pl.col("_arow").is_not_null())
     ).collect(engine="in-memory")
+
+
+def _link(by_external_id: pl.Expr) -> pl.Expr:
+    """How a launch's op was found: by its External id, else (an op found) by time."""
+    external, time = pl.lit(code(OP_LINK_EXTERNAL), pl.UInt8), pl.lit(code(OP_LINK_TIME), pl.UInt8)
+    return pl.when(by_external_id).then(external).when(pl.col("_row").is_not_null()).then(time).alias("_link")
 
 
 def forward_threads(ops: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:

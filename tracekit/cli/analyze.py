@@ -27,7 +27,7 @@ from tracekit.cli.options import (
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
 from tracekit.commands.analyze import analyze as run_analyze
-from tracekit.commands.analyze_request import AnalyzeRequest
+from tracekit.commands.analyze import AnalyzeRequest
 
 
 @click.command("analyze")

@@ -18,7 +18,10 @@ from tracekit.report.output import write_atomic
 
 
 def cleaned(text: str | bytes, fmt: str) -> bytes:
-    """The bytes of a report file of format ``fmt`` (``json`` or a text format) holding ``text``."""
+    """The bytes of a report file of format ``fmt`` (``json``, a text format, or ``bytes``: a
+    picture or a trace, written as they are) holding ``text``."""
+    if fmt == "bytes":
+        return bytes(text) if isinstance(text, bytes) else text.encode("utf-8")
     if fmt == "json":
         return safe(text.encode("utf-8") if isinstance(text, str) else bytes(text))
     s = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")

@@ -13,7 +13,7 @@ from tracekit.report.diff import KIND_COLUMNS, Diff, name_totals, region_kinds, 
 from tracekit.report.diff import diff as diff_fn
 from tracekit.report.formats.diff_markdown import render_md
 from tracekit.report.formats.text import render_diff
-from tracekit.report.from_path import Analysed, analyse_path, report_data
+from tracekit.report.from_path import analyse_path, report_data
 from tracekit.report.gate import gate, parse_threshold
 from tracekit.report.model import ReportData
 from tracekit.report.output import check_out
@@ -93,7 +93,15 @@ class _Side:
 def _side(req: DiffRequest, path: str, hardware: str | None, trace_id: str | None, gated: bool) -> _Side:
     """One side analysed and reduced to what the comparison reads; the region rows never made
     into a document (the region kinds come from the result's columns)."""
-    a = _analysed(req, path, hardware, trace_id)
+    a = analyse_path(  # with the operators' work (matched across hardware); B's peaks default to A's
+        path,
+        hardware=hardware or req.hardware,
+        phase_map=list(req.phase_map) or None,
+        trace_id=trace_id,
+        captures=list(req.captures),
+        with_op_work=True,
+        model=req.model,
+    )
     kinds = region_kinds(a.result.region_columns(KIND_COLUMNS))
     data = report_data(a.trace, a.result, a.path, regions=False)
     return _Side(
@@ -104,19 +112,6 @@ def _side(req: DiffRequest, path: str, hardware: str | None, trace_id: str | Non
         a.result.op_work,
         a.result.op_classes,
         samples(a.result) if gated else None,
-    )
-
-
-def _analysed(req: DiffRequest, path: str, hardware: str | None, trace_id: str | None) -> Analysed:
-    """One side, analysed with the operators' work (matched across hardware); B's peaks default to A's."""
-    return analyse_path(
-        path,
-        hardware=hardware or req.hardware,
-        phase_map=list(req.phase_map) or None,
-        trace_id=trace_id,
-        captures=list(req.captures),
-        with_op_work=True,
-        model=req.model,
     )
 
 

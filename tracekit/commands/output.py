@@ -15,7 +15,8 @@ from tracekit.errors import TracekitError
 @dataclass(frozen=True)
 class Output:
     """``body`` (text, bytes, or bytes in pieces, each made as it is printed) printed, or written to
-    ``out`` (a path checked before the work) as a file of format ``fmt`` (``json`` keeps JSON escapes)
+    ``out`` (a path checked before the work) as a file of format ``fmt`` (``json`` keeps JSON escapes,
+    ``bytes`` is written as it is)
     followed by the ``notes`` lines on stderr; then ``error``, when set, is raised (the exit code)."""
 
     body: str | bytes | Iterator[bytes]

@@ -71,91 +71,31 @@ def _reduce(args: list[Arg]) -> Cost:
     return Cost(x.numel, x.nbytes + out * x.size, "reduce", x.dtype, RANK_ELEMENTWISE)
 
 
-_UNARY_1: Final = (
-    "relu",
-    "relu_",
-    "silu",
-    "silu_",
-    "gelu",
-    "gelu_",
-    "exp",
-    "exp_",
-    "tanh",
-    "tanh_",
-    "sigmoid",
-    "sigmoid_",
-    "neg",
-    "neg_",
-    "rsqrt",
-    "rsqrt_",
-    "sqrt",
-    "sqrt_",
-    "abs",
-    "abs_",
-    "log",
-    "log_",
-    "sin",
-    "cos",
-    "erf",
-    "reciprocal",
-    "reciprocal_",
-    "pow",
-    "pow_",
-    "clamp",
-    "clamp_",
-    "clamp_min",
-    "clamp_min_",
-    "clamp_max",
-    "clamp_max_",
-    "hardtanh",
-    "hardtanh_",
-    "leaky_relu",
-    "leaky_relu_",
-    "elu",
-    "softplus",
-    "mish",
-    "gelu_tanh",
-    "nan_to_num",
-    "nan_to_num_",
-    "threshold",
-    "threshold_",
-    "sign",
-    "floor",
-    "ceil",
-    "round",
-    "logical_not",
-    "bitwise_not",
-)
+# Unary ops at one FLOP per element; those of the first list also have an in-place twin
+# (``relu_``) that costs the same.
+_UNARY_INPLACE: Final = (
+    "relu silu gelu exp tanh sigmoid neg rsqrt sqrt abs log reciprocal pow clamp clamp_min clamp_max hardtanh "
+    "leaky_relu nan_to_num threshold"
+).split()
+_UNARY_1: Final = [
+    *_UNARY_INPLACE,
+    *(f"{n}_" for n in _UNARY_INPLACE),
+    *"sin cos erf elu softplus mish gelu_tanh sign floor ceil round logical_not bitwise_not".split(),
+]
 # op -> how many of its leading arguments may be tensors (native_functions.yaml): a tensor
 # recorded past those, last, is ``out``. The other arguments before ``out`` are never tensors
 # (``alpha``, ``rounding_mode``, ``value``), so ``add.out(self, other, *, alpha, out)`` and
-# ``div.out(self, other, *, out)`` both find theirs; the in-place forms take no ``out``.
+# ``div.out(self, other, *, out)`` both find theirs; the in-place forms take no ``out``. Those of
+# the first table also have an in-place twin (``add_``).
+_BINARY_INPLACE: Final = {
+    **dict.fromkeys(("add", "sub", "mul", "div"), 2),
+    **dict.fromkeys(("masked_fill", "addcmul", "addcdiv", "lerp"), 3),
+}
 _BINARY: Final = {
-    "add": 2,
-    "add_": 2,
-    "sub": 2,
-    "sub_": 2,
-    "mul": 2,
-    "mul_": 2,
-    "div": 2,
-    "div_": 2,
-    "rsub": 2,
-    "maximum": 2,
-    "minimum": 2,
-    "pow.Tensor": 2,
+    **_BINARY_INPLACE,
+    **{f"{n}_": a for n, a in _BINARY_INPLACE.items()},
+    **dict.fromkeys(("rsub", "maximum", "minimum", "pow.Tensor", "fmod", "remainder", "bitwise_and", "bitwise_or"), 2),
     "where": 3,
-    "masked_fill": 3,
-    "masked_fill_": 3,
-    "addcmul": 3,
-    "addcmul_": 3,
-    "addcdiv": 3,
-    "addcdiv_": 3,
-    "lerp": 3,
-    "lerp_": 3,
-    "fmod": 2,
-    "remainder": 2,
-    "bitwise_and": 2,
-    "bitwise_or": 2,
 }
 _COMPARE: Final = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or")
 

@@ -23,44 +23,26 @@ def _gemm(
     return Cost(flops, nbytes, model, a.dtype, RANK_MATMUL)
 
 
-def _mm(args: list[Arg]) -> Cost:
-    a, b = need(args, 2)[:2]
-    if len(a.dims) != 2 or len(b.dims) != 2:
-        raise NoModel("mm needs 2-D inputs")
-    (m, k), (k2, n) = a.dims, b.dims
-    if k2 != k:
-        raise Contradiction(f"mm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
-    return _gemm(m, n, k, 1, a, b, a.size, None, "gemm")
+def _product(op: str, ndim: int, model: str, operands: str | None, dims: str) -> Callable[[list[Arg]], Cost]:
+    """mm / bmm (``operands`` None: ``(A, B)``) and addmm / baddbmm (``operands`` names the
+    ``(bias, A, B)`` order): ``ndim``-D A[(batch,) M, K] @ B[(batch,) K, N]; the 2-D ones check K."""
 
+    def cost(args: list[Arg]) -> Cost:
+        if operands is None:
+            (a, b), bias = need(args, 2)[:2], None
+        elif len(args) < 3 or not (args[1].is_tensor and args[2].is_tensor):
+            raise NoModel(f"{op} needs {operands}")
+        else:
+            bias, a, b = args[0], args[1], args[2]
+        if len(a.dims) != ndim or len(b.dims) != ndim:
+            raise NoModel(f"{op} needs {dims}")
+        *batch, m, k = a.dims
+        k2, n = b.dims[-2:]
+        if ndim == 2 and k2 != k:
+            raise Contradiction(f"{op}: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
+        return _gemm(m, n, k, batch[0] if batch else 1, a, b, a.size, bias, model)
 
-def _addmm(args: list[Arg]) -> Cost:
-    if len(args) < 3 or not (args[1].is_tensor and args[2].is_tensor):
-        raise NoModel("addmm needs (bias, A, B)")
-    bias, a, b = args[0], args[1], args[2]
-    if len(a.dims) != 2 or len(b.dims) != 2:
-        raise NoModel("addmm needs 2-D A and B")
-    (m, k), (k2, n) = a.dims, b.dims
-    if k2 != k:
-        raise Contradiction(f"addmm: A is {list(a.dims)} but B is {list(b.dims)} (K {k} vs {k2})")
-    return _gemm(m, n, k, 1, a, b, a.size, bias, "gemm_bias")
-
-
-def _bmm(args: list[Arg]) -> Cost:
-    a, b = need(args, 2)[:2]
-    if len(a.dims) != 3 or len(b.dims) != 3:
-        raise NoModel("bmm needs 3-D inputs")
-    (bs, m, k), (_, _, n) = a.dims, b.dims
-    return _gemm(m, n, k, bs, a, b, a.size, None, "bgemm")
-
-
-def _baddbmm(args: list[Arg]) -> Cost:
-    if len(args) < 3 or not (args[1].is_tensor and args[2].is_tensor):
-        raise NoModel("baddbmm needs (self, batch1, batch2)")
-    bias, a, b = args[0], args[1], args[2]
-    if len(a.dims) != 3 or len(b.dims) != 3:
-        raise NoModel("baddbmm needs 3-D batches")
-    (bs, m, k), (_, _, n) = a.dims, b.dims
-    return _gemm(m, n, k, bs, a, b, a.size, bias, "bgemm_bias")
+    return cost
 
 
 def _matmul(args: list[Arg]) -> Cost:
@@ -104,10 +86,10 @@ def _scaled_mm(args: list[Arg]) -> Cost:
 
 
 GEMM_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
-    "aten::mm": _mm,
-    "aten::addmm": _addmm,
-    "aten::bmm": _bmm,
-    "aten::baddbmm": _baddbmm,
+    "aten::mm": _product("mm", 2, "gemm", None, "2-D inputs"),
+    "aten::addmm": _product("addmm", 2, "gemm_bias", "(bias, A, B)", "2-D A and B"),
+    "aten::bmm": _product("bmm", 3, "bgemm", None, "3-D inputs"),
+    "aten::baddbmm": _product("baddbmm", 3, "bgemm_bias", "(self, batch1, batch2)", "3-D batches"),
     "aten::matmul": _matmul,
     "aten::linear": _linear,
     "aten::_scaled_mm": _scaled_mm,

@@ -27,6 +27,9 @@ _MI300_DS: Final = (
 )
 _MI250_DS: Final = "AMD Instinct MI250 / MI250X data sheets (amd.com/en/products/accelerators/instinct/mi200)"
 # Dense tensor-core peaks (TFLOP/s) of every A100 form factor: the datasheet gives one column.
+# Dense tensor-core peaks (TFLOP/s) the H100 and H200 datasheets give for the same form factor.
+_HOPPER_NVL_TFLOPS: Final = dict(fp64=30.0, fp32=60.0, tf32=417.5, bf16=835.5, fp16=835.5, fp8=1670.5, int8=1670.5)
+_HOPPER_SXM_TFLOPS: Final = dict(fp64=34.0, fp32=67.0, tf32=494.5, bf16=989.5, fp16=989.5, fp8=1979.0, int8=1979.0)
 _A100_TFLOPS: Final = {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
 
 TABLE: Final[list[dict[str, Any]]] = [
@@ -35,15 +38,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "name": "NVIDIA H100 NVL",
         "names": [r"\bh100 nvl\b"],
         "cc": "9.0",
-        "tflops": {
-            "fp64": 30.0,
-            "fp32": 60.0,
-            "tf32": 417.5,
-            "bf16": 835.5,
-            "fp16": 835.5,
-            "fp8": 1670.5,
-            "int8": 1670.5,
-        },
+        "tflops": dict(_HOPPER_NVL_TFLOPS),
         "gbps": 3900.0,
         "source": _H100_DS + " (H100 NVL column)",
     },
@@ -70,15 +65,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "name": "NVIDIA H200 NVL",
         "names": [r"\bh200 nvl\b"],
         "cc": "9.0",
-        "tflops": {
-            "fp64": 30.0,
-            "fp32": 60.0,
-            "tf32": 417.5,
-            "bf16": 835.5,
-            "fp16": 835.5,
-            "fp8": 1670.5,
-            "int8": 1670.5,
-        },
+        "tflops": dict(_HOPPER_NVL_TFLOPS),
         "gbps": 4800.0,
         "source": _H200_DS + " (H200 NVL column)",
     },
@@ -89,15 +76,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "units": 132,
         "cc": "9.0",
         "mem_gib": [100, 200],
-        "tflops": {
-            "fp64": 34.0,
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.5,
-            "fp16": 989.5,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        "tflops": dict(_HOPPER_SXM_TFLOPS),
         "gbps": 4800.0,
         "source": _H200_DS + " (H200 SXM column)",
     },
@@ -108,15 +87,7 @@ TABLE: Final[list[dict[str, Any]]] = [
         "units": 132,
         "cc": "9.0",
         "mem_gib": [0, 100],
-        "tflops": {
-            "fp64": 34.0,
-            "fp32": 67.0,
-            "tf32": 494.5,
-            "bf16": 989.5,
-            "fp16": 989.5,
-            "fp8": 1979.0,
-            "int8": 1979.0,
-        },
+        "tflops": dict(_HOPPER_SXM_TFLOPS),
         "gbps": 3350.0,
         "source": _H100_DS + " (H100 SXM column); 'NVIDIA H100 80GB HBM3' is the SXM5 board's name",
     },

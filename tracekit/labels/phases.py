@@ -112,7 +112,8 @@ def regex_refusal(regex: str) -> str | None:
     return None
 
 
-def _int(expr: pl.Expr) -> pl.Expr:
+def as_int(expr: pl.Expr) -> pl.Expr:
+    """A text expression as Int64; null where it is no integer."""
     return expr.cast(pl.Int64, strict=False)
 
 
@@ -122,8 +123,8 @@ def sglang_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     body = name.str.extract(SGLANG_RE, 2)
     return {
         "phase": mode.str.to_uppercase().replace_strict(_SGLANG_PHASE, default=None, return_dtype=pl.String),
-        "batch": _int(body.str.extract(r"\b(?:bs|batch)=(\d+)", 1)),
-        "tokens": _int(body.str.extract(r"\b(?:toks|tokens)=(\d+)", 1)),
+        "batch": as_int(body.str.extract(r"\b(?:bs|batch)=(\d+)", 1)),
+        "tokens": as_int(body.str.extract(r"\b(?:toks|tokens)=(\d+)", 1)),
     }
 
 
@@ -135,8 +136,8 @@ def atom_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     body = name.str.extract(ATOM_RE, 2)
     return {
         "phase": phase,
-        "batch": _int(body.str.extract(r"\bbs=(\d+)", 1)),
-        "tokens": _int(body.str.extract(r"\btok=(\d+)", 1)),
+        "batch": as_int(body.str.extract(r"\bbs=(\d+)", 1)),
+        "tokens": as_int(body.str.extract(r"\btok=(\d+)", 1)),
     }
 
 
@@ -149,16 +150,16 @@ def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     step's attention reads; null in the native form); ctx = kv_tokens // batch (mean context per
     sequence).
     """
-    n = _int(name.str.extract(VLLM_RE, 2))
-    m = _int(name.str.extract(VLLM_RE, 4))
+    n = as_int(name.str.extract(VLLM_RE, 2))
+    m = as_int(name.str.extract(VLLM_RE, 4))
     ctx_part = name.str.extract(VLLM_RE, 3)
     gen_part = name.str.extract(VLLM_RE, 5)
 
     def part_tokens(part: pl.Expr) -> pl.Expr:
-        return pl.coalesce(_int(part.str.extract(r"^sq(\d+)", 1)), _int(part.str.extract(r"^(\d+)(?:_|$)", 1)))
+        return pl.coalesce(as_int(part.str.extract(r"^sq(\d+)", 1)), as_int(part.str.extract(r"^(\d+)(?:_|$)", 1)))
 
-    tokens = pl.coalesce(_int(name.str.extract(VLLM_RE, 1)), part_tokens(ctx_part) + part_tokens(gen_part))
-    sk = _int(ctx_part.str.extract(r"sk(\d+)", 1)) + _int(gen_part.str.extract(r"sk(\d+)", 1))
+    tokens = pl.coalesce(as_int(name.str.extract(VLLM_RE, 1)), part_tokens(ctx_part) + part_tokens(gen_part))
+    sk = as_int(ctx_part.str.extract(r"sk(\d+)", 1)) + as_int(gen_part.str.extract(r"sk(\d+)", 1))
     batch = n + m
     phase = (
         pl.when((n > 0) & (m > 0))

@@ -22,6 +22,7 @@ from tracekit.labels.tk_ints import tk_int
 from tracekit.attribution.activities import cpu_regions
 from tracekit.attribution.links import forward_threads, region_tree
 from tracekit.tables.trace import Trace
+from tracekit.tables.cases import first
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")
 _TK_KEYS: Final = ("step", *ATTR_COLUMNS)
@@ -74,27 +75,20 @@ def _own_labels(rules: ph.PhaseRules) -> tuple[pl.Expr, pl.Expr]:
     own = pl.coalesce(
         up, pl.when(warm).then(pl.lit(ph.OTHER)), pl.col("_tk_phase"), sg["phase"], vl["phase"], at["phase"], kw
     )
-    rule = (
-        pl.when(up.is_not_null())
-        .then(urule)
-        .when(warm)
-        .then(pl.lit("graph capture / warm-up (not a steady-state step)"))
-        .when(pl.col("_tk_phase").is_not_null())
-        .then(pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1))
-        .when(sg["phase"].is_not_null())
-        .then(pl.lit("SGLang ") + name.str.extract(r"^(step\[\w+)", 1) + pl.lit(" …]"))
-        .when(vl["phase"].is_not_null())
-        .then(
-            pl.format(
-                "vLLM execute_…: {} context, {} generation requests", name.str.extract(ph.VLLM_RE, 2), vl["decode_seqs"]
-            )
-        )
-        .when(at["phase"].is_not_null())
-        .then(pl.lit("ATOM ") + at["phase"] + pl.lit("[…]"))
-        .when(kw.is_not_null())
-        .then(
-            pl.format('name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw))
-        )
+    vllm = pl.format(
+        "vLLM execute_…: {} context, {} generation requests", name.str.extract(ph.VLLM_RE, 2), vl["decode_seqs"]
+    )
+    kw_rule = pl.format(
+        'name contains "{}"', pl.when(kw == ph.MIXED).then(pl.lit('prefill" and "decode')).otherwise(kw)
+    )
+    rule = first(
+        (up.is_not_null(), urule),
+        (warm, pl.lit("graph capture / warm-up (not a steady-state step)")),
+        (pl.col("_tk_phase").is_not_null(), pl.lit("tk: annotation ") + name.str.extract(r"^(tk:\S+)", 1)),
+        (sg["phase"].is_not_null(), pl.lit("SGLang ") + name.str.extract(r"^(step\[\w+)", 1) + pl.lit(" …]")),
+        (vl["phase"].is_not_null(), vllm),
+        (at["phase"].is_not_null(), pl.lit("ATOM ") + at["phase"] + pl.lit("[…]")),
+        (kw.is_not_null(), kw_rule),
     )
     return own.alias("_own"), rule.alias("_rule")
 
@@ -122,22 +116,15 @@ def _step_attributes() -> list[pl.Expr]:
         ).alias("decode_seqs"),
         pl.col("_tk_prompt_tokens").alias("prompt_tokens"),
         pl.coalesce("_tk_kv_tokens", vl["kv_tokens"]).alias("kv_tokens"),
-        pl.when(pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"))
-        .then(pl.lit("tk"))
-        .when(sg["phase"].is_not_null())
-        .then(pl.lit("sglang step"))
-        .when(vl["phase"].is_not_null())
-        .then(pl.lit("vllm execute"))
-        .when(at["phase"].is_not_null())
-        .then(pl.lit("atom step"))
-        .otherwise(name.str.replace(ph.PROFILER_STEP_RE, "#"))
-        .alias("_family"),
-        pl.coalesce("_tk_step", _int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
+        first(
+            (pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"), pl.lit("tk")),
+            (sg["phase"].is_not_null(), pl.lit("sglang step")),
+            (vl["phase"].is_not_null(), pl.lit("vllm execute")),
+            (at["phase"].is_not_null(), pl.lit("atom step")),
+            otherwise=name.str.replace(ph.PROFILER_STEP_RE, "#"),
+        ).alias("_family"),
+        pl.coalesce("_tk_step", ph.as_int(name.str.extract(ph.PROFILER_STEP_RE, 1))).alias("_explicit_step"),
     ]
-
-
-def _int(expr: pl.Expr) -> pl.Expr:
-    return expr.cast(pl.Int64, strict=False)
 
 
 def _tk_frame(names: pl.Series) -> pl.DataFrame:
@@ -193,12 +180,11 @@ def _inherit(df: pl.DataFrame) -> pl.DataFrame:
             break
         df = nxt
     return df.with_columns(
-        pl.when(pl.col("phase_rule").is_not_null())
-        .then(pl.col("phase_rule"))
-        .when(pl.col("phase").is_not_null())
-        .then(pl.format('inherited from "{}"', pl.col("_src")))
-        .otherwise(pl.lit("no phase rule matched"))
-        .alias("phase_rule"),
+        first(
+            (pl.col("phase_rule").is_not_null(), pl.col("phase_rule")),
+            (pl.col("phase").is_not_null(), pl.format('inherited from "{}"', pl.col("_src"))),
+            otherwise=pl.lit("no phase rule matched"),
+        ).alias("phase_rule"),
         pl.col("phase").fill_null(ph.OTHER),
     )
 
@@ -234,8 +220,8 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
         return att.select(
             "op_id",
             "name",
-            _int(dims.str.extract(_DIMS4, 1)).alias("batch"),
-            _int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
+            ph.as_int(dims.str.extract(_DIMS4, 1)).alias("batch"),
+            ph.as_int(dims.str.extract(_DIMS4, q_idx)).alias("query_len"),
         ).drop_nulls("query_len")
 
     if not (names["_sdpa"].any() or names["_flash"].any()):  # no attention op: no query

@@ -41,22 +41,6 @@ _DTYPE_BITS: Final = {"bfloat16": 16.0, "float16": 16.0, "half": 16.0, "float32"
 # Every size of a config is an integer in [1, 2^31): the largest real ones (vocabularies, FFN
 # widths) are < 2^20, and products of a few of them stay exact in float64 and int64.
 MAX_SIZE: Final = (1 << 31) - 1
-_INTS: Final = (
-    "hidden_size",
-    "num_hidden_layers",
-    "intermediate_size",
-    "moe_intermediate_size",
-    "num_experts",
-    "experts_per_token",
-    "shared_intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
-    "qk_nope_head_dim",
-    "v_head_dim",
-)
 
 
 def parse_parallel(text: str) -> dict[str, int]:
@@ -89,7 +73,7 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
 
     out: dict[str, Any] = {"source": str(p), **{k: first(*names) for k, names in _FIELDS.items()}}
-    for k in _INTS:
+    for k in _FIELDS:  # every normalised field is a size
         v = out[k]
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_SIZE):
             raise UsageError(f"{p}: model config field {k} must be an integer from 1 to {MAX_SIZE}, not {_show(v)}")
@@ -107,7 +91,7 @@ def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
-# normalised field → the config keys that may hold it, first present wins
+# normalised field (each an integer size) → the config keys that may hold it, first present wins
 _FIELDS: dict[str, tuple[str, ...]] = {
     "hidden_size": ("hidden_size", "d_model", "n_embd"),
     "num_hidden_layers": ("num_hidden_layers", "n_layer"),

@@ -137,32 +137,19 @@ def meta_frame(meta: dict[str, Any]) -> pl.DataFrame:
     dist = meta.get("distributed") or {}
     devices = meta.get("devices") or []
     stats = meta.get("parse_stats") or {}
-    return pl.DataFrame(
-        {
-            "source": [str(meta.get("source", ""))],
-            "format": [str(meta.get("format", ""))],
-            "schema_version": [int(meta.get("schema_version", schema.SCHEMA_VERSION))],
-            "rank": [dist.get("rank")],
-            "world_size": [dist.get("world_size")],
-            "device_name": [devices[0].get("name") if devices else None],
-            "events_read": [stats.get("events_read")],
-            "events_kept": [stats.get("events_kept")],
-            "meta_json": [
-                json.dumps({k: v for k, v in meta.items() if k not in READER_NOTES}, sort_keys=True, default=str)
-            ],
-        },
-        schema={
-            "source": pl.String(),
-            "format": pl.String(),
-            "schema_version": pl.Int64(),
-            "rank": pl.Int64(),
-            "world_size": pl.Int64(),
-            "device_name": pl.String(),
-            "events_read": pl.Int64(),
-            "events_kept": pl.Int64(),
-            "meta_json": pl.String(),
-        },
-    )
+    notes = json.dumps({k: v for k, v in meta.items() if k not in READER_NOTES}, sort_keys=True, default=str)
+    cols: dict[str, tuple[pl.DataType, Any]] = {  # column: (dtype, value)
+        "source": (pl.String(), str(meta.get("source", ""))),
+        "format": (pl.String(), str(meta.get("format", ""))),
+        "schema_version": (pl.Int64(), int(meta.get("schema_version", schema.SCHEMA_VERSION))),
+        "rank": (pl.Int64(), dist.get("rank")),
+        "world_size": (pl.Int64(), dist.get("world_size")),
+        "device_name": (pl.String(), devices[0].get("name") if devices else None),
+        "events_read": (pl.Int64(), stats.get("events_read")),
+        "events_kept": (pl.Int64(), stats.get("events_kept")),
+        "meta_json": (pl.String(), notes),
+    }
+    return pl.DataFrame({c: [v] for c, (_, v) in cols.items()}, schema={c: t for c, (t, _) in cols.items()})
 
 
 def write_dataset(

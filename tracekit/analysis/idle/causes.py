@@ -40,6 +40,7 @@ import polars as pl
 
 from tracekit.analysis.idle.intervals import disjoint, split, union
 from tracekit.analysis.idle.host_segments import op_labels, op_segments
+from tracekit.tables.cases import first
 from tracekit.tables.gather import take
 
 # Runtime/driver calls that block the host until the device (or a copy) is done.
@@ -382,12 +383,10 @@ def _launch_waits(linked: pl.DataFrame, free: bool = False) -> pl.DataFrame:
 
 def _tag(df: pl.DataFrame, cause: str | pl.Expr, off: int) -> pl.LazyFrame:
     """Pieces with their cause (the edges' own causes first), op, call and instance number."""
-    c = (
-        pl.when(pl.col("_edge") == 1)
-        .then(pl.lit("before_first_launch"))
-        .when(pl.col("_edge") == 2)
-        .then(pl.lit("after_last_kernel"))
-        .otherwise(pl.lit(cause) if isinstance(cause, str) else cause)
+    c = first(
+        (pl.col("_edge") == 1, pl.lit("before_first_launch")),
+        (pl.col("_edge") == 2, pl.lit("after_last_kernel")),
+        otherwise=pl.lit(cause) if isinstance(cause, str) else cause,
     )
     cols = [pl.col(x) if x in df.columns else pl.lit(None, dtype=pl.String()).alias(x) for x in ("op", "call")]
     inst = (pl.col("_lj") + off) if "_lj" in df.columns else pl.lit(None, dtype=pl.Int64())
@@ -419,15 +418,7 @@ def _other_sums() -> list[pl.Expr]:
 def cause_totals(pieces: pl.DataFrame) -> pl.DataFrame:
     """Per region: ``idle_<cause>_ns`` for every cause (0 when absent), their sum ``idle_causes_ns``,
     and the other work's ``other_busy_ns``, ``queued_ns``."""
-    wide = (
-        pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns"))
-        .group_by("region_id")
-        .agg(
-            *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
-            *_other_sums(),
-        )
-    )
-    return wide.with_columns(pl.sum_horizontal(CAUSE_COLUMNS).alias("idle_causes_ns"))
+    return sum_totals(pieces.with_columns((pl.col("e") - pl.col("s")).alias("idle_ns")))
 
 
 def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -492,22 +483,14 @@ def ranked_order(g: _Frame, key: str = "region_id") -> _Frame:
 def describe(cause: pl.Expr, op: pl.Expr, call: pl.Expr) -> pl.Expr:
     """One phrase per culprit: ``blocking hipMemcpyWithStream in aten::to``, ``host in aten::mm``…"""
     in_op = pl.when(op.is_not_null()).then(pl.format(" in {}", op)).otherwise(pl.lit(""))
-    return (
-        pl.when(cause == "blocking")
-        .then(pl.format("blocking {}{}", call, in_op))
-        .when(cause == "cold_start")
-        .then(pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op))
-        .when(cause == "launch_latency")
-        .then(pl.lit("launch latency (launched, not yet started)"))
-        .when(cause == "dependency")
-        .then(pl.lit("launched work waiting on a stream or event dependency"))
-        .when(cause == "launch_call")
-        .then(pl.lit("host in launch calls"))
-        .when(cause == "cpu_op")
-        .then(pl.format("host busy in {}", op))
-        .when(cause == "outside_ops")
-        .then(pl.lit("host outside any op (Python, scheduler)"))
-        .when(cause == "before_first_launch")
-        .then(pl.format("before the first launch{}", in_op))
-        .otherwise(pl.format("after the last kernel{}", in_op))
-    )
+    texts = {
+        "blocking": pl.format("blocking {}{}", call, in_op),
+        "cold_start": pl.format("cold start: {} blocked (lazy loading, JIT or autotuning){}", call, in_op),
+        "launch_latency": pl.lit("launch latency (launched, not yet started)"),
+        "dependency": pl.lit("launched work waiting on a stream or event dependency"),
+        "launch_call": pl.lit("host in launch calls"),
+        "cpu_op": pl.format("host busy in {}", op),
+        "outside_ops": pl.lit("host outside any op (Python, scheduler)"),
+        "before_first_launch": pl.format("before the first launch{}", in_op),
+    }
+    return first(*((cause == k, v) for k, v in texts.items()), otherwise=pl.format("after the last kernel{}", in_op))

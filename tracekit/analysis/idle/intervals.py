@@ -7,9 +7,11 @@ and binary searches, with as-of joins when packed keys could overflow.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
+
+AsofStrategy = Literal["forward", "backward"]
 
 # The rest of a split reads the covered parts twice (gaps, tails): a small in-memory frame, cheaper
 # to scan twice than to look for as a common subplan, whose hashing reads the query's literal
@@ -186,38 +188,24 @@ def _uncovered(pieces: pl.DataFrame, cov: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _asof(
+    p: pl.DataFrame, lay: pl.DataFrame, by: list[str], at: str, on: str, strategy: AsofStrategy, alias: str
+) -> pl.DataFrame:
+    """``_p`` and, as ``alias``, the row ``_j`` of ``lay`` whose ``on`` is nearest each piece's ``at`` (as-of)."""
+    right = lay.select(*by, on, pl.col("_j").alias(alias)).sort(on)
+    q = p.select("_p", *by, at).sort(at)
+    q = q.join_asof(right, left_on=at, right_on=on, by=by, strategy=strategy, check_sortedness=False)
+    return q.select("_p", alias)
+
+
 def _split_join(
     pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`split` by as-of joins on ``by`` (when packed keys would overflow)."""
     p = pieces.with_row_index("_p")
     lay = layer.sort(*by, "s").with_row_index("_j").with_columns(pl.col("_j").cast(pl.Int64()))
-    first = (
-        p.select("_p", *by, "s")
-        .sort("s")
-        .join_asof(
-            lay.select(*by, "e", pl.col("_j").alias("_j0")).sort("e"),
-            left_on="s",
-            right_on="e",
-            by=by,
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .select("_p", "_j0")
-    )
-    last = (
-        p.select("_p", *by, "e")
-        .sort("e")
-        .join_asof(
-            lay.select(*by, "s", pl.col("_j").alias("_j1")).sort("s"),
-            left_on="e",
-            right_on="s",
-            by=by,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .select("_p", "_j1")
-    )
+    first = _asof(p, lay, by, "s", "e", "forward", "_j0")  # the first layer row ending after the piece starts
+    last = _asof(p, lay, by, "e", "s", "backward", "_j1")  # the last one starting before it ends
     rng = (
         p.join(first, on="_p")
         .join(last, on="_p")

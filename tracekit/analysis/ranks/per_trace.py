@@ -76,18 +76,7 @@ def rank_pieces(task: RankTask) -> RankPieces:
         )
     t = res.totals.get("trace") or {}
     whole = pl.DataFrame(
-        [
-            {
-                "phase": "trace",
-                "region_count": None,
-                "span_ns": t.get("span_ns"),
-                "busy_ns": t.get("busy_ns"),
-                "busy_ratio": t.get("busy_ratio"),
-                "bound": t.get("bound"),
-                "reason": t.get("reason"),
-            }
-        ],
-        schema=PHASE_SCHEMA,
+        [{**{c: t.get(c) for c in PHASE_SCHEMA}, "phase": "trace", "region_count": None}], schema=PHASE_SCHEMA
     )
     ph = (
         res.phases.select(

@@ -294,19 +294,17 @@ def _ordered(acts: pl.DataFrame, q: pl.LazyFrame, key: str) -> tuple[pl.LazyFram
 def _busy_sums(q: pl.LazyFrame, key: str, packed: bool, t0: int) -> pl.LazyFrame:
     """Per group: kernels, first and last, busy (the union), covered and non-communication busy,
     device time, median kernel, gaps between the union's pieces."""
-    if packed:
-        prev = pl.col("_e").cum_max().shift(1)
-        prev_cov = pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
-        prev_nc = pl.when(~pl.col("comm")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1)
-    else:  # per-group windows (slower, never overflows)
+    if not packed:  # per-group windows (slower, never overflows)
         q = q.with_columns(
             pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"), pl.lit(int(t0) - 1).alias("_floor")
         )
-        prev = pl.col("_e").cum_max().shift(1).over("_g")
-        prev_cov = (
-            pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
-        )
-        prev_nc = pl.when(~pl.col("comm")).then(pl.col("_e")).otherwise(pl.col("_floor")).cum_max().shift(1).over("_g")
+
+    def before(end: pl.Expr) -> pl.Expr:  # the largest end of the group's earlier rows
+        return end.cum_max().shift(1) if packed else end.cum_max().shift(1).over("_g")
+
+    prev = before(pl.col("_e"))
+    prev_cov = before(pl.when(pl.col("covered")).then(pl.col("_e")).otherwise(pl.col("_floor")))
+    prev_nc = before(pl.when(~pl.col("comm")).then(pl.col("_e")).otherwise(pl.col("_floor")))
     q = q.with_columns(prev.alias("_prev"), prev_cov.alias("_prevc"), prev_nc.alias("_prevn"))
     # Values carried over from the previous group are below this group's shifted start.
     lo = pl.max_horizontal(pl.col("_s"), pl.col("_prev").fill_null(pl.col("_s")))

@@ -297,23 +297,9 @@ def class_roofline(
     a = prep.lazy()
     closure = region_closure(regions, acts) if closure is None else closure
     cl = closure.lazy()
-    # eager join: its row order decides the "first" phase (see tracekit/analysis/regions/tops.py)
-    leaf_phase = (
-        closure.join(unit_ph, on="region_id")
-        .lazy()
-        .unique("_leaf", keep="first")
-        .select("_leaf", pl.col("phase").alias("scope"))
-    )
+    leaf_phase = _leaf_phase(closure, unit_ph, "_leaf")
     sums = ["count", "device_time_ns", "covered_time_ns", "flops", "bytes", "flops_known", "bytes_known"]
-    pre = a.group_by("region_id", "op_class").agg(
-        pl.len().cast(pl.Int64()).alias("count"),
-        pl.col("dur_ns").sum().alias("device_time_ns"),
-        pl.col("covered_time_ns").sum(),
-        agg_sum("flops", bits),
-        agg_sum("bytes", bits),
-        pl.col("flops_known").any(),
-        pl.col("bytes_known").any(),
-    )
+    pre = a.group_by("region_id", "op_class").agg(_work_sums(pl.len(), bits))
     rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums, bits)
     rows = rows.with_columns(pl.col("flops_known") > 0, pl.col("bytes_known") > 0)
     dt = _dominant_dtype(a, cl, leaf_phase, bits)
@@ -374,6 +360,26 @@ def _median_kernel(a: pl.LazyFrame, leaf_phase: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame, leaf: str) -> pl.LazyFrame:
+    """Each leaf region (as ``leaf``) and the phase (``scope``) of the first unit holding it; an
+    eager join: its row order decides the "first" phase (see tracekit/analysis/regions/tops.py)."""
+    j = closure.join(unit_ph, on="region_id").lazy().unique("_leaf", keep="first")
+    return j.select(pl.col("_leaf").alias(leaf), pl.col("phase").alias("scope"))
+
+
+def _work_sums(count: pl.Expr, bits: dict[str, int | None]) -> list[pl.Expr]:
+    """A group's ``count``, device and covered time, FLOPs and bytes (exact sums) and whether any is known."""
+    return [
+        count.cast(pl.Int64()).alias("count"),
+        pl.col("dur_ns").sum().alias("device_time_ns"),
+        pl.col("covered_time_ns").sum(),
+        agg_sum("flops", bits),
+        agg_sum("bytes", bits),
+        pl.col("flops_known").any(),
+        pl.col("bytes_known").any(),
+    ]
+
+
 def shape_roofline(
     acts: pl.DataFrame,
     costs: pl.DataFrame,
@@ -397,22 +403,10 @@ def shape_roofline(
         pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
     )
     closure = region_closure(regions, acts) if closure is None else closure
-    leaf_phase = (
-        closure.join(unit_ph, on="region_id")
-        .lazy()
-        .unique("_leaf", keep="first")
-        .select(pl.col("_leaf").alias("region_id"), pl.col("phase").alias("scope"))
-    )
-    a = a.join(leaf_phase, on="region_id", how="left", nulls_equal=True)
+    a = a.join(_leaf_phase(closure, unit_ph, "region_id"), on="region_id", how="left", nulls_equal=True)
     keys = ["cost_op_name", "shape"]
     agg = [
-        pl.col("cost_op_id").n_unique().cast(pl.Int64()).alias("count"),
-        pl.col("dur_ns").sum().alias("device_time_ns"),
-        pl.col("covered_time_ns").sum(),
-        agg_sum("flops", bits),
-        agg_sum("bytes", bits),
-        pl.col("flops_known").any(),
-        pl.col("bytes_known").any(),
+        *_work_sums(pl.col("cost_op_id").n_unique(), bits),
         pl.col("dur_ns").median().alias("kernel_median_ns"),
         pl.col("dtype").drop_nulls().first().alias("dtype"),
         pl.col("op_class").sort_by("dur_ns", descending=True).first().alias("op_class"),

@@ -276,18 +276,11 @@ def _percentile_rows(
         st = warm.filter(pl.col("phase") == ph)["step_ns"] if warm.height else pl.Series([], dtype=pl.Int64())
         if st.len():
             rows.append(_pct_row(st / 1e6, ph, "step_time", "trace", "ms"))
-    if treq.height:
-        rows.append(_pct_row(treq["ttft_ms"], "prefill", "ttft", "trace", "ms"))
-        rows.append(_pct_row(treq["tpot_ms"], "decode", "tpot", "trace", "ms"))
-        if encoded:
-            rows.append(_pct_row(treq["e2el_ms"], "decode", "e2el", "trace", "ms"))
-    if itl.len():
-        rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
-    if sreq.height:
-        rows.append(_pct_row(sreq["ttft_ms"], "prefill", "ttft", "sidecar", "ms"))
-        rows.append(_pct_row(sreq["tpot_ms"], "decode", "tpot", "sidecar", "ms"))
-        if encoded:
-            rows.append(_pct_row(sreq["e2el_ms"], "decode", "e2el", "sidecar", "ms"))
+    per_request = [("ttft", "prefill"), ("tpot", "decode"), *([("e2el", "decode")] if encoded else [])]
+    for source, req in (("trace", treq), ("sidecar", sreq)):
+        rows += [_pct_row(req[f"{m}_ms"], ph, m, source, "ms") for m, ph in per_request if req.height]
+        if source == "trace" and itl.len():
+            rows.append(_pct_row(itl, "decode", "itl", "trace", "ms"))
     return rows
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.numbers import count
-from tracekit.analysis.serving.schemas import REQUEST_SCHEMA
+from tracekit.analysis.serving.schemas import BYCTX_SCHEMA, REQUEST_SCHEMA
 from tracekit.analysis.serving.interference import interference
 from tracekit.analysis.serving.step_cost import all_steps
 from tracekit.analysis.serving.step_cost import busy_gap_ms
@@ -42,12 +42,7 @@ COMPOSITION_SCHEMA: dict[str, pl.DataType] = {
     "decode_seqs": pl.Int64(),
     "prefill_lo": pl.Int64(),
     "prefill_hi": pl.Int64(),
-    "ctx_lo": pl.Int64(),
-    "ctx_hi": pl.Int64(),
-    "steps": pl.Int64(),
-    "mean_ms": pl.Float64(),
-    "p50_ms": pl.Float64(),
-    "p90_ms": pl.Float64(),
+    **BYCTX_SCHEMA,
 }
 _DC = r"(?:^|\s)dc=(\S+)"
 _PF = r"(?:^|\s)pf=(\S+)"

@@ -1,5 +1,5 @@
 """Computing and storing the derived tables of a trace already committed in a dataset, reading only
-what they need (tracekit/analysis/store/derived.py: ``load_for_analysis(ensure=True)``, ``add_derived``).
+what they need (tracekit/analysis/store/derived.py: ``load_for_analysis(ensure=True)``).
 
 The columns of the canonical tables that attribution, op costs and region labels read are
 :data:`DERIVED_COLUMNS` (regions whole); the others are null constants that hold no memory per

@@ -1,6 +1,6 @@
 """Derived tables stored beside a trace in an ingested dataset, so re-analysis skips recomputing them.
 
-At ingest (:func:`write_with_derived`; :func:`add_derived` for a trace already committed) the
+At ingest (:func:`write_with_derived`; ``compute.store_derived`` for a trace already committed) the
 dataset also receives, in the same hive layout and the
 same atomic commit (written before ``meta``)::
 
@@ -158,16 +158,6 @@ def write_with_derived(trace: Trace, out_dir: str | os.PathLike[str]) -> Path:
     (what ``tracekit ingest`` calls)."""
 
     return write_dataset(trace, out_dir, extra=lambda: compute_derived(trace))
-
-
-def add_derived(dataset: str | os.PathLike[str], trace_id: str) -> None:
-    """Compute and store the derived tables of a trace already committed in ``dataset`` (for
-    writers that commit the canonical tables themselves, e.g. the chunked Nsight ingest), reading
-    only the columns they need (:func:`tracekit.analysis.store.compute.store_derived`). Each partition is written to
-    a temporary name and renamed; ``derived_key`` goes last, so an interrupted call leaves tables
-    without a key, which :func:`read_derived` ignores."""
-
-    store_derived(Path(dataset), trace_id)
 
 
 def ensure_derived(trace: Trace) -> bool:

@@ -35,7 +35,8 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(md_escape(c) for c in cells) + " |"
 
 
-def _table_lines(t: Table, rows: list[list[str]] | None = None) -> list[str]:
+def table_block(t: Table, rows: list[list[str]] | None = None) -> list[str]:
+    """The table's lines (``rows`` in place of its own when given; used by the diff renderer too)."""
     if not t.headers:
         return []
     body = t.rows if rows is None else rows
@@ -46,11 +47,6 @@ def _table_lines(t: Table, rows: list[list[str]] | None = None) -> list[str]:
         )
         return ["<details>", f"<summary>{summary}</summary>", "", *lines, "", "</details>"]
     return ([f"**{md_escape(t.caption)}**", ""] if t.caption else []) + lines
-
-
-def table_block(t: Table) -> list[str]:
-    """A whole table (used by the diff renderer too)."""
-    return _table_lines(t)
 
 
 def _left_out(t: Table, shown: int) -> str:
@@ -72,9 +68,9 @@ def section_lines(s: Section, cap_rows: dict[int, int]) -> list[str]:
         n = cap_rows.get(id(t))
         if n is not None and n < len(t.rows):
             t2 = Table(t.headers, t.rows, t.caption, False)  # a capped table is shown open: its rows are the point
-            out += [*_table_lines(t2, t.rows[:n]), "", _left_out(t, n), ""]
+            out += [*table_block(t2, t.rows[:n]), "", _left_out(t, n), ""]
         else:
-            out += [*_table_lines(t), ""]
+            out += [*table_block(t), ""]
     return out
 
 
@@ -160,11 +156,9 @@ def render(
     plots = plot_lines(figures, plot_dir, plot_prefix) if figures else []
     cappable = [t for s in secs for t in s.tables if t.cappable]
     sized = max_regions is None
-    cap: dict[int, int] = {}
-    if max_regions is not None:
-        cap = {id(t): (len(t.rows) if max_regions < 0 else min(max_regions, len(t.rows))) for t in cappable}
-    else:
-        cap = {id(t): 0 for t in cappable}
+    # sized: no rows yet (the regions fill what the rest leaves below); else the rows asked for
+    asked = 0 if max_regions is None else max_regions
+    cap = {id(t): len(t.rows) if asked < 0 else min(asked, len(t.rows)) for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
     fixed = _size(title) + _size(plots) + _size([x for s in secs for x in section_lines(s, cap)])
     names = _full_name_lines(_full_names(secs, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62)

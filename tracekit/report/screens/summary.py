@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from tracekit.numbers import count
 from tracekit.report import fmt
 from tracekit.report.names import cut_name
 
@@ -19,6 +21,18 @@ def _devices_text(devices: list[dict[str, Any]]) -> str:
             f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]"
         )
     return "; ".join(parts) or "none recorded"
+
+
+def render_dataset(path: Path, rows: list[dict[str, Any]]) -> str:
+    """A dataset of several traces: one line each (``tracekit summary DATASET``)."""
+    lines = [f"dataset {path}: {count(len(rows), 'trace')} (choose one with --trace-id)"]
+    lines += [
+        f"  {r['trace_id']}  {r['format']}  {r['device_name'] or '-'}  "
+        f"rank {r['rank'] if r['rank'] is not None else '-'}  "
+        f"{count(r['kernels'], 'device activity', 'device activities')}"
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def render_text(s: dict[str, Any], width: int = 100) -> str:

@@ -31,10 +31,7 @@ def summary(doc: Document) -> Section:
         s.paragraphs.append(f"CPU DIAGNOSTIC: {said} — the self time of CPU operators stands in for kernels.")
     s.paragraphs += above_roof_lines(d.doc)
     w = d.whole
-    if w.get("bound"):
-        s.paragraphs.append(f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else ""))
-    for p in _verdict_lines(d):
-        s.paragraphs.append(p)
+    s.paragraphs += _whole_line(w) + _verdict_lines(d)
     keys = (
         "device_time_ns",
         "attributed_ns",
@@ -71,11 +68,8 @@ def summary(doc: Document) -> Section:
     ]
     if rows:
         s.tables.append(Table(["total", "value"], rows, "totals", collapsed=False))
-    for m in d.missing:
-        if not is_phase_note(m):
-            s.paragraphs.append(f"Note: {m}")
-    for n in nsight_notes(d):
-        s.paragraphs.append(f"Note: {n}")
+    s.paragraphs += [f"Note: {m}" for m in d.missing if not is_phase_note(m)]
+    s.paragraphs += [f"Note: {n}" for n in nsight_notes(d)]
     return s
 
 
@@ -115,11 +109,7 @@ def headline(d: ReportData) -> list[str]:
     out: list[str] = []
     if d.diagnostic:
         out.append(f"*** {d.diagnostic} ***")
-    lines = _verdict_lines(d)
-    w = d.whole
-    if not lines and w.get("bound"):
-        lines = [f"whole trace: {w.get('bound')}" + (f" — {w.get('reason')}" if w.get("reason") else "")]
-    out += lines
+    out += _verdict_lines(d) or _whole_line(d.whole)
     dev = d.device
     if dev.get("hardware"):
         out.append(f"peaks: {dev['hardware']}")
@@ -130,9 +120,13 @@ def headline(d: ReportData) -> list[str]:
 
 
 def _verdict_lines(d: ReportData) -> list[str]:
-    lines = []
-    for r in d.rows("phases"):
-        bound = r.get("bound") or "unknown"
-        reason = r.get("reason") or ""
-        lines.append(f"{r['phase']}: {bound}" + (f" — {reason}" if reason else ""))
-    return lines
+    return [f"{r['phase']}: {_verdict(r.get('bound') or 'unknown', r.get('reason'))}" for r in d.rows("phases")]
+
+
+def _whole_line(w: dict[str, Any]) -> list[str]:
+    """The whole trace's verdict and reason, when it has one."""
+    return [f"whole trace: {_verdict(w['bound'], w.get('reason'))}"] if w.get("bound") else []
+
+
+def _verdict(bound: str, reason: Any) -> str:
+    return bound + (f" — {reason}" if reason else "")

@@ -15,6 +15,7 @@ from tracekit.sources.kineto.capture.files import batch_of_file, mode_of_file
 from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
+from tracekit.tables.cases import first
 
 _BEGIN_RE: Final = r"^(cuda|hip|cu)StreamBeginCapture"
 _END_RE: Final = r"^(cuda|hip|cu)StreamEndCapture"
@@ -174,13 +175,10 @@ def _capture_windows(la: pl.DataFrame) -> list[tuple[int, int, int, int]]:
 def _graph_nodes(calls: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
     """The graph's nodes in call order (its kernel launches, memcpy and memset calls), each with its
     ``key`` (the kernel name when every kernel call names one, else the kind), and whether named."""
-    kind = (
-        pl.when(pl.col("kernel").is_not_null() | pl.col("name").str.contains(_KERNEL_CALL_RE))
-        .then(pl.lit("kernel"))
-        .when(pl.col("name").str.contains("(?i)memcpy"))
-        .then(pl.lit("memcpy"))
-        .when(pl.col("name").str.contains("(?i)memset"))
-        .then(pl.lit("memset"))
+    kind = first(
+        (pl.col("kernel").is_not_null() | pl.col("name").str.contains(_KERNEL_CALL_RE), pl.lit("kernel")),
+        (pl.col("name").str.contains("(?i)memcpy"), pl.lit("memcpy")),
+        (pl.col("name").str.contains("(?i)memset"), pl.lit("memset")),
     )
     nodes = calls.with_columns(kind.alias("_kind")).filter(pl.col("_kind").is_not_null()).sort("start_ns")
     named = bool(nodes.height) and nodes.filter(pl.col("_kind") == "kernel")["kernel"].null_count() == 0
@@ -396,41 +394,35 @@ def _why_not(graphs: pl.DataFrame) -> pl.Expr:
     """Why a launch's replay was left unmapped (null when mapped), from the columns :func:`match` joins."""
     counts = graphs["nodes"].unique().sort().to_list()
     top = graphs["batch"].max()
-    key_txt = pl.col("gkey").cast(pl.String)
-    return (
-        pl.when(pl.col("graph").is_not_null())
-        .then(pl.lit(None, pl.String))
-        .when(pl.col("batch").is_not_null() & pl.col("gkey").is_null() & pl.lit(top is not None))
-        .then(pl.format("the step's graph key {} is above every captured key (largest {})", "batch", pl.lit(top)))
-        .when(pl.col("_k").is_not_null())
-        .then(_ambiguous())
-        .when(pl.col("_nokey").fill_null(False))
-        .then(
-            pl.format(
-                "{} captured graphs have these {} nodes and no graph key (no execution_details.json entry, "
-                "capture_<n>_… label or bs_<n> file name), so the capture order does not pair them",
-                pl.col("_gmax"),
-                pl.col("nodes"),
-            )
+
+    def key(words: str) -> pl.Expr:
+        return (
+            pl.when(pl.col("gkey").is_not_null())
+            .then(pl.lit(words) + pl.col("gkey").cast(pl.String))
+            .otherwise(pl.lit(""))
         )
-        .when(pl.col("_r").is_not_null())
-        .then(
-            pl.format(
-                "the step replays {} graphs with these {} nodes but {} were captured{}",
-                pl.col("_r"),
-                pl.col("nodes"),
-                pl.col("_gmax"),
-                pl.when(pl.col("gkey").is_not_null()).then(pl.lit(" for key ") + key_txt).otherwise(pl.lit("")),
-            )
-        )
-        .otherwise(
-            pl.format(
-                "{} replayed nodes; no captured graph{} has the same nodes (captured graphs: {} nodes)",
-                pl.col("nodes"),
-                pl.when(pl.col("gkey").is_not_null()).then(pl.lit(" of key ") + key_txt).otherwise(pl.lit("")),
-                pl.lit(", ".join(map(str, counts)) or "none"),
-            )
-        )
+
+    no_key = pl.format(
+        "{} captured graphs have these {} nodes and no graph key (no execution_details.json entry, "
+        "capture_<n>_… label or bs_<n> file name), so the capture order does not pair them",
+        pl.col("_gmax"),
+        pl.col("nodes"),
+    )
+    fewer = pl.format(
+        "the step replays {} graphs with these {} nodes but {} were captured{}",
+        *(pl.col("_r"), pl.col("nodes"), pl.col("_gmax"), key(" for key ")),
+    )
+    above = pl.format("the step's graph key {} is above every captured key (largest {})", "batch", pl.lit(top))
+    return first(
+        (pl.col("graph").is_not_null(), pl.lit(None, pl.String)),
+        (pl.col("batch").is_not_null() & pl.col("gkey").is_null() & pl.lit(top is not None), above),
+        (pl.col("_k").is_not_null(), _ambiguous()),
+        (pl.col("_nokey").fill_null(False), no_key),
+        (pl.col("_r").is_not_null(), fewer),
+        otherwise=pl.format(
+            "{} replayed nodes; no captured graph{} has the same nodes (captured graphs: {} nodes)",
+            *(pl.col("nodes"), key(" of key "), pl.lit(", ".join(map(str, counts)) or "none")),
+        ),
     )
 
 
