@@ -38,7 +38,7 @@ import piecewise_trace as P
 from tracekit.errors import TracekitError, UsageError
 from tracekit.sources import load
 from tracekit.sources.engine_names import MAX_WORLD, apply_engine_name
-from tracekit.sources.model_config import _INTS, read_model_config
+from tracekit.sources.model_config import _FIELDS, read_model_config
 from tracekit.tables.check import _bounded
 
 SEED = 37
@@ -136,7 +136,7 @@ def test_fuzz_model_configs(tmp_path: Path) -> None:
         except UsageError as exc:
             assert "\n" not in str(exc) and str(exc).startswith(str(p)), repr(exc)
             return
-        for f in _INTS:
+        for f in _FIELDS:
             v = cfg[f]
             assert v is None or (type(v) is int and 1 <= v <= MAX_WORLD), (f, v)
         assert cfg["head_dim"] is None or cfg["head_dim"] > 0
