@@ -59,6 +59,12 @@ INT_FIELDS = (
     "graph_id",
     "sequence_number",
     "comm_nelems",
+    "mem_bytes",
+    "total_allocated",
+    "total_reserved",
+    "addr",
+    "device_type",
+    "device_id",
     "_ev",
 )
 
