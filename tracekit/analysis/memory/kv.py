@@ -16,7 +16,7 @@ from math import prod
 from typing import Any
 
 from tracekit.costmodel.model import kv_from_config
-from tracekit.numbers import plural
+from tracekit.numbers import count, si
 
 NO_GROWTH = 0.05  # measured growth below 5 % of the model's bytes per token: no growth
 AS_PREDICTED = 0.10  # within 10 % of the model's bytes per token: grows as the model predicts
@@ -109,7 +109,7 @@ def kv_check(
         tokens = int(pool["bytes"] // b)
         out.update(pool_bytes=pool["bytes"], pool_tokens=tokens, pool_source=pool["source"])
         out["verdict"] = (
-            f"no growth: pre-allocated pool of {pool['bytes'] / 1e9:.3g} GB = {tokens:,} {plural(tokens, 'token')} "
+            f"no growth: pre-allocated pool of {si(pool['bytes'], 'B')} = {count(tokens, 'token')} "
             f"at {b:,.0f} bytes/token ({pool['source']})"
         )
         return out

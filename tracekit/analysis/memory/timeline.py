@@ -6,8 +6,9 @@ that event's total less its own bytes). A window's peak = the largest total amon
 its start value; its time and op are those of the first event that reached it. Reserved is the
 caching allocator's ``total_reserved`` at the same events. A phase's figures are over its steps:
 allocated at its first step's start and its last step's end, the largest peak (the earliest on
-ties), growth per step = mean of (end − start), growth per generated token = Σ(end − start) /
-Σ tokens (tokens per step: batch, else decode_seqs, as the latency counts them).
+ties), growth per step = mean of (end − start), growth per generated token (decode and mixed
+phases) = Σ(end − start) / Σ tokens (tokens per step: batch, else decode_seqs, as the latency
+counts them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import polars as pl
 
 STEP_ROWS = 1000  # step rows the result keeps (the phases hold every step's figures)
 PHASE_ORDER = ("prefill", "decode", "mixed", "other")
+TOKEN_PHASES = ("decode", "mixed")  # phases whose steps generate one token per sequence
 
 
 def with_before(ev: pl.DataFrame) -> pl.DataFrame:
@@ -126,7 +128,9 @@ def phase_rows(steps: pl.DataFrame) -> pl.DataFrame:
     order = {p: i for i, p in enumerate(PHASE_ORDER)}
     return (
         rows.with_columns(
-            pl.when(pl.col("_no_tokens") == 0).then(pl.col("growth_per_token_bytes")).alias("growth_per_token_bytes"),
+            pl.when((pl.col("_no_tokens") == 0) & pl.col("phase").is_in(TOKEN_PHASES))
+            .then(pl.col("growth_per_token_bytes"))
+            .alias("growth_per_token_bytes"),
             (pl.col("reserved_peak_bytes") - pl.col("peak_allocated_bytes")).alias("reserved_over_allocated_bytes"),
         )
         .drop("_no_tokens")

@@ -36,7 +36,8 @@ def memory(d: Document) -> Section | None:
             f"peak allocated {_b(peak['allocated_bytes'])} at {fmt.duration(peak['time_ns'] - peak['first_time_ns'])} "
             f"after the first event ({peak['time_ns']} ns), in {where}"
             + (f", {peak['phase']}" if peak.get("phase") else "")
-            + f"; reserved at most {_b(peak.get('reserved_peak_bytes'))}; allocated from "
+            + (f"; reserved at most {_b(peak['reserved_peak_bytes'])}" if peak.get("reserved_peak_bytes") else "")
+            + "; allocated from "
             f"{_b(peak.get('allocated_first_bytes'))} to {_b(peak.get('allocated_last_bytes'))}"
         )
     kv = m.get("kv") or {}
