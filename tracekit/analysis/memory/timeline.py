@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 STEP_ROWS = 1000  # step rows the result keeps (the phases hold every step's figures)
+SERIES_POINTS = 800  # points of the plot's series (a 9-inch plot at 100 dpi: about one per pixel)
 PHASE_ORDER = ("prefill", "decode", "mixed", "other")
 TOKEN_PHASES = ("decode", "mixed")  # phases whose steps generate one token per sequence
 
@@ -181,7 +182,7 @@ def peak_of(ev: pl.DataFrame, steps: pl.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def series(ev: pl.DataFrame, points: int = 2000) -> pl.DataFrame:
+def series(ev: pl.DataFrame, points: int = SERIES_POINTS) -> pl.DataFrame:
     """Allocated and reserved over time for a plot: every event when few, else each bucket's
     highest (so a peak is never smoothed away) at ``points`` equal time buckets."""
     cols = ev.select("time_ns", "total_allocated", "total_reserved")
