@@ -1,6 +1,7 @@
 """The memory events an analysis reads: those of the device the trace's kernels ran on (the CPU's
-for a CPU-only trace), in time order, each with the op and the region that enclosed it on its
-thread (the attribution's enclosing-interval rule, tracekit/tables/enclosing.py), and what is odd
+for a CPU-only trace), in time order, each with the op that enclosed it on its thread (the
+attribution's enclosing-interval rule, tracekit/tables/enclosing.py; the region only for the
+peak's event, the one region shown), and what is odd
 in them counted: totals missing or negative (left out of the timeline), frees of blocks the trace
 never saw allocated, allocations at an address still live (a free not recorded), and each
 allocation's fate (freed within the trace or still live at its end)."""
@@ -13,7 +14,6 @@ from typing import Any
 import polars as pl
 
 from tracekit.numbers import plural
-from tracekit.tables import schema
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.gather import take
 from tracekit.tables.kind_values import REGION_NVTX, REGION_USER
@@ -26,7 +26,6 @@ COLUMNS = {
     "total_reserved": pl.Int64(),
     "addr": pl.Int64(),
     "op": pl.String(),  # the innermost op enclosing the event on its thread (null: none)
-    "region": pl.String(),  # the innermost CPU region enclosing it on its thread
     "usable": pl.Boolean(),  # total_allocated known and ≥ 0 (the timeline reads only these)
     "live_at_end": pl.Boolean(),  # an allocation with no free after it within the trace
 }
@@ -39,6 +38,7 @@ class MemoryEvents:
     events: pl.DataFrame
     device: str  # "cuda:1", "cpu"
     other_devices: dict[str, int] = field(default_factory=dict)  # events of devices not analysed
+    peak_region: str | None = None  # the innermost CPU region holding the peak's event (only it is asked)
     notes: list[str] = field(default_factory=list)  # bad input, one line per kind (the analysis warns them)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -61,13 +61,14 @@ def memory_events(
     device = choose_device(key, kernels, cpu_only)
     others = {str(k): int(n) for k, n in key.filter(key != device).value_counts().sort("count").iter_rows()}
     ev = memory.filter(key == device).sort("time_ns", maintain_order=True)
-    ev = ev.with_columns(
-        _enclosing(ev, ops, "op_id", "name").alias("op"),
-        _enclosing(ev, _cpu_regions(regions), "region_id", "name").alias("region"),
-    )
+    ev = ev.with_columns(_enclosing(ev, ops, "op_id", "name").alias("op"))
     ev, counts = _checked(ev)
-    notes = _notes(counts)
-    return MemoryEvents(ev.select(list(COLUMNS)), device, others, notes, counts)
+    usable = ev.filter(pl.col("usable"))
+    region = None
+    if usable.height:  # the peak's region: one point, not every event (the others are not shown)
+        top = usable.slice(int(usable["total_allocated"].arg_max() or 0), 1)
+        region = _enclosing(top, _cpu_regions(regions), "region_id", "name")[0]
+    return MemoryEvents(ev.select(list(COLUMNS)), device, others, region, _notes(counts), counts)
 
 
 def _device_key(memory: pl.DataFrame) -> pl.Series:
@@ -179,10 +180,6 @@ def _notes(counts: dict[str, int]) -> list[str]:
         for k, n in counts.items()
         if n and k != "free_without_allocation"
     ]
-
-
-def empty_memory() -> pl.DataFrame:
-    return schema.empty("memory")
 
 
 def summary_counts(m: MemoryEvents) -> dict[str, Any]:

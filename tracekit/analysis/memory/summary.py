@@ -37,7 +37,7 @@ def memory_summary(
     per_step = step_rows(ev, steps)
     phases = phase_rows(per_step)
     never = never_freed(mem.events)
-    peak = peak_of(ev, per_step)
+    peak = peak_of(ev, per_step, mem.peak_region)
     decode = phases.filter(pl.col("phase") == "decode").to_dicts() if phases.height else []
     model_figure = model_kv(model, sidecar, kv)
     out: dict[str, Any] = {

@@ -155,7 +155,7 @@ def never_freed(ev: pl.DataFrame, limit: int = 10) -> dict[str, Any]:
     }
 
 
-def peak_of(ev: pl.DataFrame, steps: pl.DataFrame) -> dict[str, Any] | None:
+def peak_of(ev: pl.DataFrame, steps: pl.DataFrame, region: str | None = None) -> dict[str, Any] | None:
     """The whole trace's peak allocated: bytes, time (the first event that reached it), op,
     region, the phase of the step that holds it; and the most reserved."""
     if ev.height == 0:
@@ -171,7 +171,7 @@ def peak_of(ev: pl.DataFrame, steps: pl.DataFrame) -> dict[str, Any] | None:
         "allocated_bytes": int(row["total_allocated"]),
         "time_ns": int(row["time_ns"]),
         "op": row["op"],
-        "region": row["region"],
+        "region": region,
         "phase": phase,
         "bytes": row["bytes"],
         "reserved_at_peak_bytes": row["total_reserved"],

@@ -249,7 +249,14 @@ static PyObject *bitmap(const unsigned char *valid, Py_ssize_t rows) {
     return b;
 }
 
-/* (rows, strings, ints) of one group as Python objects. */
+static int any_valid(const unsigned char *valid, Py_ssize_t rows) {
+    for (Py_ssize_t i = 0; i < rows; i++) if (valid[i]) return 1;
+    return 0;
+}
+
+/* (rows, strings, ints) of one group as Python objects. An integer field no row of the group has
+ * is (None, None): no buffers to hold (a window's groups wait in memory until their frames are
+ * built, and most fields belong to one group only). */
 static PyObject *group_result(const out_t *o) {
     Py_ssize_t n = o->rows;
     PyObject *strs = PyTuple_New(NSTR), *ints = PyTuple_New(NINT), *res = NULL;
@@ -262,8 +269,10 @@ static PyObject *group_result(const out_t *o) {
         PyTuple_SET_ITEM(strs, i, t);
     }
     for (int i = 0; i < NINT; i++) {
-        PyObject *t = Py_BuildValue("(NN)", n ? bitmap(o->ivalid[i], n) : Py_NewRef(Py_None),
-                                    as_bytes(o->ival[i], (size_t)n * 8));
+        PyObject *t = n && !any_valid(o->ivalid[i], n)
+                          ? Py_BuildValue("(OO)", Py_None, Py_None)
+                          : Py_BuildValue("(NN)", n ? bitmap(o->ivalid[i], n) : Py_NewRef(Py_None),
+                                          as_bytes(o->ival[i], (size_t)n * 8));
         if (!t) goto done;
         PyTuple_SET_ITEM(ints, i, t);
     }
