@@ -358,3 +358,30 @@ def test_nsight_memory_usage(tmp_path: Path) -> None:
     code, _, err = tk("ingest", p, "-o", tmp_path / "ds")
     assert code == 0, err
     assert read_dataset(tmp_path / "ds").memory.equals(m)
+
+
+def test_headroom_from_a_hardware_file(tmp_path: Path) -> None:
+    """A trace without device properties: the headroom's size from --hardware FILE's memory_bytes."""
+    p = engine_trace(tmp_path, "nodev", pool=GIB, temp=1000)
+    doc = json.loads(p.read_text())
+    doc["deviceProperties"] = []
+    p.write_text(json.dumps(doc))
+    hw = tmp_path / "hw.json"
+    hw.write_text(
+        json.dumps(
+            {
+                "name": "lab GPU",
+                "peak_flops_per_s": {"bf16": 1e15},
+                "mem_bandwidth_bytes_per_s": 3e12,
+                "memory_bytes": 80 * GIB,
+            }
+        )
+    )
+    code, out, err = tk("analyze", p, "--hardware", hw, "--format", "json")
+    assert code == 0, err
+    h = json.loads(out)["totals"]["memory"]["headroom"]
+    # 80 GiB less the peak reserved (pool + 1 GiB = 2 GiB) = 78 GiB
+    assert h["device_memory_bytes"] == 80 * GIB and h["headroom_bytes"] == 78 * GIB
+    assert h["source"] == "--hardware lab GPU (memory_bytes)"
+    code, out, _ = tk("analyze", p, "--format", "json")
+    assert json.loads(out)["totals"]["memory"]["headroom"]["why_none"]

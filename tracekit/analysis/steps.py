@@ -17,6 +17,7 @@ from tracekit.analysis.idle.causes import device_work, launch_free
 from tracekit.analysis.kernel_map import map_costs
 from tracekit.analysis.layers import kernel_layers, layer_summary, model_warning
 from tracekit.analysis.memory.events import MemoryEvents
+from tracekit.analysis.memory.kv import hardware_memory
 from tracekit.analysis.memory.summary import memory_summary
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
@@ -490,10 +491,11 @@ def memory(
     model: dict[str, Any] | None,
     sidecar: dict[str, Any] | None,
     device_memory: dict[str, Any] | None,
+    hardware: Hardware | None,
 ) -> dict[str, Any]:
     """Device memory over the steps and phases, the KV cache against the model and the headroom
     (analysis/memory/); empty without memory events."""
-    return memory_summary(memory, latency.steps, kv, model, sidecar, device_memory)
+    return memory_summary(memory, latency.steps, kv, model, sidecar, device_memory or hardware_memory(hardware))
 
 
 @step("result")

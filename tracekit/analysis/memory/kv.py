@@ -123,7 +123,8 @@ def kv_check(
 
 
 def device_memory(devices: list[dict[str, Any]], device: str) -> dict[str, Any] | None:
-    """The memory of ``device`` ("cuda:1") from the trace's device properties."""
+    """The memory of ``device`` ("cuda:1") from the trace's device properties (else --hardware's,
+    :func:`hardware_memory`)."""
     if device in ("", "cpu"):
         return None
     want = device.rsplit(":", 1)[-1]
@@ -131,6 +132,14 @@ def device_memory(devices: list[dict[str, Any]], device: str) -> dict[str, Any] 
         if isinstance(d, dict) and str(d.get("id")) == want and isinstance(d.get("total_memory_bytes"), int):
             return {"bytes": d["total_memory_bytes"], "source": "the trace's device properties"}
     return None
+
+
+def hardware_memory(hardware: Any) -> dict[str, Any] | None:
+    """The memory a hardware file gives (``--hardware FILE`` with ``memory_bytes``), else None."""
+    size = getattr(hardware, "memory_bytes", None)
+    if not size:
+        return None
+    return {"bytes": int(size), "source": f"--hardware {hardware.name} (memory_bytes)"}
 
 
 def headroom(total: dict[str, Any] | None, peak: dict[str, Any], b: float | None) -> dict[str, Any]:
