@@ -129,21 +129,27 @@ def test_cli_gate_on_a_single_inferred_step(shared_traces: Path) -> None:
     r = tk("diff", a, b, "--gate", "5%")
     assert r.code == 7 and "device: NVIDIA H100 80GB HBM3 vs AMD Instinct MI300X VF" in r.err
     assert "(NVIDIA H100 80GB HBM3, bf16)" in r.out and "(AMD Instinct MI300X VF, bf16)" in r.out
-    g = json.loads(tk_out("diff", a, b, "--format", "json", "--gate", "5%", "--allow-feature-change"))["gate"]
+    r = tk("diff", a, b, "--format", "json", "--gate", "5%", "--allow-feature-change")
+    g = json.loads(r.out)["gate"]
     # one forward, its phase inferred from shapes: one prefill step a side, so the threshold alone,
     # and no TTFT (an inferred phase is not a serving measurement: docs/serving.md)
     metrics = {(c["phase"], c["metric"]) for c in g["checks"]}
     assert metrics == {
         ("prefill", "step time"),
         ("prefill", "busy time"),
+        ("prefill", "peak allocated"),  # both traces carry [memory] events (issue 38)
         ("whole trace", "busy time"),
         ("whole trace", "span"),
     }
     assert all(c["ci_low"] is None and c["samples_a"] == 1 for c in g["checks"])
-    assert g["exit_code"] == 0 and any("threshold alone" in n for n in g["notes"])
-    # the MI300X step is faster than the H100's here: B faster never fails the gate
+    assert any("threshold alone" in n for n in g["notes"])
+    # the MI300X step is faster than the H100's here: B faster never fails the gate on time
     step = next(c for c in g["checks"] if c["metric"] == "step time")
-    assert step["change"] < 0
+    assert step["change"] < 0 and not step["regressed"]
+    # but its prefill peak allocated is 2,219,047,936 B against 2,088,508,416 B: +6.25 % > 5 %
+    peak = next(c for c in g["checks"] if c["metric"] == "peak allocated")
+    assert (peak["a"], peak["b"]) == (2_088_508_416, 2_219_047_936) and peak["regressed"]
+    assert g["exit_code"] == 1 and [c["metric"] for c in g["checks"] if c["regressed"]] == ["peak allocated"]
 
 
 @pytest.mark.parametrize(

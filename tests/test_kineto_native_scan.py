@@ -28,7 +28,7 @@ def test_scan_need_more_at_the_last_complete_event() -> None:
     w = scan(done + b" ," + A[:10])  # the buffer ends inside the 4th element
     assert (w.status, w.end, w.elements) == (kn.NEED_MORE, len(done), 3)
     assert w.pairs == [("s", "ac2g", 1), ("i", "x", 1)]  # flow and instant counted by (ph, cat)
-    assert [g.height for g in w.groups] == [1, 0, 0, 0, 1, 0]  # kernel: group 0; flow: group 4 (and counted)
+    assert [g.height for g in w.groups] == [1, 0, 0, 0, 1, 0, 0]  # kernel: group 0; flow: group 4 (and counted)
     assert w.groups[4].row(0) == ("ac2g", "s", 3)
     assert w.groups[0].select("ts_ns", "dur_ns", "correlation", "_ev").row(0) == (110_000, 5000, 1, 0)
     assert (scan(A + b',{"ts":12').end, scan(b"  ").end, scan(b"  ").elements) == (len(A), 0, 0)
@@ -43,7 +43,7 @@ def test_scan_closed_just_after_the_bracket() -> None:
     head = A + b",\n" + FLOW + b"\n]"
     routes = tuple((c.encode(), g) for c, g in X_ROUTES.items())
     status, end, groups, pairs, slow = _kscan.scan(head + b'  , "x": 1}', 0, routes, (b"ac2g",))
-    assert (status, end, len(groups), pairs, slow) == (kn.CLOSED, len(head), 6, [("s", "ac2g", 1)], b"")
+    assert (status, end, len(groups), pairs, slow) == (kn.CLOSED, len(head), 7, [("s", "ac2g", 1)], b"")
     assert groups[0][0] == 1 and groups[4][0] == 1  # (rows, strings, ints) per group
     assert scan(head).elements == 2
 

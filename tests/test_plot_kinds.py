@@ -57,7 +57,16 @@ def test_a_made_up_plot_kind_is_drawn_by_tracekit_plot(made_up: str, tmp_path: P
 
 
 def test_plot_choices_are_the_registered_kinds(tmp_path: Path) -> None:
-    assert list(KINDS) == ["latency-throughput", "roofline", "timeline", "decode", "breakdown", "layers", "sweep"]
+    assert list(KINDS) == [
+        "latency-throughput",
+        "roofline",
+        "timeline",
+        "decode",
+        "breakdown",
+        "layers",
+        "memory",
+        "sweep",
+    ]
     code, _, err = tk("plot", "busy-per-phase", write_tiny_trace(tmp_path / "t.json"), "--out", tmp_path / "x.png")
     assert code == 2 and "'busy-per-phase' is not one of" in err
     with pytest.raises(ValueError, match="registered already"):

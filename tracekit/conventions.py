@@ -3,7 +3,7 @@
 - ``CPU_DIAGNOSTIC``: the label every output of a CPU-only trace carries.
 - The sidecar rule: a workload run's trace ``<stem>.pt.trace.json.gz`` (or ``.pt.trace.json``,
   ``.json.gz``, ``.json``) has its run-metadata sidecar ``<stem>.tracekit.json`` beside it.
-- ``TABLES``: the canonical table names of a dataset.
+- ``TABLES``: the canonical table names of a dataset; ``OPTIONAL_TABLES`` those a trace may lack.
 - ``MEASURED_COLUMNS``: the cost-model measurements of a row (FLOPs, bytes and the rates from them).
 """
 
@@ -24,6 +24,7 @@ SIDECAR_SUFFIX: Final = ".tracekit.json"
 _TRACE_SUFFIXES: Final = (TRACE_SUFFIX, ".pt.trace.json", ".json.gz", ".json")
 
 TABLES: Final = ("kernels", "launches", "ops", "regions")
+OPTIONAL_TABLES: Final = ("memory",)  # written only when a trace has rows for them (schema.OPTIONAL_TABLES)
 
 # A row's cost-model measurements, in the order of the JSON contract (docs/json.md): FLOPs, bytes
 # and the rates from them (COST_COLUMNS), and their fractions of the peaks (PEAK_FRACTION_COLUMNS).

@@ -9,7 +9,8 @@ function in tracekit/analysis/steps.py that reads the fields its parameters name
     → closure → roofline_inputs → verdicts → device_only_mark (region_rows) → op_work → noise →
     estimated_class_rows → cold_mark → shape_roofline → warm → phases → device_only_mark
     (phase_rows) → culprits → no_phases → whole_trace → device_only_mark (whole) → busy_differs →
-    estimated_mark → top → latency → totals → layers → serving → step_verdicts → communication → result
+    estimated_mark → top → latency → totals → layers → serving → step_verdicts → communication → memory
+    → result
 
 Adding an analysis is adding a step to :data:`STEPS`; a test holds this list and docs/analysis.md
 equal to the tuple. **Memory** is managed by declaration: the runner takes each field out of the
@@ -32,6 +33,8 @@ from tracekit.analysis.communication import exposed, with_op_messages
 from tracekit.analysis.device import resolve_hardware
 from tracekit.analysis.features import detect as detect_features
 from tracekit.analysis.kernel_map import map_table
+from tracekit.analysis.memory.events import MemoryEvents, memory_events
+from tracekit.analysis.memory.kv import device_memory
 from tracekit.analysis.regions.metrics import with_costs
 from tracekit.analysis.op_work import unpriced_note
 from tracekit.costmodel.ops import rank_model
@@ -97,6 +100,7 @@ STEPS: tuple[Step, ...] = (
     st.serving,
     st.step_verdicts,
     st.communication,
+    st.memory,
     st.result,
 )
 
@@ -121,6 +125,8 @@ class Inputs:
     model: dict[str, Any] | None = None  # the model's config (--model): estimates for unmapped replays
     capabilities: Capabilities = UNKNOWN  # what the trace's format records (tracekit/sources/protocol.py)
     kernel_map: dict[str, Any] | None = None  # --map: an eager trace's costs per kernel place (kernel_map.py)
+    memory: MemoryEvents | None = None  # the device's memory events, attributed (analysis/memory/events.py)
+    device_memory: dict[str, Any] | None = None  # that device's memory size and its source (analysis/memory/kv.py)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,7 @@ class State:
     totals: dict[str, Any]
     serving: dict[str, Any]
     step_verdicts: pl.DataFrame
+    memory_summary: dict[str, Any]
     result: AnalysisResult
 
 
@@ -287,6 +294,8 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         labels, links, note = phases_from_shapes(trace, acts, labels, links)
         warnings.append(note)
     trace_info = _trace_info(trace)
+    memory = memory_events(trace.memory, trace.kernels, trace.ops, trace.regions, cpu_only)
+    warnings.extend(memory.notes)
     return Inputs(
         activities=acts,
         region_links=links,
@@ -303,6 +312,8 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
         model=rank or model,
         capabilities=capabilities(trace.meta.get("format")),
+        memory=memory,
+        device_memory=device_memory(list(trace.meta.get("devices") or []), memory.device),
     )
 
 

@@ -122,6 +122,7 @@ class AnalysisResult:
     shape_roofline: pl.DataFrame = field(default_factory=pl.DataFrame)
     op_work: pl.DataFrame = field(default_factory=pl.DataFrame)  # per (op, shape), every row; not in the JSON
     step_verdicts: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis/regions/step_verdicts.py
+    memory: dict[str, Any] = field(default_factory=dict)  # analysis/memory/summary.py; {} without memory events
 
     def __repr__(self) -> str:
         """A screenful at most: device, diagnostic, verdict per phase, conservation, frame shapes."""
@@ -239,6 +240,8 @@ class AnalysisResult:
         totals["warnings"] = list(self.warnings)
         if self.serving:
             totals["serving"] = self.serving
+        if self.memory:
+            totals["memory"] = self.memory
         totals["communication"] = records(self.communication, list(self.communication.columns))
         return totals
 

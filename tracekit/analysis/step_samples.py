@@ -8,7 +8,11 @@
 - ``TTFT`` / ``TPOT``: per request (batch), ``ITL``: per token gap, statistics p50, p90, p99;
   only where the analysis reports them (not for phases inferred from shapes);
 - ``draft time`` / ``verify time``: each draft / verify region's busy time (speculative decoding,
-  tracekit/analysis/serving/speculative.py), statistic the sum.
+  tracekit/analysis/serving/speculative.py), statistic the sum;
+- ``peak allocated`` (bytes): the phase's peak of device memory allocated, one sample a phase,
+  statistic the max; ``growth per token`` (bytes): the decode phase's growth per generated token,
+  where it grows (tracekit/analysis/memory/); only with memory events — the gate tests them when
+  both runs carry them, by the threshold alone.
 
 Every trace also gives the whole trace's ``busy time`` and ``span`` as one sample each (phase
 ``whole trace``): the gate always checks them, so renamed steps cannot hide a slower run.
@@ -99,7 +103,24 @@ def samples(result: Any) -> pl.DataFrame:
     itl = _itl(steps) if "itl" in have else pl.DataFrame()
     if itl.height:
         out.append(_long(itl, pl.lit("decode"), "ITL", pl.col("itl_ns"), STATS["ITL"]))
+    out.append(memory_samples(getattr(result, "memory", None) or {}))
     return pl.concat(out, how="vertical")
+
+
+def memory_samples(memory: dict[str, Any]) -> pl.DataFrame:
+    """One sample a phase of its peak allocated, and the decode phase's growth per token where
+    positive (module docstring)."""
+    rows = [
+        {"phase": str(p["phase"]), "metric": "peak allocated", "stat": "max", "value": float(v), "stratum": ""}
+        for p in memory.get("phases") or []
+        if isinstance(v := p.get("peak_allocated_bytes"), (int, float))
+    ]
+    rows += [
+        {"phase": "decode", "metric": "growth per token", "stat": "max", "value": float(g), "stratum": ""}
+        for p in memory.get("phases") or []
+        if p.get("phase") == "decode" and isinstance(g := p.get("growth_per_token_bytes"), (int, float)) and g > 0
+    ]
+    return pl.DataFrame(rows, schema=SCHEMA, orient="row")
 
 
 def _class_samples(steps: pl.DataFrame, oc: pl.DataFrame) -> pl.DataFrame:

@@ -16,6 +16,9 @@ from tracekit.analysis.device_only import device_only_reason, has_no_cpu_ops
 from tracekit.analysis.idle.causes import device_work, launch_free
 from tracekit.analysis.kernel_map import map_costs
 from tracekit.analysis.layers import kernel_layers, layer_summary, model_warning
+from tracekit.analysis.memory.events import MemoryEvents
+from tracekit.analysis.memory.kv import hardware_memory
+from tracekit.analysis.memory.summary import memory_summary
 from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch_delay, phase_idle, region_idle
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
@@ -480,6 +483,21 @@ def communication(
     return exposed_by_phase(communication, units, int(ws) if isinstance(ws, int) and ws > 0 else None)
 
 
+@step("memory_summary")
+def memory(
+    memory: MemoryEvents | None,
+    latency: Latency,
+    kv: dict[str, Any] | None,
+    model: dict[str, Any] | None,
+    sidecar: dict[str, Any] | None,
+    device_memory: dict[str, Any] | None,
+    hardware: Hardware | None,
+) -> dict[str, Any]:
+    """Device memory over the steps and phases, the KV cache against the model and the headroom
+    (analysis/memory/); empty without memory events."""
+    return memory_summary(memory, latency.steps, kv, model, sidecar, device_memory or hardware_memory(hardware))
+
+
 @step("result")
 def result(
     trace_info: dict[str, Any],
@@ -502,6 +520,7 @@ def result(
     op_work: pl.DataFrame,
     step_verdicts: pl.DataFrame,
     communication: pl.DataFrame,
+    memory_summary: dict[str, Any],
 ) -> AnalysisResult:
     """The :class:`AnalysisResult` of every field above."""
     out = AnalysisResult(
@@ -526,6 +545,7 @@ def result(
         shape_roofline=shape_roofline,
         op_work=op_work,
         step_verdicts=step_verdicts,
+        memory=memory_summary,
     )
     return out if not communication.width else replace(out, communication=communication)
 

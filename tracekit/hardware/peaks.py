@@ -51,6 +51,7 @@ class Hardware:
     diagnostic: str | None = None
     notes: str = ""
     measured: dict[str, Any] = field(default_factory=dict)
+    memory_bytes: float | None = None  # the device's memory (a hardware file's memory_bytes): memory headroom
 
     def peak(self, dtype: str | None) -> float | None:
         """Peak FLOP/s for ``dtype`` (canonical name, e.g. bf16), or None when the table has none."""
@@ -84,6 +85,7 @@ class Hardware:
             "diagnostic": self.diagnostic,
             "notes": self.notes,
             "measured": self.measured,
+            **({"memory_bytes": self.memory_bytes} if self.memory_bytes else {}),
         }
 
 
@@ -213,4 +215,5 @@ def load_hardware_file(path: str | Path) -> Hardware:
         diagnostic=diag if isinstance(diag, str) and diag else None,
         notes=str(doc.get("notes") or ""),
         measured=measured if isinstance(measured, dict) else {},
+        memory_bytes=float(doc["memory_bytes"]) if _positive(doc.get("memory_bytes")) else None,
     )

@@ -20,6 +20,8 @@ def statistic(x: Any, stat: str, axis: int | None = None) -> Any:
     """``stat`` (``sum`` or ``pNN``, a percentile) of ``x``, along ``axis`` when given."""
     if stat == "sum":
         return x.sum(axis=axis)
+    if stat == "max":
+        return x.max(axis=axis)
     return np.quantile(x, int(stat[1:]) / 100, axis=axis)
 
 

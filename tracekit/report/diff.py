@@ -69,6 +69,7 @@ class Diff:
     classes: pl.DataFrame = field(default_factory=pl.DataFrame)  # per op class, whole trace (moved)
     work_totals: dict[str, int] = field(default_factory=dict)  # matched / unmatched device time per side
     layers: pl.DataFrame = field(default_factory=pl.DataFrame)  # long: per layer, time and each role's
+    memory: pl.DataFrame = field(default_factory=pl.DataFrame)  # long: device memory per phase (memory_diff)
     identity_a: dict[str, Any] = field(default_factory=dict)  # each side's device, dtype, world size (identity)
     identity_b: dict[str, Any] = field(default_factory=dict)
 
@@ -104,6 +105,7 @@ class Diff:
                 "ops": self.ops.to_dicts(),
                 "speculative": self.speculative.to_dicts(),
                 "layers": self.layers.to_dicts(),
+                "memory": self.memory.to_dicts(),
                 "matched_ops": self.matched.to_dicts(),
                 "unmatched_work": self.unmatched.to_dicts(),
                 "op_classes": self.classes.to_dicts(),
@@ -221,6 +223,40 @@ def layer_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     return compare(
         fa.with_columns(key.alias("layer")), fb.with_columns(key.alias("layer")), "layer", list(LAYER_METRICS)
     )
+
+
+MEMORY_METRICS = (
+    "peak_allocated_bytes",
+    "reserved_peak_bytes",
+    "allocated_end_bytes",
+    "growth_per_step_bytes",
+    "growth_per_token_bytes",
+)
+
+
+def memory_frame(totals: dict[str, Any]) -> pl.DataFrame:
+    """A run's device memory per phase (tracekit/analysis/memory/summary.py), with the whole trace's
+    peak as the ``whole trace`` row; empty without memory events."""
+    m = totals.get("memory") or {}
+    peak = m.get("peak") or {}
+    rows = [{"phase": str(r.get("phase")), **{k: r.get(k) for k in MEMORY_METRICS}} for r in m.get("phases") or []]
+    if peak:
+        whole = {
+            "peak_allocated_bytes": peak.get("allocated_bytes"),
+            "reserved_peak_bytes": peak.get("reserved_peak_bytes"),
+        }
+        rows.insert(0, {"phase": "whole trace", **{k: whole.get(k) for k in MEMORY_METRICS}})
+    schema = {"phase": pl.String(), **{k: pl.Float64() for k in MEMORY_METRICS}}
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def memory_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
+    """Device memory per phase of both runs, long (peak, reserved, growth per step and token);
+    empty unless a run carries memory events."""
+    fa, fb = memory_frame(a.totals), memory_frame(b.totals)
+    if fa.height == 0 and fb.height == 0:
+        return pl.DataFrame()
+    return compare(fa, fb, "phase", list(MEMORY_METRICS))
 
 
 def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
@@ -396,6 +432,7 @@ def diff(
         diagnostic_b=b.diagnostic,
         speculative=speculative_diff(a, b),
         layers=layer_diff(a, b),
+        memory=memory_diff(a, b),
         matched=matched_ops(*work) if work is not None else pl.DataFrame(),
         unmatched=unmatched_work(*work) if work is not None else pl.DataFrame(),
         classes=moved(class_totals(classes[0]), class_totals(classes[1]), n=100)

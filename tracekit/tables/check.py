@@ -32,6 +32,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "launches": ("start_ns", "end_ns"),
     "ops": ("op_id", "start_ns", "end_ns"),
     "regions": ("region_id", "start_ns", "end_ns"),
+    "memory": ("time_ns",),
 }
 # meta fields: the JSON types readers expect (None is accepted for each)
 META_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -65,7 +66,7 @@ def check_columns(root: Path, table: str, tid: str, have: Collection[str]) -> No
     while holding others (renamed)."""
     if not have:  # a file with no columns: an empty table
         return
-    canon = [c for c in schema.TABLES[table] if c != "trace_id"]
+    canon = [c for c in schema.ALL_TABLES[table] if c != "trace_id"]
     missing = [c for c in canon if c not in have]
     extra = [c for c in have if c not in canon and c != "trace_id"]
     if missing and (extra or set(missing) & set(REQUIRED[table])):

@@ -97,17 +97,36 @@ REGIONS: Final[dict[str, pl.DataType]] = {
     "event_index": pl.Int64(),  # Kineto: the event's index in the file's traceEvents array (null for NVTX)
 }
 
+# Allocations and frees as the profiler recorded them (torch.profiler's [memory] events, Nsight's
+# CUDA memory usage): one row per event, in time order. Optional: a trace recorded without memory
+# profiling (and every dataset written before this table) has none, and reads as an empty table.
+MEMORY: Final[dict[str, pl.DataType]] = {
+    "trace_id": pl.String(),
+    "time_ns": pl.Int64(),
+    "pid": pl.Int64(),  # the allocating thread (Kineto); null where the source has none
+    "tid": pl.Int64(),
+    "device_type": pl.String(),  # cuda | cpu | hip | ... ("type N" for another torch DeviceType)
+    "device_id": pl.Int64(),  # -1 for the CPU in Kineto
+    "addr": pl.Int64(),
+    "bytes": pl.Int64(),  # + allocated, − freed
+    "total_allocated": pl.Int64(),  # the allocator's total after this event (null: not recorded)
+    "total_reserved": pl.Int64(),  # the caching allocator's reserved total (null: not recorded)
+}
+
 TABLES: Final[dict[str, dict[str, pl.DataType]]] = {
     "kernels": KERNELS,
     "launches": LAUNCHES,
     "ops": OPS,
     "regions": REGIONS,
 }
+# Tables a trace may lack: written only when they have rows, read as empty when absent.
+OPTIONAL_TABLES: Final[dict[str, dict[str, pl.DataType]]] = {"memory": MEMORY}
+ALL_TABLES: Final[dict[str, dict[str, pl.DataType]]] = {**TABLES, **OPTIONAL_TABLES}
 
 
 def empty(table: str) -> pl.DataFrame:
     """An empty frame with the canonical schema of ``table``."""
-    return pl.DataFrame(schema=TABLES[table])
+    return pl.DataFrame(schema=ALL_TABLES[table])
 
 
 def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.DataFrame:
@@ -115,7 +134,7 @@ def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.Dat
 
     Missing columns are added as nulls; extra columns are dropped. ``trace_id`` is filled when given.
     """
-    schema = TABLES[table]
+    schema = ALL_TABLES[table]
     if df.width == 0:
         # A frame without columns: selecting literals from it would broadcast to one row.
         df = empty(table)

@@ -84,6 +84,8 @@ class Trace:
     ops: pl.DataFrame
     regions: pl.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    # optional (schema.OPTIONAL_TABLES): allocations and frees, empty when none were recorded
+    memory: pl.DataFrame = field(default_factory=lambda: schema.empty("memory"))
 
     @property
     def trace_id(self) -> str:
@@ -117,7 +119,7 @@ class Trace:
             f"Trace({self.trace_id!r}, format={m.get('format')!r}, source={m.get('source')!r})",
             f"  devices: {devices}" + ("  (CPU only: no device activity)" if self.is_cpu_only else ""),
         ]
-        for name in schema.TABLES:
+        for name in [*schema.TABLES, *(n for n in schema.OPTIONAL_TABLES if self.table(n).height)]:
             df = self.table(name)
             lines.append(f"  {name:<9}{df.height:>12,} rows × {df.width} columns")
         warns = self.warnings()
@@ -175,7 +177,7 @@ def write_dataset(
 
     def canonical() -> None:
         with writing(out):
-            for name in schema.TABLES:
+            for name in written_tables(trace):
                 part = staging / name
                 part.mkdir()
                 write_part(trace.table(name).drop("trace_id"), part / DATA_FILE)
@@ -196,19 +198,26 @@ def write_dataset(
             for name, frame in extras.items():
                 (staging / name).mkdir()
                 write_part(frame.drop("trace_id", strict=False), staging / name / DATA_FILE)
-            commit_staged(out, staging, tid, [*schema.TABLES, *extras])
+            commit_staged(out, staging, tid, [*written_tables(trace), *extras])
     finally:
         discard_staging(staging)
     return out
 
 
+def written_tables(trace: Trace) -> list[str]:
+    """The tables of ``trace`` a dataset stores: every canonical one, and each optional one that
+    has rows."""
+    return [*schema.TABLES, *(n for n in schema.OPTIONAL_TABLES if trace.table(n).height)]
+
+
 def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -> None:
-    """Stage ``meta`` and commit the canonical tables staged beside it (:func:`commit_staged`).
-    Output errors are DatasetErrors."""
+    """Stage ``meta`` and commit the canonical tables staged beside it (:func:`commit_staged`),
+    and the optional ones staged. Output errors are DatasetErrors."""
     with writing(out):
         (staging / META_TABLE).mkdir()
         write_part(meta_frame(meta), staging / META_TABLE / DATA_FILE)
-        commit_staged(out, staging, tid, list(schema.TABLES))
+        optional = [n for n in schema.OPTIONAL_TABLES if (staging / n).is_dir()]
+        commit_staged(out, staging, tid, [*schema.TABLES, *optional])
 
 
 def commit_staged(out: Path, staging: Path, tid: str, tables: list[str]) -> None:
@@ -294,7 +303,7 @@ def read_dataset(
     for name, frame in zip(schema.TABLES, frames):  # the required columns read: never null
         read = [c for c in _read_columns(name, columns) if c in check.REQUIRED[name]]
         check.check_nulls(root, name, trace_id, {c: frame[c].null_count() for c in read})
-    tables = dict(zip(schema.TABLES, frames))
+    by_name = dict(zip(schema.TABLES, frames))
     meta = check.check_meta(root, trace_id, mf.to_dicts())
     meta["trace_id"] = trace_id
     meta["dataset_path"] = str(root)  # lets analyses find stored derived tables; never written back
@@ -302,7 +311,21 @@ def read_dataset(
         meta["dataset_columns"] = {t: sorted(c) for t, c in columns.items()}
     if filtered:
         meta["dataset_rows"] = {n: int(c.item()) for n, c in zip(filtered, counts)}
-    return Trace(meta=meta, **tables)
+    for name in schema.OPTIONAL_TABLES:  # absent in datasets without it (and those written before it)
+        if tables is None or name in tables:
+            by_name[name] = read_optional(root, name, trace_id)
+    return Trace(meta=meta, **by_name)
+
+
+def read_optional(root: Path, table: str, trace_id: str) -> pl.DataFrame:
+    """An optional table of one trace: empty (canonical schema) when the dataset has none."""
+    f = root / table / f"trace_id={trace_id}" / DATA_FILE
+    if not f.exists():
+        return schema.empty(table).with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
+    _check_partition(root, f, table, trace_id)
+    frame = _conformed_scan(f, table, trace_id).collect()
+    check.check_nulls(root, table, trace_id, {c: frame[c].null_count() for c in check.REQUIRED[table]})
+    return frame
 
 
 def _meta_scan(root: Path, trace_id: str) -> pl.LazyFrame:
@@ -352,7 +375,7 @@ def _conformed_scan(f: Path, table: str, trace_id: str, keep: Collection[str] | 
         else pl.col(c).cast(t, strict=False)
         if c in have
         else pl.lit(None, dtype=t).alias(c)
-        for c, t in schema.TABLES[table].items()
+        for c, t in schema.ALL_TABLES[table].items()
     ]
     return lf.select(cols)
 

@@ -278,6 +278,7 @@ class Totals(TypedDict, total=False):
     features: list[dict[str, str]]  # feature, state, detail (tracekit/analysis/features.py)
     busy_basis: list[dict[str, Any]]  # issue 40: why whole-trace and phase busy differ (docs/analysis.md)
     layers: dict[str, Any]  # issue 39: the model's layers in the steps' kernel sequence (docs/analysis.md)
+    memory: dict[str, Any]  # issue 38: device memory over the phases, only with memory events (docs/analysis.md)
     mapped: dict[str, Any]  # issue 39: --map, the eager map's costs on the replays (docs/analysis.md, Kernel map)
 
 

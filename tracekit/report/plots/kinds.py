@@ -11,6 +11,7 @@ import polars as pl
 from tracekit.report.plots import draw as plots
 from tracekit.report.plots.latency import latency_throughput
 from tracekit.report.plots.layers import layers_heat_map
+from tracekit.report.plots.memory import memory_timeline
 from tracekit.report.sections.blocks import min_coverage
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ for _kind in (  # in the order a report shows them
         lambda d, t: plots.breakdown(d.frame("phases"), d.frame("top_kernels"), d.frame("op_classes")),
     ),
     PlotKind("layers", "Time per layer and role", lambda d, t: layers_heat_map(d.totals.get("layers"))),
+    PlotKind("memory", "Device memory over time", lambda d, t: memory_timeline(d.totals.get("memory"))),
     PlotKind("sweep", "Phase-shape sweep", lambda d, t: plots.sweep(_given(t), d.device), "phase-shape table"),
 ):
     register(_kind)

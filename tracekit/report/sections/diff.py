@@ -142,6 +142,7 @@ def diff_tables(d: Diff) -> list[Table]:
             else []
         ),
         *([long_table(d.layers, "layer", "per layer and role (every step)")] if d.layers.height else []),
+        *([long_table(d.memory, "phase", "device memory per phase")] if d.memory.height else []),
         moved_table(d.kernels, "kernels that moved most (total device time)"),
         moved_table(d.ops, "operators that moved most (device time of the work they launched)"),
         *([matched_table(d.matched)] if d.matched.height else []),

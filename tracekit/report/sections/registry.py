@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from tracekit.report.sections import build, communication, features, headline, layers, scopes, serving
+from tracekit.report.sections import build, communication, features, headline, layers, memory, scopes, serving
 from tracekit.report.sections import speculative, why
 from tracekit.report.sections.blocks import Document, Section
 
@@ -53,6 +53,7 @@ SECTIONS: tuple[Entry, ...] = (
     Entry("regions", build.regions, REPORT),  # every column of the region rows, sized to the output
     Entry("communication", communication.communication, BOTH),
     Entry("layers", layers.layers, BOTH),
+    Entry("memory", memory.memory, BOTH),
     Entry("top", build.top, REPORT),
     Entry("attribution", scopes.attribution, SCREEN),
     Entry("unattributed", build.unattributed, REPORT),

@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tracekit.conventions import OPTIONAL_TABLES
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
@@ -44,6 +45,8 @@ def ingest_kineto(
             reading = read_kineto(p, tid, spill_dir=spill)
             _trim()
             for name, df in reading.tables():
+                if name in OPTIONAL_TABLES and df.height == 0:  # written only with rows
+                    continue
                 with writing(out):
                     (staging / name).mkdir()
                     write_part(df.drop("trace_id"), staging / name / DATA_FILE)

@@ -118,7 +118,7 @@ class KinetoReading:
             "parse_stats": {
                 "events_read": col.events_read
                 + sum(n for k, n in col.dropped.items() if k.startswith("invalid event")),
-                "events_kept": sum(self.heights.values()),
+                "events_kept": sum(n for t, n in self.heights.items() if t in schema.TABLES),
                 "skipped": dict(sorted(col.skipped.items())),
                 "dropped": dict(sorted(col.dropped.items())),
                 "coerced": dict(sorted(col.notes.items())),

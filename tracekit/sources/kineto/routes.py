@@ -34,12 +34,28 @@ _ROUTE: dict[str, int] = {
     **{c: 3 for c in REGION_CATS},
 }
 TABLE_NAMES = ("kernels", "launches", "ops", "regions")
-FLOW, META = 4, 5
-# (ph, cat) → table index or FLOW; other "M" events are META, everything else unrouted.
+FLOW, META, MEMORY = 4, 5, 6
+# Instant ("i") events by category: torch.profiler's ``[memory]`` events (profile_memory=True)
+# go to the optional ``memory`` table (only those named MEMORY_EVENT; counted as skipped too,
+# as flows and metadata are, so the parse statistics do not depend on the table).
+INSTANT_ROUTES: dict[str, int] = {"cpu_instant_event": MEMORY}
+MEMORY_EVENT = "[memory]"
+# (ph, cat) → table index, FLOW or MEMORY; other "M" events are META, everything else unrouted.
 ROUTE_PH_CAT: dict[tuple[str | None, str | None], int] = {
     **{("X", c): i for c, i in _ROUTE.items()},
     **{(p, c): FLOW for c in FLOW_CATS for p in "sft"},
+    **{("i", c): g for c, g in INSTANT_ROUTES.items()},
 }
+# The memory table's columns from the ``args`` of a [memory] event: (column, attribute of the
+# msgspec ``Args`` struct); the native scanner's field has the column's name.
+MEMORY_ARGS = (
+    ("mem_bytes", "mem_bytes"),  # "Bytes": + allocated, − freed (the table's bytes)
+    ("total_allocated", "total_allocated"),
+    ("total_reserved", "total_reserved"),
+    ("addr", "addr"),
+    ("device_type", "device_type"),
+    ("device_id", "device_id"),
+)
 # Each table's columns after name/pid/tid/ts/dur, for both builders: (column, kind, attribute
 # of the msgspec ``Args`` struct). The native scanner's field is the column without its leading
 # "_" (kineto_native.STR_FIELDS / INT_FIELDS). Kinds: "cat" the event's category, "int" an
@@ -78,10 +94,11 @@ TABLE_SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
     ),
 }
 _COMMON_FIELDS = ("name", "pid", "tid", "ts_ns", "dur_ns")
-# Fields the native scanner builds per group (the four tables, flows, metadata).
+# Fields the native scanner builds per group (the four tables, flows, metadata, memory).
 NATIVE_COLUMNS = (
     *((*_COMMON_FIELDS, *(c.lstrip("_") for c, _, _ in TABLE_SPECS[t]), "_ev") for t in TABLE_NAMES),
     ("cat", "ph", "id"),
     ("name", "pid", "tid", "arg_name", "_ev"),
+    ("name", "pid", "tid", "ts_ns", *(c for c, _ in MEMORY_ARGS), "_ev"),
 )
 X_ROUTES = _ROUTE

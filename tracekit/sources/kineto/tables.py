@@ -22,7 +22,8 @@ from tracekit.sources.kineto.reading import columns as kc
 from tracekit.sources.kineto.reading.finish import finish_table
 from tracekit.sources.kineto.reading.frames import attr_list, built_frame, native_frame, prepare
 from tracekit.sources.kineto.reading.native import Window
-from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, META, ROUTE_PH_CAT, TABLE_NAMES
+from tracekit.sources.kineto.reading.memory import built_memory, finish_memory
+from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, MEMORY, META, ROUTE_PH_CAT, TABLE_NAMES
 
 _PH_CAT = attrgetter("ph", "cat")
 MAX_THREADS = 4096
@@ -53,6 +54,9 @@ class Collector:
         self.pending_flows: list[pl.DataFrame] = []
         self.pending_meta: list[tuple[pl.DataFrame, int]] = []
         self.pending_rows = 0
+        # [memory] events: built frames (``_ev`` in file order) and native windows not built yet
+        self.memory: list[pl.DataFrame] = []
+        self.pending_memory: list[tuple[pl.DataFrame, int]] = []
 
     def add(self, evs: list[Any], ordinals: list[int] | None = None) -> None:
         """Route one decoded batch by (ph, cat) — vectorised — and build its table frames.
@@ -68,9 +72,9 @@ class Collector:
         self._flush_meta()
         self.events_read += len(evs)
         # One pass in Python: a dict lookup per event is cheaper than building and routing a key frame.
-        buckets: list[list[Any]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
-        order: list[list[int]] = [[] for _ in range(len(TABLE_NAMES) + 3)]
-        route, unrouted = ROUTE_PH_CAT.get, len(TABLE_NAMES) + 2
+        buckets: list[list[Any]] = [[] for _ in range(MEMORY + 2)]
+        order: list[list[int]] = [[] for _ in range(MEMORY + 2)]
+        route, unrouted = ROUTE_PH_CAT.get, MEMORY + 1
         for e, r, o in zip(evs, map(route, map(_PH_CAT, evs)), ordinals):
             i = (META if e.ph == "M" else unrouted) if r is None else r
             buckets[i].append(e)
@@ -98,6 +102,8 @@ class Collector:
                         }
                     )
                 )
+            elif i == MEMORY:
+                self.memory.append(built_memory(rows, order[i], self.notes))
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows, order[i])
 
@@ -119,6 +125,9 @@ class Collector:
         if w.groups[META].height:
             self.pending_meta.append((w.groups[META], base))
             self.pending_rows += w.groups[META].height
+        if w.groups[MEMORY].height:
+            self.pending_memory.append((w.groups[MEMORY], base))
+            self.pending_rows += w.groups[MEMORY].height
         if self.pending_rows >= PENDING_ROWS:
             self._build_pending()
 
@@ -133,6 +142,9 @@ class Collector:
                 df = _offset_concat(self.pending[name])
                 self._append(name, prepare(native_frame(name, df), name, self.dropped).rechunk())
         self.pending = {t: [] for t in TABLE_NAMES}
+        if self.pending_memory:
+            self.memory.append(_offset_concat(self.pending_memory).rechunk())
+            self.pending_memory = []
         self.pending_rows = 0
 
     def _flush_flows(self) -> None:
@@ -200,6 +212,9 @@ class Collector:
         self._build_pending()
         for name in TABLE_NAMES:
             yield name, self._finish(name, base_ns, trace_id, self.dropped)
+        parts = [m.sort("_ev") if not m["_ev"].is_sorted() else m for m in self.memory]
+        self.memory = []
+        yield "memory", finish_memory(parts, base_ns, trace_id, self.dropped)
 
     def _finish(self, name: str, base_ns: int, trace_id: str, dropped: Counter[str]) -> pl.DataFrame:
         parts = self.frames[name] or [pl.read_ipc(f) for f in self.spilled[name]]

@@ -28,6 +28,7 @@ from tracekit.tables import schema
 from tracekit.sources.nsys.loader import Export, device_chunks, export_meta, launch_chunks, open_export, regions_once
 from tracekit.sources.nsys.nvtx import number_ops, op_rows
 from tracekit.sources import guard
+from tracekit.sources.nsys.memory import read_memory
 from tracekit.tables.staging import discard_staging, open_staging, writing
 from tracekit.tables.trace import DATA_FILE, commit_with_meta
 from tracekit.tables.ids import make_trace_id
@@ -80,6 +81,9 @@ def _write_tables(ex: Export, staging: Path, tid: str) -> dict[str, int]:
     heights["regions"] = regions_once(ex, lambda chunks: _write(staging, "regions", with_ops(chunks), tid), restart)
     all_ops = number_ops(pl.concat(ops) if ops else pl.DataFrame())
     heights["ops"] = _write(staging, "ops", iter([all_ops]), tid)
+    memory = read_memory(ex.conn, ex.have, tid, ex.dropped)
+    if memory.height:  # an optional table: written only with rows
+        heights["memory"] = _write(staging, "memory", iter([memory]), tid)
     return heights
 
 

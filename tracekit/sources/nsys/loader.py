@@ -28,6 +28,7 @@ from tracekit.tables import schema
 from tracekit.errors import EmptyTraceError, TraceFormatError
 from tracekit.sources.nsys import sql as sq
 from tracekit.sources.nsys.background import Background
+from tracekit.sources.nsys.memory import read_memory
 from tracekit.sources.nsys.nvtx import NVTX_TABLE, number_ops, numbering, op_rows, prepass, read_regions, thread_counts
 from tracekit.sources.nsys.nvtx_time import NotInTimeOrder
 from tracekit.sources.nsys.tables import (
@@ -182,6 +183,7 @@ def load_nsys(path: str | os.PathLike[str], trace_id: str | None = None) -> Trac
             "launches": schema.conform(launches.sort("pid", "tid", "start_ns"), "launches", tid),
             "ops": schema.conform(ops, "ops", tid),
             "regions": schema.conform(regions, "regions", tid),
+            "memory": read_memory(ex.conn, ex.have, tid, ex.dropped),
         }
         heights = {name: df.height for name, df in tables.items()}
         heights["kernel"] = tables["kernels"].filter(pl.col("kind") == schema.KIND_KERNEL).height

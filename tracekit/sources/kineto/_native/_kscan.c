@@ -26,7 +26,9 @@
 
 enum { S_PH, S_CAT, S_NAME, S_ANAME, S_DIMS, S_TYPES, S_STRIDES, S_CONCRETE, S_GRID, S_BLOCK, S_CDTYPE, NSTR };
 enum { I_PID, I_TID, I_TS, I_DUR, I_ID, I_EXT, I_CORR, I_DEV, I_STREAM, I_REGS, I_SMEM, I_BYTES,
-       I_GRAPH, I_GNODE, I_SEQ, I_COMM, I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
+       I_GRAPH, I_GNODE, I_SEQ, I_COMM, I_MBYTES, I_MTOTAL, I_MRES, I_ADDR, I_DTYPE, I_DID,
+       I_EV, NINT }; /* I_EV: the element's index in this call, in file order */
+#define I_LAST_ARG I_DID /* the args' integer fields are I_EXT..I_LAST_ARG */
 #define N_PLAIN 4 /* S_PH..S_ANAME hold string contents; the others hold raw JSON text */
 
 #include "_kjson.h"
@@ -92,6 +94,13 @@ static int arg_field(const unsigned char *k, Py_ssize_t klen, int *is_str) {
     if (KEY("graph node id")) return I_GNODE; /* the node's toolsId: (graph id << 32) | node */
     if (KEY("Sequence number")) return I_SEQ;
     if (KEY("In msg nelems")) return I_COMM; /* a collective's input message, in elements */
+    /* [memory] instant events (profile_memory=True) */
+    if (KEY("Bytes")) return I_MBYTES;
+    if (KEY("Total Allocated")) return I_MTOTAL;
+    if (KEY("Total Reserved")) return I_MRES;
+    if (KEY("Addr")) return I_ADDR;
+    if (KEY("Device Type")) return I_DTYPE;
+    if (KEY("Device Id")) return I_DID;
     return -1;
 }
 
@@ -146,7 +155,7 @@ static int object(P *x, rec_t *r, int top) {
         if (f == -2) {
             /* A repeated "args" replaces the earlier one (as msgspec decodes it): forget its fields. */
             memset(r->has_str + S_ANAME, 0, S_CDTYPE - S_ANAME + 1);
-            memset(r->has_int + I_EXT, 0, I_COMM - I_EXT + 1);
+            memset(r->has_int + I_EXT, 0, I_LAST_ARG - I_EXT + 1);
             if (x->s[x->p] == '{') rc = object(x, r, 0);
             else { r->slow = 1; rc = value(x, 1); }
         } else if (f >= 0) {
@@ -241,7 +250,14 @@ static PyObject *bitmap(const unsigned char *valid, Py_ssize_t rows) {
     return b;
 }
 
-/* (rows, strings, ints) of one group as Python objects. */
+static int any_valid(const unsigned char *valid, Py_ssize_t rows) {
+    for (Py_ssize_t i = 0; i < rows; i++) if (valid[i]) return 1;
+    return 0;
+}
+
+/* (rows, strings, ints) of one group as Python objects. An integer field no row of the group has
+ * is (None, None): no buffers to hold (a window's groups wait in memory until their frames are
+ * built, and most fields belong to one group only). */
 static PyObject *group_result(const out_t *o) {
     Py_ssize_t n = o->rows;
     PyObject *strs = PyTuple_New(NSTR), *ints = PyTuple_New(NINT), *res = NULL;
@@ -254,8 +270,10 @@ static PyObject *group_result(const out_t *o) {
         PyTuple_SET_ITEM(strs, i, t);
     }
     for (int i = 0; i < NINT; i++) {
-        PyObject *t = Py_BuildValue("(NN)", n ? bitmap(o->ivalid[i], n) : Py_NewRef(Py_None),
-                                    as_bytes(o->ival[i], (size_t)n * 8));
+        PyObject *t = n && !any_valid(o->ivalid[i], n)
+                          ? Py_BuildValue("(OO)", Py_None, Py_None)
+                          : Py_BuildValue("(NN)", n ? bitmap(o->ivalid[i], n) : Py_NewRef(Py_None),
+                                          as_bytes(o->ival[i], (size_t)n * 8));
         if (!t) goto done;
         PyTuple_SET_ITEM(ints, i, t);
     }
@@ -266,15 +284,16 @@ done:
     return res;
 }
 
-/* Routing, given by the caller: `X` events by category to groups 0..3, flow phases (s/f/t) of
- * the flow categories to group 4, `M` events to group 5; every event outside groups 0..3 is
- * also counted by its (ph, cat) pair. */
+/* Routing, given by the caller: `X` events by category to groups 0..3 and `i` (instant) events
+ * by category to the groups named with phase 'i' (6: memory), flow phases (s/f/t) of the flow
+ * categories to group 4, `M` events to group 5; every event outside groups 0..3 is also counted
+ * by its (ph, cat) pair. */
 #define MAX_ROUTES 64
 #define MAX_PAIRS 256
-#define N_GROUPS 6
+#define N_GROUPS 7
 #define G_FLOW 4
 #define G_META 5
-typedef struct { const char *s; Py_ssize_t n; int group; } route_t;
+typedef struct { const char *s; Py_ssize_t n; int group; unsigned char ph; } route_t;
 typedef struct { Py_ssize_t ph0, phn, cat0, catn; int has_ph, has_cat; int64_t count; } pair_t;
 
 static int same(const unsigned char *a, Py_ssize_t an, const char *b, Py_ssize_t bn) {
@@ -287,8 +306,9 @@ static int route(const rec_t *r, const unsigned char *s, const route_t *x_routes
     unsigned char ph = s[r->str_start[S_PH]];
     const unsigned char *cat = s + r->str_start[S_CAT];
     Py_ssize_t catn = r->str_len[S_CAT];
-    if (ph == 'X' && r->has_str[S_CAT]) {
-        for (int i = 0; i < nx; i++) if (same(cat, catn, x_routes[i].s, x_routes[i].n)) return x_routes[i].group;
+    if ((ph == 'X' || ph == 'i') && r->has_str[S_CAT]) {
+        for (int i = 0; i < nx; i++)
+            if (x_routes[i].ph == ph && same(cat, catn, x_routes[i].s, x_routes[i].n)) return x_routes[i].group;
     } else if ((ph == 's' || ph == 'f' || ph == 't') && r->has_str[S_CAT]) {
         for (int i = 0; i < nf; i++) if (same(cat, catn, flows[i].s, flows[i].n)) return G_FLOW;
     } else if (ph == 'M') {
@@ -328,11 +348,14 @@ static int parse_routes(PyObject *seq, route_t *out, int *n, int flows) {
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(fast, i), *name = item;
         int group = G_FLOW;
-        if (!flows && !PyArg_ParseTuple(item, "Si", &name, &group)) { Py_DECREF(fast); return -1; }
+        unsigned char ph = 'X';
+        if (!flows && !PyArg_ParseTuple(item, "Si|b", &name, &group, &ph)) { Py_DECREF(fast); return -1; }
+        if (!flows && (group < 0 || group >= N_GROUPS)) { Py_DECREF(fast); PyErr_SetString(PyExc_ValueError, "route group out of range"); return -1; }
         if (!PyBytes_Check(name)) { Py_DECREF(fast); PyErr_SetString(PyExc_TypeError, "route names are bytes"); return -1; }
         out[i].s = PyBytes_AS_STRING(name);
         out[i].n = PyBytes_GET_SIZE(name);
         out[i].group = group;
+        out[i].ph = ph;
     }
     *n = (int)k;
     Py_DECREF(fast);  /* the names stay alive: the caller's sequences hold them */

@@ -37,6 +37,13 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_strides: msgspec.Raw = msgspec.field(default=NULL_RAW, name="Input Strides")
     concrete: msgspec.Raw = msgspec.field(default=NULL_RAW, name="Concrete Inputs")
     name: Any = None  # M events: process_name / thread_name
+    # [memory] instant events (profile_memory=True)
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
 _NO_ARGS = Args()

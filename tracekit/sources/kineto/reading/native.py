@@ -60,6 +60,12 @@ INT_FIELDS = (
     "graph_node_id",
     "sequence_number",
     "comm_nelems",
+    "mem_bytes",
+    "total_allocated",
+    "total_reserved",
+    "addr",
+    "device_type",
+    "device_id",
     "_ev",
 )
 
@@ -108,23 +114,32 @@ _INT_INDEX = {f: i for i, f in enumerate(INT_FIELDS)}
 def _frame(
     rows: int,
     strs: tuple[tuple[bytes | None, bytes, bytes], ...],
-    ints: tuple[tuple[bytes | None, bytes], ...],
+    ints: tuple[tuple[bytes | None, bytes | None], ...],
     names: Sequence[str],
 ) -> pl.DataFrame:
     """The scanner's buffers as a polars frame through the Arrow C data interface: the C side
     copies them into malloc'd memory freed by plain ``free()`` (no GIL needed, so polars may drop
     them on any thread; a buffer viewing a Python ``bytes`` deadlocked a pickling), and no pyarrow
-    is imported (which would lengthen every command's start-up)."""
+    is imported (which would lengthen every command's start-up). An integer field no row has
+    (no buffers: ``(None, None)``) is a null column."""
     assert EXTENSION is not None
     cols: list[tuple[bytes, bytes, bytes | None, bytes, bytes | None]] = []
+    absent: list[str] = []
     for f in names:
         if f in _STR_INDEX:
             valid, offsets, data = strs[_STR_INDEX[f]]
             cols.append((f.encode(), b"U", valid, offsets, data))
         else:
             valid, values = ints[_INT_INDEX[f]]
-            cols.append((f.encode(), b"l", valid, values, None))
-    return pl.DataFrame(_Exported(EXTENSION.frame(rows, tuple(cols))))
+            if values is None:
+                absent.append(f)
+            else:
+                cols.append((f.encode(), b"l", valid, values, None))
+    if not absent:
+        return pl.DataFrame(_Exported(EXTENSION.frame(rows, tuple(cols))))
+    nulls = [pl.repeat(None, rows, dtype=pl.Int64(), eager=True).alias(f) for f in absent]
+    df = pl.DataFrame(_Exported(EXTENSION.frame(rows, tuple(cols)))) if cols else pl.DataFrame()
+    return df.with_columns(nulls).select(names) if cols else pl.DataFrame(nulls).select(names)
 
 
 class _Exported:

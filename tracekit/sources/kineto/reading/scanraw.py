@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from tracekit.sources.kineto.routes import INSTANT_ROUTES
+
 _kscan: ModuleType | None
 try:
     from tracekit.sources.kineto import _kscan  # type: ignore[attr-defined,no-redef,unused-ignore]
@@ -25,7 +27,7 @@ if _kscan is not None and not hasattr(_kscan, "frame"):
     _kscan = None
 EXTENSION: ModuleType | None = _kscan  # the C scanner as loaded here (None: the pure path reads)
 NEED_MORE, CLOSED, STOPPED = 0, 1, 2
-N_GROUPS = 6  # the four tables (by index), then flows, then metadata ("M") events
+N_GROUPS = 7  # the four tables (by index), then flows, metadata ("M") events, memory ("i") events
 
 
 @dataclass
@@ -49,13 +51,17 @@ def available() -> bool:
 
 def scan_raw(buf: bytes | memoryview, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str]) -> RawWindow:
     """Scan ``buf[pos:]``: ``ph == "X"`` events go to group ``x_routes[cat]``, flow phases
-    (s/f/t) of ``flow_cats`` to group 4, ``M`` events to group 5."""
+    (s/f/t) of ``flow_cats`` to group 4, ``M`` events to group 5, instant events of
+    ``INSTANT_ROUTES`` (memory) to group 6."""
     assert _kscan is not None
-    routes = tuple((c.encode(), g) for c, g in x_routes.items())
+    routes = (
+        *((c.encode(), g) for c, g in x_routes.items()),
+        *((c.encode(), g, ord("i")) for c, g in INSTANT_ROUTES.items()),
+    )
     status, end, groups, pairs, slow = _kscan.scan(buf, pos, routes, tuple(c.encode() for c in flow_cats))
     spans = memoryview(slow).cast("q").tolist() if slow else []
     slow_spans = list(zip(spans[::3], spans[1::3], spans[2::3]))
-    # Flow and metadata events are counted in `pairs` too.
+    # Flow, metadata and memory events are counted in `pairs` too.
     elements = sum(groups[g][0] for g in range(4)) + sum(n for _, _, n in pairs) + len(slow_spans)
     return RawWindow(status, end, elements, groups, pairs, slow_spans)
 
