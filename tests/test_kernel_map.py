@@ -178,3 +178,17 @@ def test_a_real_eager_trace_maps_its_own_kernels_stripped_of_ops(shared_traces: 
     mapped = m["totals"]["mapped"]
     assert mapped["coverage"] == 1.0 and mapped["unmapped_kernels"] == 0
     assert mapped["layers"] == [{"phase": "prefill", "trace": 24, "map_phase": "prefill", "map": 24}]
+
+
+def test_diff_and_whatif_take_the_map(tmp_path: Path) -> None:
+    """--map on diff and whatif as on analyze: the graphed step priced from its eager twin, so a
+    diff of the graphed trace against the eager one compares like with like (the same 21,988,180,168
+    FLOPs on both sides: no work change), and whatif reads the same trace."""
+    eager = write(tmp_path, "eager", model_trace(12, graphed=False))
+    graphed = write(tmp_path, "graphed", model_trace(12, graphed=True))
+    doc = json.loads(tk_out("diff", eager, graphed, "--map", eager, "--format", "json"))
+    assert json.dumps(doc).count("21988180168") >= 2
+    rc, out, err = tk(
+        "whatif", graphed, "--map", eager, "--prefill-ms", "10", "--decode-steps", "50", "--format", "json"
+    )
+    assert rc == 0, err

@@ -167,3 +167,34 @@ def test_parallel_option_overrides_and_is_checked(tmp_path: Path) -> None:
     ):
         r = tk("analyze", str(trace), *args)
         assert r.code == 2 and words in r.err, (args, r.err)
+
+
+def test_every_command_that_prices_takes_parallel(tmp_path: Path) -> None:
+    """--parallel tp=8 (with --model) on report, diff, label, whatif and ingest as on analyze: the
+    layout given, the MoE priced at the rank's share (2 × 22,096,281,600 FLOPs), and --parallel
+    without --model refused before any trace is read (exit 2)."""
+    trace, cfg = str(_trace(tmp_path)), str(_config(tmp_path, GPT_OSS_120B))
+    given = "parallel layout: TP 8 (given: --parallel tp=8)"
+    rank = ("--model", cfg, "--parallel", "tp=8")
+    r = tk("report", trace, *rank, "--format", "json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert any(w.startswith(given) for w in doc["totals"]["warnings"])
+    moe = {s["name"]: s for s in doc["totals"]["top_shapes"]}["vllm::moe_forward"]
+    assert moe["flops"] == pytest.approx(2 * 22_096_281_600)
+    hand = ("--tpot-ms", "20", "--decode-steps", "10")
+    for cmd in (["diff", trace, trace], ["label", trace, "--out", str(tmp_path / "l.json")], ["whatif", trace, *hand]):
+        r = tk(*cmd, *rank)
+        assert r.code == 0, (cmd, r.err)
+        # the layout reaches the load: a TP the trace's heads contradict is refused there too
+        r = tk(*cmd[:2], *cmd[2:], "--model", cfg, "--parallel", "tp=4", "--force")
+        assert r.code == 2 and "64 over --parallel tp=4" in r.err, (cmd, r.err)
+    ds = tmp_path / "ds"
+    r = tk("ingest", trace, "--out", str(ds), *rank)
+    assert r.code == 0, r.err
+    stored = json.loads(tk("analyze", str(ds), "--format", "json").out)
+    moe = {s["name"]: s for s in stored["totals"]["top_shapes"]}["vllm::moe_forward"]
+    assert moe["flops"] == pytest.approx(2 * 22_096_281_600)
+    for cmd in (["report", trace], ["diff", trace, trace], ["ingest", trace, "--out", str(tmp_path / "d2")]):
+        r = tk(*cmd, "--parallel", "tp=8")
+        assert r.code == 2 and "give --model CONFIG.json too" in r.err, (cmd, r.err)

@@ -133,17 +133,23 @@ def expand_inputs(
 
 
 def ingest_file(
-    f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = (), model: str | None = None
+    f: Path,
+    out: Path,
+    stream: bool | None = None,
+    captures: Sequence[str] = (),
+    model: str | None = None,
+    parallel: str | None = None,
 ) -> Ingested:
     """Ingest one trace file into the dataset ``out`` (its partitions replaced atomically).
     ``stream``: None = stream Kineto JSON of :data:`STREAM_BYTES` or more. ``captures``:
     graph-capture traces merged into its replays (with a ``capture_traces/`` folder beside it;
     docs/kineto.md); a streamed ingest does not merge and says so. ``model``: the model's
     config.json, kept in the trace's meta and used by its stored costs (not by a streamed
-    ingest). Raises TracekitError."""
+    ingest); ``parallel``: the rank's layout that config is applied at (--parallel). Raises
+    TracekitError."""
 
     with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
-        return _ingest_file(f, out, stream, captures, partial(load, model=model), sniff)
+        return _ingest_file(f, out, stream, captures, partial(load, model=model, parallel=parallel), sniff)
 
 
 def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
@@ -182,14 +188,19 @@ def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[s
 
 
 def ingest_task(
-    f: Path, out: Path, stream: bool | None = None, captures: Sequence[str] = (), model: str | None = None
+    f: Path,
+    out: Path,
+    stream: bool | None = None,
+    captures: Sequence[str] = (),
+    model: str | None = None,
+    parallel: str | None = None,
 ) -> Ingested:
     """:func:`ingest_file` as a task: a bad trace (TracekitError) is an outcome with ``error``
     rather than an exception, so it is not retried; anything else raises and is retried."""
 
     t0 = _cpu_s()
     try:
-        r = ingest_file(f, out, stream, captures, model)
+        r = ingest_file(f, out, stream, captures, model, parallel)
     except NotATraceError as exc:
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
@@ -220,6 +231,7 @@ def ingest_paths(
     force: bool = True,
     captures: Sequence[str] = (),
     model: str | None = None,
+    parallel: str | None = None,
 ) -> IngestRun:
     """Ingest every trace named by ``inputs`` into ``out``: one task per file, where ``where``
     says (default: :func:`tracekit.parallel.plan` for the file count). ``on_done`` sees each
@@ -230,10 +242,14 @@ def ingest_paths(
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: --out exists and is not a directory")
-    if model is not None:  # a bad config is one error before any trace is read
-        from tracekit.sources.model_config import read_model_config
+    if parallel is not None and model is None:
+        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
+    if model is not None:  # a bad config (or layout) is one error before any trace is read
+        from tracekit.sources.model_config import parse_parallel, read_model_config
 
         read_model_config(model)
+        if parallel is not None:
+            parse_parallel(parallel)
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
     held = set(dataset_trace_ids(root)) if root.is_dir() and not force else set()
@@ -274,7 +290,9 @@ def ingest_paths(
             on_done(result(o))
 
     outcomes = run_tasks(
-        partial(ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures), model=model),
+        partial(
+            ingest_task, out=root.resolve(), stream=stream, captures=tuple(captures), model=model, parallel=parallel
+        ),
         files,
         where,
         on_done=done,

@@ -14,8 +14,10 @@ from tracekit.cli.options import (
     format_option,
     hardware_help,
     hardware_option,
+    map_option,
     model_option,
     out_option,
+    parallel_option,
     trace_id_option,
 )
 from tracekit.cli.outfile import show
@@ -50,6 +52,8 @@ from tracekit.report.output import refuse_inputs
 )
 @capture_option
 @model_option
+@parallel_option
+@map_option
 def diff(**params: Any) -> None:
     """Compare two traces (or datasets): A is before, B is after. With --gate PCT: exit 0 when
     no phase got slower by more than PCT beyond noise, 1 on a regression, 7 when the runs'

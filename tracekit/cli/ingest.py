@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli.options import capture_option, force_option, model_option, out_option
+from tracekit.cli.options import capture_option, force_option, model_option, out_option, parallel_option
 from tracekit.cli.outfile import show
 from tracekit.cli.progress import Progress
 from tracekit.commands.ingest import IngestRequest
@@ -53,6 +53,7 @@ from tracekit.ingest import STREAM_BYTES
 )
 @capture_option
 @model_option
+@parallel_option
 def ingest(**params: Any) -> None:
     """Read Kineto JSON (.json / .json.gz) and Nsight Systems SQLite traces into DIR.
 

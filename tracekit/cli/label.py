@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from tracekit.cli.options import capture_option, force_option, hardware_option, model_option, out_option
+from tracekit.cli.options import (
+    capture_option,
+    force_option,
+    hardware_option,
+    map_option,
+    model_option,
+    out_option,
+    parallel_option,
+)
 from tracekit.cli.outfile import show
 from tracekit.commands.label import LabelRequest
 from tracekit.commands.label import label as run_label
@@ -22,6 +30,8 @@ from tracekit.commands.label import label as run_label
 @click.option("--phase-map", "phase_map", multiple=True, help="REGEX=PHASE rule (repeatable).")
 @capture_option
 @model_option
+@parallel_option
+@map_option
 def label(**params: Any) -> None:
     """Write TRACE back with each region's phase, verdict and reason; opens in Perfetto / chrome://tracing.
     Every byte of the original is kept: the labels are inserted into it."""

@@ -16,6 +16,7 @@ from tracekit.cli.options import (
     map_option,
     model_option,
     out_option,
+    parallel_option,
     ranks_options,
     regions_option,
     trace_id_option,
@@ -46,6 +47,7 @@ from tracekit.commands.report import report as run_report
 @capture_option
 @model_option
 @map_option
+@parallel_option
 @regions_option(None, "Regions listed (most device time first). Default: md fits under 60,000 characters, html 2,000.")
 def report(**params: Any) -> None:
     """Report for a bug report: environment, phase table, verdicts, top kernels, plots.

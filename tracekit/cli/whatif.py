@@ -14,7 +14,9 @@ from tracekit.cli.options import (
     force_option,
     format_option,
     hardware_option,
+    map_option,
     model_option,
+    parallel_option,
     out_option,
     phase_map_option,
     trace_id_option,
@@ -90,6 +92,8 @@ from tracekit.commands.whatif import whatif as run_whatif
 @out_option("Write here instead of stdout.")
 @force_option()
 @model_option
+@parallel_option
+@map_option
 def whatif(**params: Any) -> None:
     """What halving prefill or TPOT saves, colocated vs disaggregated serving of the traced load, and
     (--arrival) the traced workload at another load. Several traces (e.g. a prefill trace and a

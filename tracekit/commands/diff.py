@@ -37,6 +37,8 @@ class DiffRequest:
     gate_pct: str | None = None
     allow_feature_change: bool = False
     model: str | None = None
+    parallel: str | None = None
+    map: str | None = None
 
 
 def diff(req: DiffRequest) -> Output:
@@ -101,6 +103,8 @@ def _side(req: DiffRequest, path: str, hardware: str | None, trace_id: str | Non
         captures=list(req.captures),
         with_op_work=True,
         model=req.model,
+        parallel=req.parallel,
+        kernel_map=req.map,
     )
     kinds = region_kinds(a.result.region_columns(KIND_COLUMNS))
     data = report_data(a.trace, a.result, a.path, regions=False)

@@ -31,6 +31,7 @@ class IngestRequest:
     memory_limit: str = "auto"
     captures: tuple[str, ...] = ()
     model: str | None = None
+    parallel: str | None = None
 
 
 def ingest(req: IngestRequest, progress: Progress | None = None) -> Output:
@@ -52,6 +53,7 @@ def ingest(req: IngestRequest, progress: Progress | None = None) -> Output:
             force=req.force,
             captures=req.captures,
             model=req.model,
+            parallel=req.parallel,
             memory_limit=None if req.memory_limit == "none" else req.memory_limit,
         )
     return Output("".join(line + "\n" for line in _closing(run, req.out, where)), error=_failure(run))

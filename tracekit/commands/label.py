@@ -25,6 +25,8 @@ class LabelRequest:
     phase_map: tuple[str, ...] = ()
     captures: tuple[str, ...] = ()
     model: str | None = None
+    parallel: str | None = None
+    map: str | None = None
 
 
 def label(req: LabelRequest) -> Output:
@@ -39,6 +41,8 @@ def label(req: LabelRequest) -> Output:
         phase_map=list(req.phase_map) or None,
         captures=list(req.captures),
         model=req.model,
+        parallel=req.parallel,
+        kernel_map=req.map,
     )
     labels = lab.region_labels(a.trace.regions, a.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(req.trace), a.trace, labels, a.result.diagnostic, req.trace)

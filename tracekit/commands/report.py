@@ -44,6 +44,7 @@ class ReportRequest:
     captures: tuple[str, ...] = ()
     model: str | None = None
     map: str | None = None
+    parallel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
         captures=list(req.captures),
         model=req.model,
         kernel_map=req.map,
+        parallel=req.parallel,
     )
     data = analysed.report_data()
     figs = [] if req.no_plots or to.fmt == "json" else figures.draw_all(data, sweep_table)

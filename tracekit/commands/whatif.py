@@ -44,6 +44,8 @@ class WhatifRequest:
     out: str | None = None
     force: bool = False
     model: str | None = None
+    parallel: str | None = None
+    map: str | None = None
 
 
 def whatif(req: WhatifRequest) -> Output:
@@ -73,6 +75,19 @@ def _analysed(req: WhatifRequest) -> list[tuple[str, Any]]:
     Slo.parse(req.slo)
     pm = parse_phase_map(req.phase_map) or None
     return [
-        (t, analyse_path(t, req.hardware, pm, req.slo, req.trace_id, list(req.captures), model=req.model).result)
+        (
+            t,
+            analyse_path(
+                t,
+                req.hardware,
+                pm,
+                req.slo,
+                req.trace_id,
+                list(req.captures),
+                model=req.model,
+                parallel=req.parallel,
+                kernel_map=req.map,
+            ).result,
+        )
         for t in req.traces
     ]

@@ -41,17 +41,19 @@ def analyse_path(
     with_op_work: bool = False,
     model: str | None = None,
     kernel_map: str | None = None,
+    parallel: str | None = None,
 ) -> Analysed:
     """Load ``path`` and analyse it (``with_op_work``: see :func:`tracekit.analysis.analyze`;
-    ``kernel_map``: an eager trace of the same model, --map).
+    ``kernel_map``: an eager trace of the same model, --map; ``parallel``: the rank's layout,
+    --parallel, with ``model``).
     Raises AnalysisError when there is nothing to report."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{p}: no such file or directory")
-    trace = tracekit.load(str(p), trace_id=trace_id, captures=captures, model=model)
+    trace = tracekit.load(str(p), trace_id=trace_id, captures=captures, model=model, parallel=parallel)
     if trace.kernels.height == 0 and trace.ops.height == 0:
         raise AnalysisError(f"{p}: nothing to report: the trace has no device activity and no CPU operators")
-    kmap = tracekit.load(kernel_map, model=model) if kernel_map else None
+    kmap = tracekit.load(kernel_map, model=model, parallel=parallel) if kernel_map else None
     result = analyze(trace, hardware=hardware, phase_map=phase_map, slo=slo, with_op_work=with_op_work, kernel_map=kmap)
     return Analysed(p, trace, result)
 
