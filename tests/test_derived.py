@@ -140,7 +140,8 @@ def test_derived_computed_while_the_canonical_tables_are_written(shared_traces: 
     write_with_derived(tr, tmp_path / "b")
     files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.parquet"))
     files_b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*.parquet"))
-    assert files_a == files_b and len(files_a) == 10  # 4 canonical + meta + 5 derived (KEY included)
+    # 4 canonical + memory (the trace carries [memory] events) + meta + 5 derived (KEY included)
+    assert files_a == files_b and len(files_a) == 11
     for f in files_a:
         assert pl.read_parquet(tmp_path / "a" / f).equals(pl.read_parquet(tmp_path / "b" / f)), f
 

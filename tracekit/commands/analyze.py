@@ -9,10 +9,10 @@ one lazy import of this layer (tracekit/commands/__init__.py says why). No polar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Lines, Output, Progress, output
 from tracekit.conventions import TABLES
 from tracekit.report.output import check_out
@@ -23,37 +23,6 @@ from tracekit.tuning import analysis_setting, importer, set_before_polars
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
-
-
-@dataclass(frozen=True)
-class AnalyzeRequest:
-    """``tracekit analyze``'s options (the field names are the click parameters')."""
-
-    source: str
-    hardware: str | None = None
-    fmt: str = "text"
-    phase_map: tuple[str, ...] = ()
-    slo: str | None = None
-    thresholds: str | None = None
-    trace_id: str | None = None
-    rank: str | None = None
-    compare: tuple[str, ...] = ()
-    workers: int | None = None
-    scheduler: str | None = None
-    regions: int = 40
-    out: str | None = None
-    force: bool = False
-    reuse: bool = True
-    captures: tuple[str, ...] = ()
-    model: str | None = None
-    parallel: str | None = None
-    map: str | None = None
-
-    @property
-    def stored(self) -> bool:
-        """One trace of a dataset, reuse on: its result may be read from, and stored in, the dataset."""
-        one = self.rank is None and not self.compare and not self.captures and not self.model and not self.map
-        return self.reuse and one and is_dataset(self.source)
 
 
 def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:

@@ -15,7 +15,7 @@ from tracekit.analysis import Slo, Thresholds
 from tracekit.analysis import analyze as run_analysis
 from tracekit.analysis.store.derived import load_for_analysis
 from tracekit.commands import ranks
-from tracekit.commands.analyze import AnalyzeRequest
+from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Progress
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
