@@ -180,3 +180,42 @@ def test_fp32_matmuls_on_tf32_tensor_cores_blame_the_ceiling(tmp_path: Path) -> 
     assert g["frac_roof"] == pytest.approx(137_438_953_472 / 5e-3 / 19.5e12)
     assert g["above_roof"] is True and g["above_roof_cause"] == "ceiling too low"
     assert f"— {ABOVE_ROOF}" in tk_out("analyze", path)
+
+
+def test_a_shape_above_its_roof_is_kept_beyond_the_top_list(tmp_path: Path) -> None:
+    """Issue 35 item 4: every shape is checked, not only the top 10 by device time. Eleven plausible
+    bf16 GEMMs [64, 4096] × [4096, N] (N = 1024 … 11,264, 100 µs each) hold the top; a twelfth,
+    [1024, 1024] × [1024, 1024] = 2·1024³ = 2,147,483,648 FLOPs priced on a 1 µs kernel (2.15
+    PFLOP/s: 217 % of an H100's 989.4 TFLOP/s bf16 — its cost is wrong, not the kernel fast), is the
+    smallest by time and diluted in its class (the gemm class: (35,433,480,192 + 2,147,483,648)
+    FLOPs in 1.101 ms = 34 TFLOP/s, far below the roof). It is in the JSON's top_shapes with its rank
+    (12), flagged above the roof as a cost overcount (the rest of the trace is below the roof), and
+    it is the one figure the text's warning names."""
+    from kineto_events import event
+
+    bf = ["c10::BFloat16", "c10::BFloat16"]
+    ops = [("aten::mm", [[64, 4096], [4096, 1024 * (i + 1)]], 100) for i in range(11)]
+    ops.append(("aten::mm", [[1024, 1024], [1024, 1024]], 1))
+    ev: list[dict[str, object]] = [event("user_annotation", "tk:prefill step=0", 0, 5000)]
+    t = 2000.0
+    for c, (name, dims, us) in enumerate(ops, start=1):
+        ev.append(event("cpu_op", name, 10 * c, 8, **{"External id": c, "Input Dims": dims, "Input type": bf}))
+        ev.append(event("cuda_runtime", "cudaLaunchKernel", 10 * c + 2, 3, correlation=c, **{"External id": c}))
+        ev.append(event("kernel", f"nvjet_gemm_{c}", t, us, pid=0, tid=7, device=0, stream=7, correlation=c))
+        t += us
+    props = [
+        {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85899345920, "computeMajor": 9, "numSms": 132}
+    ]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": props, "traceEvents": ev}))
+    doc = json.loads(tk_out("analyze", p, "--format", "json"))
+    shapes = doc["totals"]["top_shapes"]
+    assert len(shapes) == 11  # the top 10, and the one above the roof beyond them
+    small = [s for s in shapes if s["shape"] == "[[1024,1024],[1024,1024]]"]
+    assert len(small) == 1 and small[0]["rank"] == 12 and small[0]["above_roof"] is True
+    assert small[0]["flops"] == 2 * 1024**3 == 2_147_483_648
+    assert small[0]["above_roof_cause"] == "cost overcount"
+    assert not any(s["above_roof"] for s in shapes if s is not small[0])
+    assert not doc["totals"]["trace"]["above_roof"]
+    (line,) = [x for x in tk_out("analyze", p).splitlines() if x.startswith("WARNING")]
+    assert line.startswith("WARNING: 1 figure above 100 % (aten::mm [[1024,1024],[1024,1024]]: 217 % of roof")

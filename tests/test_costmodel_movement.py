@@ -85,6 +85,20 @@ def test_fused_triton_gather_reads_the_rows_taken() -> None:
     assert cost("triton_poi_fused_silu_0", [[T, D], [T, D]], [BF, BF])[1] == 2 * ROWS
 
 
+def test_an_anonymous_inductor_gather_reads_the_rows_taken() -> None:
+    """vLLM's compiled decode step (the shared MI300X capture): ``triton_poi_fused_0`` (no ATen
+    origin in its name) takes an int index [32], the gpt-oss embedding table [201088, 2880] bf16,
+    the rotary cache [131072, 64] fp32 and writes [32, 2880] and [131072, 64] bf16. The element
+    count is the last tensor's, 8,388,608; the table is read at the 32 rows taken: 32 · 2880 · 2 =
+    184,320 B, not its 1,158,266,880. Bytes: index 128 + 184,320 + 33,554,432 + 184,320 +
+    16,777,216 = 50,700,416 (was 1,208,782,976: 21× the MI300X's roof in its 10.6 µs kernel)."""
+    dims = [[32], [201088, 2880], [131072, 64], [32, 2880], [131072, 64]]
+    f, b, m = cost("triton_poi_fused_0", dims, ["int", BF, F32, BF, BF])
+    assert (f, b, m) == (0.0, 50_700_416.0, "fused_gather")
+    # a numbered kernel with no index stays a plain pointwise kernel: each tensor once
+    assert cost("triton_poi_fused_3", [[T, D], [T, D]], [BF, BF])[1] == 2 * ROWS
+
+
 def test_fused_gather_in_the_analysis(tmp_path: Path) -> None:
     # the fused kernel above as a traced op launching one 100 µs kernel on an H100: 134,283,264 B
     # in 1e-4 s = 1.34 TB/s, below the H100's memory roof (the table whole would read 10.5 TB/s)

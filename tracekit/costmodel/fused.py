@@ -14,8 +14,8 @@ the name implies, the first one with the element count (Inductor puts ``in_out_p
 first) is read and written: counted twice.
 
 A gather kernel (a pointwise kernel named after ``embedding``, ``index``, ``index_select`` or
-``gather`` that takes an int32/int64 index tensor) loads one table element per element it
-writes: a table larger than the kernel's element count is read at the rows taken (the element
+``gather``, or named by its serial alone, that takes an int32/int64 index tensor) loads one table
+element per element it writes: a table larger than the kernel's element count is read at the rows taken (the element
 count × the table's element size), not whole.
 
 FLOPs stay 0: the name lists each fused op once however often the body applies it, and not
@@ -97,20 +97,34 @@ def _element_count(args: list[Arg], tensors: list[Arg], default: float | None = 
 
 
 def is_gather(name: str, t: list[Arg]) -> bool:
-    """A pointwise kernel that loads a table at indices: its name holds a gather op
-    (``triton_poi_fused_embedding_0``, ``…_index_select_…``) and it takes an integer tensor."""
+    """A pointwise kernel that loads a table at indices: it takes an integer tensor and its name
+    holds a gather op (``triton_poi_fused_embedding_0``, ``…_index_select_…``) or no op at all
+    (``triton_poi_fused_0``: Inductor names a kernel whose nodes carry no ATen origin by its serial
+    alone — vLLM's compiled embedding + rotary lookup is one)."""
     m = _NAME_RE.match(name)
-    if m is None or m.group(1) != "poi" or not set(m.group(2).split("_")) & _GATHERS:
+    if m is None or m.group(1) != "poi":
+        return False
+    ops = {x for x in m.group(2).split("_") if x and not x.isdigit()}
+    if ops and not ops & _GATHERS:
         return False
     return any(a.dtype in _INDEX_DTYPES for a in t)
 
 
 def _gather_bytes(args: list[Arg], t: list[Arg]) -> float:
     """Each tensor once, a table (a non-index tensor larger than the element count) at the rows
-    taken: element count × its element size. The element count is ``xnumel``, else the output's
-    (Inductor records ``out_ptr`` arguments last)."""
+    taken: the index's length × its row (the table's elements over its first dim), at most the
+    element count × its element size. The element count is ``xnumel``, else the output's (Inductor
+    records ``out_ptr`` arguments last)."""
     full = _element_count(args, t, default=t[-1].numel)
-    return sum(full * a.size if a.numel > full and a.dtype not in _INDEX_DTYPES else a.nbytes for a in t)
+    idx = max((a.numel for a in t if a.dtype in _INDEX_DTYPES), default=0.0)
+
+    def read(a: Arg) -> float:
+        if a.numel <= full or a.dtype in _INDEX_DTYPES:
+            return a.nbytes
+        row = a.numel / a.dims[0] if a.dims and not a.is_list and a.dims[0] else a.numel
+        return min(full, idx * row) * a.size
+
+    return sum(read(a) for a in t)
 
 
 def fused_kernel(name: str) -> Callable[[list[Arg]], Cost]:

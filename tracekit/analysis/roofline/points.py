@@ -132,17 +132,23 @@ def _tf32(hardware: Hardware | None) -> float | None:
 
 
 def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
-    """Why a row is above its roof (null when it is not): ``ceiling too low`` when the work of its
-    whole scope (every row's FLOPs or bytes over every row's covered time) is above this row's
-    roof too, on the row's side of the ridge: nothing priced runs that fast, so the peak is wrong;
+    """Why a row is above its roof (null when it is not): ``ceiling too low`` when the work of the
+    rest of its scope (every other row's FLOPs or bytes over their covered time; the row's own when
+    it is the whole scope) is above this row's roof too, on the row's side of the ridge: other
+    work runs that fast as well, so the peak is wrong;
     or when fp32 work on the compute side runs above the fp32 peak but within ``tf32_peak`` (fp32
     matmuls on TF32 tensor cores, ``cutlass_80_tensorop_s1688gemm``: their ceiling is TF32's);
     else ``cost overcount``: the rest of the scope is below the roof, so this row's priced FLOPs or
     bytes are more than its kernels did (whole-model sizes on one rank, an ``out=`` buffer counted
     as an input, a table counted whole)."""
-    t = pl.col("covered_time_ns").cast(pl.Float64()).sum().over(*keys) * 1e-9
-    flops = pl.col("flops").fill_null(0.0).sum().over(*keys)
-    nbytes = pl.col("bytes").fill_null(0.0).sum().over(*keys)
+    # the rest of the scope (every other row), or the whole scope when the row is all of it
+    own_t = pl.col("covered_time_ns").cast(pl.Float64())
+    t_all = own_t.sum().over(*keys)
+    rest = t_all - own_t > 0
+    t = pl.when(rest).then(t_all - own_t).otherwise(t_all) * 1e-9
+    f, b = pl.col("flops").fill_null(0.0), pl.col("bytes").fill_null(0.0)
+    flops = pl.when(rest).then(f.sum().over(*keys) - f).otherwise(f.sum().over(*keys))
+    nbytes = pl.when(rest).then(b.sum().over(*keys) - b).otherwise(b.sum().over(*keys))
     compute = (pl.col("intensity") >= pl.col("ridge")).fill_null(False)
     whole = (
         pl.when(compute)
@@ -423,12 +429,14 @@ def shape_roofline(
         ["scope_kind", "scope", "device_time_ns", "name", "shape"], descending=[False, False, True, False, False]
     )
     rows = rows.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("scope_kind", "scope").alias("rank"))
-    rows = rows.filter(pl.col("rank") <= TOP_SHAPES).with_columns(
-        (pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns")
-    )
+    rows = rows.with_columns((pl.col("device_time_ns") / pl.col("count")).alias("kernel_mean_ns"))
+    # every shape is checked against its roof, not only the top ones: a shape above it (a cost
+    # overcount diluted in its class, a gather priced at its table) is kept beyond the top list,
+    # with its rank, so every output flags it
     return (
         _verdicts(rows, hardware, th)
         .with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
+        .filter((pl.col("rank") <= TOP_SHAPES) | pl.col(ABOVE_ROOF_COLUMN).fill_null(False))
         .drop("flops_known", "bytes_known")
         .collect(engine="in-memory")
     )

@@ -34,7 +34,7 @@ def memory(d: Document) -> Section | None:
         )
         lines.append(
             f"peak allocated {_b(peak['allocated_bytes'])} at {fmt.duration(peak['time_ns'] - peak['first_time_ns'])} "
-            f"after the first event ({peak['time_ns']} ns), in {where}"
+            f"after the first memory event, in {where}"
             + (f", {peak['phase']}" if peak.get("phase") else "")
             + (f"; reserved at most {_b(peak['reserved_peak_bytes'])}" if peak.get("reserved_peak_bytes") else "")
             + "; allocated from "
