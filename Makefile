@@ -49,10 +49,12 @@ notebooks: venv
 
 # Regenerate sample_traces/ (commands and notes in sample_traces/README.md).
 sample-traces:
-	rm -rf sample_traces/phase_shape sample_traces/llm sample_traces/serve sample_traces/serve_sweep
+	rm -rf sample_traces/phase_shape sample_traces/llm sample_traces/llm_memory sample_traces/serve sample_traces/serve_sweep
 	$(TK) run phase-shape --d 512 --dtype float32 --prefill-rows 16,64,256,1024 --decode-rows 1,4,16 \
 	  --warmup 1 --active 2 --reps 2 --threads 1 --out sample_traces/phase_shape
 	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --out sample_traces/llm
+	$(TK) run llm $(SMALL_MODEL) --batch 4 --prompt-len uniform:16:96 --output-len fixed:8 --profile-memory \
+	  --kv-cache dynamic --out sample_traces/llm_memory
 	$(TK) run serve $(SMALL_MODEL) --requests 8 --prompt-len uniform:16:120 --output-len uniform:2:8 \
 	  --arrival interval:10 --token-budget 64 --max-seqs 4 --chunk 32 --warmup-requests 1 --out sample_traces/serve
 	rm -rf sample_traces/serve_sweep
