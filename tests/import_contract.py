@@ -24,9 +24,8 @@ from pathlib import Path
 WORKLOADS = "tracekit.workloads"
 WORKLOADS_MAY_IMPORT = ("tracekit.annotate", "tracekit.conventions", "tracekit.errors", WORKLOADS)
 # The only modules that may import by a name that is not a literal: the root package (its lazy
-# re-exports), the command registry (the top layer: nothing is above it), and the import warming
-# (tracekit.tuning.Importer, whose names are literals in the commands that make one: checked there).
-DYNAMIC_ALLOWED = ("tracekit", "tracekit.cli.main", "tracekit.tuning")
+# re-exports) and the command registry (the top layer: nothing is above it).
+DYNAMIC_ALLOWED = ("tracekit", "tracekit.cli.main")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """Helpers of the native-scanner tests (tests/test_kineto_native*.py): load one file on both Kineto
-paths (pure Python with TRACEKIT_PURE_PYTHON=1, then the C scanner, then the C scanner's early
-read) and compare their tables and meta; write a hand-made trace; build its events (a kernel K,
-a CPU op OP, a synthetic run)."""
+paths (pure Python with TRACEKIT_PURE_PYTHON=1, then the C scanner) and compare their tables and
+meta; write a hand-made trace; build its events (a kernel K, a CPU op OP, a synthetic run)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,6 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tracekit.sources.kineto.reading import native as kn
-from tracekit.sources.kineto.reading.early import read_while
-from tracekit.tuning import importer
 from tracekit.sources.kineto.loader import load_kineto
 from tracekit.tables.trace import Trace
 
@@ -36,9 +33,6 @@ def load_both(path: Path, mp: pytest.MonkeyPatch) -> tuple[Trace, Trace, list[li
     mp.delenv("TRACEKIT_PURE_PYTHON")
     native = load_kineto(path, trace_id="t")
     assert calls, "the native scanner was not used"
-    # The early read (tracekit/sources/kineto/reading/early.py: the file read before polars loads, its
-    # record replayed) must give exactly the native path's tables and meta.
-    assert_same(native, load_kineto(path, trace_id="t", early=read_while(path, importer(()))))
     return pure, native, calls
 
 

@@ -1,6 +1,6 @@
 """The house stays simple as it grows (issue 34 item 6): no function over 100 lines, at most 30 over
 60, at most 80 imports inside functions (laziness only where it is measured to matter: the command
-and format registries, the stored-result shortcut, the early read, optional extras). Counted from
+and format registries, the stored-result shortcut, optional extras). Counted from
 the source with ``ast``, the way the issue counted them."""
 
 from __future__ import annotations

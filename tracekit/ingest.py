@@ -43,15 +43,6 @@ from tracekit.tables.layout import dataset_trace_ids
 from tracekit.tables.staging import sweep_stale
 
 GLOB_CHARS = ("*", "?", "[")
-# What computing the derived tables imports (tracekit/analysis/store/derived.py compute_derived): imported
-# in the early read's thread while the file is read (tracekit/sources/kineto/reading/early.py), not after.
-DERIVED_MODULES = (
-    "tracekit.analysis.store.derived",
-    "tracekit.analysis.store.compute",
-    "tracekit.attribution.core",
-    "tracekit.costmodel.ops",
-    "tracekit.labels.regions",
-)
 
 
 @dataclass(frozen=True)
@@ -175,10 +166,7 @@ def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[s
     if written is not None:
         meta, heights = written
     else:
-        # read while the analysis layer loads (a thread imports it: tracekit/sources/kineto/reading/early.py)
-        from tracekit.tuning import importer
-
-        trace = load(f, captures=list(captures), warm=importer(DERIVED_MODULES))
+        trace = load(f, captures=list(captures))
         from tracekit.analysis.store.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit

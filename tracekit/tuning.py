@@ -1,23 +1,17 @@
 """Process tuning, in one place: what a command does to its own process before the work starts,
-and why. Both are measured as commands (BENCHMARKS.md, "Process tuning"); neither changes a result.
+and why. Measured as commands (BENCHMARKS.md, "Process tuning"); it changes no result.
 
 - **polars' allocator** (``_RJEM_MALLOC_CONF``), chosen by a command for its input before polars is
   loaded (it is read once, when polars' library loads): `tracekit ingest` returns freed pages at
   once where memory must stay bounded (commands/ingest.py), `tracekit analyze` of a big dataset keeps
   fewer arenas (commands/analyze.py). docs/kineto.md and docs/analysis.md give the figures.
-- **Import warming**: a command that reads one Kineto file before polars is loaded imports the
-  modules it needs next in a thread while the file is read (tracekit/sources/kineto/reading/early.py).
-  The command names those modules (literal names, so the import contract sees them) and hands
-  :func:`importer` of them down as a callback: the reader never imports anything by name itself.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
 
 # What polars' __init__ writes into _RJEM_MALLOC_CONF when it loads (its defaults, then the value it
@@ -61,27 +55,3 @@ def set_before_polars(choose: Callable[[], str | None]) -> bool:
         return False
     os.environ["_RJEM_MALLOC_CONF"] = conf
     return True
-
-
-@dataclass(frozen=True)
-class Importer:
-    """A callback that imports ``modules`` in order (polars comes with the first that needs it). An
-    import that fails stops it quietly: the caller's own import raises it again, in its thread.
-    ``a + b`` imports a's modules, then b's."""
-
-    modules: tuple[str, ...]
-
-    def __call__(self) -> None:
-        for name in self.modules:
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - raised again where the caller imports the module itself
-                return
-
-    def __add__(self, other: Importer) -> Importer:
-        return Importer(self.modules + other.modules)
-
-
-def importer(modules: Sequence[str]) -> Importer:
-    """The :class:`Importer` of ``modules``: what a command hands down as ``warm``."""
-    return Importer(tuple(modules))

@@ -1,28 +1,22 @@
 """The ``analyze`` service: per-region and per-phase verdicts of a trace, or ranks compared.
 
 :func:`analyze` checks the output path, sets polars' allocator for the input, prints a stored
-result of the same options when one is current (tracekit/tables/results.py), starts a trace file's
-early read, and only then imports its heavy half (:mod:`tracekit.commands.analyze_compute`): the
-one lazy import of this layer (tracekit/commands/__init__.py says why). No polars at module level.
+result of the same options when one is current (tracekit/tables/results.py), and only then imports
+its heavy half (:mod:`tracekit.commands.analyze_compute`): the one lazy import of this layer
+(tracekit/commands/__init__.py says why). No polars at module level.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Lines, Output, Progress, output
 from tracekit.conventions import TABLES
 from tracekit.report.output import check_out
-from tracekit.sources import load
 from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import analysis_options, lookup
-from tracekit.tuning import analysis_setting, importer, set_before_polars
-
-if TYPE_CHECKING:
-    from tracekit.tables.trace import Trace
+from tracekit.tuning import analysis_setting, set_before_polars
 
 
 def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
@@ -36,15 +30,14 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
     stored = lookup(req.source, req.trace_id, options) if req.stored else None
     if stored is not None and req.fmt == "json":  # printed without importing polars
         return output(stored, req.fmt, out)
-    early = [] if stored is not None else _early_file(req)
-    from tracekit.commands import analyze_compute  # polars: after the allocator, while the early read runs
+    from tracekit.commands import analyze_compute  # polars: after the allocator
 
     if stored is not None:
         try:  # a stored document that does not render (tampered past its checks) is a miss
             return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
         except Exception:  # noqa: BLE001 - recomputed below, never a traceback
-            early = _early_file(req)
-    body = analyze_compute.compute(req, options if req.stored else None, early, progress)
+            pass
+    body = analyze_compute.compute(req, options if req.stored else None, progress)
     return output(body, req.fmt, out)
 
 
@@ -61,41 +54,3 @@ def bounded_allocator(source: str) -> bool:
     """Before polars is loaded, and unless the user set it: :func:`analysis_allocator`'s setting
     for ``source``. True when set."""
     return set_before_polars(lambda: analysis_allocator(source))
-
-
-# What the analysis of a trace file imports after loading it: imported in the early read's thread
-# instead (tracekit/sources/kineto/reading/early.py), while the file is read. tests/test_kineto_early.py
-# checks that the analysis then imports no tracekit module of its own.
-ANALYSIS_MODULES = (
-    "tracekit.analysis.pipeline",
-    "tracekit.analysis.communication",
-    "tracekit.analysis.features",
-    "tracekit.analysis.store.derived",
-    "tracekit.analysis.serving.basis",
-    "tracekit.analysis.serving.interference",
-    "tracekit.attribution.core",
-    "tracekit.costmodel.ops",
-    "tracekit.labels.infer",
-    "tracekit.labels.regions",
-    "tracekit.sources.kineto.capture.merge",
-)
-
-
-def _early_file(req: AnalyzeRequest) -> list[Trace]:
-    """A trace file analysed with no option that must be checked before any work (--phase-map,
-    --slo, --thresholds, --rank, --compare): the trace, read while the analysis loads
-    (tracekit/sources/kineto/reading/early.py), alone in a list; an empty list otherwise."""
-    if req.phase_map or req.slo or req.thresholds or req.rank is not None or req.compare or os.path.isdir(req.source):
-        return []
-    screen = ("tracekit.report.screens.analyze",) if req.fmt != "json" else ()
-    warm = importer((*ANALYSIS_MODULES, "tracekit.commands.analyze_compute", *screen))  # what the service imports next
-    return [
-        load(
-            req.source,
-            trace_id=req.trace_id,
-            captures=list(req.captures),
-            warm=warm,
-            model=req.model,
-            parallel=req.parallel,
-        )
-    ]

@@ -24,7 +24,7 @@ from tracekit.sources import load
 from tracekit.tables.results import store, storing
 
 if TYPE_CHECKING:
-    from tracekit.tables.trace import Trace
+    pass
 
 
 def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
@@ -40,10 +40,9 @@ def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
 
 
 def compute(
-    req: AnalyzeRequest, store_options: dict[str, Any] | None, early: list[Trace], progress: Progress
+    req: AnalyzeRequest, store_options: dict[str, Any] | None, progress: Progress
 ) -> str | bytes | Iterator[bytes]:
-    """Load (unless read ``early``: taken out of the list, so that no caller's frame keeps the trace
-    alive while the analysis releases its tables) and analyse, or compare ranks; with ``store_options`` store one
+    """Load and analyse, or compare ranks; with ``store_options`` store one
     trace's document in its dataset for the next run. One trace's JSON document not stored comes
     in pieces, each made as it is printed (report/formats/json_print.py ``document_parts``)."""
     pm = parse_phase_map(req.phase_map) or None  # checked before any work: one-line UsageError
@@ -55,18 +54,14 @@ def compute(
         return _compared(req, chosen, pm, progress)
     # a dataset trace with current derived tables: only the columns the analysis reads; with
     # reuse on, derived tables it lacks are computed and stored first
-    trace = (
-        early.pop()
-        if early
-        else load_for_analysis(
-            req.source,
-            chosen[0] if chosen else req.trace_id,
-            list(req.captures),
-            lean=pm is None,
-            ensure=store_options is not None,
-            model=req.model,
-            parallel=req.parallel,
-        )
+    trace = load_for_analysis(
+        req.source,
+        chosen[0] if chosen else req.trace_id,
+        list(req.captures),
+        lean=pm is None,
+        ensure=store_options is not None,
+        model=req.model,
+        parallel=req.parallel,
     )
     # the trace's tables are read no more here: released by the analysis as it finishes with them
     # --map: an eager trace of the same model, read with the same config (kernel_map.py)

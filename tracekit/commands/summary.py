@@ -11,7 +11,6 @@ from tracekit.report.output import check_out
 from tracekit.report.screens.summary import render_dataset, render_text
 from tracekit.sources import load
 from tracekit.tables.layout import dataset_trace_ids, is_dataset
-from tracekit.tuning import importer
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,8 @@ def summary(req: SummaryRequest) -> Output:
     dataset holding several traces and no ``trace_id`` lists them. Raises UsageError and the loaders' errors."""
     out = check_out(req.out, req.force, inputs=(req.path,)) if req.out else None
     trace = None
-    if not req.path.is_dir():  # a trace file: read while the modules below load (sources/kineto/reading/early.py)
-        warm = importer(("tracekit.analysis.trace_summary", "tracekit.report.screens.summary"))
-        trace = load(str(req.path), trace_id=req.trace_id, warm=warm)
-    # polars and the analysis load here, while a trace file is being read (the early read above)
+    if not req.path.is_dir():  # a trace file
+        trace = load(str(req.path), trace_id=req.trace_id)
     from tracekit.analysis.trace_summary import dataset_overview, summarize
 
     if trace is None and req.trace_id is None and is_dataset(req.path) and len(dataset_trace_ids(req.path)) > 1:

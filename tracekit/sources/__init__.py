@@ -21,7 +21,6 @@ from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
 from tracekit.sources.registry import DATASET, SOURCES, source, suffixes
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
-from tracekit.tuning import Importer
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
@@ -95,7 +94,6 @@ def load(
     trace_id: str | None = None,
     captures: Sequence[str | os.PathLike[str]] | None = None,
     discover_captures: bool = True,
-    warm: Importer | None = None,
     model: str | os.PathLike[str] | None = None,
     parallel: str | None = None,
 ) -> Trace:
@@ -103,9 +101,7 @@ def load(
 
     ``captures``: graph-capture traces to merge into the replays of a Kineto trace (or of a
     dataset ingested without them); a ``capture_traces/`` folder beside a Kineto file is added
-    unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py). ``warm``: a callback
-    that imports what the caller needs next (tracekit.tuning.importer); a source that reads while
-    polars loads runs it in a thread during the read (tracekit/sources/kineto/reading/early.py).
+    unless ``discover_captures`` is False (tracekit/sources/kineto/capture/merge.py).
     ``model``: a Hugging Face ``config.json`` whose normalised fields go to ``meta["model"]``
     (tracekit/sources/model_config.py; read first, so a bad config fails before the trace is read).
     ``parallel``: ``tp=8,ep=1``, the rank's parallel layout, overriding what the trace says when
@@ -123,7 +119,7 @@ def load(
             cfg["parallel_given"] = parse_parallel(parallel)
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
-        trace = _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures, warm)
+        trace = _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures)
     if cfg is not None:
         # model_option: this load was given the config (a reader note, never written back): costs
         # stored without it are not reused (tracekit/analysis/pipeline.py)
@@ -131,9 +127,7 @@ def load(
     return trace
 
 
-def _load(
-    path: Path, fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool, warm: Importer | None
-) -> Trace:
+def _load(path: Path, fmt: Format, trace_id: str | None, extra: list[Path], discover_captures: bool) -> Trace:
     from tracekit.sources.kineto.source import NAME as KINETO
 
     # a capture given as a graph-node annotation file (any format's graph kernels): node ids; its
@@ -151,7 +145,7 @@ def _load(
 
         trace = read_dataset(path, trace_id=trace_id)
     else:
-        trace = source(fmt).load(path, trace_id, warm)
+        trace = source(fmt).load(path, trace_id)
         if fmt != KINETO:
             extra = []
         elif discover_captures:  # graph-capture traces are Kineto's

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
-    from tracekit.tuning import Importer
 
 HEAD_BYTES = 64  # what sniff is given of a file's start
 
@@ -50,9 +49,8 @@ class Source(Protocol):
         (e.g. a report that must be exported first)."""
         ...
 
-    def load(self, path: Path, trace_id: str | None, warm: Importer | None) -> Trace:
-        """The trace's canonical tables. ``warm``: what the caller imports next, for a source that
-        can read while it loads (tracekit.tuning.Importer)."""
+    def load(self, path: Path, trace_id: str | None) -> Trace:
+        """The trace's canonical tables."""
         ...
 
     def streamed(self, path: Path, stream: bool | None) -> bool:

@@ -1,6 +1,5 @@
 """The kind values of ``kernels.kind`` and ``regions.kind`` (docs/schema.md), without polars:
-the Kineto routes (tracekit/sources/kineto/routes.py) need them before polars is imported (a
-Kineto file is read while polars loads: tracekit/sources/kineto/reading/early.py). Re-exported by
+the Kineto routes (tracekit/sources/kineto/routes.py) are declared without polars. Re-exported by
 :mod:`tracekit.tables.schema`, where every other part of the schema lives."""
 
 from __future__ import annotations

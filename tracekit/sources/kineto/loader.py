@@ -21,7 +21,7 @@ import polars as pl
 
 from tracekit.numbers import plural
 from tracekit.tables import schema
-from tracekit.errors import EmptyTraceError, TraceFormatError
+from tracekit.errors import EmptyTraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.reading.finish import TIME_LIMIT_NS
 from tracekit.sources.kineto.reading.batches import Scanner
@@ -31,9 +31,7 @@ from tracekit.sources.kineto.reading import native as kineto_native
 from tracekit.sources.kineto import NAME
 from tracekit.sources.engine_names import apply_engine_name
 from tracekit.sources.kineto.routes import FLOW_CATS, KERNEL_CATS, NATIVE_COLUMNS, X_ROUTES
-from tracekit.sources.kineto.reading.early import EarlyRead, refuse_other_formats
 from tracekit.sources.kineto.reading.events import decode_events
-from tracekit.sources.kineto.reading.scanraw import RawWindow
 from tracekit.sources.kineto.tables import Collector
 from tracekit.tables.trace import Trace
 from tracekit.tables.ids import make_trace_id
@@ -57,7 +55,7 @@ _EXTRA_KEYS = (
 )
 
 
-def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None, early: EarlyRead | None = None) -> Trace:
+def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None) -> Trace:
     """Load a Kineto JSON trace (``.json`` or gzip, told by magic bytes) into canonical tables.
 
     Streams the file: memory stays near the size of the tables, not of the JSON. A file cut off
@@ -65,7 +63,7 @@ def load_kineto(path: str | os.PathLike[str], trace_id: str | None = None, early
     Raises TraceFormatError (not JSON / not a trace), EmptyTraceError (no events),
     UnsupportedFormatError (SQLite or ``.nsys-rep``).
     """
-    reading = read_kineto(path, trace_id, early=early)
+    reading = read_kineto(path, trace_id)
     tables = dict(reading.tables())
     return Trace(meta=reading.meta(), **tables)
 
@@ -163,20 +161,16 @@ def read_kineto(
     path: str | os.PathLike[str],
     trace_id: str | None = None,
     spill_dir: Path | None = None,
-    early: EarlyRead | None = None,
 ) -> KinetoReading:
     """Read every event of the file at ``path`` (tables not finished yet: see KinetoReading).
-    ``spill_dir``: built batches go there instead of memory (bounded-memory ingest). ``early``:
-    the same file already read while polars loaded (tracekit/sources/kineto/reading/early.py): its
-    record is replayed into the tables instead of reading the file again."""
+    ``spill_dir``: built batches go there instead of memory (bounded-memory ingest)."""
 
     p = Path(path)
     if p.is_dir():
         raise TraceFormatError(f"{p}: a directory, not a Kineto trace file")
     if not p.is_file():
         raise TraceFormatError(f"{p}: no such file")
-    if early is None:  # (the early read refused them before reading)
-        refuse_other_formats(p)
+    refuse_other_formats(p)
     col = Collector(spill_dir)
 
     def decode(piece: bytes) -> list[Any]:
@@ -185,13 +179,9 @@ def read_kineto(
     gc_was_on = gc.isenabled()
     gc.disable()  # millions of short-lived acyclic objects: the cycle collector only costs time
     try:
-        if early is not None:
-            top, stats = early.top, early.stats
-            _replay(early, col, decode)
-        else:
-            scan = _native_scanner(col, decode) if kineto_native.available() else None
-            stats = StreamStats()
-            top = stream_document(p, decode, col.add, stats, scan=scan)
+        scan = _native_scanner(col, decode) if kineto_native.available() else None
+        stats = StreamStats()
+        top = stream_document(p, decode, col.add, stats, scan=scan)
     finally:
         if gc_was_on:
             gc.enable()
@@ -242,18 +232,16 @@ def _take_window(
     col.ordinal = base + w.elements
 
 
-def _replay(early: EarlyRead, col: Collector, decode: Callable[[bytes], list[Any]]) -> None:
-    """What the early read recorded, into the collector in file order, as the reader would have
-    handed it over (each record is dropped once taken, so its raw buffers are freed as the frames grow)."""
-    col.dropped.update(early.dropped)
-    log, early.log = early.log, []
-    log.reverse()
-    while log:
-        item, slow = log.pop()
-        if isinstance(item, RawWindow):
-            _take_window(col, kineto_native.window(item, NATIVE_COLUMNS), slow or [], decode)
-        else:
-            col.add(item)
+def refuse_other_formats(p: Path) -> None:
+    """UnsupportedFormatError for an SQLite file or an Nsight Systems report given as a Kineto trace."""
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"SQLite format 3\x00"):
+        raise UnsupportedFormatError(f"{p}: an SQLite file (an Nsight Systems export?), not a Kineto JSON trace")
+    if p.suffix in (".nsys-rep", ".qdrep"):
+        raise UnsupportedFormatError(
+            f"{p}: an Nsight Systems report, not a Kineto JSON trace; run `nsys export --type sqlite` on it first"
+        )
 
 
 def _base_ns(v: Any, notes: Counter[str]) -> int:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import NotATraceError
 from tracekit.sources.protocol import GZIP_MAGIC, Capabilities, looks_textual
-from tracekit.tuning import Importer, importer
 
 if TYPE_CHECKING:
-    from tracekit.sources.kineto.reading.early import EarlyRead
     from tracekit.tables.trace import Trace
 
 from tracekit.sources.kineto import NAME
@@ -39,11 +35,10 @@ class KinetoSource:
             refuse_eventless_array(path, gz=False)
         return stripped[:1] in (b"{", b"[")
 
-    def load(self, path: Path, trace_id: str | None, warm: Importer | None) -> Trace:
-        early = read_early(path, warm)  # first: the loader imports polars, which the early read overlaps
+    def load(self, path: Path, trace_id: str | None) -> Trace:
         from tracekit.sources.kineto.loader import load_kineto
 
-        return load_kineto(path, trace_id=trace_id, early=early)
+        return load_kineto(path, trace_id=trace_id)
 
     def streamed(self, path: Path, stream: bool | None) -> bool:
         from tracekit.sources.kineto.reading.window import json_size
@@ -82,16 +77,3 @@ def refuse_eventless_array(p: Path, gz: bool) -> None:
     if not body.startswith(b"[") or b'"ph"' in body:
         return
     raise NotATraceError(f'{p}: a JSON array with no trace events (no element has a "ph" field): not a trace')
-
-
-def read_early(path: Path, warm: Importer | None) -> EarlyRead | None:
-    """The file read while polars (with the loader and ``warm``) is imported in a thread, when
-    polars is not loaded yet and the early read pays (tracekit/sources/kineto/reading/early.py)."""
-    if "polars" in sys.modules or os.environ.get("TRACEKIT_NO_EARLY_READ", "") in ("1", "true", "yes"):
-        return None
-    from tracekit.sources.kineto.reading import early
-
-    if not early.worth_it(path):
-        return None
-    # the loader first (polars comes with it), then what the caller needs next
-    return early.read_while(path, importer(("tracekit.sources.kineto.loader",)) + (warm or importer(())))

@@ -13,7 +13,6 @@ from tracekit.sources.protocol import GZIP_MAGIC, Capabilities
 
 if TYPE_CHECKING:
     from tracekit.tables.trace import Trace
-    from tracekit.tuning import Importer
 
 from tracekit.sources.nsys import NAME
 
@@ -39,7 +38,7 @@ class NsysSource:
             )
         return False
 
-    def load(self, path: Path, trace_id: str | None, warm: Importer | None) -> Trace:
+    def load(self, path: Path, trace_id: str | None) -> Trace:
         from tracekit.sources.nsys.loader import load_nsys
 
         return load_nsys(path, trace_id=trace_id)

@@ -1,5 +1,5 @@
-"""The typed msgspec structs Kineto events decode into, and the batch decoder (no polars: a
-file is read while polars loads, tracekit/sources/kineto/reading/early.py). Only the fields tracekit
+"""The typed msgspec structs Kineto events decode into, and the batch decoder (no polars). Only
+the fields tracekit
 reads are declared; every other key is skipped by the decoder. Timestamps stay raw JSON text
 (``msgspec.Raw``), converted to int64 ns exactly later (docs/kineto.md)."""
 

@@ -1,6 +1,6 @@
 """The native scanner (``tracekit.sources.kineto._kscan``, C), raw: its buffers as it returns
 them, before any polars frame is built (:mod:`tracekit.sources.kineto.reading.native` builds those). No
-polars here, so a file can be scanned while polars loads (tracekit/sources/kineto/reading/early.py).
+polars here.
 When the extension is not built, or ``TRACEKIT_PURE_PYTHON=1``, :func:`available` is False.
 """
 
