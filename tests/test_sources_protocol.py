@@ -30,7 +30,7 @@ class KernelLines:
     def sniff(self, path: Path, head: bytes) -> bool:
         return head.startswith(MAGIC)
 
-    def load(self, path: Path, trace_id: str | None, warm: Any) -> Trace:
+    def load(self, path: Path, trace_id: str | None) -> Trace:
         rows = [line.split(",") for line in path.read_text().splitlines()[1:] if line]
         kernels = pl.DataFrame(
             {
