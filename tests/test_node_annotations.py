@@ -89,6 +89,12 @@ def test_unannotated_and_bad_files_are_said(tmp_path: Path) -> None:
     rc, out, err = tk("analyze", g, "--capture", a)
     assert rc == 0, err
     assert "1 graph kernel of 11 not mapped" in out + err
+    # entries that are no tools id (a name, a number past int64) or hold no annotation (a bare
+    # number): 3 left out and counted, the other 10 nodes still mapped
+    a.write_text(json.dumps({**ann, "layer": [{"op": "aten::mm"}], str(1 << 64): [{"op": "aten::mm"}], "12": 42}))
+    rc, out, err = tk("analyze", g, "--capture", a)
+    assert rc == 0 and "Traceback" not in err, err
+    assert "a.json: 3 entries left out" in out + err and "10 of 11 graph kernels given 10 ops" in out + err
     bad = tmp_path / "bad.json"
     bad.write_text('{"12": [')  # cut short
     rc, out, err = tk("analyze", g, "--capture", bad)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,15 +131,13 @@ def _load(path: Path, fmt: Format, trace_id: str | None, extra: list[Path], disc
     from tracekit.sources.kineto.source import NAME as KINETO
 
     # a capture given as a graph-node annotation file (any format's graph kernels): node ids; its
-    # module (polars) only when captures are given, so a plain load still reads before polars loads
+    # module (polars) only when captures are given, so `import tracekit` stays without polars
     notes: list[Path] = []
-    annotate: Callable[[Trace, Path], Trace] | None = None
     if extra:
         from tracekit.sources import node_annotations
 
         notes = [c for c in extra if node_annotations.is_annotation_file(c)]
         extra = [c for c in extra if c not in notes]
-        annotate = node_annotations.apply
     if fmt == DATASET:
         from tracekit.tables.trace import read_dataset  # polars: only once a trace is read
 
@@ -156,9 +154,8 @@ def _load(path: Path, fmt: Format, trace_id: str | None, extra: list[Path], disc
         from tracekit.sources.kineto.capture.merge import merge_captures
 
         trace = merge_captures(trace, extra)
-    if annotate is not None:
-        for n in notes:
-            trace = annotate(trace, n)
+    for n in notes:  # notes is empty unless node_annotations was imported above
+        trace = node_annotations.apply(trace, n)
     return trace
 
 

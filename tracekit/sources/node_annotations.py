@@ -12,9 +12,10 @@ annotations are dicts (the outer scope first; an inner scope wins the keys both 
 
 - ``op``: the op that launched the node (``aten::mm``); else ``name`` when it holds ``::``;
 - ``Input Dims`` / ``input_dims``, ``Input type`` / ``input_types``, ``Concrete Inputs`` /
-  ``concrete_inputs``: the op's arguments as the profiler writes them for an eager op;
-- ``module_fqn`` / ``module``, else a ``name`` without ``::``: the module path (kept in the
-  summary, not an op).
+  ``concrete_inputs``: the op's arguments as the profiler writes them for an eager op.
+
+Other keys (a module path such as ``module_fqn``, a collective's sizes) only tell two annotations
+apart: they name no op.
 
 :func:`apply` turns each run of consecutive kernels of one replay with the same annotation into
 one op (one op that launched several kernels is priced once), laid out inside the graph-launch
@@ -22,7 +23,8 @@ call on its thread, with one zero-length ``<graph launch>:node`` launch per kern
 correlation the kernel then carries — the layout the capture merge uses
 (:mod:`tracekit.sources.kineto.capture.merge`), so costs, classes and verdicts flow as for eager
 ops. A kernel with an id the file does not hold, or annotated without an op, stays on its graph
-launch; the counts are in ``meta["node_annotations"]`` and a warning.
+launch; an entry that is no tools id or holds no annotation is left out; the counts are in
+``meta["node_annotations"]`` and a warning.
 """
 
 from __future__ import annotations
@@ -35,12 +37,10 @@ from typing import Any, Final
 
 import polars as pl
 
-from tracekit.conventions import GRAPH_NODE_SUFFIX
 from tracekit.errors import TraceFormatError
 from tracekit.inputs import open_input, read_json
 from tracekit.numbers import count
-from tracekit.sources.kineto.capture.match import imax
-from tracekit.sources.kineto.capture.merge import renested
+from tracekit.sources.kineto.capture.merge import id_bases, renested, with_node_launches
 from tracekit.tables.trace import Trace
 
 MAX_BYTES: Final = 256 * 1024 * 1024  # an annotation file of a whole model is a few MB
@@ -64,22 +64,23 @@ def is_annotation_file(path: str | os.PathLike[str]) -> bool:
     return bool(_HEAD.match(head))
 
 
-def read(path: str | os.PathLike[str]) -> pl.DataFrame:
-    """The annotations of ``path``, one row per node: ``node_id``, ``op``, ``input_dims``,
-    ``input_types``, ``concrete_inputs`` (JSON text, as the Kineto reader stores them),
-    ``module`` and ``key`` (the merged annotation as JSON: equal keys = one op). Nodes whose
-    annotation is not readable are counted in ``meta`` by :func:`apply`'s caller (``bad``)."""
+def read(path: str | os.PathLike[str]) -> tuple[pl.DataFrame, int]:
+    """The annotations of ``path``, one row per node — ``node_id``, ``op``, ``input_dims`` (JSON
+    text), ``input_types`` and ``concrete_inputs`` (lists of strings), as the Kineto reader stores
+    them, and ``key`` (the merged annotation as JSON: equal keys = one op) — and the number of
+    entries left out (a key that is no tools id, or no readable annotation)."""
     doc = read_json(path, "graph-node annotation file", TraceFormatError, MAX_BYTES)
     if not isinstance(doc, dict):
         raise TraceFormatError(f"{path}: graph-node annotation file is not a JSON object of tools ids")
-    rows: dict[str, list[Any]] = {c: [] for c in ("node_id", "op", *_KEYS, "module", "key")}
+    rows: dict[str, list[Any]] = {c: [] for c in ("node_id", "op", *_KEYS, "key")}
+    bad = 0
     for k, scopes in doc.items():
         merged = _merged(scopes)
-        if not k.lstrip("-").isdigit() or merged is None:
+        if not k.isdigit() or int(k) >= 1 << 63 or merged is None:  # tools ids: unsigned, stored as Int64
+            bad += 1
             continue
         name = merged.get("name")
         op = merged.get("op") or (name if isinstance(name, str) and "::" in name else None)
-        mod = merged.get("module_fqn") or merged.get("module") or (name if op != name else None)
         rows["node_id"].append(int(k))
         rows["op"].append(str(op) if op is not None else None)
         for col, names in _KEYS.items():
@@ -88,14 +89,13 @@ def read(path: str | os.PathLike[str]) -> pl.DataFrame:
                 rows[col].append(json.dumps(v) if v is not None else None)
             else:  # a list of strings
                 rows[col].append([str(x) for x in v] if isinstance(v, list) else None)
-        rows["module"].append(str(mod) if mod is not None else None)
         rows["key"].append(json.dumps(merged, sort_keys=True, default=str))
     schema = {c: pl.String() for c in rows} | {
         "node_id": pl.Int64(),
         "input_types": pl.List(pl.String()),
         "concrete_inputs": pl.List(pl.String()),
     }
-    return pl.DataFrame(rows, schema=schema).unique("node_id", keep="first", maintain_order=True)
+    return pl.DataFrame(rows, schema=schema).unique("node_id", keep="first", maintain_order=True), bad
 
 
 def _merged(scopes: Any) -> dict[str, Any] | None:
@@ -116,7 +116,7 @@ def _merged(scopes: Any) -> dict[str, Any] | None:
 def apply(trace: Trace, path: str | os.PathLike[str]) -> Trace:
     """``trace`` with the annotated kernels of its graph replays given ops and per-node launches
     (module docstring); ``meta["node_annotations"]`` says what was mapped."""
-    ann = read(path)
+    ann, bad = read(path)
     k = trace.kernels.with_row_index("_row")
     if "graph_node_id" not in k.columns:
         k = k.with_columns(pl.lit(None, pl.Int64).alias("graph_node_id"))
@@ -135,8 +135,15 @@ def apply(trace: Trace, path: str | os.PathLike[str]) -> Trace:
         "annotated_nodes": ann.height,
         "graph_kernels": graph_kernels.height,
         "mapped_kernels": hits.height,
+        "left_out_entries": bad,
     }
     meta = {**trace.meta, "node_annotations": info}
+    if bad:
+        meta["warnings"] = [
+            *(meta.get("warnings") or []),
+            f"graph-node annotations {Path(path).name}: {count(bad, 'entry', 'entries')} left out (a key "
+            "that is no tools id, or no readable annotation)",
+        ]
     unmapped = graph_kernels.height - hits.height
     if unmapped:
         ids = graph_kernels.join(hits.select("_row"), on="_row", how="anti")["graph_node_id"].head(1).to_list()
@@ -164,10 +171,7 @@ def _rewrite(trace: Trace, hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
     the kernels re-correlated; each replay's ops spread evenly over its graph-launch call (≥ 1 ns
     apart): op i spans slots 3i … 3i+2, its kernels' launches sit at slot 3i+1."""
     kernels, launches, ops = trace.kernels, trace.launches, trace.ops
-    ext_cols = [t["external_id"] for t in (kernels, launches, ops) if "external_id" in t.columns]
-    ext_base = max([imax(c) for c in ext_cols] + [0]) + 1
-    corr_base = max(imax(kernels["correlation"]), imax(launches["correlation"])) + 1
-    op_base = imax(ops["op_id"], -1) + 1
+    ext_base, corr_base, op_base = id_bases(trace)
     h = hits.with_columns(
         (pl.col("key") != pl.col("key").shift(1).over("correlation")).fill_null(True).alias("_new")
     ).with_columns(
@@ -203,17 +207,6 @@ def _rewrite(trace: Trace, hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
         pl.lit(None, pl.String).alias("input_strides"),
         "concrete_inputs",
     )
-    add_l = h.select(
-        pl.lit(trace.trace_id, pl.String).alias("trace_id"),
-        "api",
-        (pl.col("_gname") + GRAPH_NODE_SUFFIX).alias("name"),
-        "pid",
-        "tid",
-        pl.col("_t").alias("start_ns"),
-        pl.col("_t").alias("end_ns"),
-        pl.col("_corr").alias("correlation"),
-        pl.col("_ext").alias("external_id"),
-    )
     rows = h["_row"].cast(pl.Int64)
     kernels = kernels.with_columns(
         kernels["correlation"].scatter(rows, h["_corr"]).alias("correlation"),
@@ -223,6 +216,6 @@ def _rewrite(trace: Trace, hits: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFra
             else []
         ),
     )
-    launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
+    launches = with_node_launches(launches, h, trace.trace_id, "_gname", "_t", "_corr", "_ext")
     ops = renested(ops, new_ops, first.select("pid", "tid").unique())
     return kernels, launches, ops, first.height

@@ -176,11 +176,8 @@ def _apply(
     kernels, launches, ops = trace.kernels, trace.launches, trace.ops
     if ok.height == 0:
         return kernels, launches, ops
-    ext_cols = [t["external_id"] for t in (kernels, launches, ops, trace.regions) if "external_id" in t.columns]
-    ext_base = max([imax(c) for c in ext_cols] + [0]) + 1
+    ext_base, corr_base, op_base = id_bases(trace)
     ext_span = max(imax(nodes["cap_ext"]), imax(cops["cap_ext"])) + 1
-    corr_base = max(imax(kernels["correlation"]), imax(launches["correlation"])) + 1
-    op_base = imax(ops["op_id"], -1) + 1
     lay = _laid_out(ok, graphs)
     at = lambda c: pl.col("start_ns") + (pl.col(c) * pl.col("_step")).floor().cast(pl.Int64)  # noqa: E731
     ext = lambda: pl.when(pl.col("cap_ext").is_not_null()).then(ext_base + pl.col("r") * ext_span + pl.col("cap_ext"))  # noqa: E731
@@ -204,20 +201,38 @@ def _apply(
     new_l = new_l.with_columns(
         (corr_base + pl.col("_k").cast(pl.Int64)).alias("new_corr"), ext().alias("new_ext"), at("t_rank").alias("t")
     )
-    add_l = new_l.select(
-        pl.lit(trace.trace_id, pl.String).alias("trace_id"),
+    kernels = _remapped(kernels, new_l, rnodes, ok, graphs)
+    launches = with_node_launches(launches, new_l, trace.trace_id, "name", "t", "new_corr", "new_ext")
+    return kernels, launches, renested(ops, new_ops, ok.select("pid", "tid").unique())
+
+
+def id_bases(trace: Trace) -> tuple[int, int, int]:
+    """The first free External id, correlation and op id of ``trace``: where rows added to it
+    (captured ops, per-node launches) number from, so none collides with the trace's own."""
+    tables = (trace.kernels, trace.launches, trace.ops, trace.regions)
+    ext = max([imax(t["external_id"]) for t in tables if "external_id" in t.columns] + [0]) + 1
+    corr = max(imax(trace.kernels["correlation"]), imax(trace.launches["correlation"])) + 1
+    return ext, corr, imax(trace.ops["op_id"], -1) + 1
+
+
+def with_node_launches(
+    launches: pl.DataFrame, nodes: pl.DataFrame, trace_id: str, graph: str, t: str, corr: str, ext: str
+) -> pl.DataFrame:
+    """``launches`` and one zero-length ``<graph launch>:node`` launch per row of ``nodes`` (on the
+    graph launch's api and thread, at column ``t``, with correlation ``corr`` and External id
+    ``ext``): the launch a replayed kernel re-correlated to it hangs from."""
+    add = nodes.select(
+        pl.lit(trace_id, pl.String).alias("trace_id"),
         "api",
-        (pl.col("name") + GRAPH_NODE_SUFFIX).alias("name"),
+        (pl.col(graph) + GRAPH_NODE_SUFFIX).alias("name"),
         "pid",
         "tid",
-        pl.col("t").alias("start_ns"),
-        pl.col("t").alias("end_ns"),
-        pl.col("new_corr").alias("correlation"),
-        pl.col("new_ext").alias("external_id"),
+        pl.col(t).alias("start_ns"),
+        pl.col(t).alias("end_ns"),
+        pl.col(corr).alias("correlation"),
+        pl.col(ext).alias("external_id"),
     )
-    kernels = _remapped(kernels, new_l, rnodes, ok, graphs)
-    launches = pl.concat([launches, add_l.select(launches.columns)], how="vertical_relaxed")
-    return kernels, launches, renested(ops, new_ops, ok.select("pid", "tid").unique())
+    return pl.concat([launches, add.select(launches.columns)], how="vertical_relaxed")
 
 
 def _laid_out(ok: pl.DataFrame, graphs: pl.DataFrame) -> pl.DataFrame:
