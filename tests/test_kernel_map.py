@@ -183,7 +183,7 @@ def test_a_real_eager_trace_maps_its_own_kernels_stripped_of_ops(shared_traces: 
 def test_diff_and_whatif_take_the_map(tmp_path: Path) -> None:
     """--map on diff and whatif as on analyze: the graphed step priced from its eager twin, so a
     diff of the graphed trace against the eager one compares like with like (the same 21,988,180,168
-    FLOPs on both sides: no work change), and whatif reads the same trace."""
+    FLOPs on both sides: no work change), and whatif takes the option and answers from the trace."""
     eager = write(tmp_path, "eager", model_trace(12, graphed=False))
     graphed = write(tmp_path, "graphed", model_trace(12, graphed=True))
     doc = json.loads(tk_out("diff", eager, graphed, "--map", eager, "--format", "json"))
@@ -192,3 +192,7 @@ def test_diff_and_whatif_take_the_map(tmp_path: Path) -> None:
         "whatif", graphed, "--map", eager, "--prefill-ms", "10", "--decode-steps", "50", "--format", "json"
     )
     assert rc == 0, err
+    # the step's time is the trace's (the map prices work, not time): its 88 kernels start at
+    # 20·88 + 20 = 1,780 µs and run 1,877 µs, so the step ends at 3,657 µs; E2E = 10 + 50 × 3.657 ms
+    s = json.loads(out)["sensitivity"]
+    assert s["tpot_ms"] == pytest.approx(3.657) and s["e2el_ms"] == pytest.approx(10 + 50 * 3.657)
