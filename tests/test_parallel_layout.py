@@ -159,10 +159,10 @@ def test_parallel_option_overrides_and_is_checked(tmp_path: Path) -> None:
     # tp=4 would put 16 heads on the rank, the trace's attention has 8: refused, naming the field
     r = tk("analyze", str(trace), "--model", str(cfg), "--parallel", "tp=4")
     assert r.code == 2 and "num_attention_heads does not fit this trace: 64 over --parallel tp=4" in r.err
-    # malformed, expert parallelism, or without --model: one line, exit 2
+    # malformed, an unknown group, or without --model: one line, exit 2 (ep: tests/test_expert_parallel.py)
     for args, words in (
         (["--model", str(cfg), "--parallel", "tp=x"], "expected key=n pairs"),
-        (["--model", str(cfg), "--parallel", "tp=2,ep=4"], "expert parallelism (ep > 1) is not modelled"),
+        (["--model", str(cfg), "--parallel", "tp=8,cp=2"], "keys tp, ep, dp, pp"),
         (["--parallel", "tp=8"], "give --model CONFIG.json too"),
     ):
         r = tk("analyze", str(trace), *args)

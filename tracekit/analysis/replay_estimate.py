@@ -70,7 +70,8 @@ def step_work(
     if moe:
         k, i, e = _int(cfg, "experts_per_token"), _int(cfg, "moe_intermediate_size"), _int(cfg, "num_experts") or 1
         # the routed experts' weights are at the config's format; bf16 when unquantised
-        f, b = moe_cost(t, h, i, e, k, True, ab, wb)
+        par = cfg.get("parallel") or {}
+        f, b = moe_cost(t, h, i, e, k, True, ab, wb, float(par.get("ep") or 1), float(par.get("dp") or 1))
         sh = _int(cfg, "shared_intermediate_size")
         f += 2.0 * t * 3.0 * h * sh
         b += 3.0 * h * sh * wb

@@ -154,9 +154,10 @@ parallel_option = click.option(
     "--parallel",
     "parallel",
     default=None,
-    metavar="tp=N",
-    help="The traced rank's parallel layout, e.g. tp=8: overrides what the trace says (attention heads "
-    "per rank, world size) when --model's sizes are divided per rank (docs/costmodel.md).",
+    metavar="tp=N,ep=N,dp=N,pp=N",
+    help="The traced rank's parallel layout, e.g. tp=8 or tp=2,ep=8: overrides what the trace says "
+    "(attention heads and experts per rank, world size) when --model's sizes are divided per rank "
+    "(docs/costmodel.md).",
 )
 
 

@@ -68,7 +68,14 @@ def hint_column(
         ).with_columns(
             *[
                 pl.lit(moe_hints(model).get(k), pl.Float64).alias(c)
-                for k, c in (("topk", "ca"), ("wsize", "cb"), ("inter", "ci"), ("hidden", "ch"))
+                for k, c in (
+                    ("topk", "ca"),
+                    ("wsize", "cb"),
+                    ("inter", "ci"),
+                    ("hidden", "ch"),
+                    ("ep", "ce"),
+                    ("dp", "cd"),
+                )
             ]
         )
         notes = _moe_notes(fr, moe)
@@ -79,6 +86,8 @@ def hint_column(
                     pl.format("wsize={}", pl.coalesce("b", "cb")),
                     pl.format("inter={}", "ci"),
                     pl.format("hidden={}", "ch"),
+                    pl.format("ep={}", "ce"),
+                    pl.format("dp={}", "cd"),
                 ],
                 separator=";",
                 ignore_nulls=True,

@@ -95,25 +95,39 @@ def expected_experts(n_tokens: float, topk: float, n_experts: float) -> float:
 
 
 def moe_cost(
-    t: float, hidden: float, inter: float, n_experts: float, topk: float, gated: bool, act_size: float, w_size: float
+    t: float,
+    hidden: float,
+    inter: float,
+    n_experts: float,
+    topk: float,
+    gated: bool,
+    act_size: float,
+    w_size: float,
+    ep: float = 1.0,
+    dp: float = 1.0,
 ) -> tuple[float, float]:
-    """(FLOPs, bytes) of a fused MoE layer (grouped GEMMs): every token through top-k experts'
-    up (gate and up when gated) and down projections. Up: 2·T·k·H·I·(2 if gated); down:
-    2·T·k·I·H. Bytes: the weights of the experts hit (:func:`expected_experts`), up
-    g·H·I and down I·H elements each at the weight's size; activations T·H read and T·k·I
-    written by the up GEMM, T·k·I read and T·H written by the down GEMM."""
+    """(FLOPs, bytes) of one rank's fused MoE layer (grouped GEMMs): every token through top-k
+    experts' up (gate and up when gated) and down projections. The layer routes the T·DP tokens of
+    its data-parallel group (balanced: DP ranks of T each) and this rank holds 1/EP of the experts,
+    so it runs A = T·DP·k/EP token-expert pairs (T·k without EP or DP), each at this rank's I.
+    Up: 2·A·H·I·(2 if gated); down: 2·A·I·H. Bytes: the weights of this rank's experts hit
+    (:func:`expected_experts` of the group's tokens / EP), up g·H·I and down I·H elements each at
+    the weight's size; activations T·H read and A·I written by the up GEMM, A·I read and T·H
+    written by the down GEMM."""
     g = 2.0 if gated else 1.0
-    flops = 2.0 * t * topk * hidden * inter * g + 2.0 * t * topk * inter * hidden
-    e = expected_experts(t, topk, n_experts)
+    pairs = t * dp * topk / ep
+    flops = 2.0 * pairs * hidden * inter * g + 2.0 * pairs * inter * hidden
+    e = expected_experts(t * dp, topk, n_experts) / ep
     weights = e * (g * hidden * inter + inter * hidden) * w_size
-    acts = 2.0 * (t * hidden + t * topk * inter) * act_size
+    acts = 2.0 * (t * hidden + pairs * inter) * act_size
     return flops, weights + acts
 
 
 def _moe(args: list[Arg]) -> Cost:
     """vllm::moe_forward(hidden [T, H], router_logits [T, E], …): top-k from a child top-k op
     (``tk:topk``), weight element size from the kernel names (``tk:wsize``, else the activation
-    dtype); the intermediate size is not in the trace: I = H (TraceLens' convention)."""
+    dtype); the intermediate size is not in the trace: I = H (TraceLens' convention), or the
+    config's at this rank's share with its expert and data parallelism (``ep``, ``dp``)."""
     if len(args) < 2 or not (args[0].is_tensor and args[1].is_tensor):
         raise NoModel("moe: needs hidden states and router logits")
     x, logits = args[0], args[1]
@@ -128,7 +142,9 @@ def _moe(args: list[Arg]) -> Cost:
     inter = h.get("inter", float(hid))
     if "inter" in h:  # the config's expert size comes with its hidden size (the op's may be padded)
         hid = h.get("hidden", hid)
-    flops, nbytes = moe_cost(t, hid, inter, e, h["topk"], bool(h.get("gated", 1.0)), x.size, h.get("wsize", x.size))
+    ep, dp = h.get("ep", 1.0), h.get("dp", 1.0)
+    gated, w = bool(h.get("gated", 1.0)), h.get("wsize", x.size)
+    flops, nbytes = moe_cost(t, hid, inter, e, h["topk"], gated, x.size, w, ep, dp)
     return Cost(flops, nbytes, "fused_moe", x.dtype, RANK_MATMUL)
 
 

@@ -40,8 +40,9 @@ def act_bytes(cfg: Mapping[str, Any] | None) -> float | None:
 
 def moe_hints(cfg: Mapping[str, Any] | None) -> dict[str, float]:
     """What a fused MoE op's cost needs and the config gives: ``topk``, ``inter`` (one expert's
-    intermediate size, with ``hidden`` its hidden size), ``wsize`` (bytes per expert weight) —
-    those the config holds."""
+    intermediate size, with ``hidden`` its hidden size), ``wsize`` (bytes per expert weight), the
+    rank's ``ep`` and ``dp`` when above 1 (:func:`tracekit.costmodel.parallel.per_rank`) — those
+    the config holds."""
     out: dict[str, float] = {}
     k, i, w = _int(cfg, "experts_per_token"), _int(cfg, "moe_intermediate_size"), weight_bytes(cfg)
     if k is not None:
@@ -53,6 +54,8 @@ def moe_hints(cfg: Mapping[str, Any] | None) -> dict[str, float]:
             out["hidden"] = float(h)
     if w is not None and (cfg or {}).get("quant_method"):
         out["wsize"] = w
+    par = (cfg or {}).get("parallel") or {}
+    out.update({k: float(par[k]) for k in ("ep", "dp") if isinstance(par.get(k), int) and par[k] > 1})
     return out
 
 

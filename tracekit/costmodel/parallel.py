@@ -1,18 +1,21 @@
 """The parallel layout of one traced rank, applied to the model's config (docs/costmodel.md, "One
 rank of a parallel model"). A config's sizes are the whole model's; a tensor-parallel rank
-computes 1/TP of its attention heads and of each expert's intermediate size. The trace says
-which: its attention ops hold the rank's heads (8 of the config's 64 → TP 8), else its world size
-with all-reduces of [tokens, hidden_size] activations (tensor parallelism all-reduces the layer
-outputs; data parallelism all-reduces flat gradient buckets). A config that contradicts the
-trace (another head size, heads that are not a multiple of the rank's, another expert count, a
-hidden size the MoE input cannot hold) is refused with one line naming the field.
+computes 1/TP of its attention heads, an expert-parallel rank holds 1/EP of the experts, and the
+MoE layer splits each expert's intermediate size over the ranks left, TP·DP/EP (vLLM spreads
+experts over TP × DP ranks; SGLang's MoE TP is TP/EP). The trace says which: its attention ops
+hold the rank's heads (8 of the config's 64 → TP 8), else its world size with all-reduces of
+[tokens, hidden_size] activations (tensor parallelism all-reduces the layer outputs; data
+parallelism all-reduces flat gradient buckets); the fused-experts ops' weights hold the rank's
+experts (16 of 128 → EP 8). A config that contradicts the trace (another head size, heads that
+are not a multiple of the rank's, another expert count, a hidden size the MoE input cannot hold)
+is refused with one line naming the field.
 Pure functions of the ops table and the config dict; one Python call per distinct shape.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import polars as pl
@@ -31,6 +34,9 @@ _ATTENTION: Final = {
     "aten::_scaled_dot_product_cudnn_attention": "bhnd",
 }
 _MOE: Final = ("vllm::moe_forward", "vllm::moe_forward_shared")
+# fused-experts ops whose w1 (argument 1) is [experts on this rank, N, hidden] (vLLM's and SGLang's
+# ``{in,out}place_fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, …)``)
+_EXPERTS: Final = [f"{e}::{w}place_fused_experts" for e in ("vllm", "sglang") for w in ("in", "out")]
 _ALL_REDUCE: Final = r"(?i)all_?reduce"
 # a MoE op's hidden input may be padded for its kernels (gpt-oss: 2880 → 3072, +6.7 %)
 _PAD: Final = 1.25
@@ -127,21 +133,58 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
                 f"world size {world_size} in distributedInfo and all-reduces of {reduced[0][0]} "
                 f"activations (hidden_size {hidden})"
             )
-    return {"tp": tp, "evidence": evidence}
+    pp = int((cfg.get("parallel_given") or {}).get("pp") or 1)
+    return {"tp": tp, "evidence": evidence, "pp": pp, **_experts(ops, cfg, tp, refuse)}
+
+
+def _experts(
+    ops: pl.DataFrame, cfg: Mapping[str, Any], tp: int, refuse: Callable[[str, str], UsageError]
+) -> dict[str, Any]:
+    """``ep``, ``dp`` and the MoE layer's TP (``moe_tp`` = TP·DP/EP) with the evidence that set
+    them: ``--parallel ep=…,dp=…`` (checked against the trace), else the experts the fused-experts
+    ops' weights hold (E / E_local); DP is EP/TP when EP spans more ranks than TP (vLLM's EP group
+    is TP × DP), else 1."""
+    given = cfg.get("parallel_given") or {}
+    e = cfg["num_experts"] if isinstance(cfg.get("num_experts"), int) else 0
+    ep, words = int(given.get("ep") or 1), f"given: --parallel ep={given['ep']}" if given.get("ep") else ""
+    for name, dims in _shapes(ops, _EXPERTS) if e > 0 else []:
+        w1 = dims[1] if len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) == 3 else None
+        if w1 is None or not isinstance(w1[0], int) or w1[0] <= 0:
+            continue
+        if w1[0] > e or e % w1[0]:
+            raise refuse("num_experts", f"{e} is not a multiple of the {w1[0]} experts per rank of {name} (w1 {w1})")
+        if given.get("ep") and e // w1[0] != ep:
+            raise refuse("num_experts", f"{e} over --parallel ep={ep} is not the {w1[0]} experts per rank of {name}")
+        if not given.get("ep"):
+            ep, words = e // w1[0], f"{name} weights hold {w1[0]} of the config's {e} experts (w1 {w1})"
+        break
+    dp = int(given.get("dp") or (ep // tp if ep > tp and ep % tp == 0 else 1))
+    if given.get("dp"):
+        words += f"; given: --parallel dp={dp}"
+    elif dp > 1:
+        words += f"; EP {ep} over TP {tp}: DP {dp} (the expert group spans TP × DP ranks)"
+    return {"ep": ep, "dp": dp, "moe_tp": max(1, tp * dp // ep), "ep_evidence": words or None}
 
 
 def per_rank(cfg: Mapping[str, Any], layout: Mapping[str, Any]) -> dict[str, Any]:
-    """``cfg`` with the sizes one rank computes and stores, and the layout: the intermediate sizes
-    (dense MLP, each expert's, the shared experts') over TP (column-parallel, no expert
-    parallelism); the attention heads over TP and the KV heads too, at least one (a rank keeps a
-    replica when TP exceeds them), so the KV bytes per token are this rank's. MLA's compressed
-    latent is not split by heads: every rank holds all of it."""
+    """``cfg`` with the sizes one rank computes and stores, and the layout: the dense MLP's and the
+    shared experts' intermediate sizes over TP, each routed expert's over the MoE layer's TP
+    (``moe_tp``; EP and DP price the rank's share of the routed tokens, engine.moe_cost); the
+    attention heads over TP and the KV heads too, at least one (a rank keeps a replica when TP
+    exceeds them), so the KV bytes per token are this rank's. MLA's compressed latent is not split
+    by heads: every rank holds all of it. A pipeline stage (``pp`` given) holds ⌈layers / PP⌉."""
     tp = int(layout.get("tp") or 1)
     out = {**cfg, "parallel": dict(layout)}
+    moe_tp = int(layout.get("moe_tp") or tp)
+    if moe_tp > 1 and isinstance(cfg.get("moe_intermediate_size"), int):
+        out["moe_intermediate_size"] = -(-cfg["moe_intermediate_size"] // moe_tp)  # ⌈I / TP⌉ columns
+    pp = int(layout.get("pp") or 1)
+    if pp > 1 and isinstance(cfg.get("num_hidden_layers"), int):
+        out["num_hidden_layers"] = -(-cfg["num_hidden_layers"] // pp)  # a stage holds ⌈L / PP⌉ layers
     if tp > 1:
-        for k in ("intermediate_size", "moe_intermediate_size", "shared_intermediate_size"):
+        for k in ("intermediate_size", "shared_intermediate_size"):
             if isinstance(cfg.get(k), int):
-                out[k] = -(-cfg[k] // tp)  # a rank holds ⌈I / TP⌉ columns
+                out[k] = -(-cfg[k] // tp)
         if isinstance(cfg.get("num_attention_heads"), int):
             out["num_attention_heads"] = max(1, cfg["num_attention_heads"] // tp)
         if isinstance(cfg.get("num_key_value_heads"), int) and cfg.get("kv_lora_rank") is None:
@@ -151,8 +194,17 @@ def per_rank(cfg: Mapping[str, Any], layout: Mapping[str, Any]) -> dict[str, Any
 
 def layout_note(layout: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
     """The layout in words, e.g. ``parallel layout: TP 8 (attention with 8 of the config's 64 heads
-    per rank …); the config's moe_intermediate_size 2880 is 360 on this rank``."""
-    tp = int(layout.get("tp") or 1)
-    i = cfg.get("moe_intermediate_size")
-    sized = f"; the config's moe_intermediate_size {i} is {-(-i // tp)} on this rank" if tp > 1 and i else ""
-    return f"parallel layout: TP {tp} ({layout.get('evidence')}){sized}"
+    per rank …); the config's moe_intermediate_size 2880 is 360 on this rank``, with EP and DP
+    when above 1 (``; EP 8, DP 8 (… weights hold 16 of the config's 128 experts …)``)."""
+    tp, ep, dp = (int(layout.get(k) or 1) for k in ("tp", "ep", "dp"))
+    moe_tp, i = int(layout.get("moe_tp") or tp), cfg.get("moe_intermediate_size")
+    par = f"; EP {ep}, DP {dp} ({layout.get('ep_evidence')})" if ep > 1 or dp > 1 else ""
+    pp = int(layout.get("pp") or 1)
+    par += (
+        f"; PP {pp} (given: {-(-cfg['num_hidden_layers'] // pp)} layers on this stage)"
+        if pp > 1 and isinstance(cfg.get("num_hidden_layers"), int)
+        else ""
+    )
+    sized = f"; the config's moe_intermediate_size {i} is {-(-i // moe_tp)} on this rank" if moe_tp > 1 and i else ""
+    whole = f"; {cfg.get('num_experts')} experts over EP {ep}, each whole" if ep > 1 and moe_tp == 1 and i else ""
+    return f"parallel layout: TP {tp} ({layout.get('evidence')}){par}{sized}{whole}"

@@ -45,8 +45,8 @@ MAX_SIZE: Final = (1 << 31) - 1
 
 def parse_parallel(text: str) -> dict[str, int]:
     """``--parallel tp=8,ep=1`` as ``{"tp": 8, "ep": 1}``: comma-separated ``key=n`` with keys tp
-    (tensor), ep (expert), dp (data), pp (pipeline) and n a positive integer. Expert parallelism
-    is not modelled: ep > 1 is refused. Raises :class:`UsageError` (one line) otherwise."""
+    (tensor), ep (expert), dp (data), pp (pipeline) and n a positive integer. Raises
+    :class:`UsageError` (one line) otherwise."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, val = part.partition("=")
@@ -56,8 +56,6 @@ def parse_parallel(text: str) -> dict[str, int]:
         out[key] = int(val)
     if not out:
         raise UsageError(f"--parallel {text!r}: expected key=n pairs such as tp=8,ep=1")
-    if out.get("ep", 1) > 1:
-        raise UsageError(f"--parallel {text!r}: expert parallelism (ep > 1) is not modelled; give tp only")
     return out
 
 
