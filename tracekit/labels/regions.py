@@ -43,14 +43,23 @@ def label_regions(
     regions = trace.regions
     if tree is None:
         tree = region_tree(cpu_regions(regions), forward_threads(trace.ops, cpu_regions(regions)))
+    # What a name says is worked out once per distinct name and joined back: the rows then share
+    # each name's strings (a long name repeated on many ranges is not copied per row).
+    named = (
+        regions.lazy()
+        .select("name")
+        .unique()
+        .join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
+        .with_columns(*_own_labels(rules), *_step_attributes())
+        .drop(*(f"_tk_{k}" for k in _TK_KEYS), "_tk_phase", "_tk_any")
+        .with_columns(pl.col("_family").rank("dense").alias("_family"))  # grouped below: a number, not the text
+    )
     # the joins and columns before the inheritance run as one query (in-memory engine, as eager)
     q = regions.lazy().join(
         tree.lazy().select("region_id", pl.col("parent_id").alias("effective_parent_id")), on="region_id", how="left"
     )
     q = q.with_columns(pl.coalesce("effective_parent_id", "parent_id").alias("effective_parent_id"))
-    q = q.join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
-    q = q.with_columns(*_own_labels(rules), *_step_attributes())
-    df = _inherit(q.collect(engine="in-memory"))
+    df = _inherit(q.join(named, on="name", how="left").collect(engine="in-memory"))
     occurrence = (pl.col("start_ns").rank("ordinal").over(["kind", "_family"]) - 1).cast(pl.Int64)
     keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
     return (
