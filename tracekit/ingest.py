@@ -33,13 +33,13 @@ from tracekit.sources import load
 from tracekit.sources import sniff
 from tracekit.sources.guard import reading
 from tracekit.tables import locks
-from tracekit.tables.ids import make_trace_id
+from tracekit.tables.ids import is_legacy_id, legacy_trace_id, make_trace_id, trace_stem
 from tracekit.tables.staging import writing
 from tracekit.sources.registry import source
 from tracekit.errors import NotATraceError
 import ctypes
 from tracekit.parallel import plan
-from tracekit.tables.layout import dataset_trace_ids
+from tracekit.tables.layout import dataset_trace_ids, remove_trace
 from tracekit.tables.staging import sweep_stale
 
 GLOB_CHARS = ("*", "?", "[")
@@ -224,8 +224,10 @@ def ingest_paths(
     """Ingest every trace named by ``inputs`` into ``out``: one task per file, where ``where``
     says (default: :func:`tracekit.parallel.plan` for the file count). ``on_done`` sees each
     file's :class:`Ingested` as it finishes. A bad trace does not stop the others. Without
-    ``force`` a trace the dataset already holds is refused (an error outcome), not replaced. A
-    file inside a directory argument that is no trace at all (NotATraceError) is ``skipped``."""
+    ``force`` a trace the dataset already holds is refused (an error outcome), not replaced; a
+    file the dataset holds under an older tracekit's id is treated the same way, and with
+    ``force`` that copy is removed once the file is ingested again. A file inside a directory
+    argument that is no trace at all (NotATraceError) is ``skipped``."""
 
     root = Path(out)
     if root.exists() and not root.is_dir():
@@ -240,25 +242,7 @@ def ingest_paths(
             parse_parallel(parallel)
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
-    held = set(dataset_trace_ids(root)) if root.is_dir() and not force else set()
-    kept: list[Path] = []
-    first: dict[str, Path] = {}  # trace id -> the input that had it first (same name and content)
-    for f in files:
-        try:
-            tid = make_trace_id(f)
-        except OSError:  # unreadable: the task reports it, in one line
-            kept.append(f)
-            continue
-        if tid in first:
-            bad.append(
-                Ingested(str(f), error=f"same content as {first[tid]} (trace {tid}); not ingested twice", skipped=True)
-            )
-        elif tid in held:
-            bad.append(Ingested(str(f), error=f"trace {tid} is already in {out}; pass --force to replace it"))
-        else:
-            first[tid] = f
-            kept.append(f)
-    files = kept
+    files, legacy = screen_ids(files, root, force, bad)
     for b in bad:
         if on_done is not None:
             on_done(b)
@@ -288,7 +272,57 @@ def ingest_paths(
         label="ingest",
     )
     remove_stale_staging(root, files)
-    return IngestRun([*bad, *(result(o) for o in outcomes)], where)
+    done_ok = [result(o) for o in outcomes]
+    for f, r in zip(files, done_ok):
+        if r.error is None and f in legacy:  # its copy under an older tracekit's id goes
+            with locks.trace_lock(root, legacy[f]):
+                remove_trace(root, legacy[f])
+    return IngestRun([*bad, *done_ok], where)
+
+
+def screen_ids(files: list[Path], root: Path, force: bool, bad: list[Ingested]) -> tuple[list[Path], dict[Path, str]]:
+    """The files to ingest, and for each of them whose copy the dataset holds under an older
+    tracekit's id (tracekit/tables/ids.py) that id (removed once the file is ingested again).
+    Appends to ``bad`` a file with the same content as an earlier one, and without ``force`` one
+    the dataset already holds (under either id)."""
+
+    held_all = set(dataset_trace_ids(root)) if root.is_dir() else set()
+    held = held_all if not force else set()
+    kept: list[Path] = []
+    legacy: dict[Path, str] = {}
+    first: dict[str, Path] = {}  # trace id -> the input that had it first (same name and content)
+    for f in files:
+        try:
+            tid = make_trace_id(f)
+            old = _legacy_copy(f, held_all)
+        except OSError:  # unreadable: the task reports it, in one line
+            kept.append(f)
+            continue
+        if tid in first:
+            bad.append(
+                Ingested(str(f), error=f"same content as {first[tid]} (trace {tid}); not ingested twice", skipped=True)
+            )
+        elif tid in held or (old is not None and not force):
+            held_as = tid if tid in held else f"{old} (its id from an older tracekit)"
+            bad.append(Ingested(str(f), error=f"trace {held_as} is already in {root}; pass --force to replace it"))
+        else:
+            first[tid] = f
+            kept.append(f)
+            if old is not None:
+                legacy[f] = old
+    return kept, legacy
+
+
+def _legacy_copy(f: Path, held: set[str]) -> str | None:
+    """The id under which an older tracekit ingested this very file into the dataset holding
+    ``held``, if it did. The older hash is computed only when an id of that form and this
+    file's name is held."""
+
+    stem = trace_stem(f)
+    if not any(is_legacy_id(i, stem) for i in held):
+        return None
+    old = legacy_trace_id(f)
+    return old if old in held else None
 
 
 def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:

@@ -12,6 +12,7 @@ thread pool, once a process has one, also rules out forking Dask workers from it
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from tracekit.errors import DatasetError
@@ -61,3 +62,11 @@ def choose_trace(root: Path, ids: list[str], trace_id: str | None) -> str:
 
 def _first(ids: list[str]) -> str:
     return ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
+
+
+def remove_trace(root: Path, tid: str) -> None:
+    """Remove every partition of trace ``tid`` from the dataset at ``root``, ``meta`` (the commit
+    marker) first, so readers stop seeing the trace before its tables go."""
+    shutil.rmtree(root / META_TABLE / f"trace_id={tid}", ignore_errors=True)
+    for d in root.glob(f"*/trace_id={tid}"):
+        shutil.rmtree(d, ignore_errors=True)

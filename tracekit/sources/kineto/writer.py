@@ -27,6 +27,7 @@ import msgspec
 import pyarrow as pa
 
 from tracekit.errors import TraceFormatError, UsageError
+from tracekit.sources.kineto.reading.window import GZIP_ERRORS, gunzip_whole
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _LIST = msgspec.json.Decoder(list[msgspec.Raw])
@@ -45,8 +46,8 @@ def read_bytes(path: str | Path) -> bytes:
         raise UsageError(f"{p}: cannot read ({exc.strerror})") from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+            raw = gunzip_whole(raw)
+        except GZIP_ERRORS as exc:
             raise TraceFormatError(f"{p}: truncated or corrupt gzip ({exc})") from None
     return raw
 
