@@ -19,7 +19,6 @@ import adbc_driver_manager as adbc
 import adbc_driver_sqlite as adbc_sqlite
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit.errors import TraceFormatError
 
@@ -350,15 +349,17 @@ def _frame(batch: pa.RecordBatch, schema: dict[str, pl.DataType]) -> pl.DataFram
 
 
 def _typed_frame(batch: pa.RecordBatch, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """A batch of :func:`typed_query` as a frame of ``schema``."""
+    """A batch of :func:`typed_query` as a frame of ``schema`` (a text cell null where its flag
+    is 0)."""
     cols: list[pl.Series] = []
     for name, dtype in schema.items():
         column = batch.column(name)
         if dtype == pl.String():
-            valid = pc.equal(batch.column(f"_set_{name}"), 1)
-            cols.append(_text(name, pc.if_else(valid, column, pa.scalar(None, column.type))))
+            text = _text(name, column)
+            unset = pl.Series(batch.column(f"_set_{name}")) == 0
+            cols.append(text.scatter(unset.arg_true(), None) if unset.any() else text)
         else:
-            cols.append(pl.Series(name, column.cast(pa.int64()), dtype=pl.Int64()))
+            cols.append(pl.Series(name, column, dtype=pl.Int64()))
     return pl.DataFrame(cols)
 
 
