@@ -168,9 +168,9 @@ def test_user_file_never_modified(shared_traces: Path, tmp_path: Path) -> None:
 
 
 def test_invalid_utf8_after_the_first_chunks_keeps_every_row(tmp_path: Path) -> None:
-    # iter_frames decodes with sqlite3's strict C decoder; the bad cell (row 5 of 7, in the third
-    # 2-row chunk) makes it re-run the statement, skip the 4 rows already yielded and go on with
-    # the replacing decoder: 7 rows, in order, the bad one as "A\ufffdB".
+    # The bad cell (row 5 of 7) is in the third 2-row batch of the ADBC reader: that batch's text
+    # column is decoded with replacements, the others are taken as they come: 7 rows, in order,
+    # the bad one as "A\ufffdB".
     import sqlite3
 
     import polars as pl
@@ -184,30 +184,7 @@ def test_invalid_utf8_after_the_first_chunks_keeps_every_row(tmp_path: Path) -> 
         w.execute("UPDATE s SET value = CAST(X'41FF42' AS TEXT) WHERE id = 4")
     conn = connect(db)
     frames = list(iter_frames(conn, "SELECT id, value FROM s", {"id": pl.Int64(), "value": pl.String()}, chunk_rows=2))
-    out = pl.concat(frames)
-    assert out["id"].to_list() == list(range(7))
-    assert out["value"].to_list() == ["n0", "n1", "n2", "n3", "A\ufffdB", "n5", "n6"]
-
-
-def test_chunks_built_from_smaller_fetches_keep_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Chunks of 5 rows built from fetches of 2 rows (sql.FETCH_ROWS): 7 rows give chunks of 5 and
-    # 2, in order. The bad cell (row 5 of 7) is in the third fetch of the first chunk: the two
-    # frames already fetched for that chunk are dropped and the statement runs again from row 0
-    # (no chunk was yielded yet) with the replacing decoder, so no row is lost or doubled.
-    import polars as pl
-
-    from tracekit.sources.nsys import sql as sq
-
-    db = tmp_path / "t.sqlite"
-    with sqlite3.connect(db) as w:
-        w.execute("CREATE TABLE s (id INTEGER, value TEXT)")
-        w.executemany("INSERT INTO s VALUES (?, ?)", [(i, f"n{i}") for i in range(7)])
-        w.execute("UPDATE s SET value = CAST(X'41FF42' AS TEXT) WHERE id = 4")
-    monkeypatch.setattr(sq, "FETCH_ROWS", 2)
-    conn = sq.connect(db)
-    sch: dict[str, pl.DataType] = {"id": pl.Int64(), "value": pl.String()}
-    frames = list(sq.iter_frames(conn, "SELECT id, value FROM s", sch, chunk_rows=5))
-    assert [f.height for f in frames] == [5, 2]
+    assert [f.height for f in frames] == [2, 2, 2, 1]
     out = pl.concat(frames)
     assert out["id"].to_list() == list(range(7))
     assert out["value"].to_list() == ["n0", "n1", "n2", "n3", "A\ufffdB", "n5", "n6"]

@@ -162,11 +162,9 @@ def read_regions(
     cols = columns(conn, NVTX_TABLE)
     domains = _domains(conn, cols) if "domains" in used else pl.DataFrame()
     sql, sch = _range_query(cols, used, domains.height > 0)
-    params: list[int] = []
     if offsets is None:
-        sql += ' ORDER BY globalTid, "start", coalesce("end", ?) DESC'
-        params = [capture_end_ns]
-    frames = _frames(conn, sql, sch, params, strict=offsets is not None)
+        sql += f' ORDER BY globalTid, "start", coalesce("end", {int(capture_end_ns)}) DESC'
+    frames = _frames(conn, sql, sch, strict=offsets is not None)
     ranges = (_named_range(df, strings, domains, capture_end_ns) for df in frames)
     if offsets is None:
         chunks = _sorted_chunks(ranges)
@@ -242,14 +240,12 @@ def _named_range(df: pl.DataFrame, strings: pl.DataFrame, domains: pl.DataFrame,
     return df.drop("end_gtid", "domain_id", strict=False)
 
 
-def _frames(
-    conn: sqlite3.Connection, sql: str, sch: dict[str, pl.DataType], params: list[int], strict: bool
-) -> Iterator[pl.DataFrame]:
+def _frames(conn: sqlite3.Connection, sql: str, sch: dict[str, pl.DataType], strict: bool) -> Iterator[pl.DataFrame]:
     """:func:`iter_frames`; with ``strict`` a cell of another type (a float time, a text
     globalTid: SQLite orders those otherwise than their null or truncated value) raises
     NotInTimeOrder, and the sorted read, which keeps them as before, takes over."""
     try:
-        yield from iter_frames(conn, sql, sch, params, strict=strict, ahead_chunks=AHEAD_CHUNKS if strict else 1)
+        yield from iter_frames(conn, sql, sch, strict=strict, ahead_chunks=AHEAD_CHUNKS if strict else 1)
     except TypeError as exc:
         raise NotInTimeOrder(str(exc)) from None
 

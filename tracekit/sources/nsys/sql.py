@@ -6,28 +6,33 @@ Only this module and its siblings ``nsys*.py`` know raw nsys table and column na
 
 from __future__ import annotations
 
-import gc
 import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import adbc_driver_manager as adbc
+import adbc_driver_sqlite as adbc_sqlite
 import polars as pl
+import nanoarrow
 
 from tracekit.errors import TraceFormatError
 
 # Rows per chunk (frame) yielded by iter_frames.
 CHUNK_ROWS = 200_000
-# Rows per fetchmany, i.e. Python row tuples alive at once: a chunk is built from frames of this
-# many rows, each transposed while its tuples are still in the CPU caches and their memory reused
-# by the next batch (≈ 100 B a row; with 200,000-row fetches the tuples of a chunk were faulted in
-# anew each time, which cost more CPU).
-FETCH_ROWS = 20_000
+BATCH_ROWS_OPTION = "adbc.sqlite.query.batch_rows"
+# Every connection to an export (sqlite3's and the ADBC driver's): nothing written, no SQL
+# function run from the schema, big sorts (ORDER BY on millions of rows) spilled to temporary files.
+PRAGMAS = ("PRAGMA query_only = ON", "PRAGMA trusted_schema = OFF", "PRAGMA temp_store = FILE")
+# sqlite3's connection (aggregates over whole tables, the sorted NVTX read's fallback queries): a
+# 64 MiB page cache at most. The ADBC reader's: SQLite's default (2 MB); a scan gains nothing from
+# more, and a second 64 MiB cache was ≈ 60 MB more peak.
+CACHE = "PRAGMA cache_size = -65536"
+
 # How long to wait on a lock held by a writer before giving up (seconds).
 LOCK_TIMEOUT_S = 2.0
 
@@ -47,7 +52,7 @@ class LockedError(TraceFormatError):
     """The export is locked by another process that is writing it."""
 
 
-def connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
+def connect(path: Path, immutable: bool = False) -> ExportConnection:
     """Open ``path`` read-only through a ``file:`` URI; the file is never written.
 
     ``immutable=1`` (no locking, no journal check, no ``-shm``/``-wal`` files) is used for files on
@@ -59,19 +64,25 @@ def connect(path: Path, immutable: bool = False) -> sqlite3.Connection:
     budget (:func:`time_budget_s`), and text that is not UTF-8 is decoded with replacements.
     """
     uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
-    conn = sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT_S, check_same_thread=False)
-    conn.text_factory = _text
-    conn.execute("PRAGMA query_only = ON")
-    conn.execute("PRAGMA trusted_schema = OFF")
-    # Big sorts (ORDER BY on millions of rows) spill to temp files rather than RAM.
-    conn.execute("PRAGMA temp_store = FILE")
-    conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache at most
-    deadline = time.monotonic() + time_budget_s(path)
+    conn = sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT_S, check_same_thread=False, factory=ExportConnection)
+    conn.text_factory = _decode
+    for pragma in (*PRAGMAS, CACHE):
+        conn.execute(pragma)
+    conn.uri = uri
+    deadline = conn.deadline = time.monotonic() + time_budget_s(path)
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 100_000)
     return conn
 
 
-def _text(raw: bytes) -> str:
+class ExportConnection(sqlite3.Connection):
+    """A connection to an export that knows its URI (the ADBC reader opens the same file the
+    same way: :func:`arrow_batches`) and the deadline of its time budget."""
+
+    uri: str = ""
+    deadline: float = 0.0
+
+
+def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
@@ -152,80 +163,221 @@ def iter_frames(
     conn: sqlite3.Connection,
     sql: str,
     schema: dict[str, pl.DataType],
-    params: Sequence[Any] = (),
     chunk_rows: int | None = None,
     strict: bool = False,
     ahead_chunks: int = 1,
 ) -> Iterator[pl.DataFrame]:
     """Run ``sql`` and yield its rows as frames of at most ``chunk_rows`` rows (default
-    :data:`CHUNK_ROWS`, read at call time; fetched :data:`FETCH_ROWS` at a time); nothing when
-    there are no rows. A cell of another
-    type than its column's becomes null (a float is truncated), or with ``strict`` raises TypeError.
+    :data:`CHUNK_ROWS`, read at call time); nothing when there are no rows. ``schema`` names the
+    columns of ``sql`` in order (Int64 or String each). A cell of another type than its column's
+    becomes null (a real is truncated; beyond int64, null), or with ``strict`` raises TypeError.
 
-    Text cells are decoded by sqlite3's own (C) UTF-8 decoder — the connection's replacing
-    decoder (:func:`_text`) is a Python call per cell, slower on a big export. A cell that is not
-    UTF-8 stops that decoder; the statement is then run again and
-    continued with the replacing decoder from the row where it stopped (a read-only file gives
-    the same rows in the same order).
+    The rows come as Arrow batches from the ADBC SQLite driver (:func:`arrow_batches`), with no
+    Python object per row: SQLite types each cell (:func:`typed_query`), so the driver's type
+    inference from the first rows always sees the column's one type. Text that is not UTF-8 is
+    decoded with replacements (:func:`_utf8`).
 
-    The rows are fetched ``ahead_chunks`` chunks ahead in a second thread (:func:`ahead`): SQLite
-    and the row tuples keep one core busy while the caller's polars work and Parquet writes,
-    which release the GIL, run on another."""
-    return ahead(_frames(conn, sql, schema, params, chunk_rows or CHUNK_ROWS, strict), ahead_chunks)
+    The batches are read ``ahead_chunks`` chunks ahead in a second thread (:func:`ahead`): SQLite
+    keeps one core busy while the caller's polars work and Parquet writes, which release the GIL,
+    run on another."""
+    return ahead(_frames(conn, sql, schema, chunk_rows or CHUNK_ROWS, strict), ahead_chunks)
+
+
+def typed_query(sql: str, schema: dict[str, pl.DataType]) -> str:
+    """``sql`` (its columns named by ``schema``, in order) wrapped so that SQLite types every cell:
+    an Int64 column holds an integer or NULL (a real truncated when within int64, anything else
+    NULL), a String column text (a number as SQLite writes it; a blob null): its value, or ''
+    beside a ``_set_<name>`` flag of 0 (null)."""
+    out: list[str] = []
+    for name, dtype in schema.items():
+        c = f'"{name}"'
+        if dtype == pl.String():
+            text = f"typeof({c}) IN ('text', 'integer', 'real')"
+            out += [f"CASE WHEN {text} THEN CAST({c} AS BLOB) ELSE X'' END AS {c}", f'{text} AS "_set_{name}"']
+        else:
+            real = f"CASE WHEN {c} >= {-(2.0**63)!r} AND {c} < {2.0**63!r} THEN CAST({c} AS INTEGER) END"
+            out.append(f"CASE typeof({c}) WHEN 'integer' THEN {c} WHEN 'real' THEN {real} END AS {c}")
+    return _wrapped(sql, schema, out)
+
+
+def driver_query(sql: str, schema: dict[str, pl.DataType]) -> str:
+    """``sql`` as the driver reads it first: its own cells, but a String column's as bytes (polars
+    checks them as UTF-8 when it makes them text; it does not when it imports text) and a blob
+    there null (the driver would write one met after its first batch as its bytes)."""
+    if pl.String() not in schema.values():
+        return sql
+    out = [
+        f'CAST(CASE WHEN typeof("{n}") = \'blob\' THEN NULL ELSE "{n}" END AS BLOB) AS "{n}"'
+        if t == pl.String()
+        else f'"{n}"'
+        for n, t in schema.items()
+    ]
+    return _wrapped(sql, schema, out)
+
+
+def _wrapped(sql: str, schema: dict[str, pl.DataType], columns: list[str]) -> str:
+    names = ", ".join(f'"{n}"' for n in schema)
+    return f"WITH _rows({names}) AS ({sql}) SELECT {', '.join(columns)} FROM _rows"
+
+
+def arrow_batches(conn: sqlite3.Connection, sql: str, rows: int) -> Iterator[pl.DataFrame]:
+    """The rows of ``sql`` as frames, one per Arrow batch of ``rows`` rows of the ADBC SQLite driver on a
+    connection of its own to the file ``conn`` reads (same URI: read-only or immutable; the same
+    :data:`PRAGMAS`, but SQLite's default page cache: a scan gains nothing from a bigger one).
+    The driver cannot be interrupted: the export's deadline is checked between batches, and past
+    it an ``interrupted`` error is raised (:func:`describe_db_error`). Driver errors come out as
+    sqlite3.OperationalError. Its low-level API and nanoarrow's stream only, no pyarrow (≈ 0.2 s
+    and 40 MB to import; the DB-API module also imports pyarrow.dataset and pandas where installed).
+    Each batch becomes a polars frame through the Arrow PyCapsule interface."""
+    uri, deadline = (
+        (conn.uri, conn.deadline) if isinstance(conn, ExportConnection) else (_uri_of(conn), time.monotonic() + 60.0)
+    )
+    handles: list[Any] = []
+    try:
+        db = adbc_sqlite.connect(uri)
+        handles.append(db)
+        link = adbc.AdbcConnection(db)
+        handles.append(link)
+        stmt = adbc.AdbcStatement(link)
+        handles.append(stmt)
+        for pragma in PRAGMAS:
+            stmt.set_sql_query(pragma)
+            stmt.execute_update()
+        stmt.set_options(**{BATCH_ROWS_OPTION: str(rows)})
+        stmt.set_sql_query(sql)
+        stream, _ = stmt.execute_query()
+        for batch in nanoarrow.ArrayStream(stream):
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError("interrupted")
+            yield pl.DataFrame(batch)
+    except (OSError, RuntimeError, adbc.Error) as exc:  # nanoarrow's errors are RuntimeErrors
+        raise sqlite3.OperationalError(_adbc_message(exc)) from None
+    finally:
+        for handle in reversed(handles):
+            handle.close()
+
+
+def _uri_of(conn: sqlite3.Connection) -> str:
+    """A read-only URI of the main database of a connection not opened by :func:`connect`."""
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return Path(os.path.abspath(str(row[2]))).as_uri() + "?mode=ro"
+
+
+def _adbc_message(exc: BaseException) -> str:
+    """The driver's message, without the prefixes of nanoarrow ("ArrowArrayStream::get_next()
+    failed (5): ") and the driver ("[SQLite] ")."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return msg.partition("[SQLite] ")[2] or msg
+
+
+class _Retype(Exception):
+    """The driver typed a column otherwise than the schema (from the first rows), or met a cell of
+    another type later: the rest is read from :func:`typed_query`."""
 
 
 def _frames(
     conn: sqlite3.Connection,
     sql: str,
     schema: dict[str, pl.DataType],
-    params: Sequence[Any],
     chunk_rows: int,
     strict: bool,
 ) -> Iterator[pl.DataFrame]:
-    cur = conn.execute(sql, tuple(params))
-    names = list(schema)
-    done, fast = 0, True
-    while True:
-        try:
-            parts = _chunk(conn, cur, names, schema, chunk_rows, strict, fast)
-        except sqlite3.OperationalError as exc:
-            if not fast or "decode" not in str(exc).lower():
-                raise
-            fast = False
-            cur = conn.execute(sql, tuple(params))
-            _skip(cur, done)
-            continue
-        if not parts:
-            break
-        frame = parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
-        del parts
-        done += frame.height
-        yield frame
+    """The rows as the driver types them (:func:`driver_query`: each column of one SQLite type is
+    the usual case, and the fastest); from the first batch where a column is not, the rest of
+    the rows typed by SQLite (:func:`typed_query`), or with ``strict`` TypeError."""
+    done = 0
+    try:
+        for frame in _read(conn, driver_query(sql, schema), schema, chunk_rows, typed=False):
+            done += frame.height
+            yield frame
+        return
+    except _Retype:
+        if strict:
+            raise TypeError("a cell of another type than its column's") from None
+    query = f"{typed_query(sql, schema)} LIMIT -1 OFFSET {done}"
+    yield from _read(conn, query, schema, chunk_rows, typed=True)
 
 
-def _chunk(
+def _read(
     conn: sqlite3.Connection,
-    cur: sqlite3.Cursor,
-    names: list[str],
+    sql: str,
     schema: dict[str, pl.DataType],
-    n: int,
-    strict: bool,
-    fast: bool,
-) -> list[pl.DataFrame]:
-    """The next ``n`` rows of ``cur`` (fewer at its end; none when it is exhausted) as frames of
-    at most :data:`FETCH_ROWS` rows each, each built while its row tuples are still in the CPU
-    caches."""
+    chunk_rows: int,
+    typed: bool,
+) -> Iterator[pl.DataFrame]:
+    """Frames of ``chunk_rows`` rows (the last one fewer), made of the driver's batches; _Retype
+    when a batch of a query not :func:`typed_query` holds a column of another type than
+    ``schema``'s."""
     parts: list[pl.DataFrame] = []
-    with _gc_paused():
-        while n > 0:
-            rows = _fetch(conn, cur, min(n, FETCH_ROWS), fast)
-            if not rows:
-                break
-            n -= len(rows)
-            cols: Iterable[Any] = zip(*rows, strict=True)
-            parts.append(pl.DataFrame(dict(zip(names, cols, strict=True)), schema=schema, strict=strict))
-            del rows, cols
-    return parts
+    held = 0
+    try:
+        for batch in arrow_batches(conn, sql, chunk_rows):
+            if not batch.height:
+                continue
+            parts.append(_typed_frame(batch, schema) if typed else _frame(batch, schema))
+            held += batch.height
+            del batch
+            if held >= chunk_rows:
+                yield _joined(parts)
+                parts, held = [], 0
+    except sqlite3.OperationalError as exc:
+        if typed or "type mismatch" not in str(exc).lower():
+            raise
+        raise _Retype from None
+    if parts:
+        yield _joined(parts)
+
+
+def _joined(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
+
+
+def _frame(batch: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A batch of :func:`driver_query` (typed by the driver) as a frame of ``schema``; _Retype
+    when a column is not: an Int64 column int64, a String column bytes (or all null)."""
+    cols: list[pl.Series] = []
+    for column, (name, dtype) in zip(batch.get_columns(), schema.items(), strict=True):
+        if dtype == pl.String():
+            if column.dtype == pl.Binary():
+                cols.append(_text(name, column))
+            elif column.null_count() == column.len():
+                cols.append(pl.Series(name, [], dtype=pl.String()).extend_constant(None, column.len()))
+            else:
+                raise _Retype
+        elif column.dtype == pl.Int64():
+            cols.append(column.alias(name))
+        else:
+            raise _Retype
+    return pl.DataFrame(cols)
+
+
+def _typed_frame(batch: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A batch of :func:`typed_query` as a frame of ``schema`` (a text cell null where its flag
+    is 0)."""
+    cols: list[pl.Series] = []
+    for name, dtype in schema.items():
+        if dtype == pl.String():
+            text = _text(name, batch[name])
+            unset = batch[f"_set_{name}"] == 0
+            cols.append(text.scatter(unset.arg_true(), None) if unset.any() else text)
+        else:
+            cols.append(batch[name].cast(pl.Int64()))
+    return pl.DataFrame(cols)
+
+
+def _text(name: str, raw: pl.Series) -> pl.Series:
+    """Bytes as a String Series, decoded with replacements where they are not UTF-8."""
+    try:
+        return raw.cast(pl.String()).alias(name)
+    except pl.exceptions.ComputeError:
+        return _utf8(raw).alias(name)
+
+
+def _utf8(raw: pl.Series) -> pl.Series:
+    """Binary cells as text, each decoded with replacements: a cell per Python call, as sqlite3's
+    replacing decoder did, only for a column of a batch that holds text which is not UTF-8 (a
+    damaged export)."""
+    return pl.Series([None if b is None else _decode(b) for b in raw.to_list()], dtype=pl.String())
 
 
 T = TypeVar("T")
@@ -279,51 +431,14 @@ def ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
 _ITEM, _END, _ERROR = 0, 1, 2
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside the block. Building a chunk makes ~200,000 row tuples
-    (none of them in a cycle), and each 700 new objects would otherwise start a collection that
-    walks the young objects, tuples included: about a third of the fetch and transpose time. One
-    block holds the fetches and the transposes of a whole chunk (a collection between a fetch and
-    its transpose would walk every tuple just fetched)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def _fetch(conn: sqlite3.Connection, cur: sqlite3.Cursor, n: int, fast: bool) -> list[Any]:
-    """``cur.fetchmany(n)``, text decoded by sqlite3's strict C decoder when ``fast``."""
-    if not fast:
-        return cur.fetchmany(n)
-    conn.text_factory = str
-    try:
-        return cur.fetchmany(n)
-    finally:
-        conn.text_factory = _text
-
-
-def _skip(cur: sqlite3.Cursor, n: int) -> None:
-    """Read and drop the first ``n`` rows of ``cur`` (with the replacing decoder)."""
-    while n > 0:
-        got = len(cur.fetchmany(min(n, CHUNK_ROWS)))
-        if not got:
-            return
-        n -= got
-
-
 def read_frame(
     conn: sqlite3.Connection,
     sql: str,
     schema: dict[str, pl.DataType],
-    params: Sequence[Any] = (),
     chunk_rows: int | None = None,
 ) -> pl.DataFrame:
     """Run ``sql`` and collect its rows into one frame, ``chunk_rows`` Python tuples at a time."""
-    parts = list(iter_frames(conn, sql, schema, params, chunk_rows))
+    parts = list(iter_frames(conn, sql, schema, chunk_rows))
     if not parts:
         return pl.DataFrame(schema=schema)
     return pl.concat(parts, rechunk=True)
