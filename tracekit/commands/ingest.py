@@ -69,7 +69,8 @@ def _landed(bar: Bar, r: Ingested) -> None:
         bar.write(_line(r))
         if r.streamed:
             bar.write(
-                f"{r.path}: streamed with bounded memory; derived tables not stored (the first analysis computes them)"
+                f"{r.path}: streamed (read window by window; each table is finished whole, so memory follows "
+                "the largest table); derived tables not stored (the first analysis computes them)"
             )
     bar.update(1, detail=Path(r.path).name)
 
