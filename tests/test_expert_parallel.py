@@ -37,18 +37,25 @@ QWEN3_30B_A3B = {
 W1, W2 = [16, 2 * I_MOE, H], [16, H, I_MOE]
 
 
-def _trace(tmp_path: Path, local_experts: int = 16) -> Path:
+def _trace(tmp_path: Path, local_experts: int = 16, dispatch: bool = False) -> Path:
     """Two layers: attention (16 heads of 128, 2 KV heads), an all-reduce of [T, H], the MoE op
-    with its fused-experts child (which launches the expert kernel), an all-reduce."""
+    with its fused-experts child (which launches the expert kernel), an all-reduce. ``dispatch``:
+    no fused-experts op; the MoE op's tokens go out and back by all-to-all (DeepEP-style)."""
     ev: list[dict[str, Any]] = []
     t_cpu, t_gpu, c = 10, 100, 0
     w1, w2 = [local_experts, *W1[1:]], [local_experts, *W2[1:]]
+    experts: list[tuple[str, list[Any], str | None, int]] = [
+        ("vllm::inplace_fused_experts", [[T, H], w1, w2, [T, K], [T, K]], "fused_moe_kernel", 100)
+    ]
+    if dispatch:
+        a2a = ("c10d::alltoall_base_", [[T * K, H], [T * K, H]], "ncclDevKernel_SendRecv", 10)
+        experts = [a2a, ("aten::empty", [[T, H]], "fused_moe_kernel", 100), a2a]
     for _ in range(2):
         layer: list[tuple[str, list[Any], str | None, int]] = [
             ("vllm::unified_attention_with_output", [[T, 16, 128], [T, 2, 128], [T, 2, 128], [T, 16, 128]], "attn", 30),
             ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
             ("vllm::moe_forward", [[T, H], [T, E]], None, 0),
-            ("vllm::inplace_fused_experts", [[T, H], w1, w2, [T, K], [T, K]], "fused_moe_kernel", 100),
+            *experts,
             ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
         ]
         for name, dims, kname, us in layer:
@@ -153,3 +160,17 @@ def test_tp_only_rank_keeps_its_prices(tmp_path: Path) -> None:
     per_call = expected_experts(T, K, E) * 3 * H * 384 * 2 + 2 * (T * H + T * K * 384) * 2
     assert per_call == pytest.approx(603_979_776 + 5_242_880, rel=1e-6)
     assert moe["bytes"] == pytest.approx(2 * per_call, rel=1e-6)
+
+
+def test_ep_from_all_to_all_dispatch(tmp_path: Path) -> None:
+    """No fused-experts op (a DeepEP-style path): all-to-all collectives beside the MoE ops in a
+    world of 8 ranks say EP 8 (EP 8 over the attention's TP 2: DP 4); the prices are those of the
+    weights' evidence above: 9,663,676,416 FLOPs and 156,237,824 B per MoE call."""
+    res = analyze(tracekit.load(str(_trace(tmp_path, dispatch=True)), model=_config(tmp_path)))
+    note = next(w for w in res.warnings if w.startswith("parallel layout:"))
+    assert (
+        "EP 8, DP 4 (c10d::alltoall_base_ beside the MoE ops (the experts' token dispatch) in a world of 8 ranks"
+    ) in note
+    moe = {r["name"]: r for r in res.to_json()["totals"]["top_shapes"]}["vllm::moe_forward"]
+    assert moe["flops"] == pytest.approx(2 * 9_663_676_416)
+    assert moe["bytes"] == pytest.approx(2 * 156_237_824, rel=1e-6)

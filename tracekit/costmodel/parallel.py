@@ -38,6 +38,7 @@ _MOE: Final = ("vllm::moe_forward", "vllm::moe_forward_shared")
 # ``{in,out}place_fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, …)``)
 _EXPERTS: Final = [f"{e}::{w}place_fused_experts" for e in ("vllm", "sglang") for w in ("in", "out")]
 _ALL_REDUCE: Final = r"(?i)all_?reduce"
+_ALL_TO_ALL: Final = r"(?i)all_?to_?all"
 # a MoE op's hidden input may be padded for its kernels (gpt-oss: 2880 → 3072, +6.7 %)
 _PAD: Final = 1.25
 
@@ -57,6 +58,14 @@ def _shapes(ops: pl.DataFrame, names: list[str] | str) -> list[tuple[str, list[A
         if isinstance(d, list):
             out.append((str(name), d))
     return out
+
+
+def _names(ops: pl.DataFrame, pattern: str) -> list[str]:
+    """The distinct op names matching ``pattern`` (a regex), in order of first call."""
+    if "name" not in ops.columns:
+        return []
+    hit = ops.lazy().select("name").filter(pl.col("name").str.contains(pattern)).unique(maintain_order=True)
+    return [str(n) for n in hit.head(8).collect()["name"].to_list()]
 
 
 def _heads(name: str, dims: list[Any], d_cfg: int | None) -> tuple[int, int | None, int] | None:
@@ -134,16 +143,22 @@ def parallel_layout(ops: pl.DataFrame, cfg: Mapping[str, Any], world_size: int |
                 f"activations (hidden_size {hidden})"
             )
     pp = int((cfg.get("parallel_given") or {}).get("pp") or 1)
-    return {"tp": tp, "evidence": evidence, "pp": pp, **_experts(ops, cfg, tp, refuse)}
+    return {"tp": tp, "evidence": evidence, "pp": pp, **_experts(ops, cfg, tp, refuse, world_size, pp)}
 
 
 def _experts(
-    ops: pl.DataFrame, cfg: Mapping[str, Any], tp: int, refuse: Callable[[str, str], UsageError]
+    ops: pl.DataFrame,
+    cfg: Mapping[str, Any],
+    tp: int,
+    refuse: Callable[[str, str], UsageError],
+    world_size: int | None = None,
+    pp: int = 1,
 ) -> dict[str, Any]:
     """``ep``, ``dp`` and the MoE layer's TP (``moe_tp`` = TP·DP/EP) with the evidence that set
     them: ``--parallel ep=…,dp=…`` (checked against the trace), else the experts the fused-experts
-    ops' weights hold (E / E_local); DP is EP/TP when EP spans more ranks than TP (vLLM's EP group
-    is TP × DP), else 1."""
+    ops' weights hold (E / E_local), else all-to-all collectives beside the MoE ops (the experts'
+    token dispatch) in a world of W ranks: EP = W / PP; DP is EP/TP when EP spans more ranks than
+    TP (vLLM's EP group is TP × DP), else 1."""
     given = cfg.get("parallel_given") or {}
     e = cfg["num_experts"] if isinstance(cfg.get("num_experts"), int) else 0
     ep, words = int(given.get("ep") or 1), f"given: --parallel ep={given['ep']}" if given.get("ep") else ""
@@ -158,6 +173,11 @@ def _experts(
         if not given.get("ep"):
             ep, words = e // w1[0], f"{name} weights hold {w1[0]} of the config's {e} experts (w1 {w1})"
         break
+    else:
+        a2a = _names(ops, _ALL_TO_ALL) if e > 0 and not given.get("ep") and _names(ops, "|".join(_MOE)) else []
+        if a2a and world_size and world_size > pp and world_size % pp == 0:
+            ep = world_size // pp
+            words = f"{a2a[0]} beside the MoE ops (the experts' token dispatch) in a world of {world_size} ranks"
     dp = int(given.get("dp") or (ep // tp if ep > tp and ep % tp == 0 else 1))
     if given.get("dp"):
         words += f"; given: --parallel dp={dp}"
