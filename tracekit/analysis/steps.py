@@ -57,13 +57,13 @@ from tracekit.analysis.verdict import Thresholds, classify
 from tracekit.labels.infer import TAIL_REASON, previous_iteration_tail, tail_summary
 from tracekit.sources.protocol import Capabilities
 from tracekit.tables import schema
+from tracekit.tables.dictstr import cut_long
 
 if TYPE_CHECKING:
     from tracekit.hardware.peaks import Hardware
 
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
-NAME_CHARS = 4096  # region names in the result (tracekit/analysis/idle/causes.py OWNER_CHARS too)
 
 
 @step("no_cpu", "warnings")
@@ -523,16 +523,14 @@ def result(
     communication: pl.DataFrame,
     memory_summary: dict[str, Any],
 ) -> AnalysisResult:
-    """The :class:`AnalysisResult` of every field above. A region name past :data:`NAME_CHARS`
-    characters is cut there, with how long it was (a range named by a 2 MB string would otherwise
-    be copied into every output row that names it)."""
-    long = pl.col("name").str.len_chars() > NAME_CHARS
-    cut = pl.col("name").str.slice(0, NAME_CHARS) + pl.format("… [{} characters]", pl.col("name").str.len_chars())
+    """The :class:`AnalysisResult` of every field above. A region name past 4,096 characters is cut
+    there, with how long it was (tables/dictstr.py ``cut_long``: a range named by a 2 MB string
+    would otherwise be copied into every output row that names it)."""
     out = AnalysisResult(
         trace=trace_info,
         device=device_block(hardware, device_name, cpu_only),
         diagnostic=CPU_DIAGNOSTIC if cpu_only else None,
-        regions=region_rows.with_columns(pl.when(long).then(cut).otherwise(pl.col("name")).alias("name")),
+        regions=region_rows.with_columns(cut_long(pl.col("name")).alias("name")),
         phases=phase_rows,
         unattributed=unattributed,
         top_kernels=top_kernels,

@@ -34,13 +34,14 @@ host intervals that overlap an idle stretch, no loop over events (tracekit/analy
 
 from __future__ import annotations
 
-from typing import Final, TypeVar
+from typing import TypeVar
 
 import polars as pl
 
 from tracekit.analysis.idle.intervals import disjoint, split, union
 from tracekit.analysis.idle.host_segments import op_labels, op_segments
 from tracekit.tables.cases import first
+from tracekit.tables.dictstr import cut_long
 from tracekit.tables.gather import take
 
 # Runtime/driver calls that block the host until the device (or a copy) is done.
@@ -128,9 +129,6 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-OWNER_CHARS: Final = 4096
-
-
 def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFrame:
     """Every device activity as the work a window may see running: ``device, s, e, owner`` made
     disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
@@ -145,8 +143,7 @@ def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFram
         pl.col("end_ns").alias("e"),
         "unattributed_reason",
     )
-    # a name past OWNER_CHARS is cut (a range named by a 2 MB string, repeated, would be copied per row)
-    named = pl.col("name").cast(pl.String()).str.slice(0, OWNER_CHARS)
+    named = cut_long(pl.col("name").cast(pl.String()))  # a repeated 2 MB name is not copied per row
     if regions is not None and "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
         # a repeated name only, and not one that says its step ("tk:decode step=3")
         bare = pl.col("step").is_not_null() & (pl.len().over("name") > 1) & ~named.str.contains("(?i)step")
