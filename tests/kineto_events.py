@@ -69,3 +69,28 @@ def serve_trace(
 def event(cat: str, name: str, ts: float, dur: float, tid: int = 1, pid: int = 1, **args: Any) -> dict[str, Any]:
     """One complete ("X") event; ``args`` as given (keys with spaces through ``**{...}``)."""
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def op_layers(
+    layer: list[tuple[str, list[Any], str | None, int]], repeat: int, dtype: str = "c10::BFloat16"
+) -> tuple[list[dict[str, Any]], int]:
+    """``repeat`` copies of ``layer`` — (op, Input Dims, kernel or None, kernel µs) — one after the
+    other: each op a 4 µs ``cpu_op`` (inputs typed ``dtype``) with its ``cudaLaunchKernel`` and the
+    kernel on device 0, stream 7, back to back from 100 µs; an op without a kernel is 10 µs long and
+    encloses the ops after it that start within it (a MoE op around its experts). Returns the
+    events and the last kernel's end (µs)."""
+    ev: list[dict[str, Any]] = []
+    t_cpu, t_gpu, c = 10, 100, 0
+    for _ in range(repeat):
+        for name, dims, kname, us in layer:
+            c += 1
+            args = {"External id": c, "Input Dims": dims, "Input type": [dtype] * len(dims)}
+            if kname is None:
+                ev.append(event("cpu_op", name, t_cpu, 10, **args))
+                t_cpu += 2
+                continue
+            ev.append(event("cpu_op", name, t_cpu, 4, **args))
+            ev.append(event("cuda_runtime", "cudaLaunchKernel", t_cpu + 1, 2, correlation=c, **{"External id": c}))
+            ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=c))
+            t_cpu, t_gpu = t_cpu + 10, t_gpu + us
+    return ev, t_gpu

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cli_run import tk
-from kineto_events import H100, event
+from kineto_events import H100, event, op_layers
 
 import tracekit
 from tracekit.analysis import analyze
@@ -41,8 +41,6 @@ def _trace(tmp_path: Path, local_experts: int = 16, dispatch: bool = False) -> P
     """Two layers: attention (16 heads of 128, 2 KV heads), an all-reduce of [T, H], the MoE op
     with its fused-experts child (which launches the expert kernel), an all-reduce. ``dispatch``:
     no fused-experts op; the MoE op's tokens go out and back by all-to-all (DeepEP-style)."""
-    ev: list[dict[str, Any]] = []
-    t_cpu, t_gpu, c = 10, 100, 0
     w1, w2 = [local_experts, *W1[1:]], [local_experts, *W2[1:]]
     experts: list[tuple[str, list[Any], str | None, int]] = [
         ("vllm::inplace_fused_experts", [[T, H], w1, w2, [T, K], [T, K]], "fused_moe_kernel", 100)
@@ -50,25 +48,14 @@ def _trace(tmp_path: Path, local_experts: int = 16, dispatch: bool = False) -> P
     if dispatch:
         a2a = ("c10d::alltoall_base_", [[T * K, H], [T * K, H]], "ncclDevKernel_SendRecv", 10)
         experts = [a2a, ("aten::empty", [[T, H]], "fused_moe_kernel", 100), a2a]
-    for _ in range(2):
-        layer: list[tuple[str, list[Any], str | None, int]] = [
-            ("vllm::unified_attention_with_output", [[T, 16, 128], [T, 2, 128], [T, 2, 128], [T, 16, 128]], "attn", 30),
-            ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
-            ("vllm::moe_forward", [[T, H], [T, E]], None, 0),
-            *experts,
-            ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
-        ]
-        for name, dims, kname, us in layer:
-            c += 1
-            args = {"External id": c, "Input Dims": dims, "Input type": [BF16] * len(dims)}
-            if kname is None:  # the MoE op encloses its child: 10 µs of CPU around the child's 4
-                ev.append(event("cpu_op", name, t_cpu, 10, **args))
-                t_cpu += 2
-                continue
-            ev.append(event("cpu_op", name, t_cpu, 4, **args))
-            ev.append(event("cuda_runtime", "cudaLaunchKernel", t_cpu + 1, 2, correlation=c, **{"External id": c}))
-            ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=c))
-            t_cpu, t_gpu = t_cpu + 10, t_gpu + us
+    layer: list[tuple[str, list[Any], str | None, int]] = [
+        ("vllm::unified_attention_with_output", [[T, 16, 128], [T, 2, 128], [T, 2, 128], [T, 16, 128]], "attn", 30),
+        ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
+        ("vllm::moe_forward", [[T, H], [T, E]], None, 0),
+        *experts,
+        ("vllm::all_reduce", [[T, H]], "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20),
+    ]
+    ev, t_gpu = op_layers(layer, 2)
     step = event("user_annotation", f"execute_context_1({T}_{T * T})_generation_0(0)", 0, t_gpu + 10)
     doc = {
         "schemaVersion": 1,
@@ -128,6 +115,12 @@ def test_parallel_ep_given_is_checked_against_the_weights(tmp_path: Path) -> Non
     assert "EP 8, DP 4 (given: --parallel ep=8; given: --parallel dp=4)" in note
     moe = {r["name"]: r for r in res.to_json()["totals"]["top_shapes"]}["vllm::moe_forward"]
     assert moe["flops"] == pytest.approx(2 * 9_663_676_416)
+    # more ranks than experts: refused before anything is priced
+    r = tk("analyze", trace, "--model", cfg, "--parallel", "ep=256")
+    assert (
+        r.code == 2
+        and "num_experts does not fit this trace: 128 experts cannot be spread over --parallel ep=256" in r.err
+    )
     # ep=4 would put 32 experts on the rank; its weights hold 16: refused, naming the field
     r = tk("analyze", trace, "--model", cfg, "--parallel", "ep=4")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1

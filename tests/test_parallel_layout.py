@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cli_run import tk
-from kineto_events import event
+from kineto_events import event, op_layers
 
 import tracekit
 from tracekit.analysis import analyze
@@ -36,7 +36,7 @@ GPT_OSS_120B = {
 }
 B200 = [{"id": 0, "name": "NVIDIA B200", "totalGlobalMem": 193273528320, "computeMajor": 10, "numSms": 148}]
 # (op, Input Dims, kernel, µs): one layer of the rank, twice
-LAYER: list[tuple[str, list[Any], str, int]] = [
+LAYER: list[tuple[str, list[Any], str | None, int]] = [
     (
         "vllm::unified_attention_with_output",
         [[T, 8, 64], [T, 1, 64], [T, 1, 64], [T, 8, 64]],
@@ -50,16 +50,7 @@ LAYER: list[tuple[str, list[Any], str, int]] = [
 
 
 def _trace(tmp_path: Path) -> Path:
-    ev: list[dict[str, Any]] = []
-    t_cpu, t_gpu, c = 10, 100, 0
-    for _ in range(2):
-        for name, dims, kname, us in LAYER:
-            c += 1
-            types = [BF16] * len(dims)
-            ev.append(event("cpu_op", name, t_cpu, 4, **{"External id": c, "Input Dims": dims, "Input type": types}))
-            ev.append(event("cuda_runtime", "cudaLaunchKernel", t_cpu + 1, 2, correlation=c, **{"External id": c}))
-            ev.append(event("kernel", kname, t_gpu, us, pid=0, tid=7, device=0, stream=7, correlation=c))
-            t_cpu, t_gpu = t_cpu + 5, t_gpu + us
+    ev, t_gpu = op_layers(LAYER, 2, BF16)
     step = event("user_annotation", "execute_context_1(888_788544)_generation_0(0)", 0, t_gpu + 10)
     doc = {
         "schemaVersion": 1,

@@ -162,6 +162,8 @@ def _experts(
     given = cfg.get("parallel_given") or {}
     e = cfg["num_experts"] if isinstance(cfg.get("num_experts"), int) else 0
     ep, words = int(given.get("ep") or 1), f"given: --parallel ep={given['ep']}" if given.get("ep") else ""
+    if e and ep > e:
+        raise refuse("num_experts", f"{e} experts cannot be spread over --parallel ep={ep} ranks")
     for name, dims in _shapes(ops, _EXPERTS) if e > 0 else []:
         w1 = dims[1] if len(dims) > 1 and isinstance(dims[1], list) and len(dims[1]) == 3 else None
         if w1 is None or not isinstance(w1[0], int) or w1[0] <= 0:
@@ -174,8 +176,9 @@ def _experts(
             ep, words = e // w1[0], f"{name} weights hold {w1[0]} of the config's {e} experts (w1 {w1})"
         break
     else:
-        a2a = _names(ops, _ALL_TO_ALL) if e > 0 and not given.get("ep") and _names(ops, "|".join(_MOE)) else []
-        if a2a and world_size and world_size > pp and world_size % pp == 0:
+        moe = "name" in ops.columns and bool(ops["name"].is_in(list(_MOE)).any())
+        a2a = _names(ops, _ALL_TO_ALL) if moe and e > 0 and not given.get("ep") else []
+        if a2a and world_size and world_size > pp and world_size % pp == 0 and world_size // pp <= e:
             ep = world_size // pp
             words = f"{a2a[0]} beside the MoE ops (the experts' token dispatch) in a world of {world_size} ranks"
     dp = int(given.get("dp") or (ep // tp if ep > tp and ep % tp == 0 else 1))
@@ -226,5 +229,6 @@ def layout_note(layout: Mapping[str, Any], cfg: Mapping[str, Any]) -> str:
         else ""
     )
     sized = f"; the config's moe_intermediate_size {i} is {-(-i // moe_tp)} on this rank" if moe_tp > 1 and i else ""
-    whole = f"; {cfg.get('num_experts')} experts over EP {ep}, each whole" if ep > 1 and moe_tp == 1 and i else ""
+    e = cfg.get("num_experts")
+    whole = f"; {e} experts over EP {ep}, each whole" if ep > 1 and moe_tp == 1 and i and e else ""
     return f"parallel layout: TP {tp} ({layout.get('evidence')}){par}{sized}{whole}"
