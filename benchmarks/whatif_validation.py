@@ -47,34 +47,47 @@ def analysis(trace: Path) -> dict[str, Any]:
     return doc
 
 
-def decode_ms(doc: dict[str, Any]) -> dict[int, tuple[float, int]]:
-    """Pure decode steps of the run by batch D: (mean step ms, steps), from ``serving.composition``."""
-    acc: dict[int, list[float]] = {}
+def composition_ms(doc: dict[str, Any]) -> dict[tuple[Any, ...], tuple[float, int]]:
+    """Steps of the run by composition (``serving.composition``: phase, decode sequences, prefill-token
+    bucket; the context buckets pooled): (mean step ms, steps)."""
+    acc: dict[tuple[Any, ...], list[float]] = {}
     for r in doc["totals"]["serving"]["composition"]:
-        if r["phase"] == "decode" and r["steps"]:
-            a = acc.setdefault(int(r["decode_seqs"]), [0.0, 0])
+        if r["steps"]:
+            pf = () if r["phase"] == "decode" else (r["prefill_lo"], r["prefill_hi"])  # a decode step has none
+            a = acc.setdefault((r["phase"], r["decode_seqs"], *pf), [0.0, 0])
             a[0] += r["mean_ms"] * r["steps"]
             a[1] += r["steps"]
-    return {d: (t / n, int(n)) for d, (t, n) in acc.items()}
+    return {k: (t / n, int(n)) for k, (t, n) in acc.items()}
+
+
+def speed(a: dict[tuple[Any, ...], tuple[float, int]], b: dict[tuple[Any, ...], tuple[float, int]]) -> float | None:
+    """The median of b / a over the compositions both ran at least 3 times, weighted by steps."""
+    pairs = sorted(
+        (b[k][0] / a[k][0], min(a[k][1], b[k][1])) for k in a.keys() & b.keys() if min(a[k][1], b[k][1]) >= 3
+    )
+    half, acc = sum(w for _, w in pairs) / 2, 0
+    for r, w in pairs:
+        acc += w
+        if acc >= half:
+            return r
+    return None
 
 
 def host_speed(fit: dict[str, Any], meas: dict[str, Any]) -> tuple[float, str] | None:
-    """The measured run's step time over the fit run's on the same work: pure decode steps of the
-    same batch (at least 3 in each run), the median ratio weighted by steps — the host's speed
-    between the two runs (< 1: the measured run's host was faster), with its evidence."""
-    a, b = decode_ms(fit), decode_ms(meas)
-    pairs = sorted(
-        (b[d][0] / a[d][0], min(a[d][1], b[d][1]), d) for d in a.keys() & b.keys() if min(a[d][1], b[d][1]) >= 3
-    )
-    if not pairs:
+    """The measured run's step time over the fit run's on the same work: steps of the same
+    composition (:func:`composition_ms`, at least 3 in each run), the median ratio weighted by
+    steps — the host's speed between the two runs (< 1: the measured run's host was faster) — with
+    the pure-decode (bandwidth-heavy) and prefill-carrying (compute-heavy) ratios apart, which can
+    differ (a host whose clock is lower slows the GEMMs of a 128-token step more than the weight
+    reads of a decode step)."""
+    a, b = composition_ms(fit), composition_ms(meas)
+    r = speed(a, b)
+    if r is None:
         return None
-    half, acc = sum(w for _, w, _ in pairs) / 2, 0
-    for r, w, _ in pairs:
-        acc += w
-        if acc >= half:
-            break
-    top = max(pairs, key=lambda x: x[1])
-    return r, f"D={top[2]}: {b[top[2]][0]:.1f} vs {a[top[2]][0]:.1f} ms over {top[1]}+ steps"
+    dec = speed({k: v for k, v in a.items() if k[0] == "decode"}, b)
+    pre = speed({k: v for k, v in a.items() if k[0] != "decode"}, b)
+    part = ", ".join(f"{n} {x:.2f}" for n, x in (("decode steps", dec), ("prefill-carrying steps", pre)) if x)
+    return r, part
 
 
 def measured(trace: Path) -> tuple[dict[str, Any], str | None]:
@@ -169,14 +182,14 @@ def main() -> int:
         ]
         if inside:
             print(f"{lab} p50: measured inside the predicted 10–90 % interval in {sum(inside)} of {len(inside)} pairs")
-    # The host's speed between the runs, from the steps both ran (the same batch of pure decode):
+    # The host's speed between the runs, from the steps both ran (the same composition):
     # the prediction carries the fit run's host; scaled to the measured run's, what is left is the
     # model's own error (docs/whatif.md, "Validation").
     for fname, p in preds:
         for mname, m in meas:
             sp = host_speed(fit_docs[fname], meas_docs[mname])
             if sp is None:
-                print(f"{fname} → {mname}: no pure-decode batch both ran ≥ 3 times: host speed unknown")
+                print(f"{fname} → {mname}: no step composition both ran ≥ 3 times: host speed unknown")
                 continue
             r, why = sp
             errs = ", ".join(f"{lab} {(p[k]['p50'] * r - m[k]['p50']) / m[k]['p50'] * 100:+.1f} %" for k, lab in KEYS)
