@@ -31,18 +31,14 @@ from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store
     CANONICAL,
     COST_COLUMNS,
     COSTS,
-    DERIVED_FORMAT,
     DERIVED_TABLES,
     KEY,
     LABELS,
     LINKS,
     NOT_NULL,
-    SOURCE_FILES,
-    SOURCE_PACKAGES,
     STORED,
     derived_key,
     key_frame,
-    source_files,
 )
 from tracekit.conventions import GRAPH_LAUNCH_RE
 from tracekit.analysis.idle.causes import BLOCKING, EVENT_WAIT
@@ -168,11 +164,9 @@ def ensure_derived(trace: Trace) -> bool:
     never raises for I/O. (``tracekit analyze`` without ``--phase-map`` stores them before reading
     the trace instead: :func:`load_for_analysis`.)"""
     root = trace.meta.get("dataset_path")
-    if trace.read_in_part:  # never a source of tables
+    # a trace read in part is never a source of tables; current ones: nothing to do
+    if trace.read_in_part or not root or not trace.trace_id or _current_key(trace) is not None:
         return False
-    if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
-        return False
-
     try:
         with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
             _store(Path(root), trace.trace_id, trace)
