@@ -176,7 +176,7 @@ def idle(
     free = launch_free(activities, launches)
     if free.height:
         linked = linked.join(free, on="act_id", how="left", maintain_order="left")
-    reg, cul = region_idle(region_rows, linked, launches, ops, host, other)
+    reg, cul = region_idle(region_rows, linked, ops, host, other)
     return reg, cul, linked
 
 

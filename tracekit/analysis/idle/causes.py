@@ -39,7 +39,7 @@ from typing import TypeVar
 import polars as pl
 
 from tracekit.analysis.idle.intervals import disjoint, split, union
-from tracekit.analysis.idle.host_segments import op_labels, op_segments
+from tracekit.analysis.idle.host_segments import op_labels
 from tracekit.tables.cases import first
 from tracekit.tables.dictstr import cut_long
 from tracekit.tables.gather import take
@@ -184,19 +184,11 @@ def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
     return out.filter(pl.col("e") > pl.col("s"))
 
 
-def host_layers(
-    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
-    blocking, thr = host_threads(launches, ops, threads)
-    return blocking, op_segments(ops, thr, names=False)  # op ids: the names of the stretches that matter come later
-
-
 def host_threads(
     launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(blocking calls on ``threads``, the distinct threads ``pid, tid``): :func:`host_layers`
-    before the op stretches, for a caller that builds those per time range."""
+    """(blocking calls on ``threads``, the distinct threads ``pid, tid``), computed once per
+    analysis; the caller builds the innermost-op stretches of those threads per time range."""
     thr = threads.drop_nulls().unique()
     return blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), thr
 
@@ -216,9 +208,8 @@ def ops_overlapping(ops: pl.DataFrame | None, lo: int | None, hi: int | None) ->
 def idle_causes(
     win: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
     other: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
@@ -226,6 +217,7 @@ def idle_causes(
     ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
     first_launch_ns, last_ns, and ``device`` (the region's device) when ``other`` is given.
     ``linked``: region_id, start_ns, end_ns, launch_start_ns and launch_end_ns (optional).
+    ``host``: the blocking calls and the innermost-op stretches (op ids) of the windows' threads.
     ``other``: :func:`device_work`; its pieces come first, with cause ``queued`` or ``other_work``
     and ``op`` = the owner of the work that ran (:data:`OTHER`: not idle).
     ``inst`` numbers the instance a piece belongs to (one blocking call, one op, one activity).
@@ -242,7 +234,7 @@ def idle_causes(
         in_w, p = split(p, other, ["device"], ["owner"])
         in_q, in_w = split(in_w.rename({"_lj": "_act"}), waits, ["region_id"], [])
         busy = [_tag_other(in_q, "queued", 4 << 40), _tag_other(in_w, "other_work", 4 << 40)]
-    blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
+    blocking, segs = host
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
     in_l, p = split(p, _launch_waits(linked, free=True), ["region_id"], [])
     in_d, p = split(p, waits, ["region_id"], [])

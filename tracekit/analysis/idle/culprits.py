@@ -31,16 +31,15 @@ CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_n
 def region_idle(
     reg: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-    other: pl.DataFrame | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
+    other: pl.DataFrame | None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
     to the region rows, and the other work in their windows: ``other_busy_ns``, ``queued_ns`` and
     ``other_top`` (the largest owner in words); return them with the per-region culprits: the idle
     ones ranked, then the other work's (cause :data:`BUSY_OTHER`, ``op`` = owner) ranked apart.
-    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads).
+    ``host``: (blocking calls, threads) from :func:`analysis_host`.
     ``other``: :func:`tracekit.analysis.idle.causes.device_work`, or None (no other work seen).
     A region's device is the one that ran most of its linked activities (then the smallest)."""
     # each region's main launching thread: most launches, then the smallest (pid, tid)
@@ -82,7 +81,7 @@ def region_idle(
         )
         .collect(engine="in-memory")
     )
-    tot, cul = _causes_by_block(win, linked, launches, ops, host, other=other)
+    tot, cul = _causes_by_block(win, linked, ops, host, other)
     cul = split_culprits(cul, "region_id")
     top = cul.lazy().with_columns(*_owners("region_id")).filter(pl.col("rank") == 1)
     idle_top = top.filter(pl.col("cause") != BUSY_OTHER).select("region_id", _text().alias("idle_top"))
@@ -151,29 +150,26 @@ def other_text() -> pl.Expr:
 def _causes_by_block(
     win: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None,
-    block: int | None = None,
-    other: pl.DataFrame | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
+    other: pl.DataFrame | None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(cause totals, culprits) of the windows ``win``, computed for blocks of regions of about
-    ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
+    :data:`IDLE_BLOCK` linked activities each, in window-start order, so the idle
     pieces and their splits are held for one block at a time (the 860 MB replica: 567 k linked
     activities, 613 k idle pieces, ~260 MB of transients at once). Each block's op stretches are
     built from the ops that overlap its windows' time range (:func:`ops_overlapping`), so the
     2.1 M stretches of the replica (~85 MB) are never held at once. Everything is per region, so the blocks' totals
     and culprits concatenated (culprits sorted again in their own order) are the whole answer."""
-    block = block or IDLE_BLOCK
-    blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
-    if linked.height <= block:
-        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)), other)
+    blocking, threads = host
+    if linked.height <= IDLE_BLOCK:
+        pieces = idle_causes(win, linked, ops, (blocking, op_segments(ops, threads, names=False)), other)
         return totals_and_culprits(pieces)
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
     )
     weight = weight.sort("start_ns", "region_id").with_columns(
-        ((pl.col("len").fill_null(0).cast(pl.Int64()) + 1).cum_sum() // block).alias("_b")
+        ((pl.col("len").fill_null(0).cast(pl.Int64()) + 1).cum_sum() // IDLE_BLOCK).alias("_b")
     )
     tots, culs = [], []
     for (b,), rows in weight.group_by("_b", maintain_order=True):
@@ -183,7 +179,6 @@ def _causes_by_block(
         pieces = idle_causes(
             win.filter(pl.col("region_id").is_in(ids)),
             linked.filter(pl.col("region_id").is_in(ids)),
-            launches,
             ops,
             (blocking, segs),
             other,
@@ -306,21 +301,18 @@ def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -
         )
         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
     )
-    stats = [
-        pl.len().cast(pl.Int64()).alias("launch_delay_count"),
-        pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
-        pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
-        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
-    ]
+    stats = [pl.len().cast(pl.Int64()).alias("launch_delay_count")]
+    waits = [("_d", "launch_delay")]
     if split and acts is not None:
         d = d.hstack(launch_waits(d.select("launch_end_ns", "free_ns", "start_ns", "device"), acts).get_columns())
-        for c, name in (("_lat", "launch_latency"), ("_que", "launch_queued")):
-            x = pl.col(c).drop_nulls()
-            stats += [
-                x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
-                x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
-                x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
-            ]
+        waits += [("_lat", "launch_latency"), ("_que", "launch_queued")]
+    for c, name in waits:
+        x = pl.col(c).drop_nulls()  # (a launch delay is never null)
+        stats += [
+            x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
+            x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
+            x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
+        ]
     return d.group_by("phase").agg(*stats)
 
 
