@@ -94,7 +94,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     if not model or acts.height == 0 or not need <= set(acts.columns) or "tokens" not in labels.columns:
         return acts
     graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
-    replay = acts.select(
+    replay = acts.filter(graph.fill_null(False)).select(
         "act_id",
         "region_id",
         "name",
@@ -102,9 +102,8 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         "dur_ns",
         "op_id",
         "cost_op_id",
-        graph.fill_null(False).alias("_g"),
         "launch_name",
-    ).filter(pl.col("_g"))
+    )
     if replay.height == 0:
         return acts
     step = step_of(labels, replay["region_id"].drop_nulls().unique())
@@ -270,8 +269,6 @@ def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = Fal
     if graph.len() == 0:
         return None
     g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
-    if g.height == 0:
-        return None
     ns = int(g["dur_ns"].sum() or 0)
     info: dict[str, Any] = capture if isinstance(capture, dict) else {}
     files = list(info.get("files") or [])

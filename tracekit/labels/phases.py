@@ -206,13 +206,7 @@ def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
     name, how many regions carry it, and a ``--phase-map`` rule that would label it."""
     if labels.height == 0 or "phase_rule" not in labels.columns:
         return []
-    read = (
-        pl.col("phase_rule").str.starts_with("SGLang ")
-        | pl.col("phase_rule").str.starts_with("vLLM ")
-        | pl.col("phase_rule").str.starts_with("ATOM ")
-        | pl.col("phase_rule").str.starts_with("--phase-map ")
-        | pl.col("phase_rule").str.starts_with("tk: ")
-    )
+    read = pl.col("phase_rule").str.contains("^(?:SGLang |vLLM |ATOM |--phase-map |tk: )")
     bad = (
         labels.lazy()
         .filter(pl.col("kind") != "gpu_user_annotation")

@@ -25,8 +25,7 @@ from tracekit.tables.trace import Trace
 from tracekit.tables.cases import first
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")
-_TK_KEYS: Final = ("step", *ATTR_COLUMNS)
-TK_KEYS = _TK_KEYS  # the integer tk: attributes
+TK_KEYS: Final = ("step", *ATTR_COLUMNS)  # the integer tk: attributes
 
 
 def label_regions(
@@ -51,7 +50,7 @@ def label_regions(
         .unique()
         .join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
         .with_columns(*_own_labels(rules), *_step_attributes())
-        .drop(*(f"_tk_{k}" for k in _TK_KEYS), "_tk_phase", "_tk_any")
+        .drop(*(f"_tk_{k}" for k in TK_KEYS), "_tk_phase")
         .with_columns(pl.col("_family").rank("dense").alias("_family"))  # grouped below: a number, not the text
     )
     # the joins and columns before the inheritance run as one query (in-memory engine, as eager)
@@ -126,7 +125,7 @@ def _step_attributes() -> list[pl.Expr]:
         pl.col("_tk_prompt_tokens").alias("prompt_tokens"),
         pl.coalesce("_tk_kv_tokens", vl["kv_tokens"]).alias("kv_tokens"),
         first(
-            (pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"), pl.lit("tk")),
+            (pl.col("_tk_attrs").is_not_null(), pl.lit("tk")),  # every parsed tk: name has its attrs
             (sg["phase"].is_not_null(), pl.lit("sglang step")),
             (vl["phase"].is_not_null(), pl.lit("vllm execute")),
             (at["phase"].is_not_null(), pl.lit("atom step")),
@@ -150,21 +149,18 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
         row: dict[str, object] = {
             "name": n,
             "_tk_phase": phase if phase in ph.PHASES else None,
-            "_tk_any": True,
             "_tk_attrs": json.dumps(parsed, sort_keys=True),
         }
-        for key in _TK_KEYS:
-            v = parsed.get(key)
-            row[f"_tk_{key}"] = tk_int(v)  # beyond int64: null (counted by tk_ints.out_of_range_warnings)
+        # beyond int64: null (counted by tk_ints.out_of_range_warnings)
+        row.update({f"_tk_{key}": tk_int(parsed.get(key)) for key in TK_KEYS})
         rows.append(row)
     schema: dict[str, pl.DataType] = {
         "name": pl.String(),
         "_tk_phase": pl.String(),
-        "_tk_any": pl.Boolean(),
         "_tk_attrs": pl.String(),
     }
-    schema.update({f"_tk_{k}": pl.Int64() for k in _TK_KEYS})
-    return pl.DataFrame(rows, schema=schema)  # (_tk_any: True on every row)
+    schema.update({f"_tk_{k}": pl.Int64() for k in TK_KEYS})
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _inherit(df: pl.DataFrame) -> pl.DataFrame:
