@@ -158,15 +158,11 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(added)], how="horizontal")
 
 
-def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     """The dtype of the covered ops that took the most device time in each group, preferring
     floating-point dtypes (fp*, bf16, tf32): an index or embedding op's int64 input should not
-    pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present."""
-    return _dominant_dtype(acts, key).collect(engine="in-memory")
-
-
-def _dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
-    """:func:`dominant_dtype` as a lazy query (``key, dtype``; no rows when nothing is covered)."""
+    pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present.
+    A lazy query (``key, dtype``; no rows when nothing is covered)."""
     d = acts.lazy().filter(pl.col("covered") & pl.col("dtype").is_not_null())
     is_float = pl.col("dtype").str.contains(r"^(fp|bf|tf)")
     return (
@@ -347,7 +343,7 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     out = (
         _sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
-        .join(_dominant_dtype(acts, key), on=key, how="left")
+        .join(dominant_dtype(acts, key), on=key, how="left")
     )
     return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()]).collect(engine="in-memory")
 

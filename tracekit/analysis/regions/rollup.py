@@ -130,40 +130,30 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
     if units.height == 0:
         return pl.DataFrame()
     other = [c for c in ("other_busy_ns", "queued_ns") if c in units.columns]
-    agg = (
-        units.group_by("phase")
-        .agg(
-            pl.len().cast(pl.Int64()).alias("region_count"),
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            *[
-                pl.col(c).sum()
-                for c in (
-                    "span_ns",
-                    "busy_ns",
-                    "covered_busy_ns",
-                    "comm_busy_ns",
-                    "device_time_ns",
-                    "gap_count",
-                    "gap_total_ns",
-                    "kernel_count",
-                    *other,
-                )
-            ],
-            pl.col("gap_max_ns").max(),
-            pl.col("flops").sum().alias("flops"),
-            pl.col("bytes").sum().alias("bytes"),
-            pl.col("flops").is_not_null().any().alias("_hasf"),
-            pl.col("bytes").is_not_null().any().alias("_hasb"),
-        )
-        .with_columns(
-            pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
-            pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
-        )
-        .drop("_hasf", "_hasb")
+    agg = units.group_by("phase").agg(
+        pl.len().cast(pl.Int64()).alias("region_count"),
+        pl.col("start_ns").min(),
+        pl.col("end_ns").max(),
+        *[
+            pl.col(c).sum()
+            for c in (
+                "span_ns",
+                "busy_ns",
+                "covered_busy_ns",
+                "comm_busy_ns",
+                "device_time_ns",
+                "gap_count",
+                "gap_total_ns",
+                "kernel_count",
+                *other,
+            )
+        ],
+        pl.col("gap_max_ns").max(),
+        # null, not 0, when no unit has a cost
+        *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in ("flops", "bytes")],
     )
     med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
-    dt = dominant_dtype(acts_ph, "phase")
+    dt = dominant_dtype(acts_ph, "phase").collect(engine="in-memory")
     order = {p: i for i, p in enumerate((*PHASES, "other"))}
     return (
         agg.join(med, on="phase", how="left")
