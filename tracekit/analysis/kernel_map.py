@@ -134,14 +134,11 @@ def rescaled(agree: pl.DataFrame) -> pl.DataFrame:
 
 
 def map_costs(
-    acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame | None, source: str = ""
-) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any] | None, list[str]]:
+    acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame, source: str
+) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any], list[str]]:
     """``acts`` with the map's costs on the kernels without their own (module docstring), the
     mapped ops' shapes (``op_id, input_dims``: the shape roofline's), the summary
-    (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the warnings.
-    Unchanged without a map."""
-    if table is None:
-        return acts, None, None, []
+    (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the warnings."""
     k = keyed(acts, regions, links)
     if k.height == 0 or table.height == 0:
         why = "the map trace has no step with kernels" if table.height == 0 else "this trace has no step with kernels"

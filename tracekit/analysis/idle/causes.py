@@ -419,16 +419,13 @@ def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFram
     are summed from the culprit sums (integers: the same values as from the pieces, from a few
     hundred rows instead of every piece)."""
     sums = culprit_sums(pieces)
-    tot, cul = pl.collect_all([_sum_totals(sums.lazy()), _ranked(sums.lazy())], engine="in-memory")
+    tot, cul = pl.collect_all([sum_totals(sums.lazy()), ranked(sums.lazy())], engine="in-memory")
     return tot, cul
 
 
-def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
-    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``)."""
-    return _sum_totals(sums.lazy()).collect(engine="in-memory")
-
-
-def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
+def sum_totals(sums: _Frame) -> _Frame:
+    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``);
+    a lazy plan stays one."""
     wide = sums.group_by("region_id").agg(
         *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
         *_other_sums(),
@@ -455,13 +452,9 @@ def culprit_sums(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
     )
 
 
-def ranked(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
-    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key`` from 1."""
-    return _ranked(g.lazy(), key).collect(engine="in-memory")
-
-
-def _ranked(g: pl.LazyFrame, key: str = "region_id") -> pl.LazyFrame:
-    """:func:`ranked` as a lazy plan."""
+def ranked(g: _Frame, key: str = "region_id") -> _Frame:
+    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key``
+    from 1; a lazy plan stays one."""
     return ranked_order(g, key).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
 
 

@@ -63,8 +63,8 @@ def _scope_rows(
 
 
 def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl.LazyFrame:
-    """Rates, attainable roof, % of roof, verdict and ``underused`` (+ its cause in words); a step
-    of the caller's lazy plan."""
+    """Rates, attainable roof, % of roof, verdict, ``underused`` (+ its cause in words) and
+    ``above_roof_cause``; a step of the caller's lazy plan."""
     t = pl.col("covered_time_ns").cast(pl.Float64())
     df = (
         df.with_columns(
@@ -114,21 +114,17 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
         .then(pl.format("kernels too small ({} kernel {})", what, fmt_dur(typical)))
         .otherwise(pl.format("low occupancy or inefficient kernels ({} kernel {})", what, fmt_dur(typical)))
     )
+    tf32 = hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
     return df.with_columns(
         bound.alias("bound"),
         under.alias("underused"),
         pl.when(under).then(cause).alias("underused_cause"),
         above_roof_expr(("frac_roof",)).alias(ABOVE_ROOF_COLUMN),
-    )
+    ).with_columns(above_roof_cause(tf32).alias("above_roof_cause"))
 
 
 COST_OVERCOUNT = "cost overcount"
 CEILING_TOO_LOW = "ceiling too low"
-
-
-def _tf32(hardware: Hardware | None) -> float | None:
-    """The device's TF32 tensor-core peak, when its table has one."""
-    return hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
 
 
 def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
@@ -319,7 +315,7 @@ def class_roofline(
             ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
-    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
+    out = _verdicts(rows, hardware, th)
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
@@ -435,7 +431,6 @@ def shape_roofline(
     # with its rank, so every output flags it
     return (
         _verdicts(rows, hardware, th)
-        .with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
         .filter((pl.col("rank") <= TOP_SHAPES) | pl.col(ABOVE_ROOF_COLUMN).fill_null(False))
         .drop("flops_known", "bytes_known")
         .collect(engine="in-memory")
