@@ -239,6 +239,35 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     return by_sdpa if n_sdpa.item() > 0 else by_flash
 
 
+def shape_stats() -> list[pl.Expr]:
+    """Over attention calls (:func:`attention_query_lengths` rows): ``_n`` calls, ``_ones`` of
+    query length 1, ``_lo`` and ``_hi`` the query lengths' range; what :func:`shape_phase` reads."""
+    q = pl.col("query_len")
+    return [pl.len().alias("_n"), (q == 1).sum().alias("_ones"), q.min().alias("_lo"), q.max().alias("_hi")]
+
+
+def shape_phase() -> tuple[pl.Expr, pl.Expr]:
+    """(phase, rule) of attention calls (:func:`shape_stats`): query length 1 in every call →
+    decode, longer in every call → prefill, both → mixed; no call → other."""
+    n, ones = pl.col("_n"), pl.col("_ones")
+    phase = first(
+        (n == 0, pl.lit(ph.OTHER)),
+        (ones == n, pl.lit(ph.DECODE)),
+        (ones == 0, pl.lit(ph.PREFILL)),
+        otherwise=pl.lit(ph.MIXED),
+    )
+    rule = first(
+        (n == 0, pl.lit("no attention op with Input Dims: phase not inferred from shapes")),
+        (ones == n, pl.format("inferred from shapes: attention query length 1 ({} attention calls)", n)),
+        (
+            ones == 0,
+            pl.format("inferred from shapes: attention query length {}–{} > 1 ({} attention calls)", "_lo", "_hi", n),
+        ),
+        otherwise=pl.format("inferred from shapes: attention query length 1 in {} of {} attention calls", ones, n),
+    )
+    return phase.alias("phase"), rule.alias("rule")
+
+
 def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.DataFrame:
     """One synthetic whole-trace region (region_id −1, kind ``inferred``) with the phase the
     attention shapes imply: query length 1 per sequence in every attention call → decode; longer
@@ -257,19 +286,8 @@ def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.D
         if spans
         else pl.DataFrame({"s": [None], "e": [None]})
     )
-    n, ones = q.height, int((q["query_len"] == 1).sum()) if q.height else 0
-    if n == 0:
-        phase, rule = ph.OTHER, "no attention op with Input Dims: phase not inferred from shapes"
-    elif ones == n:
-        phase, rule = ph.DECODE, f"inferred from shapes: attention query length 1 ({n} attention calls)"
-    elif ones == 0:
-        lo, hi = q["query_len"].min(), q["query_len"].max()
-        phase, rule = (
-            ph.PREFILL,
-            f"inferred from shapes: attention query length {lo!s}–{hi!s} > 1 ({n} attention calls)",
-        )
-    else:
-        phase, rule = ph.MIXED, f"inferred from shapes: attention query length 1 in {ones} of {n} attention calls"
+    n = q.height
+    phase, rule = q.select(shape_stats()).select(shape_phase()).row(0)
     return pl.DataFrame(
         {
             "region_id": [-1],
