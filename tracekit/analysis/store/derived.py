@@ -169,19 +169,13 @@ def ensure_derived(trace: Trace) -> bool:
         return False
     try:
         with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
-            _store(Path(root), trace.trace_id, trace)
+            remove_partition(Path(root), KEY, trace.trace_id)
+            tables = compute_derived(trace)
+            for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
+                put(Path(root), name, trace.trace_id, tables[name])
     except (OSError, pl.exceptions.PolarsError, DatasetError):
         return False
     return True
-
-
-def _store(root: Path, trace_id: str, trace: Trace) -> None:
-
-    remove_partition(root, KEY, trace_id)
-    tables = compute_derived(trace)
-    for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
-        put(root, name, trace_id, tables[name])
-    del tables
 
 
 def _stored_lean(root: Path, trace_id: str) -> bool:
