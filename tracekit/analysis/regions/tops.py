@@ -10,9 +10,18 @@ import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import class_totals
 from tracekit.analysis.regions.metrics import rank_top
+from tracekit.attribution.links import ancestors
 
 PHASES = ("prefill", "decode", "mixed")
 SYNTHETIC_ID = -1  # the whole-trace region added when phases come from shapes
+
+
+def effective_parent(regions: pl.DataFrame) -> pl.Expr:
+    """A region's parent in the tree attribution links through (``effective_parent_id``, across
+    threads) where the regions have it, else its ``parent_id``."""
+    if "effective_parent_id" in regions.columns:
+        return pl.coalesce("effective_parent_id", "parent_id").alias("parent_id")
+    return pl.col("parent_id")
 
 
 def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
@@ -20,31 +29,9 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
     small regions table, not from the activities. The synthetic whole-trace region of shape
     inference (id −1) encloses every activity's region, and the unattributed ones (null leaf)."""
-    parent = (
-        pl.coalesce("effective_parent_id", "parent_id")
-        if "effective_parent_id" in regions.columns
-        else pl.col("parent_id")
-    )
-    real = regions.lazy().filter(pl.col("region_id") != SYNTHETIC_ID)
-    up, frontier = pl.collect_all(
-        [
-            real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls(),
-            real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur")),
-        ],
-        engine="in-memory",
-    )
-    parts = [frontier]
-    for _ in range(frontier.height):  # one query per nesting level
-        frontier = (
-            frontier.lazy()
-            .join(up.lazy(), on="_cur")
-            .select("_leaf", pl.col("_next").alias("_cur"))
-            .collect(engine="in-memory")
-        )
-        if frontier.height == 0:
-            break
-        parts.append(frontier)
-    out = pl.concat(parts).lazy().rename({"_cur": "region_id"}).unique()
+    real = regions.filter(pl.col("region_id") != SYNTHETIC_ID).select("region_id", effective_parent(regions))
+    out = ancestors(real).lazy().select(pl.col("region_id").alias("_leaf"), pl.col("ancestor_id").alias("region_id"))
+    out = out.unique()
     if (regions["region_id"] == SYNTHETIC_ID).any():
         leaves = acts.lazy().select(pl.col("region_id").alias("_leaf")).unique()
         out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
@@ -87,7 +74,11 @@ def tops(
     # sums (exact in any order), with only the groups held, not beside the ops' activity-scale
     # steps in the plan below (the 860 MB replica: the tops' transient ~55 → ~35 MB).
     kpre = _kernel_sums(a0).collect(engine="streaming").lazy()
-    spread = partial(_spread, leaf_phase=_leaf_phase(closure, unit_ph), closure=closure.lazy())
+    index = pl.col("phase").replace_strict(
+        _ORDER, list(range(len(_ORDER))), default=len(_ORDER), return_dtype=pl.Int64()
+    )
+    phases = leaf_phase(closure, unit_ph).select("_leaf", index.alias("_sc"))
+    spread = partial(_spread, leaf_phase=phases, closure=closure.lazy())
     tk = spread(kpre).group_by(*_KEYS, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
     # the kind decides the memcpy/memset class; the top-kernel rows stay per name
     names = tk.group_by(*_KEYS, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
@@ -104,20 +95,11 @@ _KEYS = ["_sk", "_sc"]
 _ORDER = [*PHASES, "other"]
 
 
-def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
-    """Each innermost region's phase index. The join is eager: its row order decides which phase is
-    "first" (a lazy join's order is not observed, and the optimizer then keeps any row)."""
-    return (
-        closure.join(unit_ph, on="region_id")
-        .lazy()
-        .unique("_leaf", keep="first")
-        .select(
-            "_leaf",
-            pl.col("phase")
-            .replace_strict(_ORDER, list(range(len(_ORDER))), default=len(_ORDER), return_dtype=pl.Int64())
-            .alias("_sc"),
-        )
-    )
+def leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
+    """Each innermost region (``_leaf``) and the ``phase`` of the first unit holding it. The join is
+    eager: its row order decides which phase is "first" (a lazy join's order is not observed, and
+    the optimizer then keeps any row)."""
+    return closure.join(unit_ph, on="region_id").lazy().unique("_leaf", keep="first").select("_leaf", "phase")
 
 
 def _named(acts: pl.DataFrame) -> pl.DataFrame:

@@ -25,7 +25,7 @@ from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, MEMCPY, op_cla
 from tracekit.conventions import ABOVE_ROOF_COLUMN
 from tracekit.analysis.verdict import Thresholds, above_roof_expr, fmt_dur, fmt_pct, peaks_frame, ratio
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
-from tracekit.analysis.regions.tops import region_closure
+from tracekit.analysis.regions.tops import leaf_phase, region_closure
 from tracekit.tables.gather import take
 from tracekit.analysis.regions.metrics import positions
 
@@ -299,7 +299,7 @@ def class_roofline(
     a = prep.lazy()
     closure = region_closure(regions, acts) if closure is None else closure
     cl = closure.lazy()
-    leaf_phase = _leaf_phase(closure, unit_ph, "_leaf")
+    leaf_phase = _leaf_phase(closure, unit_ph)
     sums = ["count", "device_time_ns", "covered_time_ns", "flops", "bytes", "flops_known", "bytes_known"]
     pre = a.group_by("region_id", "op_class").agg(_work_sums(pl.len(), bits))
     rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums, bits)
@@ -362,11 +362,9 @@ def _median_kernel(a: pl.LazyFrame, leaf_phase: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame, leaf: str) -> pl.LazyFrame:
-    """Each leaf region (as ``leaf``) and the phase (``scope``) of the first unit holding it; an
-    eager join: its row order decides the "first" phase (see tracekit/analysis/regions/tops.py)."""
-    j = closure.join(unit_ph, on="region_id").lazy().unique("_leaf", keep="first")
-    return j.select(pl.col("_leaf").alias(leaf), pl.col("phase").alias("scope"))
+def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`~tracekit.analysis.regions.tops.leaf_phase` with the phase as ``scope``."""
+    return leaf_phase(closure, unit_ph).rename({"phase": "scope"})
 
 
 def _work_sums(count: pl.Expr, bits: dict[str, int | None]) -> list[pl.Expr]:
@@ -405,7 +403,9 @@ def shape_roofline(
         pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
     )
     closure = region_closure(regions, acts) if closure is None else closure
-    a = a.join(_leaf_phase(closure, unit_ph, "region_id"), on="region_id", how="left", nulls_equal=True)
+    a = a.join(
+        _leaf_phase(closure, unit_ph).rename({"_leaf": "region_id"}), on="region_id", how="left", nulls_equal=True
+    )
     keys = ["cost_op_name", "shape"]
     agg = [
         *_work_sums(pl.col("cost_op_id").n_unique(), bits),
