@@ -20,7 +20,7 @@ from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
 from tracekit.labels.tk_ints import tk_int
 from tracekit.attribution.activities import cpu_regions
-from tracekit.attribution.links import forward_threads, region_tree
+from tracekit.attribution.links import ancestors, forward_threads, region_tree
 from tracekit.tables.trace import Trace
 from tracekit.tables.cases import first
 
@@ -164,33 +164,20 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
 
 
 def _inherit(df: pl.DataFrame) -> pl.DataFrame:
-    """Phase from the nearest ancestor that has one of its own (one nesting level per pass)."""
-    df = df.with_columns(
-        pl.col("_own").alias("phase"),
-        pl.col("_rule").alias("phase_rule"),
-        pl.when(pl.col("_own").is_not_null()).then(pl.col("name")).alias("_src"),
+    """Phase from the nearest region at or above each (effective parents) with one of its own."""
+    tree = df.select("region_id", pl.col("effective_parent_id").alias("parent_id"))
+    own = df.filter(pl.col("_own").is_not_null()).select(
+        pl.col("region_id").alias("ancestor_id"), pl.col("_own").alias("_ap"), pl.col("name").alias("_src")
     )
-    for _ in range(df.height):  # one query per nesting level
-        cur = df.lazy()
-        par = cur.select(
-            pl.col("region_id").alias("effective_parent_id"), pl.col("phase").alias("_pp"), pl.col("_src").alias("_ps")
-        )
-        nxt = (
-            cur.join(par, on="effective_parent_id", how="left")
-            .with_columns(pl.coalesce("phase", "_pp").alias("phase"), pl.coalesce("_src", "_ps").alias("_src"))
-            .drop("_pp", "_ps")
-            .collect(engine="in-memory")
-        )
-        if nxt["phase"].null_count() == df["phase"].null_count():
-            break
-        df = nxt
+    nearest = ancestors(tree).join(own, on="ancestor_id").sort("region_id", "level").unique("region_id", keep="first")
+    df = df.join(nearest.select("region_id", "_ap", "_src"), on="region_id", how="left", maintain_order="left")
     return df.with_columns(
         first(
-            (pl.col("phase_rule").is_not_null(), pl.col("phase_rule")),
-            (pl.col("phase").is_not_null(), pl.format('inherited from "{}"', pl.col("_src"))),
+            (pl.col("_rule").is_not_null(), pl.col("_rule")),
+            (pl.col("_ap").is_not_null(), pl.format('inherited from "{}"', pl.col("_src"))),
             otherwise=pl.lit("no phase rule matched"),
         ).alias("phase_rule"),
-        pl.col("phase").fill_null(ph.OTHER),
+        pl.col("_ap").fill_null(ph.OTHER).alias("phase"),
     )
 
 
