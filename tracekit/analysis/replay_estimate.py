@@ -34,6 +34,7 @@ from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE, GRAPH_NODE_SUFFIX
 from tracekit.numbers import count, duration
 
 from tracekit.analysis.regions.kernel_classes import op_class
+from tracekit.attribution.links import ancestors
 from tracekit.costmodel.context import step_sums
 from tracekit.costmodel.engine import attention_from_sums, moe_cost
 from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
@@ -177,19 +178,17 @@ def _step_work(labels: pl.DataFrame, step_ids: pl.Series, model: Mapping[str, An
 
 def step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
     """(region_id, step): the nearest region at or above each region (effective parents) whose
-    name gives its token count; regions with none are left out. One join per nesting level."""
-    tree = labels.select(
-        "region_id", pl.col("effective_parent_id").alias("_p"), pl.col("tokens").is_not_null().alias("_t")
+    name gives its token count, at most :data:`_MAX_DEPTH` levels up; regions with none are left out."""
+    tree = labels.select("region_id", pl.col("effective_parent_id").alias("parent_id"))
+    steps = labels.filter(pl.col("tokens").is_not_null()).select(pl.col("region_id").alias("ancestor_id"))
+    return (
+        ancestors(tree)
+        .filter(pl.col("region_id").is_in(region_ids.implode()) & (pl.col("level") < _MAX_DEPTH))
+        .join(steps, on="ancestor_id", how="semi")
+        .sort("region_id", "level")
+        .unique("region_id", keep="first")
+        .select("region_id", pl.col("ancestor_id").alias("step"))
     )
-    cur = pl.DataFrame({"region_id": region_ids.cast(pl.Int64)}).with_columns(pl.col("region_id").alias("_at"))
-    found = []
-    for _ in range(_MAX_DEPTH):
-        cur = cur.join(tree.rename({"region_id": "_at"}), on="_at", how="inner")
-        found.append(cur.filter(pl.col("_t")).select("region_id", pl.col("_at").alias("step")))
-        cur = cur.filter(~pl.col("_t") & pl.col("_p").is_not_null()).select("region_id", pl.col("_p").alias("_at"))
-        if cur.height == 0:
-            break
-    return pl.concat(found) if found else pl.DataFrame(schema={"region_id": pl.Int64, "step": pl.Int64})
 
 
 ESTIMATE_NOTE: Final = "FLOPs and bytes estimated: graph replay without capture, from --model and the step name"
