@@ -15,6 +15,7 @@ from tracekit.analysis.idle.causes import (
     idle_causes,
     ops_overlapping,
     ranked,
+    ranked_order,
     sum_totals,
     totals_and_culprits,
 )
@@ -83,19 +84,20 @@ def region_idle(
     )
     tot, cul = _causes_by_block(win, linked, ops, host, other)
     cul = split_culprits(cul, "region_id")
-    top = cul.lazy().with_columns(*_owners("region_id")).filter(pl.col("rank") == 1)
-    idle_top = top.filter(pl.col("cause") != BUSY_OTHER).select("region_id", _text().alias("idle_top"))
-    other_top = top.filter(pl.col("cause") == BUSY_OTHER).select("region_id", other_text().alias("other_top"))
     sums = (*CAUSE_COLUMNS, "idle_causes_ns", *OTHER_COLUMNS)
-    out = (
-        reg.lazy()
-        .drop([*sums, "idle_top", "other_top"], strict=False)
-        .join(tot.lazy(), on="region_id", how="left")
-        .join(idle_top, on="region_id", how="left")
-        .join(other_top, on="region_id", how="left")
-        .with_columns(*[pl.col(c).fill_null(0) for c in sums])
-    )
+    out = reg.lazy().drop([*sums, "idle_top", "other_top"], strict=False).join(tot.lazy(), on="region_id", how="left")
+    out = _with_tops(out, cul.lazy(), "region_id").with_columns(*[pl.col(c).fill_null(0) for c in sums])
     return out.collect(engine="in-memory"), cul
+
+
+def _with_tops(rows: pl.LazyFrame, cul: pl.LazyFrame, key: str) -> pl.LazyFrame:
+    """``rows`` with, per ``key``, ``idle_top`` (the largest idle culprit in words) and
+    ``other_top`` (the largest other work, :func:`other_text`): the rank-1 culprits."""
+    top = cul.with_columns(*_owners(key)).filter(pl.col("rank") == 1)
+    other = pl.col("cause") == BUSY_OTHER
+    idle_top = top.filter(~other).select(key, _text().alias("idle_top"))
+    other_top = top.filter(other).select(key, other_text().alias("other_top"))
+    return rows.join(idle_top, on=key, how="left").join(other_top, on=key, how="left")
 
 
 OTHER_COLUMNS = ("other_busy_ns", "queued_ns")
@@ -217,27 +219,15 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
         .join(units.select("region_id", "phase"), on="region_id")
         .group_by("phase", "cause", "op", "call")
         .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
-        .sort(
-            ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
-        )
+        .pipe(ranked_order, "phase")
         .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase", other).alias("rank"))
     )
     if ph.height == 0:
         return ph, pc.collect(engine="in-memory")
     cols = (*CAUSE_COLUMNS, "idle_causes_ns")
     sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in cols])
-    top = pc.filter((pl.col("rank") == 1) & ~other).select("phase", _text().alias("idle_top"))
-    other_top = (
-        pc.with_columns(*_owners("phase"))
-        .filter((pl.col("rank") == 1) & other)
-        .select("phase", other_text().alias("other_top"))
-    )
-    out = (
-        ph.lazy()
-        .drop([*cols, "idle_top", "other_top"], strict=False)
-        .join(sums, on="phase", how="left")
-        .join(top, on="phase", how="left")
-        .join(other_top, on="phase", how="left")
+    out = _with_tops(
+        ph.lazy().drop([*cols, "idle_top", "other_top"], strict=False).join(sums, on="phase", how="left"), pc, "phase"
     )
     ph, pcs = pl.collect_all([out, pc], engine="in-memory")
     return ph, pcs

@@ -44,7 +44,7 @@ from tracekit.conventions import GRAPH_LAUNCH_RE
 from tracekit.analysis.idle.causes import BLOCKING, EVENT_WAIT
 from tracekit.analysis.idle.causes import cold_launch
 from tracekit.analysis.regions.cold import CAPTURE_CALL
-from tracekit.attribution.core import attribute
+from tracekit.attribution.core import ACTIVITY_COLUMNS, attribute
 from tracekit.costmodel.ops import trace_costs
 from tracekit.labels.regions import label_regions
 from tracekit.tables.trace import write_dataset
@@ -97,27 +97,10 @@ def analysis_rows() -> dict[str, pl.Expr]:
     }
 
 
-# The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below).
-ANALYSIS_ACTIVITY_COLUMNS = (
-    "act_id",
-    "kind",
-    "name",
-    "device",
-    "stream",
-    "start_ns",
-    "end_ns",
-    "dur_ns",
-    "correlation",
-    "launch_name",
-    "launch_pid",
-    "launch_tid",
-    "launch_start_ns",
-    "launch_end_ns",
-    "op_id",
-    "op_name",
-    "region_id",
-    "unattributed_reason",
-)
+# The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below): all
+# but the graph id and the words of the links.
+_UNREAD = ("graph_id", "op_link", "region_name", "region_via")
+ANALYSIS_ACTIVITY_COLUMNS = tuple(c for c in ACTIVITY_COLUMNS if c not in _UNREAD)
 
 
 @dataclass(frozen=True)
