@@ -26,6 +26,7 @@ from tracekit.conventions import ABOVE_ROOF_COLUMN
 from tracekit.analysis.verdict import Thresholds, above_roof_expr, fmt_dur, fmt_pct, peaks_frame, ratio
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
 from tracekit.analysis.regions.tops import leaf_phase, region_closure
+from tracekit.tables.cases import first
 from tracekit.tables.gather import take
 from tracekit.analysis.regions.metrics import positions
 
@@ -157,12 +158,10 @@ def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("s
         if tf32_peak
         else pl.lit(False)
     )
-    return (
-        pl.when(above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)))
-        .then(pl.lit(CEILING_TOO_LOW))
-        .when(above)
-        .then(pl.lit(COST_OVERCOUNT))
-        .otherwise(pl.lit(None, dtype=pl.String()))
+    return first(
+        (above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)), pl.lit(CEILING_TOO_LOW)),
+        (above, pl.lit(COST_OVERCOUNT)),
+        otherwise=pl.lit(None, dtype=pl.String()),
     )
 
 
