@@ -219,12 +219,6 @@ class AnalysisResult:
         }
         return self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns]), frames
 
-    def _region_rows(self) -> tuple[pl.DataFrame, dict[str, list[Any]]]:
-        """The region columns written to JSON and, per row, its top kernels, top ops and idle
-        culprits (the extra fields of each region object)."""
-        reg, frames = self._region_frames()
-        return reg, extra_lists(reg, frames)
-
     def _totals(self, lat: list[dict[str, Any]], trace_scope: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
         """The document's totals: the result's, with the whole trace's tops, classes, roofline rows and
         shapes (``trace_scope``: rows by scope of each key), latency by phase, requests, warnings,
@@ -248,8 +242,9 @@ class AnalysisResult:
         """The document before NaN / inf become null (see :meth:`to_json`); with
         ``regions_token``, that string in place of the regions (:meth:`to_json_parts`)."""
         regions: Any = regions_token
-        if regions_token is None:
-            regions = encoded_rows(*self._region_rows())
+        if regions_token is None:  # each region row with its top kernels, top ops and idle culprits
+            reg, frames = self._region_frames()
+            regions = encoded_rows(reg, extra_lists(reg, frames))
         phases = records(self.phases, PHASE_JSON_COLUMNS)
         lat = records(self.latency, list(self.latency.columns))
         byctx = records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
