@@ -63,8 +63,7 @@ def label_regions(
     keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
     return (
         df.lazy()
-        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
-        .with_columns(pl.col("_tk_attrs").alias("attrs"))
+        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"), pl.col("_tk_attrs").alias("attrs"))
         .select(keep)
         .sort("region_id")
         .collect(engine="in-memory")
