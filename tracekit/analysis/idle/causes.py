@@ -129,7 +129,7 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFrame:
+def device_work(acts: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
     """Every device activity as the work a window may see running: ``device, s, e, owner`` made
     disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
     row is one activity seen running), ``owner`` (categorical) = the name of the activity's
@@ -144,15 +144,11 @@ def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFram
         "unattributed_reason",
     )
     named = cut_long(pl.col("name").cast(pl.String()))  # a repeated 2 MB name is not copied per row
-    if regions is not None and "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
+    if "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
         # a repeated name only, and not one that says its step ("tk:decode step=3")
         bare = pl.col("step").is_not_null() & (pl.len().over("name") > 1) & ~named.str.contains("(?i)step")
         named = pl.when(bare).then(pl.format("{} (step {})", named, "step")).otherwise(named)
-    names = (
-        regions.lazy().select("region_id", named.alias("_rname"))
-        if regions is not None and regions.height
-        else pl.LazyFrame(schema={"region_id": pl.Int64(), "_rname": pl.String()})
-    )
+    names = regions.lazy().select("region_id", named.alias("_rname"))
     reason = pl.col("unattributed_reason").cast(pl.String()).str.split(" (").list.first()
     q = q.join(names, on="region_id", how="left").select(
         "device",
