@@ -9,7 +9,7 @@ from functools import partial
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import class_totals
-from tracekit.analysis.regions.metrics import rank_top
+from tracekit.analysis.regions.metrics import first_of, rank_top
 from tracekit.attribution.links import ancestors
 
 PHASES = ("prefill", "decode", "mixed")
@@ -36,22 +36,6 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
         leaves = acts.lazy().select(pl.col("region_id").alias("_leaf")).unique()
         out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
     return out.collect(engine="in-memory")
-
-
-def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
-    """True on the first row of each (``key``, ``item``) pair, nulls being equal; one int64 key
-    when both are integers that pack, else a struct."""
-    k, i = df[key], df[item]
-    pair: pl.Expr = pl.struct(key, item)
-    if k.dtype.is_integer() and i.dtype.is_integer() and df.height:
-        k0, k1 = (int(k.min()), int(k.max())) if k.null_count() < k.len() else (0, 0)  # type: ignore[arg-type]
-        i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
-        m = i1 - i0 + 2  # room for null as the last value
-        if (k1 - k0 + 2) * m < 2**62:
-            pair = (pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m + (
-                pl.col(item).cast(pl.Int64()) - i0
-            ).fill_null(i1 - i0 + 1)
-    return df.select(pair.is_first_distinct()).to_series()
 
 
 def tops(
@@ -151,7 +135,7 @@ def _top_ops(a0: pl.DataFrame, spread: Callable[[pl.LazyFrame], pl.LazyFrame]) -
     per op so that an enclosing scope counts them once."""
     a = (
         a0.lazy()
-        .with_columns(_first_of(a0, "region_id", "top_op_id").alias("_new"))
+        .with_columns(first_of(a0, "region_id", "top_op_id").alias("_new"))
         .with_columns((pl.col("top_op_id").is_null() | (pl.col("_new").sum().over("top_op_id") > 1)).alias("_multi"))
     )
     once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]
