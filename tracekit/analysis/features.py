@@ -263,9 +263,7 @@ def detect(
 ) -> pl.DataFrame:
     """One row per feature of :data:`FEATURES`, in that order (see the module docstring)."""
     kn, on = _names(kernels), _names(ops)
-    lab = (
-        labels.select("name", *(["phase"] if "phase" in labels.columns else [])) if "name" in labels.columns else labels
-    )
+    lab = labels.select("name", "phase")
     rows = [
         prefix_caching(lab),
         speculative(lab, on, kn),

@@ -24,14 +24,11 @@ from tracekit.tables.trace import scan_table
 
 def time_span(trace: Trace) -> tuple[int | None, int | None]:
     """(first start, last end) in ns over all tables; (None, None) for an empty trace."""
-    lo: list[int] = []
-    hi: list[int] = []
-    for name in schema.TABLES:
-        df = trace.table(name)
-        if df.height:
-            lo.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
-            hi.append(int(df["end_ns"].max()))  # type: ignore[arg-type]
-    return (min(lo), max(hi)) if lo else (None, None)
+    tables = [t for t in (trace.table(name) for name in schema.TABLES) if t.height]
+    if not tables:
+        return None, None
+    lo = min(int(t["start_ns"].min()) for t in tables)  # type: ignore[arg-type]
+    return lo, max(int(t["end_ns"].max()) for t in tables)  # type: ignore[arg-type]
 
 
 def stream_busy(
