@@ -41,18 +41,6 @@ from tracekit.conventions import GRAPH_LAUNCH_RE
 from tracekit.numbers import count
 
 SCHEMA = {"feature": pl.String(), "state": pl.String(), "detail": pl.String()}
-FEATURES = (
-    "prefix caching",
-    "speculative decoding",
-    "CUDA/HIP graphs",
-    "torch.compile",
-    "chunked prefill",
-    "quantisation",
-    "parallelism",
-    "attention backend",
-    "engine",
-    "profiler settings",
-)
 UNKNOWN = "unknown"
 
 VLLM_CONTEXT_RE = r"_context_\d+\(sq(\d+)sk(\d+)"
@@ -261,7 +249,7 @@ def detect(
     labels: pl.DataFrame,
     meta: Mapping[str, Any],
 ) -> pl.DataFrame:
-    """One row per feature of :data:`FEATURES`, in that order (see the module docstring)."""
+    """One row per feature, in the module docstring's order."""
     kn, on = _names(kernels), _names(ops)
     lab = labels.select("name", "phase")
     rows = [
