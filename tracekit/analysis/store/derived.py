@@ -161,17 +161,6 @@ def ensure_derived(trace: Trace) -> bool:
     return True
 
 
-def _stored_lean(root: Path, trace_id: str) -> bool:
-    """:func:`tracekit.analysis.store.compute.store_derived`, best effort: False when the dataset could not be read
-    or written (e.g. read-only)."""
-
-    try:
-        store_derived(root, trace_id)
-    except (OSError, pl.exceptions.PolarsError, DatasetError):
-        return False
-    return True
-
-
 def _current_key(trace: Trace) -> tuple[dict[str, Path], dict[str, Any]] | None:
     """The derived tables' files and key row of a trace read from a dataset, when every table is
     there and the key and row counts say they are current; None otherwise (the only reads: the
@@ -253,11 +242,17 @@ def load_for_analysis(
 
         with reading(root):
             return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
-    if ensure and lean and _stored_lean(root, tid):
+    if ensure and lean:
         # computed and stored reading only what they need, before the trace is read (the whole
         # trace held with them raised a big trace's peak); then the analysis reads
-        # only what it needs too
-        return load_for_analysis(root, tid)
+        # only what it needs too. Best effort: a dataset that cannot be read or written (e.g.
+        # read-only) is read whole below.
+        try:
+            store_derived(root, tid)
+        except (OSError, pl.exceptions.PolarsError, DatasetError):
+            pass
+        else:
+            return load_for_analysis(root, tid)
     trace = tracekit.load(str(root), trace_id=tid)
     if ensure and not lean:  # (--phase-map) the whole trace is read anyway: they are computed from it
         ensure_derived(trace)
