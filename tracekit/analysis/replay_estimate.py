@@ -145,12 +145,9 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     )
     out = acts.join(est, on="act_id", how="left", maintain_order="left")
     hit = pl.col("_ef").is_not_null()
+    estimate = {"cost_op_id": "_cid", "cost_op_name": "_cm", "op_flops": "_ef", "op_bytes": "_eb", "cost_model": "_cm"}
     return out.with_columns(
-        pl.when(hit).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
-        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
-        pl.when(hit).then(pl.col("_ef")).otherwise(pl.col("op_flops")).alias("op_flops"),
-        pl.when(hit).then(pl.col("_eb")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
-        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
+        *(pl.when(hit).then(pl.col(e)).otherwise(pl.col(c)).alias(c) for c, e in estimate.items()),
         pl.when(hit).then(pl.lit(dtype, pl.String)).otherwise(pl.col("dtype")).alias("dtype"),
         (hit | pl.col("covered")).alias("covered"),
     ).drop("_cid", "_ef", "_eb", "_cm")

@@ -212,14 +212,13 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
             pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
             pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
             pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
-            pl.when(copy)
-            .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_flops").is_not_null() & ~pl.col("_helper"))
-            .alias("flops_known"),
-            pl.when(copy)
-            .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_bytes").is_not_null() & ~pl.col("_helper"))
-            .alias("bytes_known"),
+            *(
+                pl.when(copy)
+                .then(pl.col("_cb").is_not_null())
+                .otherwise(pl.col(f"op_{k}").is_not_null() & ~pl.col("_helper"))
+                .alias(f"{k}_known")
+                for k in ("flops", "bytes")
+            ),
             pl.when(copy | pl.col("_helper"))
             .then(pl.lit(None, dtype=pl.String()))
             .otherwise(pl.col("dtype"))
