@@ -267,33 +267,22 @@ def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.D
         for t in (trace.ops, trace.kernels)
         if t.height
     ]
-    span = (
-        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()).collect(engine="in-memory")
+    start, end = (
+        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()).collect(engine="in-memory").row(0)
         if spans
-        else pl.DataFrame({"s": [None], "e": [None]})
+        else (None, None)
     )
-    n = q.height
-    phase, rule = q.select(shape_stats()).select(shape_phase()).row(0)
-    return pl.DataFrame(
-        {
-            "region_id": [-1],
-            "name": ["<whole trace>"],
-            "kind": ["inferred"],
-            "start_ns": span["s"].to_list(),
-            "end_ns": span["e"].to_list(),
-            "phase": [phase],
-            "phase_rule": [rule],
-            "step": [None],
-            "attention_ops": [n],
-            "query_len_min": [q["query_len"].min() if n else None],
-            "query_len_max": [q["query_len"].max() if n else None],
-        },
-        schema_overrides={
-            "step": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "query_len_min": pl.Int64,
-            "query_len_max": pl.Int64,
-            "attention_ops": pl.Int64,
-        },
+    phase, rule = shape_phase()
+    return q.select(shape_stats()).select(
+        pl.lit(-1, pl.Int64()).alias("region_id"),
+        pl.lit("<whole trace>").alias("name"),
+        pl.lit("inferred").alias("kind"),
+        pl.lit(start, pl.Int64()).alias("start_ns"),
+        pl.lit(end, pl.Int64()).alias("end_ns"),
+        phase.alias("phase"),
+        rule.alias("phase_rule"),
+        pl.lit(None, pl.Int64()).alias("step"),
+        pl.col("_n").cast(pl.Int64()).alias("attention_ops"),
+        pl.col("_lo").cast(pl.Int64()).alias("query_len_min"),
+        pl.col("_hi").cast(pl.Int64()).alias("query_len_max"),
     )
