@@ -62,11 +62,7 @@ def cold_windows(ops: pl.DataFrame | None, regions: pl.DataFrame | None, launche
                 *_window(pl.col("end_ns"), pl.lit("profiler warm-up step (stage=warmup)"), whole=True)
             )
         )
-    if (
-        launches is not None
-        and launches.height
-        and {"name", "pid", "tid", "start_ns", "end_ns"} <= set(launches.columns)
-    ):
+    if launches is not None and launches.height:
         parts += _launch_windows(launches.lazy().select("name", "pid", "tid", "start_ns", "end_ns"))
     if not parts:
         return pl.DataFrame(schema=WINDOW_SCHEMA)

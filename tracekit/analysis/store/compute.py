@@ -2,16 +2,17 @@
 what they need (tracekit/analysis/store/derived.py: ``load_for_analysis(ensure=True)``).
 
 The columns of the canonical tables that attribution, op costs and region labels read are
-:data:`DERIVED_COLUMNS` (regions whole); the others are null constants that hold no memory per
-row. The kernels' names are not read for the attribution: an activity's name is its kernel's
-(``act_id`` = the kernels row), so the stored activities take the kernels' ``name`` column from
-their file when they are written, after the launches and kernels are let go. Each table is written
-as soon as it is made and released before the next: the links and activities, then the costs (the
-kernels each op launched are read back from the stored activities, and only for a trace with a MoE
-op), the labels, and ``derived_key`` last. The tables are those :func:`derived.compute_derived`
-makes of the whole trace (tests/test_derived_store.py). With the whole trace loaded for them, the
-first ``tracekit analyze DS --format json`` of a big dataset (streamed ingest, no derived tables)
-peaked much higher; docs/analysis.md and BENCHMARKS.md give the figures with this reader.
+:data:`ATTRIBUTION_COLUMNS` and :data:`COSTS_COLUMNS` (regions whole); the others are null constants
+that hold no memory per row. The kernels' names are not read for the attribution: an activity's name
+is its kernel's (``act_id`` = the kernels row), so the stored activities take the kernels' ``name``
+column from their file when they are written, after the launches and kernels are let go. Each table
+is written as soon as it is made and released before the next: the links and activities, then the
+costs (the kernels each op launched are read back from the stored activities, and only for a trace
+with a MoE op), the labels, and ``derived_key`` last. The tables are those
+:func:`derived.compute_derived` makes of the whole trace (tests/test_derived_store.py). With the
+whole trace loaded for them, the first ``tracekit analyze DS --format json`` of a big dataset
+(streamed ingest, no derived tables) peaked much higher; docs/analysis.md and BENCHMARKS.md give the
+figures with this reader.
 """
 
 from __future__ import annotations
