@@ -24,6 +24,7 @@ import polars as pl
 from tracekit.analysis.regions.kernel_classes import communication_names
 from tracekit.analysis.regions.metrics import positions
 from tracekit.costmodel.args import parse_args, tensors
+from tracekit.tables.cases import first
 from tracekit.tables.gather import take
 
 COMM_CLASS = "communication"
@@ -71,12 +72,10 @@ def nccl_factors(kind: pl.Expr, n: int | None) -> tuple[pl.Expr, pl.Expr]:
         size = pl.when(kind == "all_gather").then(None).otherwise(1.0)
         return size.cast(pl.Float64()), pl.when(kind == "other").then(1.0).otherwise(None).cast(pl.Float64())
     size = pl.when(kind == "all_gather").then(float(n)).otherwise(1.0)
-    bus = (
-        pl.when(kind == "all_reduce")
-        .then(2.0 * (n - 1) / n)
-        .when(kind.is_in(["all_gather", "reduce_scatter", "all_to_all"]))
-        .then((n - 1) / n)
-        .otherwise(1.0)
+    bus = first(
+        (kind == "all_reduce", pl.lit(2.0 * (n - 1) / n)),
+        (kind.is_in(["all_gather", "reduce_scatter", "all_to_all"]), pl.lit((n - 1) / n)),
+        otherwise=pl.lit(1.0),
     )
     return size, bus
 

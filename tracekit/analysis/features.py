@@ -41,18 +41,6 @@ from tracekit.conventions import GRAPH_LAUNCH_RE
 from tracekit.numbers import count
 
 SCHEMA = {"feature": pl.String(), "state": pl.String(), "detail": pl.String()}
-FEATURES = (
-    "prefix caching",
-    "speculative decoding",
-    "CUDA/HIP graphs",
-    "torch.compile",
-    "chunked prefill",
-    "quantisation",
-    "parallelism",
-    "attention backend",
-    "engine",
-    "profiler settings",
-)
 UNKNOWN = "unknown"
 
 VLLM_CONTEXT_RE = r"_context_\d+\(sq(\d+)sk(\d+)"
@@ -246,8 +234,7 @@ def profiler_settings(meta: Mapping[str, Any]) -> dict[str, str]:
     extra = meta.get("extra") or {}
     cats = meta.get("categories") or {}
     seen = {k: extra[k] for k in PROFILER_KEYS if isinstance(extra, Mapping) and k in extra}
-    stack = any("python_function" in str(c) for c in cats) if isinstance(cats, Mapping) else False
-    if stack:
+    if isinstance(cats, Mapping) and any("python_function" in str(c) for c in cats):
         seen.setdefault("with_stack", 1)
     if not seen:
         return _row("profiler settings", UNKNOWN, "not in the trace's metadata")
@@ -262,11 +249,9 @@ def detect(
     labels: pl.DataFrame,
     meta: Mapping[str, Any],
 ) -> pl.DataFrame:
-    """One row per feature of :data:`FEATURES`, in that order (see the module docstring)."""
+    """One row per feature, in the module docstring's order."""
     kn, on = _names(kernels), _names(ops)
-    lab = (
-        labels.select("name", *(["phase"] if "phase" in labels.columns else [])) if "name" in labels.columns else labels
-    )
+    lab = labels.select("name", "phase")
     rows = [
         prefix_caching(lab),
         speculative(lab, on, kn),
@@ -285,11 +270,5 @@ def detect(
 def differences(a: list[Mapping[str, Any]], b: list[Mapping[str, Any]]) -> list[str]:
     """The features whose states differ between two runs' feature rows (both known)."""
     sb = {str(r.get("feature")): str(r.get("state")) for r in b}
-    out = []
-    for r in a:
-        f, s = str(r.get("feature")), str(r.get("state"))
-        t = sb.get(f)
-        if t is None or UNKNOWN in (s, t) or s == t:
-            continue
-        out.append(f"{f}: {s} vs {t}")
-    return out
+    states = [(str(r.get("feature")), str(r.get("state"))) for r in a]
+    return [f"{f}: {s} vs {sb[f]}" for f, s in states if f in sb and UNKNOWN not in (s, sb[f]) and s != sb[f]]

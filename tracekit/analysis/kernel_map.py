@@ -134,20 +134,16 @@ def rescaled(agree: pl.DataFrame) -> pl.DataFrame:
 
 
 def map_costs(
-    acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame | None, source: str = ""
-) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any] | None, list[str]]:
+    acts: pl.DataFrame, regions: pl.DataFrame, links: pl.DataFrame, table: pl.DataFrame, source: str
+) -> tuple[pl.DataFrame, pl.DataFrame | None, dict[str, Any], list[str]]:
     """``acts`` with the map's costs on the kernels without their own (module docstring), the
     mapped ops' shapes (``op_id, input_dims``: the shape roofline's), the summary
-    (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the warnings.
-    Unchanged without a map."""
-    if table is None:
-        return acts, None, None, []
+    (``totals.mapped``: kernels and device time mapped and not, coverage, why) and the warnings."""
     k = keyed(acts, regions, links)
     if k.height == 0 or table.height == 0:
         why = "the map trace has no step with kernels" if table.height == 0 else "this trace has no step with kernels"
         return acts, None, {"source": source, "coverage": 0.0, "why_none": why}, [f"--map: nothing mapped: {why}"]
-    own = acts.select("act_id", pl.col("cost_op_id").is_not_null().alias("own"))
-    todo = k.join(own, on="act_id").filter(~pl.col("own"))
+    todo = k.join(acts.filter(pl.col("cost_op_id").is_null()), on="act_id", how="semi")  # no cost of their own
     phases = map_phases(k, table)
     hit = todo.join(phases.select("phase", "map_phase"), on="phase", how="left").join(
         table.rename({"name": "map_name", "phase": "map_phase"}), on=["map_phase", *KEY[1:]], how="left"

@@ -32,6 +32,7 @@ import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import op_class
 from tracekit.numbers import count
+from tracekit.tables.cases import first
 
 MIN_LAYERS = 4
 GAP_TOLERANCE = 0.25  # an anchor is a layer's when its distance to a neighbour is within 25 % of the usual
@@ -105,14 +106,11 @@ def _kernel_layers(activities: pl.DataFrame, in_unit: pl.DataFrame) -> pl.DataFr
         spans.sort("unit", "start"), left_on="pos", right_on="start", by="unit", strategy="backward"
     )
     inside = pl.col("layer").is_not_null() & (pl.col("pos") < pl.col("end"))
-    role = (
-        pl.when(~inside)
-        .then(None)
-        .when(pl.col("cls").is_in(["norm", "communication"]))
-        .then(pl.col("cls"))
-        .when(pl.col("mlp_from").is_null() | (pl.col("pos") < pl.col("mlp_from")))
-        .then(pl.lit("attention"))
-        .otherwise(pl.lit("mlp"))
+    role = first(
+        (~inside, pl.lit(None)),
+        (pl.col("cls").is_in(["norm", "communication"]), pl.col("cls")),
+        (pl.col("mlp_from").is_null() | (pl.col("pos") < pl.col("mlp_from")), pl.lit("attention")),
+        otherwise=pl.lit("mlp"),
     )
     return out.select(
         "act_id",

@@ -36,17 +36,13 @@ def op_work(acts: pl.DataFrame, op_class: pl.Series, costs: pl.DataFrame) -> pl.
     ``op_name``, ``name``, ``dur_ns``);
     ``op_class``: each activity's class, in the same order; ``costs``: the op cost table
     (``op_id``, ``input_dims``)."""
-    need = {"cost_op_id", "name", "dur_ns"}
-    if acts.height == 0 or not need <= set(acts.columns) or op_class.len() != acts.height:
+    if acts.height == 0:
         return pl.DataFrame(schema=SCHEMA)
 
     # the op that owns the work's cost, else the op that launched it; activities are summed per
     # (op id, kernel name) first, so shapes are gathered per op, not per activity
-    launch_id = acts["op_id"] if "op_id" in acts.columns else pl.Series([None] * acts.height, dtype=pl.Int64())
-    op_id = acts["cost_op_id"].cast(pl.Int64()).fill_null(launch_id.cast(pl.Int64()))
-    none = pl.Series([None] * acts.height, dtype=pl.String())
-    op_name = (acts["cost_op_name"] if "cost_op_name" in acts.columns else none).cast(pl.String())
-    op_name = op_name.fill_null((acts["op_name"] if "op_name" in acts.columns else none).cast(pl.String()))
+    op_id = acts["cost_op_id"].cast(pl.Int64()).fill_null(acts["op_id"].cast(pl.Int64()))
+    op_name = acts["cost_op_name"].cast(pl.String()).fill_null(acts["op_name"].cast(pl.String()))
     a = pl.DataFrame(
         {"_id": op_id, "_op_name": op_name, "name": acts["name"], "dur_ns": acts["dur_ns"], "op_class": op_class}
     )

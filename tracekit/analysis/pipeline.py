@@ -56,7 +56,6 @@ from tracekit.labels.tk_ints import out_of_range_warnings
 from tracekit.sources.protocol import UNKNOWN, Capabilities
 from tracekit.sources.registry import capabilities
 from tracekit.tables.gather import take
-from tracekit.tables.schema import REGION_GPU_USER
 from tracekit.tables.trace import read_dataset
 
 if TYPE_CHECKING:
@@ -320,8 +319,7 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
 def map_of(trace: Trace) -> dict[str, Any]:
     """The kernel map of an eager trace (kernel_map.map_table): ``source`` and ``table``."""
     x = prepare(trace)
-    regions = x.labels.filter(pl.col("kind") != REGION_GPU_USER)
-    table = map_table(with_costs(x.activities, x.costs), regions, x.region_links, x.costs)
+    table = map_table(with_costs(x.activities, x.costs), st.judged_regions.fn(x.labels), x.region_links, x.costs)
     return {"source": x.trace_info["source"], "table": table}
 
 

@@ -34,6 +34,7 @@ from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE, GRAPH_NODE_SUFFIX
 from tracekit.numbers import count, duration
 
 from tracekit.analysis.regions.kernel_classes import op_class
+from tracekit.attribution.links import ancestors
 from tracekit.costmodel.context import step_sums
 from tracekit.costmodel.engine import attention_from_sums, moe_cost
 from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
@@ -94,7 +95,7 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     if not model or acts.height == 0 or not need <= set(acts.columns) or "tokens" not in labels.columns:
         return acts
     graph = pl.col("launch_name").str.contains(GRAPH_LAUNCH_PREFIX_RE)
-    replay = acts.select(
+    replay = acts.filter(graph.fill_null(False)).select(
         "act_id",
         "region_id",
         "name",
@@ -102,9 +103,8 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
         "dur_ns",
         "op_id",
         "cost_op_id",
-        graph.fill_null(False).alias("_g"),
         "launch_name",
-    ).filter(pl.col("_g"))
+    )
     if replay.height == 0:
         return acts
     step = step_of(labels, replay["region_id"].drop_nulls().unique())
@@ -145,12 +145,9 @@ def estimate_replays(acts: pl.DataFrame, labels: pl.DataFrame, model: Mapping[st
     )
     out = acts.join(est, on="act_id", how="left", maintain_order="left")
     hit = pl.col("_ef").is_not_null()
+    estimate = {"cost_op_id": "_cid", "cost_op_name": "_cm", "op_flops": "_ef", "op_bytes": "_eb", "cost_model": "_cm"}
     return out.with_columns(
-        pl.when(hit).then(pl.col("_cid")).otherwise(pl.col("cost_op_id")).alias("cost_op_id"),
-        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_op_name")).alias("cost_op_name"),
-        pl.when(hit).then(pl.col("_ef")).otherwise(pl.col("op_flops")).alias("op_flops"),
-        pl.when(hit).then(pl.col("_eb")).otherwise(pl.col("op_bytes")).alias("op_bytes"),
-        pl.when(hit).then(pl.col("_cm")).otherwise(pl.col("cost_model")).alias("cost_model"),
+        *(pl.when(hit).then(pl.col(e)).otherwise(pl.col(c)).alias(c) for c, e in estimate.items()),
         pl.when(hit).then(pl.lit(dtype, pl.String)).otherwise(pl.col("dtype")).alias("dtype"),
         (hit | pl.col("covered")).alias("covered"),
     ).drop("_cid", "_ef", "_eb", "_cm")
@@ -178,19 +175,17 @@ def _step_work(labels: pl.DataFrame, step_ids: pl.Series, model: Mapping[str, An
 
 def step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
     """(region_id, step): the nearest region at or above each region (effective parents) whose
-    name gives its token count; regions with none are left out. One join per nesting level."""
-    tree = labels.select(
-        "region_id", pl.col("effective_parent_id").alias("_p"), pl.col("tokens").is_not_null().alias("_t")
+    name gives its token count, at most :data:`_MAX_DEPTH` levels up; regions with none are left out."""
+    tree = labels.select("region_id", pl.col("effective_parent_id").alias("parent_id"))
+    steps = labels.filter(pl.col("tokens").is_not_null()).select(pl.col("region_id").alias("ancestor_id"))
+    return (
+        ancestors(tree)
+        .filter(pl.col("region_id").is_in(region_ids.implode()) & (pl.col("level") < _MAX_DEPTH))
+        .join(steps, on="ancestor_id", how="semi")
+        .sort("region_id", "level")
+        .unique("region_id", keep="first")
+        .select("region_id", pl.col("ancestor_id").alias("step"))
     )
-    cur = pl.DataFrame({"region_id": region_ids.cast(pl.Int64)}).with_columns(pl.col("region_id").alias("_at"))
-    found = []
-    for _ in range(_MAX_DEPTH):
-        cur = cur.join(tree.rename({"region_id": "_at"}), on="_at", how="inner")
-        found.append(cur.filter(pl.col("_t")).select("region_id", pl.col("_at").alias("step")))
-        cur = cur.filter(~pl.col("_t") & pl.col("_p").is_not_null()).select("region_id", pl.col("_p").alias("_at"))
-        if cur.height == 0:
-            break
-    return pl.concat(found) if found else pl.DataFrame(schema={"region_id": pl.Int64, "step": pl.Int64})
 
 
 ESTIMATE_NOTE: Final = "FLOPs and bytes estimated: graph replay without capture, from --model and the step name"
@@ -270,8 +265,6 @@ def replay_note(activities: pl.DataFrame, capture: Any = None, model: bool = Fal
     if graph.len() == 0:
         return None
     g = activities.filter(pl.col("launch_name").is_in(graph.implode()))
-    if g.height == 0:
-        return None
     ns = int(g["dur_ns"].sum() or 0)
     info: dict[str, Any] = capture if isinstance(capture, dict) else {}
     files = list(info.get("files") or [])

@@ -219,19 +219,12 @@ class AnalysisResult:
         }
         return self.regions.select([c for c in REGION_JSON_COLUMNS if c in self.regions.columns]), frames
 
-    def _region_rows(self) -> tuple[pl.DataFrame, dict[str, list[Any]]]:
-        """The region columns written to JSON and, per row, its top kernels, top ops and idle
-        culprits (the extra fields of each region object)."""
-        reg, frames = self._region_frames()
-        return reg, extra_lists(reg, frames)
-
-    def _totals(self, lat: list[dict[str, Any]], *trace_scope: dict[str, Any]) -> dict[str, Any]:
+    def _totals(self, lat: list[dict[str, Any]], trace_scope: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
         """The document's totals: the result's, with the whole trace's tops, classes, roofline rows and
-        shapes (``trace_scope``, in that order), latency by phase, requests, warnings, serving and
-        communication."""
+        shapes (``trace_scope``: rows by scope of each key), latency by phase, requests, warnings,
+        serving and communication."""
         totals = dict(self.totals)
-        for key, rows in zip(("top_kernels", "top_ops", "op_classes", "class_roofline", "top_shapes"), trace_scope):
-            totals[key] = rows.get("trace", [])
+        totals.update({key: rows.get("trace", []) for key, rows in trace_scope.items()})
         totals["latency"] = {
             str(ph): {latency_key(x): strip_keys(x, "metric", "phase") for x in lat if x.get("phase") == ph}
             for ph in dict.fromkeys(x.get("phase") for x in lat)
@@ -249,40 +242,35 @@ class AnalysisResult:
         """The document before NaN / inf become null (see :meth:`to_json`); with
         ``regions_token``, that string in place of the regions (:meth:`to_json_parts`)."""
         regions: Any = regions_token
-        if regions_token is None:
-            regions = encoded_rows(*self._region_rows())
+        if regions_token is None:  # each region row with its top kernels, top ops and idle culprits
+            reg, frames = self._region_frames()
+            regions = encoded_rows(reg, extra_lists(reg, frames))
         phases = records(self.phases, PHASE_JSON_COLUMNS)
         lat = records(self.latency, list(self.latency.columns))
         byctx = records(self.decode_by_ctx, list(self.decode_by_ctx.columns))
-        pk, po, pc, cul_p, roof_p, shape_p, tk, to, tc, troof, tshape = scopes_by_kind(
-            [  # the phases and the whole trace keep every row of the top lists (10); regions TOP_JSON
-                (self.top_kernels, "phase", None),
-                (self.top_ops, "phase", None),
-                (self.op_classes, "phase", None),
-                (self.idle_culprits, "phase", None),
-                (self.class_roofline, "phase", None),
-                (self.shape_roofline, "phase", None),
-                (self.top_kernels, "trace", None),
-                (self.top_ops, "trace", None),
-                (self.op_classes, "trace", None),
-                (self.class_roofline, "trace", None),
-                (self.shape_roofline, "trace", None),
-            ]
+        # the phases and the whole trace keep every row of the top lists (10); regions TOP_JSON
+        of_phase = {
+            "top_kernels": self.top_kernels,
+            "top_ops": self.top_ops,
+            "op_classes": self.op_classes,
+            "idle_culprits": self.idle_culprits,
+            "class_roofline": self.class_roofline,
+            "top_shapes": self.shape_roofline,
+        }
+        of_trace = {k: df for k, df in of_phase.items() if k != "idle_culprits"}
+        got = scopes_by_kind(
+            [*((df, "phase") for df in of_phase.values()), *((df, "trace") for df in of_trace.values())]
         )
+        phase_scope, trace_scope = dict(zip(of_phase, got)), dict(zip(of_trace, got[len(of_phase) :]))
         for p in phases:
             name = str(p["phase"])
             p["latency"] = {latency_key(x): strip_keys(x, "metric") for x in lat if x.get("phase") == name}
             if name == "decode":
                 p["step_time_by_ctx"] = byctx
-            p["top_kernels"] = pk.get(name, [])
-            p["top_ops"] = po.get(name, [])
-            p["op_classes"] = pc.get(name, [])
-            p["idle_culprits"] = cul_p.get(name, [])
-            p["class_roofline"] = roof_p.get(name, [])
-            p["top_shapes"] = shape_p.get(name, [])
+            p.update({key: rows.get(name, []) for key, rows in phase_scope.items()})
             p["step_verdicts"] = step_verdict_summary(self.step_verdicts, name)
         un = self.unattributed
-        totals = self._totals(lat, tk, to, tc, troof, tshape)
+        totals = self._totals(lat, trace_scope)
         return {
             "version": JSON_VERSION,
             "trace": self.trace,

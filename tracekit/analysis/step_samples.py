@@ -33,13 +33,7 @@ SCHEMA = {
     "value": pl.Float64(),
     "stratum": pl.String(),
 }
-STATS = {
-    "step time": ("p50", "p90"),
-    "busy time": ("sum",),
-    "TTFT": ("p50", "p90", "p99"),
-    "ITL": ("p50", "p90", "p99"),
-}
-STATS_TPOT = ("p50", "p90", "p99")
+PERCENTILES = ("p50", "p90", "p99")  # the statistics of TTFT, TPOT and ITL
 MIN_CLASS_SHARE = 0.01  # op classes under 1 % of a phase's device time are not tested on their own
 
 
@@ -73,7 +67,7 @@ def samples(result: Any) -> pl.DataFrame:
     if steps.height == 0 or "step_ns" not in steps.columns:
         return pl.concat(out)
     ph = pl.col("phase")
-    out.append(_long(steps, ph, "step time", pl.col("step_ns"), STATS["step time"]))
+    out.append(_long(steps, ph, "step time", pl.col("step_ns"), ("p50", "p90")))
     reg: pl.DataFrame = result.regions
     if reg.height and "busy_ns" in reg.columns:
         per = steps.select("region_id", "phase", "name").join(
@@ -85,10 +79,9 @@ def samples(result: Any) -> pl.DataFrame:
         out.append(_class_samples(steps, oc))
     spec = spec_regions(reg)
     if spec.height:
-        out.append(_long(spec, ph, "draft time", pl.when(pl.col("spec") == "draft").then(pl.col("busy_ns")), ("sum",)))
-        out.append(
-            _long(spec, ph, "verify time", pl.when(pl.col("spec") == "verify").then(pl.col("busy_ns")), ("sum",))
-        )
+        for kind in ("draft", "verify"):
+            busy = pl.when(pl.col("spec") == kind).then(pl.col("busy_ns"))
+            out.append(_long(spec, ph, f"{kind} time", busy, ("sum",)))
     # serving figures only where the analysis reports them (serving/basis.py: not for phases
     # inferred from shapes)
     lat: pl.DataFrame = result.latency
@@ -99,10 +92,10 @@ def samples(result: Any) -> pl.DataFrame:
         reqs = reqs.filter(pl.col("source") == src)
     for metric, col, phase in (("TTFT", "ttft_ms", "prefill"), ("TPOT", "tpot_ms", "decode")):
         if metric.lower() in have and reqs.height and col in reqs.columns:
-            out.append(_long(reqs, pl.lit(phase), metric, pl.col(col) * 1e6, STATS_TPOT))
+            out.append(_long(reqs, pl.lit(phase), metric, pl.col(col) * 1e6, PERCENTILES))
     itl = _itl(steps) if "itl" in have else pl.DataFrame()
     if itl.height:
-        out.append(_long(itl, pl.lit("decode"), "ITL", pl.col("itl_ns"), STATS["ITL"]))
+        out.append(_long(itl, pl.lit("decode"), "ITL", pl.col("itl_ns"), PERCENTILES))
     out.append(memory_samples(getattr(result, "memory", None) or {}))
     return pl.concat(out, how="vertical")
 

@@ -176,7 +176,7 @@ def idle(
     free = launch_free(activities, launches)
     if free.height:
         linked = linked.join(free, on="act_id", how="left", maintain_order="left")
-    reg, cul = region_idle(region_rows, linked, launches, ops, host, other)
+    reg, cul = region_idle(region_rows, linked, ops, host, other)
     return reg, cul, linked
 
 
@@ -412,9 +412,7 @@ def totals(
     """The whole trace's totals: attributed time, idle conservation, cold starts, the run's features
     and why whole-trace and phase busy differ."""
     out = trace_totals(activities, whole, region_rows, excluded, thresholds, latency.scalars)
-    out["idle_conserved"] = (
-        bool((region_rows["idle_causes_ns"] == region_rows["idle_ns"]).all()) if region_rows.height else True
-    )
+    out["idle_conserved"] = bool((region_rows["idle_causes_ns"] == region_rows["idle_ns"]).all())  # (none: True)
     out["cold_start"] = cold_summary(region_rows, cold)
     if busy_basis:
         out["busy_basis"] = busy_basis
@@ -468,17 +466,10 @@ def communication(
     units' windows; bandwidths with the trace's world size."""
     if communication is None:
         return pl.DataFrame()
-    units = (
-        region_rows.lazy()
-        .filter(pl.col("is_unit"))
-        .select(
-            "phase",
-            pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
-            pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end"),
-        )
-        .collect(engine="in-memory")
-        if region_rows.height
-        else pl.DataFrame(schema={"phase": pl.String(), "w_start": pl.Int64(), "w_end": pl.Int64()})
+    units = region_rows.filter(pl.col("is_unit")).select(
+        "phase",
+        pl.min_horizontal("cpu_start_ns", "start_ns").alias("w_start"),
+        pl.max_horizontal("cpu_end_ns", "end_ns").alias("w_end"),
     )
     ws = trace_info.get("world_size")
     return exposed_by_phase(communication, units, int(ws) if isinstance(ws, int) and ws > 0 else None)

@@ -24,40 +24,23 @@ from tracekit.tables.trace import scan_table
 
 def time_span(trace: Trace) -> tuple[int | None, int | None]:
     """(first start, last end) in ns over all tables; (None, None) for an empty trace."""
-    lo: list[int] = []
-    hi: list[int] = []
-    for name in schema.TABLES:
-        df = trace.table(name)
-        if df.height:
-            lo.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
-            hi.append(int(df["end_ns"].max()))  # type: ignore[arg-type]
-    return (min(lo), max(hi)) if lo else (None, None)
+    tables = [t for t in (trace.table(name) for name in schema.TABLES) if t.height]
+    if not tables:
+        return None, None
+    lo = min(int(t["start_ns"].min()) for t in tables)  # type: ignore[arg-type]
+    return lo, max(int(t["end_ns"].max()) for t in tables)  # type: ignore[arg-type]
 
 
-def stream_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
-    """Per (device, stream): activity count, busy_ns (union) and busy_pct of the span."""
+def stream_busy(
+    kernels: pl.DataFrame, span_ns: int | None, keys: tuple[str, ...] = ("device", "stream")
+) -> pl.DataFrame:
+    """Per (device, stream), or per device with ``keys`` ``("device",)`` (the union over all its
+    streams): activity count, busy_ns (union) and busy_pct of the span."""
     if kernels.height == 0:
-        return pl.DataFrame(
-            schema={
-                "device": pl.Int64(),
-                "stream": pl.Int64(),
-                "count": pl.UInt32(),
-                "busy_ns": pl.Int64(),
-                "busy_pct": pl.Float64(),
-            }
-        )
-    u = union_length(kernels, ["device", "stream"]).sort("device", "stream")
-    return u.select("device", "stream", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
-
-
-def device_busy(kernels: pl.DataFrame, span_ns: int | None) -> pl.DataFrame:
-    """Per device: busy_ns as the union over all its streams, and busy_pct of the span."""
-    if kernels.height == 0:
-        return pl.DataFrame(
-            schema={"device": pl.Int64(), "count": pl.UInt32(), "busy_ns": pl.Int64(), "busy_pct": pl.Float64()}
-        )
-    u = union_length(kernels, ["device"]).sort("device")
-    return u.select("device", "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
+        counts = {"count": pl.UInt32(), "busy_ns": pl.Int64(), "busy_pct": pl.Float64()}
+        return pl.DataFrame(schema={**dict.fromkeys(keys, pl.Int64()), **counts})
+    u = union_length(kernels, list(keys)).sort(*keys)
+    return u.select(*keys, "count", "busy_ns", _pct(pl.col("busy_ns"), span_ns))
 
 
 def _pct(col: pl.Expr, span_ns: int | None) -> pl.Expr:
@@ -120,7 +103,7 @@ def summarize(trace: Trace, top: int = 10) -> dict[str, Any]:
             "regions": regions.height,
         },
         "categories": meta.get("categories") or {},
-        "devices_busy": device_busy(k, span).to_dicts(),
+        "devices_busy": stream_busy(k, span, ("device",)).to_dicts(),
         "streams": stream_busy(k, span).to_dicts(),
         "top_kernels": top_kernels(k, top).to_dicts(),
         "annotations": {

@@ -134,13 +134,12 @@ def fmt_dur(ns: pl.Expr) -> pl.Expr:
     x = ns.cast(pl.Float64())
     return _shown(
         x,
-        pl.when(x >= 1e9)
-        .then(pl.format("{} s", (x / 1e9).round(2)))
-        .when(x >= 1e6)
-        .then(pl.format("{} ms", (x / 1e6).round(1)))
-        .when(x >= 1e3)
-        .then(pl.format("{} µs", (x / 1e3).round(1)))
-        .otherwise(pl.format("{} ns", x.round(0).cast(pl.Int64(), strict=False))),
+        first(
+            (x >= 1e9, pl.format("{} s", (x / 1e9).round(2))),
+            (x >= 1e6, pl.format("{} ms", (x / 1e6).round(1))),
+            (x >= 1e3, pl.format("{} µs", (x / 1e3).round(1))),
+            otherwise=pl.format("{} ns", x.round(0).cast(pl.Int64(), strict=False)),
+        ),
     )
 
 
@@ -185,8 +184,7 @@ def classify(
     )
     out = out.with_columns(above_roof_expr().alias(ABOVE_ROOF_COLUMN))
     cols = set(df.columns)
-    bound = _bound(th, cols)
-    reason = _base_reason(cols, th, hardware.name if hardware is not None else None, device_name)
+    bound, reason = _base_reason(cols, th, hardware.name if hardware is not None else None, device_name)
     reason = _with_lever(reason, bound, cols)
     reason, class_above = _with_class(reason, bound, cols)
     reason = _with_above_roof(reason, class_above)
@@ -202,46 +200,26 @@ def _other(name: str, cols: Collection[str]) -> pl.Expr:
     return pl.col(name).fill_null(0) if name in cols else pl.lit(0)
 
 
-def _conditions(th: Thresholds, cols: Collection[str] = ()) -> dict[str, pl.Expr]:
-    """The tests the bound and the reason take in the same order."""
+def _base_reason(
+    cols: set[str], th: Thresholds, device: str | None, device_name: str | None
+) -> tuple[pl.Expr, pl.Expr]:
+    """The bound (overhead / queued / unknown / compute / bandwidth, null for a row with neither
+    span nor work) and why it is what it is, with the numbers that decided it: one table of
+    (test, bound, reason) rows, first match wins."""
     span = pl.col("span_ns").cast(pl.Float64())
     occupied = (pl.col("busy_ns") + _other("other_busy_ns", cols)).cast(pl.Float64()) / span
-    not_own = pl.col("span_ns") - pl.col("busy_ns")
-    return {
-        "no_work": pl.col("kernel_count").fill_null(0) == 0,
-        "has_span": pl.col("span_ns").fill_null(0) > 0,
-        "overhead": occupied < th.overhead_busy_ratio
-        if "other_busy_ns" in cols
-        else pl.col("busy_ratio") < th.overhead_busy_ratio,
-        "queued": (pl.col("busy_ratio") < th.overhead_busy_ratio)
-        & (_other("queued_ns", cols) > 0)
-        & (2 * _other("queued_ns", cols) >= not_own),
-        "low_cov": pl.col("coverage").fill_null(0) < th.min_coverage,
-        "no_peak": pl.col("ridge").is_null(),
-        "no_bytes": pl.col("intensity").is_null(),
-        "compute": pl.col("intensity") >= pl.col("ridge"),
-    }
-
-
-def _bound(th: Thresholds, cols: set[str]) -> pl.Expr:
-    """overhead / queued / unknown / compute / bandwidth, null for a row with neither span nor work."""
-    c = _conditions(th, cols)
-    return first(
-        (c["no_work"] & c["has_span"], pl.lit("overhead")),
-        (c["no_work"], pl.lit(None, dtype=pl.String())),
-        (c["overhead"], pl.lit("overhead")),
-        (c["queued"], pl.lit("queued")),
-        (c["low_cov"] | c["no_peak"] | c["no_bytes"], pl.lit("unknown")),
-        (c["compute"], pl.lit("compute")),
-        otherwise=pl.lit("bandwidth"),
+    no_work = pl.col("kernel_count").fill_null(0) == 0
+    has_span = pl.col("span_ns").fill_null(0) > 0
+    overhead = (
+        occupied < th.overhead_busy_ratio if "other_busy_ns" in cols else pl.col("busy_ratio") < th.overhead_busy_ratio
     )
-
-
-def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name: str | None) -> pl.Expr:
-    """Why the bound is what it is, with the numbers that decided it."""
-    c = _conditions(th, cols)
+    queued = (
+        (pl.col("busy_ratio") < th.overhead_busy_ratio)
+        & (_other("queued_ns", cols) > 0)
+        & (2 * _other("queued_ns", cols) >= pl.col("span_ns") - pl.col("busy_ns"))
+    )
+    compute = pl.col("intensity") >= pl.col("ridge")
     busy_txt = pl.format("busy {} of window", fmt_pct(pl.col("busy_ratio"), th.overhead_busy_ratio))
-    span = pl.col("span_ns").cast(pl.Float64())
     other_share = _other("other_busy_ns", cols).cast(pl.Float64()) / span
     # overhead is decided on the device's occupied share: with other work, say how much it ran
     busy_occ = (
@@ -296,17 +274,18 @@ def _base_reason(cols: set[str], th: Thresholds, device: str | None, device_name
             busy_txt,
         )
 
-    return first(
-        (c["no_work"] & c["has_span"], pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns")))),
-        (c["no_work"], pl.lit("zero span and no device work: excluded")),
-        (c["overhead"], pl.format("{}: {}", busy_occ, why_idle)),
-        (c["queued"], queued_txt),
-        (c["low_cov"], low_cov),
-        (c["no_peak"], pl.format("{}; {}", busy_txt, peak_txt)),
-        (c["no_bytes"], pl.lit("no bytes from the cost model: intensity undefined")),
-        (c["compute"], ridge("≥")),
-        otherwise=ridge("<"),
+    cases = (
+        (no_work & has_span, "overhead", pl.format("no device work in its {} span", fmt_dur(pl.col("span_ns")))),
+        (no_work, None, pl.lit("zero span and no device work: excluded")),
+        (overhead, "overhead", pl.format("{}: {}", busy_occ, why_idle)),
+        (queued, "queued", queued_txt),
+        (pl.col("coverage").fill_null(0) < th.min_coverage, "unknown", low_cov),
+        (pl.col("ridge").is_null(), "unknown", pl.format("{}; {}", busy_txt, peak_txt)),
+        (pl.col("intensity").is_null(), "unknown", pl.lit("no bytes from the cost model: intensity undefined")),
+        (compute, "compute", ridge("≥")),
     )
+    bound = first(*((c, pl.lit(b, dtype=pl.String())) for c, b, _ in cases), otherwise=pl.lit("bandwidth"))
+    return bound, first(*((c, r) for c, _, r in cases), otherwise=ridge("<"))
 
 
 def _with_lever(reason: pl.Expr, bound: pl.Expr, cols: set[str]) -> pl.Expr:

@@ -107,8 +107,7 @@ def attribute(trace: Trace, release: bool = False) -> Attribution:
     tree = region_tree(regions, thread_links)
     launch_cols: list[pl.Series] = []  # the launch and op of each activity (not in a CPU-only trace)
     if cpu_only:
-        acts = cpu_op_activities(trace.ops)
-        acts = acts if acts["act_id"].is_sorted() else acts.sort("act_id")
+        acts = cpu_op_activities(trace.ops)  # in act_id order
         link, rrow, via, why = _cpu_links(acts, regions, thread_links)
     else:
         acts = device_activities(trace.kernels)

@@ -32,6 +32,9 @@ _SUMS_RE: Final = r"_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)_generation_
 _TOPK_CONCRETE: Final = ("TopK",)  # (logits, k, …): k is Concrete Inputs[1]
 _TOPK_SHAPE_RE: Final = r"(?i)topk_softmax$"  # (topk_weights [T, k], topk_ids, …)
 _WSIZE: Final = ((r"(?i)mxfp4|nvfp4|fp4|e2m1", 0.5), (r"(?i)fp8|e4m3|e5m2|w8a8|int8", 1.0))
+# the hint items a MoE op gets from the model's config (moe_hints' keys) and their columns: the
+# trace's top-k (``a``) and bytes per weight (``b``) win over the config's (``ca``, ``cb``)
+_CONFIG_HINTS: Final = {"topk": "ca", "wsize": "cb", "inter": "ci", "hidden": "ch", "ep": "ce", "dp": "cd"}
 
 
 def step_sums(regions: pl.DataFrame) -> pl.DataFrame:
@@ -63,36 +66,14 @@ def hint_column(
     notes = pl.repeat(None, n, dtype=pl.String, eager=True)
     moe = canon.is_in(list(MOE_OPS))
     if bool(moe.any()):
+        hints = moe_hints(model)
         fr = pl.DataFrame(
             {"a": _moe_topk(ops, canon, parent, moe), "b": _moe_wsize(ops, moe, launched, parent)}
-        ).with_columns(
-            *[
-                pl.lit(moe_hints(model).get(k), pl.Float64).alias(c)
-                for k, c in (
-                    ("topk", "ca"),
-                    ("wsize", "cb"),
-                    ("inter", "ci"),
-                    ("hidden", "ch"),
-                    ("ep", "ce"),
-                    ("dp", "cd"),
-                )
-            ]
-        )
+        ).with_columns(pl.lit(hints.get(k), pl.Float64).alias(c) for k, c in _CONFIG_HINTS.items())
         notes = _moe_notes(fr, moe)
-        extra = fr.select(
-            pl.concat_str(
-                [
-                    pl.format("topk={}", pl.coalesce("a", "ca")),
-                    pl.format("wsize={}", pl.coalesce("b", "cb")),
-                    pl.format("inter={}", "ci"),
-                    pl.format("hidden={}", "ch"),
-                    pl.format("ep={}", "ce"),
-                    pl.format("dp={}", "cd"),
-                ],
-                separator=";",
-                ignore_nulls=True,
-            )
-        ).to_series()
+        value = {"ca": pl.coalesce("a", "ca"), "cb": pl.coalesce("b", "cb")}
+        items = [pl.format(f"{k}={{}}", value.get(c, pl.col(c))) for k, c in _CONFIG_HINTS.items()]
+        extra = fr.select(pl.concat_str(items, separator=";", ignore_nulls=True)).to_series()
         extra = pl.select(pl.when(moe).then(extra)).to_series()
         out = pl.select(pl.concat_str([out, extra], separator=";", ignore_nulls=True)).to_series()
         out = pl.select(pl.when(out != "").then(out)).to_series()

@@ -169,54 +169,42 @@ def _conv(
     bias read once, output written once."""
 
     def f(args: list[Arg]) -> Cost:
-        return _convolution(args, bias_at, stride_at, pad_at, dil_at, groups_at, transposed_at)
+        x, w = args[0], args[1] if len(args) > 1 else None
+        if w is None or not (x.is_tensor and w.is_tensor) or len(x.dims) < 3 or len(w.dims) != len(x.dims):
+            raise NoModel("convolution needs input and weight of the same rank")
+        nd = len(x.dims) - 2
+        ints = lambda i, d: [int(v) for v in re.findall(r"-?\d+", args[i].concrete)] or [d] if i < len(args) else [d]  # noqa: E731
+        stride, dil = ints(stride_at, 1), ints(dil_at, 1)
+        pad_s = args[pad_at].concrete.strip().strip("'\"").lower() if pad_at < len(args) else ""
+        transposed = transposed_at is not None and flag(args, transposed_at)
+        groups = int_at(args, groups_at) or 1
+        if transposed:
+            raise NoModel("transposed convolution")
+        pick = lambda v, i: v[i] if len(v) > i else v[0]  # noqa: E731
+        out_sp = []
+        for i in range(nd):
+            size, kern = x.dims[2 + i], w.dims[2 + i]
+            if pad_s == "same":  # conv2d.padding(…, str padding, …): the output keeps the input's size
+                o = size
+            else:
+                p = 0 if pad_s == "valid" else pick(ints(pad_at, 0), i)
+                o = (size + 2 * p - pick(dil, i) * (kern - 1) - 1) // pick(stride, i) + 1
+            if o <= 0:
+                raise Contradiction(f"convolution: output size {o} along spatial dim {i}")
+            out_sp.append(o)
+        n, cin, cout = x.dims[0], x.dims[1], w.dims[0]
+        if w.dims[1] * groups != cin:
+            raise Contradiction(f"convolution: input has {cin} channels, weight expects {w.dims[1]}×{groups} groups")
+        out = float(n * cout * math.prod(out_sp))
+        flops = 2.0 * out * w.dims[1] * math.prod(w.dims[2:])
+        b = args[bias_at] if bias_at is not None and len(args) > bias_at else None
+        bias = b if b is not None and b.is_tensor and b.numel > 0 else None
+        nbytes = x.nbytes + w.nbytes + out * x.size + (bias.nbytes if bias else 0.0)
+        if bias:
+            flops += out
+        return Cost(flops, nbytes, "conv", x.dtype, RANK_MATMUL)
 
     return f
-
-
-def _convolution(
-    args: list[Arg],
-    bias_at: int | None,
-    stride_at: int,
-    pad_at: int,
-    dil_at: int,
-    groups_at: int,
-    transposed_at: int | None,
-) -> Cost:
-    x, w = args[0], args[1] if len(args) > 1 else None
-    if w is None or not (x.is_tensor and w.is_tensor) or len(x.dims) < 3 or len(w.dims) != len(x.dims):
-        raise NoModel("convolution needs input and weight of the same rank")
-    nd = len(x.dims) - 2
-    ints = lambda i, d: [int(v) for v in re.findall(r"-?\d+", args[i].concrete)] or [d] if i < len(args) else [d]  # noqa: E731
-    stride, dil = ints(stride_at, 1), ints(dil_at, 1)
-    pad_s = args[pad_at].concrete.strip().strip("'\"").lower() if pad_at < len(args) else ""
-    transposed = transposed_at is not None and flag(args, transposed_at)
-    groups = int_at(args, groups_at) or 1
-    if transposed:
-        raise NoModel("transposed convolution")
-    pick = lambda v, i: v[i] if len(v) > i else v[0]  # noqa: E731
-    out_sp = []
-    for i in range(nd):
-        size, kern = x.dims[2 + i], w.dims[2 + i]
-        if pad_s == "same":  # conv2d.padding(…, str padding, …): the output keeps the input's size
-            o = size
-        else:
-            p = 0 if pad_s == "valid" else pick(ints(pad_at, 0), i)
-            o = (size + 2 * p - pick(dil, i) * (kern - 1) - 1) // pick(stride, i) + 1
-        if o <= 0:
-            raise Contradiction(f"convolution: output size {o} along spatial dim {i}")
-        out_sp.append(o)
-    n, cin, cout = x.dims[0], x.dims[1], w.dims[0]
-    if w.dims[1] * groups != cin:
-        raise Contradiction(f"convolution: input has {cin} channels, weight expects {w.dims[1]}×{groups} groups")
-    out = float(n * cout * math.prod(out_sp))
-    flops = 2.0 * out * w.dims[1] * math.prod(w.dims[2:])
-    b = args[bias_at] if bias_at is not None and len(args) > bias_at else None
-    bias = b if b is not None and b.is_tensor and b.numel > 0 else None
-    nbytes = x.nbytes + w.nbytes + out * x.size + (bias.nbytes if bias else 0.0)
-    if bias:
-        flops += out
-    return Cost(flops, nbytes, "conv", x.dtype, RANK_MATMUL)
 
 
 # convolution / _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)

@@ -26,29 +26,26 @@ def _normalized_numel(args: list[Arg], weight: Arg | None) -> int:
     raise NoModel("normalized_shape unknown")
 
 
-def _layer_norm(args: list[Arg]) -> Cost:
-    x = args[0]
-    if not x.is_tensor:
-        raise NoModel("layer_norm input untyped")
-    w = args[2] if len(args) > 2 and args[2].is_tensor else None
-    bias = args[3] if len(args) > 3 and args[3].is_tensor else None
-    c = _normalized_numel(args, w)
-    n = x.numel
-    flops = 5.0 * n + 2.0 * _rows(x, c) + (n if w else 0.0) + (n if bias else 0.0)
-    nbytes = 2.0 * x.nbytes + (w.nbytes if w else 0.0) + (bias.nbytes if bias else 0.0)
-    return Cost(flops, nbytes, "layer_norm", x.dtype, RANK_NORM)
+def _norm(model: str, per_element: float, bias_at: int | None) -> Callable[[list[Arg]], Cost]:
+    """layer_norm / rms_norm(input, normalized_shape, weight[, bias at ``bias_at``], …): ``per_element``
+    FLOPs an element + 1 each for weight and bias, 2 a row; input read, output written, weight, bias read."""
+
+    def f(args: list[Arg]) -> Cost:
+        x = args[0]
+        if not x.is_tensor:
+            raise NoModel(f"{model} input untyped")
+        w = args[2] if len(args) > 2 and args[2].is_tensor else None
+        bias = args[bias_at] if bias_at is not None and len(args) > bias_at and args[bias_at].is_tensor else None
+        n = x.numel
+        flops = per_element * n + 2.0 * _rows(x, _normalized_numel(args, w)) + (n if w else 0.0) + (n if bias else 0.0)
+        nbytes = 2.0 * x.nbytes + (w.nbytes if w else 0.0) + (bias.nbytes if bias else 0.0)
+        return Cost(flops, nbytes, model, x.dtype, RANK_NORM)
+
+    return f
 
 
-def _rms_norm(args: list[Arg]) -> Cost:
-    x = args[0]
-    if not x.is_tensor:
-        raise NoModel("rms_norm input untyped")
-    w = args[2] if len(args) > 2 and args[2].is_tensor else None
-    c = _normalized_numel(args, w)
-    n = x.numel
-    flops = 3.0 * n + 2.0 * _rows(x, c) + (n if w else 0.0)
-    nbytes = 2.0 * x.nbytes + (w.nbytes if w else 0.0)
-    return Cost(flops, nbytes, "rms_norm", x.dtype, RANK_NORM)
+_LAYER_NORM: Final = _norm("layer_norm", 5.0, 3)
+_RMS_NORM: Final = _norm("rms_norm", 3.0, None)
 
 
 def _engine_rmsnorm(fused_add: bool) -> Callable[[list[Arg]], Cost]:
@@ -81,10 +78,10 @@ def _softmax(args: list[Arg]) -> Cost:
 
 
 NORM_FORMULAS: Final[dict[str, Callable[[list[Arg]], Cost]]] = {
-    "aten::layer_norm": _layer_norm,
-    "aten::native_layer_norm": _layer_norm,
-    "aten::rms_norm": _rms_norm,
-    "aten::_fused_rms_norm": _rms_norm,
+    "aten::layer_norm": _LAYER_NORM,
+    "aten::native_layer_norm": _LAYER_NORM,
+    "aten::rms_norm": _RMS_NORM,
+    "aten::_fused_rms_norm": _RMS_NORM,
     "aiter::rmsnorm": _engine_rmsnorm(False),
     "aiter::rms_norm": _engine_rmsnorm(False),
     "aiter::add_rmsnorm": _engine_rmsnorm(True),

@@ -109,22 +109,16 @@ def _signature_table(ops: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
         )
         .collect(engine="in-memory")
     )  # one query: the priced ops and their key strings
-    sub = both[["_row", "name", "input_dims", "input_types", "concrete_inputs"]]
     keys = both[_KEYS].rechunk()  # gathers on many-chunk columns are several times slower
     gid, first = _group_ids(keys)
-    rows: dict[str, list[object]] = {k: [] for k in _SIG_SCHEMA}
-    reps = sub.select("name", "input_dims", "input_types", "concrete_inputs")[first]
-    for name, dims, types, conc in reps.iter_rows():
-        c = signature_cost(name, dims, types, conc)
-        for k, v in zip(
-            _SIG_SCHEMA, (c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else [None] * 7
-        ):
-            rows[k].append(v)
+    reps = both.select("name", "input_dims", "input_types", "concrete_inputs")[first]
+    costs = [signature_cost(*r) for r in reps.iter_rows()]
+    rows = [(c.flops, c.bytes, c.model, c.dtype, c.rank, c.unknown_elems, c.note) if c else (None,) * 7 for c in costs]
     calls = (
         pl.LazyFrame({"_gid": gid}).group_by("_gid").len().sort("_gid").collect(engine="in-memory").get_column("len")
     ).cast(pl.Float64())
-    sig = pl.DataFrame(rows, schema=_SIG_SCHEMA).with_columns(calls.alias("_calls"))
-    per_row = pl.repeat(None, ops.height, dtype=pl.UInt32(), eager=True).scatter(sub.get_column("_row"), gid)
+    sig = pl.DataFrame(rows, schema=_SIG_SCHEMA, orient="row").with_columns(calls.alias("_calls"))
+    per_row = pl.repeat(None, ops.height, dtype=pl.UInt32(), eager=True).scatter(both.get_column("_row"), gid)
     return per_row, sig
 
 

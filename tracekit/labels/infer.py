@@ -18,8 +18,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.attribution.codes import REASON_NO_LAUNCH
-from tracekit.labels import phases as ph
-from tracekit.labels.regions import attention_query_lengths
+from tracekit.labels.regions import attention_query_lengths, shape_phase, shape_stats
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.trace import Trace
 from tracekit.tables.gather import take
@@ -68,31 +67,8 @@ def infer_region_phases(trace: Trace, labels: pl.DataFrame, q: pl.DataFrame | No
     at = at.with_columns(take(top["region_id"], row).alias("_rid")).filter(pl.col("_rid").is_not_null())
     if at.height == 0:
         return labels, 0
-    per = at.group_by("_rid").agg(
-        pl.len().alias("_n"),
-        (pl.col("query_len") == 1).sum().alias("_ones"),
-        pl.col("query_len").min().alias("_lo"),
-        pl.col("query_len").max().alias("_hi"),
-        pl.col("batch").max().alias("_bs"),
-    )
-    phase = (
-        pl.when(pl.col("_ones") == pl.col("_n"))
-        .then(pl.lit(ph.DECODE))
-        .when(pl.col("_ones") == 0)
-        .then(pl.lit(ph.PREFILL))
-        .otherwise(pl.lit(ph.MIXED))
-    )
-    rule = (
-        pl.when(pl.col("_ones") == pl.col("_n"))
-        .then(pl.format("inferred from shapes: attention query length 1 ({} attention calls)", "_n"))
-        .when(pl.col("_ones") == 0)
-        .then(
-            pl.format("inferred from shapes: attention query length {}–{} > 1 ({} attention calls)", "_lo", "_hi", "_n")
-        )
-        .otherwise(
-            pl.format("inferred from shapes: attention query length 1 in {} of {} attention calls", "_ones", "_n")
-        )
-    )
+    per = at.group_by("_rid").agg(*shape_stats(), pl.col("batch").max().alias("_bs"))
+    phase, rule = shape_phase()
     per = per.with_columns(phase.alias("_ph"), rule.alias("_rule")).rename({"_rid": "region_id"})
     out = labels.join(per.select("region_id", "_ph", "_rule", "_bs"), on="region_id", how="left", maintain_order="left")
     hit = pl.col("_ph").is_not_null()

@@ -32,6 +32,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.errors import UsageError
+from tracekit.tables.cases import first
 
 PREFILL: Final = "prefill"
 DECODE: Final = "decode"
@@ -161,15 +162,11 @@ def vllm_columns(name: pl.Expr) -> dict[str, pl.Expr]:
     tokens = pl.coalesce(as_int(name.str.extract(VLLM_RE, 1)), part_tokens(ctx_part) + part_tokens(gen_part))
     sk = as_int(ctx_part.str.extract(r"sk(\d+)", 1)) + as_int(gen_part.str.extract(r"sk(\d+)", 1))
     batch = n + m
-    phase = (
-        pl.when((n > 0) & (m > 0))
-        .then(pl.lit(MIXED))
-        .when(n > 0)
-        .then(pl.lit(PREFILL))
-        .when(m > 0)
-        .then(pl.lit(DECODE))
-        .when(n.is_not_null())
-        .then(pl.lit(OTHER))
+    phase = first(
+        ((n > 0) & (m > 0), pl.lit(MIXED)),
+        (n > 0, pl.lit(PREFILL)),
+        (m > 0, pl.lit(DECODE)),
+        (n.is_not_null(), pl.lit(OTHER)),
     )
     return {
         "phase": phase,
@@ -206,13 +203,7 @@ def unread_step_names(labels: pl.DataFrame, limit: int = 5) -> list[str]:
     name, how many regions carry it, and a ``--phase-map`` rule that would label it."""
     if labels.height == 0 or "phase_rule" not in labels.columns:
         return []
-    read = (
-        pl.col("phase_rule").str.starts_with("SGLang ")
-        | pl.col("phase_rule").str.starts_with("vLLM ")
-        | pl.col("phase_rule").str.starts_with("ATOM ")
-        | pl.col("phase_rule").str.starts_with("--phase-map ")
-        | pl.col("phase_rule").str.starts_with("tk: ")
-    )
+    read = pl.col("phase_rule").str.contains("^(?:SGLang |vLLM |ATOM |--phase-map |tk: )")
     bad = (
         labels.lazy()
         .filter(pl.col("kind") != "gpu_user_annotation")

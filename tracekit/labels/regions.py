@@ -20,13 +20,12 @@ from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
 from tracekit.labels.tk_ints import tk_int
 from tracekit.attribution.activities import cpu_regions
-from tracekit.attribution.links import forward_threads, region_tree
+from tracekit.attribution.links import ancestors, forward_threads, region_tree
 from tracekit.tables.trace import Trace
 from tracekit.tables.cases import first
 
 ATTR_COLUMNS: Final = ("batch", "tokens", "ctx", "prefill_tokens", "decode_seqs", "prompt_tokens", "kv_tokens")
-_TK_KEYS: Final = ("step", *ATTR_COLUMNS)
-TK_KEYS = _TK_KEYS  # the integer tk: attributes
+TK_KEYS: Final = ("step", *ATTR_COLUMNS)  # the integer tk: attributes
 
 
 def label_regions(
@@ -51,7 +50,7 @@ def label_regions(
         .unique()
         .join(_tk_frame(regions["name"]).lazy(), on="name", how="left")
         .with_columns(*_own_labels(rules), *_step_attributes())
-        .drop(*(f"_tk_{k}" for k in _TK_KEYS), "_tk_phase", "_tk_any")
+        .drop(*(f"_tk_{k}" for k in TK_KEYS), "_tk_phase")
         .with_columns(pl.col("_family").rank("dense").alias("_family"))  # grouped below: a number, not the text
     )
     # the joins and columns before the inheritance run as one query (in-memory engine, as eager)
@@ -64,8 +63,7 @@ def label_regions(
     keep = [*regions.columns, "phase", "phase_rule", "step", *ATTR_COLUMNS, "attrs", "effective_parent_id"]
     return (
         df.lazy()
-        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"))
-        .with_columns(pl.col("_tk_attrs").alias("attrs"))
+        .with_columns(pl.coalesce("_explicit_step", occurrence).alias("step"), pl.col("_tk_attrs").alias("attrs"))
         .select(keep)
         .sort("region_id")
         .collect(engine="in-memory")
@@ -126,7 +124,7 @@ def _step_attributes() -> list[pl.Expr]:
         pl.col("_tk_prompt_tokens").alias("prompt_tokens"),
         pl.coalesce("_tk_kv_tokens", vl["kv_tokens"]).alias("kv_tokens"),
         first(
-            (pl.col("_tk_phase").is_not_null() | pl.col("_tk_any"), pl.lit("tk")),
+            (pl.col("_tk_attrs").is_not_null(), pl.lit("tk")),  # every parsed tk: name has its attrs
             (sg["phase"].is_not_null(), pl.lit("sglang step")),
             (vl["phase"].is_not_null(), pl.lit("vllm execute")),
             (at["phase"].is_not_null(), pl.lit("atom step")),
@@ -150,51 +148,35 @@ def _tk_frame(names: pl.Series) -> pl.DataFrame:
         row: dict[str, object] = {
             "name": n,
             "_tk_phase": phase if phase in ph.PHASES else None,
-            "_tk_any": True,
             "_tk_attrs": json.dumps(parsed, sort_keys=True),
         }
-        for key in _TK_KEYS:
-            v = parsed.get(key)
-            row[f"_tk_{key}"] = tk_int(v)  # beyond int64: null (counted by tk_ints.out_of_range_warnings)
+        # beyond int64: null (counted by tk_ints.out_of_range_warnings)
+        row.update({f"_tk_{key}": tk_int(parsed.get(key)) for key in TK_KEYS})
         rows.append(row)
     schema: dict[str, pl.DataType] = {
         "name": pl.String(),
         "_tk_phase": pl.String(),
-        "_tk_any": pl.Boolean(),
         "_tk_attrs": pl.String(),
     }
-    schema.update({f"_tk_{k}": pl.Int64() for k in _TK_KEYS})
-    return pl.DataFrame(rows, schema=schema)  # (_tk_any: True on every row)
+    schema.update({f"_tk_{k}": pl.Int64() for k in TK_KEYS})
+    return pl.DataFrame(rows, schema=schema)
 
 
 def _inherit(df: pl.DataFrame) -> pl.DataFrame:
-    """Phase from the nearest ancestor that has one of its own (one nesting level per pass)."""
-    df = df.with_columns(
-        pl.col("_own").alias("phase"),
-        pl.col("_rule").alias("phase_rule"),
-        pl.when(pl.col("_own").is_not_null()).then(pl.col("name")).alias("_src"),
+    """Phase from the nearest region at or above each (effective parents) with one of its own."""
+    tree = df.select("region_id", pl.col("effective_parent_id").alias("parent_id"))
+    own = df.filter(pl.col("_own").is_not_null()).select(
+        pl.col("region_id").alias("ancestor_id"), pl.col("_own").alias("_ap"), pl.col("name").alias("_src")
     )
-    for _ in range(df.height):  # one query per nesting level
-        cur = df.lazy()
-        par = cur.select(
-            pl.col("region_id").alias("effective_parent_id"), pl.col("phase").alias("_pp"), pl.col("_src").alias("_ps")
-        )
-        nxt = (
-            cur.join(par, on="effective_parent_id", how="left")
-            .with_columns(pl.coalesce("phase", "_pp").alias("phase"), pl.coalesce("_src", "_ps").alias("_src"))
-            .drop("_pp", "_ps")
-            .collect(engine="in-memory")
-        )
-        if nxt["phase"].null_count() == df["phase"].null_count():
-            break
-        df = nxt
+    nearest = ancestors(tree).join(own, on="ancestor_id").sort("region_id", "level").unique("region_id", keep="first")
+    df = df.join(nearest.select("region_id", "_ap", "_src"), on="region_id", how="left", maintain_order="left")
     return df.with_columns(
         first(
-            (pl.col("phase_rule").is_not_null(), pl.col("phase_rule")),
-            (pl.col("phase").is_not_null(), pl.format('inherited from "{}"', pl.col("_src"))),
+            (pl.col("_rule").is_not_null(), pl.col("_rule")),
+            (pl.col("_ap").is_not_null(), pl.format('inherited from "{}"', pl.col("_src"))),
             otherwise=pl.lit("no phase rule matched"),
         ).alias("phase_rule"),
-        pl.col("phase").fill_null(ph.OTHER),
+        pl.col("_ap").fill_null(ph.OTHER).alias("phase"),
     )
 
 
@@ -243,6 +225,35 @@ def attention_query_lengths(ops: pl.DataFrame) -> pl.DataFrame:
     return by_sdpa if n_sdpa.item() > 0 else by_flash
 
 
+def shape_stats() -> list[pl.Expr]:
+    """Over attention calls (:func:`attention_query_lengths` rows): ``_n`` calls, ``_ones`` of
+    query length 1, ``_lo`` and ``_hi`` the query lengths' range; what :func:`shape_phase` reads."""
+    q = pl.col("query_len")
+    return [pl.len().alias("_n"), (q == 1).sum().alias("_ones"), q.min().alias("_lo"), q.max().alias("_hi")]
+
+
+def shape_phase() -> tuple[pl.Expr, pl.Expr]:
+    """(phase, rule) of attention calls (:func:`shape_stats`): query length 1 in every call →
+    decode, longer in every call → prefill, both → mixed; no call → other."""
+    n, ones = pl.col("_n"), pl.col("_ones")
+    phase = first(
+        (n == 0, pl.lit(ph.OTHER)),
+        (ones == n, pl.lit(ph.DECODE)),
+        (ones == 0, pl.lit(ph.PREFILL)),
+        otherwise=pl.lit(ph.MIXED),
+    )
+    rule = first(
+        (n == 0, pl.lit("no attention op with Input Dims: phase not inferred from shapes")),
+        (ones == n, pl.format("inferred from shapes: attention query length 1 ({} attention calls)", n)),
+        (
+            ones == 0,
+            pl.format("inferred from shapes: attention query length {}–{} > 1 ({} attention calls)", "_lo", "_hi", n),
+        ),
+        otherwise=pl.format("inferred from shapes: attention query length 1 in {} of {} attention calls", ones, n),
+    )
+    return phase.alias("phase"), rule.alias("rule")
+
+
 def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.DataFrame:
     """One synthetic whole-trace region (region_id −1, kind ``inferred``) with the phase the
     attention shapes imply: query length 1 per sequence in every attention call → decode; longer
@@ -256,44 +267,22 @@ def infer_phase_from_shapes(trace: Trace, q: pl.DataFrame | None = None) -> pl.D
         for t in (trace.ops, trace.kernels)
         if t.height
     ]
-    span = (
-        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()).collect(engine="in-memory")
+    start, end = (
+        pl.concat(spans).select(pl.col("s").min(), pl.col("e").max()).collect(engine="in-memory").row(0)
         if spans
-        else pl.DataFrame({"s": [None], "e": [None]})
+        else (None, None)
     )
-    n, ones = q.height, int((q["query_len"] == 1).sum()) if q.height else 0
-    if n == 0:
-        phase, rule = ph.OTHER, "no attention op with Input Dims: phase not inferred from shapes"
-    elif ones == n:
-        phase, rule = ph.DECODE, f"inferred from shapes: attention query length 1 ({n} attention calls)"
-    elif ones == 0:
-        lo, hi = q["query_len"].min(), q["query_len"].max()
-        phase, rule = (
-            ph.PREFILL,
-            f"inferred from shapes: attention query length {lo!s}–{hi!s} > 1 ({n} attention calls)",
-        )
-    else:
-        phase, rule = ph.MIXED, f"inferred from shapes: attention query length 1 in {ones} of {n} attention calls"
-    return pl.DataFrame(
-        {
-            "region_id": [-1],
-            "name": ["<whole trace>"],
-            "kind": ["inferred"],
-            "start_ns": span["s"].to_list(),
-            "end_ns": span["e"].to_list(),
-            "phase": [phase],
-            "phase_rule": [rule],
-            "step": [None],
-            "attention_ops": [n],
-            "query_len_min": [q["query_len"].min() if n else None],
-            "query_len_max": [q["query_len"].max() if n else None],
-        },
-        schema_overrides={
-            "step": pl.Int64,
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "query_len_min": pl.Int64,
-            "query_len_max": pl.Int64,
-            "attention_ops": pl.Int64,
-        },
+    phase, rule = shape_phase()
+    return q.select(shape_stats()).select(
+        pl.lit(-1, pl.Int64()).alias("region_id"),
+        pl.lit("<whole trace>").alias("name"),
+        pl.lit("inferred").alias("kind"),
+        pl.lit(start, pl.Int64()).alias("start_ns"),
+        pl.lit(end, pl.Int64()).alias("end_ns"),
+        phase.alias("phase"),
+        rule.alias("phase_rule"),
+        pl.lit(None, pl.Int64()).alias("step"),
+        pl.col("_n").cast(pl.Int64()).alias("attention_ops"),
+        pl.col("_lo").cast(pl.Int64()).alias("query_len_min"),
+        pl.col("_hi").cast(pl.Int64()).alias("query_len_max"),
     )

@@ -132,23 +132,18 @@ def encoded_rows(df: pl.DataFrame, extra: dict[str, list[Any]], chunk: int = ROW
     return msgspec.Raw(memoryview(buf) if buf else b"[]")
 
 
-def _by_scope(df: pl.DataFrame, kind: str, keep: pl.Expr | None = None) -> dict[str, list[Any]]:
-    """The rows of the scopes of ``kind`` (and ``keep``) as records, by scope (one polars query)."""
+def _by_scope(df: pl.DataFrame, kind: str) -> dict[str, list[Any]]:
+    """The rows of the scopes of ``kind`` as records, by scope (one polars query)."""
     if df.height == 0 or "scope_kind" not in df.columns:
         return {}
-    return _scope_records(df.filter(_scope_filter(kind, keep)))
+    return _scope_records(df.filter(pl.col("scope_kind") == kind))
 
 
-def _scope_filter(kind: str, keep: pl.Expr | None = None) -> pl.Expr:
-    cond = pl.col("scope_kind") == kind
-    return cond if keep is None else keep & cond
-
-
-def scopes_by_kind(wanted: list[tuple[pl.DataFrame, str, pl.Expr | None]]) -> list[dict[str, list[Any]]]:
-    """:func:`_by_scope` of several (frame, kind, keep) at once: the filters in one polars query."""
-    idx = [i for i, (df, _, _) in enumerate(wanted) if df.height and "scope_kind" in df.columns]
+def scopes_by_kind(wanted: list[tuple[pl.DataFrame, str]]) -> list[dict[str, list[Any]]]:
+    """:func:`_by_scope` of several (frame, kind) at once: the filters in one polars query."""
+    idx = [i for i, (df, _) in enumerate(wanted) if df.height and "scope_kind" in df.columns]
     got = pl.collect_all(
-        [wanted[i][0].lazy().filter(_scope_filter(wanted[i][1], wanted[i][2])) for i in idx], engine="in-memory"
+        [wanted[i][0].lazy().filter(pl.col("scope_kind") == wanted[i][1]) for i in idx], engine="in-memory"
     )
     out: list[dict[str, list[Any]]] = [{} for _ in wanted]
     for i, d in zip(idx, got):

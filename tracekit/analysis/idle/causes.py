@@ -39,7 +39,7 @@ from typing import TypeVar
 import polars as pl
 
 from tracekit.analysis.idle.intervals import disjoint, split, union
-from tracekit.analysis.idle.host_segments import op_labels, op_segments
+from tracekit.analysis.idle.host_segments import op_labels
 from tracekit.tables.cases import first
 from tracekit.tables.dictstr import cut_long
 from tracekit.tables.gather import take
@@ -129,7 +129,7 @@ def blocking_calls(launches: pl.DataFrame | None, ops: pl.DataFrame | None) -> p
     return disjoint(b.lazy().with_columns(op).cast(schema))  # type: ignore[arg-type]
 
 
-def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFrame:
+def device_work(acts: pl.DataFrame, regions: pl.DataFrame) -> pl.DataFrame:
     """Every device activity as the work a window may see running: ``device, s, e, owner`` made
     disjoint per device (:func:`disjoint`: each start clipped to the latest earlier end, so each
     row is one activity seen running), ``owner`` (categorical) = the name of the activity's
@@ -144,15 +144,11 @@ def device_work(acts: pl.DataFrame, regions: pl.DataFrame | None) -> pl.DataFram
         "unattributed_reason",
     )
     named = cut_long(pl.col("name").cast(pl.String()))  # a repeated 2 MB name is not copied per row
-    if regions is not None and "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
+    if "step" in regions.columns:  # "## backward ## (step 2)": which iteration's
         # a repeated name only, and not one that says its step ("tk:decode step=3")
         bare = pl.col("step").is_not_null() & (pl.len().over("name") > 1) & ~named.str.contains("(?i)step")
         named = pl.when(bare).then(pl.format("{} (step {})", named, "step")).otherwise(named)
-    names = (
-        regions.lazy().select("region_id", named.alias("_rname"))
-        if regions is not None and regions.height
-        else pl.LazyFrame(schema={"region_id": pl.Int64(), "_rname": pl.String()})
-    )
+    names = regions.lazy().select("region_id", named.alias("_rname"))
     reason = pl.col("unattributed_reason").cast(pl.String()).str.split(" (").list.first()
     q = q.join(names, on="region_id", how="left").select(
         "device",
@@ -184,19 +180,11 @@ def _idle_pieces_q(win: pl.DataFrame, linked: pl.DataFrame) -> pl.LazyFrame:
     return out.filter(pl.col("e") > pl.col("s"))
 
 
-def host_layers(
-    launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(blocking calls, innermost-op stretches) on ``threads`` (pid, tid), computed once per analysis."""
-    blocking, thr = host_threads(launches, ops, threads)
-    return blocking, op_segments(ops, thr, names=False)  # op ids: the names of the stretches that matter come later
-
-
 def host_threads(
     launches: pl.DataFrame | None, ops: pl.DataFrame | None, threads: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(blocking calls on ``threads``, the distinct threads ``pid, tid``): :func:`host_layers`
-    before the op stretches, for a caller that builds those per time range."""
+    """(blocking calls on ``threads``, the distinct threads ``pid, tid``), computed once per
+    analysis; the caller builds the innermost-op stretches of those threads per time range."""
     thr = threads.drop_nulls().unique()
     return blocking_calls(launches, ops).join(thr, on=["pid", "tid"], how="semi"), thr
 
@@ -216,9 +204,8 @@ def ops_overlapping(ops: pl.DataFrame | None, lo: int | None, hi: int | None) ->
 def idle_causes(
     win: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
     other: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Idle pieces with their cause: ``region_id, s, e, cause, op, call, inst``.
@@ -226,6 +213,7 @@ def idle_causes(
     ``win``: region_id, pid, tid (the region's thread), start_ns, end_ns (the window),
     first_launch_ns, last_ns, and ``device`` (the region's device) when ``other`` is given.
     ``linked``: region_id, start_ns, end_ns, launch_start_ns and launch_end_ns (optional).
+    ``host``: the blocking calls and the innermost-op stretches (op ids) of the windows' threads.
     ``other``: :func:`device_work`; its pieces come first, with cause ``queued`` or ``other_work``
     and ``op`` = the owner of the work that ran (:data:`OTHER`: not idle).
     ``inst`` numbers the instance a piece belongs to (one blocking call, one op, one activity).
@@ -242,7 +230,7 @@ def idle_causes(
         in_w, p = split(p, other, ["device"], ["owner"])
         in_q, in_w = split(in_w.rename({"_lj": "_act"}), waits, ["region_id"], [])
         busy = [_tag_other(in_q, "queued", 4 << 40), _tag_other(in_w, "other_work", 4 << 40)]
-    blocking, segs = host if host is not None else host_layers(launches, ops, win.select(thr))
+    blocking, segs = host
     in_b, p = split(p, blocking, thr, ["call", "op", "cold"])
     in_l, p = split(p, _launch_waits(linked, free=True), ["region_id"], [])
     in_d, p = split(p, waits, ["region_id"], [])
@@ -427,16 +415,13 @@ def totals_and_culprits(pieces: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFram
     are summed from the culprit sums (integers: the same values as from the pieces, from a few
     hundred rows instead of every piece)."""
     sums = culprit_sums(pieces)
-    tot, cul = pl.collect_all([_sum_totals(sums.lazy()), _ranked(sums.lazy())], engine="in-memory")
+    tot, cul = pl.collect_all([sum_totals(sums.lazy()), ranked(sums.lazy())], engine="in-memory")
     return tot, cul
 
 
-def sum_totals(sums: pl.DataFrame) -> pl.DataFrame:
-    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``)."""
-    return _sum_totals(sums.lazy()).collect(engine="in-memory")
-
-
-def _sum_totals(sums: pl.LazyFrame) -> pl.LazyFrame:
+def sum_totals(sums: _Frame) -> _Frame:
+    """:func:`cause_totals` from culprit sums (:func:`culprit_sums`: ``region_id, cause, idle_ns``);
+    a lazy plan stays one."""
     wide = sums.group_by("region_id").agg(
         *[pl.col("idle_ns").filter(pl.col("cause") == c).sum().alias(f"idle_{c}_ns") for c in CAUSES],
         *_other_sums(),
@@ -463,13 +448,9 @@ def culprit_sums(pieces: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
     )
 
 
-def ranked(g: pl.DataFrame, key: str = "region_id") -> pl.DataFrame:
-    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key`` from 1."""
-    return _ranked(g.lazy(), key).collect(engine="in-memory")
-
-
-def _ranked(g: pl.LazyFrame, key: str = "region_id") -> pl.LazyFrame:
-    """:func:`ranked` as a lazy plan."""
+def ranked(g: _Frame, key: str = "region_id") -> _Frame:
+    """Culprit sums (:func:`culprit_sums`) in :func:`ranked_order` with their ``rank`` per ``key``
+    from 1; a lazy plan stays one."""
     return ranked_order(g, key).with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over(key).alias("rank"))
 
 

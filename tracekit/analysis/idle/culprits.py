@@ -15,6 +15,7 @@ from tracekit.analysis.idle.causes import (
     idle_causes,
     ops_overlapping,
     ranked,
+    ranked_order,
     sum_totals,
     totals_and_culprits,
 )
@@ -31,16 +32,15 @@ CULPRIT_COLUMNS = ["scope_kind", "scope", "rank", "cause", "op", "call", "idle_n
 def region_idle(
     reg: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-    other: pl.DataFrame | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
+    other: pl.DataFrame | None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Add ``idle_<cause>_ns``, ``idle_causes_ns`` and ``idle_top`` (the largest culprit in words)
     to the region rows, and the other work in their windows: ``other_busy_ns``, ``queued_ns`` and
     ``other_top`` (the largest owner in words); return them with the per-region culprits: the idle
     ones ranked, then the other work's (cause :data:`BUSY_OTHER`, ``op`` = owner) ranked apart.
-    ``host``: (blocking calls, threads) from :func:`analysis_host`, or None (the windows' threads).
+    ``host``: (blocking calls, threads) from :func:`analysis_host`.
     ``other``: :func:`tracekit.analysis.idle.causes.device_work`, or None (no other work seen).
     A region's device is the one that ran most of its linked activities (then the smallest)."""
     # each region's main launching thread: most launches, then the smallest (pid, tid)
@@ -82,21 +82,22 @@ def region_idle(
         )
         .collect(engine="in-memory")
     )
-    tot, cul = _causes_by_block(win, linked, launches, ops, host, other=other)
+    tot, cul = _causes_by_block(win, linked, ops, host, other)
     cul = split_culprits(cul, "region_id")
-    top = cul.lazy().with_columns(*_owners("region_id")).filter(pl.col("rank") == 1)
-    idle_top = top.filter(pl.col("cause") != BUSY_OTHER).select("region_id", _text().alias("idle_top"))
-    other_top = top.filter(pl.col("cause") == BUSY_OTHER).select("region_id", other_text().alias("other_top"))
     sums = (*CAUSE_COLUMNS, "idle_causes_ns", *OTHER_COLUMNS)
-    out = (
-        reg.lazy()
-        .drop([*sums, "idle_top", "other_top"], strict=False)
-        .join(tot.lazy(), on="region_id", how="left")
-        .join(idle_top, on="region_id", how="left")
-        .join(other_top, on="region_id", how="left")
-        .with_columns(*[pl.col(c).fill_null(0) for c in sums])
-    )
+    out = reg.lazy().drop([*sums, "idle_top", "other_top"], strict=False).join(tot.lazy(), on="region_id", how="left")
+    out = _with_tops(out, cul.lazy(), "region_id").with_columns(*[pl.col(c).fill_null(0) for c in sums])
     return out.collect(engine="in-memory"), cul
+
+
+def _with_tops(rows: pl.LazyFrame, cul: pl.LazyFrame, key: str) -> pl.LazyFrame:
+    """``rows`` with, per ``key``, ``idle_top`` (the largest idle culprit in words) and
+    ``other_top`` (the largest other work, :func:`other_text`): the rank-1 culprits."""
+    top = cul.with_columns(*_owners(key)).filter(pl.col("rank") == 1)
+    other = pl.col("cause") == BUSY_OTHER
+    idle_top = top.filter(~other).select(key, _text().alias("idle_top"))
+    other_top = top.filter(other).select(key, other_text().alias("other_top"))
+    return rows.join(idle_top, on=key, how="left").join(other_top, on=key, how="left")
 
 
 OTHER_COLUMNS = ("other_busy_ns", "queued_ns")
@@ -151,29 +152,26 @@ def other_text() -> pl.Expr:
 def _causes_by_block(
     win: pl.DataFrame,
     linked: pl.DataFrame,
-    launches: pl.DataFrame | None,
     ops: pl.DataFrame | None,
-    host: tuple[pl.DataFrame, pl.DataFrame] | None,
-    block: int | None = None,
-    other: pl.DataFrame | None = None,
+    host: tuple[pl.DataFrame, pl.DataFrame],
+    other: pl.DataFrame | None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(cause totals, culprits) of the windows ``win``, computed for blocks of regions of about
-    ``block`` (:data:`IDLE_BLOCK`) linked activities each, in window-start order, so the idle
+    :data:`IDLE_BLOCK` linked activities each, in window-start order, so the idle
     pieces and their splits are held for one block at a time (the 860 MB replica: 567 k linked
     activities, 613 k idle pieces, ~260 MB of transients at once). Each block's op stretches are
     built from the ops that overlap its windows' time range (:func:`ops_overlapping`), so the
     2.1 M stretches of the replica (~85 MB) are never held at once. Everything is per region, so the blocks' totals
     and culprits concatenated (culprits sorted again in their own order) are the whole answer."""
-    block = block or IDLE_BLOCK
-    blocking, threads = host if host is not None else host_threads(launches, ops, win.select("pid", "tid"))
-    if linked.height <= block:
-        pieces = idle_causes(win, linked, launches, ops, (blocking, op_segments(ops, threads, names=False)), other)
+    blocking, threads = host
+    if linked.height <= IDLE_BLOCK:
+        pieces = idle_causes(win, linked, ops, (blocking, op_segments(ops, threads, names=False)), other)
         return totals_and_culprits(pieces)
     weight = win.select("region_id", "start_ns", "end_ns").join(
         linked.group_by("region_id").len(), on="region_id", how="left"
     )
     weight = weight.sort("start_ns", "region_id").with_columns(
-        ((pl.col("len").fill_null(0).cast(pl.Int64()) + 1).cum_sum() // block).alias("_b")
+        ((pl.col("len").fill_null(0).cast(pl.Int64()) + 1).cum_sum() // IDLE_BLOCK).alias("_b")
     )
     tots, culs = [], []
     for (b,), rows in weight.group_by("_b", maintain_order=True):
@@ -183,7 +181,6 @@ def _causes_by_block(
         pieces = idle_causes(
             win.filter(pl.col("region_id").is_in(ids)),
             linked.filter(pl.col("region_id").is_in(ids)),
-            launches,
             ops,
             (blocking, segs),
             other,
@@ -222,27 +219,15 @@ def phase_idle(ph: pl.DataFrame, reg: pl.DataFrame, cul: pl.DataFrame) -> tuple[
         .join(units.select("region_id", "phase"), on="region_id")
         .group_by("phase", "cause", "op", "call")
         .agg(pl.col("idle_ns").sum(), pl.col("count").sum())
-        .sort(
-            ["phase", "idle_ns", "cause", "op", "call"], descending=[False, True, False, False, False], nulls_last=True
-        )
+        .pipe(ranked_order, "phase")
         .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64()).over("phase", other).alias("rank"))
     )
     if ph.height == 0:
         return ph, pc.collect(engine="in-memory")
     cols = (*CAUSE_COLUMNS, "idle_causes_ns")
     sums = units.group_by("phase").agg(*[pl.col(c).sum() for c in cols])
-    top = pc.filter((pl.col("rank") == 1) & ~other).select("phase", _text().alias("idle_top"))
-    other_top = (
-        pc.with_columns(*_owners("phase"))
-        .filter((pl.col("rank") == 1) & other)
-        .select("phase", other_text().alias("other_top"))
-    )
-    out = (
-        ph.lazy()
-        .drop([*cols, "idle_top", "other_top"], strict=False)
-        .join(sums, on="phase", how="left")
-        .join(top, on="phase", how="left")
-        .join(other_top, on="phase", how="left")
+    out = _with_tops(
+        ph.lazy().drop([*cols, "idle_top", "other_top"], strict=False).join(sums, on="phase", how="left"), pc, "phase"
     )
     ph, pcs = pl.collect_all([out, pc], engine="in-memory")
     return ph, pcs
@@ -306,21 +291,18 @@ def launch_delay(linked_units: pl.DataFrame, acts: pl.DataFrame | None = None) -
         )
         .with_columns((pl.col("start_ns") - pl.col("launch_start_ns")).alias("_d"))
     )
-    stats = [
-        pl.len().cast(pl.Int64()).alias("launch_delay_count"),
-        pl.col("_d").quantile(0.5, "linear").alias("launch_delay_p50_ns"),
-        pl.col("_d").quantile(0.99, "linear").alias("launch_delay_p99_ns"),
-        pl.col("_d").max().cast(pl.Int64()).alias("launch_delay_max_ns"),
-    ]
+    stats = [pl.len().cast(pl.Int64()).alias("launch_delay_count")]
+    waits = [("_d", "launch_delay")]
     if split and acts is not None:
         d = d.hstack(launch_waits(d.select("launch_end_ns", "free_ns", "start_ns", "device"), acts).get_columns())
-        for c, name in (("_lat", "launch_latency"), ("_que", "launch_queued")):
-            x = pl.col(c).drop_nulls()
-            stats += [
-                x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
-                x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
-                x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
-            ]
+        waits += [("_lat", "launch_latency"), ("_que", "launch_queued")]
+    for c, name in waits:
+        x = pl.col(c).drop_nulls()  # (a launch delay is never null)
+        stats += [
+            x.quantile(0.5, "linear").alias(f"{name}_p50_ns"),
+            x.quantile(0.99, "linear").alias(f"{name}_p99_ns"),
+            x.max().cast(pl.Int64()).alias(f"{name}_max_ns"),
+        ]
     return d.group_by("phase").agg(*stats)
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import polars as pl
 
+from tracekit.attribution.activities import cpu_regions
 from tracekit.numbers import plural
 from tracekit.tables.enclosing import innermost_rows
 from tracekit.tables.gather import take
-from tracekit.tables.kind_values import REGION_NVTX, REGION_USER
 
 # Each event as the analysis reads it: the table's columns (trace_id dropped) plus these.
 COLUMNS = {
@@ -47,16 +47,12 @@ class MemoryEvents:
         return self.events.height == 0
 
 
-def no_events() -> MemoryEvents:
-    return MemoryEvents(pl.DataFrame(schema=COLUMNS), "")
-
-
 def memory_events(
     memory: pl.DataFrame, kernels: pl.DataFrame, ops: pl.DataFrame, regions: pl.DataFrame, cpu_only: bool
 ) -> MemoryEvents:
     """The events of the device the kernels ran on (:func:`choose_device`), attributed and checked."""
     if memory.height == 0:
-        return no_events()
+        return MemoryEvents(pl.DataFrame(schema=COLUMNS), "")
     key = _device_key(memory)
     device = choose_device(key, kernels, cpu_only)
     others = {str(k): int(n) for k, n in key.filter(key != device).value_counts().sort("count").iter_rows()}
@@ -67,7 +63,7 @@ def memory_events(
     region = None
     if usable.height:  # the peak's region: one point, not every event (the others are not shown)
         top = usable.slice(int(usable["total_allocated"].arg_max() or 0), 1)
-        region = _enclosing(top, _cpu_regions(regions), "region_id", "name")[0]
+        region = _enclosing(top, cpu_regions(regions), "region_id", "name")[0]
     return MemoryEvents(ev.select(list(COLUMNS)), device, others, region, _notes(counts), counts)
 
 
@@ -101,10 +97,6 @@ def choose_device(key: pl.Series, kernels: pl.DataFrame, cpu_only: bool) -> str:
             if named:
                 return named[0]
     return accel[0]
-
-
-def _cpu_regions(regions: pl.DataFrame) -> pl.DataFrame:
-    return regions.filter(pl.col("kind").is_in([REGION_USER, REGION_NVTX])) if "kind" in regions.columns else regions
 
 
 def _enclosing(ev: pl.DataFrame, intervals: pl.DataFrame, id_col: str, name: str) -> pl.Series:

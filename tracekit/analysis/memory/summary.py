@@ -40,7 +40,7 @@ def memory_summary(
     peak = peak_of(ev, per_step, mem.peak_region)
     decode = phases.filter(pl.col("phase") == "decode").to_dicts() if phases.height else []
     model_figure = model_kv(model, sidecar, kv)
-    out: dict[str, Any] = {
+    return {
         "device": mem.device,
         "source": "torch.profiler [memory] events" if mem.device else "",
         "counts": summary_counts(mem),
@@ -54,4 +54,3 @@ def memory_summary(
         "notes": list(mem.notes),
         "series": series(ev).to_dict(as_series=False),
     }
-    return out

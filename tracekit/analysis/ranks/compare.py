@@ -52,10 +52,8 @@ def rank_numbers(pieces: list[RankPieces]) -> list[int]:
     if all(r is not None for r in recorded) and len(set(recorded)) == len(recorded):
         return [int(r) for r in recorded if r is not None]
     order = sorted(range(len(pieces)), key=lambda i: pieces[i].trace_id)
-    out = [0] * len(pieces)
-    for pos, i in enumerate(order):
-        out[i] = pos
-    return out
+    position = {i: pos for pos, i in enumerate(order)}
+    return [position[i] for i in range(len(pieces))]
 
 
 @dataclass(frozen=True)
@@ -135,7 +133,7 @@ def compare_jobs(pieces: list[RankPieces], failed: list[dict[str, str]] | None =
     return JobsResult(jobs, comparisons, traces, list(failed or []))
 
 
-def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None) -> RanksResult:
+def combine(pieces: list[RankPieces]) -> RanksResult:
     """The cross-rank frames from every trace's pieces (pure polars)."""
     ranks = rank_numbers(pieces)
     from_meta = all(p.rank is not None for p in pieces) and ranks == [p.rank for p in pieces]
@@ -157,14 +155,9 @@ def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None
 
     steps = tag([p.steps for p in pieces], STEP_SCHEMA)
     phases = tag([p.phases for p in pieces], PHASE_SCHEMA)
-    step_stats = steps.group_by("rank", "phase").agg(
-        pl.len().cast(pl.Int64()).alias("step_count"), pl.col("step_ns").median().alias("step_median_ns")
-    )
-    all_steps = (
-        steps.group_by("rank")
-        .agg(pl.len().cast(pl.Int64()).alias("step_count"), pl.col("step_ns").median().alias("step_median_ns"))
-        .with_columns(pl.lit("trace").alias("phase"))
-    )
+    stats = (pl.len().cast(pl.Int64()).alias("step_count"), pl.col("step_ns").median().alias("step_median_ns"))
+    step_stats = steps.group_by("rank", "phase").agg(*stats)
+    all_steps = steps.group_by("rank").agg(*stats).with_columns(pl.lit("trace").alias("phase"))
     per_rank = (
         phases.join(pl.concat([step_stats, all_steps.select(step_stats.columns)]), on=["rank", "phase"], how="left")
         .with_columns(pl.col("step_count").fill_null(0))
@@ -197,8 +190,7 @@ def combine(pieces: list[RankPieces], failed: list[dict[str, str]] | None = None
         stragglers(steps, classes, idle),
         comm,
         steps.select("rank", "step", "name", "phase", "step_ns").sort("rank", "step"),
-        list(failed or []),
-        "meta" if from_meta else "trace order",
+        ranks_from="meta" if from_meta else "trace order",
     )
 
 
@@ -223,7 +215,7 @@ STRAGGLER_SCHEMA = {
 }
 
 
-def stragglers(steps: pl.DataFrame, classes: pl.DataFrame, idle: pl.DataFrame | None = None) -> pl.DataFrame:
+def stragglers(steps: pl.DataFrame, classes: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
     """Per step: ranks, slowest rank, max / median step time, and what made the slow rank slow:
     its step's phase, the op class and the idle cause with the largest excess over the other
     ranks' median, its idle excess, and its step's top idle culprit in words (``idle_top``)."""
@@ -248,9 +240,9 @@ def stragglers(steps: pl.DataFrame, classes: pl.DataFrame, idle: pl.DataFrame | 
     )
     top = top.with_columns((pl.col("ratio") >= STRAGGLER_RATIO).fill_null(False).alias("straggler"))
     ex = _largest_excess(classes, top, "op_class", "device_time_ns")
-    ix = _largest_excess(
-        idle if idle is not None else pl.DataFrame(schema={"rank": pl.Int64(), **IDLE_SCHEMA}), top, "cause", "idle_ns"
-    ).rename({"cause": "idle_cause", "cause_excess_ns": "idle_cause_excess_ns"})
+    ix = _largest_excess(idle, top, "cause", "idle_ns").rename(
+        {"cause": "idle_cause", "cause_excess_ns": "idle_cause_excess_ns"}
+    )
     several = pl.col("ranks") > 1
     return (
         top.join(ex, on="step", how="left")

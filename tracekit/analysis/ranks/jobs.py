@@ -185,20 +185,11 @@ def describe(grouped: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _key_words(key: dict[str, Any]) -> list[str]:
-    words = {
-        "format": "format",
-        "device": "device",
-        "world_size": "world size",
-        "backend": "backend",
-        "steps": "steps",
-        "family": "file name",
-        "run": "run",
-        "stage": "stage",
-    }
+    words = {"world_size": "world size", "family": "file name"}
     out = []
     for c in KEY_COLUMNS:
         if key[c] in (None, "", "-"):
             continue
         kinds = len(str(key[c]).split("; "))
-        out.append(f"steps ({count(kinds, 'step kind')})" if c == "steps" else f"{words[c]} {key[c]}")
+        out.append(f"steps ({count(kinds, 'step kind')})" if c == "steps" else f"{words.get(c, c)} {key[c]}")
     return out

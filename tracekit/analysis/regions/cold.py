@@ -62,11 +62,7 @@ def cold_windows(ops: pl.DataFrame | None, regions: pl.DataFrame | None, launche
                 *_window(pl.col("end_ns"), pl.lit("profiler warm-up step (stage=warmup)"), whole=True)
             )
         )
-    if (
-        launches is not None
-        and launches.height
-        and {"name", "pid", "tid", "start_ns", "end_ns"} <= set(launches.columns)
-    ):
+    if launches is not None and launches.height:
         parts += _launch_windows(launches.lazy().select("name", "pid", "tid", "start_ns", "end_ns"))
     if not parts:
         return pl.DataFrame(schema=WINDOW_SCHEMA)
@@ -217,12 +213,12 @@ def outside_units(windows: pl.DataFrame, reg: pl.DataFrame) -> dict[str, Any]:
     return {"spans": spans.height, "cost_ns": int(spans["cost_ns"].sum()), "by_cause": by.to_dicts()}
 
 
-def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame | None = None) -> dict[str, Any]:
+def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame) -> dict[str, Any]:
     """Cold-start cost apart from steady state: ``steps`` (cold phase units), ``cost_ns`` (their
     one-off cost), ``by_cause`` (cause, steps, cost_ns; largest first), ``units`` (up to 10: name,
     phase, cost_ns, cause), ``phases_all_cold`` (phases with no warm step, whose figures stay
     cold ones) and ``outside`` (:func:`outside_units`: cold spans in no step)."""
-    outside = outside_units(windows, reg) if windows is not None else {"spans": 0, "cost_ns": 0, "by_cause": []}
+    outside = outside_units(windows, reg)
     empty: dict[str, Any] = {
         "steps": 0,
         "cost_ns": 0,
@@ -236,8 +232,7 @@ def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame | None = None) -> dict
     cold = reg.filter(pl.col("is_unit").fill_null(False) & (pl.col("cold_ns").fill_null(0) > 0))
     if cold.height == 0:
         return empty
-    units = reg.filter(pl.col("is_unit").fill_null(False))
-    warm = units.filter(pl.col("cold_ns").fill_null(0) == 0)["phase"].unique().to_list()
+    warm = reg.filter(pl.col("is_unit").fill_null(False) & (pl.col("cold_ns").fill_null(0) == 0))["phase"].unique()
     by = (
         cold.group_by("cold_cause")
         .agg(pl.len().cast(pl.Int64()).alias("steps"), pl.col("cold_ns").sum().cast(pl.Int64()).alias("cost_ns"))
@@ -250,7 +245,7 @@ def cold_summary(reg: pl.DataFrame, windows: pl.DataFrame | None = None) -> dict
         "cost_ns": int(cold["cold_ns"].sum()),
         "by_cause": by.to_dicts(),
         "units": top.select("name", "phase", "cold_ns", pl.col("cold_cause").alias("cause")).to_dicts(),
-        "phases_all_cold": sorted(set(cold["phase"].to_list()) - set(warm)),
+        "phases_all_cold": sorted(set(cold["phase"].to_list()) - set(warm.to_list())),
         "outside": outside,
     }
 

@@ -158,15 +158,11 @@ def with_costs(acts: pl.DataFrame, costs: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([acts.drop(COST_COLUMNS, strict=False), null_constants(added)], how="horizontal")
 
 
-def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.DataFrame:
+def dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     """The dtype of the covered ops that took the most device time in each group, preferring
     floating-point dtypes (fp*, bf16, tf32): an index or embedding op's int64 input should not
-    pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present."""
-    return _dominant_dtype(acts, key).collect(engine="in-memory")
-
-
-def _dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
-    """:func:`dominant_dtype` as a lazy query (``key, dtype``; no rows when nothing is covered)."""
+    pick the ridge of a matmul-heavy region. An integer dtype wins only when no float is present.
+    A lazy query (``key, dtype``; no rows when nothing is covered)."""
     d = acts.lazy().filter(pl.col("covered") & pl.col("dtype").is_not_null())
     is_float = pl.col("dtype").str.contains(r"^(fp|bf|tf)")
     return (
@@ -180,28 +176,29 @@ def _dominant_dtype(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     )
 
 
+def first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
+    """True on the first row of each (``key``, ``item``) pair, nulls being equal; one int64 key
+    when both are integers that pack, else a struct."""
+    k, i = df[key], df[item]
+    pair: pl.Expr = pl.struct(key, item)
+    if k.dtype.is_integer() and i.dtype.is_integer() and df.height:
+        k0, k1 = (int(k.min()), int(k.max())) if k.null_count() < k.len() else (0, 0)  # type: ignore[arg-type]
+        i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
+        m = i1 - i0 + 2  # room for null as the last value
+        if (k1 - k0 + 2) * m < 2**62:
+            pair = (pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m + (
+                pl.col(item).cast(pl.Int64()) - i0
+            ).fill_null(i1 - i0 + 1)
+    return df.select(pair.is_first_distinct()).to_series()
+
+
 def _op_totals(acts: pl.DataFrame, key: str) -> pl.LazyFrame:
     """FLOPs and minimum bytes per group: each op counted once, however many kernels it launched
     (its first activity in frame order, so the sums run in the same order as before)."""
-    ops = acts.lazy().select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
-    pair: pl.Expr = pl.struct(key, "cost_op_id")
-    if acts.schema[key].is_integer():
-        # the bounds of the rows with a cost owner (one query); packed when they fit
-        has = pl.col("cost_op_id").is_not_null()
-        n, nk, k0, k1, c0, c1 = acts.select(
-            has.sum().alias("n"),
-            pl.col(key).filter(has).null_count().alias("nk"),
-            pl.col(key).filter(has).min().alias("a"),
-            pl.col(key).filter(has).max().alias("b"),
-            pl.col("cost_op_id").filter(has).min().alias("c"),
-            pl.col("cost_op_id").filter(has).max().alias("d"),
-        ).row(0)
-        if n and nk == 0:
-            m = int(c1) + 1
-            if c0 >= 0 and (k1 - k0 + 1) * m < 2**62:
-                pair = (pl.col(key).cast(pl.Int64()) - k0) * m + pl.col("cost_op_id")
+    ops = acts.select(key, "cost_op_id", "op_flops", "op_bytes").filter(pl.col("cost_op_id").is_not_null())
     return (
-        ops.filter(pair.is_first_distinct())
+        ops.filter(first_of(ops, key, "cost_op_id"))
+        .lazy()
         .group_by(key)
         .agg(
             pl.col("op_flops").sum().alias("flops"),
@@ -347,7 +344,7 @@ def group_metrics(acts: pl.DataFrame, key: str) -> pl.DataFrame:
     out = (
         _sweep(acts, key)
         .join(_op_totals(acts, key), on=key, how="left")
-        .join(_dominant_dtype(acts, key), on=key, how="left")
+        .join(dominant_dtype(acts, key), on=key, how="left")
     )
     return out.select(key, *[pl.col(c).cast(t) for c, t in METRIC_COLUMNS.items()]).collect(engine="in-memory")
 

@@ -14,6 +14,8 @@ import polars as pl
 
 from tracekit.analysis.verdict import Thresholds
 from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
+from tracekit.analysis.regions.tops import effective_parent
+from tracekit.attribution.links import ancestors
 from tracekit.analysis.regions.windows import host_windows
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
@@ -33,43 +35,13 @@ INT_FILL = [
 def phase_units(regions: pl.DataFrame) -> pl.Series:
     """Region ids of the phase units: regions with a phase other than ``other`` and no ancestor
     with one (so nested phase regions never count twice). Ancestors follow
-    ``effective_parent_id`` (the tree across threads, as attribution uses it) when present.
-    Walks parents one level per pass."""
-    parent = (
-        pl.coalesce("effective_parent_id", "parent_id")
-        if "effective_parent_id" in regions.columns
-        else pl.col("parent_id")
+    ``effective_parent_id`` (the tree across threads, as attribution uses it) when present."""
+    r = regions.select(
+        "region_id", effective_parent(regions), (pl.col("phase") != "other").fill_null(False).alias("_p")
     )
-    # one query to start, one per nesting level, one to finish (a small trace pays per query)
-    r = regions.lazy().select(
-        "region_id", parent.alias("parent_id"), (pl.col("phase") != "other").fill_null(False).alias("_p")
-    )
-    up, par = pl.collect_all(
-        [
-            r.select("region_id", pl.col("parent_id").alias("_cur"), pl.lit(False).alias("_anc")),
-            r.select(pl.col("region_id").alias("_cur"), pl.col("parent_id").alias("_next"), pl.col("_p").alias("_pp")),
-        ],
-        engine="in-memory",
-    )
-    for _ in range(regions.height):
-        if up["_cur"].null_count() == up.height:
-            break
-        up = (
-            up.lazy()
-            .join(par.lazy(), on="_cur", how="left")
-            .select(
-                "region_id",
-                pl.col("_next").alias("_cur"),
-                (pl.col("_anc") | pl.col("_pp").fill_null(False)).alias("_anc"),
-            )
-            .collect(engine="in-memory")
-        )
-    ok = (
-        r.join(up.lazy().select("region_id", "_anc"), on="region_id")
-        .filter(pl.col("_p") & ~pl.col("_anc"))
-        .collect(engine="in-memory")
-    )
-    return ok["region_id"]
+    phased = r.filter(pl.col("_p")).select(pl.col("region_id").alias("ancestor_id"))
+    nested = ancestors(r).filter(pl.col("level") > 0).join(phased, on="ancestor_id", how="semi")
+    return r.filter(pl.col("_p") & ~pl.col("region_id").is_in(nested["region_id"].implode()))["region_id"]
 
 
 def region_metrics(
@@ -130,40 +102,30 @@ def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
     if units.height == 0:
         return pl.DataFrame()
     other = [c for c in ("other_busy_ns", "queued_ns") if c in units.columns]
-    agg = (
-        units.group_by("phase")
-        .agg(
-            pl.len().cast(pl.Int64()).alias("region_count"),
-            pl.col("start_ns").min(),
-            pl.col("end_ns").max(),
-            *[
-                pl.col(c).sum()
-                for c in (
-                    "span_ns",
-                    "busy_ns",
-                    "covered_busy_ns",
-                    "comm_busy_ns",
-                    "device_time_ns",
-                    "gap_count",
-                    "gap_total_ns",
-                    "kernel_count",
-                    *other,
-                )
-            ],
-            pl.col("gap_max_ns").max(),
-            pl.col("flops").sum().alias("flops"),
-            pl.col("bytes").sum().alias("bytes"),
-            pl.col("flops").is_not_null().any().alias("_hasf"),
-            pl.col("bytes").is_not_null().any().alias("_hasb"),
-        )
-        .with_columns(
-            pl.when(pl.col("_hasf")).then(pl.col("flops")).alias("flops"),
-            pl.when(pl.col("_hasb")).then(pl.col("bytes")).alias("bytes"),
-        )
-        .drop("_hasf", "_hasb")
+    agg = units.group_by("phase").agg(
+        pl.len().cast(pl.Int64()).alias("region_count"),
+        pl.col("start_ns").min(),
+        pl.col("end_ns").max(),
+        *[
+            pl.col(c).sum()
+            for c in (
+                "span_ns",
+                "busy_ns",
+                "covered_busy_ns",
+                "comm_busy_ns",
+                "device_time_ns",
+                "gap_count",
+                "gap_total_ns",
+                "kernel_count",
+                *other,
+            )
+        ],
+        pl.col("gap_max_ns").max(),
+        # null, not 0, when no unit has a cost
+        *[pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c) for c in ("flops", "bytes")],
     )
     med = acts_ph.group_by("phase").agg(pl.col("dur_ns").median().cast(pl.Float64()).alias("kernel_median_ns"))
-    dt = dominant_dtype(acts_ph, "phase")
+    dt = dominant_dtype(acts_ph, "phase").collect(engine="in-memory")
     order = {p: i for i, p in enumerate((*PHASES, "other"))}
     return (
         agg.join(med, on="phase", how="left")

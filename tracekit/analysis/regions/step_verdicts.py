@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import polars as pl
 
-COLUMNS = ("phase", "region_id", "step", "name", "start_ns", "span_ns", "bound", "reason", "median")
+SCHEMA = {
+    "phase": pl.String(),
+    "region_id": pl.Int64(),
+    "step": pl.Int64(),
+    "name": pl.String(),
+    "start_ns": pl.Int64(),
+    "span_ns": pl.Int64(),
+    "bound": pl.String(),
+    "reason": pl.String(),
+    "median": pl.Boolean(),
+}
 
 
 def step_verdicts(reg: pl.DataFrame) -> pl.DataFrame:
@@ -17,33 +27,13 @@ def step_verdicts(reg: pl.DataFrame) -> pl.DataFrame:
     phase's median step: the lower median by step time (``span_ns``, its window), ties by start."""
     need = {"is_unit", "phase", "bound", "region_id", "start_ns", "span_ns", "reason", "name"}
     if reg.height == 0 or not need <= set(reg.columns):
-        return pl.DataFrame(
-            schema={
-                "phase": pl.String(),
-                "region_id": pl.Int64(),
-                "step": pl.Int64(),
-                "name": pl.String(),
-                "start_ns": pl.Int64(),
-                "span_ns": pl.Int64(),
-                "bound": pl.String(),
-                "reason": pl.String(),
-                "median": pl.Boolean(),
-            }
-        )
-    step = pl.col("step").cast(pl.Int64()) if "step" in reg.columns else pl.lit(None, dtype=pl.Int64())
+        return pl.DataFrame(schema=SCHEMA)
+    step = [] if "step" in reg.columns else [pl.lit(None, dtype=pl.Int64()).alias("step")]
     u = (
         reg.lazy()
         .filter(pl.col("is_unit") & pl.col("bound").is_not_null() & (pl.col("phase") != "other"))
-        .select(
-            pl.col("phase").cast(pl.String()),
-            pl.col("region_id").cast(pl.Int64()),
-            step.alias("step"),
-            pl.col("name").cast(pl.String()),
-            pl.col("start_ns").cast(pl.Int64()),
-            pl.col("span_ns").cast(pl.Int64()),
-            "bound",
-            "reason",
-        )
+        .with_columns(*step)
+        .select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "median"])
         .sort("phase", "span_ns", "start_ns", "region_id")
     )
     pos = pl.int_range(pl.len(), dtype=pl.Int64()).over("phase")
@@ -51,6 +41,6 @@ def step_verdicts(reg: pl.DataFrame) -> pl.DataFrame:
     return (
         u.with_columns((pos == (n - 1) // 2).alias("median"))
         .sort("phase", "start_ns", "region_id")
-        .select(COLUMNS)
+        .select(list(SCHEMA))
         .collect(engine="in-memory")
     )

@@ -9,10 +9,19 @@ from functools import partial
 import polars as pl
 
 from tracekit.analysis.regions.kernel_classes import class_totals
-from tracekit.analysis.regions.metrics import rank_top
+from tracekit.analysis.regions.metrics import first_of, rank_top
+from tracekit.attribution.links import ancestors
 
 PHASES = ("prefill", "decode", "mixed")
 SYNTHETIC_ID = -1  # the whole-trace region added when phases come from shapes
+
+
+def effective_parent(regions: pl.DataFrame) -> pl.Expr:
+    """A region's parent in the tree attribution links through (``effective_parent_id``, across
+    threads) where the regions have it, else its ``parent_id``."""
+    if "effective_parent_id" in regions.columns:
+        return pl.coalesce("effective_parent_id", "parent_id").alias("parent_id")
+    return pl.col("parent_id")
 
 
 def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
@@ -20,51 +29,13 @@ def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
     ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
     small regions table, not from the activities. The synthetic whole-trace region of shape
     inference (id −1) encloses every activity's region, and the unattributed ones (null leaf)."""
-    parent = (
-        pl.coalesce("effective_parent_id", "parent_id")
-        if "effective_parent_id" in regions.columns
-        else pl.col("parent_id")
-    )
-    real = regions.lazy().filter(pl.col("region_id") != SYNTHETIC_ID)
-    up, frontier = pl.collect_all(
-        [
-            real.select(pl.col("region_id").alias("_cur"), parent.alias("_next")).drop_nulls(),
-            real.select(pl.col("region_id").alias("_leaf"), pl.col("region_id").alias("_cur")),
-        ],
-        engine="in-memory",
-    )
-    parts = [frontier]
-    for _ in range(frontier.height):  # one query per nesting level
-        frontier = (
-            frontier.lazy()
-            .join(up.lazy(), on="_cur")
-            .select("_leaf", pl.col("_next").alias("_cur"))
-            .collect(engine="in-memory")
-        )
-        if frontier.height == 0:
-            break
-        parts.append(frontier)
-    out = pl.concat(parts).lazy().rename({"_cur": "region_id"}).unique()
+    real = regions.filter(pl.col("region_id") != SYNTHETIC_ID).select("region_id", effective_parent(regions))
+    out = ancestors(real).lazy().select(pl.col("region_id").alias("_leaf"), pl.col("ancestor_id").alias("region_id"))
+    out = out.unique()
     if (regions["region_id"] == SYNTHETIC_ID).any():
         leaves = acts.lazy().select(pl.col("region_id").alias("_leaf")).unique()
         out = pl.concat([out, leaves.with_columns(pl.lit(SYNTHETIC_ID, dtype=pl.Int64()).alias("region_id"))])
     return out.collect(engine="in-memory")
-
-
-def _first_of(df: pl.DataFrame, key: str, item: str) -> pl.Series:
-    """True on the first row of each (``key``, ``item``) pair, nulls being equal; one int64 key
-    when both are integers that pack, else a struct."""
-    k, i = df[key], df[item]
-    pair: pl.Expr = pl.struct(key, item)
-    if k.dtype.is_integer() and i.dtype.is_integer() and df.height:
-        k0, k1 = (int(k.min()), int(k.max())) if k.null_count() < k.len() else (0, 0)  # type: ignore[arg-type]
-        i0, i1 = (int(i.min()), int(i.max())) if i.null_count() < i.len() else (0, 0)  # type: ignore[arg-type]
-        m = i1 - i0 + 2  # room for null as the last value
-        if (k1 - k0 + 2) * m < 2**62:
-            pair = (pl.col(key).cast(pl.Int64()) - k0).fill_null(k1 - k0 + 1) * m + (
-                pl.col(item).cast(pl.Int64()) - i0
-            ).fill_null(i1 - i0 + 1)
-    return df.select(pair.is_first_distinct()).to_series()
 
 
 def tops(
@@ -87,7 +58,11 @@ def tops(
     # sums (exact in any order), with only the groups held, not beside the ops' activity-scale
     # steps in the plan below (the 860 MB replica: the tops' transient ~55 → ~35 MB).
     kpre = _kernel_sums(a0).collect(engine="streaming").lazy()
-    spread = partial(_spread, leaf_phase=_leaf_phase(closure, unit_ph), closure=closure.lazy())
+    index = pl.col("phase").replace_strict(
+        _ORDER, list(range(len(_ORDER))), default=len(_ORDER), return_dtype=pl.Int64()
+    )
+    phases = leaf_phase(closure, unit_ph).select("_leaf", index.alias("_sc"))
+    spread = partial(_spread, leaf_phase=phases, closure=closure.lazy())
     tk = spread(kpre).group_by(*_KEYS, "name", "kind").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
     # the kind decides the memcpy/memset class; the top-kernel rows stay per name
     names = tk.group_by(*_KEYS, "name").agg(pl.col("count").sum(), pl.col("device_time_ns").sum())
@@ -104,20 +79,11 @@ _KEYS = ["_sk", "_sc"]
 _ORDER = [*PHASES, "other"]
 
 
-def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
-    """Each innermost region's phase index. The join is eager: its row order decides which phase is
-    "first" (a lazy join's order is not observed, and the optimizer then keeps any row)."""
-    return (
-        closure.join(unit_ph, on="region_id")
-        .lazy()
-        .unique("_leaf", keep="first")
-        .select(
-            "_leaf",
-            pl.col("phase")
-            .replace_strict(_ORDER, list(range(len(_ORDER))), default=len(_ORDER), return_dtype=pl.Int64())
-            .alias("_sc"),
-        )
-    )
+def leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
+    """Each innermost region (``_leaf``) and the ``phase`` of the first unit holding it. The join is
+    eager: its row order decides which phase is "first" (a lazy join's order is not observed, and
+    the optimizer then keeps any row)."""
+    return closure.join(unit_ph, on="region_id").lazy().unique("_leaf", keep="first").select("_leaf", "phase")
 
 
 def _named(acts: pl.DataFrame) -> pl.DataFrame:
@@ -169,7 +135,7 @@ def _top_ops(a0: pl.DataFrame, spread: Callable[[pl.LazyFrame], pl.LazyFrame]) -
     per op so that an enclosing scope counts them once."""
     a = (
         a0.lazy()
-        .with_columns(_first_of(a0, "region_id", "top_op_id").alias("_new"))
+        .with_columns(first_of(a0, "region_id", "top_op_id").alias("_new"))
         .with_columns((pl.col("top_op_id").is_null() | (pl.col("_new").sum().over("top_op_id") > 1)).alias("_multi"))
     )
     once = [pl.col(c).filter(pl.col("_new")) for c in ("op_flops", "op_bytes")]

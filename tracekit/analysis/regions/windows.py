@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import polars as pl
 
-SPAN_SOURCES = ("cpu", "host", "host+device", "period")
-
 
 def host_windows(reg: pl.DataFrame, linked: pl.DataFrame, cpu_only: bool) -> pl.DataFrame:
     """Add ``start_ns, end_ns, span_ns, span_source, first_launch_ns`` to the region rows.

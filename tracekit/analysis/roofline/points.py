@@ -25,7 +25,8 @@ from tracekit.analysis.regions.kernel_classes import CLASS_ORDER, MEMCPY, op_cla
 from tracekit.conventions import ABOVE_ROOF_COLUMN
 from tracekit.analysis.verdict import Thresholds, above_roof_expr, fmt_dur, fmt_pct, peaks_frame, ratio
 from tracekit.analysis.roofline.exact_sums import FLOAT_SUMS, agg_sum, frac_bits, to_float
-from tracekit.analysis.regions.tops import region_closure
+from tracekit.analysis.regions.tops import leaf_phase, region_closure
+from tracekit.tables.cases import first
 from tracekit.tables.gather import take
 from tracekit.analysis.regions.metrics import positions
 
@@ -63,8 +64,8 @@ def _scope_rows(
 
 
 def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl.LazyFrame:
-    """Rates, attainable roof, % of roof, verdict and ``underused`` (+ its cause in words); a step
-    of the caller's lazy plan."""
+    """Rates, attainable roof, % of roof, verdict, ``underused`` (+ its cause in words) and
+    ``above_roof_cause``; a step of the caller's lazy plan."""
     t = pl.col("covered_time_ns").cast(pl.Float64())
     df = (
         df.with_columns(
@@ -114,21 +115,17 @@ def _verdicts(df: pl.LazyFrame, hardware: Hardware | None, th: Thresholds) -> pl
         .then(pl.format("kernels too small ({} kernel {})", what, fmt_dur(typical)))
         .otherwise(pl.format("low occupancy or inefficient kernels ({} kernel {})", what, fmt_dur(typical)))
     )
+    tf32 = hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
     return df.with_columns(
         bound.alias("bound"),
         under.alias("underused"),
         pl.when(under).then(cause).alias("underused_cause"),
         above_roof_expr(("frac_roof",)).alias(ABOVE_ROOF_COLUMN),
-    )
+    ).with_columns(above_roof_cause(tf32).alias("above_roof_cause"))
 
 
 COST_OVERCOUNT = "cost overcount"
 CEILING_TOO_LOW = "ceiling too low"
-
-
-def _tf32(hardware: Hardware | None) -> float | None:
-    """The device's TF32 tensor-core peak, when its table has one."""
-    return hardware.peak_flops_per_s.get("tf32") if hardware is not None else None
 
 
 def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("scope_kind", "scope")) -> pl.Expr:
@@ -161,12 +158,10 @@ def above_roof_cause(tf32_peak: float | None = None, keys: tuple[str, ...] = ("s
         if tf32_peak
         else pl.lit(False)
     )
-    return (
-        pl.when(above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)))
-        .then(pl.lit(CEILING_TOO_LOW))
-        .when(above)
-        .then(pl.lit(COST_OVERCOUNT))
-        .otherwise(pl.lit(None, dtype=pl.String()))
+    return first(
+        (above & ((whole > 1.0).fill_null(True) | tf32.fill_null(False)), pl.lit(CEILING_TOO_LOW)),
+        (above, pl.lit(COST_OVERCOUNT)),
+        otherwise=pl.lit(None, dtype=pl.String()),
     )
 
 
@@ -217,14 +212,13 @@ def prepare(acts: pl.DataFrame) -> pl.DataFrame:
             pl.when(copy).then(0.0).otherwise(pl.col("op_flops") * share).alias("flops"),
             pl.when(copy).then(pl.col("_cb")).otherwise(pl.col("op_bytes") * share).alias("bytes"),
             pl.when(cov).then(pl.col("dur_ns")).otherwise(0).alias("covered_time_ns"),
-            pl.when(copy)
-            .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_flops").is_not_null() & ~pl.col("_helper"))
-            .alias("flops_known"),
-            pl.when(copy)
-            .then(pl.col("_cb").is_not_null())
-            .otherwise(pl.col("op_bytes").is_not_null() & ~pl.col("_helper"))
-            .alias("bytes_known"),
+            *(
+                pl.when(copy)
+                .then(pl.col("_cb").is_not_null())
+                .otherwise(pl.col(f"op_{k}").is_not_null() & ~pl.col("_helper"))
+                .alias(f"{k}_known")
+                for k in ("flops", "bytes")
+            ),
             pl.when(copy | pl.col("_helper"))
             .then(pl.lit(None, dtype=pl.String()))
             .otherwise(pl.col("dtype"))
@@ -303,7 +297,7 @@ def class_roofline(
     a = prep.lazy()
     closure = region_closure(regions, acts) if closure is None else closure
     cl = closure.lazy()
-    leaf_phase = _leaf_phase(closure, unit_ph, "_leaf")
+    leaf_phase = _leaf_phase(closure, unit_ph)
     sums = ["count", "device_time_ns", "covered_time_ns", "flops", "bytes", "flops_known", "bytes_known"]
     pre = a.group_by("region_id", "op_class").agg(_work_sums(pl.len(), bits))
     rows = _scope_rows(pre, cl, leaf_phase, ["op_class"], sums, bits)
@@ -319,7 +313,7 @@ def class_roofline(
             ratio(pl.col("device_time_ns"), pl.col("device_time_ns").sum().over("scope_kind", "scope")).alias("share"),
         )
     )
-    out = _verdicts(rows, hardware, th).with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
+    out = _verdicts(rows, hardware, th)
     rank = pl.col("op_class").replace_strict(list(CLASS_ORDER), list(range(len(CLASS_ORDER))), return_dtype=pl.Int64())
     kind_rank = pl.col("scope_kind").replace_strict(["trace", "phase", "region"], [0, 1, 2], return_dtype=pl.Int64())
     return out.sort(kind_rank, "scope", rank).drop("flops_known", "bytes_known").collect(engine="in-memory")
@@ -366,11 +360,9 @@ def _median_kernel(a: pl.LazyFrame, leaf_phase: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame, leaf: str) -> pl.LazyFrame:
-    """Each leaf region (as ``leaf``) and the phase (``scope``) of the first unit holding it; an
-    eager join: its row order decides the "first" phase (see tracekit/analysis/regions/tops.py)."""
-    j = closure.join(unit_ph, on="region_id").lazy().unique("_leaf", keep="first")
-    return j.select(pl.col("_leaf").alias(leaf), pl.col("phase").alias("scope"))
+def _leaf_phase(closure: pl.DataFrame, unit_ph: pl.DataFrame) -> pl.LazyFrame:
+    """:func:`~tracekit.analysis.regions.tops.leaf_phase` with the phase as ``scope``."""
+    return leaf_phase(closure, unit_ph).rename({"phase": "scope"})
 
 
 def _work_sums(count: pl.Expr, bits: dict[str, int | None]) -> list[pl.Expr]:
@@ -409,7 +401,9 @@ def shape_roofline(
         pl.lit(take(costs["input_dims"], pos)).fill_null("").str.replace_all(r"\s+", "").alias("shape")
     )
     closure = region_closure(regions, acts) if closure is None else closure
-    a = a.join(_leaf_phase(closure, unit_ph, "region_id"), on="region_id", how="left", nulls_equal=True)
+    a = a.join(
+        _leaf_phase(closure, unit_ph).rename({"_leaf": "region_id"}), on="region_id", how="left", nulls_equal=True
+    )
     keys = ["cost_op_name", "shape"]
     agg = [
         *_work_sums(pl.col("cost_op_id").n_unique(), bits),
@@ -435,7 +429,6 @@ def shape_roofline(
     # with its rank, so every output flags it
     return (
         _verdicts(rows, hardware, th)
-        .with_columns(above_roof_cause(_tf32(hardware)).alias("above_roof_cause"))
         .filter((pl.col("rank") <= TOP_SHAPES) | pl.col(ABOVE_ROOF_COLUMN).fill_null(False))
         .drop("flops_known", "bytes_known")
         .collect(engine="in-memory")

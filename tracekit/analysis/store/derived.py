@@ -31,24 +31,20 @@ from tracekit.analysis.store.key import (  # noqa: F401 - re-exported: the store
     CANONICAL,
     COST_COLUMNS,
     COSTS,
-    DERIVED_FORMAT,
     DERIVED_TABLES,
     KEY,
     LABELS,
     LINKS,
     NOT_NULL,
-    SOURCE_FILES,
-    SOURCE_PACKAGES,
     STORED,
     derived_key,
     key_frame,
-    source_files,
 )
 from tracekit.conventions import GRAPH_LAUNCH_RE
 from tracekit.analysis.idle.causes import BLOCKING, EVENT_WAIT
 from tracekit.analysis.idle.causes import cold_launch
 from tracekit.analysis.regions.cold import CAPTURE_CALL
-from tracekit.attribution.core import attribute
+from tracekit.attribution.core import ACTIVITY_COLUMNS, attribute
 from tracekit.costmodel.ops import trace_costs
 from tracekit.labels.regions import label_regions
 from tracekit.tables.trace import write_dataset
@@ -101,27 +97,10 @@ def analysis_rows() -> dict[str, pl.Expr]:
     }
 
 
-# The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below).
-ANALYSIS_ACTIVITY_COLUMNS = (
-    "act_id",
-    "kind",
-    "name",
-    "device",
-    "stream",
-    "start_ns",
-    "end_ns",
-    "dur_ns",
-    "correlation",
-    "launch_name",
-    "launch_pid",
-    "launch_tid",
-    "launch_start_ns",
-    "launch_end_ns",
-    "op_id",
-    "op_name",
-    "region_id",
-    "unattributed_reason",
-)
+# The stored activities' columns the analysis uses (tracekit/analysis/pipeline.py and below): all
+# but the graph id and the words of the links.
+_UNREAD = ("graph_id", "op_link", "region_name", "region_via")
+ANALYSIS_ACTIVITY_COLUMNS = tuple(c for c in ACTIVITY_COLUMNS if c not in _UNREAD)
 
 
 @dataclass(frozen=True)
@@ -168,34 +147,15 @@ def ensure_derived(trace: Trace) -> bool:
     never raises for I/O. (``tracekit analyze`` without ``--phase-map`` stores them before reading
     the trace instead: :func:`load_for_analysis`.)"""
     root = trace.meta.get("dataset_path")
-    if trace.read_in_part:  # never a source of tables
+    # a trace read in part is never a source of tables; current ones: nothing to do
+    if trace.read_in_part or not root or not trace.trace_id or _current_key(trace) is not None:
         return False
-    if not root or not trace.trace_id or _current_key(trace) is not None:  # current: nothing to do
-        return False
-
     try:
         with trace_lock(Path(root), trace.trace_id, wait_s=0):  # another writer at work: not stored
-            _store(Path(root), trace.trace_id, trace)
-    except (OSError, pl.exceptions.PolarsError, DatasetError):
-        return False
-    return True
-
-
-def _store(root: Path, trace_id: str, trace: Trace) -> None:
-
-    remove_partition(root, KEY, trace_id)
-    tables = compute_derived(trace)
-    for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
-        put(root, name, trace_id, tables[name])
-    del tables
-
-
-def _stored_lean(root: Path, trace_id: str) -> bool:
-    """:func:`tracekit.analysis.store.compute.store_derived`, best effort: False when the dataset could not be read
-    or written (e.g. read-only)."""
-
-    try:
-        store_derived(root, trace_id)
+            remove_partition(Path(root), KEY, trace.trace_id)
+            tables = compute_derived(trace)
+            for name in (ACTIVITIES, LINKS, LABELS, COSTS, KEY):
+                put(Path(root), name, trace.trace_id, tables[name])
     except (OSError, pl.exceptions.PolarsError, DatasetError):
         return False
     return True
@@ -282,11 +242,17 @@ def load_for_analysis(
 
         with reading(root):
             return read_dataset(root, tid, columns=ANALYSIS_COLUMNS, rows=analysis_rows(), sparse=ANALYSIS_SPARSE)
-    if ensure and lean and _stored_lean(root, tid):
+    if ensure and lean:
         # computed and stored reading only what they need, before the trace is read (the whole
         # trace held with them raised a big trace's peak); then the analysis reads
-        # only what it needs too
-        return load_for_analysis(root, tid)
+        # only what it needs too. Best effort: a dataset that cannot be read or written (e.g.
+        # read-only) is read whole below.
+        try:
+            store_derived(root, tid)
+        except (OSError, pl.exceptions.PolarsError, DatasetError):
+            pass
+        else:
+            return load_for_analysis(root, tid)
     trace = tracekit.load(str(root), trace_id=tid)
     if ensure and not lean:  # (--phase-map) the whole trace is read anyway: they are computed from it
         ensure_derived(trace)
