@@ -32,6 +32,7 @@ from tracekit.sources import find_traces
 from tracekit.sources import load
 from tracekit.sources import sniff
 from tracekit.sources.guard import reading
+from tracekit.sources.model_config import model_options
 from tracekit.tables import locks
 from tracekit.tables.ids import is_legacy_id, legacy_trace_id, make_trace_id, trace_stem
 from tracekit.tables.staging import writing
@@ -137,36 +138,33 @@ def ingest_file(
     docs/kineto.md); a streamed ingest does not merge and says so. ``model``: the model's
     config.json, kept in the trace's meta and used by its stored costs (not by a streamed
     ingest); ``parallel``: the rank's layout that config is applied at (--parallel). Raises
-    TracekitError."""
+    TracekitError.
+
+    The trace's writer lock (tracekit/tables/locks.py) is held from before anything is staged
+    until the trace and its derived tables are committed: a second ingest of the same trace into
+    ``out`` waits for this one."""
 
     with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
-        return _ingest_file(f, out, stream, captures, partial(load, model=model, parallel=parallel), sniff)
+        tid = make_trace_id(f)
+        with writing(out):  # only the output's errors here; the input's are reading()'s
+            out.mkdir(parents=True, exist_ok=True)
+            locks.acquire(out, tid)
+        try:
+            return _ingest_locked(f, out, stream, captures, model, parallel)
+        finally:
+            locks.release(out, tid)
 
 
-def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-    """:func:`ingest_file` under the trace's writer lock (tracekit/tables/locks.py), held from
-    before anything is staged until the trace and its derived tables are committed: a second
-    ingest of the same trace into ``out`` waits for this one."""
-
-    tid = make_trace_id(f)
-    with writing(out):  # only the output's errors here; the input's are reading()'s
-        out.mkdir(parents=True, exist_ok=True)
-        locks.acquire(out, tid)
-    try:
-        return _ingest_locked(f, out, stream, captures, load, sniff)
-    finally:
-        locks.release(out, tid)
-
-
-def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-
+def _ingest_locked(
+    f: Path, out: Path, stream: bool | None, captures: Sequence[str], model: str | None, parallel: str | None
+) -> Ingested:
     src = source(sniff(f))
     written = src.ingest(f, out, stream, [Path(c) for c in captures])  # the source's own writer, if any
     streamed = written is not None and src.streamed(f, stream)
     if written is not None:
         meta, heights = written
     else:
-        trace = load(f, captures=list(captures))
+        trace = load(f, captures=list(captures), model=model, parallel=parallel)
         from tracekit.analysis.store.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
@@ -232,14 +230,7 @@ def ingest_paths(
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: --out exists and is not a directory")
-    if parallel is not None and model is None:
-        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
-    if model is not None:  # a bad config (or layout) is one error before any trace is read
-        from tracekit.sources.model_config import parse_parallel, read_model_config
-
-        read_model_config(model)
-        if parallel is not None:
-            parse_parallel(parallel)
+    model_options(model, parallel)  # a bad config (or layout) is one error before any trace is read
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
     files, legacy = screen_ids(files, root, force, bad)
@@ -248,8 +239,6 @@ def ingest_paths(
             on_done(b)
     where = where or plan(len(files))
     if files:
-        from tracekit.tables.staging import writing
-
         with writing(root):  # a read-only or missing place: one DatasetError line
             root.mkdir(parents=True, exist_ok=True)
 
