@@ -22,7 +22,7 @@ from tracekit.conventions import OPTIONAL_TABLES
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
-from tracekit.tables.trace import DATA_FILE, commit_with_meta, write_part
+from tracekit.tables.trace import commit_with_meta, stage
 from tracekit.tables.ids import make_trace_id
 
 
@@ -48,8 +48,7 @@ def ingest_kineto(
                 if name in OPTIONAL_TABLES and df.height == 0:  # written only with rows
                     continue
                 with writing(out):
-                    (staging / name).mkdir()
-                    write_part(df.drop("trace_id"), staging / name / DATA_FILE)
+                    stage(staging, name, df.drop("trace_id"))
                 del df
                 _trim()
             meta = reading.meta()
