@@ -47,18 +47,7 @@ class LazyGroup(click.Group):
         if spec is None:
             return None
         module_name, attr, short_help = spec
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                # Listed but not built yet: show it as unavailable rather than crash.
-                @click.command(cmd_name, help=short_help, short_help=short_help)
-                def unavailable() -> None:
-                    raise click.ClickException(f"'{cmd_name}' is not available in this build")
-
-                return unavailable
-            raise
-        cmd: click.Command = getattr(module, attr)
+        cmd: click.Command = getattr(importlib.import_module(module_name), attr)
         if cmd.short_help is None:
             cmd.short_help = short_help
         return cmd
