@@ -18,8 +18,6 @@ class TracekitError(Exception):
 class OutputError(TracekitError):
     """The output cannot be written (stdout closed or on a full disk, an I/O error of no input)."""
 
-    exit_code = 8
-
 
 class InternalError(TracekitError):
     """An exception tracekit did not raise on purpose: a bug (TRACEKIT_DEBUG=1 shows its traceback)."""

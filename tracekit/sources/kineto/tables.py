@@ -2,7 +2,7 @@
 
 Each batch is routed by (ph, cat) in one pass (the routes: ``routes.py``); each table then takes
 its columns from its own events with one list comprehension per field and one polars call per
-column (``frames.py``). ``Collector.finish`` concatenates the batches, adds the time base, drops
+column (``frames.py``). ``Collector.finish_each`` concatenates the batches, adds the time base, drops
 bad events (counted by reason), removes duplicates and nests ops/regions.
 """
 
@@ -201,10 +201,6 @@ class Collector:
         """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
         self._flush_flows()
         return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
-
-    def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
-        """Every table at once (see :meth:`finish_each`)."""
-        return dict(self.finish_each(base_ns, trace_id))
 
     def finish_each(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, pl.DataFrame]]:
         """Table by table: concatenate its batches (read back when spilled), drop duplicates,
