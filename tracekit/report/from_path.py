@@ -58,6 +58,23 @@ def analyse_path(
     return Analysed(p, trace, result)
 
 
+def analyse_request(req: Any, path: str, **given: Any) -> Analysed:
+    """:func:`analyse_path` of ``path`` with a command's options (``req``: its ``hardware``,
+    ``phase_map``, ``captures``, ``model``, ``parallel``, ``map``, and ``slo`` and ``trace_id`` where
+    it has them); ``given`` overrides them."""
+    options = {
+        "hardware": req.hardware,
+        "phase_map": list(req.phase_map) or None,
+        "slo": getattr(req, "slo", None),
+        "trace_id": getattr(req, "trace_id", None),
+        "captures": list(req.captures),
+        "model": req.model,
+        "parallel": req.parallel,
+        "kernel_map": req.map,
+    }
+    return analyse_path(path, **{**options, **given})
+
+
 def activities(trace: Any) -> pl.DataFrame | None:
     """Device intervals for the timeline (``device, stream, start_ns, end_ns``); None when CPU-only."""
     k = trace.kernels
