@@ -38,10 +38,10 @@ from tracekit.tables.ids import is_legacy_id, legacy_trace_id, make_trace_id, tr
 from tracekit.tables.staging import writing
 from tracekit.sources.registry import source
 from tracekit.errors import NotATraceError
-import ctypes
 from tracekit.parallel import plan
 from tracekit.tables.layout import dataset_trace_ids, remove_trace
 from tracekit.tables.staging import sweep_stale
+from tracekit.tuning import release_heap
 
 GLOB_CHARS = ("*", "?", "[")
 
@@ -191,20 +191,8 @@ def ingest_task(
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb())
-    _release_heap()
+    release_heap()
     return replace(r, cpu_s=_cpu_s() - t0)
-
-
-def _release_heap() -> None:
-    """Give the C heap's free pages back to the system after a task (glibc ``malloc_trim``), so
-    a worker that ingests many traces starts each one from its baseline, not from the high-water
-    heap of the previous one. Once per task, not per allocation (Dask's ``MALLOC_TRIM_THRESHOLD_``
-    does the latter, at ≈ 40 % more CPU: tracekit/parallel.py). A no-op off glibc."""
-
-    try:
-        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols: glibc's, where it is glibc
-    except (OSError, AttributeError):
-        pass
 
 
 def ingest_paths(
