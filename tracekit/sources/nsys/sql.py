@@ -431,17 +431,9 @@ def ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
 _ITEM, _END, _ERROR = 0, 1, 2
 
 
-def read_frame(
-    conn: sqlite3.Connection,
-    sql: str,
-    schema: dict[str, pl.DataType],
-    chunk_rows: int | None = None,
-) -> pl.DataFrame:
-    """Run ``sql`` and collect its rows into one frame, ``chunk_rows`` Python tuples at a time."""
-    parts = list(iter_frames(conn, sql, schema, chunk_rows))
-    if not parts:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(parts, rechunk=True)
+def read_frame(conn: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Run ``sql`` and collect its rows into one frame."""
+    return concat(iter_frames(conn, sql, schema), pl.DataFrame(schema=schema))
 
 
 def concat(parts: Iterable[pl.DataFrame], empty: pl.DataFrame) -> pl.DataFrame:

@@ -33,7 +33,6 @@ def stream_document(
     decode_batch: Callable[[bytes], list[Any]],
     on_events: Callable[[list[Any]], None],
     stats: StreamStats,
-    threaded: bool = True,
     scan: Scanner | None = None,
 ) -> dict[str, Any]:
     """Read ``path``; call ``on_events`` with each decoded batch of ``traceEvents``; return the
@@ -41,7 +40,7 @@ def stream_document(
     (see :data:`Scanner`); what it leaves goes through ``decode_batch``. Raises TraceFormatError / EmptyTraceError when
     the file is not a JSON object or array; damage after a good start is recorded in ``stats``."""
     gen = chunks(path, stats)
-    b = Buffer(in_thread(gen) if threaded else gen, stats)
+    b = Buffer(in_thread(gen), stats)
     if not b.skip_ws():
         if stats.gzip_truncated or stats.gzip_error:
             raise EmptyTraceError(f"{path}: gzip stream is truncated or corrupt before any data")
