@@ -8,6 +8,7 @@ the torch check, so ``tracekit --help``, ``tracekit run --help`` and ``import tr
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -260,9 +261,7 @@ def serve(**kw: Any) -> None:
 
     res = run_serve(cfg, out_dir)
     _print_requests(res.summary)
-    kinds: dict[str, int] = {}
-    for st in res.summary["steps"]:
-        kinds[st["kind"]] = kinds.get(st["kind"], 0) + 1
+    kinds = Counter(st["kind"] for st in res.summary["steps"])
     echo(
         f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
         f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "
