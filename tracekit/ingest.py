@@ -231,7 +231,7 @@ def ingest_paths(
             root.mkdir(parents=True, exist_ok=True)
 
     def result(o: Outcome[Ingested]) -> Ingested:
-        r = _as_ingested(files[o.index], o)
+        r = o.value if o.value is not None else Ingested(str(files[o.index]), error=o.error or "task failed")
         return replace(r, skipped=True) if r.not_a_trace and files[o.index] in from_dir else r
 
     def done(o: Outcome[Ingested]) -> None:
@@ -315,12 +315,6 @@ def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:
         except OSError:
             continue
     return sweep_stale(root, tids) if tids and root.is_dir() else []
-
-
-def _as_ingested(f: Path, o: Outcome[Ingested]) -> Ingested:
-    if o.value is not None:
-        return o.value
-    return Ingested(str(f), error=o.error or "task failed")
 
 
 def _cpu_s() -> float:

@@ -154,11 +154,6 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> p
     )
 
 
-def _metric_list(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
-    lat = sorted({c for c in (*a.columns, *b.columns) if c.startswith(LAT_PREFIXES)})
-    return [*METRICS, *lat]
-
-
 def _with_whole(d: ReportData) -> pl.DataFrame:
     """The phases frame plus a "whole trace" row from the totals (so phase-less traces compare too)."""
     w = {k: v for k, v in d.whole.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -175,7 +170,8 @@ def _with_whole(d: ReportData) -> pl.DataFrame:
 def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     """Per phase (and the whole trace): every metric of both sides with its delta and relative change."""
     pa, pb = _with_whole(a), _with_whole(b)
-    return compare(pa, pb, "phase", _metric_list(pa, pb))
+    lat = sorted({c for c in (*pa.columns, *pb.columns) if c.startswith(LAT_PREFIXES)})
+    return compare(pa, pb, "phase", [*METRICS, *lat])
 
 
 def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from tracekit.conventions import read_sidecar
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.report.output import table_file
 from tracekit.report.sections.environment import environment
-from tracekit.report.model import ReportData, from_json, from_result
+from tracekit.report.model import ReportData, from_json
 
 
 @dataclass(frozen=True)
@@ -89,10 +89,8 @@ def report_data(trace: Any, result: Any, path: str | Path | None = None, regions
     src = path
     if src is None or Path(src).is_dir():
         src = trace.meta.get("source") or None
-    env = environment(trace.meta, result.device, src)
-    if not regions:
-        return from_json(result.to_json_without_regions(), environment=env, activities=activities(trace))
-    return from_result(result, environment=env, activities=activities(trace))
+    doc = result.to_json() if regions else result.to_json_without_regions()
+    return from_json(doc, environment=environment(trace.meta, result.device, src), activities=activities(trace))
 
 
 def read_table(path: str | Path) -> pl.DataFrame:

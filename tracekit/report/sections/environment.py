@@ -33,10 +33,6 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {"error": f"sidecar {path.name} is not a JSON object"}
 
 
-def _safe(key: str) -> bool:
-    return _SECRETISH.search(key) is None
-
-
 # Credentials inside values: user:password@ in a URL/DSN, and key=value pairs of secret-ish keys.
 _URL_CREDS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s:@]*:[^/\s@]*@")
 _KV_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|auth)=[^\s;&,]+")
@@ -52,7 +48,7 @@ def _redact(v: Any) -> Any:
 def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for k, v in d.items():
-        if not _safe(str(k)):
+        if _SECRETISH.search(str(k)):
             continue
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
