@@ -262,10 +262,8 @@ def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
     r = regions.with_columns(pl.col("name").cast(pl.String).str.replace_all(r"\d+", "N").alias("_k"))
     ph = pl.col("phase").cast(pl.String) if "phase" in r.columns else pl.lit("other")
     r = r.with_columns(pl.format("{} [{}]", pl.col("_k"), ph).alias("kind"))
-    aggs = [pl.len().cast(pl.Float64).alias("count")]
-    for m in ("span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes"):
-        if m in r.columns:
-            aggs.append(pl.col(m).cast(pl.Float64).sum().alias(m))
+    summed = [pl.col(m).cast(pl.Float64).sum() for m in KIND_COLUMNS[2:] if m in r.columns]  # span_ns … bytes
+    aggs = [pl.len().cast(pl.Float64).alias("count"), *summed]
     if "span_ns" in r.columns:
         aggs.append(pl.col("span_ns").cast(pl.Float64).median().alias("span_p50_ns"))
     return r.group_by("kind", maintain_order=True).agg(aggs)
