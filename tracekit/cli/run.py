@@ -62,34 +62,13 @@ def run() -> None:
 @click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default).")
 @out_option("Output directory.", required=True, type=click.Path(path_type=Path))
 @force_option("a non-empty output directory")
-def phase_shape(
-    d: int,
-    dtype: str,
-    prefill_rows: str,
-    decode_rows: str,
-    device: str,
-    warmup: int,
-    active: int,
-    reps: int,
-    seed: int,
-    threads: int,
-    out: Path,
-    force: bool,
-) -> None:
+def phase_shape(**kw: Any) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
 
-    cfg = PhaseShapeConfig(
-        d=d,
-        dtype=dtype,
-        prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
-        decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")),
-        device=device,
-        warmup=warmup,
-        active=active,
-        reps=reps,
-        seed=seed,
-        threads=threads,
-    ).validate()
+    out, force = kw.pop("out"), kw.pop("force")
+    for rows in ("prefill_rows", "decode_rows"):
+        kw[rows] = tuple(parse_int_list(kw[rows], "--" + rows.replace("_", "-")))
+    cfg = PhaseShapeConfig(**kw).validate()
     out_dir = _ready(cfg.device, out, force)
 
     res = run_sweep(cfg, out_dir)
