@@ -185,13 +185,12 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
       fastest (``info["spread"]``), or a machine already loaded (``info["load_before"]`` ≥
       :data:`BUSY_LOAD` per CPU): the best kept may be far below the real ceiling.
     """
-    out: list[str] = []
-    for dtype, peak in sorted(peaks.items()):
-        if bandwidth > 0 and peak / bandwidth < MIN_RIDGE:
-            out.append(
-                f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
-                f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)"
-            )
+    out = [
+        f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
+        f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)"
+        for dtype, peak in sorted(peaks.items())
+        if bandwidth > 0 and peak / bandwidth < MIN_RIDGE
+    ]
     if info.get("fallback"):
         out.append(
             f"implausible: measured with the numpy fallback ({info.get('backend')}), not torch; "
