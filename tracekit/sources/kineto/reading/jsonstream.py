@@ -51,7 +51,7 @@ def stream_document(
     if first == ord("["):
         stats.bare_array = True
         b.pos += 1
-        read_events(b, decode_batch, on_events, path, scan)
+        read_events(b, decode_batch, on_events, scan)
         return top
     if first != ord("{"):
         raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos : b.pos + 16]!r})")
@@ -85,7 +85,7 @@ def stream_document(
         if key == "traceEvents" and b.peek() == ord("["):
             b.pos += 1
             saw_events = True
-            if not read_events(b, decode_batch, on_events, path, scan):
+            if not read_events(b, decode_batch, on_events, scan):
                 break
             continue
         value = _read_value(b)
