@@ -24,7 +24,6 @@ import click
 from tracekit.hardware.peaks import table_keys
 
 F = TypeVar("F", bound=Callable[..., Any])
-MARKDOWN_NAMES = ("md", "markdown")
 
 
 def out_option(help: str, required: bool = False, **kw: Any) -> Callable[[F], F]:

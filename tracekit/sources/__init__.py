@@ -7,7 +7,6 @@ the one that reads it (:func:`load`). An ingested dataset (a folder) is read bac
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from tracekit.inputs import check_regular, open_input
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
 from tracekit.sources.model_config import model_options
-from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
+from tracekit.sources.protocol import HEAD_BYTES, looks_textual
 from tracekit.sources.registry import DATASET, SOURCES, source, suffixes
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
@@ -56,11 +55,6 @@ def _sniff(p: Path) -> Format:
             "`nsys export --type sqlite` on it first"
         )
     raise TraceFormatError(f"{p}: not JSON (nor a format tracekit reads)")
-
-
-def is_gzip(path: str | os.PathLike[str]) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -150,4 +144,4 @@ def _load(path: Path, fmt: Format, trace_id: str | None, extra: list[Path], disc
     return trace
 
 
-__all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]
+__all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id"]

@@ -44,7 +44,6 @@ PID_SHIFT = 24
 ID_MASK = 0xFFFFFF
 # correlation = pid << CORR_SHIFT | correlationId (CUPTI correlation ids are 32-bit).
 CORR_SHIFT = 32
-CORR_MASK = 0xFFFFFFFF
 
 
 class LockedError(TraceFormatError):
