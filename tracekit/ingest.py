@@ -23,11 +23,8 @@ from typing import Any
 from tracekit.conventions import TABLES
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
-from tracekit.sources.kineto.reading.window import (
-    json_size as json_size,
-)  # re-exported: cli/ingest.py, commands/ingest.py, tests
-
-from tracekit.sources.kineto.source import STREAM_BYTES  # noqa: E402,F401 - re-exported: cli/ingest.py, commands/ingest.py, tests
+from tracekit.sources.kineto.reading.window import json_size as json_size  # re-exported: tests
+from tracekit.sources.kineto.source import STREAM_BYTES as STREAM_BYTES  # re-exported: cli/ingest.py, tests
 from tracekit.sources import find_traces
 from tracekit.sources import load
 from tracekit.sources import sniff
