@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -153,13 +154,8 @@ def _model_options(fn: F) -> F:
 
 
 def _model(kw: dict[str, Any]) -> Any:
-
-    return ModelConfig(
-        **{
-            k: kw.pop(k)
-            for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab", "max_context", "dtype")
-        }
-    )
+    """The model's options (ModelConfig's fields) taken out of ``kw``."""
+    return ModelConfig(**{f.name: kw.pop(f.name) for f in fields(ModelConfig)})
 
 
 @run.command("llm")
