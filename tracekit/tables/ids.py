@@ -48,8 +48,7 @@ def trace_stem(path: str | os.PathLike[str]) -> str:
 
     stem = Path(path).name
     for suffix in (".gz", ".json", ".sqlite", ".pt.trace"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
+        stem = stem.removesuffix(suffix)
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:60].strip("._") or "trace"
 
 
