@@ -15,6 +15,7 @@ import ctypes
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 
 
 # What polars' __init__ writes into _RJEM_MALLOC_CONF when it loads (its defaults, then the value it
@@ -66,7 +67,5 @@ def release_heap() -> None:
     heap of the previous one, and a streamed ingest does not keep the native scanner's buffers
     resident between tables. Once per task or table, not per allocation (Dask's
     ``MALLOC_TRIM_THRESHOLD_`` does the latter, at ≈ 40 % more CPU: tracekit/parallel.py)."""
-    try:
+    with suppress(OSError, AttributeError):
         ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols: glibc's, where it is glibc
-    except (OSError, AttributeError):
-        pass

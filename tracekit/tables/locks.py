@@ -25,7 +25,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -140,10 +140,8 @@ def release(out: Path, tid: str) -> None:
             return
         del _mine[k]
     if fh is not None:
-        try:
+        with suppress(OSError):
             fh.close()  # closing the file lets the flock go
-        except OSError:
-            pass
 
 
 @contextmanager
