@@ -38,10 +38,6 @@ def force_option(what: str = "an existing output") -> Callable[[F], F]:
 ALIASES = {"markdown": "md", "table": "text"}
 
 
-def _normalise_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    return ALIASES.get(value, value) if value is not None else None
-
-
 def format_option(choices: Sequence[str], default: str | None, help: str = "Output format.") -> Callable[[F], F]:
     """``--format``: ``md`` in ``choices`` accepts ``markdown`` too (the command sees ``md``), and
     ``text`` accepts ``table`` (the command sees ``text``)."""
@@ -55,7 +51,7 @@ def format_option(choices: Sequence[str], default: str | None, help: str = "Outp
         type=click.Choice(names),
         default=default,
         show_default=default is not None,
-        callback=_normalise_format,
+        callback=lambda ctx, param, value: ALIASES.get(value, value),  # the alias's name (None stays None)
         help=help,
     )
 
