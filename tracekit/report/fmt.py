@@ -230,7 +230,7 @@ def md_escape(text: Any) -> str:
     """
     s = html.escape(str(text), quote=True)
     s = _MD_SPECIAL.sub(r"\\\1", s)
-    return _neutral(s.replace("\r", " ").replace("\n", " "))
+    return _GITHUB_ACTIVE.sub(lambda m: m.group(0) + _ZWSP, s.replace("\r", " ").replace("\n", " "))
 
 
 # What GitHub turns into a notification or a link in a comment: ``@user`` and ``@org/team``
@@ -239,10 +239,6 @@ def md_escape(text: Any) -> str:
 # kernel name in a posted report mentions no one, links nothing and reads the same.
 _ZWSP = "&#8203;"
 _GITHUB_ACTIVE = re.compile(r"@(?=[A-Za-z0-9])|(?<!&)#(?=[0-9])|(?<=[A-Za-z]):(?=//)|(?<![A-Za-z0-9])(?i:www)(?=\.)")
-
-
-def _neutral(s: str) -> str:
-    return _GITHUB_ACTIVE.sub(lambda m: m.group(0) + _ZWSP, s)
 
 
 def html_escape(text: Any) -> str:
