@@ -17,11 +17,11 @@ always pushed: an attached Nsight cannot be detected cheaply, and a push/pop cos
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from types import TracebackType
 from typing import Any, Callable, TypeVar
 
-from tracekit.errors import UsageError
+from tracekit.errors import MissingDependencyError, UsageError
 
 PREFIX = "tk:"
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -88,16 +88,9 @@ def format_id_list(ids: list[int]) -> str:
     ``[0, 1, 2, 3, 7, 9, 10]`` → ``"0-3,7,9-10"``. ``ids`` must be non-negative; order and
     duplicates do not matter."""
     out: list[str] = []
-    run: list[int] = []
-    for i in sorted(set(ids)):
-        if run and i == run[1] + 1:
-            run[1] = i
-            continue
-        if run:
-            out.append(str(run[0]) if run[0] == run[1] else f"{run[0]}-{run[1]}")
-        run = [i, i]
-    if run:
-        out.append(str(run[0]) if run[0] == run[1] else f"{run[0]}-{run[1]}")
+    for _, pairs in itertools.groupby(enumerate(sorted(set(ids))), lambda p: p[1] - p[0]):
+        run = [i for _, i in pairs]
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     return ",".join(out)
 
 
@@ -160,9 +153,7 @@ class phase:  # noqa: N801 — used like a function: ``with phase("decode", step
             rt.nvtx_push(self.name)
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         rt = _runtime()
         if rt.nvtx_pop is not None:
             rt.nvtx_pop()
@@ -186,8 +177,6 @@ class _Runtime:
         try:
             import torch
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-            from tracekit.errors import MissingDependencyError
-
             raise MissingDependencyError("phase() needs torch: pip install 'tracekit[workloads]'") from exc
         self.profiler_enabled: Callable[[], bool] = torch._C._autograd._profiler_enabled
         self.rf_enter: Callable[[str], Any] = torch.ops.profiler._record_function_enter_new
@@ -203,11 +192,6 @@ class _Runtime:
             pass
 
 
-_RT: _Runtime | None = None
-
-
+@functools.cache
 def _runtime() -> _Runtime:
-    global _RT
-    if _RT is None:
-        _RT = _Runtime()
-    return _RT
+    return _Runtime()

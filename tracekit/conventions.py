@@ -52,12 +52,8 @@ def sidecar_path(trace: str | os.PathLike[str]) -> Path:
 
     The one sidecar rule: the runner writes the sidecar here and every reader looks here."""
     p = Path(trace)
-    name = p.name
-    for suffix in _TRACE_SUFFIXES:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return p.with_name(name + SIDECAR_SUFFIX)
+    suffix = next((s for s in _TRACE_SUFFIXES if p.name.endswith(s)), "")
+    return p.with_name(p.name.removesuffix(suffix) + SIDECAR_SUFFIX)
 
 
 def find_sidecar(trace: str | os.PathLike[str] | None) -> Path | None:

@@ -8,6 +8,8 @@ error (a bug: an exception tracekit did not raise on purpose, a polars panic); 1
 
 from __future__ import annotations
 
+import os
+
 
 class TracekitError(Exception):
     """Base class of every error tracekit raises on purpose. ``exit_code`` is what the CLI returns."""
@@ -17,8 +19,6 @@ class TracekitError(Exception):
 
 class OutputError(TracekitError):
     """The output cannot be written (stdout closed or on a full disk, an I/O error of no input)."""
-
-    exit_code = 8
 
 
 class InternalError(TracekitError):
@@ -87,3 +87,15 @@ class NotComparableError(TracekitError):
     that makes their phases not comparable (docs/ci.md)."""
 
     exit_code = 7
+
+
+def debug() -> bool:
+    """``TRACEKIT_DEBUG`` set to a true value: an unexpected exception passes with its traceback."""
+    return os.environ.get("TRACEKIT_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def one_line(exc: BaseException) -> str:
+    """An unexpected exception in one line: its type and the first line of its message (200 chars)."""
+    text = str(exc).strip().splitlines()
+    msg = text[0][:200] if text else ""
+    return f"{type(exc).__name__}{': ' + msg if msg else ''}"

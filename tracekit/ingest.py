@@ -23,24 +23,22 @@ from typing import Any
 from tracekit.conventions import TABLES
 from tracekit.errors import TracekitError, UsageError
 from tracekit.parallel import Outcome, Plan, run_tasks
-from tracekit.sources.kineto.reading.window import (
-    json_size as json_size,
-)  # re-exported: cli/ingest.py, commands/ingest.py, tests
-
-from tracekit.sources.kineto.source import STREAM_BYTES  # noqa: E402,F401 - re-exported: cli/ingest.py, commands/ingest.py, tests
+from tracekit.sources.kineto.reading.window import json_size as json_size  # re-exported: tests
+from tracekit.sources.kineto.source import STREAM_BYTES as STREAM_BYTES  # re-exported: cli/ingest.py, tests
 from tracekit.sources import find_traces
 from tracekit.sources import load
 from tracekit.sources import sniff
 from tracekit.sources.guard import reading
+from tracekit.sources.model_config import model_options
 from tracekit.tables import locks
 from tracekit.tables.ids import is_legacy_id, legacy_trace_id, make_trace_id, trace_stem
 from tracekit.tables.staging import writing
 from tracekit.sources.registry import source
 from tracekit.errors import NotATraceError
-import ctypes
 from tracekit.parallel import plan
 from tracekit.tables.layout import dataset_trace_ids, remove_trace
 from tracekit.tables.staging import sweep_stale
+from tracekit.tuning import release_heap
 
 GLOB_CHARS = ("*", "?", "[")
 
@@ -137,36 +135,33 @@ def ingest_file(
     docs/kineto.md); a streamed ingest does not merge and says so. ``model``: the model's
     config.json, kept in the trace's meta and used by its stored costs (not by a streamed
     ingest); ``parallel``: the rank's layout that config is applied at (--parallel). Raises
-    TracekitError."""
+    TracekitError.
+
+    The trace's writer lock (tracekit/tables/locks.py) is held from before anything is staged
+    until the trace and its derived tables are committed: a second ingest of the same trace into
+    ``out`` waits for this one."""
 
     with reading(f):  # one error boundary per input file: whatever a decoder raises is one line
-        return _ingest_file(f, out, stream, captures, partial(load, model=model, parallel=parallel), sniff)
+        tid = make_trace_id(f)
+        with writing(out):  # only the output's errors here; the input's are reading()'s
+            out.mkdir(parents=True, exist_ok=True)
+            locks.acquire(out, tid)
+        try:
+            return _ingest_locked(f, out, stream, captures, model, parallel)
+        finally:
+            locks.release(out, tid)
 
 
-def _ingest_file(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-    """:func:`ingest_file` under the trace's writer lock (tracekit/tables/locks.py), held from
-    before anything is staged until the trace and its derived tables are committed: a second
-    ingest of the same trace into ``out`` waits for this one."""
-
-    tid = make_trace_id(f)
-    with writing(out):  # only the output's errors here; the input's are reading()'s
-        out.mkdir(parents=True, exist_ok=True)
-        locks.acquire(out, tid)
-    try:
-        return _ingest_locked(f, out, stream, captures, load, sniff)
-    finally:
-        locks.release(out, tid)
-
-
-def _ingest_locked(f: Path, out: Path, stream: bool | None, captures: Sequence[str], load: Any, sniff: Any) -> Ingested:
-
+def _ingest_locked(
+    f: Path, out: Path, stream: bool | None, captures: Sequence[str], model: str | None, parallel: str | None
+) -> Ingested:
     src = source(sniff(f))
     written = src.ingest(f, out, stream, [Path(c) for c in captures])  # the source's own writer, if any
     streamed = written is not None and src.streamed(f, stream)
     if written is not None:
         meta, heights = written
     else:
-        trace = load(f, captures=list(captures))
+        trace = load(f, captures=list(captures), model=model, parallel=parallel)
         from tracekit.analysis.store.derived import write_with_derived
 
         write_with_derived(trace, out)  # canonical + derived tables, one atomic commit
@@ -193,20 +188,8 @@ def ingest_task(
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb(), not_a_trace=True)
     except TracekitError as exc:
         r = Ingested(str(f), error=str(exc), pid=os.getpid(), peak_rss_kb=_peak_rss_kb())
-    _release_heap()
+    release_heap()
     return replace(r, cpu_s=_cpu_s() - t0)
-
-
-def _release_heap() -> None:
-    """Give the C heap's free pages back to the system after a task (glibc ``malloc_trim``), so
-    a worker that ingests many traces starts each one from its baseline, not from the high-water
-    heap of the previous one. Once per task, not per allocation (Dask's ``MALLOC_TRIM_THRESHOLD_``
-    does the latter, at ≈ 40 % more CPU: tracekit/parallel.py). A no-op off glibc."""
-
-    try:
-        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols: glibc's, where it is glibc
-    except (OSError, AttributeError):
-        pass
 
 
 def ingest_paths(
@@ -232,14 +215,7 @@ def ingest_paths(
     root = Path(out)
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: --out exists and is not a directory")
-    if parallel is not None and model is None:
-        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
-    if model is not None:  # a bad config (or layout) is one error before any trace is read
-        from tracekit.sources.model_config import parse_parallel, read_model_config
-
-        read_model_config(model)
-        if parallel is not None:
-            parse_parallel(parallel)
+    model_options(model, parallel)  # a bad config (or layout) is one error before any trace is read
     from_dir: set[Path] = set()
     files, bad = expand_inputs(inputs, root, from_dir)
     files, legacy = screen_ids(files, root, force, bad)
@@ -248,13 +224,11 @@ def ingest_paths(
             on_done(b)
     where = where or plan(len(files))
     if files:
-        from tracekit.tables.staging import writing
-
         with writing(root):  # a read-only or missing place: one DatasetError line
             root.mkdir(parents=True, exist_ok=True)
 
     def result(o: Outcome[Ingested]) -> Ingested:
-        r = _as_ingested(files[o.index], o)
+        r = o.value if o.value is not None else Ingested(str(files[o.index]), error=o.error or "task failed")
         return replace(r, skipped=True) if r.not_a_trace and files[o.index] in from_dir else r
 
     def done(o: Outcome[Ingested]) -> None:
@@ -338,12 +312,6 @@ def remove_stale_staging(root: Path, files: Sequence[Path]) -> list[Path]:
         except OSError:
             continue
     return sweep_stale(root, tids) if tids and root.is_dir() else []
-
-
-def _as_ingested(f: Path, o: Outcome[Ingested]) -> Ingested:
-    if o.value is not None:
-        return o.value
-    return Ingested(str(f), error=o.error or "task failed")
 
 
 def _cpu_s() -> float:

@@ -83,10 +83,10 @@ def read_input(path: str | os.PathLike[str], max_bytes: int, follow: bool = True
     return raw
 
 
-def check_regular(path: str | os.PathLike[str], follow: bool = True) -> None:
+def check_regular(path: str | os.PathLike[str]) -> None:
     """Refuse (:class:`InputFileError`) a path that is no regular file, without reading it: what a
     reader that opens the path itself (polars, sqlite3, gzip) checks first, so it never blocks."""
-    open_input(path, None, follow).close()
+    open_input(path).close()
 
 
 def why(exc: BaseException) -> str:
@@ -113,14 +113,13 @@ def read_json(
     what: str,
     error: type[TracekitError],
     max_bytes: int = CONFIG_MAX_BYTES,
-    follow: bool = True,
 ) -> Any:
     """The JSON value of the small input file ``path`` (a ``what``: "model config", "hardware
     file"); any failure — not a regular file, over ``max_bytes``, not UTF-8, not JSON, nested too
     deeply, a number too large — is one ``error`` line: ``PATH: WHAT WHY``."""
     p = Path(path)
     try:
-        return json.loads(read_input(p, max_bytes, follow).decode("utf-8"))
+        return json.loads(read_input(p, max_bytes).decode("utf-8"))
     except FileNotFoundError:
         raise error(f"{p}: {what} not found") from None
     except (OSError, RecursionError, MemoryError, OverflowError, ValueError) as exc:

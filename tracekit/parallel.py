@@ -15,6 +15,9 @@ deaths per task). An item whose task still fails becomes an outcome with ``error
 items go on. ``fn`` must be importable by the workers (a module-level function of an installed
 package) and its items and results picklable.
 
+:func:`ahead` runs an iterator in a thread of its own, a few items ahead of its consumer (reads
+that release the GIL: SQLite fetches, file reads and inflating).
+
 Layer: imports only tracekit.errors (and Dask, lazily), so every stage may use it.
 """
 
@@ -22,8 +25,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -158,73 +164,60 @@ def _run_on(
     return [outcomes[i] for i in range(len(items))]
 
 
-class _client:
+@contextmanager
+def _client(where: Plan, memory_limit: str | int | None) -> Iterator[Any]:
     """A Client on the planned cluster; a LocalCluster is started here and closed on exit."""
+    method = start_method()  # before importing distributed, which starts threads of its own
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:  # installed (have_dask found it) but broken
+        raise UsageError(f"dask.distributed cannot be imported ({_one_line(exc)}): {INSTALL_HINT}") from None
 
-    def __init__(self, where: Plan, memory_limit: str | int | None) -> None:
-        self.where = where
-        self.memory_limit = memory_limit
-        self.cluster: Any = None
-        self.client: Any = None
-
-    def __enter__(self) -> Any:
-        method = start_method()  # before importing distributed, which starts threads of its own
+    if where.mode == "cluster":
         try:
-            from distributed import Client, LocalCluster
-        except ImportError as exc:  # installed (have_dask found it) but broken
-            raise UsageError(f"dask.distributed cannot be imported ({_one_line(exc)}): {INSTALL_HINT}") from None
+            client = Client(where.scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise UsageError(f"cannot reach the Dask scheduler at {where.scheduler}: {_one_line(exc)}") from None
+        with closing(client):
+            yield client
+        return
+    # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
+    # worker's share of the cores, so the workers do not fight over them.
+    # The workers' statistical profiler (a stack sample every 10 ms) is off: nobody looks at it here.
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which also pins glibc's mmap
+    # threshold: every large buffer of an ingest is then mapped and unmapped afresh — ≈ 0.4 s more
+    # system time per 160 MB trace, ≈ 40 % more CPU per task (BENCHMARKS.md, "Ranks on Dask").
+    # tracekit's workers keep glibc's defaults, as the serial path does; memory stays bounded
+    # by one trace per worker.
+    import dask
 
-        if self.where.mode == "cluster":
-            try:
-                self.client = Client(self.where.scheduler, timeout="20s")
-            except (OSError, TimeoutError) as exc:
-                raise UsageError(
-                    f"cannot reach the Dask scheduler at {self.where.scheduler}: {_one_line(exc)}"
-                ) from None
-            return self.client
-        # Single-threaded workers (one task each at a time); polars inside a task gets one thread per
-        # worker's share of the cores, so the workers do not fight over them.
-        # The workers' statistical profiler (a stack sample every 10 ms) is off: nobody looks at it here.
-        # Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which also pins glibc's mmap
-        # threshold: every large buffer of an ingest is then mapped and unmapped afresh — ≈ 0.4 s more
-        # system time per 160 MB trace, ≈ 40 % more CPU per task (BENCHMARKS.md, "Ranks on Dask").
-        # tracekit's workers keep glibc's defaults, as the serial path does; memory stays bounded
-        # by one trace per worker.
-        import dask
-
-        threads = max(1, (os.cpu_count() or 1) // self.where.workers)
-        environ = {
-            k: v
-            for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
-            if k != "MALLOC_TRIM_THRESHOLD_"
-        }
-        settings: dict[str, Any] = {
-            "distributed.worker.profile.enabled": False,
-            "distributed.nanny.pre-spawn-environ": environ,
-        }
-        configured = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
-        if method == "fork" and configured == "spawn":  # Dask's default; a user's choice is kept
-            settings["distributed.worker.multiprocessing-method"] = "fork"
-        with dask.config.set(settings):
-            self.cluster = LocalCluster(
-                n_workers=self.where.workers,
-                threads_per_worker=1,
-                processes=True,
-                memory_limit=self.memory_limit,
-                # Dask's scheduler serves HTTP even without a dashboard, on 8787 unless told: a
-                # port in use there printed Dask's own warning into tracekit's output
-                dashboard_address="127.0.0.1:0",
-                silence_logs=logging.ERROR,
-                env={"POLARS_MAX_THREADS": str(threads)},
-            )
-        self.client = Client(self.cluster)
-        return self.client
-
-    def __exit__(self, *exc: object) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+    threads = max(1, (os.cpu_count() or 1) // where.workers)
+    environ = {
+        k: v
+        for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()
+        if k != "MALLOC_TRIM_THRESHOLD_"
+    }
+    settings: dict[str, Any] = {
+        "distributed.worker.profile.enabled": False,
+        "distributed.nanny.pre-spawn-environ": environ,
+    }
+    configured = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
+    if method == "fork" and configured == "spawn":  # Dask's default; a user's choice is kept
+        settings["distributed.worker.multiprocessing-method"] = "fork"
+    with dask.config.set(settings):
+        cluster = LocalCluster(
+            n_workers=where.workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            # Dask's scheduler serves HTTP even without a dashboard, on 8787 unless told: a
+            # port in use there printed Dask's own warning into tracekit's output
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
+            env={"POLARS_MAX_THREADS": str(threads)},
+        )
+    with closing(cluster), closing(Client(cluster)) as client:
+        yield client
 
 
 METHOD_ENV = "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"
@@ -256,3 +249,51 @@ def _one_line(exc: BaseException) -> str:
     name = exc.__class__.__name__
     # tracekit's own errors already read as one sentence; others keep their class for context.
     return text if exc.__class__.__module__.startswith("tracekit") else f"{name}: {text}"
+
+
+def ahead(items: Iterator[T], depth: int = 1, name: str = "tracekit-ahead") -> Iterator[T]:
+    """``items``, produced in a second thread at most ``depth`` items ahead of the consumer (so at
+    most ``depth`` + 2 are alive: the one consumed, those waiting, the one being made). An exception raised
+    by ``items`` is raised here; when the consumer stops early, the producer stops after the item
+    it is making and is joined before this generator ends (the connection is then free)."""
+    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(kind: int, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(_ITEM, item):
+                    return
+            put(_END, None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put(_ERROR, exc)
+
+    worker = threading.Thread(target=produce, name=name, daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == _ITEM:
+                yield value
+            elif kind == _END:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        worker.join()
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+_ITEM, _END, _ERROR = 0, 1, 2

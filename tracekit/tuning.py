@@ -1,6 +1,8 @@
 """Process tuning, in one place: what a command does to its own process before the work starts,
 and why. Measured as commands (BENCHMARKS.md, "Process tuning"); it changes no result.
 
+- **the C heap's free pages** given back to the system (:func:`release_heap`) after each ingest
+  task and between the tables of a streamed Kineto ingest.
 - **polars' allocator** (``_RJEM_MALLOC_CONF``), chosen by a command for its input before polars is
   loaded (it is read once, when polars' library loads): `tracekit ingest` returns freed pages at
   once where memory must stay bounded (commands/ingest.py), `tracekit analyze` of a big dataset keeps
@@ -9,9 +11,11 @@ and why. Measured as commands (BENCHMARKS.md, "Process tuning"); it changes no r
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 
 
 # What polars' __init__ writes into _RJEM_MALLOC_CONF when it loads (its defaults, then the value it
@@ -55,3 +59,13 @@ def set_before_polars(choose: Callable[[], str | None]) -> bool:
         return False
     os.environ["_RJEM_MALLOC_CONF"] = conf
     return True
+
+
+def release_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc ``malloc_trim``; a no-op off glibc):
+    a worker that ingests many traces then starts each from its baseline, not from the high-water
+    heap of the previous one, and a streamed ingest does not keep the native scanner's buffers
+    resident between tables. Once per task or table, not per allocation (Dask's
+    ``MALLOC_TRIM_THRESHOLD_`` does the latter, at ≈ 40 % more CPU: tracekit/parallel.py)."""
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols: glibc's, where it is glibc

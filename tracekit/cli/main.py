@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from tracekit.cli.term import clean, echo
-from tracekit.errors import InternalError, OutputError, TracekitError, UsageError
+from tracekit.errors import InternalError, OutputError, TracekitError, UsageError, debug, one_line
 
 # command name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -47,18 +47,7 @@ class LazyGroup(click.Group):
         if spec is None:
             return None
         module_name, attr, short_help = spec
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                # Listed but not built yet: show it as unavailable rather than crash.
-                @click.command(cmd_name, help=short_help, short_help=short_help)
-                def unavailable() -> None:
-                    raise click.ClickException(f"'{cmd_name}' is not available in this build")
-
-                return unavailable
-            raise
-        cmd: click.Command = getattr(module, attr)
+        cmd: click.Command = getattr(importlib.import_module(module_name), attr)
         if cmd.short_help is None:
             cmd.short_help = short_help
         return cmd
@@ -125,21 +114,10 @@ def _run(argv: list[str] | None) -> Any:
     except (SystemExit, GeneratorExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - a bug (or a polars panic): its own exit code, never 1
-        if _debug():
+        if debug():
             raise
-        echo(f"tracekit: internal error: {_internal(exc)} (a bug; TRACEKIT_DEBUG=1 shows the traceback)", err=True)
+        echo(f"tracekit: internal error: {one_line(exc)} (a bug; TRACEKIT_DEBUG=1 shows the traceback)", err=True)
         sys.exit(InternalError.exit_code)
-
-
-def _debug() -> bool:
-    return os.environ.get("TRACEKIT_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _internal(exc: BaseException) -> str:
-    """An unexpected exception in one line: its type and the first line of its message (200 chars)."""
-    text = str(exc).strip().splitlines()
-    msg = text[0][:200] if text else ""
-    return f"{type(exc).__name__}{': ' + msg if msg else ''}"
 
 
 # Modules whose exit handlers must run (a Dask cluster's processes, torch's profiler and device

@@ -24,7 +24,6 @@ import click
 from tracekit.hardware.peaks import table_keys
 
 F = TypeVar("F", bound=Callable[..., Any])
-MARKDOWN_NAMES = ("md", "markdown")
 
 
 def out_option(help: str, required: bool = False, **kw: Any) -> Callable[[F], F]:
@@ -37,10 +36,6 @@ def force_option(what: str = "an existing output") -> Callable[[F], F]:
 
 
 ALIASES = {"markdown": "md", "table": "text"}
-
-
-def _normalise_format(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    return ALIASES.get(value, value) if value is not None else None
 
 
 def format_option(choices: Sequence[str], default: str | None, help: str = "Output format.") -> Callable[[F], F]:
@@ -56,7 +51,7 @@ def format_option(choices: Sequence[str], default: str | None, help: str = "Outp
         type=click.Choice(names),
         default=default,
         show_default=default is not None,
-        callback=_normalise_format,
+        callback=lambda ctx, param, value: ALIASES.get(value, value),  # the alias's name (None stays None)
         help=help,
     )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from types import TracebackType
 from typing import TextIO
 
 from tracekit.cli.term import clean
@@ -61,9 +60,7 @@ class Progress:
         self._draw()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def update(self, n: int = 1, detail: str = "") -> None:

@@ -8,6 +8,8 @@ the torch check, so ``tracekit --help``, ``tracekit run --help`` and ``import tr
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -61,34 +63,13 @@ def run() -> None:
 @click.option("--threads", type=int, default=0, show_default=True, help="CPU intra-op threads (0: torch default).")
 @out_option("Output directory.", required=True, type=click.Path(path_type=Path))
 @force_option("a non-empty output directory")
-def phase_shape(
-    d: int,
-    dtype: str,
-    prefill_rows: str,
-    decode_rows: str,
-    device: str,
-    warmup: int,
-    active: int,
-    reps: int,
-    seed: int,
-    threads: int,
-    out: Path,
-    force: bool,
-) -> None:
+def phase_shape(**kw: Any) -> None:
     """Sweep one d×d projection over prefill rows and decode batch sizes; print intensity vs throughput."""
 
-    cfg = PhaseShapeConfig(
-        d=d,
-        dtype=dtype,
-        prefill_rows=tuple(parse_int_list(prefill_rows, "--prefill-rows")),
-        decode_rows=tuple(parse_int_list(decode_rows, "--decode-rows")),
-        device=device,
-        warmup=warmup,
-        active=active,
-        reps=reps,
-        seed=seed,
-        threads=threads,
-    ).validate()
+    out, force = kw.pop("out"), kw.pop("force")
+    for rows in ("prefill_rows", "decode_rows"):
+        kw[rows] = tuple(parse_int_list(kw[rows], "--" + rows.replace("_", "-")))
+    cfg = PhaseShapeConfig(**kw).validate()
     out_dir = _ready(cfg.device, out, force)
 
     res = run_sweep(cfg, out_dir)
@@ -173,13 +154,8 @@ def _model_options(fn: F) -> F:
 
 
 def _model(kw: dict[str, Any]) -> Any:
-
-    return ModelConfig(
-        **{
-            k: kw.pop(k)
-            for k in ("layers", "d_model", "heads", "kv_heads", "ffn_mult", "vocab", "max_context", "dtype")
-        }
-    )
+    """The model's options (ModelConfig's fields) taken out of ``kw``."""
+    return ModelConfig(**{f.name: kw.pop(f.name) for f in fields(ModelConfig)})
 
 
 @run.command("llm")
@@ -260,9 +236,7 @@ def serve(**kw: Any) -> None:
 
     res = run_serve(cfg, out_dir)
     _print_requests(res.summary)
-    kinds: dict[str, int] = {}
-    for st in res.summary["steps"]:
-        kinds[st["kind"]] = kinds.get(st["kind"], 0) + 1
+    kinds = Counter(st["kind"] for st in res.summary["steps"])
     echo(
         f"{len(res.summary['steps'])} steps ({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
         f"max tokens in a step {max(s['tokens'] for s in res.summary['steps'])} "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -22,9 +22,6 @@ from tracekit.report.formats.json_print import document, document_parts
 from tracekit.errors import UsageError
 from tracekit.sources import load
 from tracekit.tables.results import store, storing
-
-if TYPE_CHECKING:
-    pass
 
 
 def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:

@@ -13,7 +13,7 @@ from tracekit.report.diff import KIND_COLUMNS, Diff, name_totals, region_kinds, 
 from tracekit.report.diff import diff as diff_fn
 from tracekit.report.formats.diff_markdown import render_md
 from tracekit.report.formats.text import render_diff
-from tracekit.report.from_path import analyse_path, report_data
+from tracekit.report.from_path import analyse_request, report_data
 from tracekit.report.gate import gate, parse_threshold
 from tracekit.report.model import ReportData
 from tracekit.report.output import check_out
@@ -95,17 +95,8 @@ class _Side:
 def _side(req: DiffRequest, path: str, hardware: str | None, trace_id: str | None, gated: bool) -> _Side:
     """One side analysed and reduced to what the comparison reads; the region rows never made
     into a document (the region kinds come from the result's columns)."""
-    a = analyse_path(  # with the operators' work (matched across hardware); B's peaks default to A's
-        path,
-        hardware=hardware or req.hardware,
-        phase_map=list(req.phase_map) or None,
-        trace_id=trace_id,
-        captures=list(req.captures),
-        with_op_work=True,
-        model=req.model,
-        parallel=req.parallel,
-        kernel_map=req.map,
-    )
+    # with the operators' work (matched across hardware); B's peaks default to A's
+    a = analyse_request(req, path, hardware=hardware or req.hardware, trace_id=trace_id, with_op_work=True)
     kinds = region_kinds(a.result.region_columns(KIND_COLUMNS))
     data = report_data(a.trace, a.result, a.path, regions=False)
     return _Side(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tracekit.commands.output import Output
 from tracekit.errors import UsageError
-from tracekit.report.from_path import analyse_path
+from tracekit.report.from_path import analyse_request
 from tracekit.report.output import check_out
 from tracekit.report.screens import label as lab
 from tracekit.sources import sniff
@@ -35,15 +35,7 @@ def label(req: LabelRequest) -> Output:
     out = check_out(req.out, req.force, (".json", ".json.gz"), (req.trace,))
     if not capabilities(sniff(req.trace)).writes_labels:
         raise UsageError(f"{req.trace}: label writes Kineto JSON traces only (this is not one)")
-    a = analyse_path(
-        req.trace,
-        hardware=req.hardware,
-        phase_map=list(req.phase_map) or None,
-        captures=list(req.captures),
-        model=req.model,
-        parallel=req.parallel,
-        kernel_map=req.map,
-    )
+    a = analyse_request(req, req.trace)
     labels = lab.region_labels(a.trace.regions, a.result.regions)
     data, stats = lab.label_bytes(writer.read_bytes(req.trace), a.trace, labels, a.result.diagnostic, req.trace)
     note = f"wrote {out}: {stats.labelled} regions labelled, {stats.track_events} events on new tracks"

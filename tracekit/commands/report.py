@@ -13,7 +13,7 @@ from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats import html, markdown
 from tracekit.report.formats.json import render as render_json
-from tracekit.report.from_path import analyse_path, read_table
+from tracekit.report.from_path import analyse_request, read_table
 from tracekit.report.output import check_out
 from tracekit.report.plots import figures
 from tracekit.report.plots.latency import read_serve_sweep
@@ -71,18 +71,7 @@ def report(req: ReportRequest, progress: Progress = Lines()) -> Output:
     if req.sweep and sweep_table is None:
         sweep_table = read_table(req.sweep)
     tid = chosen[0] if chosen else req.trace_id
-    analysed = analyse_path(
-        req.trace,
-        hardware=req.hardware,
-        phase_map=list(req.phase_map) or None,
-        slo=req.slo,
-        trace_id=tid,
-        captures=list(req.captures),
-        model=req.model,
-        kernel_map=req.map,
-        parallel=req.parallel,
-    )
-    data = analysed.report_data()
+    data = analyse_request(req, req.trace, trace_id=tid).report_data()
     figs = [] if req.no_plots or to.fmt == "json" else figures.draw_all(data, sweep_table)
     if to.fmt == "json":
         text = render_json(data)

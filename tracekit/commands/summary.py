@@ -29,20 +29,15 @@ def summary(req: SummaryRequest) -> Output:
     """The summary of ``req.path`` (a trace file, or one trace of a dataset) as text or JSON; a
     dataset holding several traces and no ``trace_id`` lists them. Raises UsageError and the loaders' errors."""
     out = check_out(req.out, req.force, inputs=(req.path,)) if req.out else None
-    trace = None
-    if not req.path.is_dir():  # a trace file
-        trace = load(str(req.path), trace_id=req.trace_id)
     from tracekit.analysis.trace_summary import dataset_overview, summarize
 
-    if trace is None and req.trace_id is None and is_dataset(req.path) and len(dataset_trace_ids(req.path)) > 1:
+    if req.trace_id is None and req.path.is_dir() and is_dataset(req.path) and len(dataset_trace_ids(req.path)) > 1:
         rows = dataset_overview(req.path)
         if req.fmt == "json":
             return output(
                 json.dumps({"dataset": str(req.path), "traces": rows}, indent=2, default=str) + "\n", "json", out
             )
         return output(render_dataset(req.path, rows), "text", out)
-    if trace is None:
-        trace = load(str(req.path), trace_id=req.trace_id)
-    s = summarize(trace, top=req.top)
+    s = summarize(load(str(req.path), trace_id=req.trace_id), top=req.top)
     text = json.dumps(s, indent=2, default=str) if req.fmt == "json" else render_text(s)
     return output(text if text.endswith("\n") else text + "\n", req.fmt, out)

@@ -11,7 +11,7 @@ from tracekit.commands.output import Output, output
 from tracekit.analysis.contract.rows import clean
 from tracekit.errors import UsageError
 from tracekit.labels.phases import parse_phase_map
-from tracekit.report.from_path import analyse_path
+from tracekit.report.from_path import analyse_request
 from tracekit.report.output import check_out
 from tracekit.report.screens.whatif import render
 from tracekit.whatif.run import run_whatif
@@ -74,20 +74,4 @@ def _analysed(req: WhatifRequest) -> list[tuple[str, Any]]:
         return []
     Slo.parse(req.slo)
     pm = parse_phase_map(req.phase_map) or None
-    return [
-        (
-            t,
-            analyse_path(
-                t,
-                req.hardware,
-                pm,
-                req.slo,
-                req.trace_id,
-                list(req.captures),
-                model=req.model,
-                parallel=req.parallel,
-                kernel_map=req.map,
-            ).result,
-        )
-        for t in req.traces
-    ]
+    return [(t, analyse_request(req, t, phase_map=pm).result) for t in req.traces]

@@ -101,45 +101,46 @@ def _torch_rates(
     n_elems = sizes.copy_bytes // 4
     src = torch.ones(n_elems, dtype=torch.float32, device=dev)
     dst = torch.empty_like(src)
-    t_copy, sp = _timed(lambda: dst.copy_(src), sync, sizes.repeats)
-    spread: dict[str, float] = {"copy": sp}
-    bandwidth = 2.0 * n_elems * 4 / t_copy
+    runs = {"copy": _timed(lambda: dst.copy_(src), sync, sizes.repeats)}
     del src, dst
 
     n = sizes.matmul_n
     dtypes: dict[str, Any] = {"fp32": torch.float32, "bf16": torch.bfloat16}
     if device == "cuda":
         dtypes["fp16"] = torch.float16
-    peaks: dict[str, float] = {}
-    seconds: dict[str, float] = {"copy": t_copy}
     if only is not None:
         dtypes = {k: v for k, v in dtypes.items() if k in only}
     for name, dt in dtypes.items():
         try:
             a = torch.randn(n, n, device=dev).to(dt)
             b = torch.randn(n, n, device=dev).to(dt)
-            t, sp = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
+            runs[name] = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
         except RuntimeError:  # dtype not supported for matmul on this device
             continue
-        peaks[name] = 2.0 * n**3 / t
-        seconds[name] = t
-        spread[name] = sp
     if device == "cuda" and (only is None or "tf32" in only):
         old = torch.backends.cuda.matmul.allow_tf32
         try:
             torch.backends.cuda.matmul.allow_tf32 = True
             a = torch.randn(n, n, device=dev)
             b = torch.randn(n, n, device=dev)
-            t, sp = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
-            peaks["tf32"] = 2.0 * n**3 / t
-            seconds["tf32"] = t
-            spread["tf32"] = sp
+            runs["tf32"] = _timed(lambda: torch.mm(a, b), sync, sizes.repeats)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
-    info = {"backend": f"torch {torch.__version__}", "seconds": seconds, "spread": spread}
+    bandwidth, peaks, info = _rates(runs, n, n_elems * 4, f"torch {torch.__version__}")
     if device == "cuda":
         info["device_name"] = torch.cuda.get_device_name(0)
     return bandwidth, peaks, info
+
+
+def _rates(
+    runs: dict[str, tuple[float, float]], n: int, copied: int, backend: str
+) -> tuple[float, dict[str, float], dict[str, Any]]:
+    """(copy bandwidth, matmul FLOP/s per dtype, info with each run's seconds and spread) of the
+    timed ``runs`` (``copy``: ``copied`` bytes read and written; each dtype: an n³ matmul)."""
+    peaks = {k: 2.0 * n**3 / t for k, (t, _) in runs.items() if k != "copy"}
+    seconds = {k: t for k, (t, _) in runs.items()}
+    spread = {k: sp for k, (_, sp) in runs.items()}
+    return 2.0 * copied / runs["copy"][0], peaks, {"backend": backend, "seconds": seconds, "spread": spread}
 
 
 def _numpy_measure(sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, float], dict[str, Any]]:
@@ -148,27 +149,16 @@ def _numpy_measure(sizes: Sizes, threads: int = 0) -> tuple[float, dict[str, flo
     n_elems = sizes.copy_bytes // 4
     src = np.ones(n_elems, dtype=np.float32)
     dst = np.empty_like(src)
-    t_copy, sp = _timed(lambda: np.copyto(dst, src), lambda: None, sizes.repeats)
+    runs = {"copy": _timed(lambda: np.copyto(dst, src), lambda: None, sizes.repeats)}
     n = sizes.matmul_n
-    peaks: dict[str, float] = {}
-    seconds: dict[str, float] = {"copy": t_copy}
-    spread: dict[str, float] = {"copy": sp}
     rng = np.random.default_rng(0)
     for name, dt in {"fp32": np.float32, "fp64": np.float64}.items():
         a = rng.standard_normal((n, n)).astype(dt)
         b = rng.standard_normal((n, n)).astype(dt)
-        t, sp = _timed(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
-        peaks[name] = 2.0 * n**3 / t
-        seconds[name] = t
-        spread[name] = sp
-    info: dict[str, Any] = {
-        "backend": f"numpy {np.__version__}",
-        "seconds": seconds,
-        "spread": spread,
-        "fallback": True,
-        "threads": threads if threads > 0 else None,
-    }
-    return 2.0 * n_elems * 4 / t_copy, peaks, info
+        runs[name] = _timed(lambda: np.matmul(a, b), lambda: None, sizes.repeats)
+    bandwidth, peaks, info = _rates(runs, n, n_elems * 4, f"numpy {np.__version__}")
+    info.update({"fallback": True, "threads": threads if threads > 0 else None})
+    return bandwidth, peaks, info
 
 
 def _cuda_available() -> bool:
@@ -195,13 +185,12 @@ def plausibility(peaks: dict[str, float], bandwidth: float, info: dict[str, Any]
       fastest (``info["spread"]``), or a machine already loaded (``info["load_before"]`` ≥
       :data:`BUSY_LOAD` per CPU): the best kept may be far below the real ceiling.
     """
-    out: list[str] = []
-    for dtype, peak in sorted(peaks.items()):
-        if bandwidth > 0 and peak / bandwidth < MIN_RIDGE:
-            out.append(
-                f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
-                f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)"
-            )
+    out = [
+        f"implausible: {dtype} ridge {peak / bandwidth:.3g} FLOP/B < {MIN_RIDGE:g} "
+        f"(matmul slower than the copy rate; no tuned {dtype} kernel on this machine?)"
+        for dtype, peak in sorted(peaks.items())
+        if bandwidth > 0 and peak / bandwidth < MIN_RIDGE
+    ]
     if info.get("fallback"):
         out.append(
             f"implausible: measured with the numpy fallback ({info.get('backend')}), not torch; "

@@ -90,11 +90,7 @@ class Hardware:
 
 
 def _with_aliases(peaks: dict[str, float]) -> dict[str, float]:
-    out = dict(peaks)
-    for alias, base in _ALIASES.items():
-        if base in out and alias not in out:
-            out[alias] = out[base]
-    return out
+    return {**peaks, **{a: peaks[b] for a, b in _ALIASES.items() if b in peaks and a not in peaks}}
 
 
 def _norm(name: str | None) -> str:

@@ -130,12 +130,10 @@ def device_peaks(hw: Any, dtype: str | None = None) -> dict[str, Any]:
     """A :class:`~tracekit.hardware.peaks.Hardware` (a table entry or ``tracekit calibrate``'s
     measurement) as the device mapping plots read; ``dtype`` keeps only that dtype's roof."""
     peaks = {k: v for k, v in dict(hw.peak_flops_per_s).items() if dtype is None or k == dtype}
-    out = {
+    return {
         "name": hw.name,
         "hardware": hw.name,
         "peak_flops_per_s": peaks,
         "peak_bytes_per_s": hw.mem_bandwidth_bytes_per_s,
+        **({} if dtype is None else {"dtype": dtype}),
     }
-    if dtype is not None:
-        out["dtype"] = dtype
-    return out

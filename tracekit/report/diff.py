@@ -154,11 +154,6 @@ def compare(a: pl.DataFrame, b: pl.DataFrame, key: str, metrics: list[str]) -> p
     )
 
 
-def _metric_list(a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
-    lat = sorted({c for c in (*a.columns, *b.columns) if c.startswith(LAT_PREFIXES)})
-    return [*METRICS, *lat]
-
-
 def _with_whole(d: ReportData) -> pl.DataFrame:
     """The phases frame plus a "whole trace" row from the totals (so phase-less traces compare too)."""
     w = {k: v for k, v in d.whole.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -175,7 +170,8 @@ def _with_whole(d: ReportData) -> pl.DataFrame:
 def phase_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
     """Per phase (and the whole trace): every metric of both sides with its delta and relative change."""
     pa, pb = _with_whole(a), _with_whole(b)
-    return compare(pa, pb, "phase", _metric_list(pa, pb))
+    lat = sorted({c for c in (*pa.columns, *pb.columns) if c.startswith(LAT_PREFIXES)})
+    return compare(pa, pb, "phase", [*METRICS, *lat])
 
 
 def verdict_diff(a: ReportData, b: ReportData) -> pl.DataFrame:
@@ -266,10 +262,8 @@ def region_kinds(regions: pl.DataFrame) -> pl.DataFrame:
     r = regions.with_columns(pl.col("name").cast(pl.String).str.replace_all(r"\d+", "N").alias("_k"))
     ph = pl.col("phase").cast(pl.String) if "phase" in r.columns else pl.lit("other")
     r = r.with_columns(pl.format("{} [{}]", pl.col("_k"), ph).alias("kind"))
-    aggs = [pl.len().cast(pl.Float64).alias("count")]
-    for m in ("span_ns", "busy_ns", "gap_count", "kernel_count", "flops", "bytes"):
-        if m in r.columns:
-            aggs.append(pl.col(m).cast(pl.Float64).sum().alias(m))
+    summed = [pl.col(m).cast(pl.Float64).sum() for m in KIND_COLUMNS[2:] if m in r.columns]  # span_ns … bytes
+    aggs = [pl.len().cast(pl.Float64).alias("count"), *summed]
     if "span_ns" in r.columns:
         aggs.append(pl.col("span_ns").cast(pl.Float64).median().alias("span_p50_ns"))
     return r.group_by("kind", maintain_order=True).agg(aggs)

@@ -150,6 +150,7 @@ _SHARES = ("coverage", "busy_fraction", "peak_fraction", "share", "busy_ratio", 
 
 
 VERDICT_NAMES = ("compute", "bandwidth", "overhead", "queued", "unknown")
+_TO_NS = {"_ns": 1.0, "_us": 1e3, "_ms": 1e6, "_s": 1e9}  # a duration column's unit suffix → ns
 
 
 def value(col: str, v: Any) -> str:
@@ -168,14 +169,9 @@ def value(col: str, v: Any) -> str:
         return str(v)
     if c in VERDICT_NAMES:  # a count of steps per verdict ("bandwidth": 12), never a rate: the unit
         return count(v)  # follows the metric, not the verdict's word (issue 40)
-    if c.endswith("_ns"):
-        return duration(float(v))
-    if c.endswith("_ms"):
-        return duration(float(v) * 1e6)
-    if c.endswith("_us"):
-        return duration(float(v) * 1e3)
-    if c.endswith("_s") and not c.endswith("per_s") and c not in ("flops", "bytes"):
-        return duration(float(v) * 1e9)
+    unit = next((u for u in _TO_NS if c.endswith(u)), None)
+    if unit is not None and not c.endswith("per_s"):
+        return duration(float(v) * _TO_NS[unit])
     if "flops_per_s" in c:
         return si(float(v), "FLOP/s")
     if "bytes_per_s" in c or c.endswith("bandwidth"):
@@ -234,7 +230,7 @@ def md_escape(text: Any) -> str:
     """
     s = html.escape(str(text), quote=True)
     s = _MD_SPECIAL.sub(r"\\\1", s)
-    return _neutral(s.replace("\r", " ").replace("\n", " "))
+    return _GITHUB_ACTIVE.sub(lambda m: m.group(0) + _ZWSP, s.replace("\r", " ").replace("\n", " "))
 
 
 # What GitHub turns into a notification or a link in a comment: ``@user`` and ``@org/team``
@@ -243,10 +239,6 @@ def md_escape(text: Any) -> str:
 # kernel name in a posted report mentions no one, links nothing and reads the same.
 _ZWSP = "&#8203;"
 _GITHUB_ACTIVE = re.compile(r"@(?=[A-Za-z0-9])|(?<!&)#(?=[0-9])|(?<=[A-Za-z]):(?=//)|(?<![A-Za-z0-9])(?i:www)(?=\.)")
-
-
-def _neutral(s: str) -> str:
-    return _GITHUB_ACTIVE.sub(lambda m: m.group(0) + _ZWSP, s)
 
 
 def html_escape(text: Any) -> str:

@@ -18,7 +18,7 @@ from tracekit.conventions import read_sidecar
 from tracekit.errors import AnalysisError, UsageError
 from tracekit.report.output import table_file
 from tracekit.report.sections.environment import environment
-from tracekit.report.model import ReportData, from_json, from_result
+from tracekit.report.model import ReportData, from_json
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,23 @@ def analyse_path(
     return Analysed(p, trace, result)
 
 
+def analyse_request(req: Any, path: str, **given: Any) -> Analysed:
+    """:func:`analyse_path` of ``path`` with a command's options (``req``: its ``hardware``,
+    ``phase_map``, ``captures``, ``model``, ``parallel``, ``map``, and ``slo`` and ``trace_id`` where
+    it has them); ``given`` overrides them."""
+    options = {
+        "hardware": req.hardware,
+        "phase_map": list(req.phase_map) or None,
+        "slo": getattr(req, "slo", None),
+        "trace_id": getattr(req, "trace_id", None),
+        "captures": list(req.captures),
+        "model": req.model,
+        "parallel": req.parallel,
+        "kernel_map": req.map,
+    }
+    return analyse_path(path, **{**options, **given})
+
+
 def activities(trace: Any) -> pl.DataFrame | None:
     """Device intervals for the timeline (``device, stream, start_ns, end_ns``); None when CPU-only."""
     k = trace.kernels
@@ -72,10 +89,8 @@ def report_data(trace: Any, result: Any, path: str | Path | None = None, regions
     src = path
     if src is None or Path(src).is_dir():
         src = trace.meta.get("source") or None
-    env = environment(trace.meta, result.device, src)
-    if not regions:
-        return from_json(result.to_json_without_regions(), environment=env, activities=activities(trace))
-    return from_result(result, environment=env, activities=activities(trace))
+    doc = result.to_json() if regions else result.to_json_without_regions()
+    return from_json(doc, environment=environment(trace.meta, result.device, src), activities=activities(trace))
 
 
 def read_table(path: str | Path) -> pl.DataFrame:

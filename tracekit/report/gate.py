@@ -150,20 +150,8 @@ def _check(r: dict[str, Any], threshold: float, bootstrap: Any) -> dict[str, Any
     else:
         method = f"threshold alone ({fmt.count(min(len(a), len(b)), 'sample')}: no noise estimate)"
         regressed = change is not None and change > threshold
-    return {
-        "phase": r["phase"],
-        "metric": r["metric"],
-        "stat": r["stat"],
-        "a": va,
-        "b": vb,
-        "change": change,
-        "ci_low": lo,
-        "ci_high": hi,
-        "samples_a": len(a),
-        "samples_b": len(b),
-        "method": method,
-        "regressed": bool(regressed),
-    }
+    values = (r["phase"], r["metric"], r["stat"], va, vb, change, lo, hi, len(a), len(b), method, bool(regressed))
+    return dict(zip(CHECK_SCHEMA, values, strict=True))
 
 
 def _paired(samples_a: pl.DataFrame, samples_b: pl.DataFrame) -> pl.DataFrame:

@@ -133,9 +133,6 @@ def cell(v: Any) -> Any:
     return v
 
 
-UNIT_SUFFIX = {"ms": "_ms", "ns": "_ns", "us": "_us", "s": "_s"}
-
-
 def _with_latency(p: dict[str, Any]) -> dict[str, Any]:
     """A phase record's ``{"latency": {"ttft": {"unit": "ms", "p50": 1.0, ...}}}`` → flat
     ``ttft_p50_ms`` keys (the unit becomes the suffix the formatter reads)."""
@@ -143,7 +140,7 @@ def _with_latency(p: dict[str, Any]) -> dict[str, Any]:
     for metric, row in lat.items() if isinstance(lat, Mapping) else ():
         if isinstance(row, Mapping):
             unit = str(row.get("unit") or "")
-            suffix = UNIT_SUFFIX.get(unit, f"_{unit}" if unit else "")
+            suffix = f"_{unit}" if unit else ""
             p.update({f"{metric}_{pct}{suffix}": row[pct] for pct in ("p50", "p90", "p99") if pct in row})
     return p
 

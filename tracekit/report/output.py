@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 from tracekit.tables.layout import is_dataset
@@ -103,7 +104,5 @@ def _umask() -> int:
 
 
 def _unlink_quietly(p: Path) -> None:
-    try:
+    with suppress(OSError):
         p.unlink(missing_ok=True)
-    except OSError:
-        pass

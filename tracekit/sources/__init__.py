@@ -7,7 +7,6 @@ the one that reads it (:func:`load`). An ingested dataset (a folder) is read bac
 
 from __future__ import annotations
 
-import gzip
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,8 @@ from tracekit.conventions import SIDECAR_SUFFIX
 from tracekit.inputs import check_regular, open_input
 from tracekit.errors import EmptyTraceError, NotATraceError, TraceFormatError, UnsupportedFormatError
 from tracekit.sources.guard import reading
-from tracekit.sources.protocol import GZIP_MAGIC, HEAD_BYTES, looks_textual
+from tracekit.sources.model_config import model_options
+from tracekit.sources.protocol import HEAD_BYTES, looks_textual
 from tracekit.sources.registry import DATASET, SOURCES, source, suffixes
 from tracekit.tables.ids import make_trace_id
 from tracekit.tables.layout import is_dataset
@@ -55,11 +55,6 @@ def _sniff(p: Path) -> Format:
             "`nsys export --type sqlite` on it first"
         )
     raise TraceFormatError(f"{p}: not JSON (nor a format tracekit reads)")
-
-
-def is_gzip(path: str | os.PathLike[str]) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
 
 
 def find_traces(path: str | os.PathLike[str]) -> list[Path]:
@@ -106,17 +101,7 @@ def load(
     (tracekit/sources/model_config.py; read first, so a bad config fails before the trace is read).
     ``parallel``: ``tp=8,ep=1``, the rank's parallel layout, overriding what the trace says when
     the config is applied (``meta["model"]["parallel_given"]``; needs ``model``)."""
-    cfg = None
-    if parallel is not None and model is None:
-        from tracekit.errors import UsageError
-
-        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
-    if model is not None:
-        from tracekit.sources.model_config import parse_parallel, read_model_config
-
-        cfg = read_model_config(model)
-        if parallel is not None:
-            cfg["parallel_given"] = parse_parallel(parallel)
+    cfg = model_options(model, parallel)
     fmt = sniff(path)
     with reading(path):  # whatever goes wrong reading it is one TracekitError naming it (guard.py)
         trace = _load(Path(path), fmt, trace_id, [Path(c) for c in captures or []], discover_captures)
@@ -159,4 +144,4 @@ def _load(path: Path, fmt: Format, trace_id: str | None, extra: list[Path], disc
     return trace
 
 
-__all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id", "is_gzip", "gzip"]
+__all__ = ["NotATraceError", "sniff", "load", "find_traces", "make_trace_id"]

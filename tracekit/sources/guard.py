@@ -16,14 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tracekit.errors import TracekitError, TraceFormatError
+from tracekit.errors import TracekitError, TraceFormatError, debug, one_line
 from tracekit.inputs import InputFileError
-
-_FALSE = {"", "0", "false", "no", "off"}
-
-
-def _debug() -> bool:
-    return os.environ.get("TRACEKIT_DEBUG", "").strip().lower() not in _FALSE
 
 
 def describe(path: str | os.PathLike[str], exc: BaseException) -> TraceFormatError:
@@ -38,9 +32,7 @@ def describe(path: str | os.PathLike[str], exc: BaseException) -> TraceFormatErr
     if isinstance(exc, OSError):
         why = exc.strerror or str(exc) or type(exc).__name__
         return TraceFormatError(f"{p}: cannot read the file ({why})")
-    text = str(exc).strip().splitlines()
-    msg = text[0][:200] if text else ""
-    return TraceFormatError(f"{p}: unreadable input ({type(exc).__name__}{': ' + msg if msg else ''})")
+    return TraceFormatError(f"{p}: unreadable input ({one_line(exc)})")
 
 
 @contextmanager
@@ -52,6 +44,6 @@ def reading(path: str | os.PathLike[str]) -> Iterator[None]:
     except TracekitError:
         raise
     except Exception as exc:  # noqa: BLE001 - the boundary: every decoder/engine error
-        if _debug():
+        if debug():
             raise
         raise describe(path, exc) from None

@@ -59,6 +59,20 @@ def parse_parallel(text: str) -> dict[str, int]:
     return out
 
 
+def model_options(model: str | os.PathLike[str] | None, parallel: str | None) -> dict[str, Any] | None:
+    """``--model CONFIG.json`` and ``--parallel`` read together, before any trace is: the normalised
+    config with the rank's layout as ``parallel_given``; None without ``--model``. Raises
+    :class:`UsageError` (one line) for ``--parallel`` without ``--model``, a bad layout or config."""
+    if parallel is not None and model is None:
+        raise UsageError("--parallel applies the model config to one rank: give --model CONFIG.json too")
+    if model is None:
+        return None
+    cfg = read_model_config(model)
+    if parallel is not None:
+        cfg["parallel_given"] = parse_parallel(parallel)
+    return cfg
+
+
 def read_model_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The normalised fields of a Hugging Face ``config.json`` (module docstring); absent fields are
     None. ``source`` = the path. Raises :class:`UsageError` (one line naming the file and the

@@ -138,31 +138,28 @@ def apply(trace: Trace, path: str | os.PathLike[str]) -> Trace:
         "left_out_entries": bad,
     }
     meta = {**trace.meta, "node_annotations": info}
+
+    def warn(text: str) -> None:
+        meta["warnings"] = [*(meta.get("warnings") or []), f"graph-node annotations {Path(path).name}: {text}"]
+
     if bad:
-        meta["warnings"] = [
-            *(meta.get("warnings") or []),
-            f"graph-node annotations {Path(path).name}: {count(bad, 'entry', 'entries')} left out (a key "
-            "that is no tools id, or no readable annotation)",
-        ]
+        warn(f"{count(bad, 'entry', 'entries')} left out (a key that is no tools id, or no readable annotation)")
     unmapped = graph_kernels.height - hits.height
     if unmapped:
         ids = graph_kernels.join(hits.select("_row"), on="_row", how="anti")["graph_node_id"].head(1).to_list()
-        meta["warnings"] = [
-            *(meta.get("warnings") or []),
-            f"graph-node annotations {Path(path).name}: {count(unmapped, 'graph kernel')} of "
-            f"{graph_kernels.height} not mapped (no annotation with an op for their node id, e.g. "
-            f"{ids[0]}, or no graph launch with their correlation): left on their graph launch",
-        ]
+        warn(
+            f"{count(unmapped, 'graph kernel')} of {graph_kernels.height} not mapped (no annotation with an op "
+            f"for their node id, e.g. {ids[0]}, or no graph launch with their correlation): left on their graph launch"
+        )
     if hits.height == 0:
         info["ops"] = 0
         return Trace(trace.kernels, trace.launches, trace.ops, trace.regions, meta)
     kernels, launches, ops, n_ops = _rewrite(trace, hits)
     info["ops"] = n_ops
-    meta["warnings"] = [
-        *(meta.get("warnings") or []),
-        f"graph-node annotations {Path(path).name}: {hits.height} of {count(graph_kernels.height, 'graph kernel')} "
-        f"given {count(n_ops, 'op')} with their shapes (costs from the ops, not estimated)",
-    ]
+    warn(
+        f"{hits.height} of {count(graph_kernels.height, 'graph kernel')} given {count(n_ops, 'op')} with their "
+        "shapes (costs from the ops, not estimated)"
+    )
     return Trace(kernels, launches, ops, trace.regions, meta)
 
 

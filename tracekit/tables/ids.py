@@ -13,7 +13,6 @@ import xxhash
 
 _DIGESTS: dict[tuple[str, str, int, int, int], str] = {}
 # An id's digest: 32 hex digits (xxh3_128). Ids written before it have 20 (blake2b, 80 bits).
-DIGEST_HEX = 32
 LEGACY_DIGEST_HEX = 20
 _LEGACY = re.compile(rf"-[0-9a-f]{{{LEGACY_DIGEST_HEX}}}")
 
@@ -49,8 +48,7 @@ def trace_stem(path: str | os.PathLike[str]) -> str:
 
     stem = Path(path).name
     for suffix in (".gz", ".json", ".sqlite", ".pt.trace"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
+        stem = stem.removesuffix(suffix)
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", stem)[:60].strip("._") or "trace"
 
 

@@ -24,8 +24,6 @@ def nest(
     df: pl.DataFrame,
     group: Sequence[str],
     id_col: str,
-    start: str = "start_ns",
-    end: str = "end_ns",
     sibling_ns: int = 0,
 ) -> pl.DataFrame:
     """Add ``depth`` (Int32, 0 = outermost) and ``parent_id`` (id of the innermost enclosing row)
@@ -45,6 +43,7 @@ def nest(
             pl.lit(None, dtype=pl.Int32()).alias("depth"),
             pl.lit(None, dtype=pl.Int64()).alias("parent_id"),
         )
+    start, end = "start_ns", "end_ns"
     work = df.select([*group, id_col, start, end])
     out = _nest_once(work, group, id_col, start, end)
     for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
@@ -144,16 +143,14 @@ def _parent_join(work: pl.DataFrame, parents: pl.DataFrame, g: list[str]) -> pl.
     )
 
 
-def union_length(
-    df: pl.DataFrame, group: Sequence[str] = (), start: str = "start_ns", end: str = "end_ns"
-) -> pl.DataFrame:
+def union_length(df: pl.DataFrame, group: Sequence[str] = ()) -> pl.DataFrame:
     """Total length of the union of intervals per ``group`` (``busy_ns``), plus ``first_ns`` and
     ``last_ns`` (so span = last − first). Overlapping intervals are counted once.
 
     The sweep: sort by start, carry the running maximum end of earlier intervals; an interval
     contributes only the part beyond that maximum.
     """
-    g = list(group)
+    g, start, end = list(group), "start_ns", "end_ns"
     if df.height == 0:
         schema = {c: df.schema[c] for c in g}
         schema.update({"busy_ns": pl.Int64(), "first_ns": pl.Int64(), "last_ns": pl.Int64(), "count": pl.UInt32()})

@@ -25,7 +25,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
@@ -66,7 +66,8 @@ def _wait_s() -> float:
     return v if v == v and v >= 0 else WAIT_S  # NaN or negative: the default
 
 
-def _flock(fh: IO[bytes]) -> bool:
+def try_flock(fh: IO[bytes]) -> bool:
+    """Take an exclusive flock of ``fh`` without waiting; False when another holder has it."""
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -113,7 +114,7 @@ def acquire(out: Path, tid: str, wait_s: float | None = None) -> None:
     start = time.monotonic()
     deadline = start + (_wait_s() if wait_s is None else wait_s)
     told = False
-    while not _flock(fh):
+    while not try_flock(fh):
         if not told and on_wait is not None and time.monotonic() - start >= NOTICE_AFTER_S:
             told = True
             on_wait(f"{out}: trace {tid} is being written by another process; waiting (up to {deadline - start:.0f} s)")
@@ -139,10 +140,8 @@ def release(out: Path, tid: str) -> None:
             return
         del _mine[k]
     if fh is not None:
-        try:
+        with suppress(OSError):
             fh.close()  # closing the file lets the flock go
-        except OSError:
-            pass
 
 
 @contextmanager
@@ -170,6 +169,6 @@ def writer_alive(out: Path, tid: str) -> bool | None:
         return None
     try:
         with open_input(path, follow=False) as fh:
-            return not _flock(fh)  # released when closed
+            return not try_flock(fh)  # released when closed
     except OSError:
         return None

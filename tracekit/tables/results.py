@@ -41,6 +41,7 @@ import json
 import os
 import re
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
@@ -278,12 +279,8 @@ class _Entry:
     def abort(self) -> None:
         """Drop a partly written entry (nothing once committed)."""
         if self.file is not None:
-            try:
+            with suppress(OSError):
                 self.file.close()
-            except OSError:
-                pass
             self.file = None
-        try:
+        with suppress(OSError):
             self.tmp.unlink(missing_ok=True)
-        except OSError:
-            pass

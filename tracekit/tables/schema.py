@@ -140,13 +140,10 @@ def conform(df: pl.DataFrame, table: str, trace_id: str | None = None) -> pl.Dat
         df = empty(table)
     if trace_id is not None:
         df = df.with_columns(pl.lit(trace_id, dtype=pl.String()).alias("trace_id"))
-    cols = []
-    for name, dtype in schema.items():
-        if name in df.columns:
-            cols.append(pl.col(name).cast(dtype, strict=False))
-        else:
-            cols.append(pl.lit(None, dtype=dtype).alias(name))
-    return df.select(cols)
+    return df.select(
+        pl.col(name).cast(dtype, strict=False) if name in df.columns else pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype in schema.items()
+    )
 
 
 def null_constants(df: pl.DataFrame) -> pl.DataFrame:

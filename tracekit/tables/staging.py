@@ -25,7 +25,6 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
 from tracekit.errors import DatasetError, TracekitError
 from tracekit.inputs import open_input
@@ -62,16 +61,6 @@ def writing(out: str | os.PathLike[str]) -> Iterator[None]:
         raise DatasetError(f"{out}: cannot write the dataset ({_why(exc)})") from None
 
 
-def _try_lock(fh: IO[bytes]) -> bool:
-    if fcntl is None:
-        return False
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
 def trace_of(staging: Path) -> str:
     """The trace id in a staging directory's name (``.staging-<id>-<random>``)."""
     return staging.name[len(STAGING_PREFIX) :].rsplit("-", 1)[0]
@@ -106,7 +95,7 @@ def sweep_stale(out: Path, tids: Collection[str] | None = None) -> list[Path]:
             if fcntl is not None and lock.is_file():
                 try:
                     with open_input(lock, follow=False) as fh:
-                        stale = _try_lock(fh)  # released when closed
+                        stale = locks.try_flock(fh)  # released when closed
                 except OSError:
                     stale = False
             else:

@@ -119,7 +119,7 @@ class Trace:
             f"Trace({self.trace_id!r}, format={m.get('format')!r}, source={m.get('source')!r})",
             f"  devices: {devices}" + ("  (CPU only: no device activity)" if self.is_cpu_only else ""),
         ]
-        for name in [*schema.TABLES, *(n for n in schema.OPTIONAL_TABLES if self.table(n).height)]:
+        for name in written_tables(self):
             df = self.table(name)
             lines.append(f"  {name:<9}{df.height:>12,} rows × {df.width} columns")
         warns = self.warnings()
@@ -178,12 +178,8 @@ def write_dataset(
     def canonical() -> None:
         with writing(out):
             for name in written_tables(trace):
-                part = staging / name
-                part.mkdir()
-                write_part(trace.table(name).drop("trace_id"), part / DATA_FILE)
-            part = staging / META_TABLE
-            part.mkdir()
-            write_part(meta_frame(trace.meta), part / DATA_FILE)
+                stage(staging, name, trace.table(name).drop("trace_id"))
+            stage(staging, META_TABLE, meta_frame(trace.meta))
 
     try:
         if callable(extra):
@@ -196,12 +192,17 @@ def write_dataset(
             extras = dict(extra or {})
         with writing(out):
             for name, frame in extras.items():
-                (staging / name).mkdir()
-                write_part(frame.drop("trace_id", strict=False), staging / name / DATA_FILE)
+                stage(staging, name, frame.drop("trace_id", strict=False))
             commit_staged(out, staging, tid, [*written_tables(trace), *extras])
     finally:
         discard_staging(staging)
     return out
+
+
+def stage(staging: Path, table: str, frame: pl.DataFrame) -> None:
+    """Write ``frame`` as the staged partition of ``table``."""
+    (staging / table).mkdir()
+    write_part(frame, staging / table / DATA_FILE)
 
 
 def written_tables(trace: Trace) -> list[str]:
@@ -214,8 +215,7 @@ def commit_with_meta(out: Path, staging: Path, tid: str, meta: dict[str, Any]) -
     """Stage ``meta`` and commit the canonical tables staged beside it (:func:`commit_staged`),
     and the optional ones staged. Output errors are DatasetErrors."""
     with writing(out):
-        (staging / META_TABLE).mkdir()
-        write_part(meta_frame(meta), staging / META_TABLE / DATA_FILE)
+        stage(staging, META_TABLE, meta_frame(meta))
         optional = [n for n in schema.OPTIONAL_TABLES if (staging / n).is_dir()]
         commit_staged(out, staging, tid, [*schema.TABLES, *optional])
 

@@ -30,23 +30,18 @@ CELL_CHARS = 160
 MOVED = 0.01  # a phase figure "moved" when it changed by at least 1 %
 
 
-def _cut(t: Table) -> Table:
-    headers, *rows = [[cut_name(c, CELL_CHARS) for c in r] for r in [t.headers, *t.rows]]
-    return Table(headers, rows, cut_name(t.caption, CELL_CHARS), t.collapsed)
-
-
 def _fit(t: Table, budget: int) -> list[str] | None:
     """The table's lines within ``budget`` characters: all rows, else as many first rows as fit
-    and a line saying how many were left out; None when not even its header fits."""
-    t = _cut(t)
-    n = len(t.rows)
+    and a line saying how many were left out (cells cut to :data:`CELL_CHARS`); None when not even
+    its header fits."""
+    headers, *rows = [[cut_name(c, CELL_CHARS) for c in r] for r in [t.headers, *t.rows]]
+    n = len(rows)
     while True:
-        shown = Table(t.headers, t.rows[:n], t.caption, t.collapsed)
-        lines = table_block(shown)
-        if n < len(t.rows):
+        lines = table_block(Table(headers, rows[:n], cut_name(t.caption, CELL_CHARS), t.collapsed))
+        if n < len(rows):
             lines += [
                 "",
-                f"{fmt.count(len(t.rows) - n, 'more row')} left out to stay under {fmt.count(MAX_CHARS)} characters.",
+                f"{fmt.count(len(rows) - n, 'more row')} left out to stay under {fmt.count(MAX_CHARS)} characters.",
             ]
         if len("\n".join(lines)) + 2 <= budget:
             return lines

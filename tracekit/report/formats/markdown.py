@@ -142,13 +142,12 @@ def render(
     plot_dir: Path | None = None,
     plot_prefix: str = "",
     max_regions: int | None = None,
-    max_chars: int = MAX_CHARS,
     registry: Sequence[Entry] = SECTIONS,
 ) -> str:
     """The Markdown text. Drawn plots are written as PNG into ``plot_dir`` and linked as
     ``plot_prefix + <kind>.png``; without ``plot_dir`` the report says where plots would be.
 
-    ``max_regions``: None sizes the regions table to keep the whole text under ``max_chars``;
+    ``max_regions``: None sizes the regions table to keep the whole text under :data:`MAX_CHARS`;
     a number shows at most that many regions (``-1``: all of them, whatever the size). The
     sections are the report's of ``registry``."""
     secs = report_sections(data, registry)
@@ -161,9 +160,9 @@ def render(
     cap = {id(t): len(t.rows) if asked < 0 else min(asked, len(t.rows)) for t in cappable}
     # full names of the kernels in the fixed tables first (bounded), then regions fill the rest
     fixed = _size(title) + _size(plots) + _size([x for s in secs for x in section_lines(s, cap)])
-    names = _full_name_lines(_full_names(secs, cap, False), min(NAMES_SHARE, max_chars - fixed) if sized else 1 << 62)
+    names = _full_name_lines(_full_names(secs, cap, False), min(NAMES_SHARE, MAX_CHARS - fixed) if sized else 1 << 62)
     if sized:
-        room = max_chars - fixed - _size(names) - 600  # 600: the left-out line and a names summary
+        room = MAX_CHARS - fixed - _size(names) - 600  # 600: the left-out line and a names summary
         for t in cappable:
             n, used = 0, 0
             for r in t.rows:
@@ -174,7 +173,7 @@ def render(
             cap[id(t)] = n
             room -= used
     lines = title + [x for s in secs for x in section_lines(s, cap)] + names
-    budget = max_chars - _size(lines) - _size(plots) if sized else 1 << 62
+    budget = MAX_CHARS - _size(lines) - _size(plots) if sized else 1 << 62
     lines += _full_name_lines(_full_names(secs, cap, True), budget, "cut region name")
     lines += plots
     return "\n".join(lines).rstrip() + "\n"

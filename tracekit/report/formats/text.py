@@ -23,12 +23,10 @@ def text_table(t: Table, max_width: int = 60) -> str:
     return (f"{t.caption}\n" if t.caption else "") + "\n".join(lines)
 
 
-def render_document(
-    title: str, lead: list[str], sections: list[Section], diagnostic: str | None = None, max_width: int = 120
-) -> str:
+def render_document(title: str, lead: list[str], sections: list[Section], diagnostic: str | None = None) -> str:
     """A titled document of sections as plain text (the ``analyze`` screen): the title, the
     CPU-diagnostic label, the lead lines, then each section's underlined title, its paragraphs and
-    its tables, a blank line between two (cells longer than ``max_width`` cut with an ellipsis)."""
+    its tables, a blank line between two (cells longer than 120 characters cut with an ellipsis)."""
     out = [title]
     if diagnostic:
         out.append(f"*** {diagnostic} ***")
@@ -36,7 +34,7 @@ def render_document(
     for s in sections:
         out += ["", s.title, "=" * len(s.title), *s.paragraphs]
         for i, t in enumerate(s.tables):
-            out += [*([""] if i else []), text_table(t, max_width)]
+            out += [*([""] if i else []), text_table(t, 120)]
     return "\n".join(out) + "\n"
 
 

@@ -4,7 +4,7 @@ Every function takes frames/dicts from the report model and returns a ``Figure``
 a plot needs is absent it raises :class:`MissingPlotData` whose message says what is missing
 (the report prints that line instead of drawing an empty chart). :func:`save` writes PNG or SVG
 by suffix. See docs/reports.md for what each plot shows. Here: decode vs context, breakdown, sweep;
-the roofline and the timeline have their own modules (roofline_plot.py, timeline_plot.py), the
+the roofline and the timeline have their own modules (roofline.py, timeline.py), the
 shared canvas (Figure, stamp, save) is canvas.py; all are reached through this module.
 """
 

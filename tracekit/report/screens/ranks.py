@@ -11,6 +11,7 @@ document per job of ≥ 2 traces): the jobs are listed first, then each comparis
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,10 +124,7 @@ def summary(doc: dict[str, Any]) -> list[str]:
         out.append(text)
     strag = [s for s in doc["stragglers"] if s.get("straggler")]
     if strag:
-        by_rank: dict[int, int] = {}
-        for s in strag:
-            by_rank[s["slowest_rank"]] = by_rank.get(s["slowest_rank"], 0) + 1
-        top = sorted(by_rank.items(), key=lambda kv: -kv[1])[:3]
+        top = Counter(s["slowest_rank"] for s in strag).most_common(3)
         out.append(
             f"{fmt.count(len(strag), 'straggler step')} (slowest rank ≥ 1.1× the median): "
             + ", ".join(f"rank {r} slowest in {c}" for r, c in top)

@@ -14,12 +14,11 @@ def _devices_text(devices: list[dict[str, Any]]) -> str:
     groups: dict[tuple[Any, Any], list[Any]] = {}
     for d in devices:
         groups.setdefault((d.get("name"), d.get("num_sms")), []).append(d.get("id"))
-    parts = []
-    for (name, sms), ids in groups.items():
-        count = f"{len(ids)}× " if len(ids) > 1 else ""
-        parts.append(
-            f"{count}{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]"
-        )
+    parts = [
+        (f"{len(ids)}× " if len(ids) > 1 else "")
+        + f"{name or '?'} ({sms if sms is not None else '?'} SMs) [id {', '.join(str(i) for i in ids)}]"
+        for (name, sms), ids in groups.items()
+    ]
     return "; ".join(parts) or "none recorded"
 
 

@@ -62,22 +62,19 @@ def moved_table(df: pl.DataFrame, caption: str) -> Table:
 
 def gate_table(g: Gate) -> Table:
     """The gate's checks: phase, metric, A, B, change, its 95 % interval, the test, REGRESSED."""
-    rows = []
-    for r in g.checks.iter_rows(named=True):
-        ci = fmt.DASH if r["ci_low"] is None else f"{fmt.change(r['ci_low'])} to {fmt.change(r['ci_high'])}"
-        stat = "total" if r["stat"] == "sum" else str(r["stat"])
-        rows.append(
-            [
-                str(r["phase"]),
-                f"{r['metric']} {stat}",
-                fmt.duration(r["a"]),
-                fmt.duration(r["b"]),
-                fmt.change(r["change"]),
-                ci,
-                str(r["method"]),
-                "REGRESSED" if r["regressed"] else "",
-            ]
-        )
+    rows = [
+        [
+            str(r["phase"]),
+            f"{r['metric']} {'total' if r['stat'] == 'sum' else str(r['stat'])}",
+            fmt.duration(r["a"]),
+            fmt.duration(r["b"]),
+            fmt.change(r["change"]),
+            fmt.DASH if r["ci_low"] is None else f"{fmt.change(r['ci_low'])} to {fmt.change(r['ci_high'])}",
+            str(r["method"]),
+            "REGRESSED" if r["regressed"] else "",
+        ]
+        for r in g.checks.iter_rows(named=True)
+    ]
     failed = int(g.checks["regressed"].sum()) if g.checks.height else 0
     caption = (
         f"gate checks ({fmt.count(g.checks.height, 'check')}, {fmt.count(failed, 'regression')}): a check fails "

@@ -17,6 +17,7 @@ from tracekit.report import fmt
 from tracekit.conventions import find_sidecar, read_regular_text
 
 _META_EXTRA_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version", "record_shapes", "with_flops")
+_DEVICE_KEYS = ("num_sms", "compute_capability", "total_memory_bytes")  # shown for the trace's first device
 # key names that may hold secrets or identify people (hf_token, api_key, env, host, user): never printed
 _SECRETISH = re.compile(
     r"(^|[_.-])(token|secret|password|passwd|key|auth|cookie|credentials?|env|environ|environment|host|hostname|user|username|dsn)$",
@@ -31,10 +32,6 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     except (OSError, ValueError, RecursionError) as exc:
         return {"error": f"unreadable sidecar {path.name}: {exc.__class__.__name__}"}
     return data if isinstance(data, dict) else {"error": f"sidecar {path.name} is not a JSON object"}
-
-
-def _safe(key: str) -> bool:
-    return _SECRETISH.search(key) is None
 
 
 # Credentials inside values: user:password@ in a URL/DSN, and key=value pairs of secret-ish keys.
@@ -52,7 +49,7 @@ def _redact(v: Any) -> Any:
 def _flat(d: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for k, v in d.items():
-        if not _safe(str(k)):
+        if _SECRETISH.search(str(k)):
             continue
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
@@ -77,9 +74,7 @@ def environment(
     if devs:
         d0 = devs[0]
         rows.append(("trace device", d0.get("name") or "(unnamed)"))
-        for k in ("num_sms", "compute_capability", "total_memory_bytes"):
-            if d0.get(k) is not None:
-                rows.append((f"trace device {k}", d0[k]))
+        rows += [(f"trace device {k}", d0[k]) for k in _DEVICE_KEYS if d0.get(k) is not None]
         if len(devs) > 1:
             rows.append(("trace devices", len(devs)))
     dev = device or {}
@@ -97,14 +92,9 @@ def environment(
     if dist.get("world_size"):
         rows.append(("rank / world size", f"{dist.get('rank')} / {dist.get('world_size')}"))
     extra = meta.get("extra") or {}
-    for k in _META_EXTRA_KEYS:
-        if extra.get(k) is not None:
-            rows.append((k, extra[k]))
-    for k in ("format", "format_version"):
-        if meta.get(k) is not None:
-            rows.append((f"trace {k}", meta[k]))
+    rows += [(k, extra[k]) for k in _META_EXTRA_KEYS if extra.get(k) is not None]
+    rows += [(f"trace {k}", meta[k]) for k in ("format", "format_version") if meta.get(k) is not None]
     side = find_sidecar(trace_path)
     if side is not None:
-        for k, v in _flat(read_sidecar(side)):
-            rows.append((f"runner {k}", v))
+        rows += [(f"runner {k}", v) for k, v in _flat(read_sidecar(side))]
     return {"rows": rows, "sidecar": str(side) if side else None}

@@ -45,23 +45,21 @@ def _scopes(doc: Mapping[str, Any], regions: int) -> list[tuple[str, dict[str, A
 
 def idle_rows(doc: Mapping[str, Any], regions: int = 5, per_scope: int = 5) -> list[list[str]]:
     """Top idle culprits per phase and per region (the ``regions`` with most idle time)."""
-    rows = []
-    for scope, d in _scopes(doc, regions):
-        for c in (d.get("idle_culprits") or [])[:per_scope]:
-            rows.append(
-                [
-                    scope,
-                    fmt.duration(d.get("idle_ns") or 0),
-                    str(c.get("rank")),
-                    CAUSE_LABEL.get(c["cause"], c["cause"]),
-                    str(c.get("call") or fmt.DASH),
-                    str(c.get("op") or fmt.DASH),
-                    fmt.duration(c["idle_ns"]),
-                    fmt.percent(c.get("share"), 0),
-                    fmt.count(c.get("count")),
-                ]
-            )
-    return rows
+    return [
+        [
+            scope,
+            fmt.duration(d.get("idle_ns") or 0),
+            str(c.get("rank")),
+            CAUSE_LABEL.get(c["cause"], c["cause"]),
+            str(c.get("call") or fmt.DASH),
+            str(c.get("op") or fmt.DASH),
+            fmt.duration(c["idle_ns"]),
+            fmt.percent(c.get("share"), 0),
+            fmt.count(c.get("count")),
+        ]
+        for scope, d in _scopes(doc, regions)
+        for c in (d.get("idle_culprits") or [])[:per_scope]
+    ]
 
 
 def launch_delay_lines(doc: Mapping[str, Any]) -> list[str]:
@@ -95,26 +93,23 @@ def class_rows(doc: Mapping[str, Any]) -> list[list[str]]:
     """The per-class roofline of each phase and of the whole trace."""
     scopes = [(f"phase {p['phase']}", p.get("class_roofline") or []) for p in doc.get("phases") or []]
     scopes.append(("whole trace", (doc.get("totals") or {}).get("class_roofline") or []))
-    rows = []
-    for scope, cls in scopes:
-        for c in cls:
-            under = f"yes: {c.get('underused_cause')}" if c.get("underused") else ""
-            rows.append(
-                [
-                    scope,
-                    str(c["op_class"]) + (" (estimated)" if c.get("estimated") else ""),
-                    fmt.duration(c.get("device_time_ns") or 0),
-                    fmt.percent(c.get("share"), 0),
-                    fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),
-                    str(c.get("dtype") or fmt.DASH),
-                    fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
-                    fmt.DASH if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
-                    fmt.DASH if c.get("frac_roof") is None else fmt.roof_percent(float(c["frac_roof"]), 0),
-                    str(c.get("bound") or fmt.DASH),
-                    under,
-                ]
-            )
-    return rows
+    return [
+        [
+            scope,
+            str(c["op_class"]) + (" (estimated)" if c.get("estimated") else ""),
+            fmt.duration(c.get("device_time_ns") or 0),
+            fmt.percent(c.get("share"), 0),
+            fmt.DASH if c.get("intensity") is None else fmt.plain(c["intensity"]),
+            str(c.get("dtype") or fmt.DASH),
+            fmt.DASH if c.get("achieved_flops_per_s") is None else fmt.si(c["achieved_flops_per_s"], "FLOP/s"),
+            fmt.DASH if c.get("achieved_bytes_per_s") is None else fmt.si(c["achieved_bytes_per_s"], "B/s"),
+            fmt.DASH if c.get("frac_roof") is None else fmt.roof_percent(float(c["frac_roof"]), 0),
+            str(c.get("bound") or fmt.DASH),
+            f"yes: {c.get('underused_cause')}" if c.get("underused") else "",
+        ]
+        for scope, cls in scopes
+        for c in cls
+    ]
 
 
 def why(d: Document) -> Section:

@@ -12,7 +12,6 @@ compute them when they are absent.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 from pathlib import Path
@@ -22,12 +21,13 @@ from tracekit.conventions import OPTIONAL_TABLES
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
 from tracekit.tables.staging import discard_staging, open_staging, writing
-from tracekit.tables.trace import DATA_FILE, commit_with_meta, write_part
+from tracekit.tables.trace import commit_with_meta, stage
 from tracekit.tables.ids import make_trace_id
+from tracekit.tuning import release_heap
 
 
 def ingest_kineto(
-    path: str | os.PathLike[str], out_dir: str | os.PathLike[str], trace_id: str | None = None
+    path: str | os.PathLike[str], out_dir: str | os.PathLike[str]
 ) -> tuple[dict[str, Any], dict[str, int]]:
     """Write the canonical tables of the Kineto trace at ``path`` into the dataset ``out_dir``;
     return its meta and table heights. Replaces an earlier ingest of the same trace id, derived
@@ -35,7 +35,7 @@ def ingest_kineto(
 
     p = Path(path)
     with guard.reading(p):
-        tid = trace_id or make_trace_id(p)
+        tid = make_trace_id(p)
     out, staging = open_staging(out_dir, tid)
     spill = staging / ".spill"
     try:
@@ -43,27 +43,17 @@ def ingest_kineto(
             spill.mkdir()
         with guard.reading(p):  # input errors name the file; output errors (DatasetError) pass
             reading = read_kineto(p, tid, spill_dir=spill)
-            _trim()
+            release_heap()
             for name, df in reading.tables():
                 if name in OPTIONAL_TABLES and df.height == 0:  # written only with rows
                     continue
                 with writing(out):
-                    (staging / name).mkdir()
-                    write_part(df.drop("trace_id"), staging / name / DATA_FILE)
+                    stage(staging, name, df.drop("trace_id"))
                 del df
-                _trim()
+                release_heap()
             meta = reading.meta()
         shutil.rmtree(spill, ignore_errors=True)
         commit_with_meta(out, staging, tid, meta)
     finally:
         discard_staging(staging)
     return meta, dict(reading.heights)
-
-
-def _trim() -> None:
-    """Hand freed C-heap pages back to the OS between tables (glibc only; the native scanner's
-    buffers would otherwise stay resident, adding to a big trace's peak)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

@@ -305,24 +305,21 @@ def _top(c: Counter[str], n: int = 5) -> list[tuple[str, int]]:
 
 
 def _devices(props: Any) -> list[dict[str, Any]]:
-    out = []
-    for d in props if isinstance(props, list) else []:
-        if not isinstance(d, dict):
-            continue
-        out.append(
-            {
-                "id": _int(d.get("id")),
-                "name": d.get("name") if isinstance(d.get("name"), str) else None,
-                "num_sms": _int(d.get("numSms")),
-                "total_memory_bytes": _int(d.get("totalGlobalMem")),
-                "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}"
-                if d.get("computeMajor") is not None
-                else None,
-                "memory_bandwidth_bytes_per_s": None,
-                "clock_hz": None,
-            }
-        )
-    return out
+    return [
+        {
+            "id": _int(d.get("id")),
+            "name": d.get("name") if isinstance(d.get("name"), str) else None,
+            "num_sms": _int(d.get("numSms")),
+            "total_memory_bytes": _int(d.get("totalGlobalMem")),
+            "compute_capability": f"{d.get('computeMajor')}.{d.get('computeMinor')}"
+            if d.get("computeMajor") is not None
+            else None,
+            "memory_bandwidth_bytes_per_s": None,
+            "clock_hz": None,
+        }
+        for d in (props if isinstance(props, list) else [])
+        if isinstance(d, dict)
+    ]
 
 
 def _distributed(info: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Each batch is routed by (ph, cat) in one pass (the routes: ``routes.py``); each table then takes
 its columns from its own events with one list comprehension per field and one polars call per
-column (``frames.py``). ``Collector.finish`` concatenates the batches, adds the time base, drops
+column (``frames.py``). ``Collector.finish_each`` concatenates the batches, adds the time base, drops
 bad events (counted by reason), removes duplicates and nests ops/regions.
 """
 
@@ -51,7 +51,7 @@ class Collector:
         self.ordinal = 0  # events seen, in file order: each table row keeps its ordinal as _ev
         # Native windows not built yet: (frame, the window's first ordinal) per table; flows; metadata.
         self.pending: dict[str, list[tuple[pl.DataFrame, int]]] = {t: [] for t in TABLE_NAMES}
-        self.pending_flows: list[pl.DataFrame] = []
+        self.pending_flows: list[tuple[pl.DataFrame, int]] = []  # the window's first ordinal unused
         self.pending_meta: list[tuple[pl.DataFrame, int]] = []
         self.pending_rows = 0
         # [memory] events: built frames (``_ev`` in file order) and native windows not built yet
@@ -119,15 +119,10 @@ class Collector:
             if frame.height:
                 self.pending[name].append((frame, base))
                 self.pending_rows += frame.height
-        if w.groups[FLOW].height:
-            self.pending_flows.append(w.groups[FLOW])
-            self.pending_rows += w.groups[FLOW].height
-        if w.groups[META].height:
-            self.pending_meta.append((w.groups[META], base))
-            self.pending_rows += w.groups[META].height
-        if w.groups[MEMORY].height:
-            self.pending_memory.append((w.groups[MEMORY], base))
-            self.pending_rows += w.groups[MEMORY].height
+        for i, pending in ((FLOW, self.pending_flows), (META, self.pending_meta), (MEMORY, self.pending_memory)):
+            if w.groups[i].height:
+                pending.append((w.groups[i], base))
+                self.pending_rows += w.groups[i].height
         if self.pending_rows >= PENDING_ROWS:
             self._build_pending()
 
@@ -149,7 +144,7 @@ class Collector:
 
     def _flush_flows(self) -> None:
         if self.pending_flows:
-            self._add_flows(pl.concat(self.pending_flows, rechunk=False))
+            self._add_flows(pl.concat([f for f, _ in self.pending_flows], rechunk=False))
             self.pending_flows = []
 
     def _flush_meta(self) -> None:
@@ -201,10 +196,6 @@ class Collector:
         """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
         self._flush_flows()
         return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
-
-    def finish(self, base_ns: int, trace_id: str) -> dict[str, pl.DataFrame]:
-        """Every table at once (see :meth:`finish_each`)."""
-        return dict(self.finish_each(base_ns, trace_id))
 
     def finish_each(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, pl.DataFrame]]:
         """Table by table: concatenate its batches (read back when spilled), drop duplicates,

@@ -17,6 +17,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import polars as pl
@@ -203,7 +204,5 @@ class _OneWrite:
         """On an error: wait for the write running, close the file if open, raise nothing."""
         self.wait(check=False)
         if self.writer is not None:
-            try:
+            with suppress(Exception):  # the error on its way out matters, not this one
                 self.writer.close()
-            except Exception:  # noqa: BLE001 - the error on its way out matters, not this one
-                pass

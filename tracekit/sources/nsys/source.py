@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +49,8 @@ class NsysSource:
         self, path: Path, out: Path, stream: bool | None, captures: list[Path]
     ) -> tuple[dict[str, Any], dict[str, int]] | None:
         """Through the chunked writer (never the whole export in memory). Partitions of this trace
-        in tables other than the canonical ones (e.g. derived tables of an earlier ingest) are
-        removed first: they might describe another row order."""
+        in tables other than those written (e.g. derived tables of an earlier ingest, which might
+        describe another row order) are removed by the commit (tracekit/tables/trace.py)."""
         import polars as pl
 
         from tracekit.sources.nsys.ingest import ingest_nsys
@@ -59,9 +58,6 @@ class NsysSource:
         from tracekit.tables.trace import DATA_FILE, META_TABLE
 
         tid = make_trace_id(path)
-        for stale in out.glob(f"*/trace_id={tid}"):
-            if stale.parent.name not in (*TABLES, META_TABLE) and not stale.parent.name.startswith("."):
-                shutil.rmtree(stale, ignore_errors=True)
         ingest_nsys(path, out, tid)
         meta_file = out / META_TABLE / f"trace_id={tid}" / DATA_FILE
         meta: dict[str, Any] = json.loads(pl.read_parquet(meta_file)["meta_json"][0])

@@ -57,15 +57,22 @@ _I64 = pl.Int64()
 _VERSION_TAG = r"_v\d+$"  # cudaLaunchKernel_v7000 → cudaLaunchKernel
 
 
-def _timed(cols: set[str]) -> list[str]:
-    return [
-        '"start" AS start_ns',
-        '"end" AS end_ns',
-        col(cols, "deviceId", "device"),
-        col(cols, "streamId", "stream"),
-        col(cols, "correlationId", "corr"),
-        col(cols, "globalPid", "gpid"),
-    ]
+# What each reader selects: alias → nsys column (NULL where the export lacks it; start and end are required).
+_TIMED = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "device": "deviceId",
+    "stream": "streamId",
+    "corr": "correlationId",
+    "gpid": "globalPid",
+}
+
+
+def _rows(conn: sqlite3.Connection, table: str, fields: dict[str, str], where: str = "") -> Iterator[pl.DataFrame]:
+    """``table``'s ``fields`` (alias → column), every one Int64, chunk by chunk."""
+    cols = columns(conn, table)
+    sel = (f'"{c}" AS {a}' if c in ("start", "end") else col(cols, c, a) for a, c in fields.items())
+    return iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{table}" {where}', dict.fromkeys(fields, _I64))
 
 
 def _finish_device(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.DataFrame:
@@ -85,47 +92,24 @@ def read_kernels(
     mangledName, when it is missing); shared memory = static + dynamic, as Kineto reports it."""
     if KERNEL_TABLE not in have:
         return
-    cols = columns(conn, KERNEL_TABLE)
-    sel = [
-        *_timed(cols),
-        col(cols, "demangledName", "dn"),
-        col(cols, "shortName", "sn"),
-        col(cols, "mangledName", "mn"),
-        col(cols, "gridX", "grid_x"),
-        col(cols, "gridY", "grid_y"),
-        col(cols, "gridZ", "grid_z"),
-        col(cols, "blockX", "block_x"),
-        col(cols, "blockY", "block_y"),
-        col(cols, "blockZ", "block_z"),
-        col(cols, "registersPerThread", "registers_per_thread"),
-        col(cols, "staticSharedMemory", "ssm"),
-        col(cols, "dynamicSharedMemory", "dsm"),
-        col(cols, "graphId", "graph_id"),
-        col(cols, "graphNodeId", "graph_node_id"),
-    ]
-    names = [
-        "start_ns",
-        "end_ns",
-        "device",
-        "stream",
-        "corr",
-        "gpid",
-        "dn",
-        "sn",
-        "mn",
-        "grid_x",
-        "grid_y",
-        "grid_z",
-        "block_x",
-        "block_y",
-        "block_z",
-        "registers_per_thread",
-        "ssm",
-        "dsm",
-        "graph_id",
-        "graph_node_id",
-    ]
-    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{KERNEL_TABLE}"', dict.fromkeys(names, _I64)):
+    fields = {
+        **_TIMED,
+        "dn": "demangledName",
+        "sn": "shortName",
+        "mn": "mangledName",
+        "grid_x": "gridX",
+        "grid_y": "gridY",
+        "grid_z": "gridZ",
+        "block_x": "blockX",
+        "block_y": "blockY",
+        "block_z": "blockZ",
+        "registers_per_thread": "registersPerThread",
+        "ssm": "staticSharedMemory",
+        "dsm": "dynamicSharedMemory",
+        "graph_id": "graphId",
+        "graph_node_id": "graphNodeId",
+    }
+    for df in _rows(conn, KERNEL_TABLE, fields):
         for c in ("dn", "sn", "mn"):
             df = df.join(strings.rename({"id": c, "value": f"{c}_s"}), on=c, how="left", maintain_order="left")
         df = df.with_columns(
@@ -148,21 +132,12 @@ def read_memcpy(conn: sqlite3.Connection, have: set[str], dropped: Counter[str])
     """Memcpy rows: ``bytes``, ``copy_kind`` (HtoD, DtoH, DtoD, ...) and a Kineto-style name."""
     if MEMCPY_TABLE not in have:
         return
-    cols = columns(conn, MEMCPY_TABLE)
-    sel = [
-        *_timed(cols),
-        col(cols, "bytes"),
-        col(cols, "copyKind", "ck"),
-        col(cols, "srcKind", "sk"),
-        col(cols, "dstKind", "dk"),
-        col(cols, "graphId", "graph_id"),
-    ]
-    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "ck", "sk", "dk", "graph_id"]
+    fields = {**_TIMED, "bytes": "bytes", "ck": "copyKind", "sk": "srcKind", "dk": "dstKind", "graph_id": "graphId"}
     mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
     kinds = pl.col("ck").replace_strict(COPY_KINDS, default="Unknown", return_dtype=pl.String())
     src = pl.col("sk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
     dst = pl.col("dk").replace_strict(mem, default="Unknown", return_dtype=pl.String())
-    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{MEMCPY_TABLE}"', dict.fromkeys(names, _I64)):
+    for df in _rows(conn, MEMCPY_TABLE, fields):
         df = df.with_columns(
             pl.lit(schema.KIND_MEMCPY).alias("kind"),
             kinds.alias("copy_kind"),
@@ -175,11 +150,8 @@ def read_memset(conn: sqlite3.Connection, have: set[str], dropped: Counter[str])
     """Memset rows: ``bytes`` and the name ``Memset (<memory kind>)`` as Kineto writes it."""
     if MEMSET_TABLE not in have:
         return
-    cols = columns(conn, MEMSET_TABLE)
-    sel = [*_timed(cols), col(cols, "bytes"), col(cols, "memKind", "mk"), col(cols, "graphId", "graph_id")]
-    names = ["start_ns", "end_ns", "device", "stream", "corr", "gpid", "bytes", "mk", "graph_id"]
     mem = _enum(conn, have, "ENUM_CUDA_MEM_KIND", MEM_KINDS)
-    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{MEMSET_TABLE}"', dict.fromkeys(names, _I64)):
+    for df in _rows(conn, MEMSET_TABLE, {**_TIMED, "bytes": "bytes", "mk": "memKind", "graph_id": "graphId"}):
         df = df.with_columns(
             pl.lit(schema.KIND_MEMSET).alias("kind"),
             pl.format(
@@ -208,15 +180,14 @@ def read_launches(
             "WHERE eventClass IS NULL OR eventClass NOT IN (0, 1) GROUP BY 1"
         ).fetchall():
             dropped[f"runtime row of eventClass {cls} (not a runtime/driver call; repeats a correlationId)"] += int(n)
-    sel = [
-        '"start" AS start_ns',
-        '"end" AS end_ns',
-        col(cols, "eventClass", "cls"),
-        col(cols, "globalTid", "gtid"),
-        col(cols, "correlationId", "corr"),
-        col(cols, "nameId", "name_id"),
-    ]
-    names = ["start_ns", "end_ns", "cls", "gtid", "corr", "name_id"]
+    fields = {
+        "start_ns": "start",
+        "end_ns": "end",
+        "cls": "eventClass",
+        "gtid": "globalTid",
+        "corr": "correlationId",
+        "name_id": "nameId",
+    }
     lookup = strings.rename({"id": "name_id", "value": "name"})
     # The version tag is cut once per string id, not per row (a row's own copy of a 2 MB name
     # shared by ~990 calls was 2 GB); the other rows keep the shared StringIds value.
@@ -224,7 +195,7 @@ def read_launches(
         "name_id", pl.lit(True).alias("_runtime"), pl.col("name").str.replace(_VERSION_TAG, "").alias("_untagged")
     )
     api = pl.col("cls").fill_null(0).replace_strict(API_CLASSES, default="runtime", return_dtype=pl.String())
-    for df in iter_frames(conn, f'SELECT {", ".join(sel)} FROM "{RUNTIME_TABLE}" {where}', dict.fromkeys(names, _I64)):
+    for df in _rows(conn, RUNTIME_TABLE, fields, where):
         df = df.join(lookup, on="name_id", how="left", maintain_order="left")
         df = df.with_columns(api.alias("api")).with_columns((pl.col("api") == "runtime").alias("_runtime"))
         df = df.join(tagged, on=["name_id", "_runtime"], how="left", maintain_order="left")

@@ -100,7 +100,7 @@ def captured_graphs(
                 "named": named,
                 "bounds": len(rank),
                 "sig": _seq_sig(keys),
-                "msig": _set_sig(keys),
+                "msig": int(keys.hash(11).sum() or 0),  # order-free
             }
         )
         nl.append(_node_rows(g, nodes, rank))
@@ -229,10 +229,6 @@ def _seq_sig(keys: pl.Series) -> int:
         .item()
         or 0
     )
-
-
-def _set_sig(keys: pl.Series) -> int:
-    return int(keys.hash(11).sum() or 0)
 
 
 # ---------------------------------------------------------------- matching replays to graphs

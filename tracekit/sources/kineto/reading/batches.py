@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -41,7 +40,6 @@ def read_events(
     b: Buffer,
     decode_batch: Callable[[bytes], list[Any]],
     on_events: Callable[[list[Any]], None],
-    path: Path,
     scan: Scanner | None = None,
 ) -> bool:
     """Consume the ``traceEvents`` array (after its ``[``). True when it closed with ``]``."""

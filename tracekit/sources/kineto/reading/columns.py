@@ -7,6 +7,7 @@ pid, a float id, an integer beyond int64) does a per-value pass run, which count
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import suppress
 from typing import Any
 
 import msgspec
@@ -22,10 +23,8 @@ def ints(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
     """Int64 column; numeric strings and integral floats are converted, other values become null.
     Every converted or nulled value is counted in ``notes`` as ``"<field>: <reason>"``."""
     if bool not in set(map(type, values)):  # polars would take booleans silently
-        try:
+        with suppress(TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
             return pl.Series(values, dtype=pl.Int64())
-        except (TypeError, OverflowError, ValueError, pl.exceptions.PolarsError):
-            pass
     out: list[int | None] = []
     for v in values:
         r, why = _to_int(v)
@@ -61,10 +60,8 @@ def _to_int(v: Any) -> tuple[int | None, str | None]:
 
 def strings(values: list[Any], field: str, notes: Counter[str]) -> pl.Series:
     """String column; other JSON types become null and are counted."""
-    try:
+    with suppress(TypeError, ValueError, pl.exceptions.PolarsError):
         return pl.Series(values, dtype=pl.String())
-    except (TypeError, ValueError, pl.exceptions.PolarsError):
-        pass
     out: list[str | None] = []
     for v in values:
         if v is None or isinstance(v, str):
@@ -85,10 +82,8 @@ def str_lists_text(text: pl.Series) -> pl.Series:
     """:func:`str_lists` on JSON text (null or ``"null"`` for absent values)."""
     if text.null_count() == text.len():
         return pl.repeat(None, text.len(), dtype=pl.List(pl.String()), eager=True)
-    try:
+    with suppress(pl.exceptions.PolarsError):
         return text.str.json_decode(pl.List(pl.String()))
-    except pl.exceptions.PolarsError:
-        pass
     # Decided row by row, so that a row's value never depends on its batch: rows holding a
     # nested list or object (what polars refuses) go through msgspec, the others through polars.
     nested = text.str.slice(1).str.contains(r"[\[{]").fill_null(False)

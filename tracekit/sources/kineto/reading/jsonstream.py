@@ -17,11 +17,12 @@ from typing import Any
 import msgspec
 
 from tracekit.errors import EmptyTraceError, TraceFormatError
+from tracekit.parallel import ahead
 from tracekit.sources.kineto.reading import elements
 from tracekit.sources.kineto.reading.batches import Scanner, read_events
 from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.reading.repair import fix_surrogates as _fix_surrogates
-from tracekit.sources.kineto.reading.window import Buffer, StreamStats, chunks, in_thread
+from tracekit.sources.kineto.reading.window import Buffer, StreamStats, chunks
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
@@ -33,7 +34,6 @@ def stream_document(
     decode_batch: Callable[[bytes], list[Any]],
     on_events: Callable[[list[Any]], None],
     stats: StreamStats,
-    threaded: bool = True,
     scan: Scanner | None = None,
 ) -> dict[str, Any]:
     """Read ``path``; call ``on_events`` with each decoded batch of ``traceEvents``; return the
@@ -41,7 +41,7 @@ def stream_document(
     (see :data:`Scanner`); what it leaves goes through ``decode_batch``. Raises TraceFormatError / EmptyTraceError when
     the file is not a JSON object or array; damage after a good start is recorded in ``stats``."""
     gen = chunks(path, stats)
-    b = Buffer(in_thread(gen) if threaded else gen, stats)
+    b = Buffer(ahead(gen, 2, "tracekit-gunzip"), stats)  # file reads and inflating release the GIL
     if not b.skip_ws():
         if stats.gzip_truncated or stats.gzip_error:
             raise EmptyTraceError(f"{path}: gzip stream is truncated or corrupt before any data")
@@ -51,7 +51,7 @@ def stream_document(
     if first == ord("["):
         stats.bare_array = True
         b.pos += 1
-        read_events(b, decode_batch, on_events, path, scan)
+        read_events(b, decode_batch, on_events, scan)
         return top
     if first != ord("{"):
         raise TraceFormatError(f"{path}: not JSON (starts with {b.buf[b.pos : b.pos + 16]!r})")
@@ -85,7 +85,7 @@ def stream_document(
         if key == "traceEvents" and b.peek() == ord("["):
             b.pos += 1
             saw_events = True
-            if not read_events(b, decode_batch, on_events, path, scan):
+            if not read_events(b, decode_batch, on_events, scan):
                 break
             continue
         value = _read_value(b)

@@ -71,16 +71,14 @@ _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _pool: ThreadPoolExecutor | None = None
 
 
-def scan_split_raw(
-    buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str], split: bool = True
-) -> list[RawWindow]:
+def scan_split_raw(buf: bytes, pos: int, x_routes: Mapping[str, int], flow_cats: Sequence[str]) -> list[RawWindow]:
     """:func:`scan_raw` on two halves of the window at once (the scanner releases the GIL). The cut
     is a guess (a ``}`` ``,`` ``{`` near the middle, possibly inside a string); it is kept only
     when the first half's scan ends exactly there, which proves it an event boundary — else the
     second half is discarded and the caller scans on from where the first half ended."""
     global _pool
     n = len(buf)
-    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if split and n - pos >= _SPLIT_MIN else None
+    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= _SPLIT_MIN else None
     if m is None:
         return [scan_raw(buf, pos, x_routes, flow_cats)]
     cut = m.start() + 1  # just after the `}`. The first half also sees the `,` (an event counts
