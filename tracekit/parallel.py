@@ -15,9 +15,6 @@ deaths per task). An item whose task still fails becomes an outcome with ``error
 items go on. ``fn`` must be importable by the workers (a module-level function of an installed
 package) and its items and results picklable.
 
-:func:`ahead` runs an iterator in a thread of its own, a few items ahead of its consumer (reads
-that release the GIL: SQLite fetches, file reads and inflating).
-
 Layer: imports only tracekit.errors (and Dask, lazily), so every stage may use it.
 """
 
@@ -25,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -249,51 +244,3 @@ def _one_line(exc: BaseException) -> str:
     name = exc.__class__.__name__
     # tracekit's own errors already read as one sentence; others keep their class for context.
     return text if exc.__class__.__module__.startswith("tracekit") else f"{name}: {text}"
-
-
-def ahead(items: Iterator[T], depth: int = 1, name: str = "tracekit-ahead") -> Iterator[T]:
-    """``items``, produced in a second thread at most ``depth`` items ahead of the consumer (so at
-    most ``depth`` + 2 are alive: the one consumed, those waiting, the one being made). An exception raised
-    by ``items`` is raised here; when the consumer stops early, the producer stops after the item
-    it is making and is joined before this generator ends (the connection is then free)."""
-    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(kind: int, value: Any) -> bool:
-        while not stop.is_set():
-            try:
-                box.put((kind, value), timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put(_ITEM, item):
-                    return
-            put(_END, None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
-            put(_ERROR, exc)
-
-    worker = threading.Thread(target=produce, name=name, daemon=True)
-    worker.start()
-    try:
-        while True:
-            kind, value = box.get()
-            if kind == _ITEM:
-                yield value
-            elif kind == _END:
-                return
-            else:
-                raise value
-    finally:
-        stop.set()
-        worker.join()
-        close = getattr(items, "close", None)
-        if close is not None:
-            close()
-
-
-_ITEM, _END, _ERROR = 0, 1, 2

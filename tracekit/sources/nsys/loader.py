@@ -154,7 +154,7 @@ def regions_once(ex: Export, consume: Callable[[Iterator[pl.DataFrame]], T], res
     except NotInTimeOrder:
         pass
     # Outside the except block: its traceback, which kept the abandoned read (and the thread
-    # fetching it, parallel.ahead) alive, is gone, so that read has stopped before this one starts.
+    # fetching it, sql.ahead) alive, is gone, so that read has stopped before this one starts.
     ex.dropped.clear()
     ex.dropped.update(saved)
     restart()

@@ -7,11 +7,13 @@ Only this module and its siblings ``nsys*.py`` know raw nsys table and column na
 from __future__ import annotations
 
 import os
+import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import adbc_driver_manager as adbc
 import adbc_driver_sqlite as adbc_sqlite
@@ -19,7 +21,6 @@ import polars as pl
 import nanoarrow
 
 from tracekit.errors import TraceFormatError
-from tracekit.parallel import ahead
 
 # Rows per chunk (frame) yielded by iter_frames.
 CHUNK_ROWS = 200_000
@@ -175,10 +176,10 @@ def iter_frames(
     inference from the first rows always sees the column's one type. Text that is not UTF-8 is
     decoded with replacements (:func:`_utf8`).
 
-    The batches are read ``ahead_chunks`` chunks ahead in a second thread (:func:`tracekit.parallel.ahead`): SQLite
+    The batches are read ``ahead_chunks`` chunks ahead in a second thread (:func:`ahead`): SQLite
     keeps one core busy while the caller's polars work and Parquet writes, which release the GIL,
     run on another."""
-    return ahead(_frames(conn, sql, schema, chunk_rows or CHUNK_ROWS, strict), ahead_chunks, "tracekit-sqlite-fetch")
+    return ahead(_frames(conn, sql, schema, chunk_rows or CHUNK_ROWS, strict), ahead_chunks)
 
 
 def typed_query(sql: str, schema: dict[str, pl.DataType]) -> str:
@@ -376,6 +377,57 @@ def _utf8(raw: pl.Series) -> pl.Series:
     replacing decoder did, only for a column of a batch that holds text which is not UTF-8 (a
     damaged export)."""
     return pl.Series([None if b is None else _decode(b) for b in raw.to_list()], dtype=pl.String())
+
+
+T = TypeVar("T")
+
+
+def ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items``, produced in a second thread at most ``depth`` items ahead of the consumer (so at
+    most ``depth`` + 2 are alive: the one consumed, those waiting, the one being made). An exception raised
+    by ``items`` is raised here; when the consumer stops early, the producer stops after the item
+    it is making and is joined before this generator ends (the connection is then free)."""
+    box: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(kind: int, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put(_ITEM, item):
+                    return
+            put(_END, None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put(_ERROR, exc)
+
+    worker = threading.Thread(target=produce, name="tracekit-sqlite-fetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == _ITEM:
+                yield value
+            elif kind == _END:
+                return
+            else:
+                raise value
+    finally:
+        stop.set()
+        worker.join()
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+_ITEM, _END, _ERROR = 0, 1, 2
 
 
 def read_frame(conn: sqlite3.Connection, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:

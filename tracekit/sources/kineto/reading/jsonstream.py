@@ -17,12 +17,11 @@ from typing import Any
 import msgspec
 
 from tracekit.errors import EmptyTraceError, TraceFormatError
-from tracekit.parallel import ahead
 from tracekit.sources.kineto.reading import elements
 from tracekit.sources.kineto.reading.batches import Scanner, read_events
 from tracekit.sources.kineto.reading.elements import MAX_ELEMENT_BYTES
 from tracekit.sources.kineto.reading.repair import fix_surrogates as _fix_surrogates
-from tracekit.sources.kineto.reading.window import Buffer, StreamStats, chunks
+from tracekit.sources.kineto.reading.window import Buffer, StreamStats, chunks, in_thread
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
@@ -41,7 +40,7 @@ def stream_document(
     (see :data:`Scanner`); what it leaves goes through ``decode_batch``. Raises TraceFormatError / EmptyTraceError when
     the file is not a JSON object or array; damage after a good start is recorded in ``stats``."""
     gen = chunks(path, stats)
-    b = Buffer(ahead(gen, 2, "tracekit-gunzip"), stats)  # file reads and inflating release the GIL
+    b = Buffer(in_thread(gen), stats)
     if not b.skip_ws():
         if stats.gzip_truncated or stats.gzip_error:
             raise EmptyTraceError(f"{path}: gzip stream is truncated or corrupt before any data")

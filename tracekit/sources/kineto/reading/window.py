@@ -7,7 +7,9 @@ reader saw beyond the events themselves. Used by :mod:`tracekit.sources.kineto.r
 from __future__ import annotations
 
 import os
+import queue
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,40 @@ def gunzip_whole(raw: bytes) -> bytes:
 
 
 GZIP_ERRORS: tuple[type[Exception], ...] = (EOFError, OSError, _INFLATE_ERROR)  # cut off, corrupt
+
+
+def in_thread(gen: Iterator[bytes]) -> Iterator[bytes]:
+    """Run ``gen`` (file reads + inflating, which release the GIL) in a thread, two chunks ahead."""
+    q: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in gen:
+                while not stop.is_set():
+                    try:
+                        q.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put((None, None))
+        except BaseException as exc:  # handed to the consumer, re-raised there
+            q.put((None, exc))
+
+    t = threading.Thread(target=work, name="tracekit-gunzip", daemon=True)
+    t.start()
+    try:
+        while True:
+            item, exc = q.get()
+            if exc is not None:
+                raise exc
+            if item is None:
+                return
+            yield item
+    finally:
+        stop.set()
 
 
 def json_size(f: Path) -> int:
