@@ -34,7 +34,7 @@ from tracekit.conventions import GRAPH_LAUNCH_PREFIX_RE, GRAPH_NODE_SUFFIX
 from tracekit.numbers import count, duration
 
 from tracekit.analysis.regions.kernel_classes import op_class
-from tracekit.attribution.links import ancestors
+from tracekit.attribution.links import nearest_ancestor
 from tracekit.costmodel.context import step_sums
 from tracekit.costmodel.engine import attention_from_sums, moe_cost
 from tracekit.costmodel.model import act_bytes, attention_dims, dense_weight_bytes, weight_bytes
@@ -177,15 +177,9 @@ def step_of(labels: pl.DataFrame, region_ids: pl.Series) -> pl.DataFrame:
     """(region_id, step): the nearest region at or above each region (effective parents) whose
     name gives its token count, at most :data:`_MAX_DEPTH` levels up; regions with none are left out."""
     tree = labels.select("region_id", pl.col("effective_parent_id").alias("parent_id"))
-    steps = labels.filter(pl.col("tokens").is_not_null()).select(pl.col("region_id").alias("ancestor_id"))
-    return (
-        ancestors(tree)
-        .filter(pl.col("region_id").is_in(region_ids.implode()) & (pl.col("level") < _MAX_DEPTH))
-        .join(steps, on="ancestor_id", how="semi")
-        .sort("region_id", "level")
-        .unique("region_id", keep="first")
-        .select("region_id", pl.col("ancestor_id").alias("step"))
-    )
+    steps = labels.filter(pl.col("tokens").is_not_null())["region_id"]
+    nearest = nearest_ancestor(tree, steps, of=region_ids, max_level=_MAX_DEPTH)
+    return nearest.select("region_id", pl.col("ancestor_id").alias("step"))
 
 
 ESTIMATE_NOTE: Final = "FLOPs and bytes estimated: graph replay without capture, from --model and the step name"

@@ -199,7 +199,7 @@ def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     """(act_id, region_id, level) for every enclosing region, via the effective parents, sorted by
     (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
     (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
-    sorted_q = ancestors(tree).lazy().sort("region_id", "level")
+    sorted_q = ancestors(tree, acts["region_id"].drop_nulls().unique()).lazy().sort("region_id", "level")
     closure, per, att = pl.collect_all(
         [
             sorted_q,
@@ -225,25 +225,65 @@ def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def ancestors(tree: pl.DataFrame) -> pl.DataFrame:
-    """(region_id, ancestor_id, level): each region with itself (level 0) and every ancestor."""
+def ancestors(tree: pl.DataFrame, of: pl.Series | None = None) -> pl.DataFrame:
+    """(region_id, ancestor_id, level): each region (of those in ``of``, when given) with itself
+    (level 0) and every ancestor. Rows: those regions × their depth, so callers pass the few
+    regions they read (the innermost regions of activities), not the whole tree."""
     t = tree.lazy()
+    start = t if of is None else t.filter(pl.col("region_id").is_in(of.implode()))
     parent, frontier = pl.collect_all(
         [
             t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
-            t.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
+            start.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
         ],
         engine="in-memory",
     )
     parts = [frontier]
     for _ in range(tree.height):  # one query per nesting level
-        frontier = (
-            frontier.lazy()
-            .join(parent.lazy(), left_on="ancestor_id", right_on="region_id", suffix="_p")
-            .select("region_id", pl.col("_next").alias("ancestor_id"), (pl.col("level") + 1).alias("level"))
-            .collect(engine="in-memory")
-        )
+        frontier = _up(frontier, parent)
         if frontier.height == 0:
             break
         parts.append(frontier)
     return pl.concat(parts)
+
+
+def nearest_ancestor(
+    tree: pl.DataFrame, hit: pl.Series, of: pl.Series | None = None, min_level: int = 0, max_level: int | None = None
+) -> pl.DataFrame:
+    """(region_id, ancestor_id, level), sorted by region_id: for each region (of those in ``of``,
+    when given) the nearest region at or above it, ``min_level`` ≤ level < ``max_level``, whose id
+    is in ``hit``; regions with none are left out. The same rows as :func:`ancestors` filtered to
+    ``hit`` and cut to the first per region, but walked one level at a time holding only the
+    regions not yet answered (at most one row per region, never regions × depth)."""
+    t = tree.lazy()
+    start = t if of is None else t.filter(pl.col("region_id").is_in(of.implode()))
+    parent, frontier = pl.collect_all(
+        [
+            t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
+            start.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
+        ],
+        engine="in-memory",
+    )
+    found = [frontier.clear()]
+    hits = hit.implode()
+    for level in range(tree.height + 1):  # one query per nesting level
+        if max_level is not None and level >= max_level:
+            break
+        if level >= min_level:
+            is_hit = frontier.select(pl.col("ancestor_id").is_in(hits)).to_series()
+            found.append(frontier.filter(is_hit))
+            frontier = frontier.filter(~is_hit)
+        frontier = _up(frontier, parent)
+        if frontier.height == 0:
+            break
+    return pl.concat(found).sort("region_id")
+
+
+def _up(frontier: pl.DataFrame, parent: pl.DataFrame) -> pl.DataFrame:
+    """Each (region_id, ancestor_id, level) row moved one level up: the ancestor's parent."""
+    return (
+        frontier.lazy()
+        .join(parent.lazy(), left_on="ancestor_id", right_on="region_id", suffix="_p")
+        .select("region_id", pl.col("_next").alias("ancestor_id"), (pl.col("level") + 1).alias("level"))
+        .collect(engine="in-memory")
+    )

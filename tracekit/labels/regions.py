@@ -20,7 +20,7 @@ from tracekit.labels import phases as ph
 from tracekit.annotate import parse_phase_name
 from tracekit.labels.tk_ints import tk_int
 from tracekit.attribution.activities import cpu_regions
-from tracekit.attribution.links import ancestors, forward_threads, region_tree
+from tracekit.attribution.links import forward_threads, nearest_ancestor, region_tree
 from tracekit.tables.trace import Trace
 from tracekit.tables.cases import first
 
@@ -168,7 +168,7 @@ def _inherit(df: pl.DataFrame) -> pl.DataFrame:
     own = df.filter(pl.col("_own").is_not_null()).select(
         pl.col("region_id").alias("ancestor_id"), pl.col("_own").alias("_ap"), pl.col("name").alias("_src")
     )
-    nearest = ancestors(tree).join(own, on="ancestor_id").sort("region_id", "level").unique("region_id", keep="first")
+    nearest = nearest_ancestor(tree, own["ancestor_id"]).join(own, on="ancestor_id")
     df = df.join(nearest.select("region_id", "_ap", "_src"), on="region_id", how="left", maintain_order="left")
     return df.with_columns(
         first(

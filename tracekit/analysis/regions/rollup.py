@@ -15,7 +15,7 @@ import polars as pl
 from tracekit.analysis.verdict import Thresholds
 from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
 from tracekit.analysis.regions.tops import effective_parent
-from tracekit.attribution.links import ancestors
+from tracekit.attribution.links import nearest_ancestor
 from tracekit.analysis.regions.windows import host_windows
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
@@ -39,8 +39,8 @@ def phase_units(regions: pl.DataFrame) -> pl.Series:
     r = regions.select(
         "region_id", effective_parent(regions), (pl.col("phase") != "other").fill_null(False).alias("_p")
     )
-    phased = r.filter(pl.col("_p")).select(pl.col("region_id").alias("ancestor_id"))
-    nested = ancestors(r).filter(pl.col("level") > 0).join(phased, on="ancestor_id", how="semi")
+    phased = r.filter(pl.col("_p"))["region_id"]
+    nested = nearest_ancestor(r, phased, of=phased, min_level=1)
     return r.filter(pl.col("_p") & ~pl.col("region_id").is_in(nested["region_id"].implode()))["region_id"]
 
 
