@@ -198,7 +198,8 @@ def launch_regions(pts: pl.DataFrame, regions: pl.DataFrame, thread_links: pl.Da
 def region_links(acts: pl.DataFrame, tree: pl.DataFrame) -> pl.DataFrame:
     """(act_id, region_id, level) for every enclosing region, via the effective parents, sorted by
     (act_id, level): each activity's region's ancestor list is cut out of the flat closure table
-    (sorted by region, level) by offset and length, so nothing at activity scale is joined or sorted."""
+    of the activities' own regions (sorted by region, level; not every region's: that is regions ×
+    depth rows) by offset and length, so nothing at activity scale is joined or sorted."""
     sorted_q = ancestors(tree, acts["region_id"].drop_nulls().unique()).lazy().sort("region_id", "level")
     closure, per, att = pl.collect_all(
         [
