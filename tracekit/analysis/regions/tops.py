@@ -25,12 +25,12 @@ def effective_parent(regions: pl.DataFrame) -> pl.Expr:
 
 
 def region_closure(regions: pl.DataFrame, acts: pl.DataFrame) -> pl.DataFrame:
-    """(``_leaf``, ``region_id``): each innermost region of an activity with itself and every
-    ancestor, along ``effective_parent_id`` (the tree attribution links through) or ``parent_id``.
-    Built from the small regions table, not from the activities, and only for the regions that
-    hold activities directly (the readers join on those): innermost regions × depth rows, not
-    every region × depth. The synthetic whole-trace region of shape inference (id −1) encloses
-    every activity's region, and the unattributed ones (null leaf)."""
+    """(``_leaf``, ``region_id``): each region with itself and every ancestor, along
+    ``effective_parent_id`` (the tree attribution links through) or ``parent_id``. Built from the
+    small regions table, not from the activities, and only for the regions that hold activities
+    directly (its readers join on those): innermost regions × depth rows, not every region ×
+    depth. The synthetic whole-trace region of shape inference (id −1) encloses every activity's
+    region, and the unattributed ones (null leaf)."""
     real = regions.filter(pl.col("region_id") != SYNTHETIC_ID).select("region_id", effective_parent(regions))
     innermost = acts["region_id"].drop_nulls().unique()
     out = (
