@@ -6,10 +6,9 @@ Imported by :mod:`tracekit.commands.analyze` once polars may load (tracekit/comm
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import msgspec
 
 from tracekit.analysis import Slo, Thresholds
 from tracekit.analysis import analyze as run_analysis
@@ -21,19 +20,20 @@ from tracekit.labels.phases import parse_phase_map
 from tracekit.report.formats.json_print import document, document_parts
 from tracekit.errors import UsageError
 from tracekit.sources import load
-from tracekit.tables.results import store, storing
+from tracekit.tables.results import storing
 
 
 def screen(doc_json: bytes, fmt: str, regions: int) -> str | bytes:
     """The output of one trace's analysis from its JSON document (compact or indented bytes).
     JSON by msgspec (C) rather than json.dumps(indent=2), whose indenting encoder is pure Python
     and many times slower on a big document; non-ASCII is written as UTF-8 instead of
-    \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py)."""
+    \\u escapes; terminal-unsafe characters as JSON escapes (report/formats/json_print.py).
+    Text and Markdown: the screen of the document as it reads it (report/screens/analyze.py ``read``)."""
     if fmt == "json":
         return document(doc_json)
     from tracekit.report.screens import analyze as analyze_screen  # not for JSON: see commands/__init__.py
 
-    return analyze_screen.render(msgspec.json.decode(doc_json), markdown=fmt == "md", regions=regions)
+    return analyze_screen.render(analyze_screen.read(doc_json), markdown=fmt == "md", regions=regions)
 
 
 def compute(
@@ -72,21 +72,40 @@ def compute(
     # held beside the document and its copies): a lower peak on a big trace.
     del trace
     keep = store_options if in_dataset else None
+    # never the whole document at once: its compact form, the indented one and the copy with the
+    # newline were each held whole (and storing it, another copy: the first analysis of a big
+    # dataset peaked there), and the screen decoded all of it (its region rows: ≈ 2.7 GB of
+    # Python objects for 250,000 regions)
+    skeleton, placeholder, chunks = result.to_json_parts()
+    del result  # the chunks keep the region rows only
+
+    def printed(arrays: Iterator[bytes]) -> Iterator[bytes]:  # the JSON document in pieces, stored as printed
+        parts = document_parts(skeleton, placeholder, arrays)
+        return parts if keep is None else storing(req.source, trace_id, keep, source or None, parts)
+
     if req.fmt == "json":
-        # never the whole document at once: its compact form, the indented one and the copy
-        # with the newline were each held whole (and storing it, another copy: the first analysis
-        # of a big dataset peaked there)
-        skeleton, placeholder, chunks = result.to_json_parts()
-        del result  # the chunks keep the region rows only
-        parts = document_parts(skeleton, placeholder, chunks)
-        return (
-            parts if keep is None else storing(req.source, trace_id, keep, source or None, parts)
-        )  # stored as printed
-    compact = result.to_json_bytes()  # one msgspec pass (docs/json.md document)
-    del result
-    if keep is not None:
-        store(req.source, trace_id, keep, source or None, document(compact))
-    return screen(compact, req.fmt, req.regions)
+        return printed(chunks)
+    from tracekit.report.screens import analyze as analyze_screen  # not for JSON: see commands/__init__.py
+
+    # the screen reads the region rows as they are stored, only the fields it shows
+    doc = analyze_screen.read_parts(skeleton, chunks if keep is None else _taken(chunks, printed))
+    return analyze_screen.render(doc, markdown=req.fmt == "md", regions=req.regions)
+
+
+def _taken(chunks: Iterator[bytes], pieces: Callable[[Iterator[bytes]], Iterator[bytes]]) -> Iterator[bytes]:
+    """``chunks`` passed on, each once ``pieces`` (a consumer of them that passes pieces on: the
+    document stored as printed) has taken it and passed its pieces; ``pieces`` runs to its end."""
+    taken: list[bytes] = []
+
+    def taking() -> Iterator[bytes]:
+        for c in chunks:
+            taken.append(c)
+            yield c
+
+    for _ in pieces(taking()):
+        yield from taken
+        taken.clear()
+    yield from taken
 
 
 def _compared(req: AnalyzeRequest, chosen: list[str], pm: Any, progress: Progress) -> str | bytes:
