@@ -65,10 +65,10 @@ if TYPE_CHECKING:
 
 # What the analysis reads of a dataset trace whose derived tables are current (and no --phase-map):
 # attribution, costs and labels come stored, so the canonical tables serve only the copy bytes,
-# communication (kernels), blocking calls (launches), host op stretches, shapes and the KV-cache
+# communication and its message sizes (kernels), blocking calls (launches), host op stretches, shapes and the KV-cache
 # estimate (ops). Other columns stay null constants (no memory per row); regions are read whole.
 ANALYSIS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "kernels": ("kind", "name", "device", "stream", "start_ns", "end_ns", "bytes"),
+    "kernels": ("kind", "name", "device", "stream", "start_ns", "end_ns", "bytes", "comm_bytes"),
     "launches": ("name", "pid", "tid", "start_ns", "end_ns"),
     "ops": ("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims", "input_types"),
 }
