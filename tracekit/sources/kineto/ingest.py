@@ -2,12 +2,14 @@
 
 :func:`tracekit.sources.kineto.loader.load_kineto` holds every table in memory (what analyses want).
 :func:`ingest_kineto` reads the same events the same way but spills each built batch to an Arrow
-IPC file in the staging directory, then finishes the tables one at a time (read back, drop
-duplicates, add the time base, nest), writes each as its Parquet partition and drops it. Peak
-memory is about the largest table being finished, not all four. The dataset layout and commit
-protocol are those of :func:`tracekit.tables.trace.write_dataset` (tables staged, ``meta`` last); the
-tables are equal to ``load_kineto``'s (tested). Derived tables are not computed here: analyses
-compute them when they are absent.
+IPC file in the staging directory, then finishes the tables one at a time (drop duplicates, add
+the time base, nest: worked out on a slim read of the table, then applied one spilled file at a
+time, tracekit/sources/kineto/reading/spilled.py) and writes each as its Parquet partition, part by
+part. Peak memory is the reading windows or a few slim columns of the largest table (about 40
+bytes an op), not the table. The dataset layout and commit protocol are those of
+:func:`tracekit.tables.trace.write_dataset` (tables staged, ``meta`` last); the tables are equal
+to ``load_kineto``'s (tested). Derived tables are not computed here: analyses compute them when
+they are absent.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 from tracekit.conventions import OPTIONAL_TABLES
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
+from tracekit.sources.nsys.ingest import _write as write_parts  # the chunked Parquet writer
 from tracekit.tables.staging import discard_staging, open_staging, writing
-from tracekit.tables.trace import commit_with_meta, stage
+from tracekit.tables.trace import commit_with_meta
 from tracekit.tables.ids import make_trace_id
 from tracekit.tuning import release_heap
 
@@ -44,12 +47,13 @@ def ingest_kineto(
         with guard.reading(p):  # input errors name the file; output errors (DatasetError) pass
             reading = read_kineto(p, tid, spill_dir=spill)
             release_heap()
-            for name, df in reading.tables():
-                if name in OPTIONAL_TABLES and df.height == 0:  # written only with rows
-                    continue
-                with writing(out):
-                    stage(staging, name, df.drop("trace_id"))
-                del df
+            for name, parts in reading.table_parts():
+                if name in OPTIONAL_TABLES:
+                    held = [df for df in parts if df.height]
+                    if not held:  # written only with rows
+                        continue
+                    parts = iter(held)
+                write_parts(staging, name, parts, tid)  # one Parquet row group a part
                 release_heap()
             meta = reading.meta()
         shutil.rmtree(spill, ignore_errors=True)

@@ -28,28 +28,30 @@ def finish_table(df: pl.DataFrame, table: str, base_ns: int, dropped: Counter[st
     """All batches of ``table`` (with the ``_key`` hash of ``DEDUPE_KEYS``) → the table."""
     df = _dedupe(df, DEDUPE_KEYS[table], dropped, WHAT[table]).drop("_key")
     if base_ns:
-        df = _in_range(df, base_ns, dropped, WHAT[table])
+        inside = in_range(df, base_ns, dropped, WHAT[table])
+        if inside is not None:
+            df = df.filter(inside)
     times = [(pl.col(c) + base_ns).alias(c) for c in ("start_ns", "end_ns")] if base_ns else []
-    df = df.with_columns(*times, _shared_strings(df["name"]).alias("name"))
+    df = df.with_columns(*times, shared_strings(df["name"]).alias("name"))
     if table == "ops":
-        return _nested(df, ["pid", "tid"], "op_id")
+        return nested(df, ["pid", "tid"], "op_id")
     if table == "regions":
-        df, deep = cap_region_depth(_nested(df, ["kind", "pid", "tid"], "region_id"))
+        df, deep = cap_region_depth(nested(df, ["kind", "pid", "tid"], "region_id"))
         if deep:
             dropped[f"{WHAT[table]}: {DEEP_REASON}"] += deep
     return df
 
 
-def _in_range(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) -> pl.DataFrame:
-    """Drop (and count) the events that would leave ±TIME_LIMIT_NS once the time base is added
-    (the bounds are computed in Python integers, so nothing wraps)."""
+def in_range(df: pl.DataFrame, base_ns: int, dropped: Counter[str], what: str) -> pl.Series | None:
+    """Which events stay within ±TIME_LIMIT_NS once the time base is added (the bounds are
+    computed in Python integers, so nothing wraps); None when all do. The others are counted."""
     lo, hi = -TIME_LIMIT_NS - base_ns, TIME_LIMIT_NS - base_ns  # |base_ns| < TIME_LIMIT_NS
-    out = (pl.col("start_ns") <= lo) | (pl.col("end_ns") >= hi)
-    n = int(df.select(out.sum()).item())
-    if n:
-        dropped[f"{what}: time beyond ±2^62 ns after adding baseTimeNanoseconds"] += n
-        df = df.filter(~out)
-    return df
+    out = df.select(((pl.col("start_ns") <= lo) | (pl.col("end_ns") >= hi)).alias("out"))["out"]
+    n = int(out.sum())
+    if not n:
+        return None
+    dropped[f"{what}: time beyond ±2^62 ns after adding baseTimeNanoseconds"] += n
+    return ~out
 
 
 def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) -> pl.DataFrame:
@@ -71,7 +73,7 @@ def _dedupe(df: pl.DataFrame, key: list[str], dropped: Counter[str], what: str) 
     return df
 
 
-def _shared_strings(cat: pl.Series) -> pl.Series:
+def shared_strings(cat: pl.Series) -> pl.Series:
     """Categorical → String whose rows share one copy of each distinct value (a plain cast
     would copy every row's bytes: ~200 bytes per kernel name)."""
     uniq = cat.unique().drop_nulls()
@@ -82,7 +84,18 @@ def _shared_strings(cat: pl.Series) -> pl.Series:
 NEST_CHUNK_ROWS = 100_000
 
 
-def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
+def native_nested(df: pl.DataFrame, group: list[str]) -> tuple[pl.Series, pl.Series]:
+    """``depth`` and the parent's row number of each row of ``df`` (a row of ``start_ns``,
+    ``end_ns`` and the ``group`` columns), from the native nesting (needs the extension)."""
+    # Group columns as int64 keys: integers as they are, others (and nulls) by dense rank.
+    keys = [
+        df[c] if df.schema[c].is_integer() and not df[c].has_nulls() else df[c].rank("dense").fill_null(0)
+        for c in group
+    ]
+    return kineto_native.nest(keys, df["start_ns"], df["end_ns"], SIBLING_OVERLAP_NS)
+
+
+def nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
     """Row ids, then depth/parent from :func:`nest`, run on slim chunks to bound memory; overlaps
     under :data:`~tracekit.tables.intervals.SIBLING_OVERLAP_NS` make siblings (Kineto's µs clock rounds).
 
@@ -93,13 +106,7 @@ def _nested(df: pl.DataFrame, group: list[str], id_col: str) -> pl.DataFrame:
     if df.is_empty():  # every event of the table was dropped
         return df.with_columns(pl.lit(None, pl.Int64()).alias("depth"), pl.lit(None, pl.Int64()).alias("parent_id"))
     if kineto_native.available():  # in C: an index sort, one pass, results in row order
-        # Group columns as int64 keys: integers as they are, others (and nulls) by dense rank.
-        keys = [
-            df[c] if df.schema[c].is_integer() and not df[c].has_nulls() else df[c].rank("dense").fill_null(0)
-            for c in group
-        ]
-        depth, parent_row = kineto_native.nest(keys, df["start_ns"], df["end_ns"], SIBLING_OVERLAP_NS)
-        return df.with_columns(depth, parent_row)  # row number = id_col (with_row_index above)
+        return df.with_columns(*native_nested(df, group))  # row number = id_col (with_row_index above)
     # Sorted by thread, then start (end descending, ties by id); a thread's number is a running
     # count of where the group columns change (no join: less memory on million-row tables).
     slim = df.select([*group, id_col, "start_ns", "end_ns"]).sort(
