@@ -34,7 +34,7 @@ def mem(ts: int, nbytes: int, addr: int) -> dict[str, Any]:
             "args": {"Device Type": 1, "Device Id": 0, "Addr": addr, "Bytes": nbytes}}  # fmt: skip
 
 
-def _trace(path: Path) -> Path:
+def _trace(path: Path, tid2: int = 2) -> Path:
     # Thread 1: A [0,100) ⊃ B [10,20), C [30,90) ⊃ D [40,50); thread 2: E [15,60) ⊃ F [20,25).
     # In file order A, E, B, C, F, D, then B again (a duplicate) — with tiny batches each lands in
     # a batch of its own, so nesting and the duplicate cross the batch edges. Memory events out of
@@ -42,13 +42,13 @@ def _trace(path: Path) -> Path:
     events = [
         op("A", 1, 0, 100, 1),
         mem(50, 8, 1),
-        op("E", 2, 15, 60, 2),
+        op("E", tid2, 15, 60, 2),
         mem(10, 16, 2),
         op("B", 1, 10, 20, 3),
         mem(70, -8, 1),
         op("C", 1, 30, 90, 4),
         mem(30, 32, 3),
-        op("F", 2, 20, 25, 5),
+        op("F", tid2, 20, 25, 5),
         mem(10, 64, 4),
         op("D", 1, 40, 50, 6),
         op("B", 1, 10, 20, 3),
@@ -92,11 +92,12 @@ def test_parts_by_hand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bat
 
 
 @pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("tid2", [2, 1 << 40])  # (pid, tid) as one nesting key, or (a tid past 2^31) as two
 def test_ingest_in_parts_equals_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_batches: None, pure: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_batches: None, pure: bool, tid2: int
 ) -> None:
     monkeypatch.setenv("TRACEKIT_PURE_PYTHON", "1" if pure else "0")
-    src = _trace(tmp_path / "t.json")
+    src = _trace(tmp_path / "t.json", tid2)
     meta, heights = ingest_kineto(src, tmp_path / "ds")
     want = load_kineto(src)
     got = read_dataset(tmp_path / "ds")

@@ -14,6 +14,7 @@ they are absent.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from pathlib import Path
@@ -49,10 +50,10 @@ def ingest_kineto(
             release_heap()
             for name, parts in reading.table_parts():
                 if name in OPTIONAL_TABLES:
-                    held = [df for df in parts if df.height]
-                    if not held:  # written only with rows
+                    first = next((df for df in parts if df.height), None)
+                    if first is None:  # written only with rows
                         continue
-                    parts = iter(held)
+                    parts = itertools.chain([first], parts)
                 write_parts(staging, name, parts, tid)  # one Parquet row group a part
                 release_heap()
             meta = reading.meta()

@@ -96,7 +96,7 @@ class KinetoReading:
     def table_parts(self) -> Iterator[tuple[str, Iterator[pl.DataFrame]]]:
         """As :meth:`tables`, each table in parts (bounded memory when its batches were spilled):
         read every part of a table before asking for the next table."""
-        link = self.col.launch_flow_ids().sort()  # searched, not hashed: no hash table per part
+        link = self.col.launch_flow_ids()  # sorted: searched, not hashed (no hash table per part)
         for name, parts in self.col.finish_in_parts(self.base, self.trace_id):
             yield name, self._noted(name, parts, link)
         self._done = True

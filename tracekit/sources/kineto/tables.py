@@ -200,9 +200,11 @@ class Collector:
         self.flow_ids.append(launch["id"].drop_nulls())
 
     def launch_flow_ids(self) -> pl.Series:
-        """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
+        """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id), sorted."""
         self._flush_flows()
-        return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
+        ids = pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique().sort()
+        self.flow_ids = [ids]  # kept once, distinct and sorted (what is asked again gives the same)
+        return ids
 
     def finish_each(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, pl.DataFrame]]:
         """Table by table: concatenate its batches (read back when spilled), drop duplicates,
