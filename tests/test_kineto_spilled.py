@@ -139,3 +139,32 @@ def test_memory_far_out_of_order_sorted_whole(tmp_path: Path, monkeypatch: pytes
     assert len(parts) == 1  # 5 files × 10 windows each: sorted whole
     assert_frame_equal(parts[0], want)
     assert parts[0]["time_ns"].to_list() == [0, 1, 2, 3, 4, 96, 97, 98, 99, 100]
+
+
+@pytest.mark.parametrize("long_text", [False, True])
+def test_stage_parts_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long_text: bool) -> None:
+    import pyarrow.parquet as pq
+
+    from tracekit.tables import dictstr, schema
+    from tracekit.tables.parts import stage_parts
+
+    if long_text:  # every name counts as long repeated text: written from Categorical values
+        monkeypatch.setattr(dictstr, "DICT_MIN_BYTES", 1)
+        monkeypatch.setattr(dictstr, "DICT_MIN_AVG", 1)
+    empty = schema.empty("launches").drop("trace_id")
+    parts = [
+        pl.concat([empty, pl.DataFrame({"name": ["k" * 50] * 3, "start_ns": [1, 2, 3]})], how="diagonal_relaxed"),
+        empty,  # (an empty part is skipped)
+        pl.concat([empty, pl.DataFrame({"name": ["m"], "start_ns": [4]})], how="diagonal_relaxed"),
+    ]
+    assert stage_parts(tmp_path, "launches", iter(parts)) == 4
+    path = tmp_path / "launches" / "data.parquet"
+    assert pq.ParquetFile(path).metadata.num_row_groups == 2  # one a part with rows
+    assert (b"ARROW:schema" in (pq.ParquetFile(path).metadata.metadata or {})) != long_text  # none with dictionaries
+    got = pl.read_parquet(path)
+    assert got.schema == empty.schema  # text read back as text, not Categorical
+    assert_frame_equal(got, pl.concat(parts))
+    assert stage_parts(tmp_path, "kernels", iter([])) == 0  # an empty table still gets its file
+    assert (
+        pl.read_parquet(tmp_path / "kernels" / "data.parquet").schema == schema.empty("kernels").drop("trace_id").schema
+    )

@@ -23,7 +23,7 @@ from typing import Any
 from tracekit.conventions import OPTIONAL_TABLES
 from tracekit.sources.kineto.loader import read_kineto
 from tracekit.sources import guard
-from tracekit.sources.nsys.ingest import _write as write_parts  # the chunked Parquet writer
+from tracekit.tables.parts import stage_parts
 from tracekit.tables.staging import discard_staging, open_staging, writing
 from tracekit.tables.trace import commit_with_meta
 from tracekit.tables.ids import make_trace_id
@@ -54,7 +54,7 @@ def ingest_kineto(
                     if first is None:  # written only with rows
                         continue
                     parts = itertools.chain([first], parts)
-                write_parts(staging, name, parts, tid)  # one Parquet row group a part
+                stage_parts(staging, name, parts)  # one Parquet row group a part
                 release_heap()
             meta = reading.meta()
         shutil.rmtree(spill, ignore_errors=True)

@@ -2,10 +2,11 @@
 
 The streamed ingest spills each built batch of a table to an Arrow IPC file (``Collector``). What
 needs the whole table — duplicates, the row ids, the nesting of ops and regions — is worked out
-on a slim read of it (the duplicate-key hash, the times and the nesting keys: 48 bytes a row,
-not the ~270 of a finished op); the files are then read back one at a time, their rows kept or
-dropped, the time base added and the ids, depths and parents of the slim pass attached, and the
-rows handed on in parts of about :data:`PART_ROWS`. The parts, one after another, equal
+on a slim read of it (the duplicate-key hash, the times and the nesting keys: 32–48 bytes a row,
+not the ~270 of a finished op; the native nesting then needs about as much again); the files are
+then read back one at a time, their rows kept or dropped, the time base added and the ids, depths
+and parents of the slim pass attached, and the rows handed on in parts of about
+:data:`PART_ROWS`. The parts, one after another, equal
 :func:`tracekit.sources.kineto.reading.finish.finish_table` of the whole table (tested): same
 rows, same order (file order), same ids and counts.
 
@@ -90,7 +91,7 @@ def finish_parts(files: list[Path], table: str, base_ns: int, dropped: Counter[s
 
 
 def _fits_32_bits(slim: pl.DataFrame, columns: list[str]) -> bool:
-    """Whether ``columns`` hold no nulls and only values in [0, 2^31): then ``pid << 32 | tid``
+    """Whether ``columns`` hold no nulls and only values in [0, 2^31): then ``pid * 2^32 + tid``
     tells the threads apart as the pair does (the nesting groups by equal keys only)."""
     ok = [pl.col(c).is_not_null().all() & (pl.col(c).min() >= 0) & (pl.col(c).max() < (1 << 31)) for c in columns]
     return slim.height > 0 and all(slim.select(ok).row(0))
