@@ -1,4 +1,4 @@
-"""The streamed Kineto ingest finishes a table in parts (tracekit/sources/kineto/reading/spilled.py,
+"""The streamed Kineto ingest finishes a table in parts (tracekit/sources/kineto/reading/finish.py,
 memory.py's ``memory_parts``): duplicates found across spilled batches, ops nested across the
 batch edges, the row ids continued from part to part, the memory table sorted window by window.
 Values worked out by hand, and the whole against ``load_kineto``."""
@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
 from tracekit.sources.kineto import tables as kineto_tables
-from tracekit.sources.kineto.ingest import ingest_kineto
+from tracekit.sources.kineto.ingest import ingest_kineto, stage_parts
 from tracekit.sources.kineto.loader import load_kineto, read_kineto
 from tracekit.sources.kineto.reading import memory as kineto_memory
-from tracekit.sources.kineto.reading import spilled, window
+from tracekit.sources.kineto.reading import finish as kineto_finish
+from tracekit.sources.kineto.reading import window
+from tracekit.tables import dictstr, schema
 from tracekit.tables.trace import read_dataset
 
 BASE_NS = 1_000_000_000
@@ -61,7 +64,7 @@ def _trace(path: Path, tid2: int = 2) -> Path:
 def tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(window, "CHUNK_BYTES", 64)  # a window (and batch) per event or two
     monkeypatch.setattr(kineto_tables, "PENDING_ROWS", 1)  # native windows built one by one
-    monkeypatch.setattr(spilled, "PART_ROWS", 2)
+    monkeypatch.setattr(kineto_finish, "PART_ROWS", 2)
     monkeypatch.setattr(kineto_memory, "PART_ROWS", 2)
 
 
@@ -143,11 +146,6 @@ def test_memory_far_out_of_order_sorted_whole(tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.parametrize("long_text", [False, True])
 def test_stage_parts_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long_text: bool) -> None:
-    import pyarrow.parquet as pq
-
-    from tracekit.tables import dictstr, schema
-    from tracekit.tables.parts import stage_parts
-
     if long_text:  # every name counts as long repeated text: written from Categorical values
         monkeypatch.setattr(dictstr, "DICT_MIN_BYTES", 1)
         monkeypatch.setattr(dictstr, "DICT_MIN_AVG", 1)

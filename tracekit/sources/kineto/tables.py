@@ -19,11 +19,10 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.tables.staging import writing
 from tracekit.sources.kineto.reading import columns as kc
-from tracekit.sources.kineto.reading.finish import finish_table
+from tracekit.sources.kineto.reading.finish import finish_parts, finish_table, in_file_order
 from tracekit.sources.kineto.reading.frames import attr_list, built_frame, native_frame, prepare
 from tracekit.sources.kineto.reading.native import Window
 from tracekit.sources.kineto.reading.memory import built_memory, finish_memory, memory_parts
-from tracekit.sources.kineto.reading.spilled import finish_parts, in_file_order
 from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, MEMORY, META, ROUTE_PH_CAT, TABLE_NAMES
 
 _PH_CAT = attrgetter("ph", "cat")
@@ -217,7 +216,7 @@ class Collector:
     def finish_in_parts(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, Iterator[pl.DataFrame]]]:
         """As :meth:`finish_each`, each table in parts (read the parts of one table before asking
         for the next): a spilled table in file order is finished from a slim read of it, then one
-        file at a time (``reading/spilled.py``), never held whole; others as one part."""
+        file at a time (``reading/finish.py``), never held whole; others as one part."""
         self._build_pending()
         for name in TABLE_NAMES:
             files = self.spilled[name]
