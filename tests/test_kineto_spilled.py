@@ -166,3 +166,31 @@ def test_stage_parts_row_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert (
         pl.read_parquet(tmp_path / "kernels" / "data.parquet").schema == schema.empty("kernels").drop("trace_id").schema
     )
+
+
+def test_batches_out_of_file_order_finished_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A pid given as text is left by the native scanner to Python, whose batch is spilled before
+    # the scanner's pending windows: the batches are out of file order, so the table is finished
+    # whole (as load_kineto does), and C keeps its place and its parent A.
+    monkeypatch.setattr(window, "CHUNK_BYTES", 64)
+    events = [
+        op("A", 1, 0, 100, 1),
+        op("B", 1, 10, 20, 2),
+        {**op("C", 1, 30, 90, 3), "pid": "1"},
+        op("D", 1, 40, 50, 4),
+    ]
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": events}, indent=1))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    reading = read_kineto(src, "t", spill_dir=spill)
+    reading.col._build_pending()
+    if len(reading.col.spilled["ops"]) > 1:  # (the pure path builds every batch in order)
+        assert not kineto_finish.in_file_order(reading.col.spilled["ops"])
+    ops = pl.concat(list(dict(reading.table_parts())["ops"]))
+    assert ops["name"].to_list() == ["A", "B", "C", "D"]
+    assert ops["parent_id"].to_list() == [None, 0, 0, 2]
+    meta, _ = ingest_kineto(src, tmp_path / "ds")
+    assert_frame_equal(
+        read_dataset(tmp_path / "ds").table("ops"), load_kineto(src).table("ops"), check_column_order=False
+    )
