@@ -18,6 +18,7 @@ import itertools
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,9 @@ def ingest_kineto(
 def stage_parts(staging: Path, table: str, parts: Iterator[pl.DataFrame]) -> int:
     """Write ``parts`` (frames of ``table``'s canonical columns; ``trace_id`` is dropped) as the
     staged partition ``staging/<table>``; an empty table still gets a file. Returns the rows
-    written. Output errors are DatasetErrors (:func:`~tracekit.tables.staging.writing`)."""
+    written. Each part is encoded and written in a thread while the next one is made (pyarrow
+    releases the GIL): one write in flight at most. Output errors are DatasetErrors
+    (:func:`~tracekit.tables.staging.writing`)."""
     out = staging.parent
     target = schema.empty(table).drop("trace_id").to_arrow().schema
     with writing(out):
@@ -94,39 +97,57 @@ def stage_parts(staging: Path, table: str, parts: Iterator[pl.DataFrame]) -> int
     long: list[str] = []
     rows = 0
     try:
-        for part in parts:
-            if part.height == 0:
-                continue
-            frame = part.drop("trace_id", strict=False)
-            if writer is None:
-                long = long_text_columns(frame)
-                target = _with_dictionaries(target, long)
-                with writing(out):
-                    writer = pq.ParquetWriter(
-                        path,
-                        target,
-                        compression="zstd",
-                        compression_level=PARQUET_ZSTD_LEVEL,
-                        use_dictionary=_dictionary_columns(frame),
-                        store_schema=not long,  # dictionary columns read back as text, not Categorical
-                    )
-            if long:  # one chunk: with a dictionary per chunk pyarrow wrote each row's value
-                frame = frame.rechunk().with_columns(pl.col(c).cast(pl.Categorical()) for c in long)
-            arrow = frame.to_arrow()
-            with writing(out):
-                writer.write_table(arrow.cast(target) if arrow.schema != target else arrow)
-            rows += frame.height
+        with ThreadPoolExecutor(1, thread_name_prefix="tracekit-parquet-write") as pool:
+            flight: Future[None] | None = None
+            for part in parts:
+                if part.height == 0:
+                    continue
+                frame = part.drop("trace_id", strict=False)
+                if writer is None:
+                    writer, long, target = _open_writer(path, target, frame, out)
+                if long:  # one chunk: with a dictionary per chunk pyarrow wrote each row's value
+                    frame = frame.rechunk().with_columns(pl.col(c).cast(pl.Categorical()) for c in long)
+                arrow = frame.to_arrow()
+                if flight is not None:
+                    flight.result()  # (its error raised here)
+                flight = pool.submit(_write, writer, arrow.cast(target) if arrow.schema != target else arrow, out)
+                rows += frame.height
+            if flight is not None:
+                flight.result()
         with writing(out):
             if writer is None:
                 pq.write_table(pa.Table.from_batches([], schema=target), path, compression="zstd")
             else:
                 writer.close()
     except BaseException:
-        if writer is not None:
+        if writer is not None:  # (the write in flight has ended: the pool waited for it)
             with suppress(Exception):  # the error on its way out matters, not this one
                 writer.close()
         raise
     return rows
+
+
+def _open_writer(
+    path: Path, target: pa.Schema, first: pl.DataFrame, out: Path
+) -> tuple[pq.ParquetWriter, list[str], pa.Schema]:
+    """The writer of a partition, its long text columns and its Arrow schema, from its first part."""
+    long = long_text_columns(first)
+    target = _with_dictionaries(target, long)
+    with writing(out):
+        writer = pq.ParquetWriter(
+            path,
+            target,
+            compression="zstd",
+            compression_level=PARQUET_ZSTD_LEVEL,
+            use_dictionary=_dictionary_columns(first),
+            store_schema=not long,  # dictionary columns read back as text, not Categorical
+        )
+    return writer, long, target
+
+
+def _write(writer: pq.ParquetWriter, arrow: pa.Table, out: Path) -> None:
+    with writing(out):
+        writer.write_table(arrow)
 
 
 def _with_dictionaries(target: pa.Schema, columns: list[str]) -> pa.Schema:
