@@ -69,8 +69,9 @@ def _landed(bar: Bar, r: Ingested) -> None:
         bar.write(_line(r))
         if r.streamed:
             bar.write(
-                f"{r.path}: streamed (read window by window; each table is finished whole, so memory follows "
-                "the largest table); derived tables not stored (the first analysis computes them)"
+                f"{r.path}: streamed (read window by window; each table is finished in parts, so memory "
+                "follows a few columns of the largest table); derived tables not stored (the first analysis "
+                "computes them)"
             )
     bar.update(1, detail=Path(r.path).name)
 

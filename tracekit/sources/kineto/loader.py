@@ -83,19 +83,45 @@ class KinetoReading:
     def tables(self) -> Iterator[tuple[str, pl.DataFrame]]:
         link = self.col.launch_flow_ids()
         for name, df in self.col.finish_each(self.base, self.trace_id):
-            self._note(name, df, link)
+            self._note(
+                name,
+                df.group_by("kind").len() if name in ("kernels", "regions") else None,
+                df.height,
+                int(df["correlation"].is_in(link.implode()).sum()) if name == "kernels" and df.height else 0,
+            )
             yield name, df
             del df  # the caller may have stored and dropped it: do not keep it alive here
         self._done = True
 
-    def _note(self, name: str, df: pl.DataFrame, link: pl.Series) -> None:
+    def table_parts(self) -> Iterator[tuple[str, Iterator[pl.DataFrame]]]:
+        """As :meth:`tables`, each table in parts (bounded memory when its batches were spilled):
+        read every part of a table before asking for the next table."""
+        link = self.col.launch_flow_ids()  # sorted: searched, not hashed (no hash table per part)
+        for name, parts in self.col.finish_in_parts(self.base, self.trace_id):
+            yield name, self._noted(name, parts, link)
+        self._done = True
+
+    def _noted(self, name: str, parts: Iterator[pl.DataFrame], link: pl.Series) -> Iterator[pl.DataFrame]:
+        kinds: list[pl.DataFrame] = []
+        height = linked = 0
+        for df in parts:
+            height += df.height
+            if name in ("kernels", "regions"):
+                kinds.append(df.group_by("kind").len())
+            if name == "kernels" and df.height:
+                linked += _found(df["correlation"].drop_nulls(), link)
+            yield df
+            del df
+        self._note(name, pl.concat(kinds) if kinds else None, height, linked)
+
+    def _note(self, name: str, kinds: pl.DataFrame | None, height: int, linked: int) -> None:
         """What meta says of a finished table: its height, kinds, launch-linked activities."""
-        self.heights[name] = df.height
-        if name in ("kernels", "regions"):
-            for kind, n in df.group_by("kind").len().sort("kind").iter_rows():
+        self.heights[name] = height
+        if kinds is not None:
+            for kind, n in kinds.group_by("kind").agg(pl.col("len").sum()).sort("kind").iter_rows():
                 self.kinds[str(kind)] = int(n)
-        if name == "kernels" and df.height:
-            self.linked = int(df["correlation"].is_in(link.implode()).sum())
+        if name == "kernels":
+            self.linked = linked
 
     def meta(self) -> dict[str, Any]:
         assert self._done, "meta() needs every table finished (duplicates are counted there)"
@@ -155,6 +181,14 @@ class KinetoReading:
 
 
 _KERNEL_KINDS = set(KERNEL_CATS.values())
+
+
+def _found(values: pl.Series, ordered: pl.Series) -> int:
+    """How many of ``values`` (no nulls) ``ordered`` (sorted, no nulls) holds."""
+    if ordered.is_empty() or values.is_empty():
+        return 0
+    at = ordered.search_sorted(values).clip(upper_bound=ordered.len() - 1)
+    return int((ordered.gather(at) == values).sum())
 
 
 def read_kineto(

@@ -19,10 +19,10 @@ import polars as pl
 from tracekit.tables import schema
 from tracekit.tables.staging import writing
 from tracekit.sources.kineto.reading import columns as kc
-from tracekit.sources.kineto.reading.finish import finish_table
+from tracekit.sources.kineto.reading.finish import finish_parts, finish_table, in_file_order
 from tracekit.sources.kineto.reading.frames import attr_list, built_frame, native_frame, prepare
 from tracekit.sources.kineto.reading.native import Window
-from tracekit.sources.kineto.reading.memory import built_memory, finish_memory
+from tracekit.sources.kineto.reading.memory import built_memory, finish_memory, memory_parts
 from tracekit.sources.kineto.routes import FLOW, LAUNCH_FLOW_CATS, MEMORY, META, ROUTE_PH_CAT, TABLE_NAMES
 
 _PH_CAT = attrgetter("ph", "cat")
@@ -39,7 +39,7 @@ class Collector:
         # and read back one table at a time by finish_each (bounded-memory ingest).
         self.frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLE_NAMES}
         self.spill_dir = spill_dir
-        self.spilled: dict[str, list[Path]] = {t: [] for t in TABLE_NAMES}
+        self.spilled: dict[str, list[Path]] = {t: [] for t in (*TABLE_NAMES, "memory")}
         self.flow_counts: Counter[tuple[str, str]] = Counter()  # (cat, ph) of flow events
         self.flow_ids: list[pl.Series] = []  # ids of CPU→GPU launch flows (= launch correlations)
         self.flow_cats: set[str] = set()  # launch-flow categories seen
@@ -103,7 +103,7 @@ class Collector:
                     )
                 )
             elif i == MEMORY:
-                self.memory.append(built_memory(rows, order[i], self.notes))
+                self._add_memory(built_memory(rows, order[i], self.notes))
             elif len(self.threads) < MAX_THREADS:
                 self._metadata(rows, order[i])
 
@@ -138,7 +138,7 @@ class Collector:
                 self._append(name, prepare(native_frame(name, df), name, self.dropped).rechunk())
         self.pending = {t: [] for t in TABLE_NAMES}
         if self.pending_memory:
-            self.memory.append(_offset_concat(self.pending_memory).rechunk())
+            self._add_memory(_offset_concat(self.pending_memory).rechunk())
             self.pending_memory = []
         self.pending_rows = 0
 
@@ -176,6 +176,12 @@ class Collector:
                 if len(self.threads) >= MAX_THREADS:
                     return
 
+    def _add_memory(self, frame: pl.DataFrame) -> None:
+        if self.spill_dir is None:
+            self.memory.append(frame)
+        else:
+            self._append("memory", frame)
+
     def _append(self, name: str, frame: pl.DataFrame) -> None:
         if self.spill_dir is None:
             self.frames[name].append(frame)
@@ -193,9 +199,11 @@ class Collector:
         self.flow_ids.append(launch["id"].drop_nulls())
 
     def launch_flow_ids(self) -> pl.Series:
-        """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id)."""
+        """Distinct ids of the CPU→GPU launch flows (each is a launch correlation id), sorted."""
         self._flush_flows()
-        return pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique()
+        ids = pl.concat([pl.Series("id", [], dtype=pl.Int64()), *self.flow_ids]).unique().sort()
+        self.flow_ids = [ids]  # kept once, distinct and sorted (what is asked again gives the same)
+        return ids
 
     def finish_each(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, pl.DataFrame]]:
         """Table by table: concatenate its batches (read back when spilled), drop duplicates,
@@ -203,9 +211,28 @@ class Collector:
         self._build_pending()
         for name in TABLE_NAMES:
             yield name, self._finish(name, base_ns, trace_id, self.dropped)
+        yield "memory", self._finish_memory(base_ns, trace_id)
+
+    def finish_in_parts(self, base_ns: int, trace_id: str) -> Iterator[tuple[str, Iterator[pl.DataFrame]]]:
+        """As :meth:`finish_each`, each table in parts (read the parts of one table before asking
+        for the next): a spilled table in file order is finished from a slim read of it, then one
+        file at a time (``reading/finish.py``), never held whole; others as one part."""
+        self._build_pending()
+        for name in TABLE_NAMES:
+            files = self.spilled[name]
+            if files and not self.frames[name] and in_file_order(files):
+                self.spilled[name] = []
+                parts = finish_parts(files, name, base_ns, self.dropped)
+                yield name, (schema.conform(p, name, trace_id) for p in parts)
+            else:
+                yield name, iter([self._finish(name, base_ns, trace_id, self.dropped)])
+        files, self.spilled["memory"] = self.spilled["memory"], []
+        yield "memory", memory_parts(files, base_ns, trace_id, self.dropped)
+
+    def _finish_memory(self, base_ns: int, trace_id: str) -> pl.DataFrame:
         parts = [m.sort("_ev") if not m["_ev"].is_sorted() else m for m in self.memory]
         self.memory = []
-        yield "memory", finish_memory(parts, base_ns, trace_id, self.dropped)
+        return finish_memory(parts, base_ns, trace_id, self.dropped)
 
     def _finish(self, name: str, base_ns: int, trace_id: str, dropped: Counter[str]) -> pl.DataFrame:
         parts = self.frames[name] or [pl.read_ipc(f) for f in self.spilled[name]]

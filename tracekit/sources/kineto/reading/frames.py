@@ -90,7 +90,7 @@ def _valid(df: pl.DataFrame, dropped: Counter[str], what: str) -> pl.LazyFrame:
 
 def prepare(df: pl.DataFrame, table: str, dropped: Counter[str]) -> pl.DataFrame:
     """Per batch: validity, derived columns, a hash of the duplicate key, and names as
-    Categorical (repeated names are then stored once; see ``_shared_strings``). One query after
+    Categorical (repeated names are then stored once; see ``finish.shared_strings``). One query after
     the validity counts."""
     lf = _valid(df, dropped, WHAT[table])
     if table == "kernels":

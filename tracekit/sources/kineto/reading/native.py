@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from tracekit.tables.intervals import SIBLING_PASSES, sibling_ends
+from tracekit.tables.intervals import SIBLING_PASSES
 from tracekit.sources.kineto.reading.scanraw import (  # noqa: F401 - re-exported: tests and the loader use them from here
     CLOSED,
     N_GROUPS,
@@ -186,11 +186,28 @@ def nest(
         return out["depth"], parent.set(parent < 0, None)
 
     depth, parent = once(end)
-    rows = pl.int_range(n, dtype=pl.Int64(), eager=True)
     for _ in range(SIBLING_PASSES if sibling_ns > 0 else 0):
-        ends = sibling_ends(rows, start, end, parent, sibling_ns)
+        ends = row_sibling_ends(start, end, parent, sibling_ns)
         if ends is None:
             break
         end = ends
         depth, parent = once(end)
     return depth, parent
+
+
+def row_sibling_ends(start: pl.Series, end: pl.Series, parent: pl.Series, sibling_ns: int) -> pl.Series | None:
+    """:func:`tracekit.tables.intervals.sibling_ends` where the ids are the row numbers (as here):
+    each parent's end gathered by its row, not joined by id (a join's hash table and frames were
+    the nesting's peak: ~100 bytes a row). Same result."""
+    parent_end = end.gather(parent)  # a null parent gathers null
+    bad = (parent_end > start) & (parent_end < end) & (parent_end - start < sibling_ns)
+    clip = (
+        pl.DataFrame({"_p": parent, "_s": start})
+        .filter(bad.fill_null(False))
+        .group_by("_p")
+        .agg(pl.col("_s").min().alias("_new"))
+    )
+    if clip.height == 0:
+        return None
+    new = clip.select("_p", pl.min_horizontal(end.gather(clip["_p"]), "_new").alias("_e"))
+    return end.clone().scatter(new["_p"], new["_e"])
