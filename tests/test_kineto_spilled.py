@@ -16,7 +16,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tracekit.sources.kineto import tables as kineto_tables
-from tracekit.sources.kineto.ingest import ingest_kineto, stage_parts
+from tracekit.sources.kineto.ingest import ingest_kineto
+from tracekit.tables.parts import stage_parts
 from tracekit.sources.kineto.loader import load_kineto, read_kineto
 from tracekit.sources.kineto.reading import memory as kineto_memory
 from tracekit.sources.kineto.reading import finish as kineto_finish

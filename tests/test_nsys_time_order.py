@@ -177,7 +177,7 @@ def test_export_not_in_start_order_is_read_sorted(
 def test_a_failed_parquet_write_is_a_dataset_error(
     shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chunks are written in a thread while the next is read (nsys/ingest.py _OneWrite): a write
+    """Chunks are written in a thread while the next is read (tables/parts.py stage_parts): a write
     that fails there (here the 3rd one: disk full) still stops the ingest with one DatasetError,
     leaves no trace in the dataset and no thread behind."""
     import errno

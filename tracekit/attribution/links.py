@@ -230,15 +230,7 @@ def ancestors(tree: pl.DataFrame, of: pl.Series | None = None) -> pl.DataFrame:
     """(region_id, ancestor_id, level): each region (of those in ``of``, when given) with itself
     (level 0) and every ancestor. Rows: those regions × their depth, so callers pass the few
     regions they read (the innermost regions of activities), not the whole tree."""
-    t = tree.lazy()
-    start = t if of is None else t.filter(pl.col("region_id").is_in(of.implode()))
-    parent, frontier = pl.collect_all(
-        [
-            t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
-            start.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
-        ],
-        engine="in-memory",
-    )
+    parent, frontier = _walk_start(tree, of)
     parts = [frontier]
     for _ in range(tree.height):  # one query per nesting level
         frontier = _up(frontier, parent)
@@ -256,15 +248,7 @@ def nearest_ancestor(
     is in ``hit``; regions with none are left out. The same rows as :func:`ancestors` filtered to
     ``hit`` and cut to the first per region, but walked one level at a time holding only the
     regions not yet answered (at most one row per region, never regions × depth)."""
-    t = tree.lazy()
-    start = t if of is None else t.filter(pl.col("region_id").is_in(of.implode()))
-    parent, frontier = pl.collect_all(
-        [
-            t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
-            start.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
-        ],
-        engine="in-memory",
-    )
+    parent, frontier = _walk_start(tree, of)
     found = [frontier.clear()]
     hits = hit.implode()
     for level in range(tree.height + 1):  # one query per nesting level
@@ -278,6 +262,21 @@ def nearest_ancestor(
         if frontier.height == 0:
             break
     return pl.concat(found).sort("region_id")
+
+
+def _walk_start(tree: pl.DataFrame, of: pl.Series | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The walks' parent links (region_id, ``_next``) and level 0: each region (of those in ``of``,
+    when given) as its own ancestor."""
+    t = tree.lazy()
+    start = t if of is None else t.filter(pl.col("region_id").is_in(of.implode()))
+    parent, frontier = pl.collect_all(
+        [
+            t.select("region_id", pl.col("parent_id").alias("_next")).drop_nulls(),
+            start.select("region_id", pl.col("region_id").alias("ancestor_id"), pl.lit(0, pl.Int32).alias("level")),
+        ],
+        engine="in-memory",
+    )
+    return parent, frontier
 
 
 def _up(frontier: pl.DataFrame, parent: pl.DataFrame) -> pl.DataFrame:
