@@ -89,9 +89,10 @@ def test_dataset_analysis_prints_the_file_analysis(tmp_path: Path) -> None:
 def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     # commands/analyze.analysis_allocator: a dataset of >= 4 MiB of canonical Parquet (all traces) is
     # analysed with one jemalloc arena per CPU and pages returned after 0.5 s; a smaller dataset,
-    # derived tables and stored results not counted, or a trace file: polars' default (None).
+    # derived tables and stored results not counted: polars' default (None). A trace file of
+    # >= 64 MiB (a .gz: its size times 10, about what it inflates to) takes the same setting.
     from tracekit.commands.analyze import analysis_allocator
-    from tracekit.tuning import BIG_DATASET_BYTES
+    from tracekit.tuning import BIG_DATASET_BYTES, BIG_TRACE_BYTES, GZIP_RATIO
 
     ds = tmp_path / "ds"
     (ds / "meta" / "trace_id=a").mkdir(parents=True)
@@ -111,8 +112,21 @@ def test_analysis_allocator_for_big_datasets_only(tmp_path: Path) -> None:
     assert analysis_allocator(str(ds), cpus=1) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
     assert analysis_allocator(str(ds), cpus=8) == "narenas:4,dirty_decay_ms:500,muzzy_decay_ms:0"
     trace = tmp_path / "t.json"
-    trace.write_bytes(b" " * (5 << 20))
+    with open(trace, "wb") as f:
+        f.truncate(5 << 20)
     assert analysis_allocator(str(trace), cpus=3) is None
+    assert (BIG_TRACE_BYTES, GZIP_RATIO) == (64 << 20, 10)
+    with open(trace, "wb") as f:
+        f.truncate(64 << 20)  # 64 MiB: big
+    assert analysis_allocator(str(trace), cpus=3) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
+    gz = tmp_path / "t.json.gz"
+    with open(gz, "wb") as f:
+        f.truncate(7 << 20)  # 7 MiB gzipped: about 70 MiB of JSON
+    assert analysis_allocator(str(gz), cpus=3) == "narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0"
+    with open(gz, "wb") as f:
+        f.truncate(6 << 20)  # about 60 MiB: not
+    assert analysis_allocator(str(gz), cpus=3) is None
+    assert analysis_allocator(str(tmp_path / "missing.json"), cpus=3) is None
 
 
 def test_json_document_printed_in_pieces(monkeypatch: pytest.MonkeyPatch) -> None:

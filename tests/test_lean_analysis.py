@@ -109,3 +109,30 @@ def test_tables_read_settled_a_column_at_a_time(shared_traces: Path, tmp_path: P
             whole = whole.filter(analysis_rows()[table])
         for c in cols:
             assert lean.table(table)[c].equals(whole[c]), (table, c)
+
+
+def test_steps_start_with_what_they_read(shared_traces: Path) -> None:
+    # pipeline.start: a trace read whole (analyze FILE) starts the steps holding only what they read,
+    # the columns and rows of a dataset's lean read: nccl_data's 8,740 launches keep the 109 the idle
+    # causes and cold windows read (84 cudaStreamWaitEvent, 24 cudaEventSynchronize, 1
+    # cudaDeviceSynchronize); the activities lose the graph id and the words of their links; the op
+    # costs keep the op columns, shapes and costs (not the trace id, the ids of the op's sequence,
+    # the input types, strides and concrete inputs, or the cost note).
+    from tracekit.analysis.pipeline import Settings, prepare, start
+
+    x = prepare(tracekit.load(str(shared_traces / "kineto/hta/nccl_parser_config/nccl_data.json.gz")))
+    assert x.launches is not None and x.launches.height == 8_740
+    assert {"graph_id", "op_link", "region_name", "region_via", "trace_id", "input_types"} <= {
+        *x.activities.columns,
+        *x.costs.columns,
+    }
+    state = start(x, Settings())
+    counts = dict(state.launches.group_by("name").len().iter_rows())
+    assert counts == {"cudaStreamWaitEvent": 84, "cudaEventSynchronize": 24, "cudaDeviceSynchronize": 1}
+    assert not {"graph_id", "op_link", "region_name", "region_via"} & set(state.activities.columns)
+    assert {"launch_name", "op_id", "region_id", "copy_bytes", "unattributed_reason"} <= set(state.activities.columns)
+    assert state.costs.columns == [
+        *("op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id", "input_dims"),
+        *("flops", "bytes", "cost_model", "dtype", "covered"),
+    ]
+    assert x.launches is None and x.costs.height == 0  # moved into the state, not held twice

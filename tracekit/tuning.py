@@ -29,16 +29,32 @@ RETURN_PAGES = "dirty_decay_ms:0,muzzy_decay_ms:0"
 # - an analysis of a dataset this large (canonical Parquet bytes, all traces) keeps one arena per
 #   two CPUs and returns pages after 0.5 s: the transients of its steps no longer pile up in the peak.
 BIG_DATASET_BYTES = 4 << 20
+# - and of a trace file this large (its bytes; a gzipped one's times GZIP_RATIO): reading it whole
+#   leaves freed pages that the analysis's transients would pile on.
+BIG_TRACE_BYTES = 64 << 20
+GZIP_RATIO = 10
 
 
-def analysis_setting(dataset_bytes: int | None, cpus: int | None = None) -> str | None:
-    """The allocator setting for analysing a dataset of ``dataset_bytes`` of canonical Parquet (None:
-    a trace file): one arena per two CPUs (at least one), freed pages kept 0.5 s and then returned
-    (``muzzy_decay_ms:0``); polars' jemalloc 5.3 default keeps 4 arenas per CPU and lazily freed
-    pages that still count in RSS for 1 s more. None for a trace file or a smaller dataset."""
-    if dataset_bytes is None or dataset_bytes < BIG_DATASET_BYTES:
+def analysis_setting(dataset_bytes: int | None, cpus: int | None = None, trace_bytes: int | None = None) -> str | None:
+    """The allocator setting for analysing a dataset of ``dataset_bytes`` of canonical Parquet, or a
+    trace file of ``trace_bytes`` (inflated, as :func:`trace_size` gives them): one arena per two
+    CPUs (at least one), freed pages kept 0.5 s and then returned (``muzzy_decay_ms:0``); polars'
+    jemalloc 5.3 default keeps 4 arenas per CPU and lazily freed pages that still count in RSS for
+    1 s more. None for a smaller input."""
+    big = (dataset_bytes or 0) >= BIG_DATASET_BYTES or (trace_bytes or 0) >= BIG_TRACE_BYTES
+    if not big:
         return None
     return f"narenas:{max(1, (cpus or os.cpu_count() or 1) // 2)},dirty_decay_ms:500,muzzy_decay_ms:0"
+
+
+def trace_size(path: str) -> int | None:
+    """About how many bytes the trace file at ``path`` holds once inflated (a ``.gz`` file's size times
+    :data:`GZIP_RATIO`); None where it is not a regular file."""
+    try:
+        size = os.stat(path).st_size
+    except (OSError, ValueError):
+        return None
+    return size * GZIP_RATIO if path.endswith(".gz") else size
 
 
 def user_setting(value: str | None) -> bool:

@@ -45,9 +45,9 @@ from tracekit.analysis.result import AnalysisResult
 from tracekit.analysis.runner import Step, check, execute
 from tracekit.analysis.serving.latency import Slo, read_sidecar
 from tracekit.analysis.serving.step_cost import kv_shape
-from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, read_derived
+from tracekit.analysis.store.derived import ANALYSIS_ACTIVITY_COLUMNS, analysis_rows, read_derived
 from tracekit.analysis.verdict import Thresholds
-from tracekit.attribution.core import attribute
+from tracekit.attribution.core import ACTIVITY_COLUMNS, attribute
 from tracekit.costmodel.model import kv_from_config, model_notes
 from tracekit.costmodel.ops import trace_costs
 from tracekit.labels.phases import unread_step_names
@@ -233,10 +233,22 @@ def run(x: Inputs, s: Settings, steps: tuple[Step, ...] = STEPS) -> AnalysisResu
 
 
 def start(x: Inputs, s: Settings) -> State:
-    """The state before the first step: ``x``'s and ``s``'s fields (``x``'s frames moved out of it)."""
+    """The state before the first step: ``x``'s and ``s``'s fields (``x``'s frames moved out of it),
+    of the activities, op costs and launches only what the steps read: the columns and rows of a
+    dataset's lean read (store/derived.py), which a trace read whole holds more of."""
+    acts, launches = x.activities, x.launches
+    lean = {
+        "activities": acts.drop([c for c in ACTIVITY_COLUMNS if c not in ANALYSIS_ACTIVITY_COLUMNS], strict=False),
+        "costs": x.costs.select([c for c in x.costs.columns if c in st.COSTS_READ]),
+        "launches": launches.filter(analysis_rows()["launches"])
+        if launches is not None and launches.height
+        else launches,
+    }
     state = State()
     state.__dict__.update(vars(x), **vars(s), warnings=list(x.warnings))
+    state.__dict__.update(lean)
     x.activities = x.region_links = x.labels = x.costs = pl.DataFrame()
+    x.launches = None
     return state
 
 

@@ -64,6 +64,9 @@ if TYPE_CHECKING:
 
 ATTR_COLUMNS = ("batch", "ctx", "tokens", "prefill_tokens", "decode_seqs")
 OP_COLUMNS = {"op_id", "name", "pid", "tid", "start_ns", "end_ns", "depth", "parent_id"}
+# The columns of ``costs`` the steps read (the op columns, the shapes, the costs): the analysis
+# holds no others (pipeline.py ``start``).
+COSTS_READ = OP_COLUMNS | {"input_dims", "flops", "bytes", "cost_model", "dtype", "covered"}
 
 
 @step("no_cpu", "warnings")

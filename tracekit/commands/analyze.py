@@ -16,7 +16,7 @@ from tracekit.conventions import TABLES
 from tracekit.report.output import check_out
 from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import analysis_options, lookup
-from tracekit.tuning import analysis_setting, set_before_polars
+from tracekit.tuning import analysis_setting, set_before_polars, trace_size
 
 
 def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
@@ -43,9 +43,9 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
 
 def analysis_allocator(source: str, cpus: int | None = None) -> str | None:
     """The jemalloc setting (``_RJEM_MALLOC_CONF``) for analysing ``source``
-    (:func:`tracekit.tuning.analysis_setting` of its canonical Parquet bytes; None for a trace file)."""
+    (:func:`tracekit.tuning.analysis_setting` of its canonical Parquet bytes, or of a trace file's size)."""
     if not is_dataset(source):
-        return None
+        return analysis_setting(None, cpus, trace_size(source))
     root = Path(source)
     return analysis_setting(sum(f.stat().st_size for t in TABLES for f in root.glob(f"{t}/*/*.parquet")), cpus)
 
