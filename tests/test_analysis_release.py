@@ -1,6 +1,7 @@
 """Memory in the analysis (tracekit/analysis/pipeline.py, "Memory"): ``analyze(trace,
-release=True)`` (what ``tracekit analyze`` calls) empties the trace's kernels and ops once the
-inputs are prepared, and without it never touches the trace; each intermediate frame is taken by
+release=True)`` (what ``tracekit analyze`` calls) empties the trace's kernels and launches once read
+(before the op costs are computed) and its ops once the inputs are prepared, and without it never
+touches the trace; each intermediate frame is taken by
 its last reader; the result is the same either way."""
 
 from __future__ import annotations
@@ -39,6 +40,29 @@ def test_release_empties_kernels_and_ops_with_the_same_result(rel: str, shared_t
     assert released.regions.height == kept.regions.height and released.meta == kept.meta
     if rel == NCCL:  # the communication rows come from the kernels taken before they were released
         assert got.communication.height > 0
+
+
+def test_release_lets_go_of_kernels_and_launches_before_the_costs(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trace file (op costs computed, not stored): with release the cost model runs when the
+    # trace's kernels and launches are already emptied (nccl_data: 3,774 kernels, 8,740 launches,
+    # 14,346 ops), the steps keeping of the launches the 109 they read (test_lean_analysis.py);
+    # the same document either way.
+    seen: list[tuple[int, int, int]] = []
+    real = core.trace_costs
+
+    def spy(trace: Any, acts: Any) -> Any:
+        seen.append((trace.kernels.height, trace.launches.height, trace.ops.height))
+        return real(trace, acts)
+
+    monkeypatch.setattr(core, "trace_costs", spy)
+    kept, released = (tracekit.load(str(shared_traces / NCCL)) for _ in range(2))
+    want = core.analyze(kept).to_json_bytes()
+    assert core.analyze(released, release=True).to_json_bytes() == want
+    assert seen == [(3_774, 8_740, 14_346), (0, 0, 14_346)]
+    assert (released.kernels.height, released.launches.height, released.ops.height) == (0, 0, 0)
+    assert (kept.kernels.height, kept.launches.height, kept.ops.height) == (3_774, 8_740, 14_346)
 
 
 def test_op_columns_let_go_after_the_idle_causes(shared_traces: Path, tmp_path: Path) -> None:

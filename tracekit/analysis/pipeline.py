@@ -16,7 +16,8 @@ Adding an analysis is adding a step to :data:`STEPS`; a test holds this list and
 equal to the tuple. **Memory** is managed by declaration: the runner takes each field out of the
 state before the step that reads it last, so it is freed when that step is done with it.
 ``analyze(trace, release=True)`` is for a caller that hands the trace over (``tracekit analyze``):
-its kernels and ops are emptied once the inputs are prepared; without ``release`` the trace is
+its kernels and launches are emptied once read (before the op costs are computed), its ops once
+the inputs are prepared; without ``release`` the trace is
 never touched.
 """
 
@@ -205,7 +206,7 @@ def analyze(
     A trace read from a dataset reuses the derived tables stored at ingest when they are current
     (tracekit/analysis/store/derived.py; the region labels only without ``phase_map``). Raises
     UsageError for a bad --hardware / --slo / --thresholds. ``release``: the caller hands the
-    trace over; its kernels and ops are emptied once the inputs are prepared (module docstring).
+    trace over; its kernels, launches and ops are emptied as they are read (module docstring).
     ``with_op_work``: fill ``AnalysisResult.op_work`` (device time per op and input shapes, every
     row: what ``tracekit diff`` matches across hardware). ``kernel_map``: an eager trace of the same
     model whose kernels' costs the graph replays' kernels take (--map; tracekit/analysis/kernel_map.py).
@@ -217,11 +218,11 @@ def analyze(
         Slo.parse(slo) if isinstance(slo, str) else slo,
         with_op_work,
     )
-    inputs = prepare(trace, phase_map)
+    inputs = prepare(trace, phase_map, release)
     if kernel_map is not None:
         inputs.kernel_map = map_of(kernel_map)
     if release:
-        trace.kernels, trace.ops = trace.kernels.clear(), trace.ops.clear()
+        trace.ops = trace.ops.clear()
     return run(inputs, settings)
 
 
@@ -236,13 +237,11 @@ def start(x: Inputs, s: Settings) -> State:
     """The state before the first step: ``x``'s and ``s``'s fields (``x``'s frames moved out of it),
     of the activities, op costs and launches only what the steps read: the columns and rows of a
     dataset's lean read (store/derived.py), which a trace read whole holds more of."""
-    acts, launches = x.activities, x.launches
+    acts = x.activities
     lean = {
         "activities": acts.drop([c for c in ACTIVITY_COLUMNS if c not in ANALYSIS_ACTIVITY_COLUMNS], strict=False),
         "costs": x.costs.select([c for c in x.costs.columns if c in st.COSTS_READ]),
-        "launches": launches.filter(analysis_rows()["launches"])
-        if launches is not None and launches.height
-        else launches,
+        "launches": _read_launches(x.launches),
     }
     state = State()
     state.__dict__.update(vars(x), **vars(s), warnings=list(x.warnings))
@@ -287,32 +286,40 @@ def analyze_tables(
     return run(inputs, Settings(hardware, thresholds or Thresholds(), slo))
 
 
-def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
+def prepare(trace: Trace, phase_map: Any = None, release: bool = False) -> Inputs:
     """The inputs of the steps: the trace's attribution, labels and costs (stored or computed), the
     copy bytes of memcpy activities, phases from shapes when nothing names one, and the trace's own
-    facts (device, warnings, KV shape, sidecar, communication, what its format records)."""
+    facts (device, warnings, KV shape, sidecar, communication, what its format records).
+    ``release``: the caller hands the trace over: its kernels and launches (of these, what the steps
+    read is kept) are let go once read, before the op costs are computed (a lower peak)."""
     comm = exposed(trace.kernels)
     trace, acts, links, cpu_only, costs, labels = _attributed(trace, phase_map)
     acts = _with_copy_bytes(acts, trace.kernels, cpu_only)
     comm = with_op_messages(comm, acts, trace.ops)  # collectives whose kernels state no size
+    named = labels
+    shaped = None if (labels["phase"] != "other").any() else phases_from_shapes(trace, acts, labels, links)
+    if shaped is not None:
+        labels, links, _ = shaped
+    memory = memory_events(trace.memory, trace.kernels, trace.ops, trace.regions, cpu_only)
+    features = detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts()
+    launches: pl.DataFrame | None = trace.launches
+    if release:
+        launches = _read_launches(launches)
+        trace.kernels, trace.launches = trace.kernels.clear(), trace.launches.clear()
+    costs = trace_costs(trace, acts) if costs is None else costs
     warnings = [str(w) for w in trace.meta.get("warnings", [])][:20]
     model = trace.meta.get("model")
     # the model's config at this rank's sizes (costmodel/parallel.py); a trace read without its
     # shapes (a dataset's lean read) says nothing of its layout here: the config as given
     rank = rank_model(trace) if model and "input_dims" in trace.ops.columns else None
-    warnings.extend(_notes(trace, acts, costs, labels, rank))
-    if not (labels["phase"] != "other").any():
-        labels, links, note = phases_from_shapes(trace, acts, labels, links)
-        warnings.append(note)
+    warnings.extend([*_notes(trace, acts, costs, named, rank), *([shaped[2]] if shaped else []), *memory.notes])
     trace_info = _trace_info(trace)
-    memory = memory_events(trace.memory, trace.kernels, trace.ops, trace.regions, cpu_only)
-    warnings.extend(memory.notes)
     return Inputs(
         activities=acts,
         region_links=links,
         labels=labels,
         costs=costs,
-        launches=trace.launches,
+        launches=launches,
         cpu_only=cpu_only,
         device_name="CPU" if cpu_only else _device_name(list(trace.meta.get("devices") or [])),
         trace_info=trace_info,
@@ -320,12 +327,17 @@ def prepare(trace: Trace, phase_map: Any = None) -> Inputs:
         kv=_kv(kv_shape(trace.ops, labels), rank or model, warnings),
         sidecar=read_sidecar(trace_info["source"]),
         communication=comm,
-        features=detect_features(trace.kernels, trace.ops, trace.launches, labels, trace.meta).to_dicts(),
+        features=features,
         model=rank or model,
         capabilities=capabilities(trace.meta.get("format")),
         memory=memory,
         device_memory=device_memory(list(trace.meta.get("devices") or []), memory.device),
     )
+
+
+def _read_launches(launches: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Of the launches, the rows the steps read (the lean read's, store/derived.py ``analysis_rows``)."""
+    return launches.filter(analysis_rows()["launches"]) if launches is not None and launches.height else launches
 
 
 def map_of(trace: Trace) -> dict[str, Any]:
@@ -337,10 +349,11 @@ def map_of(trace: Trace) -> dict[str, Any]:
 
 def _attributed(
     trace: Trace, phase_map: Any
-) -> tuple[Trace, pl.DataFrame, pl.DataFrame, bool, pl.DataFrame, pl.DataFrame]:
+) -> tuple[Trace, pl.DataFrame, pl.DataFrame, bool, pl.DataFrame | None, pl.DataFrame]:
     """(trace, activities, region links, cpu_only, op costs, labels): stored at ingest when current
-    and no model config is given now (it changes costs), else computed; a trace read in part whose
-    tables must be computed is read whole first (the trace returned)."""
+    and no model config is given now (it changes costs), else computed (the op costs: None, made
+    by the caller from the trace's ops); a trace read in part whose tables must be computed is read
+    whole first (the trace returned)."""
 
     def stored_of(t: Trace) -> Any:
         return None if t.meta.get("model_option") else read_derived(t, ANALYSIS_ACTIVITY_COLUMNS)
@@ -352,7 +365,7 @@ def _attributed(
     if stored is None:
         att = attribute(trace)
         labels = label_regions(trace, phase_map=phase_map, tree=att.region_tree)
-        return trace, att.activities, att.region_links, bool(att.cpu_only), trace_costs(trace, att.activities), labels
+        return trace, att.activities, att.region_links, bool(att.cpu_only), None, labels
     labels = stored.labels if phase_map is None else label_regions(trace, phase_map=phase_map)
     return trace, stored.activities, stored.region_links, stored.cpu_only, stored.costs, labels
 
