@@ -118,6 +118,10 @@ def split(
     overlapping a piece are the contiguous range [first end > piece start, last start < piece
     end]: two binary searches per piece, no join. Each step is one polars query over columns
     (a small trace pays per query): the packed keys (two, :func:`_packed`), the covered parts, the rest."""
+    if layer.height and pieces.height:  # only the layer rows that can overlap a piece (a block of
+        # regions against the whole device's work: 21 × 1.33 M rows packed and ranked at 4 M events)
+        lo, hi = pieces.select(pl.col("s").min(), pl.col("e").max()).row(0)
+        layer = layer.filter((pl.col("e") > lo) & (pl.col("s") < hi))
     if layer.height == 0 or pieces.height == 0:
         empty_cov = pieces.head(0).with_columns(
             *[pl.lit(None, dtype=layer.schema[c]).alias(c) for c in labels],
