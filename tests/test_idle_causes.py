@@ -369,6 +369,21 @@ def test_split_packed_equals_join_path() -> None:
     assert int((a_cov["e"] - a_cov["s"]).sum()) + int((a_rest["e"] - a_rest["s"]).sum()) == total
 
 
+def test_split_reads_only_the_layer_rows_near_the_pieces() -> None:
+    # idle/intervals.split keeps of the layer only the rows that can overlap a piece (e > the
+    # pieces' first start, s < their last end): piece [100, 200) on device 0 against a [0, 50),
+    # b [120, 150), c [180, 260), d [300, 400): covered b [120, 150) and c [180, 200), the rest
+    # [100, 120) and [150, 180); ``_lj`` numbers the rows kept (b 0, c 1), distinct per layer row as
+    # the culprits' instance counts need.
+    from tracekit.analysis.idle.intervals import split
+
+    p = pl.DataFrame({"region_id": [1], "device": [0], "s": [100], "e": [200]})
+    lay = pl.DataFrame({"device": [0] * 4, "s": [0, 120, 180, 300], "e": [50, 150, 260, 400], "owner": list("abcd")})
+    cov, rest = split(p, lay, ["device"], ["owner"])
+    assert cov.select("s", "e", "owner", "_lj").rows() == [(120, 150, "b", 0), (180, 200, "c", 1)]
+    assert rest.select("s", "e").rows() == [(100, 120), (150, 180)]
+
+
 def test_packed_keys_by_hand() -> None:
     # idle/intervals._packed: group number × (extent) + (t − t0), the group the dense rank of the
     # (pid, tid) struct over pieces then layer. t0 = 10, t1 = 30 → extent 21; groups (1,1) → 1,

@@ -111,8 +111,10 @@ def split(
     pieces: pl.DataFrame, layer: pl.DataFrame, by: list[str], labels: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Cut ``pieces`` (disjoint per region, with ``by`` columns, ``s``, ``e``) by ``layer`` (disjoint
-    intervals per ``by``): (pieces inside the layer, with its ``labels`` and ``_lj`` = the layer
-    row; pieces outside it). Together they cover the input pieces exactly.
+    intervals per ``by``): (pieces inside the layer, with its ``labels`` and ``_lj`` numbering the
+    layer row among those that can overlap a piece (``e`` after the pieces' first start, ``s``
+    before their last end; only these are read); pieces outside it). Together they cover the input
+    pieces exactly.
 
     On group-major packed keys the layer's starts and ends are both sorted, so the layer rows
     overlapping a piece are the contiguous range [first end > piece start, last start < piece
