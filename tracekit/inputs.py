@@ -31,7 +31,7 @@ from tracekit.errors import TracekitError
 # execution_details.json a few KB; a stored result is one analysis document.
 CONFIG_MAX_BYTES: Final = 1 << 20
 DETAILS_MAX_BYTES: Final = 1 << 20
-RESULT_MAX_BYTES: Final = 256 << 20
+RESULT_MAX_BYTES: Final = 256 << 20  # a stored result the text screen decodes whole (JSON is printed in pieces)
 
 _KINDS: Final = (
     (stat.S_ISFIFO, "a FIFO"),

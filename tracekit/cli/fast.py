@@ -1,11 +1,11 @@
 """The ``tracekit`` entry point, and its one shortcut: a stored result printed before click loads.
 
 ``tracekit analyze DATASET --format json`` of a trace analysed before with the same options prints
-the stored document (tracekit/tables/results.py). That takes an interpreter, the lookup and one
-write; click and the command modules would nearly double that. :func:`stored_document`
+the stored document (tracekit/tables/results.py), read and written in pieces. That takes an
+interpreter, the lookup and the writes; click and the command modules would nearly double that. :func:`stored_document`
 recognises only the plainest spelling of that command —
 ``analyze``, one dataset folder, ``--format json`` (or ``--format=json``) in any order, nothing
-else — and returns the stored bytes when the lookup hits. Anything else, a miss included, goes
+else — and returns the stored document when the lookup hits. Anything else, a miss included, goes
 to the click command (:func:`tracekit.cli.main.main`), which parses, checks and reports as always
 and reaches the same stored document for the same command line.
 
@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracekit.tables.results import Stored
 
 
-def stored_document(argv: list[str]) -> bytes | None:
-    """The stored JSON document ``tracekit ARGV`` would print, when ARGV is ``analyze DIR
-    --format json`` (either order; ``--format=json`` too) and DIR is a dataset with a current
-    stored result for those (default) options; None otherwise."""
+def stored_document(argv: list[str]) -> Stored | None:
+    """The stored JSON document ``tracekit ARGV`` would print (read as it is printed), when ARGV is
+    ``analyze DIR --format json`` (either order; ``--format=json`` too) and DIR is a dataset with a
+    current stored result for those (default) options; None otherwise."""
     if len(argv) not in (3, 4) or argv[0] != "analyze":
         return None
     rest = argv[1:]
@@ -52,7 +55,8 @@ def main() -> Any:
         return command()
     status = 0
     try:
-        sys.stdout.buffer.write(doc)
+        for piece in doc.pieces():
+            sys.stdout.buffer.write(piece)
         sys.stdout.flush()
     except BrokenPipeError:  # a reader that stopped early (`| head`): not a failure
         pass
@@ -60,6 +64,10 @@ def main() -> Any:
         if sys.stderr is not None:
             sys.stderr.write(f"tracekit: error: cannot write the output: {exc.strerror or exc}\n")
         status = 8  # tracekit.errors.OutputError (not imported here: this module stays light)
+    except Exception as exc:  # noqa: BLE001 - the entry changed while printed (results.StoredChanged)
+        if sys.stderr is not None:
+            sys.stderr.write(f"tracekit: error: {exc}\n")
+        status = getattr(exc, "exit_code", 1)
     try:
         if sys.stderr is not None:
             sys.stderr.flush()

@@ -13,6 +13,7 @@ from pathlib import Path
 from tracekit.commands.analyze_request import AnalyzeRequest
 from tracekit.commands.output import Lines, Output, Progress, output
 from tracekit.conventions import TABLES
+from tracekit.inputs import RESULT_MAX_BYTES
 from tracekit.report.output import check_out
 from tracekit.tables.layout import is_dataset
 from tracekit.tables.results import analysis_options, lookup
@@ -28,13 +29,15 @@ def analyze(req: AnalyzeRequest, progress: Progress = Lines()) -> Output:
     bounded_allocator(req.source)
     options = analysis_options(req.hardware, req.phase_map, req.slo, req.thresholds)  # the stored results' key
     stored = lookup(req.source, req.trace_id, options) if req.stored else None
-    if stored is not None and req.fmt == "json":  # printed without importing polars
-        return output(stored, req.fmt, out)
+    if stored is not None and req.fmt == "json":  # printed without importing polars, as it is read
+        return output(stored.pieces(), req.fmt, out)
     from tracekit.commands import analyze_compute  # polars: after the allocator
 
-    if stored is not None:
+    if stored is not None and len(stored) > RESULT_MAX_BYTES:  # the screen decodes it whole: recomputed
+        stored.close()
+    elif stored is not None:
         try:  # a stored document that does not render (tampered past its checks) is a miss
-            return output(analyze_compute.screen(stored, req.fmt, req.regions), req.fmt, out)
+            return output(analyze_compute.screen(stored.read(), req.fmt, req.regions), req.fmt, out)
         except Exception:  # noqa: BLE001 - recomputed below, never a traceback
             pass
     body = analyze_compute.compute(req, options if req.stored else None, progress)

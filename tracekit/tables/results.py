@@ -11,7 +11,10 @@ prints it (indented, terminal-safe); then, after the document's last newline, a 
 ``{"size", "blake2b"}`` of the document, checked before it is printed (an entry whose document
 was cut or edited, its check line intact, is a miss: the analysis recomputes it). A hit for
 ``--format json`` therefore writes those bytes as they are — no decoding or re-encoding of a
-document of several MB, one blake2b pass over it (≈ 1 GB/s).
+document of several MB, one blake2b pass over it (≈ 1 GB/s) — and, when it is longer than one
+piece (8 MiB), reads them again as it prints them (:class:`Stored`): the document is never held
+whole, so a hit has no size cap (the text screen, which decodes it whole, recomputes one over
+``RESULT_MAX_BYTES``).
 
 ``key`` hashes everything the result depends on that can be known *without importing polars*
 (the point: a hit costs an interpreter and this lookup, through the console script's shortcut
@@ -44,11 +47,11 @@ import uuid
 from contextlib import suppress
 from pathlib import Path
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from tracekit.conventions import find_sidecar
 from tracekit.errors import DatasetError
-from tracekit.inputs import RESULT_MAX_BYTES, read_input
+from tracekit.inputs import open_input
 from tracekit.tables.layout import choose_trace, dataset_trace_ids
 
 RESULTS_TABLE = "analysis_results"
@@ -134,10 +137,11 @@ def _sidecar_state(source: str | None) -> list[Any] | None:
     return [str(p), st.st_size, st.st_mtime_ns]
 
 
-def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str, Any]) -> bytes | None:
-    """The stored analysis document of this dataset trace and options, as the bytes ``analyze
-    --format json`` prints, or None (no entry, stale, unreadable). An entry is untrusted input:
-    any failure reading or checking it — whatever it raises — is a miss (the analysis recomputes)."""
+def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str, Any]) -> Stored | None:
+    """The stored analysis document of this dataset trace and options (the bytes ``analyze
+    --format json`` prints, read from the entry as they are printed: :class:`Stored`), or None
+    (no entry, stale, unreadable). An entry is untrusted input: any failure reading or checking
+    it — whatever it raises — is a miss (the analysis recomputes)."""
     try:
         return _lookup(Path(root), trace_id, options)
     except Exception:  # noqa: BLE001 - a tampered entry (TypeError, RecursionError, ...) is a miss
@@ -151,6 +155,7 @@ def lookup(root: str | os.PathLike[str], trace_id: str | None, options: dict[str
 _C0 = bytes([*range(0x00, 0x0A), *range(0x0B, 0x20), 0x7F])
 # one literal-prefixed pattern each: a search many times faster than one alternation (22 MB: 50 ms, not 0.6 s)
 _RAW_MULTIBYTE = tuple(re.compile(p) for p in (rb"\xc2[\x80-\x9f]", rb"\xe2\x80[\xaa-\xae]", rb"\xe2\x81[\xa6-\xa9]"))
+_SPAN = 2  # a multibyte pattern is at most this many bytes longer than one: the overlap of two pieces' checks
 
 
 def _raw_controls(doc: bytes) -> bool:
@@ -158,11 +163,81 @@ def _raw_controls(doc: bytes) -> bool:
 
 
 _CHECK_MAX_BYTES = 64 << 10  # the check line: a key, a path and a sidecar's state
-# The form of every document tracekit stores: an indented object whose first key is its version.
-_DOC_FORM = re.compile(rb'\{\n  "version": [0-9]+,\n(?s:.)*\n\}\n\Z')
+# The form of every document tracekit stores: an indented object whose first key is its version,
+# ending in a closing brace and a newline.
+_DOC_HEAD = re.compile(rb'\{\n  "version": [0-9]+,\n')
+_DOC_END = b"\n}\n"
+_PIECE = 8 << 20  # a stored document is checked and printed this many bytes at a time
 
 
-def _lookup(base: Path, trace_id: str | None, options: dict[str, Any]) -> bytes | None:
+class StoredChanged(DatasetError):
+    """A stored result that no longer matched its checks while it was printed (changed in place)."""
+
+
+class Stored:
+    """A stored document that passed every check (:func:`lookup`): ``size`` bytes at ``start`` of
+    the entry's open file. One of at most :data:`_PIECE` bytes is kept as it was checked
+    (``whole``); a longer one is read again by :meth:`pieces` as it is printed, so it is never held
+    whole (a big trace's is hundreds of MB), each piece checked again for terminal-unsafe bytes
+    before it is passed on (the entry may have been written in place since)."""
+
+    def __init__(self, fh: IO[bytes], start: int, size: int, whole: bytes | None) -> None:
+        self.fh, self.start, self.size, self.whole = fh, start, size, whole
+
+    def __len__(self) -> int:
+        return self.size
+
+    def pieces(self) -> Iterator[bytes]:
+        """The document, :data:`_PIECE` bytes at a time; :class:`StoredChanged` where the entry
+        changed since it was checked: cut short, or a terminal-unsafe byte (the pieces before
+        were passed on)."""
+        with self.fh:
+            if self.whole is not None:
+                yield self.whole
+                return
+            for piece in _pieces(self.fh, self.start, self.size):
+                if piece is None:
+                    raise StoredChanged("the stored analysis result changed while it was printed")
+                yield piece
+
+    def read(self) -> bytes:
+        """The whole document (the text screen decodes it at once)."""
+        return b"".join(self.pieces())
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _pieces(fh: IO[bytes], start: int, size: int) -> Iterator[bytes | None]:
+    """The ``size`` bytes at ``start`` of ``fh``, :data:`_PIECE` at a time (read at their offsets:
+    nothing read ahead and kept), then None where the file ends before them or a piece holds a
+    terminal-unsafe byte (a pattern across two pieces too)."""
+    fd, at, end, last = fh.fileno(), start, start + size, b""
+    while at < end:
+        piece = os.pread(fd, min(_PIECE, end - at), at)
+        if not piece or _raw_controls(piece) or _raw_controls(last + piece[:_SPAN]):
+            yield None
+            return
+        at += len(piece)
+        last = piece[-_SPAN:]
+        yield piece
+
+
+def _safe_digest(fh: IO[bytes], start: int, size: int, kept: list[bytes]) -> str | None:
+    """The digest of the ``size`` bytes at ``start`` of ``fh`` (:func:`_pieces`; the one piece of
+    a document that is one put in ``kept``); None where they hold a terminal-unsafe byte or the file
+    ends before them."""
+    digest = hashlib.blake2b(digest_size=16)
+    for piece in _pieces(fh, start, size):
+        if piece is None:
+            return None
+        digest.update(piece)
+        if len(piece) == size:
+            kept.append(piece)
+    return digest.hexdigest()
+
+
+def _lookup(base: Path, trace_id: str | None, options: dict[str, Any]) -> Stored | None:
     tid = dataset_trace(base, trace_id)
     if tid is None:
         return None
@@ -170,32 +245,53 @@ def _lookup(base: Path, trace_id: str | None, options: dict[str, Any]) -> bytes 
     if key is None:
         return None
     entry = base / RESULTS_TABLE / f"trace_id={tid}" / f"{key}.json"
-    try:  # stat first (on the open descriptor): a link, FIFO, device or an entry over the cap is not read
-        raw = read_input(entry, RESULT_MAX_BYTES, follow=False)
+    try:  # stat first (on the open descriptor): a link, FIFO or device is not read
+        fh = open_input(entry, follow=False)
     except OSError:
         return None
-    head, sep, rest = raw.partition(b"\n")
-    if not sep or len(head) > _CHECK_MAX_BYTES:
+    try:
+        found = _entry_parts(fh, key)
+    except Exception:  # noqa: BLE001 - a miss, the file closed
+        found = None
+    if found is None:
+        fh.close()
         return None
-    cut = rest.rfind(b"\n") + 1
-    doc, tail = rest[:cut], rest[cut:]
-    if len(tail) > _CHECK_MAX_BYTES or not _DOC_FORM.match(doc) or _raw_controls(doc):
+    return Stored(fh, *found)
+
+
+def _entry_parts(fh: IO[bytes], key: str) -> tuple[int, int, bytes | None] | None:
+    """(start, size, the document itself when it is one :data:`_PIECE`) of the document in the open
+    entry ``fh`` when its check line is this ``key``'s and its document has the stored form, no
+    terminal-unsafe byte and the trailer's size and digest; None otherwise. Read in pieces: a longer
+    document is never held whole."""
+    total = os.fstat(fh.fileno()).st_size
+    head = fh.readline(_CHECK_MAX_BYTES + 1)
+    if not head.endswith(b"\n"):
         return None
-    check, trailer = json.loads(head), json.loads(tail)
-    if not isinstance(trailer, dict) or trailer != _trailer_of(doc):
-        return None  # the document is not the one written (cut short, edited)
+    start = len(head)
+    fh.seek(max(start, total - _CHECK_MAX_BYTES - 1))
+    tail = fh.read()
+    cut = tail.rfind(b"\n")
+    if cut < 0:
+        return None
+    size = total - len(tail) + cut + 1 - start
+    fh.seek(start)
+    form = _DOC_HEAD.match(fh.read(64))
+    fh.seek(start + size - len(_DOC_END))
+    if form is None or size < form.end() + len(_DOC_END) or fh.read(len(_DOC_END)) != _DOC_END:
+        return None
+    check, trailer = json.loads(head), json.loads(tail[cut + 1 :])
     if not isinstance(check, dict) or check.get("key") != key:
         return None
     source, sidecar = check.get("source"), check.get("sidecar")
     if not (source is None or isinstance(source, str)) or not (sidecar is None or isinstance(sidecar, list)):
         return None
-    if _sidecar_state(source) != sidecar:
+    if _sidecar_state(source) != sidecar or not isinstance(trailer, dict) or trailer.get("size") != size:
         return None
-    return doc
-
-
-def _trailer_of(doc: bytes) -> dict[str, Any]:
-    return {"size": len(doc), "blake2b": hashlib.blake2b(doc, digest_size=16).hexdigest()}
+    kept: list[bytes] = []
+    if trailer != {"size": size, "blake2b": _safe_digest(fh, start, size, kept)}:
+        return None  # the document is not the one written (cut short, edited), or holds unsafe bytes
+    return start, size, kept[0] if kept else None
 
 
 def store(root: str | os.PathLike[str], trace_id: str, options: dict[str, Any], source: str | None, doc: bytes) -> bool:
