@@ -34,6 +34,9 @@ def _sorted_read(path: Path, monkeypatch: pytest.MonkeyPatch) -> pl.DataFrame:
         return load_nsys(path).regions
 
 
+COUNTS = "SELECT globalTid FROM"  # nvtx.thread_counts: the column it counts per thread
+
+
 def _sql_seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = sq.iter_frames
@@ -138,6 +141,28 @@ def _appended(shared_traces: Path, tmp_path: Path, *stmts: str) -> Path:
 GTID = "(SELECT globalTid FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1)"
 
 
+def test_thread_counts_by_hand(shared_traces: Path, tmp_path: Path) -> None:
+    # nvtx.thread_counts, counted by polars from the globalTid column: what SQLite's GROUP BY gives
+    # (the crossentropy export's 13,513 usable ranges on 9 threads, in globalTid order); a
+    # globalTid that is not an integer is None, first (then thread_offsets reads sorted).
+    from tracekit.sources.nsys.loader import _open
+    from tracekit.sources.nsys.nvtx_time import thread_offsets
+
+    base = 282_323_165_694_000
+    want = [(base - 692, 10_242), *zip(range(base + 58, base + 66), (23, 408, 630, 301, 826, 738, 323, 22))]
+    conn = _open(shared_traces / XENT)
+    assert nvtx.thread_counts(conn, {nvtx.NVTX_TABLE}) == want and sum(n for _, n in want) == 13_513
+    assert nvtx.thread_counts(conn, set()) == []
+    conn.close()
+    db = _appended(
+        shared_traces, tmp_path, "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, globalTid) VALUES (1, 2, 59, 'x')"
+    )
+    conn = _open(db)
+    got = nvtx.thread_counts(conn, {nvtx.NVTX_TABLE})
+    conn.close()
+    assert got == [(None, 1), *want] and thread_offsets(got) is None
+
+
 @pytest.mark.parametrize(
     "edit",
     [
@@ -165,7 +190,8 @@ def test_export_not_in_start_order_is_read_sorted(
     tr = load_nsys(db)
     assert threading.active_count() == threads  # the abandoned read's fetching thread has ended
     assert tr.regions.equals(want)
-    assert [("ORDER BY" in s) for s in seen if "eventType IN" in s] == [False, True]  # read again, sorted
+    ranges = [s for s in seen if "eventType IN" in s and not s.startswith(COUNTS)]  # not the per-thread counts
+    assert [("ORDER BY" in s) for s in ranges] == [False, True]  # read again, sorted
     drops = tr.meta["parse_stats"]["dropped"]
     assert drops["NVTX range without a start, ending before it starts, or beyond ±2^62 ns"] == 1
     tid = ingest_nsys(db, tmp_path / "ds")
@@ -245,7 +271,7 @@ def test_parquet_dictionary_only_where_values_repeat(shared_traces: Path, tmp_pa
 
 
 def test_ranges_fetched_while_the_thread_counts_are_made(shared_traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The per-thread counts that number the ranges (a GROUP BY: SQLite sorts every range) run
+    """The per-thread counts that number the ranges (every range's globalTid read and counted) run
     beside the fetch of the first ranges, not before it: here the counts are held back until 5
     chunks of 1000 ranges have been fetched — the one being numbered, the 3 waiting
     (nvtx.AHEAD_CHUNKS) and the one the fetch thread holds — and the regions are still those of
@@ -260,7 +286,7 @@ def test_ranges_fetched_while_the_thread_counts_are_made(shared_traces: Path, mo
 
     def frames(conn, sql, *a, **k):  # type: ignore[no-untyped-def]
         for frame in real_frames(conn, sql, *a, **k):
-            if "NVTX_EVENTS" in sql:
+            if "NVTX_EVENTS" in sql and not sql.startswith(COUNTS):  # the ranges, not the counts' column
                 fetched.append(frame.height)
                 if len(fetched) == 5:
                     five.set()

@@ -6,7 +6,7 @@ nsys writes ``NVTX_EVENTS`` in start order (every shared export and the syntheti
 module reads the rows as they are stored and gives each range the same id and nesting as the
 sorted read would:
 
-* the ranges of each globalTid are counted first (one aggregate query; :func:`thread_offsets`),
+* the ranges of each globalTid are counted first (``nvtx.thread_counts``; :func:`thread_offsets`),
   so a range's id is the count of ranges of lower globalTids plus its rank within its own thread;
 * the rows arrive in blocks of consecutive start times (rows sharing the last start of a chunk
   wait for the next one, so ties are never split); within a block the ranges of a thread are
@@ -42,8 +42,8 @@ class NotInTimeOrder(Exception):
 
 def thread_offsets(per_thread: list[tuple[Any, Any]]) -> dict[int, int] | None:
     """globalTid → region_id of its first range (the number of ranges of lower globalTids), from
-    the rows of ``SELECT globalTid, count(*) ... GROUP BY globalTid`` (in globalTid order, as
-    ORDER BY globalTid sorts them), or None when reading in storage order could not give the ids
+    (globalTid, ranges) rows of :func:`tracekit.sources.nsys.nvtx.thread_counts` (in globalTid
+    order), or None when reading in storage order could not give the ids
     and nesting of the sorted read: a globalTid that is not an integer, or two globalTids with the
     same (pid, tid) (nesting is per pid and tid). A start, end or globalTid that is not an integer
     in a row stops the read itself (:func:`tracekit.sources.nsys.sql.iter_frames` with
