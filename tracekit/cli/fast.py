@@ -2,8 +2,8 @@
 
 ``tracekit analyze DATASET --format json`` of a trace analysed before with the same options prints
 the stored document (tracekit/tables/results.py), read and written in pieces. That takes an
-interpreter, the lookup and the writes; click and the command modules would nearly double that. :func:`stored_document`
-recognises only the plainest spelling of that command —
+interpreter, the lookup and the writes; click and the command modules would nearly double that.
+:func:`stored_document` recognises only the plainest spelling of that command —
 ``analyze``, one dataset folder, ``--format json`` (or ``--format=json``) in any order, nothing
 else — and returns the stored document when the lookup hits. Anything else, a miss included, goes
 to the click command (:func:`tracekit.cli.main.main`), which parses, checks and reports as always

@@ -269,12 +269,13 @@ def _entry_parts(fh: IO[bytes], key: str) -> tuple[int, int, bytes | None] | Non
     if not head.endswith(b"\n"):
         return None
     start = len(head)
-    fh.seek(max(start, total - _CHECK_MAX_BYTES - 1))
-    tail = fh.read()
+    at = max(start, total - _CHECK_MAX_BYTES - 1)  # the trailer: after the document's last newline
+    fh.seek(at)
+    tail = fh.read(total - at)
     cut = tail.rfind(b"\n")
     if cut < 0:
         return None
-    size = total - len(tail) + cut + 1 - start
+    size = at + cut + 1 - start
     fh.seek(start)
     form = _DOC_HEAD.match(fh.read(64))
     fh.seek(start + size - len(_DOC_END))
