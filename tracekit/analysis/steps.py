@@ -23,7 +23,7 @@ from tracekit.analysis.idle.culprits import analysis_host, culprit_frame, launch
 from tracekit.analysis.op_work import op_work as op_work_rows
 from tracekit.analysis.regions.cold import cold_summary, cold_windows, mark_cold, warm_units
 from tracekit.analysis.regions.kernel_classes import is_communication
-from tracekit.analysis.regions.metrics import derived, group_metrics, with_costs
+from tracekit.analysis.regions.metrics import derived, group_metrics, positions, with_costs
 from tracekit.analysis.regions.phases_from_shapes import NO_PHASES
 from tracekit.analysis.regions.rollup import (
     busy_basis,
@@ -177,8 +177,8 @@ def idle(
     host = analysis_host(region_rows, activities, launches, ops)
     other = None if cpu_only else device_work(activities, regions)
     free = launch_free(activities, launches)
-    if free.height:
-        linked = linked.join(free, on="act_id", how="left", maintain_order="left")
+    if free.height:  # each link's free_ns, by position: no copy of the links' other columns
+        linked = linked.hstack([free["free_ns"].gather(positions(linked["act_id"], free["act_id"]))])
     reg, cul = region_idle(region_rows, linked, ops, host, other)
     return reg, cul, linked
 

@@ -308,6 +308,13 @@ def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFra
     need = {"launch_end_ns", "launch_start_ns", "device", "stream"}
     if not need <= set(acts.columns):
         return pl.DataFrame(schema={"act_id": pl.Int64(), "free_ns": pl.Int64()})
+    # the launching threads' event waits, if any (without them, no launch columns but the end)
+    waits = (
+        launches is not None
+        and launches.height > 0
+        and "launch_pid" in acts.columns
+        and bool(launches["name"].str.contains(EVENT_WAIT).any())
+    )
     s = (
         acts.lazy()
         .select(
@@ -316,19 +323,19 @@ def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFra
             pl.col("stream").fill_null(-1),
             "start_ns",
             "end_ns",
-            "launch_start_ns",
             "launch_end_ns",
-            *[pl.col(c).fill_null(-1) for c in ("launch_pid", "launch_tid") if c in acts.columns],
+            *(["launch_start_ns"] if waits else []),
+            *[pl.col(c).fill_null(-1) for c in ("launch_pid", "launch_tid") if waits],
         )
         .sort("device", "stream", "start_ns", "act_id")
         .with_columns(
-            pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev_end"),
-            pl.col("launch_start_ns").shift(1).over("device", "stream").alias("_prev_launch"),
+            _prev_end(acts),
+            *([pl.col("launch_start_ns").shift(1).over("device", "stream").alias("_prev_launch")] if waits else []),
         )
         .filter(pl.col("launch_end_ns").is_not_null())
     )
     dep = pl.lit(False)
-    if launches is not None and launches.height and "launch_pid" in acts.columns:
+    if waits and launches is not None:
         ev = (
             launches.lazy()
             .filter(pl.col("name").str.contains(EVENT_WAIT))
@@ -351,6 +358,25 @@ def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFra
     free = pl.max_horizontal("launch_end_ns", pl.col("_prev_end").fill_null(pl.col("launch_end_ns")))
     free = pl.when(dep).then(pl.col("start_ns")).otherwise(pl.min_horizontal(free, "start_ns"))
     return s.select("act_id", free.cast(pl.Int64()).alias("free_ns")).collect(engine="in-memory")
+
+
+def _prev_end(acts: pl.DataFrame) -> pl.Expr:
+    """Over rows in (device, stream, start) order: the latest end of the earlier rows of the same
+    (device, stream). Where one int64 cannot overflow, each (device, stream) is shifted past the
+    earlier ones' times and one running maximum runs over all rows (no per-group window, whose
+    groups were a big trace's largest transient here)."""
+    window = pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev_end")
+    ends = acts["end_ns"]
+    if not acts.height or ends.null_count() == ends.len():
+        return window
+    t0, t1 = int(ends.min()), int(ends.max())  # type: ignore[arg-type]
+    groups = acts.select(pl.struct(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1)).n_unique()).item()
+    if groups * (t1 - t0 + 1) >= 2**62:
+        return window
+    new = (pl.col("device") != pl.col("device").shift(1)) | (pl.col("stream") != pl.col("stream").shift(1))
+    off = (new.fill_null(True).cum_sum().cast(pl.Int64()) * (t1 - t0 + 1)) - t0
+    prev = ((pl.col("end_ns") + off).cum_max().shift(1) - off).cast(ends.dtype)
+    return pl.when(new.fill_null(True)).then(None).otherwise(prev).alias("_prev_end")
 
 
 def _launch_waits(linked: pl.DataFrame, free: bool = False) -> pl.DataFrame:

@@ -20,6 +20,9 @@ from tracekit.analysis.regions.windows import host_windows
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
 PHASES = ("prefill", "decode", "mixed")
+# Region metrics of a trace with more (region, activity) links than this are computed one block of
+# whole regions at a time: their cost columns are never gathered for every link at once.
+CHUNK_ROWS = 1 << 18
 INT_FILL = [
     "kernel_count",
     "busy_ns",
@@ -56,7 +59,6 @@ def region_metrics(
         for c in ("launch_start_ns", "launch_end_ns", "launch_pid", "launch_tid", "correlation", "device")
         if c in acts.columns
     ]
-    pairs = links.select("region_id", "act_id")
     cost = [
         "dur_ns",
         "covered",
@@ -66,12 +68,28 @@ def region_metrics(
         "dtype",
         *(["comm"] if "comm" in acts.columns else []),
     ]
-    # one gather: the metrics read the linked activities' times too (two gathers held both copies
-    # of the times, and of the pairs, around the metrics' transients: ~18 MB on the 860 MB replica)
-    linked = gather_acts(pairs, acts, ["start_ns", "end_ns", *extra, *cost])
-    m = group_metrics(linked, "region_id")
-    for c in cost:  # this function's own frame: in place, no polars query
-        linked.drop_in_place(c)
+    pairs, pos = linked_rows(links.select("region_id", "act_id"), acts)
+    if pairs.height <= CHUNK_ROWS:
+        # one gather: the metrics read the linked activities' times too (two gathers held both copies
+        # of the times, and of the pairs, around the metrics' transients)
+        linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra, *cost])[pos].get_columns())
+        m = group_metrics(linked, "region_id")
+        for c in cost:  # this function's own frame: in place, no polars query
+            linked.drop_in_place(c)
+    else:
+        # a big trace: the links' columns gathered once, the metrics' cost columns only for one
+        # block of whole regions at a time (each region's rows in the same order: the same sums)
+        linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra])[pos].get_columns())
+        taken = acts.select(["start_ns", "end_ns", *cost])
+        m = pl.concat(
+            [
+                group_metrics(
+                    pairs.filter(mask).select("region_id").hstack(taken[pos.filter(mask)].get_columns()), "region_id"
+                )
+                for mask in region_blocks(pairs["region_id"], CHUNK_ROWS)
+            ]
+        )
+        del taken
     out = (
         regions.lazy()
         .rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"})
@@ -89,11 +107,27 @@ def region_metrics(
 def gather_acts(rows: pl.DataFrame, acts: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """``rows`` (with an ``act_id`` column) joined to ``columns`` of their activities (inner: rows
     whose activity is absent are dropped), by position rather than a hash join at activity scale."""
+    rows, pos = linked_rows(rows, acts)
+    return rows.hstack(acts.select(columns)[pos].get_columns())
+
+
+def linked_rows(rows: pl.DataFrame, acts: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """``rows`` (with an ``act_id`` column) whose activity is in ``acts``, and that activity's row."""
     pos = positions(rows["act_id"], acts["act_id"])
     if pos.null_count():  # (the null test is a polars query: only when needed)
         keep = pos.is_not_null()
         rows, pos = rows.filter(keep), pos.filter(keep)
-    return rows.hstack(acts.select(columns)[pos].get_columns())
+    return rows, pos
+
+
+def region_blocks(region_id: pl.Series, rows: int) -> list[pl.Series]:
+    """Masks over ``region_id`` (one per block of whole regions, in id order, each about ``rows``
+    rows or one region's; rows whose id is null are in none)."""
+    counts = region_id.drop_nulls().value_counts(name="n").sort("region_id")
+    block = ((pl.col("n").cum_sum() - pl.col("n")) // rows).alias("block")
+    ends = counts.group_by(block, maintain_order=True).agg(pl.col("region_id").last())["region_id"]
+    lows = [None, *ends[:-1]]
+    return [(region_id <= hi) if lo is None else (region_id > lo) & (region_id <= hi) for lo, hi in zip(lows, ends)]
 
 
 def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
