@@ -1,5 +1,6 @@
-"""The analysis's biggest transients bounded (issue 36): region metrics computed one block of whole
-regions at a time, and the launch-free times by one running maximum instead of a per-stream window.
+"""The analysis's biggest transients bounded (issue 36): region metrics and each region's thread
+and device computed one block of whole regions at a time (regions/blocks.py), and the launch-free
+times by one running maximum instead of a per-stream window.
 Each must give the same numbers as the whole-frame form: by hand, and on shared traces."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import tracekit
 from tracekit.analysis import analyze
 from tracekit.analysis.idle.causes import launch_free
 from tracekit.analysis.regions import rollup
-from tracekit.analysis.regions.rollup import region_blocks
+from tracekit.analysis.regions import blocks
+from tracekit.analysis.regions.blocks import region_blocks
 
 
 def test_region_blocks_by_hand() -> None:
@@ -47,7 +49,7 @@ def test_region_metrics_by_block_equal_all_at_once(
         sizes.append(acts.height)
         return real(acts, key)
 
-    monkeypatch.setattr(rollup, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(blocks, "CHUNK_ROWS", 64)
     monkeypatch.setattr(rollup, "group_metrics", counted)
     assert analyze(trace).to_json_bytes() == whole
     assert len(sizes) >= 20, sizes

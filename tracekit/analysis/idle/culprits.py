@@ -21,6 +21,7 @@ from tracekit.analysis.idle.causes import (
 )
 from tracekit.analysis.idle.host_segments import op_segments
 from tracekit.analysis.idle.intervals import union
+from tracekit.analysis.regions.blocks import in_blocks
 from tracekit.analysis.verdict import fmt_dur
 
 TOP_CULPRITS = 5
@@ -43,28 +44,7 @@ def region_idle(
     ``host``: (blocking calls, threads) from :func:`analysis_host`.
     ``other``: :func:`tracekit.analysis.idle.causes.device_work`, or None (no other work seen).
     A region's device is the one that ran most of its linked activities (then the smallest)."""
-    # each region's main launching thread: most launches, then the smallest (pid, tid)
-    thr = (
-        linked.lazy().filter(pl.col("launch_pid").is_not_null()).group_by("region_id", "launch_pid", "launch_tid").len()
-        if "launch_pid" in linked.columns
-        else pl.LazyFrame(
-            schema={"region_id": pl.Int64(), "launch_pid": pl.Int64(), "launch_tid": pl.Int64(), "len": pl.UInt32()}
-        )
-    )
-    most = {"by": ["len", "launch_pid", "launch_tid"], "descending": [True, False, False]}
-    main = thr.group_by("region_id").agg(
-        pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
-        pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
-    )
-    dev = (
-        linked.lazy()
-        .group_by("region_id", "device")
-        .len()
-        .group_by("region_id")
-        .agg(pl.col("device").sort_by(["len", "device"], descending=[True, False]).first())
-        if "device" in linked.columns
-        else pl.LazyFrame(schema={"region_id": pl.Int64(), "device": pl.Int64()})
-    )
+    main, dev = _thread_and_device(linked)
     win = (
         reg.lazy()
         .join(main, on="region_id", how="left")
@@ -88,6 +68,42 @@ def region_idle(
     out = reg.lazy().drop([*sums, "idle_top", "other_top"], strict=False).join(tot.lazy(), on="region_id", how="left")
     out = _with_tops(out, cul.lazy(), "region_id").with_columns(*[pl.col(c).fill_null(0) for c in sums])
     return out.collect(engine="in-memory"), cul
+
+
+def _thread_and_device(linked: pl.DataFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Per region: its main launching thread (``_lp, _lt``: most launches, then the smallest pid,
+    tid) and its device (most linked activities, then the smallest); counted one block of whole
+    regions at a time on a big trace (regions/blocks.py)."""
+    cols = [c for c in ("region_id", "launch_pid", "launch_tid", "device") if c in linked.columns]
+    most = {"by": ["len", "launch_pid", "launch_tid"], "descending": [True, False, False]}
+    mains: list[pl.DataFrame] = []
+    devs: list[pl.DataFrame] = []
+    for part in in_blocks(linked.select(cols)):
+        q = part.lazy()
+        main = (
+            q.filter(pl.col("launch_pid").is_not_null())
+            .group_by("region_id", "launch_pid", "launch_tid")
+            .len()
+            .group_by("region_id")
+            .agg(
+                pl.col("launch_pid").sort_by(**most).first().alias("_lp"),  # type: ignore[arg-type]
+                pl.col("launch_tid").sort_by(**most).first().alias("_lt"),  # type: ignore[arg-type]
+            )
+            if "launch_pid" in cols
+            else pl.LazyFrame(schema={"region_id": pl.Int64(), "_lp": pl.Int64(), "_lt": pl.Int64()})
+        )
+        dev = (
+            q.group_by("region_id", "device")
+            .len()
+            .group_by("region_id")
+            .agg(pl.col("device").sort_by(["len", "device"], descending=[True, False]).first())
+            if "device" in cols
+            else pl.LazyFrame(schema={"region_id": pl.Int64(), "device": pl.Int64()})
+        )
+        m, d = pl.collect_all([main, dev], engine="in-memory")
+        mains.append(m)
+        devs.append(d)
+    return pl.concat(mains).lazy(), pl.concat(devs).lazy()
 
 
 def _with_tops(rows: pl.LazyFrame, cul: pl.LazyFrame, key: str) -> pl.LazyFrame:

@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.verdict import Thresholds
+from tracekit.analysis.regions import blocks
 from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
 from tracekit.analysis.regions.tops import effective_parent
 from tracekit.attribution.links import nearest_ancestor
@@ -20,9 +21,6 @@ from tracekit.analysis.regions.windows import host_windows
 from tracekit.conventions import ABOVE_ROOF_COLUMN, COST_COLUMNS, PEAK_FRACTION_COLUMNS
 
 PHASES = ("prefill", "decode", "mixed")
-# Region metrics of a trace with more (region, activity) links than this are computed one block of
-# whole regions at a time: their cost columns are never gathered for every link at once.
-CHUNK_ROWS = 1 << 18
 INT_FILL = [
     "kernel_count",
     "busy_ns",
@@ -69,7 +67,7 @@ def region_metrics(
         *(["comm"] if "comm" in acts.columns else []),
     ]
     pairs, pos = linked_rows(links.select("region_id", "act_id"), acts)
-    if pairs.height <= CHUNK_ROWS:
+    if pairs.height <= blocks.CHUNK_ROWS:
         # one gather: the metrics read the linked activities' times too (two gathers held both copies
         # of the times, and of the pairs, around the metrics' transients)
         linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra, *cost])[pos].get_columns())
@@ -78,18 +76,17 @@ def region_metrics(
             linked.drop_in_place(c)
     else:
         # a big trace: the links' columns gathered once, the metrics' cost columns only for one
-        # block of whole regions at a time (each region's rows in the same order: the same sums)
+        # block of whole regions at a time (blocks.py)
         linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra])[pos].get_columns())
         taken = acts.select(["start_ns", "end_ns", *cost])
+        rows = pairs.select("region_id").with_columns(pos.alias("_pos"))
         m = pl.concat(
             [
-                group_metrics(
-                    pairs.filter(mask).select("region_id").hstack(taken[pos.filter(mask)].get_columns()), "region_id"
-                )
-                for mask in region_blocks(pairs["region_id"], CHUNK_ROWS)
+                group_metrics(b.select("region_id").hstack(taken[b["_pos"]].get_columns()), "region_id")
+                for b in blocks.in_blocks(rows)
             ]
         )
-        del taken
+        del taken, rows
     out = (
         regions.lazy()
         .rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"})
@@ -118,16 +115,6 @@ def linked_rows(rows: pl.DataFrame, acts: pl.DataFrame) -> tuple[pl.DataFrame, p
         keep = pos.is_not_null()
         rows, pos = rows.filter(keep), pos.filter(keep)
     return rows, pos
-
-
-def region_blocks(region_id: pl.Series, rows: int) -> list[pl.Series]:
-    """Masks over ``region_id`` (one per block of whole regions, in id order, each about ``rows``
-    rows or one region's; rows whose id is null are in none)."""
-    counts = region_id.drop_nulls().value_counts(name="n").sort("region_id")
-    block = ((pl.col("n").cum_sum() - pl.col("n")) // rows).alias("block")
-    ends = counts.group_by(block, maintain_order=True).agg(pl.col("region_id").last())["region_id"]
-    lows = [None, *ends[:-1]]
-    return [(region_id <= hi) if lo is None else (region_id > lo) & (region_id <= hi) for lo, hi in zip(lows, ends)]
 
 
 def phase_metrics(reg: pl.DataFrame, acts_ph: pl.DataFrame) -> pl.DataFrame:
