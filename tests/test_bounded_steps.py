@@ -12,6 +12,7 @@ import pytest
 
 import tracekit
 from tracekit.analysis import analyze
+from tracekit.analysis.idle import causes
 from tracekit.analysis.idle.causes import launch_free
 from tracekit.analysis.regions import rollup
 from tracekit.analysis.regions import blocks
@@ -61,7 +62,10 @@ def _acts(rows: list[tuple[int, int | None, int, int, int, int | None]]) -> pl.D
     return df.with_columns(pl.col("launch_end_ns").alias("launch_start_ns"))
 
 
-def test_launch_free_by_hand_with_streams_interleaved() -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_launch_free_by_hand_with_streams_interleaved(packed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # packed: as on a trace over CHUNK_ROWS activities (one running maximum over shifted streams);
+    # else the per-stream window a small trace uses. The same figures either way:
     # device 0 stream 7: acts 0 (100–400), 2 (300–350), 4 (500–600); device 0 stream 8: act 1
     # (200–900), act 3 (950–1000); device null stream 7 (its own stream: null device = -1): act 5.
     # free = min(start, max(launch end, latest end of the stream's earlier work)):
@@ -80,16 +84,19 @@ def test_launch_free_by_hand_with_streams_interleaved() -> None:
             (6, 0, 7, 650, 660, None),
         ]
     )
+    if packed:
+        monkeypatch.setattr(causes, "CHUNK_ROWS", 0)
     got = dict(launch_free(acts, None).iter_rows())
     assert got == {0: 50, 2: 300, 4: 450, 1: 150, 3: 920, 5: 10}
 
 
-def test_launch_free_window_when_times_cannot_pack() -> None:
+def test_launch_free_window_when_times_cannot_pack(monkeypatch: pytest.MonkeyPatch) -> None:
     # Four streams over 2**61 ns: 4 × (2**61 + 9 − 40 + 1) ≥ 2**62, so the streams cannot be
     # shifted apart in one int64 (stream 4, the fourth in order, would pass 2**63) and the
     # per-stream window is used. Streams 1–3: acts 2, 3, 4 are first: their launch ends 20, 45, 65.
     # Stream 4: act 0 ends at 2**61; act 1 (launched at 10) waits for it:
     # min(2**61 + 5, max(10, 2**61)) = 2**61.
+    monkeypatch.setattr(causes, "CHUNK_ROWS", 0)  # as on a big trace
     big = 2**61
     acts = _acts(
         [

@@ -39,6 +39,7 @@ from typing import TypeVar
 import polars as pl
 
 from tracekit.analysis.idle.intervals import disjoint, split, union
+from tracekit.analysis.regions.blocks import CHUNK_ROWS
 from tracekit.analysis.idle.host_segments import op_labels
 from tracekit.tables.cases import first
 from tracekit.tables.dictstr import cut_long
@@ -362,12 +363,12 @@ def launch_free(acts: pl.DataFrame, launches: pl.DataFrame | None) -> pl.DataFra
 
 def _prev_end(acts: pl.DataFrame) -> pl.Expr:
     """Over rows in (device, stream, start) order: the latest end of the earlier rows of the same
-    (device, stream). Where one int64 cannot overflow, each (device, stream) is shifted past the
-    earlier ones' times and one running maximum runs over all rows (no per-group window, whose
-    groups were a big trace's largest transient here)."""
+    (device, stream). On a big trace (over :data:`CHUNK_ROWS` activities), where one int64 cannot
+    overflow, each (device, stream) is shifted past the earlier ones' times and one running maximum
+    runs over all rows (no per-group window, whose groups were its largest transient here)."""
     window = pl.col("end_ns").cum_max().shift(1).over("device", "stream").alias("_prev_end")
     ends = acts["end_ns"]
-    if not acts.height or ends.null_count() == ends.len():
+    if acts.height <= CHUNK_ROWS or ends.null_count() == ends.len():  # small: the window is cheap
         return window
     t0, t1 = int(ends.min()), int(ends.max())  # type: ignore[arg-type]
     groups = acts.select(pl.struct(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1)).n_unique()).item()

@@ -76,8 +76,8 @@ def _thread_and_device(linked: pl.DataFrame) -> tuple[pl.LazyFrame, pl.LazyFrame
     regions at a time on a big trace (regions/blocks.py)."""
     cols = [c for c in ("region_id", "launch_pid", "launch_tid", "device") if c in linked.columns]
     most = {"by": ["len", "launch_pid", "launch_tid"], "descending": [True, False, False]}
-    mains: list[pl.DataFrame] = []
-    devs: list[pl.DataFrame] = []
+    mains: list[pl.LazyFrame] = []
+    devs: list[pl.LazyFrame] = []
     for part in in_blocks(linked.select(cols)):
         q = part.lazy()
         main = (
@@ -100,10 +100,11 @@ def _thread_and_device(linked: pl.DataFrame) -> tuple[pl.LazyFrame, pl.LazyFrame
             if "device" in cols
             else pl.LazyFrame(schema={"region_id": pl.Int64(), "device": pl.Int64()})
         )
-        m, d = pl.collect_all([main, dev], engine="in-memory")
-        mains.append(m)
-        devs.append(d)
-    return pl.concat(mains).lazy(), pl.concat(devs).lazy()
+        if part.height < linked.height:  # one block of several: counted now, its rows let go
+            main, dev = (f.lazy() for f in pl.collect_all([main, dev], engine="in-memory"))
+        mains.append(main)
+        devs.append(dev)
+    return pl.concat(mains), pl.concat(devs)
 
 
 def _with_tops(rows: pl.LazyFrame, cul: pl.LazyFrame, key: str) -> pl.LazyFrame:
