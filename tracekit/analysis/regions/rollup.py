@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from tracekit.analysis.verdict import Thresholds
-from tracekit.analysis.regions import blocks
+from tracekit.analysis.regions.blocks import in_blocks
 from tracekit.analysis.regions.metrics import dominant_dtype, group_metrics, positions
 from tracekit.analysis.regions.tops import effective_parent
 from tracekit.attribution.links import nearest_ancestor
@@ -67,26 +67,18 @@ def region_metrics(
         *(["comm"] if "comm" in acts.columns else []),
     ]
     pairs, pos = linked_rows(links.select("region_id", "act_id"), acts)
-    if pairs.height <= blocks.CHUNK_ROWS:
-        # one gather: the metrics read the linked activities' times too (two gathers held both copies
-        # of the times, and of the pairs, around the metrics' transients)
-        linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra, *cost])[pos].get_columns())
-        m = group_metrics(linked, "region_id")
-        for c in cost:  # this function's own frame: in place, no polars query
-            linked.drop_in_place(c)
-    else:
-        # a big trace: the links' columns gathered once, the metrics' cost columns only for one
-        # block of whole regions at a time (blocks.py)
-        linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra])[pos].get_columns())
-        taken = acts.select(["start_ns", "end_ns", *cost])
-        rows = pairs.select("region_id").with_columns(pos.alias("_pos"))
-        m = pl.concat(
-            [
-                group_metrics(b.select("region_id").hstack(taken[b["_pos"]].get_columns()), "region_id")
-                for b in blocks.in_blocks(rows)
-            ]
-        )
-        del taken, rows
+    linked = pairs.hstack(acts.select(["start_ns", "end_ns", *extra])[pos].get_columns())
+    # the metrics' cost columns gathered for one block of whole regions at a time (blocks.py: a
+    # small trace's links in one block), never for every link of a big trace at once
+    taken = acts.select(["start_ns", "end_ns", *cost])
+    rows = pairs.select("region_id").with_columns(pos.alias("_pos"))
+    m = pl.concat(
+        [
+            group_metrics(b.select("region_id").hstack(taken[b["_pos"]].get_columns()), "region_id")
+            for b in in_blocks(rows)
+        ]
+    )
+    del taken, rows
     out = (
         regions.lazy()
         .rename({"start_ns": "cpu_start_ns", "end_ns": "cpu_end_ns"})
